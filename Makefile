@@ -1,0 +1,43 @@
+# stormguard: every module listed in go.work is checked and tested.
+SHELL := /bin/bash
+GO ?= go
+GOBIN := $(shell $(GO) env GOPATH)/bin
+STATICCHECK := $(GOBIN)/staticcheck
+BENCHSTAT := $(GOBIN)/benchstat
+MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
+
+.PHONY: all test fmt-check vet staticcheck race lab bench tools
+
+all: test
+
+## test: gofmt check, go vet, staticcheck and go test -race over every module.
+test: fmt-check vet staticcheck race
+
+fmt-check:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
+
+$(STATICCHECK):
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+$(BENCHSTAT):
+	$(GO) install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+tools: $(STATICCHECK) $(BENCHSTAT)
+
+staticcheck: $(STATICCHECK)
+	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...); done
+
+race:
+	@set -e; for m in $(MODULES); do echo "test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
+
+## lab: run the storm lab's default scenario suite.
+lab:
+	$(GO) run ./cmd/stormsim
+
+## bench: the library's benchmarks, 6 runs each, summarised by benchstat.
+bench: $(BENCHSTAT)
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee /tmp/stormguard-bench.txt
+	$(BENCHSTAT) /tmp/stormguard-bench.txt

@@ -1,0 +1,256 @@
+package backoff
+
+import (
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Strategy computes the wait before a retry. n is the retry number (1 for
+// the wait after the first attempt failed); prev is the delay returned for
+// the previous retry of the same call (0 before the first). Implementations
+// must be safe for concurrent use and should not allocate.
+type Strategy interface {
+	Delay(n int, prev time.Duration) time.Duration
+}
+
+// Func adapts a function to a Strategy.
+type Func func(n int, prev time.Duration) time.Duration
+
+// Delay calls f, clamping a negative result to zero.
+func (f Func) Delay(n int, prev time.Duration) time.Duration {
+	d := f(n, prev)
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// Jitter selects how a strategy randomises its delay.
+type Jitter uint8
+
+// Jitter modes. See the package documentation for the formulas.
+const (
+	None Jitter = iota
+	Full
+	Equal
+	Decorrelated
+	Proportional
+)
+
+var jitterNames = [...]string{"none", "full", "equal", "decorrelated", "proportional"}
+
+// String returns the mode's name as used in configuration ("full", ...).
+func (j Jitter) String() string {
+	if int(j) < len(jitterNames) {
+		return jitterNames[j]
+	}
+	return "jitter(" + strconv.Itoa(int(j)) + ")"
+}
+
+// ParseJitter returns the mode named s ("none", "full", "equal",
+// "decorrelated", "proportional").
+func ParseJitter(s string) (Jitter, bool) {
+	for i, n := range jitterNames {
+		if n == s {
+			return Jitter(i), true
+		}
+	}
+	return 0, false
+}
+
+// DefaultFactor is the Proportional jitter factor used when Factor is zero.
+const DefaultFactor = 0.2
+
+// Defaults for zero fields of Exponential and Linear.
+const (
+	DefaultBase       = 100 * time.Millisecond
+	DefaultMax        = 10 * time.Second
+	DefaultMultiplier = 2.0
+)
+
+// Exponential waits Base·Multiplier^(n-1), capped at Max, then jitters it.
+//
+// Zero fields take the defaults: Base 100ms, Max 10s, Multiplier 2, Factor
+// 0.2, Rand the global generator. A Max below Base is raised to Base. The
+// zero Exponential is therefore 100ms, 200ms, 400ms … 10s without jitter.
+type Exponential struct {
+	Base       time.Duration
+	Max        time.Duration
+	Multiplier float64
+	Jitter     Jitter
+	Factor     float64     // Proportional jitter: ±Factor·T (default 0.2)
+	Rand       rand.Source // nil: math/rand/v2's global generator
+}
+
+// Delay implements Strategy.
+func (e Exponential) Delay(n int, prev time.Duration) time.Duration {
+	base, max := bounds(e.Base, e.Max, DefaultBase, DefaultMax)
+	m := e.Multiplier
+	if m == 0 {
+		m = DefaultMultiplier
+	}
+	return jitter(e.Jitter, expCeiling(base, max, m, n), base, max, prev, e.Factor, e.Rand)
+}
+
+// Linear waits Base + Step·(n-1), capped at Max, then jitters it.
+// Zero fields: Base 100ms, Step = Base, Max 10s.
+type Linear struct {
+	Base   time.Duration
+	Step   time.Duration
+	Max    time.Duration
+	Jitter Jitter
+	Factor float64
+	Rand   rand.Source
+}
+
+// Delay implements Strategy.
+func (l Linear) Delay(n int, prev time.Duration) time.Duration {
+	base, max := bounds(l.Base, l.Max, DefaultBase, DefaultMax)
+	step := l.Step
+	if step <= 0 {
+		step = base
+	}
+	if n < 1 {
+		n = 1
+	}
+	t := max
+	if k := uint64(n - 1); k == 0 {
+		t = base
+	} else if hi, lo := bits.Mul64(uint64(step), k); hi == 0 && lo <= uint64(max-base) {
+		t = base + time.Duration(lo)
+	}
+	return jitter(l.Jitter, t, base, max, prev, l.Factor, l.Rand)
+}
+
+// Constant waits Interval before every retry, jittered. (With Decorrelated
+// jitter the delay is always Interval, since Base = Max.)
+type Constant struct {
+	Interval time.Duration
+	Jitter   Jitter
+	Factor   float64
+	Rand     rand.Source
+}
+
+// Delay implements Strategy.
+func (c Constant) Delay(n int, prev time.Duration) time.Duration {
+	d := max(c.Interval, 0)
+	return jitter(c.Jitter, d, d, d, prev, c.Factor, c.Rand)
+}
+
+func bounds(base, max, defBase, defMax time.Duration) (time.Duration, time.Duration) {
+	if base <= 0 {
+		base = defBase
+	}
+	if max <= 0 {
+		max = defMax
+	}
+	if max < base {
+		max = base
+	}
+	return base, max
+}
+
+// expCeiling returns min(max, base·m^(n-1)), saturating.
+func expCeiling(base, max time.Duration, m float64, n int) time.Duration {
+	if n <= 1 || !(m > 1) { // also catches a NaN multiplier
+		return base
+	}
+	k := n - 1
+	if m == 2 {
+		if k >= 63 || uint64(base) > uint64(max)>>uint(k) {
+			return max
+		}
+		return base << uint(k)
+	}
+	f := float64(base) * math.Pow(m, float64(k))
+	if f >= float64(max) || f != f {
+		return max
+	}
+	return time.Duration(f)
+}
+
+// jitter applies mode j to the ceiling t (0 ≤ t ≤ max).
+func jitter(j Jitter, t, base, max, prev time.Duration, factor float64, src rand.Source) time.Duration {
+	switch j {
+	case Full:
+		return time.Duration(uniform(src, uint64(t)))
+	case Equal:
+		h := t / 2
+		return t - h + time.Duration(uniform(src, uint64(h)))
+	case Decorrelated:
+		if prev < base {
+			prev = base
+		}
+		hi := max
+		if prev <= max/3 {
+			hi = 3 * prev
+		}
+		return base + time.Duration(uniform(src, uint64(hi-base)))
+	case Proportional:
+		if factor <= 0 || factor != factor {
+			factor = DefaultFactor
+		}
+		if factor > 1 {
+			factor = 1
+		}
+		spread := time.Duration(float64(t) * factor)
+		lo := t - spread
+		d := lo + time.Duration(uniform(src, 2*uint64(spread)))
+		if d > max || d < 0 {
+			return max
+		}
+		return d
+	default:
+		return t
+	}
+}
+
+// uniform returns a uniform integer in [0, n].
+func uniform(src rand.Source, n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	if n == math.MaxUint64 {
+		if src == nil {
+			return rand.Uint64()
+		}
+		return src.Uint64()
+	}
+	bound := n + 1
+	if src == nil {
+		return rand.Uint64N(bound)
+	}
+	// Lemire's multiply-shift with rejection, as in math/rand/v2.
+	hi, lo := bits.Mul64(src.Uint64(), bound)
+	if lo < bound {
+		thresh := -bound % bound
+		for lo < thresh {
+			hi, lo = bits.Mul64(src.Uint64(), bound)
+		}
+	}
+	return hi
+}
+
+// NewSource returns a seeded random source that is safe for concurrent use,
+// for reproducible jitter shared by many goroutines. The sequence of draws is
+// determined by the seed; with several goroutines the order in which they
+// take draws is up to the scheduler.
+func NewSource(seed uint64) rand.Source {
+	return &lockedSource{src: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)}
+}
+
+type lockedSource struct {
+	mu  sync.Mutex
+	src *rand.PCG
+}
+
+func (l *lockedSource) Uint64() uint64 {
+	l.mu.Lock()
+	v := l.src.Uint64()
+	l.mu.Unlock()
+	return v
+}

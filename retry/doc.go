@@ -1,0 +1,39 @@
+// Package retry runs an operation again when it fails transiently, without
+// letting the retries themselves become the outage.
+//
+//	v, err := retry.Do(ctx, &policy, func(ctx context.Context) (T, error) { ... })
+//
+// A Policy says how many attempts to make, how long to wait between them
+// (a backoff.Strategy), how long one attempt may take, which errors are worth
+// another try, and which shared limits apply: a Budget that caps retries as
+// a share of normal traffic and a Breaker that stops calling a dependency
+// that is down. A zero Policy works: full-jitter exponential backoff from
+// 100ms to 10s, unlimited attempts bounded by the caller's context, and the
+// DefaultClassifier.
+//
+// The order of checks for each call is fixed and documented so that it can
+// be reasoned about under load:
+//
+//  1. Before every attempt: the caller's context, then the Breaker (open:
+//     return at once, no wait, no budget spent).
+//  2. The attempt runs with a context bounded by AttemptTimeout. Its outcome
+//     goes to the Breaker, then the Budget, then the Observer.
+//  3. After a failure, Do stops when the caller's context is done, the error
+//     is not retryable (Permanent, or the Classifier says so), or
+//     MaxAttempts is reached.
+//  4. The wait is computed from the Backoff, raised to a server's advice
+//     (After, Retry-After, gRPC pushback) capped by MaxRetryAfter.
+//  5. If the caller's deadline (or MaxElapsed) cannot hold that wait plus
+//     MinAttemptTime, Do stops now rather than sleep only to fail.
+//  6. The Budget is asked for a retry; refused means stop now.
+//  7. The wait runs on the policy's clock and ends early if the caller's
+//     context ends.
+//
+// Every failed call returns an *Error that wraps the last attempt's error and
+// at most one sentinel saying why Do stopped (ErrAttemptsExhausted,
+// ErrBudgetExhausted, ErrElapsed, breaker.ErrOpen, or the context's error),
+// so errors.Is finds both.
+//
+// Do is safe for concurrent use with a shared Policy and does not allocate
+// when the first attempt succeeds.
+package retry

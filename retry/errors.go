@@ -1,0 +1,119 @@
+package retry
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Sentinels that say why Do gave up. The returned *Error wraps exactly one
+// of them (or the breaker's or the context's error) together with the last
+// attempt's error.
+var (
+	// ErrAttemptsExhausted: MaxAttempts attempts were made and all failed.
+	ErrAttemptsExhausted = errors.New("retry: attempts exhausted")
+	// ErrBudgetExhausted: the retry budget refused another retry.
+	ErrBudgetExhausted = errors.New("retry: budget exhausted")
+	// ErrElapsed: Policy.MaxElapsed cannot hold another wait and attempt.
+	ErrElapsed = errors.New("retry: time allowance exhausted")
+	// ErrAttemptTimeout marks an attempt cut short by Policy.AttemptTimeout.
+	// Such an attempt is retryable.
+	ErrAttemptTimeout = errors.New("retry: attempt timed out")
+)
+
+// Error is returned by Do when the call fails. It wraps the reason Do
+// stopped (Reason, one sentinel; nil when the last error was simply not
+// retryable) and the last attempt's error (Last; nil when no attempt ran).
+type Error struct {
+	Attempts int   // attempts made, the first included
+	Reason   error // ErrAttemptsExhausted, ErrBudgetExhausted, ErrElapsed, the breaker's or the context's error, or nil
+	Last     error // the last attempt's error
+}
+
+// Error describes the reason and the last error.
+func (e *Error) Error() string {
+	n := strconv.Itoa(e.Attempts)
+	switch {
+	case e.Reason == nil && e.Last == nil:
+		return "retry: failed after " + n + " attempts"
+	case e.Reason == nil:
+		return e.Last.Error()
+	case e.Last == nil:
+		return e.Reason.Error() + " (after " + n + " attempts)"
+	default:
+		return e.Reason.Error() + " after " + n + " attempts: " + e.Last.Error()
+	}
+}
+
+// Unwrap returns the reason and the last error, so that errors.Is and
+// errors.As find either.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Reason == nil:
+		return []error{e.Last}
+	case e.Last == nil:
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Last}
+}
+
+// Permanent marks err as not worth retrying: Do returns at once. It returns
+// nil when err is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// After marks err as retryable no sooner than d from now: the next wait is
+// at least d, capped by Policy.MaxRetryAfter, plus a little jitter. Use it
+// for a server's Retry-After or pushback. It returns nil when err is nil.
+func After(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &afterError{err: err, d: d}
+}
+
+type afterError struct {
+	err error
+	d   time.Duration
+}
+
+func (a *afterError) Error() string { return a.err.Error() }
+func (a *afterError) Unwrap() error { return a.err }
+
+// RetryAfter returns the delay attached to err by After, if any.
+func RetryAfter(err error) (time.Duration, bool) {
+	var a *afterError
+	if errors.As(err, &a) {
+		return a.d, true
+	}
+	return 0, false
+}
+
+// attemptTimeoutError is the error of an attempt cut by AttemptTimeout. It
+// matches ErrAttemptTimeout and wraps what the operation returned.
+type attemptTimeoutError struct{ err error }
+
+func (a *attemptTimeoutError) Error() string {
+	if a.err == nil {
+		return ErrAttemptTimeout.Error()
+	}
+	return ErrAttemptTimeout.Error() + ": " + a.err.Error()
+}
+func (a *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
+func (a *attemptTimeoutError) Unwrap() error        { return a.err }

@@ -1,0 +1,175 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// Observer is told what Do does, for metrics, traces and logs. Every event
+// carries the Policy's Operation. Methods are called synchronously from the
+// calling goroutine and must be safe for concurrent use; they should be
+// quick. A nil Observer costs nothing.
+//
+// The prometheus/ and otel/ modules implement Observer; Multi combines
+// several; NewSlogObserver logs. Embed NopObserver to implement only some
+// methods.
+type Observer interface {
+	// AttemptStart is called before each attempt. The returned context is
+	// the one the attempt runs with (a tracer returns one carrying the
+	// attempt's span); return ctx unchanged otherwise.
+	AttemptStart(ctx context.Context, e AttemptStart) context.Context
+	// AttemptEnd is called after each attempt with the context returned by
+	// AttemptStart.
+	AttemptEnd(ctx context.Context, e AttemptEnd)
+	// RetryScheduled is called when Do has decided to retry, before it waits.
+	RetryScheduled(ctx context.Context, e RetryScheduled)
+	// CallEnd is called once per Do, when it returns.
+	CallEnd(ctx context.Context, e CallEnd)
+}
+
+// AttemptStart describes an attempt about to run.
+type AttemptStart struct {
+	Operation string
+	Attempt   int           // 1 for the first attempt
+	Delay     time.Duration // the wait that preceded it (0 for the first)
+}
+
+// Retry reports whether this attempt is a retry.
+func (e AttemptStart) Retry() bool { return e.Attempt > 1 }
+
+// AttemptEnd describes a finished attempt.
+type AttemptEnd struct {
+	Operation string
+	Attempt   int
+	Outcome   Outcome
+	Err       error // nil on success
+	Duration  time.Duration
+}
+
+// Retry reports whether this attempt was a retry.
+func (e AttemptEnd) Retry() bool { return e.Attempt > 1 }
+
+// RetryScheduled describes a decision to retry.
+type RetryScheduled struct {
+	Operation string
+	Attempt   int           // the attempt that will follow the wait
+	Delay     time.Duration // the wait
+	Advised   bool          // the delay was set by server advice (After)
+	Err       error         // the failure that caused the retry
+}
+
+// CallEnd describes how a call to Do ended.
+type CallEnd struct {
+	Operation string
+	Attempts  int
+	Reason    Reason // ReasonSuccess, or why Do gave up
+	Err       error  // nil on success
+	Duration  time.Duration
+}
+
+// Outcome classifies an attempt's result.
+type Outcome uint8
+
+// Attempt outcomes.
+const (
+	OutcomeSuccess   Outcome = iota
+	OutcomeError             // failed with a retryable error
+	OutcomePermanent         // failed with an error not worth retrying
+	OutcomeTimeout           // cut by AttemptTimeout
+	OutcomeCanceled          // the caller's context ended during the attempt
+)
+
+var outcomeNames = [...]string{"success", "error", "permanent_error", "timeout", "canceled"}
+
+// String returns the label value used in metrics.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Reason says why a call ended.
+type Reason uint8
+
+// Call end reasons.
+const (
+	ReasonSuccess   Reason = iota
+	ReasonAttempts         // MaxAttempts reached
+	ReasonBudget           // the retry budget refused
+	ReasonBreaker          // the breaker refused
+	ReasonPermanent        // the error was not retryable
+	ReasonContext          // the caller's context ended
+	ReasonDeadline         // the caller's deadline or MaxElapsed could not hold another wait and attempt
+)
+
+var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline"}
+
+// String returns the label value used in metrics.
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// NopObserver implements Observer doing nothing; embed it to implement only
+// some methods.
+type NopObserver struct{}
+
+// AttemptStart returns ctx.
+func (NopObserver) AttemptStart(ctx context.Context, _ AttemptStart) context.Context { return ctx }
+
+// AttemptEnd does nothing.
+func (NopObserver) AttemptEnd(context.Context, AttemptEnd) {}
+
+// RetryScheduled does nothing.
+func (NopObserver) RetryScheduled(context.Context, RetryScheduled) {}
+
+// CallEnd does nothing.
+func (NopObserver) CallEnd(context.Context, CallEnd) {}
+
+// Multi returns an Observer that calls each non-nil observer in order. It
+// returns nil when none is given, so a Policy keeps its zero-cost path.
+func Multi(observers ...Observer) Observer {
+	var list multi
+	for _, o := range observers {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
+}
+
+type multi []Observer
+
+func (m multi) AttemptStart(ctx context.Context, e AttemptStart) context.Context {
+	for _, o := range m {
+		ctx = o.AttemptStart(ctx, e)
+	}
+	return ctx
+}
+
+func (m multi) AttemptEnd(ctx context.Context, e AttemptEnd) {
+	for _, o := range m {
+		o.AttemptEnd(ctx, e)
+	}
+}
+
+func (m multi) RetryScheduled(ctx context.Context, e RetryScheduled) {
+	for _, o := range m {
+		o.RetryScheduled(ctx, e)
+	}
+}
+
+func (m multi) CallEnd(ctx context.Context, e CallEnd) {
+	for _, o := range m {
+		o.CallEnd(ctx, e)
+	}
+}

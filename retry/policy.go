@@ -1,0 +1,125 @@
+package retry
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/clock"
+)
+
+// Policy configures Do. Every field is optional; the zero value retries
+// transient errors with full-jitter exponential backoff (100ms … 10s) until
+// the caller's context ends.
+//
+// A Policy must not be modified while calls are using it; it is otherwise
+// safe for concurrent use, and its Budget and Breaker are meant to be shared
+// by every caller of one downstream.
+type Policy struct {
+	// Operation names the call in Observer events and metrics. Keep the set
+	// of names small and fixed (one per downstream operation).
+	Operation string
+
+	// MaxAttempts bounds the number of attempts, the first included.
+	// 0 means no count limit: Do stops on the context, MaxElapsed, the
+	// budget, the breaker or a permanent error.
+	MaxAttempts int
+
+	// MaxElapsed bounds the whole call: no retry starts (or waits) past
+	// start+MaxElapsed. It combines with the caller's deadline; the earlier
+	// one applies. Running attempts are not cut short by it. 0: no bound.
+	MaxElapsed time.Duration
+
+	// Backoff computes the wait before each retry. nil: DefaultBackoff.
+	Backoff backoff.Strategy
+
+	// AttemptTimeout bounds each attempt. An attempt that runs out of its own
+	// time is retryable; the caller's deadline never is. 0: no bound.
+	AttemptTimeout time.Duration
+
+	// MinAttemptTime is the least time worth giving an attempt. When the
+	// caller's deadline cannot hold the next wait plus MinAttemptTime, Do
+	// stops at once. 0: stop only when the wait alone does not fit.
+	MinAttemptTime time.Duration
+
+	// MaxRetryAfter caps a server's advised delay (After, Retry-After,
+	// gRPC pushback). 0: DefaultMaxRetryAfter. Negative: ignore advice.
+	MaxRetryAfter time.Duration
+
+	// Classify reports whether a failed attempt's error is worth retrying.
+	// nil: DefaultClassifier. Errors marked Permanent are never retried and
+	// the caller's own cancellation never is, whatever Classify says.
+	Classify func(error) bool
+
+	// Budget, shared by all callers of one downstream, caps retries as a
+	// share of traffic. nil: no budget.
+	Budget Budget
+
+	// Breaker, shared likewise, fails calls fast while the downstream is
+	// down. nil: no breaker.
+	Breaker Breaker
+
+	// Clock measures and waits. nil: clock.Real.
+	Clock clock.Clock
+
+	// Rand jitters server-advised delays. nil: math/rand/v2's generator.
+	Rand rand.Source
+
+	// Observer is told about every attempt, wait and give-up. nil: none,
+	// at no cost.
+	Observer Observer
+}
+
+// Defaults used for zero Policy fields.
+const (
+	DefaultMaxRetryAfter = 30 * time.Second
+)
+
+// DefaultBackoff is used when Policy.Backoff is nil: exponential from 100ms,
+// doubling, capped at 10s, with full jitter.
+var DefaultBackoff backoff.Strategy = backoff.Exponential{
+	Base:   100 * time.Millisecond,
+	Max:    10 * time.Second,
+	Jitter: backoff.Full,
+}
+
+// Budget decides whether a retry may be made. The budget package provides
+// the ratio token bucket (gRPC A6, AWS SDK), the time-windowed budget
+// (Finagle) and the concurrency budget (Envoy); users may write their own.
+// Implementations are shared by every caller of a downstream and must be
+// safe for concurrent use. A nil Budget means unlimited.
+//
+// Do calls Record after every attempt and Withdraw before every retry's
+// wait; budgets that also need attempt starts or refunds implement
+// BudgetTracker.
+type Budget interface {
+	// Record reports how an attempt ended: retry is false for a call's first
+	// attempt, err is nil on success.
+	Record(retry bool, err error)
+	// Withdraw asks for one retry after the failure err. False refuses it,
+	// and Do returns at once with ErrBudgetExhausted.
+	Withdraw(err error) bool
+}
+
+// BudgetTracker is implemented by budgets that follow attempts in flight
+// (such as the concurrency budget). Do calls Start before every attempt and
+// Refund when a withdrawn retry is abandoned before it started (the caller
+// gave up during the wait, or the breaker refused it).
+type BudgetTracker interface {
+	Budget
+	Start(retry bool)
+	Refund()
+}
+
+// Breaker is a circuit breaker as seen by Do; breaker.Breaker implements it.
+// A nil Breaker means none.
+type Breaker interface {
+	// Allow asks to make one attempt. On refusal it returns a non-nil error
+	// (breaker.ErrOpen or breaker.ErrTooManyProbes) and Do stops with it as
+	// the sentinel. Otherwise done must be called exactly once with the
+	// attempt's result.
+	Allow() (done func(err error), err error)
+	// Ready reports, without taking a probe permit, the error Allow would
+	// return now, or nil. Do checks it before spending budget on a wait.
+	Ready() error
+}
