@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -166,8 +166,17 @@ func expCeiling(base, max time.Duration, m float64, n int) time.Duration {
 		}
 		return base << uint(k)
 	}
-	f := float64(base) * math.Pow(m, float64(k))
-	if f >= float64(max) || f != f {
+	// Multiply step by step while that is short (the usual case: the cap is
+	// reached within a few dozen steps); math.Pow beyond.
+	f, limit := float64(base), float64(max)
+	if k <= 64 {
+		for ; k > 0 && f < limit; k-- {
+			f *= m
+		}
+	} else {
+		f *= math.Pow(m, float64(k))
+	}
+	if f >= limit || f != f {
 		return max
 	}
 	return time.Duration(f)
@@ -235,22 +244,22 @@ func uniform(src rand.Source, n uint64) uint64 {
 	return hi
 }
 
-// NewSource returns a seeded random source that is safe for concurrent use,
-// for reproducible jitter shared by many goroutines. The sequence of draws is
-// determined by the seed; with several goroutines the order in which they
-// take draws is up to the scheduler.
+// NewSource returns a seeded random source that is safe for concurrent use
+// and lock-free, for reproducible jitter shared by many goroutines. It is
+// SplitMix64 over an atomic counter: the sequence of draws is fixed by the
+// seed; with several goroutines, which goroutine takes which draw is up to
+// the scheduler.
 func NewSource(seed uint64) rand.Source {
-	return &lockedSource{src: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)}
+	s := &splitMix{}
+	s.state.Store(seed)
+	return s
 }
 
-type lockedSource struct {
-	mu  sync.Mutex
-	src *rand.PCG
-}
+type splitMix struct{ state atomic.Uint64 }
 
-func (l *lockedSource) Uint64() uint64 {
-	l.mu.Lock()
-	v := l.src.Uint64()
-	l.mu.Unlock()
-	return v
+func (s *splitMix) Uint64() uint64 {
+	z := s.state.Add(0x9e3779b97f4a7c15)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }

@@ -3,9 +3,7 @@ package retry
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"net"
-	"net/url"
 	"syscall"
 )
 
@@ -13,7 +11,7 @@ import (
 // Policy.Classify is nil.
 //
 // Not retried: nil, errors marked Permanent, context.Canceled, DNS "no such
-// host", certificate errors, and url errors for an unsupported scheme.
+// host" and certificate errors.
 // Retried: attempt timeouts, context.DeadlineExceeded and any net.Error
 // timeout, connection refused/reset/aborted, broken pipe, host and network
 // unreachable, temporary DNS failures, errors implementing
@@ -22,69 +20,69 @@ import (
 // most retry libraries). Write a Classify function to be stricter.
 //
 // The caller's own cancellation is handled by Do before classification and
-// is never retried.
+// is never retried. DefaultClassifier inspects wrapped errors by type, never
+// by message, and does not allocate.
 func DefaultClassifier(err error) bool {
 	if err == nil || IsPermanent(err) {
 		return false
 	}
-	if errors.Is(err, ErrAttemptTimeout) || errors.Is(err, context.DeadlineExceeded) {
+	if walk(err, isTimeout) {
 		return true
 	}
-	if errors.Is(err, context.Canceled) {
+	if walk(err, isCanceled) {
 		return false
 	}
 	if IsTransientNetError(err) {
 		return true
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return dns.IsTemporary || dns.IsTimeout
-	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		invalid          x509.CertificateInvalidError
-	)
-	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) {
-		return false
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil && ue.Err.Error() == "unsupported protocol scheme" {
-		return false
-	}
-	return true
+	return !walk(err, isFatal)
 }
 
 // IsTransientNetError reports whether err is a network failure that a new
 // attempt may well not meet: a timeout, connection refused, reset or
 // aborted, broken pipe, an unreachable host or network, or a temporary DNS
-// failure. It looks through wrapping with errors.As, never at error strings.
+// failure. It looks through wrapping by type, never at error strings.
 func IsTransientNetError(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	return walk(err, isTransientNet)
+}
+
+func isTimeout(e error) bool {
+	if e == context.DeadlineExceeded {
 		return true
 	}
-	for _, errno := range transientErrnos {
-		if errors.Is(err, errno) {
+	_, ok := e.(*attemptTimeoutError)
+	return ok
+}
+
+func isCanceled(e error) bool { return e == context.Canceled }
+
+func isTransientNet(e error) bool {
+	switch x := e.(type) {
+	case syscall.Errno:
+		switch x {
+		case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+			syscall.EPIPE, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
+			syscall.ENETDOWN:
 			return true
 		}
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) && (dns.IsTemporary || dns.IsTimeout) {
-		return true
-	}
-	var tmp interface{ Temporary() bool }
-	if errors.As(err, &tmp) && tmp.Temporary() {
-		return true
+		return false
+	case *net.DNSError:
+		return x.IsTemporary || x.IsTimeout
+	case net.Error:
+		return x.Timeout()
+	case interface{ Temporary() bool }:
+		return x.Temporary()
 	}
 	return false
 }
 
-var transientErrnos = []error{
-	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
-	syscall.EPIPE, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
-	syscall.ENETDOWN, syscall.EHOSTDOWN,
+func isFatal(e error) bool {
+	switch x := e.(type) {
+	case *net.DNSError:
+		return !x.IsTemporary && !x.IsTimeout
+	case x509.UnknownAuthorityError, x509.HostnameError, x509.CertificateInvalidError,
+		*x509.UnknownAuthorityError, *x509.HostnameError, *x509.CertificateInvalidError:
+		return true
+	}
+	return false
 }

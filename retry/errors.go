@@ -74,8 +74,10 @@ func (p *permanentError) Unwrap() error { return p.err }
 // IsPermanent reports whether err, or an error it wraps, was marked by
 // Permanent.
 func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
+	return walk(err, func(e error) bool {
+		_, ok := e.(*permanentError)
+		return ok
+	})
 }
 
 // After marks err as retryable no sooner than d from now: the next wait is
@@ -97,12 +99,14 @@ func (a *afterError) Error() string { return a.err.Error() }
 func (a *afterError) Unwrap() error { return a.err }
 
 // RetryAfter returns the delay attached to err by After, if any.
-func RetryAfter(err error) (time.Duration, bool) {
-	var a *afterError
-	if errors.As(err, &a) {
-		return a.d, true
-	}
-	return 0, false
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	walk(err, func(e error) bool {
+		if a, is := e.(*afterError); is {
+			d, ok = a.d, true
+		}
+		return ok
+	})
+	return d, ok
 }
 
 // attemptTimeoutError is the error of an attempt cut by AttemptTimeout. It

@@ -1,0 +1,26 @@
+package retry
+
+// walk calls visit on err and every error it wraps, depth first in the
+// order errors.Is uses, until visit returns true. Unlike errors.As it does
+// not allocate, which keeps classification off the heap on the retry path.
+func walk(err error, visit func(error) bool) bool {
+	for err != nil {
+		if visit(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walk(e, visit) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
