@@ -46,8 +46,12 @@ func IsTransientNetError(err error) bool {
 	return walk(err, isTransientNet)
 }
 
-func isTimeout(e error) bool {
-	if e == context.DeadlineExceeded {
+func isTimeout(e error) bool { return e == context.DeadlineExceeded || isTimeoutMarker(e) }
+
+// isTimeoutMarker matches ErrAttemptTimeout itself or an error of Do's own
+// attempt timer, as adapters with their own timers report them.
+func isTimeoutMarker(e error) bool {
+	if e == ErrAttemptTimeout {
 		return true
 	}
 	_, ok := e.(*attemptTimeoutError)

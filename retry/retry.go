@@ -13,7 +13,10 @@ import (
 // the zero Policy. See the package documentation for the order of checks.
 //
 // op receives a context derived from ctx, bounded by AttemptTimeout; it must
-// return when that context ends.
+// return when that context ends. That context is cancelled as soon as op
+// returns, so nothing op hands back may keep using it: an HTTP response body
+// or a gRPC stream that outlives the attempt needs its own timer (httpretry
+// and grpcretry do this) rather than Policy.AttemptTimeout.
 func Do[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
 	return run[T](ctx, p, valueOp[T](op))
 }
@@ -166,6 +169,8 @@ func runAttempt[T any, O caller[T]](c *call, ctx context.Context, op O, n int, d
 		case actx != ctx && actx.Err() != nil:
 			err = &attemptTimeoutError{err}
 			outcome = OutcomeTimeout
+		case walk(err, isTimeoutMarker):
+			outcome = OutcomeTimeout // an adapter's own attempt timer
 		case !c.retryable(err):
 			outcome = OutcomePermanent
 		default:
@@ -188,8 +193,9 @@ func (c *call) retryable(err error) bool {
 	return DefaultClassifier(err)
 }
 
-// advice returns the server-advised wait carried by err, capped and
-// jittered upwards by at most a tenth, never above the cap.
+// advice returns the server-advised wait carried by err, jittered upwards
+// by at most a tenth, never above MaxRetryAfter; advice at or above the cap
+// gives a wait in [0.9·cap, cap].
 func (c *call) advice(err error) (time.Duration, bool) {
 	if c.p.MaxRetryAfter < 0 {
 		return 0, false
@@ -203,20 +209,22 @@ func (c *call) advice(err error) (time.Duration, bool) {
 		limit = DefaultMaxRetryAfter
 	}
 	if d >= limit {
-		return limit, true
+		// Many clients told the same large value would otherwise all
+		// come back exactly at the cap: spread them below it.
+		return limit - c.uniform(limit/10), true
 	}
-	j := d / 10
-	if room := limit - d; j > room {
-		j = room
+	return d + c.uniform(min(d/10, limit-d)), true
+}
+
+// uniform returns a uniform duration in [0, n].
+func (c *call) uniform(n time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
 	}
-	if j > 0 {
-		if c.p.Rand != nil {
-			d += time.Duration(c.p.Rand.Uint64() % uint64(j+1))
-		} else {
-			d += time.Duration(rand.Int64N(int64(j) + 1))
-		}
+	if c.p.Rand != nil {
+		return time.Duration(c.p.Rand.Uint64() % uint64(n+1))
 	}
-	return d, true
+	return time.Duration(rand.Int64N(int64(n) + 1))
 }
 
 // fits reports whether a wait of d followed by MinAttemptTime ends before

@@ -245,6 +245,31 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 	}
 }
 
+func TestAdapterTimeoutOutcome(t *testing.T) {
+	rec := &recorder{}
+	op, _ := script(fmt.Errorf("http: %w", retry.ErrAttemptTimeout))
+	retry.Do(context.Background(), &retry.Policy{Backoff: backoff.Constant{}, Observer: rec}, op)
+	if got := rec.String(); got != "start#1 end#1:timeout retry#2 start#2 end#2:success callend:success" {
+		t.Fatalf("events %q", got)
+	}
+}
+
+func TestCapJitterSpreadsClients(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for seed := uint64(0); seed < 20; seed++ {
+		f := clocktest.NewFake()
+		op, _ := script(retry.After(errFlaky, time.Hour))
+		ch := async(context.Background(), &retry.Policy{Clock: f, Backoff: backoff.Constant{}, Rand: backoff.NewSource(seed)}, op)
+		f.BlockUntil(1)
+		seen[f.Deadlines()[0]] = true
+		f.Advance(time.Minute)
+		<-ch
+	}
+	if len(seen) < 15 {
+		t.Fatalf("20 clients told Retry-After: 3600 chose only %d distinct waits", len(seen))
+	}
+}
+
 func TestCallerDeadlineIsNotRetried(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
@@ -316,8 +341,8 @@ func TestRetryAfterAdvice(t *testing.T) {
 		lo, hi        time.Duration
 	}{
 		{"advice above backoff", 2 * time.Second, 100 * time.Millisecond, 0, 2 * time.Second, 2200 * time.Millisecond},
-		{"capped", time.Hour, 100 * time.Millisecond, 5 * time.Second, 5 * time.Second, 5 * time.Second},
-		{"default cap 30s", 1000 * time.Hour, 0, 0, 30 * time.Second, 30 * time.Second},
+		{"capped, jittered below the cap", time.Hour, 100 * time.Millisecond, 5 * time.Second, 4500 * time.Millisecond, 5 * time.Second},
+		{"default cap 30s", 1000 * time.Hour, 0, 0, 27 * time.Second, 30 * time.Second},
 		{"backoff above advice", time.Second, 3 * time.Second, 0, 3 * time.Second, 3 * time.Second},
 		{"jitter never passes the cap", 9900 * time.Millisecond, 0, 10 * time.Second, 9900 * time.Millisecond, 10 * time.Second},
 		{"ignored when MaxRetryAfter < 0", time.Hour, 250 * time.Millisecond, -1, 250 * time.Millisecond, 250 * time.Millisecond},

@@ -1,0 +1,250 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Problem is one thing wrong with a policy file: where it is and what.
+type Problem struct {
+	File   string
+	Line   int
+	Column int
+	Path   string // the field, e.g. policies.payments.backoff.max
+	Msg    string
+}
+
+// Error formats the problem as "file:line: path: message".
+func (p Problem) Error() string {
+	loc := p.File
+	if p.Line > 0 {
+		loc += ":" + strconv.Itoa(p.Line)
+	}
+	if p.Path == "" {
+		return loc + ": " + p.Msg
+	}
+	return loc + ": " + p.Path + ": " + p.Msg
+}
+
+// Error lists every problem found in a policy file. Load returns it, so a
+// bad edit is reported whole, not one problem per attempt.
+type Error struct {
+	Problems []Problem
+}
+
+// Error returns the problems, one per line, prefixed by "config: ".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("config: ")
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// decoder walks a YAML node tree into the spec types, collecting problems
+// with their lines instead of stopping at the first.
+type decoder struct {
+	file     string
+	problems []Problem
+	// elsewhere, while decoding a mapping with a kind, reports whether a
+	// key belongs to another kind, for a clearer message.
+	elsewhere func(key string) bool
+}
+
+// kindField returns the value of the mapping's "kind" key, if any.
+func kindField(n *yaml.Node) string {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "kind" {
+			return n.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	p := Problem{File: d.file, Path: path, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		p.Line, p.Column = n.Line, n.Column
+	}
+	d.problems = append(d.problems, p)
+}
+
+// fields calls visit for each key of the mapping n, rejecting unknown and
+// duplicate keys. known lists the accepted keys.
+func (d *decoder) fields(n *yaml.Node, path string, known []string, visit func(key string, v *yaml.Node, path string)) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "must be a mapping, not %s", describe(n))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			d.fail(k, p, "appears twice")
+			continue
+		}
+		seen[k.Value] = true
+		if known != nil && !contains(known, k.Value) {
+			if kind := kindField(n); kind != "" && d.elsewhere != nil && d.elsewhere(k.Value) {
+				d.fail(k, p, "does not apply to kind %s (its fields: %s)", kind, strings.Join(sorted(known), ", "))
+			} else {
+				d.fail(k, p, "unknown field (known: %s)", strings.Join(sorted(known), ", "))
+			}
+			continue
+		}
+		visit(k.Value, v, p)
+	}
+}
+
+// entries calls visit for each key of a mapping whose keys are names.
+func (d *decoder) entries(n *yaml.Node, path string, visit func(name string, k, v *yaml.Node, path string)) {
+	d.fields(n, path, nil, func(key string, v *yaml.Node, p string) {
+		visit(key, nil, v, p)
+	})
+}
+
+func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		d.fail(n, path, "must be a value, not %s", describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) str(n *yaml.Node, path string) string {
+	s, _ := d.scalar(n, path)
+	return s
+}
+
+// duration reads a Go duration ("250ms", "1m30s"); a bare 0 is accepted.
+// Negative durations are rejected.
+func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return 0
+	}
+	if s == "0" {
+		return 0
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.fail(n, path, "%q is not a duration (use a number with a unit: 250ms, 2s, 1m)", s)
+		return 0
+	}
+	if v < 0 {
+		d.fail(n, path, "%q must not be negative", s)
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) int {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		d.fail(n, path, "%q is not a whole number", s)
+		return 0
+	}
+	if v < lo || v > hi {
+		d.fail(n, path, "%d is outside [%d, %d]", v, lo, hi)
+		return 0
+	}
+	return v
+}
+
+// number reads a float in [lo, hi]; openLo excludes lo itself.
+func (d *decoder) number(n *yaml.Node, path string, lo, hi float64, openLo bool) float64 {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		d.fail(n, path, "%q is not a number", s)
+		return 0
+	}
+	if v < lo || v > hi || (openLo && v == lo) {
+		open := "["
+		if openLo {
+			open = "("
+		}
+		d.fail(n, path, "%s is outside %s%s, %s]", s, open, fmtNum(lo), fmtNum(hi))
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) list(n *yaml.Node, path string, visit func(i int, v *yaml.Node, path string)) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "must be a list, not %s", describe(n))
+		return
+	}
+	for i, v := range n.Content {
+		visit(i, v, path+"["+strconv.Itoa(i)+"]")
+	}
+}
+
+func (d *decoder) oneOf(n *yaml.Node, path string, choices []string) string {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return ""
+	}
+	if !contains(choices, s) {
+		d.fail(n, path, "%q is not one of %s", s, strings.Join(choices, ", "))
+		return ""
+	}
+	return s
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	if n.Tag == "!!null" {
+		return "empty"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sorted(list []string) []string {
+	out := append([]string(nil), list...)
+	sort.Strings(out)
+	return out
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

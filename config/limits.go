@@ -1,0 +1,201 @@
+package config
+
+import (
+	"strings"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"go.yaml.in/yaml/v3"
+)
+
+var budgetFields = map[string][]string{
+	"ratio":       {"kind", "preset", "max_tokens", "initial_tokens", "refill", "retry_cost", "timeout_cost", "failure_cost", "threshold"},
+	"window":      {"kind", "window", "percent", "min_retries_per_second", "buckets"},
+	"concurrency": {"kind", "percent", "min_concurrency"},
+}
+
+func kindOf(d *decoder, n *yaml.Node, path string, kinds []string) (string, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "must be a mapping, not %s", describe(n))
+		return "", false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "kind" {
+			k := d.oneOf(n.Content[i+1], join(path, "kind"), kinds)
+			return k, k != ""
+		}
+	}
+	d.fail(n, join(path, "kind"), "missing: one of %s", strings.Join(kinds, ", "))
+	return "", false
+}
+
+func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
+	kind, ok := kindOf(d, n, path, []string{"ratio", "window", "concurrency"})
+	if !ok {
+		return nil
+	}
+	b := &BudgetSpec{Kind: kind}
+	before := len(d.problems)
+	var presetNode *yaml.Node
+	// A preset is applied first, so that explicit fields override it.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "preset" && kind == "ratio" {
+			presetNode = n.Content[i+1]
+			switch d.oneOf(presetNode, join(path, "preset"), []string{"grpc", "aws_standard", "ten_percent"}) {
+			case "grpc":
+				b.Ratio = budget.GRPC()
+			case "aws_standard":
+				b.Ratio = budget.AWSStandard()
+			case "ten_percent":
+				b.Ratio = budget.TenPercent()
+			}
+		}
+	}
+	d.elsewhere = inAny(budgetFields)
+	defer func() { d.elsewhere = nil }()
+	d.fields(n, path, budgetFields[kind], func(key string, v *yaml.Node, fp string) {
+		switch kind + "." + key {
+		case "ratio.max_tokens":
+			b.Ratio.MaxTokens = d.number(v, fp, 0, 1e9, true)
+		case "ratio.initial_tokens":
+			b.Ratio.InitialTokens = d.number(v, fp, 0, 1e9, false)
+		case "ratio.refill":
+			b.Ratio.Refill = d.number(v, fp, 0, 1e9, true)
+		case "ratio.retry_cost":
+			b.Ratio.RetryCost = d.number(v, fp, 0, 1e9, true)
+		case "ratio.timeout_cost":
+			b.Ratio.TimeoutCost = d.number(v, fp, 0, 1e9, true)
+		case "ratio.failure_cost":
+			b.Ratio.FailureCost = d.number(v, fp, 0, 1e9, true)
+		case "ratio.threshold":
+			b.Ratio.Threshold = d.number(v, fp, 0, 1e9, false)
+		case "window.window":
+			b.Window.Window = d.duration(v, fp)
+		case "window.percent", "concurrency.percent":
+			p := d.number(v, fp, 0, 1, true)
+			b.Window.Percent, b.Concurrency.Percent = p, p
+		case "window.min_retries_per_second":
+			b.Window.MinRetriesPerSecond = d.number(v, fp, 0, 1e6, false)
+		case "window.buckets":
+			b.Window.Buckets = d.integer(v, fp, 1, budget.MaxBuckets)
+		case "concurrency.min_concurrency":
+			b.Concurrency.MinConcurrency = d.integer(v, fp, 0, 1<<20)
+		}
+	})
+	if len(d.problems) > before {
+		return b
+	}
+	var err error
+	switch kind {
+	case "ratio":
+		err = b.Ratio.Validate()
+	case "window":
+		err = b.Window.Validate()
+	case "concurrency":
+		err = b.Concurrency.Validate()
+	}
+	if err != nil {
+		d.fail(n, path, "%s", err)
+	}
+	return b
+}
+
+var breakerCommon = []string{"kind", "open_timeout", "max_open_timeout", "open_timeout_multiplier",
+	"open_jitter", "max_probes", "success_threshold"}
+
+var breakerFields = map[string][]string{
+	"consecutive":  append([]string{"failures"}, breakerCommon...),
+	"count_window": append([]string{"calls", "min_calls", "failure_rate", "slow_call_duration", "slow_call_rate"}, breakerCommon...),
+	"time_window":  append([]string{"window", "buckets", "min_calls", "failure_rate", "slow_call_duration", "slow_call_rate"}, breakerCommon...),
+}
+
+func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
+	kind, ok := kindOf(d, n, path, []string{"consecutive", "count_window", "time_window"})
+	if !ok {
+		return nil
+	}
+	b := &BreakerSpec{Kind: kind}
+	c := &b.Config
+	before := len(d.problems)
+	d.elsewhere = inAny(breakerFields)
+	defer func() { d.elsewhere = nil }()
+	d.fields(n, path, breakerFields[kind], func(key string, v *yaml.Node, fp string) {
+		switch key {
+		case "failures":
+			c.ConsecutiveFailures = d.integer(v, fp, 1, 1<<20)
+		case "calls":
+			c.Window.Calls = d.integer(v, fp, 1, 1<<24)
+		case "window":
+			c.Window.Duration = d.duration(v, fp)
+			if c.Window.Duration == 0 && len(d.problems) == before {
+				d.fail(v, fp, "must be positive")
+			}
+		case "buckets":
+			c.Window.Buckets = d.integer(v, fp, 1, 4096)
+		case "min_calls":
+			c.Window.MinCalls = d.integer(v, fp, 1, 1<<24)
+		case "failure_rate":
+			c.Window.FailurePercent = 100 * d.number(v, fp, 0, 1, true)
+		case "slow_call_duration":
+			c.Window.SlowCallDuration = d.duration(v, fp)
+		case "slow_call_rate":
+			c.Window.SlowCallPercent = 100 * d.number(v, fp, 0, 1, true)
+		case "open_timeout":
+			c.OpenTimeout = d.duration(v, fp)
+		case "max_open_timeout":
+			c.MaxOpenTimeout = d.duration(v, fp)
+		case "open_timeout_multiplier":
+			c.OpenTimeoutMultiplier = d.number(v, fp, 1, 1000, false)
+		case "open_jitter":
+			c.OpenJitter = d.number(v, fp, 0, 1, false)
+			if c.OpenJitter == 0 {
+				c.OpenJitter = -1 // an explicit 0 means no jitter
+			}
+		case "max_probes":
+			c.MaxProbes = d.integer(v, fp, 1, 1<<20)
+		case "success_threshold":
+			c.SuccessThreshold = d.integer(v, fp, 1, 1<<20)
+		}
+	})
+	if len(d.problems) > before {
+		return b
+	}
+	if kind == "count_window" && c.Window.Calls == 0 {
+		d.fail(n, join(path, "calls"), "missing: a count window needs the number of calls")
+		return b
+	}
+	if kind == "time_window" && c.Window.Duration == 0 {
+		d.fail(n, join(path, "window"), "missing: a time window needs its duration")
+		return b
+	}
+	if c.Window.SlowCallPercent > 0 && c.Window.SlowCallDuration == 0 {
+		d.fail(n, join(path, "slow_call_duration"), "missing: slow_call_rate needs slow_call_duration")
+		return b
+	}
+	if c.MaxOpenTimeout > 0 && c.MaxOpenTimeout < c.OpenTimeout {
+		d.fail(n, join(path, "max_open_timeout"), "%v is below open_timeout %v", c.MaxOpenTimeout, c.OpenTimeout)
+		return b
+	}
+	if err := c.Validate(); err != nil {
+		d.fail(n, path, "%s", err)
+	}
+	return b
+}
+
+// newBreaker builds the breaker of a spec.
+func newBreaker(s *BreakerSpec, base breaker.Config) *breaker.Breaker {
+	c := s.Config
+	c.Clock, c.Rand, c.OnStateChange = base.Clock, base.Rand, base.OnStateChange
+	return breaker.New(c)
+}
+
+func inAny(fields map[string][]string) func(string) bool {
+	return func(key string) bool {
+		for _, list := range fields {
+			if contains(list, key) {
+				return true
+			}
+		}
+		return false
+	}
+}

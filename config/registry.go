@@ -1,0 +1,303 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Options configure a Registry. Every field is optional.
+type Options struct {
+	// Clock is given to the budgets, breakers and policies built from the
+	// file. nil: clock.Real.
+	Clock clock.Clock
+	// Observer is set on every policy. If it implements ReloadObserver it
+	// also hears about every reload.
+	Observer retry.Observer
+	// Logger receives a line per reload (Info) and per rejected file
+	// (Error). nil: slog.Default().
+	Logger *slog.Logger
+	// OnReload is called after every attempt to apply a file, with the
+	// version applied or the error that kept the old policies serving.
+	OnReload func(version string, err error)
+	// OnBreaker is called for each breaker the registry creates (not for
+	// those kept across a reload), e.g. to watch it with a metrics
+	// collector. policy is the policy's name.
+	OnBreaker func(policy string, b *breaker.Breaker)
+	// OnBudget likewise for budgets (*budget.Ratio, *budget.Window or
+	// *budget.Concurrency).
+	OnBudget func(policy string, b retry.Budget)
+	// Classify, if set, builds a policy's Classify function from its
+	// retry_on lists (the HTTP and gRPC adapters read RetryOn themselves;
+	// see Handle.Spec). nil: retry.DefaultClassifier.
+	Classify func(spec *PolicySpec) func(error) bool
+}
+
+// ReloadObserver is implemented by observers (such as the Prometheus
+// collector) that export the loaded policy version and reload failures.
+type ReloadObserver interface {
+	ConfigReload(version string, err error)
+}
+
+// Registry serves the policies of a file through handles that callers keep.
+// Applying a new file swaps each handle's policy atomically: a call reads
+// one *retry.Policy, old or new, never a mix, and takes no lock.
+//
+// Budgets and breakers belong to a policy name and are kept across reloads
+// while their settings are unchanged, so a reload does not forget that a
+// downstream is failing; changed ones start fresh.
+type Registry struct {
+	opts Options
+
+	mu       sync.Mutex // serialises Apply and handle creation
+	file     *File
+	set      builtSet
+	handles  map[string]*Handle
+	budgets  map[string]keyed[retry.Budget]
+	breakers map[string]keyed[*breaker.Breaker]
+	version  atomic.Pointer[string]
+	// badVersion and badErr remember the last rejected content.
+	badVersion string
+	badErr     error
+	loads      atomic.Uint64
+	failures   atomic.Uint64
+}
+
+type keyed[T any] struct {
+	key string
+	v   T
+}
+
+// Handle is a caller's reference to the policy for one name. Keep it and
+// call Policy for every call; it is one atomic load.
+type Handle struct {
+	name string
+	p    atomic.Pointer[retry.Policy]
+	spec atomic.Pointer[PolicySpec]
+}
+
+// Policy returns the current policy. It is never nil: a name the file
+// does not cover gets the zero Policy (with Operation set to the name).
+func (h *Handle) Policy() *retry.Policy { return h.p.Load() }
+
+// Spec returns the current policy's specification from the file, or nil
+// when the name is not covered.
+func (h *Handle) Spec() *PolicySpec { return h.spec.Load() }
+
+// Name returns the name the handle was asked for.
+func (h *Handle) Name() string { return h.name }
+
+// NewRegistry returns an empty Registry; Apply or Reload give it policies.
+func NewRegistry(opts Options) *Registry {
+	return &Registry{
+		opts:     opts,
+		handles:  map[string]*Handle{},
+		budgets:  map[string]keyed[retry.Budget]{},
+		breakers: map[string]keyed[*breaker.Breaker]{},
+	}
+}
+
+// Policy returns the handle for name: an operation listed in the file's
+// operations, else a policy name, else the file's default policy. The
+// handle follows every later reload. Repeated calls return the same handle.
+func (r *Registry) Policy(name string) *Handle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h, ok := r.handles[name]; ok {
+		return h
+	}
+	h := &Handle{name: name}
+	r.handles[name] = h
+	r.assign(h, r.file, r.set)
+	return h
+}
+
+// Version returns the version of the file in force ("" before the first).
+func (r *Registry) Version() string {
+	if v := r.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Stats returns how many files were applied and how many were rejected.
+func (r *Registry) Stats() (applied, rejected uint64) { return r.loads.Load(), r.failures.Load() }
+
+// Reload reads, validates and applies the file at path. An invalid file
+// changes nothing: the error is returned and reported (OnReload, the
+// observer, the log) and the old policies keep serving.
+//
+// Content already in force, or already rejected, is not parsed or reported
+// again, so a burst of file events costs one report.
+func (r *Registry) Reload(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		err = fmt.Errorf("config: %w", err)
+		r.report("", err)
+		return err
+	}
+	v := versionOf(data)
+	if v == r.Version() {
+		return nil
+	}
+	r.mu.Lock()
+	if v == r.badVersion {
+		err := r.badErr
+		r.mu.Unlock()
+		return err
+	}
+	r.mu.Unlock()
+	f, err := Parse(path, data)
+	if err != nil {
+		r.mu.Lock()
+		r.badVersion, r.badErr = v, err
+		r.mu.Unlock()
+		r.report("", err)
+		return err
+	}
+	r.Apply(f)
+	return nil
+}
+
+// Apply makes f's policies current.
+func (r *Registry) Apply(f *File) {
+	r.mu.Lock()
+	if r.file != nil && r.file.Version == f.Version {
+		r.mu.Unlock()
+		return
+	}
+	built := r.build(f)
+	for _, h := range r.handles {
+		r.assign(h, f, built)
+	}
+	r.file, r.set = f, built
+	r.version.Store(&f.Version)
+	r.mu.Unlock()
+	r.report(f.Version, nil)
+}
+
+func (r *Registry) report(version string, err error) {
+	log := r.opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err != nil {
+		r.failures.Add(1)
+		log.Error("config: policy file rejected; the previous policies keep serving", "version", r.Version(), "error", err)
+	} else {
+		r.loads.Add(1)
+		log.Info("config: policies loaded", "version", version)
+	}
+	if ro, ok := r.opts.Observer.(ReloadObserver); ok {
+		ro.ConfigReload(version, err)
+	}
+	if r.opts.OnReload != nil {
+		r.opts.OnReload(version, err)
+	}
+}
+
+// builtSet maps policy names to their built policies.
+type builtSet map[string]*retry.Policy
+
+// build makes a policy per spec, reusing budgets and breakers whose
+// settings are unchanged. It must be called with r.mu held.
+func (r *Registry) build(f *File) builtSet {
+	out := builtSet{}
+	keepBudgets := map[string]keyed[retry.Budget]{}
+	keepBreakers := map[string]keyed[*breaker.Breaker]{}
+	for name, s := range f.Policies {
+		b, _ := backoff.New(s.Backoff.Strategy, s.Backoff.Params) // validated by Parse
+		p := &retry.Policy{
+			MaxAttempts:    s.MaxAttempts,
+			MaxElapsed:     s.MaxElapsed,
+			Backoff:        b,
+			AttemptTimeout: s.AttemptTimeout,
+			MinAttemptTime: s.MinAttemptTime,
+			MaxRetryAfter:  s.MaxRetryAfter,
+			Clock:          r.opts.Clock,
+			Observer:       r.opts.Observer,
+		}
+		if r.opts.Classify != nil {
+			p.Classify = r.opts.Classify(s)
+		}
+		if s.Budget != nil {
+			key := fmt.Sprintf("%s %+v %+v %+v", s.Budget.Kind, s.Budget.Ratio, s.Budget.Window, s.Budget.Concurrency)
+			old, ok := r.budgets[name]
+			if !ok || old.key != key {
+				old = keyed[retry.Budget]{key, r.newBudget(name, s.Budget)}
+			}
+			keepBudgets[name] = old
+			p.Budget = old.v
+		}
+		if s.Breaker != nil {
+			key := fmt.Sprintf("%s %+v", s.Breaker.Kind, s.Breaker.Config)
+			old, ok := r.breakers[name]
+			if !ok || old.key != key {
+				old = keyed[*breaker.Breaker]{key, newBreaker(s.Breaker, breaker.Config{Clock: r.opts.Clock})}
+				if r.opts.OnBreaker != nil {
+					r.opts.OnBreaker(name, old.v)
+				}
+			}
+			keepBreakers[name] = old
+			p.Breaker = old.v
+		}
+		out[name] = p
+	}
+	for name, old := range r.breakers {
+		if keep, ok := keepBreakers[name]; !ok || keep.v != old.v {
+			old.v.Close() // stops its active probing, if any
+		}
+	}
+	r.budgets, r.breakers = keepBudgets, keepBreakers
+	return out
+}
+
+func (r *Registry) newBudget(policy string, s *BudgetSpec) retry.Budget {
+	var b retry.Budget
+	switch s.Kind {
+	case "ratio":
+		b = budget.NewRatio(s.Ratio)
+	case "window":
+		c := s.Window
+		c.Clock = r.opts.Clock
+		b = budget.NewWindow(c)
+	case "concurrency":
+		b = budget.NewConcurrency(s.Concurrency)
+	}
+	if r.opts.OnBudget != nil {
+		r.opts.OnBudget(policy, b)
+	}
+	return b
+}
+
+// assign points h at its policy in f. It must be called with r.mu held.
+func (r *Registry) assign(h *Handle, f *File, built builtSet) {
+	var spec *PolicySpec
+	if f != nil {
+		name, ok := f.Operations[h.name]
+		if !ok {
+			if _, isPolicy := f.Policies[h.name]; isPolicy {
+				name = h.name
+			} else {
+				name = f.Default
+			}
+		}
+		spec = f.Policies[name]
+	}
+	p := &retry.Policy{Clock: r.opts.Clock, Observer: r.opts.Observer}
+	if spec != nil && built[spec.Name] != nil {
+		cp := *built[spec.Name]
+		p = &cp
+	}
+	p.Operation = h.name
+	h.spec.Store(spec)
+	h.p.Store(p)
+}

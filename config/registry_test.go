@@ -1,0 +1,212 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/retry"
+)
+
+func mustParse(t testing.TB, src string) *File {
+	t.Helper()
+	f, err := Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestHandlesResolveNames(t *testing.T) {
+	r := NewRegistry(Options{Logger: discard})
+	early := r.Policy("charge-card") // before any file: the zero policy
+	if p := early.Policy(); p == nil || p.MaxAttempts != 0 || p.Operation != "charge-card" || early.Spec() != nil {
+		t.Fatalf("early policy %+v", p)
+	}
+	f, err := Load("testdata/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Apply(f)
+	for _, tc := range []struct{ name, policy string }{
+		{"charge-card", "payments"}, {"payments", "payments"}, {"export-spans", "telemetry"}, {"unlisted", "default"},
+	} {
+		h := r.Policy(tc.name)
+		if h.Spec() == nil || h.Spec().Name != tc.policy {
+			t.Fatalf("%s resolved to %+v, want %s", tc.name, h.Spec(), tc.policy)
+		}
+		if h.Policy().Operation != tc.name {
+			t.Fatalf("%s: Operation = %q", tc.name, h.Policy().Operation)
+		}
+	}
+	if early.Policy().MaxAttempts != 4 {
+		t.Fatal("a handle taken before the file did not follow it")
+	}
+	p := r.Policy("charge-card").Policy()
+	if _, ok := p.Budget.(*budget.Ratio); !ok || p.Breaker == nil || p.AttemptTimeout != 2*time.Second {
+		t.Fatalf("payments policy %+v", p)
+	}
+	if r.Policy("charge-card") != early || r.Policy("refund").Policy().Budget != p.Budget {
+		t.Fatal("operations of one policy must share its budget")
+	}
+	if r.Version() != f.Version {
+		t.Fatal("version")
+	}
+}
+
+func TestReloadKeepsUnchangedState(t *testing.T) {
+	var created []string
+	r := NewRegistry(Options{Logger: discard, OnBreaker: func(p string, _ *breaker.Breaker) { created = append(created, p) }})
+	v1 := `
+policies:
+  a: {breaker: {kind: consecutive, failures: 2}, budget: {kind: ratio, preset: grpc}}
+  b: {breaker: {kind: consecutive, failures: 3}, budget: {kind: concurrency}}
+`
+	r.Apply(mustParse(t, v1))
+	a, b := r.Policy("a"), r.Policy("b")
+	ab, bb := a.Policy().Breaker, b.Policy().Breaker
+	// Trip a's breaker.
+	for i := 0; i < 2; i++ {
+		done, err := ab.Allow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(errors.New("down"))
+	}
+	if ab.(*breaker.Breaker).State() != breaker.Open {
+		t.Fatal("breaker did not trip")
+	}
+	v2 := `
+policies:
+  a: {max_attempts: 7, breaker: {kind: consecutive, failures: 2}, budget: {kind: ratio, preset: grpc}}
+  b: {breaker: {kind: consecutive, failures: 4}, budget: {kind: concurrency, min_concurrency: 5}}
+`
+	r.Apply(mustParse(t, v2))
+	if a.Policy().MaxAttempts != 7 || a.Policy().Breaker != ab || a.Policy().Budget == nil {
+		t.Fatal("a's unchanged breaker must survive the reload")
+	}
+	if a.Policy().Breaker.(*breaker.Breaker).State() != breaker.Open {
+		t.Fatal("a's breaker forgot it was open")
+	}
+	if b.Policy().Breaker == bb {
+		t.Fatal("b's changed breaker must start fresh")
+	}
+	if fmt.Sprint(created) != "[a b b]" && fmt.Sprint(created) != "[b a b]" {
+		t.Fatalf("breakers created %v", created)
+	}
+	applied, _ := r.Stats()
+	r.Apply(mustParse(t, v2)) // the same content: nothing happens
+	if again, _ := r.Stats(); again != applied {
+		t.Fatal("re-applying the same version counted")
+	}
+}
+
+type reloadRecorder struct {
+	retry.NopObserver
+	mu       sync.Mutex
+	versions []string
+	errs     []error
+}
+
+func (o *reloadRecorder) ConfigReload(v string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.versions = append(o.versions, v)
+	o.errs = append(o.errs, err)
+}
+
+func TestInvalidReloadKeepsServing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	os.WriteFile(path, []byte("policies: {api: {max_attempts: 3}}\n"), 0o644)
+	obs := &reloadRecorder{}
+	var cbErr error
+	r := NewRegistry(Options{Logger: discard, Observer: obs, OnReload: func(_ string, err error) { cbErr = err }})
+	if err := r.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("api")
+	os.WriteFile(path, []byte("policies: {api: {max_attempts: -1}}\n"), 0o644)
+	err := r.Reload(path)
+	if err == nil || cbErr == nil || h.Policy().MaxAttempts != 3 {
+		t.Fatalf("err=%v cb=%v attempts=%d", err, cbErr, h.Policy().MaxAttempts)
+	}
+	if _, rejected := r.Stats(); rejected != 1 {
+		t.Fatal("rejection not counted")
+	}
+	if len(obs.errs) != 2 || obs.errs[0] != nil || obs.errs[1] == nil || h.Policy().Observer != obs {
+		t.Fatalf("observer heard %v %v", obs.versions, obs.errs)
+	}
+}
+
+// versionFile writes a policy file whose fields all encode k, so a reader
+// can tell a whole policy from a torn one; invalid files carry 999.
+func versionFile(k int, valid bool) string {
+	if !valid {
+		return fmt.Sprintf("policies: {api: {max_attempts: 999, attempt_timeout: %dms, backoff: {base: 2s, max: 1s}}}\n", k)
+	}
+	return fmt.Sprintf("policies: {api: {max_attempts: %d, attempt_timeout: %dms, min_attempt_time: %dms, backoff: {strategy: constant, base: %dms}}}\n", k, k, k, k)
+}
+
+func TestConcurrentReloadsNeverTear(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	os.WriteFile(path, []byte(versionFile(1, true)), 0o644)
+	r := NewRegistry(Options{Logger: discard})
+	if err := r.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("api")
+	var stop atomic.Bool
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				p := h.Policy()
+				k := p.MaxAttempts
+				d := time.Duration(k) * time.Millisecond
+				c, _ := p.Backoff.(backoff.Constant)
+				if k == 999 || p.AttemptTimeout != d || p.MinAttemptTime != d || c.Interval != d {
+					errs <- fmt.Errorf("torn or invalid policy: attempts %d, timeout %v, min %v, backoff %v", k, p.AttemptTimeout, p.MinAttemptTime, c.Interval)
+					return
+				}
+				retry.Run(context.Background(), p, func(context.Context) error { return nil })
+				calls.Add(1)
+			}
+		}()
+	}
+	rejected := 0
+	for i := 2; i <= 101; i++ {
+		valid := i%2 == 0
+		tmp := path + ".tmp"
+		os.WriteFile(tmp, []byte(versionFile(i, valid)), 0o644)
+		os.Rename(tmp, path)
+		if err := r.Reload(path); (err == nil) != valid {
+			t.Fatalf("rewrite %d: valid=%v err=%v", i, valid, err)
+		} else if err != nil {
+			rejected++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if h.Policy().MaxAttempts != 100 || rejected != 50 || calls.Load() == 0 {
+		t.Fatalf("final attempts %d rejected %d calls %d", h.Policy().MaxAttempts, rejected, calls.Load())
+	}
+}

@@ -1,0 +1,321 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"go.yaml.in/yaml/v3"
+)
+
+// File is a validated policy file.
+type File struct {
+	// Version identifies the content: the first 12 hex digits of its
+	// SHA-256. Two files with the same bytes have the same version.
+	Version string
+	// Policies by name.
+	Policies map[string]*PolicySpec
+	// Operations maps operation names to policy names.
+	Operations map[string]string
+	// Default is the policy for names that are neither operations nor
+	// policies: the file's "default" key, else a policy named "default",
+	// else empty.
+	Default string
+}
+
+// PolicySpec is one named policy as written in the file.
+type PolicySpec struct {
+	Name           string
+	MaxAttempts    int
+	MaxElapsed     time.Duration
+	AttemptTimeout time.Duration
+	MinAttemptTime time.Duration
+	MaxRetryAfter  time.Duration
+	Backoff        BackoffSpec
+	RetryOn        RetryOn
+	Budget         *BudgetSpec  // nil: no budget
+	Breaker        *BreakerSpec // nil: no breaker
+}
+
+// BackoffSpec names a registered backoff strategy and its parameters.
+type BackoffSpec struct {
+	Strategy string // a name known to backoff.Lookup; default "full_jitter"
+	Params   backoff.Params
+}
+
+// RetryOn lists, for the HTTP and gRPC adapters, which response statuses
+// are retryable. Empty lists mean the adapters' defaults.
+type RetryOn struct {
+	HTTPStatus []int
+	GRPCCodes  []string // canonical upper-case names, e.g. "UNAVAILABLE"
+}
+
+// BudgetSpec is a retry budget: Kind picks which config applies.
+type BudgetSpec struct {
+	Kind        string // "ratio", "window" or "concurrency"
+	Ratio       budget.RatioConfig
+	Window      budget.WindowConfig
+	Concurrency budget.ConcurrencyConfig
+}
+
+// BreakerSpec is a circuit breaker's settings.
+type BreakerSpec struct {
+	Kind   string // "consecutive", "count_window" or "time_window"
+	Config breaker.Config
+}
+
+// Load reads and validates the policy file at path (YAML, or JSON, which
+// YAML reads too). On any problem it returns an *Error listing all of them
+// with file, line and field.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates the policy file content data; name is used in messages.
+func Parse(name string, data []byte) (*File, error) {
+	d := &decoder{file: name}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		d.problems = append(d.problems, syntaxProblem(name, err))
+		return nil, &Error{d.problems}
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		d.fail(nil, "", "the file is empty: it needs a policies mapping")
+		return nil, &Error{d.problems}
+	}
+	f := &File{Version: versionOf(data), Policies: map[string]*PolicySpec{}, Operations: map[string]string{}}
+	doc := root.Content[0]
+	var opsNode, defNode *yaml.Node
+	d.fields(doc, "", []string{"policies", "operations", "default"}, func(key string, v *yaml.Node, path string) {
+		switch key {
+		case "policies":
+			d.entries(v, path, func(name string, _, pv *yaml.Node, p string) {
+				f.Policies[name] = d.policy(name, pv, p)
+			})
+		case "operations":
+			opsNode = v
+		case "default":
+			defNode = v
+		}
+	})
+	if doc.Kind == yaml.MappingNode && len(f.Policies) == 0 && !hasKey(doc, "policies") {
+		d.fail(doc, "policies", "missing: the file must define at least one policy")
+	}
+	if opsNode != nil {
+		d.entries(opsNode, "operations", func(op string, _, v *yaml.Node, p string) {
+			name := d.str(v, p)
+			if name == "" {
+				return
+			}
+			if _, ok := f.Policies[name]; !ok {
+				d.fail(v, p, "policy %q is not defined (defined: %s)", name, strings.Join(policyNames(f), ", "))
+				return
+			}
+			f.Operations[op] = name
+		})
+	}
+	if defNode != nil {
+		if name := d.str(defNode, "default"); name != "" {
+			if _, ok := f.Policies[name]; !ok {
+				d.fail(defNode, "default", "policy %q is not defined", name)
+			}
+			f.Default = name
+		}
+	} else if _, ok := f.Policies["default"]; ok {
+		f.Default = "default"
+	}
+	if len(d.problems) > 0 {
+		return nil, &Error{d.problems}
+	}
+	return f, nil
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func policyNames(f *File) []string {
+	out := make([]string, 0, len(f.Policies))
+	for n := range f.Policies {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var policyFields = []string{"max_attempts", "max_elapsed", "attempt_timeout", "min_attempt_time",
+	"max_retry_after", "backoff", "retry_on", "budget", "breaker"}
+
+func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
+	p := &PolicySpec{Name: name, Backoff: BackoffSpec{Strategy: "full_jitter"}}
+	d.fields(n, path, policyFields, func(key string, v *yaml.Node, fp string) {
+		switch key {
+		case "max_attempts":
+			p.MaxAttempts = d.integer(v, fp, 0, 1000)
+		case "max_elapsed":
+			p.MaxElapsed = d.duration(v, fp)
+		case "attempt_timeout":
+			p.AttemptTimeout = d.duration(v, fp)
+		case "min_attempt_time":
+			p.MinAttemptTime = d.duration(v, fp)
+		case "max_retry_after":
+			p.MaxRetryAfter = d.duration(v, fp)
+		case "backoff":
+			p.Backoff = d.backoff(v, fp)
+		case "retry_on":
+			p.RetryOn = d.retryOn(v, fp)
+		case "budget":
+			p.Budget = d.budget(v, fp)
+		case "breaker":
+			p.Breaker = d.breaker(v, fp)
+		}
+	})
+	return p
+}
+
+func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
+	b := BackoffSpec{Strategy: "full_jitter"}
+	var baseNode, maxNode, strategyNode *yaml.Node
+	d.fields(n, path, []string{"strategy", "base", "max", "step", "multiplier", "jitter", "factor"}, func(key string, v *yaml.Node, fp string) {
+		switch key {
+		case "strategy":
+			strategyNode = v
+			b.Strategy = d.str(v, fp)
+		case "base":
+			baseNode = v
+			b.Params.Base = d.duration(v, fp)
+		case "max":
+			maxNode = v
+			b.Params.Max = d.duration(v, fp)
+		case "step":
+			b.Params.Step = d.duration(v, fp)
+		case "multiplier":
+			b.Params.Multiplier = d.number(v, fp, 1, 1000, false)
+		case "factor":
+			b.Params.Factor = d.number(v, fp, 0, 1, true)
+		case "jitter":
+			s := d.str(v, fp)
+			j, ok := backoff.ParseJitter(s)
+			if !ok && s != "" {
+				d.fail(v, fp, "%q is not one of none, full, equal, decorrelated, proportional", s)
+			}
+			b.Params.Jitter = j
+		}
+	})
+	if _, ok := backoff.Lookup(b.Strategy); !ok && b.Strategy != "" {
+		d.fail(strategyNode, join(path, "strategy"), "%q is not a registered strategy (known: %s)", b.Strategy, strings.Join(backoff.Names(), ", "))
+		return b
+	}
+	if b.Params.Max > 0 && b.Params.Base > b.Params.Max {
+		d.fail(maxNode, join(path, "max"), "%v is below base %v", b.Params.Max, b.Params.Base)
+		return b
+	}
+	if _, err := backoff.New(b.Strategy, b.Params); err != nil {
+		at := maxNode
+		if at == nil {
+			at = baseNode
+		}
+		d.fail(at, path, "%s", strings.TrimPrefix(err.Error(), "backoff: "))
+	}
+	return b
+}
+
+var grpcCodes = []string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+	"OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// GRPCCodeNumber returns the numeric gRPC status code for a canonical name
+// such as "UNAVAILABLE".
+func GRPCCodeNumber(name string) (uint32, bool) {
+	for i, c := range grpcCodes {
+		if c == name {
+			return uint32(i), true
+		}
+	}
+	return 0, false
+}
+
+func (d *decoder) retryOn(n *yaml.Node, path string) RetryOn {
+	var r RetryOn
+	d.fields(n, path, []string{"http_status", "grpc_codes"}, func(key string, v *yaml.Node, fp string) {
+		switch key {
+		case "http_status":
+			d.list(v, fp, func(_ int, e *yaml.Node, ep string) {
+				if c := d.integer(e, ep, 100, 599); c != 0 {
+					r.HTTPStatus = append(r.HTTPStatus, c)
+				}
+			})
+		case "grpc_codes":
+			d.list(v, fp, func(_ int, e *yaml.Node, ep string) {
+				s := d.str(e, ep)
+				canon := strings.ToUpper(camelToSnake(s))
+				if canon == "CANCELED" {
+					canon = "CANCELLED"
+				}
+				if s == "" {
+					return
+				}
+				if _, ok := GRPCCodeNumber(canon); !ok {
+					d.fail(e, ep, "%q is not a gRPC status code (e.g. UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED)", s)
+					return
+				}
+				r.GRPCCodes = append(r.GRPCCodes, canon)
+			})
+		}
+	})
+	return r
+}
+
+// camelToSnake turns "ResourceExhausted" into "Resource_Exhausted"; names
+// already in upper snake case are unchanged.
+func camelToSnake(s string) string {
+	if strings.ContainsRune(s, '_') || strings.ToUpper(s) == s {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// syntaxProblem turns a YAML parser error ("yaml: line 3: ...") into a
+// Problem with the line in its place.
+func syntaxProblem(file string, err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	p := Problem{File: file, Msg: msg}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, tail, ok := strings.Cut(rest, ": "); ok {
+			if line, err := strconv.Atoi(num); err == nil {
+				p.Line, p.Msg = line, tail
+			}
+		}
+	}
+	return p
+}
+
+// versionOf is the version of a file's content.
+func versionOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}

@@ -1,0 +1,161 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// bodyMode says how a request's body is supplied to each attempt.
+type bodyMode uint8
+
+const (
+	bodyNone     bodyMode = iota // no body
+	bodyGetBody                  // the first attempt sends req.Body, later ones call req.GetBody
+	bodyBuffered                 // buffered in memory; every attempt reads a fresh copy
+	bodyOnce                     // sent once: not repeatable, or too large to buffer
+)
+
+// prepareBody decides how the body of c.req is replayed, buffering it when
+// the request may be repeated, has no GetBody and fits the limit. A body too
+// large to buffer makes the request unrepeatable.
+func (c *call) prepareBody() error {
+	r := c.req
+	switch {
+	case r.Body == nil || r.Body == http.NoBody:
+		c.mode = bodyNone
+		return nil
+	case !c.repeat:
+		c.mode = bodyOnce
+		return nil
+	case r.GetBody != nil:
+		c.mode = bodyGetBody
+		return nil
+	}
+	limit := c.t.opts.bodyLimit
+	if r.ContentLength > limit {
+		c.mode, c.repeat = bodyOnce, false
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		r.Body.Close()
+		return fmt.Errorf("httpretry: reading request body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		// Too large: send what was read followed by the rest, once.
+		c.mode, c.repeat = bodyOnce, false
+		c.body = &readCloser{Reader: io.MultiReader(bytes.NewReader(b), r.Body), Closer: r.Body}
+		return nil
+	}
+	r.Body.Close()
+	c.mode, c.buf = bodyBuffered, b
+	return nil
+}
+
+// attemptBody returns the body for the attempt about to run, or nil when
+// the attempt sends c.req.Body itself.
+func (c *call) attemptBody() (io.ReadCloser, error) {
+	switch c.mode {
+	case bodyGetBody:
+		if c.n == 1 {
+			return nil, nil
+		}
+		b, err := c.req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("httpretry: rewinding request body: %w", err)
+		}
+		if b == nil {
+			b = http.NoBody
+		}
+		return b, nil
+	case bodyBuffered:
+		return io.NopCloser(bytes.NewReader(c.buf)), nil
+	case bodyOnce:
+		if c.body != nil {
+			return c.body, nil
+		}
+	}
+	return nil, nil
+}
+
+// replay returns the GetBody of attempts that send the buffered body b, so
+// that net/http's own replay on a dead keep-alive connection works too.
+// It refers to b only, not to the (recycled) call.
+func replay(b []byte) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+}
+
+// closeUnsent closes the request body when no attempt was made (the breaker
+// refused the call): the RoundTripper contract requires it to be closed,
+// and no transport below has taken ownership of it.
+func (c *call) closeUnsent() {
+	if c.n > 0 {
+		return
+	}
+	switch c.mode {
+	case bodyGetBody:
+		c.req.Body.Close()
+	case bodyOnce:
+		if c.body != nil {
+			c.body.Close()
+		} else {
+			c.req.Body.Close()
+		}
+	}
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// keepBody reads up to drainLimit bytes of the body of a response that is
+// about to be retried. When that is the whole body the connection is
+// released at once (it goes back to the pool while the retry waits) and the
+// bytes stay readable, so the response can still be returned intact if no
+// retry follows. A longer body keeps its connection; the bytes read are put
+// back in front of the rest.
+func keepBody(resp *http.Response) {
+	body := resp.Body
+	if body == nil || body == http.NoBody {
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
+	switch {
+	case err != nil:
+		body.Close()
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
+	case len(b) <= drainLimit:
+		body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+	default:
+		resp.Body = &readCloser{Reader: io.MultiReader(bytes.NewReader(b), body), Closer: body}
+	}
+}
+
+// discard releases a response that is being retried. keepBody has already
+// read (at most drainLimit bytes of) it, so this only closes it.
+func discard(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// cancelBody ends an attempt's context when the response body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(context.Canceled)
+	return err
+}

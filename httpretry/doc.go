@@ -1,0 +1,73 @@
+// Package httpretry retries HTTP requests safely, as an http.RoundTripper
+// under a retry.Policy.
+//
+//	client := &http.Client{Transport: httpretry.New(http.DefaultTransport, &policy)}
+//	// or: client := httpretry.NewClient(&policy)
+//
+// The policy's backoff, attempt limit, AttemptTimeout, Budget, Breaker,
+// MaxRetryAfter, Clock and Observer all apply; share one policy (and so one
+// Budget and one Breaker) between every client of the same downstream.
+//
+// # What is retried
+//
+// Only requests that are safe to repeat: GET, HEAD, OPTIONS, TRACE, PUT and
+// DELETE, and any request carrying an Idempotency-Key header (see
+// Idempotent; WithRetryable changes the rule). Every other request, a POST
+// without a key for instance, is sent exactly once whatever the policy
+// says, though still through the policy's Breaker, Budget and Observer (as a
+// call limited to one attempt), so an open breaker fails it fast.
+//
+// Of those requests, an attempt is retried when DefaultClassifier (or the
+// function given to WithClassifier) says so: the statuses 408, 429, 502,
+// 503 and 504 (500 with WithRetry500), and transport errors that speak of a
+// transient failure — connection refused or reset, a connection closed by
+// the server before the response (io.EOF, io.ErrUnexpectedEOF), network and
+// attempt timeouts, temporary DNS failures. Never 400, 401, 403, 404, 409,
+// 422 or 501, and never the caller's own cancellation or deadline.
+//
+// # What the RoundTripper contract asks, and how it is kept
+//
+//   - The caller's request is never modified: an attempt that needs its own
+//     context, body or header gets a shallow copy (Request.WithContext).
+//     Every header of the original (Authorization, traceparent, tracestate,
+//     ...) is sent on every attempt; WithAttemptHeader adds the attempt
+//     number.
+//   - The request body is closed exactly once. It is replayed through
+//     Request.GetBody, which http.NewRequest sets for in-memory bodies. A
+//     body without GetBody is read into memory, up to WithBodyLimit
+//     (default 1 MiB); a larger one is streamed and the request sent once.
+//   - When a response came back, RoundTrip returns it with a nil error. When
+//     the policy stops on a retryable status (attempts, budget, breaker, or a
+//     Retry-After that the caller's deadline cannot hold), the last response
+//     is returned with its body intact.
+//
+// # Retry-After
+//
+// On 429 and 503 a Retry-After header, in delta-seconds or any of the three
+// HTTP-date formats (see ParseRetryAfter; dates are compared with the
+// policy's clock), makes the next wait at least that long. retry.Do caps it
+// at Policy.MaxRetryAfter (default 30s) and adds up to a tenth of jitter
+// below the cap; when the caller's deadline cannot hold the wait, the
+// response is returned at once instead of waiting. A malformed, negative or
+// absurd value (beyond what time.Duration holds) is ignored and the computed
+// backoff applies.
+//
+// # Connections, timeouts and cancellation
+//
+// Before a retry, the failed response's body is read (at most 4 KiB) and
+// closed, so that its connection returns to the pool; a small body is read
+// as soon as the attempt is classified, so the connection is free during
+// the wait. Policy.AttemptTimeout bounds each attempt until its response
+// headers arrive (an attempt cut by it is retried); the body of the
+// returned response is bounded by the request's context alone. The
+// request's context reaches every attempt: when the caller gives up, the
+// attempt in flight is cancelled and no further one starts.
+//
+// # What the policy sees
+//
+// Each attempt reports to the Breaker, Budget and Observer: nil for a
+// success (2xx, 3xx, 1xx), a *StatusError for a retryable status or any 5xx,
+// retry.Permanent(*StatusError) for other 4xx (so breakers that ignore
+// permanent errors do not count a client's mistakes against the downstream),
+// or the transport error.
+package httpretry

@@ -1,0 +1,134 @@
+package httpretry
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Transport is the http.RoundTripper returned by New. It is safe for
+// concurrent use; its configuration is fixed by New.
+type Transport struct {
+	next   http.RoundTripper
+	policy *retry.Policy
+	opts   options
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New returns a RoundTripper that sends each request through next (nil:
+// http.DefaultTransport) under the retry policy p (nil: the zero Policy),
+// retrying transient failures of requests that are safe to repeat.
+//
+// p is read at every request and must not be modified while requests use
+// it; its Budget and Breaker are shared by every request. p.Classify is not
+// used: the transport's classifier (WithClassifier, DefaultClassifier by
+// default) decides which attempts are retried. p.AttemptTimeout bounds each
+// attempt until its response headers arrive; the body of the returned
+// response is bounded only by the request's context.
+func New(next http.RoundTripper, p *retry.Policy, opts ...Option) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if p == nil {
+		p = new(retry.Policy)
+	}
+	t := &Transport{next: next, policy: p}
+	for _, o := range opts {
+		if o != nil {
+			o(&t.opts)
+		}
+	}
+	if t.opts.repeatable == nil {
+		t.opts.repeatable = Idempotent
+	}
+	if t.opts.classify == nil {
+		t.opts.classify = DefaultClassifier
+	}
+	if t.opts.bodyLimit <= 0 {
+		t.opts.bodyLimit = DefaultBodyLimit
+	}
+	return t
+}
+
+// NewClient returns an http.Client whose Transport is
+// New(http.DefaultTransport, p, opts...).
+func NewClient(p *retry.Policy, opts ...Option) *http.Client {
+	return &http.Client{Transport: New(nil, p, opts...)}
+}
+
+// CloseIdleConnections closes the idle connections of the next
+// RoundTripper, if it has a CloseIdleConnections method. http.Client calls
+// it from its own CloseIdleConnections.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip sends req, and sends it again after a transient failure when
+// the request may be repeated and the policy allows. It implements
+// http.RoundTripper: it does not modify req (each attempt that needs a
+// different context, body or header gets a shallow copy), it closes
+// req.Body exactly once (by handing it to the next RoundTripper, or itself),
+// and it returns a nil error whenever a response came back, including the
+// last response of a retryable status once the policy gives up.
+//
+// A request that may not be repeated (see WithRetryable) is sent once, still
+// under the policy's Breaker, Budget and Observer.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The per-request state, with this request's copy of the policy.
+	c := getCall()
+	defer putCall(c)
+	c.t, c.req, c.policy = t, req, *t.policy
+	c.repeat = t.opts.repeatable(req)
+	if err := c.prepareBody(); err != nil {
+		return nil, err
+	}
+	p := &c.policy
+	c.clock, c.timeout = p.Clock, p.AttemptTimeout
+	// The transport classifies every attempt itself and runs the attempt
+	// timeout itself, so that the returned response's body outlives it.
+	p.Classify = policyClassify
+	p.AttemptTimeout = 0
+	if !c.repeat {
+		p.MaxAttempts = 1
+	}
+	c.sameCtx = c.timeout <= 0 && p.Observer == nil
+
+	resp, err := retry.Do(req.Context(), p, c.op)
+	c.closeUnsent()
+	if resp != nil {
+		// A response came back: the RoundTripper contract wants it with a
+		// nil error, whatever the policy's reason to stop.
+		resp.Request = req
+		return resp, nil
+	}
+	if !c.repeat {
+		var re *retry.Error
+		if errors.As(err, &re) && re.Reason == retry.ErrAttemptsExhausted && re.Last != nil {
+			return nil, re.Last // a single send is not an exhausted retry
+		}
+	}
+	return nil, err
+}
+
+// calls recycles the per-request state, so that a request that succeeds at
+// once costs no allocation beyond what the next RoundTripper makes
+// (BenchmarkOverhead). Nothing keeps a call after RoundTrip returns: the
+// attempt function is only used by retry.Do, and request copies, response
+// bodies and timers do not refer to it.
+var calls = sync.Pool{New: func() any {
+	c := new(call)
+	c.op = c.attempt
+	return c
+}}
+
+func getCall() *call { return calls.Get().(*call) }
+
+func putCall(c *call) {
+	*c = call{op: c.op}
+	calls.Put(c)
+}
