@@ -6,7 +6,7 @@ STATICCHECK := $(GOBIN)/staticcheck
 BENCHSTAT := $(GOBIN)/benchstat
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
 
-.PHONY: all test fmt-check vet staticcheck race lab bench tools
+.PHONY: all test fmt-check vet staticcheck race lab bench bench-compare tools
 
 all: test
 
@@ -41,3 +41,10 @@ lab:
 bench: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee /tmp/stormguard-bench.txt
 	$(BENCHSTAT) /tmp/stormguard-bench.txt
+
+## bench-compare: stormguard against failsafe-go, cenkalti/backoff, retry-go,
+## go-retry, gobreaker and go-retryablehttp in one run (bench/ module);
+## prints one column per library with its ratio to stormguard.
+bench-compare: $(BENCHSTAT)
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 . | tee results.txt
+	$(BENCHSTAT) -col /lib bench/results.txt
