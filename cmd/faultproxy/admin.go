@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/faultinject"
+)
+
+// maxRulesBody bounds the body of PUT /rules.
+const maxRulesBody = 1 << 20
+
+// adminHandler serves the admin endpoints:
+//
+//	GET  /rules              the rules in force, JSON (?format=yaml or Accept: application/yaml for YAML)
+//	PUT  /rules              replace the rules: a YAML or JSON body, validated, applied atomically;
+//	                         ?restart=true also restarts the outage schedule now
+//	GET  /counters           the injector's counters and gauges, JSON
+//	GET  /healthz            "ok"
+func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) http.Handler {
+	clk = clock.Or(clk)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rules", func(w http.ResponseWriter, r *http.Request) {
+		writeRules(w, r, in.Rules())
+	})
+	mux.HandleFunc("PUT /rules", func(w http.ResponseWriter, r *http.Request) {
+		restart := false
+		if v := r.URL.Query().Get("restart"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, errors.New("faultproxy: restart must be true or false"))
+				return
+			}
+			restart = b
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRulesBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, errors.New("faultproxy: rules body too large or unreadable"))
+			return
+		}
+		var rules faultinject.Rules
+		if isJSON(r.Header.Get("Content-Type")) {
+			rules, err = faultinject.ParseRules(body)
+		} else {
+			rules, err = parseRulesYAML(body)
+		}
+		if err == nil {
+			err = in.Update(rules)
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		if restart {
+			in.SetEpoch(clk.Now())
+		}
+		log.Info("rules updated", "rules", jsonString(in.Rules()), "restart", restart)
+		writeRules(w, r, in.Rules())
+	})
+	mux.HandleFunc("GET /counters", func(w http.ResponseWriter, r *http.Request) {
+		_, active := in.Outage()
+		writeJSON(w, http.StatusOK, countersResponse{
+			Counters:     in.Snapshot(),
+			Elapsed:      clk.Since(in.Epoch()).Round(time.Millisecond).String(),
+			OutageActive: active,
+		})
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// countersResponse is the body of GET /counters.
+type countersResponse struct {
+	faultinject.Counters
+	// Elapsed is the time since the outage schedule's epoch.
+	Elapsed string `json:"elapsed"`
+	// OutageActive says whether an outage window is in force now.
+	OutageActive bool `json:"outage_active"`
+}
+
+func writeRules(w http.ResponseWriter, r *http.Request, rules faultinject.Rules) {
+	if r.URL.Query().Get("format") == "yaml" || strings.Contains(r.Header.Get("Accept"), "yaml") {
+		b, err := rulesYAML(rules)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(b)
+		return
+	}
+	writeJSON(w, http.StatusOK, rules)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,118 @@
+package faultinject_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/faultinject"
+)
+
+// testTimeout bounds every wait of a test on a channel, so that a bug
+// fails the test instead of hanging it. It is never slept on.
+const testTimeout = 10 * time.Second
+
+// newClient returns a client whose every request uses a fresh connection,
+// so that server-side resets are not hidden by the Transport's retry of
+// idempotent requests on reused connections.
+func newClient(t *testing.T) *http.Client {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// serve starts a loopback test server running h and closes it (waiting for
+// its handlers) at the end of the test.
+func serve(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// result is what a request ended with.
+type result struct {
+	status int
+	header http.Header
+	body   string
+	err    error
+}
+
+func do(ctx context.Context, c *http.Client, method, url string) result {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return result{err: err}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return result{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
+}
+
+func get(t *testing.T, c *http.Client, url string) result {
+	t.Helper()
+	return do(context.Background(), c, http.MethodGet, url)
+}
+
+// goDo runs a request in its own goroutine and returns a channel that
+// delivers its result.
+func goDo(ctx context.Context, c *http.Client, url string) <-chan result {
+	ch := make(chan result, 1)
+	go func() { ch <- do(ctx, c, http.MethodGet, url) }()
+	return ch
+}
+
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatal("timed out waiting on a channel")
+		panic("unreachable")
+	}
+}
+
+// events passes the Injector's events to a test waiting for one.
+type events struct{ ch chan faultinject.Event }
+
+func newEvents() *events { return &events{ch: make(chan faultinject.Event, 1024)} }
+
+func (e *events) record(ev faultinject.Event) { e.ch <- ev }
+
+// waitFor returns the next event with action a, skipping others.
+func (e *events) waitFor(t *testing.T, a faultinject.Action) faultinject.Event {
+	t.Helper()
+	for {
+		ev := recv(t, e.ch)
+		if ev.Action == a {
+			return ev
+		}
+	}
+}
+
+// gate is a handler that signals each entry and blocks until released.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGate() *gate {
+	return &gate{entered: make(chan struct{}, 64), release: make(chan struct{})}
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-r.Context().Done():
+	}
+	_, _ = io.WriteString(w, "ok")
+}
