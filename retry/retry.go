@@ -18,30 +18,19 @@ import (
 // or a gRPC stream that outlives the attempt needs its own timer (httpretry
 // and grpcretry do this) rather than Policy.AttemptTimeout.
 func Do[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
-	return run[T](ctx, p, valueOp[T](op))
+	return run(ctx, p, op)
 }
 
 // Run is Do for operations that return only an error.
 func Run(ctx context.Context, p *Policy, op func(context.Context) error) error {
-	_, err := run[struct{}](ctx, p, errOp(op))
+	// The adapter does not escape run, so it costs no allocation.
+	_, err := run(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) })
 	return err
-}
-
-type valueOp[T any] func(context.Context) (T, error)
-
-func (f valueOp[T]) call(ctx context.Context) (T, error) { return f(ctx) }
-
-type errOp func(context.Context) error
-
-func (f errOp) call(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) }
-
-type caller[T any] interface {
-	call(context.Context) (T, error)
 }
 
 var zeroPolicy Policy
 
-func run[T any, O caller[T]](ctx context.Context, p *Policy, op O) (v T, err error) {
+func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (v T, err error) {
 	if p == nil {
 		p = &zeroPolicy
 	}
@@ -74,7 +63,11 @@ func run[T any, O caller[T]](ctx context.Context, p *Policy, op O) (v T, err err
 			c.tracker.Start(attempt > 1)
 		}
 
-		v, err = runAttempt[T](&c, ctx, op, attempt, delay)
+		if p.AttemptTimeout <= 0 && c.obs == nil {
+			v, err = op(ctx) // nothing to set up or report: the fast path
+		} else {
+			v, err = runAttempt(&c, ctx, op, attempt, delay)
+		}
 
 		if done != nil {
 			done(err)
@@ -147,7 +140,7 @@ type call struct {
 func (c *call) since(t time.Time) time.Duration { return clock.Or(c.p.Clock).Since(t) }
 
 // attempt runs op once with its own context and classifies a timeout.
-func runAttempt[T any, O caller[T]](c *call, ctx context.Context, op O, n int, delay time.Duration) (T, error) {
+func runAttempt[T any](c *call, ctx context.Context, op func(context.Context) (T, error), n int, delay time.Duration) (T, error) {
 	actx := ctx
 	if c.p.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
@@ -160,7 +153,7 @@ func runAttempt[T any, O caller[T]](c *call, ctx context.Context, op O, n int, d
 		octx = c.obs.AttemptStart(actx, AttemptStart{Operation: c.p.Operation, Attempt: n, Delay: delay})
 		t0 = clock.Or(c.p.Clock).Now()
 	}
-	v, err := op.call(octx)
+	v, err := op(octx)
 	outcome := OutcomeSuccess
 	if err != nil {
 		switch {
