@@ -1,0 +1,36 @@
+package budget_test
+
+import (
+	"testing"
+
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock/clocktest"
+)
+
+// Deposits and withdrawals are on the path of every call and must not
+// allocate.
+func TestZeroAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation")
+	}
+	r := budget.NewRatio(budget.AWSStandard())
+	g := budget.NewRatio(budget.GRPC())
+	w := budget.NewWindow(budget.WindowConfig{Clock: clocktest.NewFake()})
+	c := budget.NewConcurrency(budget.ConcurrencyConfig{})
+	timeout := error(netTimeout{})
+	for name, f := range map[string]func(){
+		"Ratio.Record":           func() { r.Record(false, nil); r.Record(true, errDown) },
+		"Ratio.Withdraw":         func() { r.Withdraw(errDown); r.Record(true, nil) },
+		"Ratio.Withdraw/timeout": func() { r.Withdraw(timeout); r.Withdraw(errSlow) },
+		"Ratio.Record/gRPC":      func() { g.Record(false, errDown); g.Withdraw(errDown); g.Record(true, nil) },
+		"Ratio.Available":        func() { r.Available(); r.Stats() },
+		"Window.Record":          func() { w.Record(false, nil) },
+		"Window.Withdraw":        func() { w.Withdraw(errDown) },
+		"Window.Available":       func() { w.Available(); w.Stats() },
+		"Concurrency":            func() { c.Start(false); c.Record(false, errDown); c.Withdraw(errDown); c.Refund() },
+	} {
+		if n := testing.AllocsPerRun(100, f); n != 0 {
+			t.Errorf("%s: %v allocs per run, want 0", name, n)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+// Package budget caps retries as a share of normal traffic, so that a fleet
+// of clients can never multiply the load on a failing dependency: the main
+// defence against retry storms.
+//
+// Without a budget, every client that retries 3 times turns an outage into
+// four times the load, exactly when the dependency can least take it. A
+// budget is shared by every caller of one downstream (one per downstream,
+// not one per call) and set as retry.Policy.Budget:
+//
+//	users := budget.NewRatio(budget.TenPercent())
+//	policy := retry.Policy{Budget: users, ...}
+//
+// retry.Do records every attempt with the budget and asks it before each
+// retry's wait; when the budget refuses, Do returns at once with an error
+// that matches both retry.ErrBudgetExhausted and the last attempt's error,
+// without waiting and without another attempt.
+//
+// # Choosing a budget
+//
+// Ratio is a token bucket (gRPC A6 retry throttling, the AWS SDKs' retry
+// quota, the "10% of traffic" bucket): successes pay tokens in, retries or
+// failures take them out. It follows the downstream's health — when nearly
+// everything fails it stops retrying at once, and it recovers as successes
+// return — and needs no clock. Start with TenPercent; use GRPC to behave
+// as a gRPC client with retryThrottling, AWSStandard as an AWS SDK client.
+//
+// Window (Finagle's RetryBudget) allows retries up to a percentage of the
+// requests of the last few seconds, plus a floor of retries per second. It
+// budgets on traffic rather than outcomes, so the retry share is the same in
+// good times and bad, and the floor lets quiet clients retry. It reads the
+// clock; its memory is the window.
+//
+// Concurrency (Envoy's retry_budget) limits retries in flight, as a
+// percentage of requests in flight with a minimum. Choose it when what hurts
+// the downstream is concurrency — long or slow calls, connection pools,
+// queues — rather than rate. It relies on the Start and Refund calls that
+// retry.Do makes (retry.BudgetTracker).
+//
+// Budgets combine with a circuit breaker: the breaker stops all calls to a
+// dead dependency, the budget bounds the extra load of retries while it is
+// merely struggling.
+//
+// # Using budgets
+//
+// Every config struct's zero value works (each zero field has a documented
+// default), Validate reports a bad config with an error wrapping
+// ErrInvalidConfig, and the New functions panic on such a config. All
+// budgets are safe for concurrent use, allocation-free, and answer Available
+// (tokens or retries grantable now, for the stormguard_retry_budget_tokens
+// gauge) and Stats (cumulative counters). A nil *Ratio, *Window or
+// *Concurrency grants every retry.
+//
+// Users may write their own budget: anything implementing retry.Budget
+// (Record after every attempt, Withdraw before every retry) can be a
+// Policy's Budget.
+package budget

@@ -1,0 +1,196 @@
+package budget_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock/clocktest"
+)
+
+// The hammer tests run 1000 goroutines against one budget (run them with
+// -race) and check that the totals afterwards are exact: no deposit,
+// grant, refusal or release is lost to a race, and no limit is overrun.
+
+const goroutines = 1000
+
+// hammer runs f(g) in goroutines goroutines started together.
+func hammer(f func(g int)) {
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for g := range goroutines {
+		done.Go(func() {
+			start.Wait()
+			f(g)
+		})
+	}
+	start.Done()
+	done.Wait()
+}
+
+func TestRatioHammer(t *testing.T) {
+	t.Run("drain", func(t *testing.T) {
+		// 5000 tokens, 10000 retries asked for: exactly 5000 granted.
+		r := budget.NewRatio(budget.RatioConfig{MaxTokens: 5000})
+		hammer(func(int) { withdrawN(r, 10, errDown) })
+		want := budget.Stats{Granted: 5000, Refused: 5000}
+		if got := r.Stats(); got != want {
+			t.Fatalf("Stats() = %+v, want %+v", got, want)
+		}
+		checkTokens(t, r, 0)
+	})
+	t.Run("mixed", func(t *testing.T) {
+		// Deposits, failures, retries and refunds interleaved. The bucket
+		// never reaches its cap, so every token is accounted for exactly:
+		// tokens = initial + 0.5·deposits + 0.25·successful retries − granted.
+		r := budget.NewRatio(budget.RatioConfig{MaxTokens: 1e6, InitialTokens: 1000, Refill: 0.5, RetryRefill: 0.25})
+		var granted, retries, retryWins atomic.Int64
+		hammer(func(g int) {
+			for i := range 20 {
+				switch (g + i) % 4 {
+				case 0, 1:
+					r.Record(false, nil)
+				case 2:
+					r.Record(false, errDown)
+					if r.Withdraw(errDown) {
+						granted.Add(1)
+						retries.Add(1)
+						if g%2 == 0 {
+							r.Record(true, nil)
+							retryWins.Add(1)
+						} else {
+							r.Record(true, errDown)
+						}
+					}
+				case 3:
+					if r.Withdraw(errSlow) {
+						granted.Add(1)
+					}
+				}
+			}
+		})
+		s := r.Stats()
+		if s.Requests != 15000 || s.Deposits != 10000 || s.Granted+s.Refused != 10000 ||
+			s.Granted != uint64(granted.Load()) || s.Retries != uint64(retries.Load()) {
+			t.Fatalf("Stats() = %+v; granted %d", s, granted.Load())
+		}
+		want := 1000 + 0.5*10000 + 0.25*float64(retryWins.Load()) - float64(granted.Load())
+		checkTokens(t, r, want)
+	})
+}
+
+func TestWindowHammer(t *testing.T) {
+	clk := clocktest.NewFake()
+	w := budget.NewWindow(budget.WindowConfig{Clock: clk})
+	// 10000 requests, then 5000 retries asked for: 20% + 100 = 2100 granted.
+	hammer(func(int) {
+		for range 10 {
+			w.Record(false, nil)
+		}
+	})
+	hammer(func(int) { withdrawN(w, 5, errDown) })
+	want := budget.Stats{Requests: 10000, Deposits: 10000, Granted: 2100, Refused: 2900}
+	if got := w.Stats(); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+	// Requests and retries while time moves: every call is counted once.
+	var granted, asked atomic.Int64
+	var ticks sync.WaitGroup
+	ticks.Go(func() {
+		for range 200 {
+			clk.Advance(100 * time.Millisecond)
+		}
+	})
+	hammer(func(g int) {
+		for i := range 10 {
+			if (g+i)%3 == 0 {
+				asked.Add(1)
+				if w.Withdraw(errDown) {
+					granted.Add(1)
+				}
+			} else {
+				w.Record(false, nil)
+			}
+		}
+	})
+	ticks.Wait()
+	s := w.Stats()
+	if s.Requests != 10000+uint64(10000-asked.Load()) || s.Granted+s.Refused != 5000+uint64(asked.Load()) || s.Granted != 2100+uint64(granted.Load()) {
+		t.Fatalf("Stats() = %+v; %d of %d granted in the second run", s, granted.Load(), asked.Load())
+	}
+}
+
+func TestConcurrencyHammer(t *testing.T) {
+	t.Run("held", func(t *testing.T) {
+		// Every goroutine asks for a retry and holds what it gets until all
+		// have asked: exactly 3 are granted each round.
+		c := budget.NewConcurrency(budget.ConcurrencyConfig{Percent: -1, MinConcurrency: 3})
+		const rounds = 5
+		for round := range rounds {
+			var asked sync.WaitGroup
+			asked.Add(goroutines)
+			hammer(func(g int) {
+				c.Start(false)
+				c.Record(false, errDown)
+				ok := c.Withdraw(errDown)
+				asked.Done()
+				asked.Wait()
+				if !ok {
+					return
+				}
+				if g%2 == 0 {
+					c.Refund()
+					return
+				}
+				c.Start(true)
+				c.Record(true, nil)
+			})
+			checkActive(t, c, 0, 0)
+			if s := c.Stats(); s.Granted != 3*uint64(round+1) || s.Refused != (goroutines-3)*uint64(round+1) {
+				t.Fatalf("round %d: Stats() = %+v, want 3 granted per round", round, s)
+			}
+		}
+		if s := c.Stats(); s.Requests != rounds*goroutines || s.Retries+s.Refunded != 3*rounds {
+			t.Fatalf("Stats() = %+v", s)
+		}
+	})
+	t.Run("free", func(t *testing.T) {
+		c := budget.NewConcurrency(budget.ConcurrencyConfig{Percent: -1, MinConcurrency: 3})
+		var active, peak, granted, refunded atomic.Int64
+		hammer(func(g int) {
+			for i := range 10 {
+				c.Start(false)
+				c.Record(false, errDown)
+				if !c.Withdraw(errDown) {
+					continue
+				}
+				granted.Add(1)
+				n := active.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				runtime.Gosched()
+				if (g+i)%3 == 0 { // abandoned during the wait
+					active.Add(-1)
+					c.Refund()
+					refunded.Add(1)
+					continue
+				}
+				c.Start(true)
+				active.Add(-1)
+				c.Record(true, nil)
+			}
+		})
+		if p := peak.Load(); p > 3 {
+			t.Fatalf("%d retries were active at once, limit 3", p)
+		}
+		checkActive(t, c, 0, 0)
+		want := budget.Stats{Requests: 10000, Retries: uint64(granted.Load() - refunded.Load()), Granted: uint64(granted.Load()),
+			Refused: 10000 - uint64(granted.Load()), Refunded: uint64(refunded.Load())}
+		if s := c.Stats(); s != want {
+			t.Fatalf("Stats() = %+v, want %+v", s, want)
+		}
+	})
+}

@@ -1,0 +1,333 @@
+package budget
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// Defaults for zero RatioConfig fields.
+const (
+	DefaultMaxTokens = 10.0 // RatioConfig.MaxTokens
+	DefaultRefill    = 0.1  // RatioConfig.Refill
+	DefaultRetryCost = 1.0  // RatioConfig.RetryCost, when FailureCost is 0
+)
+
+// MaxRatioTokens is the largest MaxTokens a RatioConfig may ask for.
+const MaxRatioTokens = 1e9
+
+// tokenUnit is the resolution of a Ratio's arithmetic: amounts are kept as
+// integer millionths of a token, so sums are exact and order-independent.
+const tokenUnit = 1e6
+
+// RatioConfig configures a Ratio token bucket. The zero value is the
+// TenPercent budget. Token amounts are kept in millionths of a token; a
+// positive amount smaller than that is rejected by Validate.
+//
+// A Ratio earns tokens from successes and pays for retries, in one of two
+// ways (or both):
+//
+//   - RetryCost: every granted retry pays its cost; a retry is refused when
+//     the bucket cannot pay it. (AWS SDK standard mode, the 10% budget.)
+//   - FailureCost: every failed attempt takes FailureCost from the bucket,
+//     and a retry is granted while the bucket holds more than Threshold.
+//     (gRPC A6 retry throttling.)
+type RatioConfig struct {
+	// MaxTokens is the bucket's capacity: the most retries a burst of
+	// failures can draw on (with RetryCost 1). 0: DefaultMaxTokens (10).
+	MaxTokens float64
+
+	// InitialTokens is what the bucket holds when made, at most MaxTokens.
+	// 0: MaxTokens (the bucket starts full, so a new client may retry before
+	// it has seen a success), unless StartEmpty is set.
+	InitialTokens float64
+
+	// StartEmpty makes the bucket start with no tokens: no retry is granted
+	// until successes have paid for it. InitialTokens must then be 0.
+	StartEmpty bool
+
+	// Refill is added for each successful first attempt. Refill/RetryCost is
+	// the share of successful calls that may be retried once the initial
+	// tokens are spent: 0.1/1 is 10%. 0: DefaultRefill (0.1).
+	Refill float64
+
+	// RetryRefill is added for each successful retry. gRPC A6 counts every
+	// successful RPC, including those that succeeded on a retry. 0: nothing.
+	RetryRefill float64
+
+	// RefundRetrySuccess gives back RetryCost when a retry succeeds (AWS SDK
+	// standard mode), so retries that work cost nothing in the long run.
+	// A shared budget cannot tell which retry an attempt belongs to, so a
+	// retry that paid TimeoutCost also gets RetryCost back: the cautious
+	// side when TimeoutCost is the larger.
+	RefundRetrySuccess bool
+
+	// RetryCost is paid by every granted retry. 0: DefaultRetryCost (1),
+	// or 0 when FailureCost is set (failures already pay, as in gRPC A6).
+	RetryCost float64
+
+	// TimeoutCost is paid instead of RetryCost by a retry after a timeout
+	// (see IsTimeout): a timed-out downstream is the likeliest to be
+	// overloaded. 0: RetryCost.
+	TimeoutCost float64
+
+	// FailureCost is taken from the bucket (down to 0) for every failed
+	// attempt, first or retry, except errors marked retry.Permanent and the
+	// caller's cancellation (context.Canceled). 0: nothing.
+	FailureCost float64
+
+	// Threshold refuses retries while the bucket holds Threshold tokens or
+	// fewer (gRPC A6 uses MaxTokens/2). It must be below MaxTokens. 0: a
+	// retry needs only its cost.
+	Threshold float64
+}
+
+// GRPC returns the gRPC A6 retry throttling settings gRPC uses by default
+// in examples: maxTokens 10, tokenRatio 0.1. See GRPCThrottling.
+func GRPC() RatioConfig { return GRPCThrottling(10, 0.1) }
+
+// GRPCThrottling returns the gRPC A6 retry throttling policy for a service
+// config's retryThrottling {maxTokens, tokenRatio}: the bucket starts full
+// at maxTokens; every failed attempt takes 1 token; every successful one,
+// first or retry, adds tokenRatio; retries are refused while the bucket
+// holds maxTokens/2 or fewer. A6 allows maxTokens in (0, 1000] and up to 3
+// decimal places.
+func GRPCThrottling(maxTokens, tokenRatio float64) RatioConfig {
+	return RatioConfig{
+		MaxTokens:   maxTokens,
+		Refill:      tokenRatio,
+		RetryRefill: tokenRatio,
+		FailureCost: 1,
+		Threshold:   maxTokens / 2,
+	}
+}
+
+// AWSStandard returns the retry quota of the AWS SDKs' "standard" retry
+// mode: a bucket of 500 tokens that starts full; a retry costs 5, or 10
+// after a timeout; a successful first attempt adds 1 and a successful retry
+// gives its cost back; a retry is refused when its cost cannot be paid.
+func AWSStandard() RatioConfig {
+	return RatioConfig{
+		MaxTokens:          500,
+		Refill:             1,
+		RetryCost:          5,
+		TimeoutCost:        10,
+		RefundRetrySuccess: true,
+	}
+}
+
+// TenPercent returns the "retry at most 10% of traffic" bucket: each
+// successful first attempt adds 0.1 token, each retry costs 1, and the
+// bucket holds at most 10 tokens and starts full. Once the 10 starting
+// tokens are spent, retries are at most a tenth of successful calls; when
+// everything fails, retries stop. It equals the zero RatioConfig.
+func TenPercent() RatioConfig {
+	return RatioConfig{MaxTokens: 10, Refill: 0.1, RetryCost: 1}
+}
+
+// Validate reports whether c can make a Ratio. Errors wrap ErrInvalidConfig.
+func (c RatioConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// ratioParams are a RatioConfig's effective values in token units.
+type ratioParams struct {
+	max, initial, refill, retryRefill int64
+	retryCost, timeoutCost, failCost  int64
+	threshold                         int64
+	refund                            bool
+}
+
+func (c RatioConfig) resolve() (ratioParams, error) {
+	fields := [...]struct {
+		name string
+		v    float64
+	}{
+		{"MaxTokens", c.MaxTokens}, {"InitialTokens", c.InitialTokens},
+		{"Refill", c.Refill}, {"RetryRefill", c.RetryRefill},
+		{"RetryCost", c.RetryCost}, {"TimeoutCost", c.TimeoutCost},
+		{"FailureCost", c.FailureCost}, {"Threshold", c.Threshold},
+	}
+	for _, f := range fields {
+		switch {
+		case !finite(f.v) || f.v < 0:
+			return ratioParams{}, invalid("RatioConfig.%s is %v, want a finite number >= 0", f.name, f.v)
+		case f.v > MaxRatioTokens:
+			return ratioParams{}, invalid("RatioConfig.%s is %v, above MaxRatioTokens", f.name, f.v)
+		case f.v > 0 && toUnits(f.v) == 0:
+			return ratioParams{}, invalid("RatioConfig.%s is %v, below the resolution of 1e-6 token", f.name, f.v)
+		}
+	}
+	p := ratioParams{
+		max:         toUnits(c.MaxTokens),
+		initial:     toUnits(c.InitialTokens),
+		refill:      toUnits(c.Refill),
+		retryRefill: toUnits(c.RetryRefill),
+		retryCost:   toUnits(c.RetryCost),
+		timeoutCost: toUnits(c.TimeoutCost),
+		failCost:    toUnits(c.FailureCost),
+		threshold:   toUnits(c.Threshold),
+		refund:      c.RefundRetrySuccess,
+	}
+	if p.max == 0 {
+		p.max = toUnits(DefaultMaxTokens)
+	}
+	if p.refill == 0 {
+		p.refill = toUnits(DefaultRefill)
+	}
+	if p.retryCost == 0 && p.failCost == 0 {
+		p.retryCost = toUnits(DefaultRetryCost)
+	}
+	if p.timeoutCost == 0 {
+		p.timeoutCost = p.retryCost
+	}
+	switch {
+	case c.StartEmpty && p.initial != 0:
+		return ratioParams{}, invalid("RatioConfig.StartEmpty is set with InitialTokens %v", c.InitialTokens)
+	case c.StartEmpty:
+	case p.initial == 0:
+		p.initial = p.max
+	case p.initial > p.max:
+		return ratioParams{}, invalid("RatioConfig.InitialTokens %v is above MaxTokens %v", c.InitialTokens, fromUnits(p.max))
+	}
+	if p.threshold >= p.max {
+		return ratioParams{}, invalid("RatioConfig.Threshold %v is not below MaxTokens %v: no retry could ever be granted", c.Threshold, fromUnits(p.max))
+	}
+	if cost := max(p.retryCost, p.timeoutCost); cost > p.max {
+		return ratioParams{}, invalid("RatioConfig retry cost %v is above MaxTokens %v: such a retry could never be granted", fromUnits(cost), fromUnits(p.max))
+	}
+	return p, nil
+}
+
+func toUnits(x float64) int64   { return int64(math.Round(x * tokenUnit)) }
+func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
+
+// Ratio is a retry token bucket, the design of gRPC A6 retry throttling and
+// the AWS SDKs' retry quota: successes pay tokens in, retries (or failures)
+// take them out, and a retry is refused when the bucket cannot pay. Over
+// time the retries granted are at most a fixed ratio of successful calls,
+// plus the tokens the bucket started with.
+//
+// Choose Ratio when retries should follow the downstream's health: when
+// most calls fail, it stops retrying almost at once (after its initial
+// tokens) and resumes as successes come back, with no notion of time and no
+// clock. It suits a client with steady traffic; a client that calls rarely
+// may find its bucket empty after a single bad spell (see Window, whose
+// floor keeps a few retries per second available).
+//
+// Make one with NewRatio, from a preset (GRPC, AWSStandard, TenPercent) or
+// a RatioConfig, and share it between every caller of one downstream. A
+// Ratio is safe for concurrent use. A nil *Ratio grants every retry.
+type Ratio struct {
+	p ratioParams
+	_ [64]byte // keeps the read-only parameters off the hot atomics' cache lines
+
+	// The balance and the counters are atomics: one compare-and-swap per
+	// deposit or withdrawal instead of a lock, which keeps the cost flat
+	// when every core uses the budget at once (see BenchmarkRatio).
+	tokens atomic.Int64 // in token units, within [0, p.max]
+	// Each call adds to exactly one counter.
+	firstOK, firstFailed, retries, granted, refused atomic.Uint64
+}
+
+// NewRatio returns a Ratio configured by c. It panics if c.Validate fails.
+func NewRatio(c RatioConfig) *Ratio {
+	p, err := c.resolve()
+	if err != nil {
+		panic(err)
+	}
+	r := &Ratio{p: p}
+	r.tokens.Store(p.initial)
+	return r
+}
+
+// Record takes an attempt's result: a successful first attempt adds Refill,
+// a successful retry adds RetryRefill (and RetryCost with
+// RefundRetrySuccess), a failure takes FailureCost. The bucket never holds
+// more than MaxTokens nor less than 0. Record on a nil Ratio does nothing.
+func (r *Ratio) Record(retry bool, err error) {
+	if r == nil {
+		return
+	}
+	var delta int64
+	switch {
+	case err == nil && !retry:
+		delta = r.p.refill
+	case err == nil:
+		delta = r.p.retryRefill
+		if r.p.refund {
+			delta += r.p.retryCost
+		}
+	case r.p.failCost > 0 && countsAsFailure(err):
+		delta = -r.p.failCost
+	}
+	switch {
+	case retry:
+		r.retries.Add(1)
+	case err == nil:
+		r.firstOK.Add(1)
+	default:
+		r.firstFailed.Add(1)
+	}
+	if delta == 0 {
+		return
+	}
+	for {
+		t := r.tokens.Load()
+		n := min(max(t+delta, 0), r.p.max)
+		if n == t || r.tokens.CompareAndSwap(t, n) {
+			return
+		}
+	}
+}
+
+// Withdraw asks for a retry after the failure err. It is granted, and its
+// cost (TimeoutCost if err is a timeout, RetryCost otherwise) paid, when the
+// bucket holds at least that cost and more than Threshold. Withdraw on a
+// nil Ratio returns true.
+func (r *Ratio) Withdraw(err error) bool {
+	if r == nil {
+		return true
+	}
+	cost := r.p.retryCost
+	if r.p.timeoutCost != cost && IsTimeout(err) {
+		cost = r.p.timeoutCost
+	}
+	for {
+		t := r.tokens.Load()
+		if t < cost || t <= r.p.threshold {
+			r.refused.Add(1)
+			return false
+		}
+		if r.tokens.CompareAndSwap(t, t-cost) {
+			r.granted.Add(1)
+			return true
+		}
+	}
+}
+
+// Available returns the tokens in the bucket, for metrics
+// (stormguard_retry_budget_tokens). A nil Ratio reports +Inf.
+func (r *Ratio) Available() float64 {
+	if r == nil {
+		return math.Inf(1)
+	}
+	return fromUnits(r.tokens.Load())
+}
+
+// Stats returns the Ratio's counters. Deposits counts successful first
+// attempts. The counters are read one after the other: while calls are
+// under way they may be a call or two apart. A nil Ratio reports zeros.
+func (r *Ratio) Stats() Stats {
+	if r == nil {
+		return Stats{}
+	}
+	ok := r.firstOK.Load()
+	return Stats{
+		Requests: ok + r.firstFailed.Load(),
+		Retries:  r.retries.Load(),
+		Deposits: ok,
+		Granted:  r.granted.Load(),
+		Refused:  r.refused.Load(),
+	}
+}
