@@ -51,11 +51,13 @@ func isTimeout(e error) bool { return e == context.DeadlineExceeded || isTimeout
 // isTimeoutMarker matches ErrAttemptTimeout itself or an error of Do's own
 // attempt timer, as adapters with their own timers report them.
 func isTimeoutMarker(e error) bool {
-	if e == ErrAttemptTimeout {
+	switch x := e.(type) {
+	case *attemptTimeoutError:
 		return true
+	case interface{ Is(error) bool }:
+		return x.Is(ErrAttemptTimeout) // an adapter's own timeout error type
 	}
-	_, ok := e.(*attemptTimeoutError)
-	return ok
+	return e == ErrAttemptTimeout
 }
 
 func isCanceled(e error) bool { return e == context.Canceled }

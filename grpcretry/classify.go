@@ -1,0 +1,90 @@
+package grpcretry
+
+import (
+	"context"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc/metadata"
+)
+
+// attemptResult describes a failed attempt for classify.
+type attemptResult struct {
+	err        error       // what the client returned
+	trailer    metadata.MD // the attempt's trailer (may be nil)
+	idempotent bool        // the method may be sent twice
+	notSent    bool        // the request provably never reached a server
+	committed  bool        // a stream that may no longer be retried
+}
+
+// classify turns a failed attempt into the error the retry loop sees: an
+// *AttemptError, marked retry.Permanent when it must not be retried and
+// wrapped with retry.After when the server advised a delay, which then
+// replaces bo's next wait. ctx is the caller's context, actx the attempt's.
+func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *pushbackBackoff) error {
+	timedOut := ctx.Err() == nil && actx.Err() != nil
+	ae := newAttemptError(r.err, timedOut)
+	ae.NotSent = r.notSent
+	ae.Pushback, ae.HasPushback = ParsePushback(r.trailer[PushbackKey])
+	if ctx.Err() != nil {
+		return ae // the caller gave up; the loop stops on its own
+	}
+	if r.committed || (!r.idempotent && !r.notSent) {
+		return retry.Permanent(ae)
+	}
+	if ae.HasPushback && ae.Pushback < 0 {
+		return retry.Permanent(ae)
+	}
+	if !timedOut && !ic.codeRetryable(ae.Code(), ae.HasPushback, ownDeadline(ctx, actx)) {
+		return retry.Permanent(ae)
+	}
+	if ae.HasPushback && ic.adviceOn {
+		bo.push()
+		return retry.After(ae, ae.Pushback)
+	}
+	return ae
+}
+
+// ownDeadline reports whether the attempt's context has a deadline earlier
+// than the caller's: a DeadlineExceeded is then the attempt's, not the
+// caller's.
+func ownDeadline(ctx, actx context.Context) bool {
+	ad, ok := actx.Deadline()
+	if !ok {
+		return false
+	}
+	cd, ok := ctx.Deadline()
+	return !ok || ad.Before(cd)
+}
+
+// pushbackBackoff is the per-call backoff: the Policy's strategy, except
+// that after a server pushback it returns 0, so that the wait is the
+// pushback alone, as retry.After hands it to the retry loop (capped by
+// MaxRetryAfter and jittered there) — even when shorter than the backoff,
+// and no wait at all for a pushback of 0 — and the schedule then restarts
+// from its first step, as gRFC A6 says. It is used by one call at a time.
+type pushbackBackoff struct {
+	base   backoff.Strategy
+	pushed bool          // the last attempt carried a pushback
+	offset int           // retries made up to the last pushback
+	prev   time.Duration // the last delay base returned
+}
+
+// push makes the next wait the server's.
+func (b *pushbackBackoff) push() { b.pushed = true }
+
+// clear forgets a pushback that was not used (set by an earlier attempt).
+func (b *pushbackBackoff) clear() { b.pushed = false }
+
+// Delay implements backoff.Strategy.
+func (b *pushbackBackoff) Delay(n int, _ time.Duration) time.Duration {
+	if b.pushed {
+		b.pushed = false
+		b.offset, b.prev = n, 0
+		return 0
+	}
+	d := b.base.Delay(n-b.offset, b.prev)
+	b.prev = d
+	return d
+}

@@ -1,0 +1,107 @@
+// Package grpcretry retries gRPC client calls under a stormguard
+// retry.Policy: jittered backoff, a retry budget and a circuit breaker
+// shared by every caller of a downstream, deadline-aware waits, server
+// pushback, and an Observer that sees every attempt.
+//
+//	p := &retry.Policy{Operation: "inventory", MaxAttempts: 4, AttemptTimeout: time.Second, Budget: b, Breaker: br}
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithDisableRetry(), // this package retries; grpc-go must not as well
+//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p)),
+//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p)),
+//	)
+//
+// # What is retried
+//
+// By status code: Unavailable and Aborted; ResourceExhausted only when the
+// server sent a pushback allowing a retry (or Options.RetryResourceExhausted);
+// DeadlineExceeded only when the attempt had a deadline of its own, earlier
+// than the caller's (Policy.AttemptTimeout) — never the caller's deadline.
+// Never: Canceled, InvalidArgument, NotFound, AlreadyExists,
+// PermissionDenied, Unauthenticated, FailedPrecondition, OutOfRange,
+// Unimplemented, Unknown, DataLoss, and Internal unless
+// Options.RetryInternal. Options.Retryable replaces the table. The caller's
+// own cancellation or deadline ends the call at once, whatever the code.
+//
+// # Server pushback (gRFC A6)
+//
+// A server may set the trailer grpc-retry-pushback-ms (see PushbackTrailer).
+// A non-negative value replaces the next wait, even when shorter than the
+// backoff, and 0 retries at once. The delay reaches the retry loop through
+// retry.After, which caps it by Policy.MaxRetryAfter and jitters it a
+// little, as it does any server advice; the backoff schedule then restarts
+// from its first step. A negative, malformed or repeated value means "do
+// not retry": the call ends with that attempt's error. A negative
+// Policy.MaxRetryAfter ignores the delays but still obeys "do not retry".
+//
+// # Attempts and deadlines
+//
+// Every attempt after the first carries the header grpc-previous-rpc-attempts
+// (the number of attempts before it). Each attempt runs with a context
+// bounded by Policy.AttemptTimeout and the caller's deadline, so the server
+// sees the earlier of the two as its grpc-timeout; the caller's deadline
+// also stops retries whose wait cannot fit before it.
+//
+// # Idempotency
+//
+// Every method is taken as idempotent unless Options.NonIdempotent lists it
+// or Options.Idempotent says otherwise (IdempotentByProto reads the
+// methods' idempotency_level). A method that is not idempotent is attempted
+// once, unless the failure proves that the request never reached a server:
+// for a unary call, the attempt was never given a transport (no peer: the
+// connection was refused or never ready, and the call failed fast); for a
+// stream, the stream could not be created. Below the interceptor, grpc-go
+// itself retries, transparently and even with grpc.WithDisableRetry, a
+// stream that it could not start on a transport or that the server provably
+// did not process (refused, or cut by GOAWAY before it was read) on the
+// call's first attempt; those retries are invisible here, and a failure
+// after the request reached a transport is final for such a method.
+//
+// # Streams
+//
+// A stream is retried while no response message has been received: the
+// interceptor keeps every message the client sent (up to
+// Options.MaxReplayBytes, 256 KiB by default, measured with proto.Size) and,
+// when the stream fails with a retryable status, opens a new one and sends
+// them again, followed by CloseSend if the client had closed. Past the
+// limit, or once a response message, headers (Header) or the stream's
+// Context have been seen, the stream is committed and its failure is final.
+// A send that fails while the stream may still be retried returns nil: the
+// message is kept, and RecvMsg reports the outcome. Messages must not be
+// modified after SendMsg (grpc-go's rule too).
+//
+// A stream's attempts are driven through the same checks as retry.Do, in
+// the same order — breaker, budget, MaxAttempts, deadline, AttemptTimeout,
+// Observer — one attempt per underlying stream, reported when that stream
+// ends (or when the caller's context ends, for a stream its caller
+// abandons). Policy.AttemptTimeout bounds every stream attempt, a
+// long-lived one too: give long streams a Policy of their own.
+//
+// # Errors and observation
+//
+// The Observer, Budget and Breaker see each failed attempt as an
+// *AttemptError (wrapped by retry markers): status.Code(err) and
+// errors.As(err, &ae) give its code, which is how metrics or logs label
+// attempts by gRPC code. A failed call returns an error that carries the
+// last attempt's status unchanged for status.FromError and status.Code
+// (Canceled or DeadlineExceeded when the caller's context ended the call,
+// Unavailable when the breaker refused before any attempt) and wraps the
+// *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
+// retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
+// Policy.Classify is not used: gRPC failures are classified by Options.
+//
+// # grpc-go's own retries
+//
+// grpc-go can retry by itself when a service config carries a retryPolicy
+// (gRFC A6: maxAttempts, backoff, retryableStatusCodes, and the
+// retryThrottling token bucket). Use one or the other, not both: both
+// layers retrying multiplies the attempts (4 × 4 = 16 for one call), which
+// is the storm this library exists to prevent. With these interceptors,
+// dial with grpc.WithDisableRetry() (or give the service config no
+// retryPolicy); grpc-go's transparent retry of unprocessed streams stays on
+// either way and is harmless. Prefer the interceptors when the Budget,
+// Breaker, Observer or deadline rules must be shared with other clients
+// (HTTP through httpretry, code through retry.Do); prefer the service
+// config when the retry policy must be pushed to clients by the server's
+// owners through name resolution. grpc-go's hedging has no counterpart
+// here.
+package grpcretry

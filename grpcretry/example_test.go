@@ -1,0 +1,168 @@
+package grpcretry_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/grpcretry"
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+)
+
+// Example retries a unary call and a server-streaming call against a
+// server whose first attempt at each fails with Unavailable and a pushback
+// of 0 ms ("retry now"), so the example waits for no backoff.
+func Example() {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, &flakyServer{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	policy := &retry.Policy{
+		Operation:      "testservice",
+		MaxAttempts:    3,
+		Backoff:        backoff.Exponential{Base: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full},
+		AttemptTimeout: 5 * time.Second,
+		Observer:       codePrinter{}, // in production: the prometheus or otel Observer
+		// Budget and Breaker: shared by every client of this downstream.
+	}
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(), // the interceptors retry; grpc-go must not as well
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy)),
+		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, grpcretry.Options{
+			MaxReplayBytes: 64 << 10,
+		})),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	resp, err := client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hello")}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("unary: %s\n", resp.GetPayload().GetBody())
+
+	stream, err := client.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{
+		ResponseParameters: []*testpb.ResponseParameters{{Size: 1}, {Size: 1}, {Size: 1}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := 0
+	for {
+		_, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		n++
+	}
+	fmt.Printf("stream: %d messages\n", n)
+	// Output:
+	// attempt 1: Unavailable
+	// attempt 2: OK
+	// unary: hello
+	// attempt 1: Unavailable
+	// attempt 2: OK
+	// stream: 3 messages
+}
+
+// codePrinter prints each attempt's gRPC status code, which status.Code
+// finds in the attempt's error.
+type codePrinter struct{ retry.NopObserver }
+
+func (codePrinter) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	fmt.Printf("attempt %d: %v\n", e.Attempt, status.Code(e.Err))
+}
+
+// flakyServer fails the first attempt of each method with Unavailable and
+// a pushback of 0 ms.
+type flakyServer struct {
+	testpb.UnimplementedTestServiceServer
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (s *flakyServer) firstTime(ctx context.Context, method string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen[method] {
+		return nil
+	}
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	s.seen[method] = true
+	if err := grpc.SetTrailer(ctx, grpcretry.PushbackTrailer(0)); err != nil {
+		return err
+	}
+	return status.Error(codes.Unavailable, "warming up")
+}
+
+func (s *flakyServer) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if err := s.firstTime(ctx, "unary"); err != nil {
+		return nil, err
+	}
+	return &testpb.SimpleResponse{Payload: req.GetPayload()}, nil
+}
+
+func (s *flakyServer) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, stream testpb.TestService_StreamingOutputCallServer) error {
+	if err := s.firstTime(stream.Context(), "stream"); err != nil {
+		return err
+	}
+	for range req.GetResponseParameters() {
+		if err := stream.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ExampleParsePushback() {
+	d, ok := grpcretry.ParsePushback([]string{"250"})
+	fmt.Println(d, ok)
+	d, ok = grpcretry.ParsePushback([]string{"-1"})
+	fmt.Println("do not retry:", d < 0, ok)
+	_, ok = grpcretry.ParsePushback(nil)
+	fmt.Println("present:", ok)
+	// Output:
+	// 250ms true
+	// do not retry: true true
+	// present: false
+}
+
+func ExampleIdempotentByProto() {
+	// Methods declared with option idempotency_level = NO_SIDE_EFFECTS or
+	// IDEMPOTENT are retried; the others are sent once (unless provably not
+	// sent at all).
+	opts := grpcretry.Options{
+		Idempotent:    grpcretry.IdempotentByProto(nil),
+		NonIdempotent: []string{"/shop.Orders/Place"}, // checked first
+	}
+	_ = grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3}, opts)
+	fmt.Println(opts.Idempotent("/grpc.testing.TestService/UnaryCall"))
+	// Output:
+	// false
+}

@@ -1,0 +1,191 @@
+package grpcretry
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+// DefaultMaxReplayBytes is the replay buffer of a stream when
+// Options.MaxReplayBytes is zero: 256 KiB of client messages.
+const DefaultMaxReplayBytes = 256 << 10
+
+// Options tunes the interceptors. The zero value is the documented default
+// for every field; pass at most one Options to UnaryClientInterceptor or
+// StreamClientInterceptor.
+type Options struct {
+	// Idempotent reports whether the method with the given full name
+	// ("/package.Service/Method") may be sent more than once. A method that is
+	// not idempotent is attempted once, and again only when the failure
+	// proves that the request never reached a server (see the package
+	// documentation). nil: every method is idempotent, except those listed in
+	// NonIdempotent — the same contract as a gRPC service config, which
+	// retries every method it names. IdempotentByProto reads the methods'
+	// idempotency_level option instead.
+	Idempotent func(fullMethod string) bool
+
+	// NonIdempotent lists full method names that are never sent twice. It is
+	// checked before Idempotent.
+	NonIdempotent []string
+
+	// Retryable, when set, decides which status codes are retried and
+	// replaces the default table below, RetryInternal and
+	// RetryResourceExhausted. Whatever it says, the caller's own cancellation
+	// and deadline are never retried, an attempt cut by the Policy's
+	// AttemptTimeout always is (for an idempotent method), and a server's
+	// "do not retry" pushback is obeyed.
+	//
+	// The default table retries Unavailable and Aborted; ResourceExhausted
+	// only when the server sent a pushback that allows a retry;
+	// DeadlineExceeded only when the attempt had a deadline of its own,
+	// earlier than the caller's (Policy.AttemptTimeout). Every other code,
+	// Internal included, is final.
+	Retryable func(codes.Code) bool
+
+	// RetryInternal also retries codes.Internal. Off by default: Internal
+	// usually reports a bug, which another attempt will meet again.
+	RetryInternal bool
+
+	// RetryResourceExhausted retries codes.ResourceExhausted even without a
+	// server pushback. Off by default: a quota or a full queue rarely frees
+	// itself within a backoff, and the server that can say when sends
+	// grpc-retry-pushback-ms.
+	RetryResourceExhausted bool
+
+	// MaxReplayBytes bounds the client messages a stream keeps to replay on
+	// a new attempt, measured with proto.Size. A stream whose messages pass
+	// it is committed: it is no longer retried and the kept messages are
+	// released. 0: DefaultMaxReplayBytes. Negative: keep nothing, so a stream
+	// is retried only if it fails before its first message is sent.
+	MaxReplayBytes int
+}
+
+// interceptor is the shared, immutable state of one pair of interceptors.
+type interceptor struct {
+	p         *retry.Policy
+	o         Options
+	nonIdem   map[string]struct{}
+	base      backoff.Strategy
+	maxReplay int
+	adviceOn  bool // Policy.MaxRetryAfter >= 0: server delays are followed
+}
+
+var zeroPolicy retry.Policy
+
+func newInterceptor(p *retry.Policy, opts []Options) *interceptor {
+	if len(opts) > 1 {
+		panic("grpcretry: more than one Options given")
+	}
+	if p == nil {
+		p = &zeroPolicy
+	}
+	ic := &interceptor{p: p, base: p.Backoff}
+	if len(opts) == 1 {
+		ic.o = opts[0]
+	}
+	if ic.base == nil {
+		ic.base = retry.DefaultBackoff
+	}
+	if len(ic.o.NonIdempotent) > 0 {
+		ic.nonIdem = make(map[string]struct{}, len(ic.o.NonIdempotent))
+		for _, m := range ic.o.NonIdempotent {
+			ic.nonIdem[m] = struct{}{}
+		}
+	}
+	switch {
+	case ic.o.MaxReplayBytes == 0:
+		ic.maxReplay = DefaultMaxReplayBytes
+	case ic.o.MaxReplayBytes < 0:
+		ic.maxReplay = -1
+	default:
+		ic.maxReplay = ic.o.MaxReplayBytes
+	}
+	ic.adviceOn = p.MaxRetryAfter >= 0
+	return ic
+}
+
+// idempotent reports whether method may be sent more than once.
+func (ic *interceptor) idempotent(method string) bool {
+	if _, ok := ic.nonIdem[method]; ok {
+		return false
+	}
+	if ic.o.Idempotent != nil {
+		return ic.o.Idempotent(method)
+	}
+	return true
+}
+
+// codeRetryable applies the code table. pushback reports a server pushback
+// that allows a retry; ownDeadline that the attempt had a deadline earlier
+// than the caller's.
+func (ic *interceptor) codeRetryable(c codes.Code, pushback, ownDeadline bool) bool {
+	if ic.o.Retryable != nil {
+		return ic.o.Retryable(c)
+	}
+	switch c {
+	case codes.Unavailable, codes.Aborted:
+		return true
+	case codes.ResourceExhausted:
+		return pushback || ic.o.RetryResourceExhausted
+	case codes.DeadlineExceeded:
+		return ownDeadline
+	case codes.Internal:
+		return ic.o.RetryInternal
+	}
+	return false
+}
+
+// IdempotentByProto returns an Options.Idempotent predicate that reads each
+// method's idempotency_level option from the proto descriptors registered in
+// files (nil: protoregistry.GlobalFiles, where generated code registers
+// itself). A method declared NO_SIDE_EFFECTS or IDEMPOTENT is idempotent;
+// one declared otherwise, or not found, is not:
+//
+//	rpc Get(GetRequest) returns (Item) { option idempotency_level = NO_SIDE_EFFECTS; }
+//
+// Answers are cached per method; the predicate is safe for concurrent use.
+func IdempotentByProto(files *protoregistry.Files) func(fullMethod string) bool {
+	if files == nil {
+		files = protoregistry.GlobalFiles
+	}
+	var cache sync.Map // full method name → bool
+	return func(fullMethod string) bool {
+		if v, ok := cache.Load(fullMethod); ok {
+			return v.(bool)
+		}
+		v := protoIdempotent(files, fullMethod)
+		cache.Store(fullMethod, v)
+		return v
+	}
+}
+
+func protoIdempotent(files *protoregistry.Files, fullMethod string) bool {
+	name := strings.TrimPrefix(fullMethod, "/")
+	i := strings.LastIndexByte(name, '/')
+	if i <= 0 || i == len(name)-1 {
+		return false
+	}
+	d, err := files.FindDescriptorByName(protoreflect.FullName(name[:i] + "." + name[i+1:]))
+	if err != nil {
+		return false
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok {
+		return false
+	}
+	opts, ok := md.Options().(*descriptorpb.MethodOptions)
+	if !ok {
+		return false
+	}
+	switch opts.GetIdempotencyLevel() {
+	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS, descriptorpb.MethodOptions_IDEMPOTENT:
+		return true
+	}
+	return false
+}

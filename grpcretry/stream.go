@@ -1,0 +1,404 @@
+package grpcretry
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+)
+
+// StreamClientInterceptor returns an interceptor that retries streaming
+// calls under p (nil: the zero Policy) while no response message has been
+// received, replaying the messages the client sent. Pass at most one
+// Options; a second one panics.
+//
+// The stream's attempts go through the same checks as retry.Do — breaker,
+// budget, deadline, MaxAttempts, AttemptTimeout, Observer — one attempt per
+// underlying stream, from its creation to its end (which, once committed,
+// may be long after the retries are over). As with UnaryClientInterceptor,
+// p.Classify is not consulted, and a failed stream returns, from NewStream
+// or RecvMsg, an error that carries the last attempt's status and wraps a
+// *retry.Error.
+//
+// An attempt is committed, and no longer retried, once a response message
+// has been received, once Header has returned headers or Context has been
+// called (both expose one attempt's state to the caller, as in grpc-go),
+// once the client's messages outgrow Options.MaxReplayBytes, or at once
+// for a method that is not idempotent.
+func StreamClientInterceptor(p *retry.Policy, opts ...Options) grpc.StreamClientInterceptor {
+	return newInterceptor(p, opts).stream
+}
+
+func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s := &clientStream{
+		ic: ic, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
+		idempotent: ic.idempotent(method),
+	}
+	s.bo.base = ic.base
+	s.pol = *ic.p
+	s.pol.Backoff = &s.bo
+	s.pol.Classify = notPermanent
+	s.d = retry.NewCall(ctx, &s.pol)
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	s.stopWatch = context.AfterFunc(ctx, s.callerDone)
+	if err := s.connect(nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// clientStream is the grpc.ClientStream the interceptor returns. It keeps
+// the messages sent so far and, when an attempt fails before it is
+// committed, opens a new stream and sends them again.
+//
+// Locks, always taken in this order:
+//   - callMu is held by whoever moves the call from one attempt to the
+//     next or ends it (NewStream, RecvMsg on an attempt's end, a SendMsg
+//     error, the caller's context ending); it guards d, bo and step's end.
+//   - sendMu serialises sends on the underlying streams: the caller's
+//     SendMsg and CloseSend (which grpc-go already forbids running
+//     concurrently) and the replay of kept messages; it guards sendBroken.
+//   - mu guards the fields below it, read by every method.
+type clientStream struct {
+	ic         *interceptor
+	ctx        context.Context // the caller's
+	desc       *grpc.StreamDesc
+	cc         *grpc.ClientConn
+	method     string
+	streamer   grpc.Streamer
+	opts       []grpc.CallOption
+	idempotent bool
+	stopWatch  func() bool // stops the context.AfterFunc watching ctx
+
+	callMu sync.Mutex
+	d      *retry.Call  // the retry loop, one step at a time
+	pol    retry.Policy // the caller's, with bo and notPermanent
+	bo     pushbackBackoff
+
+	sendMu     sync.Mutex
+	sendBroken bool // the current attempt's stream refused a send: keep, do not send
+
+	mu        sync.Mutex
+	cur       grpc.ClientStream // the current attempt's stream
+	step      *retry.Attempt    // the current attempt
+	ended     bool              // the current attempt is over (a retry may follow)
+	committed bool
+	closeSent bool
+	buf       []any // messages kept for replay
+	bufBytes  int
+	finished  bool
+	final     error // the call's error once finished (nil: success)
+}
+
+// connect makes attempts until one stream is up (nil) or the call ends (its
+// final error). failed is the error of the attempt that just ended, or nil
+// to begin with a new attempt. Called with callMu held.
+func (s *clientStream) connect(failed error) error {
+	for {
+		if failed != nil {
+			delay, gerr := s.d.Next(failed)
+			if gerr != nil {
+				return s.finish(gerr)
+			}
+			s.d.Wait(delay)
+		}
+		var final error
+		if failed, final = s.open(); final != nil {
+			return final
+		}
+		if failed == nil {
+			return nil
+		}
+	}
+}
+
+// open begins an attempt, creates its stream and replays the kept messages.
+// It returns the attempt's error when the stream cannot be created, or the
+// call's final error when the attempt may not begin.
+//
+// It holds sendMu throughout, so that no message is sent (or kept, or
+// found past the replay limit) between the check that the stream may still
+// be retried and the end of the replay.
+func (s *clientStream) open() (failed, final error) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.mu.Lock()
+	committed := s.committed
+	s.mu.Unlock()
+	if committed { // messages past the replay limit were sent during the wait
+		return nil, s.finish(s.d.Abandon())
+	}
+	a, gerr := s.d.Begin()
+	if gerr != nil {
+		return nil, s.finish(gerr)
+	}
+	st := &a
+	s.bo.clear()
+	sctx := st.Context
+	if st.N > 1 {
+		sctx = metadata.AppendToOutgoingContext(sctx, PreviousAttemptsKey, strconv.Itoa(st.N-1))
+	}
+	cs, err := s.streamer(sctx, s.desc, s.cc, s.method, s.opts...)
+	if err != nil {
+		// No stream, so nothing of the request left: even a method that is
+		// not idempotent may be tried again.
+		aerr := s.ic.classify(s.ctx, st.Context, attemptResult{err: err, idempotent: s.idempotent, notSent: true}, &s.bo)
+		return s.d.End(st, aerr), nil
+	}
+	s.mu.Lock()
+	s.cur, s.step, s.ended = cs, st, false
+	if !s.idempotent {
+		s.commitLocked()
+	}
+	msgs, closeSent := s.buf, s.closeSent
+	s.mu.Unlock()
+	s.sendBroken = false
+	for _, m := range msgs {
+		if cs.SendMsg(m) != nil {
+			// The new stream failed too; RecvMsg reports how.
+			s.sendBroken = true
+			break
+		}
+	}
+	if closeSent && !s.sendBroken {
+		_ = cs.CloseSend() // grpc-go's CloseSend always returns nil
+	}
+	return nil, nil
+}
+
+// finish ends the call with the retry.Call's verdict gerr (nil: success) and
+// returns the error the caller sees.
+func (s *clientStream) finish(gerr error) error {
+	final := finalError(gerr)
+	s.mu.Lock()
+	s.finished, s.final = true, final
+	s.commitLocked()
+	s.mu.Unlock()
+	s.stopWatch()
+	return final
+}
+
+// commitLocked stops retrying and releases the kept messages.
+func (s *clientStream) commitLocked() {
+	s.committed = true
+	s.buf, s.bufBytes = nil, 0
+}
+
+// callerDone ends the current attempt and the call when the caller's
+// context ends while no method of the stream is moving it along, so that a
+// stream its caller abandons by cancelling still reports to the breaker,
+// the budget and the Observer.
+func (s *clientStream) callerDone() {
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return
+	}
+	st := s.step
+	s.mu.Unlock()
+	aerr := s.ic.classify(s.ctx, st.Context, attemptResult{err: s.ctx.Err(), idempotent: s.idempotent}, &s.bo)
+	_, gerr := s.d.Next(s.d.End(st, aerr))
+	s.finish(gerr)
+}
+
+// SendMsg sends m on the current attempt and keeps it for replay until the
+// stream is committed. While the stream may still be retried, a failed
+// send returns nil (the message will be sent again on the next attempt);
+// RecvMsg reports the stream's fate.
+func (s *clientStream) SendMsg(m any) error {
+	s.sendMu.Lock()
+	s.mu.Lock()
+	cur, finished := s.cur, s.finished
+	if !s.committed && !finished {
+		size, ok := msgSize(m)
+		if !ok || s.ic.maxReplay < 0 || s.bufBytes+size > s.ic.maxReplay {
+			s.commitLocked()
+		} else {
+			s.buf = append(s.buf, m)
+			s.bufBytes += size
+		}
+	}
+	committed := s.committed
+	s.mu.Unlock()
+	if s.sendBroken && !finished {
+		s.sendMu.Unlock()
+		if committed {
+			return io.EOF
+		}
+		return nil
+	}
+	err := cur.SendMsg(m)
+	clientErr := err != nil && err != io.EOF && !finished
+	switch {
+	case err == io.EOF && !committed && !finished:
+		s.sendBroken = true
+		err = nil
+	case clientErr:
+		// An error of the client's own (marshalling, message size): grpc-go
+		// aborts the stream, and the caller may stop here. No retry.
+		s.mu.Lock()
+		s.commitLocked()
+		s.mu.Unlock()
+	}
+	s.sendMu.Unlock()
+	if clientErr {
+		s.abort(err)
+	}
+	return err
+}
+
+// abort ends the call after a send failed on the client's side.
+func (s *clientStream) abort(err error) {
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	s.mu.Lock()
+	s.commitLocked()
+	if s.finished {
+		s.mu.Unlock()
+		return
+	}
+	st := s.step
+	s.mu.Unlock()
+	aerr := s.ic.classify(s.ctx, st.Context, attemptResult{err: err, idempotent: s.idempotent, committed: true}, &s.bo)
+	_, gerr := s.d.Next(s.d.End(st, aerr))
+	s.finish(gerr)
+}
+
+// CloseSend closes the send direction, now and on any later attempt.
+func (s *clientStream) CloseSend() error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.mu.Lock()
+	s.closeSent = true
+	cur := s.cur
+	s.mu.Unlock()
+	if s.sendBroken {
+		return nil
+	}
+	return cur.CloseSend()
+}
+
+// RecvMsg receives the next message. When the current attempt fails before
+// the stream is committed, and the Policy allows, it opens a new stream,
+// replays the kept messages and goes on receiving from it.
+func (s *clientStream) RecvMsg(m any) error {
+	for {
+		s.mu.Lock()
+		if s.finished {
+			cur, final := s.cur, s.final
+			s.mu.Unlock()
+			if final == nil {
+				return cur.RecvMsg(m)
+			}
+			return final
+		}
+		cur, st := s.cur, s.step
+		s.mu.Unlock()
+
+		err := cur.RecvMsg(m)
+		if err == nil && s.desc.ServerStreams {
+			s.mu.Lock()
+			s.commitLocked() // a response message: this attempt is the one
+			s.mu.Unlock()
+			return nil
+		}
+		// The attempt is over: nil for a single response, io.EOF for the
+		// end of a response stream, or how it failed.
+		if done, rerr := s.attemptOver(cur, st, err); done {
+			return rerr
+		}
+	}
+}
+
+// attemptOver handles the end of the current attempt st. It reports done
+// with the error RecvMsg returns, or false when a new attempt is up.
+func (s *clientStream) attemptOver(cur grpc.ClientStream, st *retry.Attempt, err error) (bool, error) {
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	s.mu.Lock()
+	finished, final, committed := s.finished, s.final, s.committed
+	s.ended = true
+	s.mu.Unlock()
+	switch {
+	case finished: // ended meanwhile by the caller's context or a failed send
+		if err == nil || err == io.EOF {
+			return true, err
+		}
+		return true, final
+	case err == nil || err == io.EOF:
+		s.d.End(st, nil)
+		s.d.Succeed()
+		s.finish(nil)
+		return true, err
+	}
+	aerr := s.ic.classify(s.ctx, st.Context, attemptResult{
+		err:        err,
+		trailer:    cur.Trailer(),
+		idempotent: s.idempotent,
+		committed:  committed,
+	}, &s.bo)
+	if ferr := s.connect(s.d.End(st, aerr)); ferr != nil {
+		return true, ferr
+	}
+	return false, nil
+}
+
+// Header returns the current attempt's header metadata. Headers commit the
+// stream: the caller has seen this attempt's. (Headers read from an attempt
+// that has already failed, while RecvMsg retries, commit nothing.)
+func (s *clientStream) Header() (metadata.MD, error) {
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	md, err := cur.Header()
+	if err == nil && md != nil {
+		s.mu.Lock()
+		if s.cur == cur && !s.ended {
+			s.commitLocked()
+		}
+		s.mu.Unlock()
+	}
+	return md, err
+}
+
+// Trailer returns the trailer metadata of the last attempt. Like grpc-go's,
+// it may be called only after RecvMsg has returned a non-nil error.
+func (s *clientStream) Trailer() metadata.MD {
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	return cur.Trailer()
+}
+
+// Context returns the current attempt's stream context and, as in grpc-go,
+// commits the stream: the context belongs to this attempt.
+func (s *clientStream) Context() context.Context {
+	s.mu.Lock()
+	if !s.ended {
+		s.commitLocked()
+	}
+	cur := s.cur
+	s.mu.Unlock()
+	return cur.Context()
+}
+
+// msgSize measures a message for the replay limit. Messages that are not
+// protocol buffers cannot be measured (and are committed at once).
+func msgSize(m any) (int, bool) {
+	switch v := m.(type) {
+	case proto.Message:
+		return proto.Size(v), true
+	case protoadapt.MessageV1:
+		return proto.Size(protoadapt.MessageV2Of(v)), true
+	}
+	return 0, false
+}

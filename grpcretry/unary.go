@@ -1,0 +1,89 @@
+package grpcretry
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// UnaryClientInterceptor returns an interceptor that retries unary calls
+// under p (nil: the zero Policy), classifying failures by status code and
+// honouring server pushback. See the package documentation for the rules.
+// Pass at most one Options; a second one panics.
+//
+// Each call runs retry.Run with a copy of p whose Backoff also obeys server
+// pushback and whose Classify is replaced by the gRPC rules of Options, so
+// p.Classify is not consulted. A failed call returns an error that carries
+// the last attempt's status for status.FromError and status.Code and wraps
+// a *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
+// retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
+func UnaryClientInterceptor(p *retry.Policy, opts ...Options) grpc.UnaryClientInterceptor {
+	return newInterceptor(p, opts).unary
+}
+
+func (ic *interceptor) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+	c := &unaryCall{
+		ic: ic, ctx: ctx, method: method, req: req, reply: reply, cc: cc, invoker: invoker,
+		idempotent: ic.idempotent(method),
+	}
+	c.bo.base = ic.base
+	// The attempt options: the caller's, then ours to read the trailer
+	// (pushback) and, for a method that is not idempotent, the peer (to
+	// learn whether the request left).
+	c.opts = append(c.optBuf[:0], callOpts...)
+	c.opts = append(c.opts, grpc.Trailer(&c.trailer))
+	if !c.idempotent {
+		c.opts = append(c.opts, grpc.Peer(&c.peer))
+	}
+	c.pol = *ic.p
+	c.pol.Backoff = &c.bo
+	c.pol.Classify = notPermanent
+	return finalError(retry.Run(ctx, &c.pol, c.attempt))
+}
+
+// notPermanent is the Classify of the per-call Policy: classify has already
+// marked with retry.Permanent every error that must not be retried.
+func notPermanent(error) bool { return true }
+
+// unaryCall is the state of one intercepted unary call.
+type unaryCall struct {
+	ic         *interceptor
+	ctx        context.Context
+	method     string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption
+	idempotent bool
+
+	pol     retry.Policy       // the caller's, with bo and notPermanent
+	optBuf  [4]grpc.CallOption // holds opts unless the caller passed many
+	n       int                // attempts made
+	trailer metadata.MD        // written by grpc.Trailer
+	peer    peer.Peer          // written by grpc.Peer
+	bo      pushbackBackoff
+}
+
+func (c *unaryCall) attempt(actx context.Context) error {
+	c.n++
+	c.trailer = nil
+	c.peer = peer.Peer{}
+	c.bo.clear()
+	if c.n > 1 {
+		actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(c.n-1))
+	}
+	err := c.invoker(actx, c.method, c.req, c.reply, c.cc, c.opts...)
+	if err == nil {
+		return nil
+	}
+	return c.ic.classify(c.ctx, actx, attemptResult{
+		err:        err,
+		trailer:    c.trailer,
+		idempotent: c.idempotent,
+		notSent:    !c.idempotent && c.peer.Addr == nil,
+	}, &c.bo)
+}

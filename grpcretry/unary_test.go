@@ -1,0 +1,233 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+)
+
+// noWait is a backoff that retries at once, for tests about what is
+// retried rather than when.
+var noWait = backoff.Constant{}
+
+func TestUnaryUnavailableTwiceThenOK(t *testing.T) {
+	srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
+	f := clocktest.NewFake()
+	rec := newRecorder()
+	p := &retry.Policy{
+		Operation:   "unary",
+		MaxAttempts: 5,
+		Backoff:     backoff.Constant{Interval: 100 * time.Millisecond},
+		Clock:       f,
+		Observer:    rec,
+	}
+	client := dialRetry(t, serve(t, srv), p, Options{})
+
+	var resp *testpb.SimpleResponse
+	err := driveWaits(t, f, func() (err error) {
+		resp, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{Payload: payload("hello")})
+		return err
+	}, func(i int, d time.Duration) {
+		if d != 100*time.Millisecond {
+			t.Errorf("wait %d = %v, want the backoff's 100ms", i, d)
+		}
+	}, 2)
+	if err != nil {
+		t.Fatalf("call failed: %v", err)
+	}
+	if string(resp.GetPayload().GetBody()) != "hello" {
+		t.Fatalf("response %v", resp)
+	}
+	attempts, prev, _, received := srv.stats()
+	if attempts != 3 {
+		t.Fatalf("server saw %d attempts, want 3", attempts)
+	}
+	if want := []string{"", "1", "2"}; !slices.Equal(prev, want) {
+		t.Fatalf("%s = %q, want %q", PreviousAttemptsKey, prev, want)
+	}
+	for i, r := range received {
+		if !slices.Equal(r, []string{"hello"}) {
+			t.Fatalf("attempt %d received %q", i+1, r)
+		}
+	}
+	if got, want := rec.codes(), []codes.Code{codes.Unavailable, codes.Unavailable, codes.OK}; !slices.Equal(got, want) {
+		t.Fatalf("observed codes %v, want %v", got, want)
+	}
+	if got, want := rec.outcomes(), []retry.Outcome{retry.OutcomeError, retry.OutcomeError, retry.OutcomeSuccess}; !slices.Equal(got, want) {
+		t.Fatalf("observed outcomes %v, want %v", got, want)
+	}
+	if c := rec.lastCall(t); c.Attempts != 3 || c.Reason != retry.ReasonSuccess || c.Operation != "unary" {
+		t.Fatalf("CallEnd %+v", c)
+	}
+}
+
+func TestUnaryInvalidArgumentOnce(t *testing.T) {
+	srv := newServer(outcome{code: codes.InvalidArgument})
+	rec := newRecorder()
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Observer: rec}, Options{})
+
+	_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if attempts, _, _, _ := srv.stats(); attempts != 1 {
+		t.Fatalf("server saw %d attempts, want 1", attempts)
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument || st.Message() != "scripted InvalidArgument on attempt 1" {
+		t.Fatalf("status %v (ok %v), want the server's InvalidArgument unchanged", st, ok)
+	}
+	if err.Error() != "rpc error: code = InvalidArgument desc = scripted InvalidArgument on attempt 1" {
+		t.Fatalf("Error() = %q: a call that was not retried reads as without the interceptor", err)
+	}
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != nil {
+		t.Fatalf("retry.Error %+v", re)
+	}
+	var ae *AttemptError
+	if !errors.As(err, &ae) || ae.Code() != codes.InvalidArgument {
+		t.Fatalf("AttemptError %+v", ae)
+	}
+	if got := rec.outcomes(); !slices.Equal(got, []retry.Outcome{retry.OutcomePermanent}) {
+		t.Fatalf("outcomes %v", got)
+	}
+}
+
+// TestUnaryCodeTable checks the classification of every status code the
+// server can return, with and without the Options that widen it.
+func TestUnaryCodeTable(t *testing.T) {
+	cases := []struct {
+		code codes.Code
+		o    Options
+		want int // attempts: 2 when retried, 1 when not
+	}{
+		{codes.Unavailable, Options{}, 2},
+		{codes.Aborted, Options{}, 2},
+		{codes.ResourceExhausted, Options{}, 1},
+		{codes.ResourceExhausted, Options{RetryResourceExhausted: true}, 2},
+		{codes.Internal, Options{}, 1},
+		{codes.Internal, Options{RetryInternal: true}, 2},
+		{codes.DeadlineExceeded, Options{}, 1}, // no attempt deadline of its own: the caller's
+		{codes.Canceled, Options{}, 1},
+		{codes.Unknown, Options{}, 1},
+		{codes.InvalidArgument, Options{}, 1},
+		{codes.NotFound, Options{}, 1},
+		{codes.AlreadyExists, Options{}, 1},
+		{codes.PermissionDenied, Options{}, 1},
+		{codes.Unauthenticated, Options{}, 1},
+		{codes.FailedPrecondition, Options{}, 1},
+		{codes.OutOfRange, Options{}, 1},
+		{codes.Unimplemented, Options{}, 1},
+		{codes.DataLoss, Options{}, 1},
+		{codes.NotFound, Options{Retryable: func(c codes.Code) bool { return c == codes.NotFound }}, 2},
+		{codes.Unavailable, Options{Retryable: func(c codes.Code) bool { return c == codes.NotFound }}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.code.String(), func(t *testing.T) {
+			srv := newServer(outcome{code: c.code})
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, c.o)
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			attempts, _, _, _ := srv.stats()
+			if attempts != c.want {
+				t.Fatalf("%v with %+v: %d attempts, want %d (err %v)", c.code, c.o, attempts, c.want, err)
+			}
+			if (c.want == 2) != (err == nil) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestUnaryAttemptsExhausted(t *testing.T) {
+	srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{})
+	_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if !errors.Is(err, retry.ErrAttemptsExhausted) {
+		t.Fatalf("err = %v, want ErrAttemptsExhausted", err)
+	}
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable || st.Message() != "scripted Unavailable on attempt 3" {
+		t.Fatalf("status %v: want the last attempt's, unchanged", st)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("status.Code = %v", status.Code(err))
+	}
+}
+
+func TestUnaryBudgetAndBreaker(t *testing.T) {
+	t.Run("budget refuses the retry", func(t *testing.T) {
+		srv := newServer(outcome{code: codes.Unavailable})
+		b := &limitBudget{}
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Budget: b}, Options{})
+		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if !errors.Is(err, retry.ErrBudgetExhausted) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v (code %v)", err, status.Code(err))
+		}
+		if attempts, _, _, _ := srv.stats(); attempts != 1 {
+			t.Fatalf("%d attempts, want 1", attempts)
+		}
+		if b.withdraw != 1 || !slices.Equal(b.records, []bool{false}) {
+			t.Fatalf("budget saw %d withdrawals, records %v", b.withdraw, b.records)
+		}
+	})
+	t.Run("budget grants one retry", func(t *testing.T) {
+		srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
+		b := &limitBudget{left: 1}
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Budget: b}, Options{})
+		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if !errors.Is(err, retry.ErrBudgetExhausted) {
+			t.Fatalf("err = %v", err)
+		}
+		if !slices.Equal(b.records, []bool{false, true}) {
+			t.Fatalf("records %v", b.records)
+		}
+	})
+	t.Run("open breaker sends nothing", func(t *testing.T) {
+		srv := newServer()
+		br := &countingBreaker{refuse: errTestOpen}
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br}, Options{})
+		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if !errors.Is(err, errTestOpen) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v (code %v), want the breaker's error as Unavailable", err, status.Code(err))
+		}
+		if attempts, _, _, _ := srv.stats(); attempts != 0 {
+			t.Fatalf("%d attempts reached the server", attempts)
+		}
+	})
+	t.Run("breaker sees every attempt", func(t *testing.T) {
+		srv := newServer(outcome{code: codes.Unavailable})
+		br := &countingBreaker{}
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br}, Options{})
+		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if allowed, done := br.counts(); allowed != 2 || done != 2 {
+			t.Fatalf("breaker: %d allowed, %d done", allowed, done)
+		}
+		if status.Code(br.results[0]) != codes.Unavailable || br.results[1] != nil {
+			t.Fatalf("breaker results %v", br.results)
+		}
+	})
+}
+
+func TestNilPolicyAndTooManyOptions(t *testing.T) {
+	srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"0"}})
+	client := dialRetry(t, serve(t, srv), nil, Options{})
+	within(t, func() {
+		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Errorf("nil policy: %v", err)
+		}
+	})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("two Options did not panic")
+		}
+	}()
+	UnaryClientInterceptor(nil, Options{}, Options{})
+}
