@@ -1,0 +1,43 @@
+package queue
+
+// Observer is told about a Queue's or Scheduler's drops and depth, for
+// metrics. It is separate from retry.Observer, which already sees every
+// delivery attempt made through the Policy. The prometheus/ module
+// implements it as stormguard_queue_dropped_records_total{queue} and
+// stormguard_queue_depth{queue}.
+//
+// Methods are called synchronously, outside the queue's lock, from the
+// goroutine that caused the event (Offer, Submit, a worker or Close); they
+// must be safe for concurrent use, should be quick and must not block.
+// Depth reports from different goroutines may arrive out of order, so a
+// gauge fed by QueueDepth is a sample; Stats is always exact. A nil Observer
+// costs nothing.
+type Observer interface {
+	// QueueDropped reports that n records (or tasks) were dropped for the
+	// given reason: one of DropFull, DropPermanent, DropExhausted or
+	// DropClosed. queue is Config.Name or SchedulerConfig.Name.
+	QueueDropped(queue string, reason string, n int)
+	// QueueDepth reports the number of pending records (buffered plus in
+	// flight; see Stats.Pending) or pending tasks. A Queue calls it when
+	// its buffer starts filling, holds a full batch or becomes full, when a
+	// batch is taken or its delivery ends, and at Close — not on every
+	// Offer. A Scheduler calls it on every Submit and task end.
+	QueueDepth(queue string, depth int)
+}
+
+// Drop reasons passed to Observer.QueueDropped, usable as metric label
+// values.
+const (
+	// DropFull: the buffer was full and the record was evicted or refused
+	// (Stats.DroppedFull, SchedulerStats.Refused).
+	DropFull = "full"
+	// DropPermanent: delivery failed with an error the Policy does not
+	// retry, such as HTTP 400 (Stats.DroppedPermanent, SchedulerStats.Failed).
+	DropPermanent = "permanent"
+	// DropExhausted: a scheduled task hit a stop condition of the Policy
+	// (MaxAttempts or MaxElapsed) before succeeding (SchedulerStats.Failed).
+	DropExhausted = "exhausted"
+	// DropClosed: Close's context ended before the record was delivered or
+	// the task finished (Stats.Pending after Close, SchedulerStats.Abandoned).
+	DropClosed = "closed"
+)

@@ -1,0 +1,90 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// bytesConsistent reports whether q.bytes is the sum of the buffered
+// records' sizes.
+func (q *Queue[T]) bytesConsistent() (got, want int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range q.buf.n {
+		want += q.buf.size[q.buf.index(i)]
+	}
+	return q.bytes, want
+}
+
+func TestRequeueKeepsByteAccounting(t *testing.T) {
+	for _, overflow := range []Overflow{DropOldest, DropNewest} {
+		fake := clocktest.NewFake()
+		calls := make(chan []string)
+		replies := make(chan error)
+		q := New(Config[string]{
+			Capacity:      3,
+			MaxBatch:      3,
+			MaxBatchBytes: 10,
+			Overflow:      overflow,
+			Size:          func(s string) int { return len(s) },
+			Linger:        time.Hour,
+			Policy:        &retry.Policy{MaxAttempts: 1, Backoff: backoff.Constant{Interval: time.Second}, Clock: fake},
+		}, func(_ context.Context, b []string) error {
+			calls <- slices.Clone(b)
+			return <-replies
+		})
+		check := func(when string) {
+			t.Helper()
+			if got, want := q.bytesConsistent(); got != want {
+				t.Fatalf("%v, %s: %d bytes counted, %d buffered", overflow, when, got, want)
+			}
+		}
+		q.Offer("aaaa")
+		q.Offer("bbbb")
+		q.Offer("cccc") // 12 bytes: [aaaa bbbb] is due
+		if b := <-calls; !slices.Equal(b, []string{"aaaa", "bbbb"}) {
+			t.Fatalf("batch %v", b)
+		}
+		check("after taking a batch")
+		q.Offer("dd")
+		q.Offer("e")
+		check("after a drop while delivering")
+		replies <- errors.New("down") // back to a full buffer: 2 records dropped
+		fake.BlockUntil(1)
+		check("after the requeue")
+		s := q.Stats()
+		if s.Buffered != 3 || s.DroppedFull != 2 || s.Offered != 5 {
+			t.Fatalf("%v: stats %+v", overflow, s)
+		}
+		fake.Advance(time.Second)
+		b := <-calls
+		check("after taking again")
+		replies <- nil
+		// DropOldest dropped the failed batch, the oldest records; DropNewest
+		// kept it and dropped the newest buffered records instead.
+		want := []string{"cccc", "dd", "e"}
+		if overflow == DropNewest {
+			want = []string{"aaaa", "bbbb"}
+		}
+		if !slices.Equal(b, want) {
+			t.Fatalf("%v: batch %v, want %v", overflow, b, want)
+		}
+		go func() {
+			for range calls {
+				replies <- nil
+			}
+		}()
+		if n, err := q.Close(context.Background()); n != 0 || err != nil {
+			t.Fatalf("Close = %d, %v", n, err)
+		}
+		close(calls)
+		check("after Close")
+	}
+}

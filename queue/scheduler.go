@@ -1,0 +1,417 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Defaults used for zero SchedulerConfig fields.
+const (
+	DefaultSchedulerWorkers = 4
+	DefaultMaxPending       = 1024
+)
+
+// SchedulerConfig configures a Scheduler. Every field is optional.
+type SchedulerConfig struct {
+	// Name labels the scheduler in Observer calls.
+	Name string
+
+	// Workers is the number of goroutines running attempts, hence the most
+	// attempts in progress at once. 0: DefaultSchedulerWorkers.
+	Workers int
+
+	// MaxPending bounds the tasks accepted and not yet finished (running,
+	// due, or waiting for a retry); Submit refuses tasks beyond it.
+	// 0: DefaultMaxPending.
+	MaxPending int
+
+	// Policy says how each task is retried; see Scheduler for how its
+	// fields are applied. nil: the zero retry.Policy (retry until success,
+	// a permanent error or Close).
+	Policy *retry.Policy
+
+	// Clock times the waits between attempts and AttemptTimeout.
+	// nil: Policy.Clock, and clock.Real if that is nil too.
+	Clock clock.Clock
+
+	// Observer is told about refused and failed tasks and the number
+	// pending. nil: none. (The Policy's retry.Observer sees every attempt.)
+	Observer Observer
+}
+
+// Validate reports a configuration NewScheduler would reject.
+func (c *SchedulerConfig) Validate() error {
+	switch {
+	case c.Workers < 0:
+		return errors.New("queue: negative Workers")
+	case c.MaxPending < 0:
+		return errors.New("queue: negative MaxPending")
+	}
+	return nil
+}
+
+// SchedulerStats is a consistent snapshot of a Scheduler's counters, read
+// under one lock, so at every instant
+//
+//	Submitted == Succeeded + Failed + Abandoned + Pending
+type SchedulerStats struct {
+	// Submitted counts tasks accepted by Submit.
+	Submitted uint64
+	// Succeeded counts tasks whose last attempt returned nil.
+	Succeeded uint64
+	// Failed counts tasks given up on: a permanent error, or a stop
+	// condition of the Policy (MaxAttempts, MaxElapsed).
+	Failed uint64
+	// Abandoned counts tasks Close gave up on when its context ended.
+	Abandoned uint64
+	// Pending counts tasks accepted and not finished: running, due and
+	// waiting for a worker, or waiting for their next attempt.
+	Pending uint64
+	// Running and Waiting are the parts of Pending that are in an attempt
+	// and that wait for a retry's due time.
+	Running, Waiting uint64
+	// Attempts counts attempts made, over all tasks.
+	Attempts uint64
+	// Deferred counts due retries that the Breaker or the Budget held back
+	// to a later time (no attempt was made).
+	Deferred uint64
+	// Refused counts tasks Submit refused because MaxPending were pending.
+	Refused uint64
+	// Rejected counts tasks submitted after Close; they are not in
+	// Submitted.
+	Rejected uint64
+}
+
+// Scheduler keeps retrying submitted tasks in the background until each
+// succeeds or hits a stop condition, with a fixed number of goroutines
+// whatever the number of tasks: Workers goroutines run attempts and one
+// dispatcher goroutine moves tasks whose wait is over to the workers. A
+// task waiting for its next attempt is a small struct in a timer heap, not
+// a goroutine.
+//
+// Each task follows the Policy, applied by the Scheduler itself: it cannot
+// use retry.Do, which blocks its goroutine during waits. When a task is due
+// a worker asks, in order, Breaker.Ready, Budget.Withdraw (retries only;
+// first attempts need no token), Breaker.Allow (refunding a BudgetTracker's
+// token on refusal) and BudgetTracker.Start; runs the attempt under
+// AttemptTimeout; reports its result to the Breaker's done function and to
+// Budget.Record; and classifies it as retry.Do does (Permanent, Classify or
+// retry.DefaultClassifier). The wait before a retry is the Backoff's next
+// delay, raised to the error's Retry-After advice (capped by MaxRetryAfter,
+// jittered like retry.Do). A task stops when it succeeds, fails with an
+// error not worth retrying, has made MaxAttempts attempts, cannot fit the
+// next wait plus MinAttemptTime within MaxElapsed from Submit, or when
+// Close gives up.
+//
+// Two differences from retry.Do suit work that must eventually happen. A
+// retry asks the Budget for its token when it falls due rather than before
+// its wait, so waiting tasks hold no tokens. And an attempt the Breaker or
+// the Budget refuses is not a reason to give up: it is deferred by the
+// next backoff delay, no attempt is made (MaxAttempts is not spent), and
+// SchedulerStats.Deferred counts it; only MaxElapsed or Close ends a task
+// that keeps being deferred.
+//
+// The Policy's retry.Observer, if any, sees AttemptStart, AttemptEnd,
+// RetryScheduled and CallEnd for every task as if it ran in retry.Do.
+//
+// A Scheduler is safe for concurrent use.
+type Scheduler struct {
+	name       string
+	maxPending int
+	policy     *retry.Policy
+	clock      clock.Clock
+	obs        Observer
+	tracker    retry.BudgetTracker
+
+	ctx    context.Context // attempts' parent; cancelled when Close gives up
+	cancel context.CancelCauseFunc
+
+	kick   chan struct{} // capacity 1: the earliest due time changed
+	quit   chan struct{} // closed when the goroutines must return
+	exited chan struct{} // closed by the last goroutine to return
+
+	mu        sync.Mutex
+	cond      sync.Cond // workers wait on it for ready tasks or quit
+	ready     taskFIFO
+	waiting   taskHeap
+	abandoned []*task // taken from workers after Close gave up
+	closing   bool
+	stopped   bool
+	live      int
+	seq       uint64
+	st        SchedulerStats
+}
+
+// task is one submitted task and its retry state.
+type task struct {
+	fn    func(context.Context) error
+	done  func(error)
+	start time.Time
+	due   time.Time
+	seq   uint64
+	tries int           // attempts made
+	step  int           // backoff steps taken (retries and deferrals)
+	prev  time.Duration // the last backoff delay
+	last  error         // the last attempt's error
+}
+
+var zeroPolicy retry.Policy
+
+// NewScheduler starts a Scheduler. It panics if cfg does not Validate.
+func NewScheduler(cfg SchedulerConfig) *Scheduler {
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
+	}
+	p := cfg.Policy
+	if p == nil {
+		p = &zeroPolicy
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = p.Clock
+	}
+	workers := cmp.Or(cfg.Workers, DefaultSchedulerWorkers)
+	s := &Scheduler{
+		name:       cfg.Name,
+		maxPending: cmp.Or(cfg.MaxPending, DefaultMaxPending),
+		policy:     p,
+		clock:      clock.Or(clk),
+		obs:        cfg.Observer,
+		kick:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		exited:     make(chan struct{}),
+		live:       workers + 1,
+	}
+	if p.Budget != nil {
+		s.tracker, _ = p.Budget.(retry.BudgetTracker)
+	}
+	s.cond.L = &s.mu
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	for range workers {
+		go s.work()
+	}
+	go s.dispatch()
+	return s
+}
+
+// Submit hands task to the Scheduler without blocking. It reports whether
+// the task was accepted; it refuses it (counted in SchedulerStats.Refused)
+// when MaxPending tasks are pending — the caller keeps the work and decides,
+// as the Scheduler never drops a task it accepted — and after Close
+// (SchedulerStats.Rejected).
+//
+// task receives a context that ends with its attempt (AttemptTimeout) or
+// when Close gives up, and must return when it ends. done, if not nil, is
+// called exactly once for an accepted task, outside any lock, from a worker
+// goroutine (from Close for the tasks Close abandons): with nil on success,
+// otherwise with the *retry.Error that ended it (wrapping ErrClosed if
+// Close gave up on it). It should be quick; it may call Submit, not Close.
+// Submit panics if task is nil.
+func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err error)) bool {
+	if task == nil {
+		panic("queue: nil task")
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.st.Rejected++
+		s.mu.Unlock()
+		return false
+	}
+	if s.pendingLocked() >= uint64(s.maxPending) {
+		s.st.Refused++
+		s.mu.Unlock()
+		if s.obs != nil {
+			s.obs.QueueDropped(s.name, DropFull, 1)
+		}
+		return false
+	}
+	s.seq++
+	t := newTask(task, done, s.clock.Now(), s.seq)
+	s.st.Submitted++
+	s.ready.push(t)
+	depth := s.pendingLocked()
+	s.mu.Unlock()
+	s.cond.Signal()
+	if s.obs != nil {
+		s.obs.QueueDepth(s.name, int(depth))
+	}
+	return true
+}
+
+func newTask(fn func(context.Context) error, done func(error), now time.Time, seq uint64) *task {
+	return &task{fn: fn, done: done, start: now, due: now, seq: seq}
+}
+
+// pendingLocked returns the number of pending tasks. s.mu must be held.
+func (s *Scheduler) pendingLocked() uint64 {
+	return s.st.Submitted - s.st.Succeeded - s.st.Failed - s.st.Abandoned
+}
+
+// Stats returns a consistent snapshot of the counters.
+func (s *Scheduler) Stats() SchedulerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Pending = s.pendingLocked()
+	st.Waiting = uint64(s.waiting.Len())
+	return st
+}
+
+// Close stops accepting tasks and lets the pending ones run — waits
+// included — until they have all finished or ctx ends. If ctx ends first,
+// Close cancels the attempts in progress, waits for the Scheduler's
+// goroutines to return, and abandons the remaining tasks: each one's done
+// function is called, from Close, with a *retry.Error wrapping ErrClosed
+// and ctx's error. With an expired ctx it returns as soon as the attempts
+// in progress have seen the cancellation.
+//
+// Close returns the number of tasks abandoned and, when that is not zero,
+// an error wrapping ErrClosed and ctx's error. No goroutine started by the
+// Scheduler outlives Close. Later calls return (0, nil) once the first has
+// finished.
+func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		if s.pendingLocked() == 0 {
+			s.stopLocked()
+		}
+	}
+	s.mu.Unlock()
+
+	select {
+	case <-s.exited:
+	case <-ctx.Done():
+		s.cancel(ctx.Err())
+		s.mu.Lock()
+		s.stopLocked()
+		s.mu.Unlock()
+		<-s.exited
+	}
+	s.cancel(context.Canceled)
+
+	s.mu.Lock()
+	left := s.abandoned
+	s.abandoned = nil
+	left = append(left, s.ready.drain()...)
+	for s.waiting.Len() > 0 {
+		left = append(left, s.waiting.pop())
+	}
+	s.st.Abandoned += uint64(len(left))
+	s.mu.Unlock()
+	if len(left) == 0 {
+		return 0, nil
+	}
+	cause := context.Cause(s.ctx)
+	reason := fmt.Errorf("%w: %w", ErrClosed, cause)
+	for _, t := range left {
+		s.end(t, &retry.Error{Attempts: t.tries, Reason: reason, Last: t.last}, retry.ReasonContext, DropClosed)
+	}
+	if s.obs != nil {
+		s.obs.QueueDepth(s.name, 0)
+	}
+	return len(left), fmt.Errorf("%w with %d tasks abandoned: %w", ErrClosed, len(left), cause)
+}
+
+// stopLocked tells every goroutine to return. s.mu must be held.
+func (s *Scheduler) stopLocked() {
+	if !s.stopped {
+		s.stopped = true
+		close(s.quit)
+		s.cond.Broadcast()
+	}
+}
+
+// exit is deferred by every goroutine of the Scheduler.
+func (s *Scheduler) exit() {
+	s.mu.Lock()
+	s.live--
+	last := s.live == 0
+	s.mu.Unlock()
+	if last {
+		close(s.exited)
+	}
+}
+
+// work runs due tasks until the Scheduler stops.
+func (s *Scheduler) work() {
+	defer s.exit()
+	s.mu.Lock()
+	for {
+		for s.ready.len() == 0 && !s.stopped {
+			s.cond.Wait()
+		}
+		if s.stopped {
+			s.mu.Unlock()
+			return
+		}
+		t := s.ready.pop()
+		s.st.Running++
+		s.mu.Unlock()
+		s.execute(t)
+		s.mu.Lock()
+	}
+}
+
+// dispatch moves tasks whose due time has come from the heap to the ready
+// queue, sleeping on the clock until the earliest due time.
+func (s *Scheduler) dispatch() {
+	defer s.exit()
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return
+		}
+		now := s.clock.Now()
+		moved := 0
+		for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
+			s.ready.push(s.waiting.pop())
+			moved++
+		}
+		var next time.Duration
+		hasNext := s.waiting.Len() > 0
+		if hasNext {
+			next = s.waiting[0].due.Sub(now)
+		}
+		s.mu.Unlock()
+		switch {
+		case moved == 1:
+			s.cond.Signal()
+		case moved > 1:
+			s.cond.Broadcast()
+		}
+
+		var tc <-chan time.Time
+		if hasNext {
+			if timer == nil {
+				timer = s.clock.NewTimer(next)
+			} else {
+				timer.Reset(next)
+			}
+			tc = timer.C()
+		}
+		select {
+		case <-tc:
+			continue
+		case <-s.kick:
+		case <-s.quit:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}

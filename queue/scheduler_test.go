@@ -1,0 +1,572 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/queue"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// attempt is one attempt of a scripted task, answered by the test.
+type attempt struct {
+	id    int
+	ctx   context.Context
+	reply chan error
+}
+
+// script makes tasks whose attempts the test answers one by one.
+type script struct{ attempts chan attempt }
+
+func newScript() *script { return &script{attempts: make(chan attempt)} }
+
+func (s *script) task(id int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		a := attempt{id: id, ctx: ctx, reply: make(chan error, 1)}
+		select {
+		case s.attempts <- a:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case err := <-a.reply:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *script) await(t *testing.T) attempt {
+	t.Helper()
+	select {
+	case a := <-s.attempts:
+		return a
+	case <-time.After(10 * time.Second): // a hang guard only
+		t.Fatal("no attempt")
+		return attempt{}
+	}
+}
+
+// answer waits for the next attempt and answers it with err.
+func (s *script) answer(t *testing.T, err error) attempt {
+	t.Helper()
+	a := s.await(t)
+	a.reply <- err
+	return a
+}
+
+// result collects done calls.
+type result struct{ ch chan error }
+
+func newResult() *result         { return &result{ch: make(chan error, 1024)} }
+func (r *result) done(err error) { r.ch <- err }
+func (r *result) get(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("task not done")
+		return nil
+	}
+}
+
+func checkSchedInvariant(t fataler, s queue.SchedulerStats) {
+	t.Helper()
+	if s.Submitted != s.Succeeded+s.Failed+s.Abandoned+s.Pending || s.Running+s.Waiting > s.Pending {
+		t.Fatalf("scheduler invariant broken: %+v", s)
+	}
+}
+
+func TestSchedulerRetriesUntilSuccess(t *testing.T) {
+	fake := clocktest.NewFake()
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
+	defer closeNow(t, s)
+
+	if !s.Submit(sc.task(1), res.done) {
+		t.Fatal("Submit refused")
+	}
+	sc.answer(t, errDown)
+	for _, want := range []time.Duration{time.Second, 2 * time.Second} {
+		fake.BlockUntil(1) // the dispatcher sleeps until the retry is due
+		if d := fake.Deadlines(); len(d) != 1 || d[0] != want {
+			t.Fatalf("wait %v, want %v", d, want)
+		}
+		st := s.Stats()
+		checkSchedInvariant(t, st)
+		if st.Waiting != 1 || st.Running != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		fake.Advance(want)
+		if want == time.Second {
+			sc.answer(t, errDown)
+		} else {
+			sc.answer(t, nil)
+		}
+	}
+	if err := res.get(t); err != nil {
+		t.Fatalf("done(%v)", err)
+	}
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	st := s.Stats()
+	checkSchedInvariant(t, st)
+	if st.Attempts != 3 || st.Succeeded != 1 || st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSchedulerStopConditions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		policy   func(*retry.Policy)
+		errs     []error // answers to the attempts, in order
+		sentinel error   // the *retry.Error's reason (nil: not retryable)
+		drop     string
+	}{
+		{"Permanent", func(*retry.Policy) {}, []error{retry.Permanent(errDown)}, nil, queue.DropPermanent},
+		{"Classify", func(p *retry.Policy) { p.Classify = func(error) bool { return false } }, []error{errDown}, nil, queue.DropPermanent},
+		{"MaxAttempts", func(p *retry.Policy) { p.MaxAttempts = 3 }, []error{errDown, errDown, errDown}, retry.ErrAttemptsExhausted, queue.DropExhausted},
+		// 0: fail, wait 1s; 1s: fail, a 2s wait would end past 2.5s.
+		{"MaxElapsed", func(p *retry.Policy) { p.MaxElapsed = 2500 * time.Millisecond }, []error{errDown, errDown}, retry.ErrElapsed, queue.DropExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := clocktest.NewFake()
+			p := noJitter(fake, 0)
+			tc.policy(p)
+			sc := newScript()
+			res := newResult()
+			obs := newRecObserver()
+			s := queue.NewScheduler(queue.SchedulerConfig{Name: "jobs", Policy: p, Observer: obs})
+			s.Submit(sc.task(1), res.done)
+			for i, e := range tc.errs {
+				if i > 0 {
+					fake.BlockUntil(1)
+					fake.Advance(fake.Deadlines()[0])
+				}
+				sc.answer(t, e)
+			}
+			err := res.get(t)
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Attempts != len(tc.errs) || re.Reason != tc.sentinel || !errors.Is(err, errDown) {
+				t.Fatalf("done(%v), want a *retry.Error with reason %v after %d attempts", err, tc.sentinel, len(tc.errs))
+			}
+			if n, err := s.Close(context.Background()); n != 0 || err != nil {
+				t.Fatalf("Close = %d, %v", n, err)
+			}
+			st := s.Stats()
+			checkSchedInvariant(t, st)
+			if st.Failed != 1 || st.Attempts != uint64(len(tc.errs)) {
+				t.Fatalf("stats %+v", st)
+			}
+			if d, _ := obs.snapshot(); d[tc.drop] != 1 || !obs.names["jobs"] {
+				t.Fatalf("observer %v", d)
+			}
+		})
+	}
+}
+
+func TestSchedulerRetryAfter(t *testing.T) {
+	fake := clocktest.NewFake()
+	sc := newScript()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
+	defer closeNow(t, s)
+	s.Submit(sc.task(1), nil)
+	sc.answer(t, retry.After(errDown, 20*time.Second))
+	fake.BlockUntil(1)
+	if d := fake.Deadlines(); len(d) != 1 || d[0] < 20*time.Second || d[0] > 22*time.Second {
+		t.Fatalf("wait %v, want the advised 20s plus at most 10%%", d)
+	}
+}
+
+// switchBreaker is open until closed by the test.
+type switchBreaker struct {
+	open    atomic.Bool
+	results chan error
+}
+
+func (b *switchBreaker) Ready() error {
+	if b.open.Load() {
+		return errOpen
+	}
+	return nil
+}
+
+func (b *switchBreaker) Allow() (func(error), error) {
+	if err := b.Ready(); err != nil {
+		return nil, err
+	}
+	return func(err error) { b.results <- err }, nil
+}
+
+func TestSchedulerBreakerDefersWithoutAttempts(t *testing.T) {
+	fake := clocktest.NewFake()
+	b := &switchBreaker{results: make(chan error, 10)}
+	b.open.Store(true)
+	p := noJitter(fake, 0)
+	p.Breaker = b
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	s.Submit(sc.task(1), res.done)
+	// Open: the first attempt is put off by the backoff, 1s then 2s.
+	for _, want := range []time.Duration{time.Second, 2 * time.Second} {
+		fake.BlockUntil(1)
+		if d := fake.Deadlines(); d[0] != want {
+			t.Fatalf("deferred by %v, want %v", d, want)
+		}
+		fake.Advance(want)
+	}
+	fake.BlockUntil(1)
+	st := s.Stats()
+	if st.Attempts != 0 || st.Deferred != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	b.open.Store(false)
+	fake.Advance(fake.Deadlines()[0])
+	sc.answer(t, nil)
+	if err := res.get(t); err != nil {
+		t.Fatalf("done(%v)", err)
+	}
+	if err := <-b.results; err != nil {
+		t.Fatalf("breaker told %v", err)
+	}
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+}
+
+// gateBudget grants retries while open and records what it is told.
+type gateBudget struct {
+	mu      sync.Mutex
+	grant   bool
+	records []string
+}
+
+func (g *gateBudget) Record(retry bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.records = append(g.records, fmt.Sprint(retry, err == nil))
+}
+
+func (g *gateBudget) Withdraw(error) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.records = append(g.records, fmt.Sprint("withdraw ", g.grant))
+	return g.grant
+}
+
+func TestSchedulerBudgetDefersRetries(t *testing.T) {
+	fake := clocktest.NewFake()
+	bud := &gateBudget{}
+	p := noJitter(fake, 0)
+	p.Budget = bud
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	s.Submit(sc.task(1), res.done) // first attempts need no token
+	sc.answer(t, errDown)
+	fake.BlockUntil(1)
+	fake.Advance(time.Second) // due: refused, deferred 2s
+	fake.BlockUntil(1)
+	if d := fake.Deadlines(); d[0] != 2*time.Second {
+		t.Fatalf("deferred by %v", d)
+	}
+	bud.mu.Lock()
+	bud.grant = true
+	bud.mu.Unlock()
+	fake.Advance(2 * time.Second)
+	sc.answer(t, nil)
+	if err := res.get(t); err != nil {
+		t.Fatalf("done(%v)", err)
+	}
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	want := "[false false withdraw false withdraw true true true]"
+	if got := fmt.Sprint(bud.records); got != want {
+		t.Fatalf("budget saw %s, want %s", got, want)
+	}
+	if st := s.Stats(); st.Deferred != 1 || st.Attempts != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSchedulerAttemptTimeout(t *testing.T) {
+	fake := clocktest.NewFake()
+	p := noJitter(fake, 2)
+	p.AttemptTimeout = time.Second
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	s.Submit(sc.task(1), res.done)
+	a := sc.await(t)
+	fake.BlockUntil(1)
+	fake.Advance(time.Second) // cuts the attempt, which never answers
+	<-a.ctx.Done()
+	fake.BlockUntil(1) // the retry's wait
+	fake.Advance(fake.Deadlines()[0])
+	sc.await(t)
+	fake.Advance(time.Second)
+	err := res.get(t)
+	if !errors.Is(err, retry.ErrAttemptTimeout) || !errors.Is(err, retry.ErrAttemptsExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("done(%v)", err)
+	}
+	if want := "retry: attempts exhausted after 2 attempts: retry: attempt timed out: context deadline exceeded"; err.Error() != want {
+		t.Fatalf("message %q, want %q", err, want)
+	}
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+}
+
+func TestSchedulerRefusesWhenFull(t *testing.T) {
+	fake := clocktest.NewFake()
+	sc := newScript()
+	obs := newRecObserver()
+	s := queue.NewScheduler(queue.SchedulerConfig{MaxPending: 2, Workers: 1, Policy: noJitter(fake, 0), Observer: obs})
+	if !s.Submit(sc.task(1), nil) || !s.Submit(sc.task(2), nil) {
+		t.Fatal("refused with room")
+	}
+	if s.Submit(sc.task(3), nil) {
+		t.Fatal("accepted beyond MaxPending")
+	}
+	sc.answer(t, nil)
+	sc.answer(t, nil)
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	if s.Submit(sc.task(4), nil) {
+		t.Fatal("accepted after Close")
+	}
+	st := s.Stats()
+	checkSchedInvariant(t, st)
+	if st.Submitted != 2 || st.Succeeded != 2 || st.Refused != 1 || st.Rejected != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if d, _ := obs.snapshot(); d[queue.DropFull] != 1 {
+		t.Fatalf("observer %v", d)
+	}
+}
+
+func TestSchedulerBoundedGoroutinesAndAbandon(t *testing.T) {
+	fake := clocktest.NewFake()
+	before := runtime.NumGoroutine()
+	const tasks = 500
+	res := newResult()
+	obs := newRecObserver()
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 4, MaxPending: tasks, Policy: noJitter(fake, 0), Observer: obs})
+	var attempts atomic.Int64
+	for i := range tasks {
+		ok := s.Submit(func(context.Context) error {
+			attempts.Add(1)
+			return fmt.Errorf("task %d: %w", i, errDown)
+		}, res.done)
+		if !ok {
+			t.Fatalf("Submit %d refused", i)
+		}
+	}
+	// Every task fails once and waits for its retry in the heap.
+	for st := s.Stats(); st.Waiting != tasks; st = s.Stats() {
+		checkSchedInvariant(t, st)
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine() - before; n > 4+1 {
+		t.Fatalf("%d goroutines for %d waiting tasks", n, tasks)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n, err := s.Close(ctx)
+	if n != tasks || !errors.Is(err, queue.ErrClosed) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	for range tasks {
+		err := res.get(t)
+		var re *retry.Error
+		if !errors.Is(err, queue.ErrClosed) || !errors.Is(err, errDown) || !errors.As(err, &re) || re.Attempts != 1 {
+			t.Fatalf("done(%v)", err)
+		}
+	}
+	st := s.Stats()
+	checkSchedInvariant(t, st)
+	if st.Abandoned != tasks || st.Pending != 0 || attempts.Load() != tasks {
+		t.Fatalf("stats %+v", st)
+	}
+	if d, _ := obs.snapshot(); d[queue.DropClosed] != tasks {
+		t.Fatalf("observer %v", d)
+	}
+}
+
+func TestSchedulerCloseLetsWaitingTasksFinish(t *testing.T) {
+	fake := clocktest.NewFake()
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
+	s.Submit(sc.task(1), res.done)
+	sc.answer(t, errDown)
+	fake.BlockUntil(1)
+	closed := make(chan error)
+	go func() {
+		_, err := s.Close(context.Background())
+		closed <- err
+	}()
+	fake.Advance(time.Second)
+	sc.answer(t, nil)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := res.get(t); err != nil {
+		t.Fatalf("done(%v)", err)
+	}
+}
+
+func TestSchedulerCloseCancelsRunningAttempt(t *testing.T) {
+	fake := clocktest.NewFake()
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
+	s.Submit(sc.task(1), res.done)
+	a := sc.await(t) // never answered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, err := s.Close(ctx); n != 1 || !errors.Is(err, queue.ErrClosed) {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	if a.ctx.Err() == nil {
+		t.Fatal("the running attempt was not cancelled")
+	}
+	if err := res.get(t); !errors.Is(err, queue.ErrClosed) {
+		t.Fatalf("done(%v)", err)
+	}
+	if n, err := s.Close(ctx); n != 0 || err != nil {
+		t.Fatalf("second Close = %d, %v", n, err)
+	}
+}
+
+// eventLog is a retry.Observer that logs events.
+type eventLog struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (l *eventLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.log = append(l.log, s)
+}
+
+func (l *eventLog) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
+	l.add(fmt.Sprintf("start %s #%d", e.Operation, e.Attempt))
+	return ctx
+}
+func (l *eventLog) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	l.add(fmt.Sprintf("end #%d %s", e.Attempt, e.Outcome))
+}
+func (l *eventLog) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
+	l.add(fmt.Sprintf("retry #%d in %v", e.Attempt, e.Delay))
+}
+func (l *eventLog) CallEnd(_ context.Context, e retry.CallEnd) {
+	l.add(fmt.Sprintf("call end %s after %d", e.Reason, e.Attempts))
+}
+
+func TestSchedulerRetryObserverEvents(t *testing.T) {
+	fake := clocktest.NewFake()
+	log := &eventLog{}
+	p := noJitter(fake, 0)
+	p.Operation, p.Observer = "sync", log
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	s.Submit(sc.task(1), res.done)
+	sc.answer(t, errDown)
+	fake.BlockUntil(1)
+	fake.Advance(time.Second)
+	sc.answer(t, nil)
+	res.get(t)
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	want := "[start sync #1 end #1 error retry #2 in 1s start sync #2 end #2 success call end success after 2]"
+	if got := fmt.Sprint(log.log); got != want {
+		t.Fatalf("events\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestSchedulerConfigValidate(t *testing.T) {
+	for _, c := range []queue.SchedulerConfig{{Workers: -1}, {MaxPending: -1}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil", c)
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewScheduler(%+v) did not panic", c)
+				}
+			}()
+			queue.NewScheduler(c)
+		}()
+	}
+}
+
+// trackingBudget is a retry.BudgetTracker that logs calls.
+type trackingBudget struct{ gateBudget }
+
+func (b *trackingBudget) Start(retry bool) { b.add(fmt.Sprint("start ", retry)) }
+func (b *trackingBudget) Refund()          { b.add("refund") }
+func (b *trackingBudget) add(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.records = append(b.records, s)
+}
+
+// raceBreaker says it is ready but refuses the next n Allow calls, as a
+// half-open breaker whose probe permits another caller took.
+type raceBreaker struct{ refuse atomic.Int32 }
+
+func (b *raceBreaker) Ready() error { return nil }
+func (b *raceBreaker) Allow() (func(error), error) {
+	if b.refuse.Add(-1) >= 0 {
+		return nil, errors.New("breaker: too many probes")
+	}
+	return func(error) {}, nil
+}
+
+func TestSchedulerRefundsTokenWhenBreakerRefuses(t *testing.T) {
+	fake := clocktest.NewFake()
+	bud := &trackingBudget{gateBudget{grant: true}}
+	br := &raceBreaker{}
+	p := noJitter(fake, 0)
+	p.Budget, p.Breaker = bud, br
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	s.Submit(sc.task(1), res.done)
+	sc.answer(t, errDown)
+	br.refuse.Store(1)
+	fake.BlockUntil(1)
+	fake.Advance(time.Second) // due: token withdrawn, Allow refuses: refunded, deferred
+	fake.BlockUntil(1)
+	fake.Advance(fake.Deadlines()[0])
+	sc.answer(t, nil)
+	if err := res.get(t); err != nil {
+		t.Fatalf("done(%v)", err)
+	}
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	want := "[start false false false withdraw true refund withdraw true start true true true]"
+	if got := fmt.Sprint(bud.records); got != want {
+		t.Fatalf("budget saw %s, want %s", got, want)
+	}
+}

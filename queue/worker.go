@@ -1,0 +1,271 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// worker is one delivery goroutine of a Queue. Its batch slice and timer
+// are reused, so a delivery that succeeds on its first attempt does not
+// allocate.
+type worker[T any] struct {
+	q     *Queue[T]
+	batch []T
+	sizes []int                       // sizes of the batch's records, if tracked
+	op    func(context.Context) error // w.send, bound once
+	timer clock.Timer
+	armed bool // timer is running and its value not yet received
+}
+
+func (w *worker[T]) send(ctx context.Context) error { return w.q.deliver(ctx, w.batch) }
+
+func (w *worker[T]) run() {
+	q := w.q
+	defer func() {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		q.mu.Lock()
+		q.live--
+		last := q.live == 0
+		q.mu.Unlock()
+		if last {
+			close(q.exited)
+		}
+	}()
+	for w.take() {
+		err := retry.Run(q.ctx, q.policy, w.op)
+		w.finish(err)
+	}
+}
+
+// take waits until a batch is due and moves it from the buffer into
+// w.batch, or reports false when the worker should return: Close has
+// emptied the buffer, or Close gave up.
+func (w *worker[T]) take() bool {
+	q := w.q
+	q.mu.Lock()
+	for {
+		if q.ctx.Err() != nil {
+			q.mu.Unlock()
+			return false
+		}
+		now := q.clock.Now()
+		due, until := q.due(now)
+		if due {
+			break
+		}
+		if q.buf.n == 0 && q.closing {
+			q.mu.Unlock()
+			return false
+		}
+		closing := q.closing
+		q.mu.Unlock()
+		w.wait(now, until, closing)
+		q.mu.Lock()
+	}
+
+	q.bytes -= w.fill()
+	k := uint64(len(w.batch))
+	q.st.Buffered -= k
+	q.st.InFlight += k
+	more := q.buf.n > 0
+	depth := q.st.Buffered + q.st.InFlight
+	q.mu.Unlock()
+	if more {
+		q.signal() // let another idle worker look at the rest
+	}
+	if q.obs != nil {
+		q.obs.QueueDepth(q.name, int(depth))
+	}
+	return true
+}
+
+// due reports whether a batch should be taken now; if not, until is when
+// to look again (zero: only when woken). q.mu must be held.
+func (q *Queue[T]) due(now time.Time) (due bool, until time.Time) {
+	switch {
+	case q.buf.n == 0:
+		return false, time.Time{}
+	case now.Before(q.resumeAt):
+		return false, q.resumeAt
+	case q.closing, q.linger < 0, q.buf.n >= q.maxBatch, q.maxBytes > 0 && q.bytes >= q.maxBytes:
+		return true, time.Time{}
+	}
+	deadline := q.since.Add(q.linger)
+	if !now.Before(deadline) {
+		return true, time.Time{}
+	}
+	return false, deadline
+}
+
+// fill moves the next batch from the buffer into w.batch and returns its
+// size in bytes. q.mu must be held and the buffer not empty.
+func (w *worker[T]) fill() int {
+	q := w.q
+	w.batch = w.batch[:0]
+	w.sizes = w.sizes[:0]
+	bytes := 0
+	for q.buf.n > 0 && len(w.batch) < q.maxBatch {
+		if q.maxBytes > 0 && len(w.batch) > 0 && bytes+q.buf.peekSize() > q.maxBytes {
+			break
+		}
+		v, s := q.buf.popFront()
+		w.batch = append(w.batch, v)
+		if q.size != nil {
+			w.sizes = append(w.sizes, s)
+		}
+		bytes += s
+	}
+	return bytes
+}
+
+// wait blocks until woken, until the clock reaches until (if not zero),
+// until Close starts (unless it already has) or until Close gives up.
+func (w *worker[T]) wait(now, until time.Time, closing bool) {
+	q := w.q
+	var tc <-chan time.Time
+	if !until.IsZero() {
+		d := until.Sub(now)
+		if w.timer == nil {
+			w.timer = q.clock.NewTimer(d)
+		} else {
+			w.timer.Reset(d)
+		}
+		w.armed = true
+		tc = w.timer.C()
+	}
+	closingCh := q.closingCh
+	if closing {
+		closingCh = nil // closed: it would never block again
+	}
+	select {
+	case <-q.wake:
+	case <-tc:
+		w.armed = false
+	case <-closingCh:
+	case <-q.ctx.Done():
+	}
+	if w.armed {
+		w.timer.Stop()
+		w.armed = false
+	}
+}
+
+// finish accounts for a delivery that returned err.
+func (w *worker[T]) finish(err error) {
+	q := w.q
+	k := len(w.batch)
+	var overflow, permanent int
+	q.mu.Lock()
+	switch {
+	case err == nil:
+		q.st.InFlight -= uint64(k)
+		q.st.Delivered += uint64(k)
+		q.failures, q.prevPause, q.resumeAt = 0, 0, time.Time{}
+	case q.ctx.Err() != nil:
+		// Close gave up: the batch stays counted in flight, as undelivered.
+		q.mu.Unlock()
+		clear(w.batch)
+		return
+	case isPermanent(err):
+		q.st.InFlight -= uint64(k)
+		q.st.DroppedPermanent += uint64(k)
+		permanent = k
+	default:
+		overflow = w.requeue()
+		q.pause(err)
+	}
+	depth := q.st.Buffered + q.st.InFlight
+	q.mu.Unlock()
+	clear(w.batch)
+	if q.obs != nil {
+		if permanent > 0 {
+			q.obs.QueueDropped(q.name, DropPermanent, permanent)
+		}
+		if overflow > 0 {
+			q.obs.QueueDropped(q.name, DropFull, overflow)
+		}
+		q.obs.QueueDepth(q.name, int(depth))
+	}
+}
+
+// isPermanent reports whether retry.Run gave up because the last error was
+// not retryable (its *retry.Error has no stop reason), rather than because
+// of a limit.
+func isPermanent(err error) bool {
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return re.Reason == nil
+	}
+	return retry.IsPermanent(err)
+}
+
+// requeue puts w.batch back at the oldest end of the buffer and returns
+// how many of its records were dropped for lack of room: under DropOldest
+// the batch's own oldest records (older than anything buffered), under
+// DropNewest the newest buffered records. q.mu must be held.
+func (w *worker[T]) requeue() (dropped int) {
+	q := w.q
+	k := len(w.batch)
+	q.st.InFlight -= uint64(k)
+	room := len(q.buf.buf) - q.buf.n
+	keep := k
+	if room < k {
+		if q.overflow == DropNewest {
+			for q.buf.n > 0 && len(q.buf.buf)-q.buf.n < k {
+				q.bytes -= q.buf.popBack()
+				q.st.Buffered--
+				dropped++
+			}
+			keep = min(k, len(q.buf.buf)-q.buf.n)
+		} else {
+			keep = room
+		}
+	}
+	dropped += k - keep
+	for i := k - 1; i >= k-keep; i-- {
+		s := 0
+		if q.size != nil {
+			s = w.sizes[i]
+		}
+		q.buf.pushFront(w.batch[i], s)
+		q.bytes += s
+	}
+	q.st.Buffered += uint64(keep)
+	q.st.DroppedFull += uint64(dropped)
+	if keep > 0 {
+		q.since = time.Time{} // these records have lingered already
+	}
+	return dropped
+}
+
+// pause holds back further deliveries after one gave up with err: for the
+// Policy's next backoff delay, or the server's advice if longer. q.mu must
+// be held.
+func (q *Queue[T]) pause(err error) {
+	q.failures++
+	var b backoff.Strategy = retry.DefaultBackoff
+	maxAdvice := retry.DefaultMaxRetryAfter
+	if q.policy != nil {
+		if q.policy.Backoff != nil {
+			b = q.policy.Backoff
+		}
+		if q.policy.MaxRetryAfter != 0 {
+			maxAdvice = q.policy.MaxRetryAfter
+		}
+	}
+	d := b.Delay(q.failures, q.prevPause)
+	q.prevPause = d
+	if adv, ok := retry.RetryAfter(err); ok && maxAdvice > 0 && adv > d {
+		d = min(adv, maxAdvice)
+	}
+	if until := q.clock.Now().Add(d); until.After(q.resumeAt) {
+		q.resumeAt = until
+	}
+}
