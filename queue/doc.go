@@ -18,8 +18,10 @@
 //     record to sync — that must each be retried until they succeed or a
 //     stop condition of the Policy is met. Submit never blocks: it refuses
 //     a task when too many are pending, so the caller keeps control of the
-//     work. However many tasks wait between attempts, the Scheduler runs a
-//     fixed number of goroutines: waiting tasks sit in a timer heap.
+//     work. Each task is a retry.Call under the Policy, so it is retried
+//     exactly as retry.Do would retry it, but however many tasks wait
+//     between attempts, the Scheduler runs a fixed number of goroutines:
+//     waiting tasks sit in a timer heap.
 //
 // Both are stopped by Close(ctx), which stops intake, finishes what it can
 // before ctx ends, cancels the rest, reports what was left and returns only

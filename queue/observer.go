@@ -35,7 +35,8 @@ const (
 	// retry, such as HTTP 400 (Stats.DroppedPermanent, SchedulerStats.Failed).
 	DropPermanent = "permanent"
 	// DropExhausted: a scheduled task hit a stop condition of the Policy
-	// (MaxAttempts or MaxElapsed) before succeeding (SchedulerStats.Failed).
+	// (MaxAttempts, MaxElapsed, or a Budget or Breaker refusal) before
+	// succeeding (SchedulerStats.Failed).
 	DropExhausted = "exhausted"
 	// DropClosed: Close's context ended before the record was delivered or
 	// the task finished (Stats.Pending after Close, SchedulerStats.Abandoned).

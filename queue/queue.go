@@ -156,12 +156,12 @@ type Stats struct {
 // where DropOldest evicts it first once newer records need the room — and
 // the whole queue pauses before the next delivery for the Policy's next
 // backoff delay (raised to the error's Retry-After advice, capped by
-// Policy.MaxRetryAfter), growing with each consecutive give-up and reset
-// by the first success; records put back are sent as soon as the pause
-// ends, without lingering. So while a collector is down the queue makes at
-// most Workers delivery calls at a time, each paced by the Policy's backoff
-// and limited by its budget and breaker, and pauses after each one that
-// gives up. (A delivery after a pause is a new retry.Run call, whose first
+// Policy.MaxRetryAfter and jittered as retry.Do does), growing with each
+// consecutive give-up and reset by the first success; records put back are
+// sent as soon as the pause ends, without lingering. So while a collector
+// is down the queue makes at most Workers delivery calls at a time, each
+// paced by the Policy's backoff and limited by its budget and breaker, and
+// pauses after each one that gives up. (A delivery after a pause is a new retry.Run call, whose first
 // attempt a Budget does not gate: the pause is what paces it.)
 //
 // Create a Queue with New and stop it with Close; Stats may be read at any
@@ -185,17 +185,17 @@ type Queue[T any] struct {
 	closingCh chan struct{} // closed by the first Close
 	exited    chan struct{} // closed by the last worker to return
 
-	mu        sync.Mutex
-	buf       ring[T]
-	bytes     int       // summed size of buffered records
-	since     time.Time // when the buffer last became non-empty
-	resumeAt  time.Time // no delivery starts before this
-	failures  int       // consecutive deliveries that gave up
-	prevPause time.Duration
-	closing   bool
-	live      int // workers running
-	reported  bool
-	st        Stats
+	mu       sync.Mutex
+	buf      ring[T]
+	bytes    int          // summed size of buffered records
+	since    time.Time    // when the buffer last became non-empty
+	resumeAt time.Time    // no delivery starts before this
+	pacing   retry.Policy // times the pauses; see pause
+	pacer    *retry.Call  // the deliveries that gave up since the last success
+	closing  bool
+	live     int // workers running
+	reported bool
+	st       Stats
 }
 
 // New starts a Queue that delivers batches through deliver. deliver
@@ -252,6 +252,10 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	}
 	if cfg.MaxBatchBytes == 0 {
 		q.size = nil
+	}
+	q.pacing = retry.Policy{Clock: clk, Classify: retryAll}
+	if policy != nil {
+		q.pacing.Backoff, q.pacing.MaxRetryAfter, q.pacing.Rand = policy.Backoff, policy.MaxRetryAfter, policy.Rand
 	}
 	q.ctx, q.cancel = context.WithCancelCause(context.Background())
 	for range workers {

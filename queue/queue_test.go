@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -313,11 +314,13 @@ func TestRetryAfterPausesQueue(t *testing.T) {
 	q.Offer(1)
 	c.next(t, retry.After(errDown, 5*time.Second))
 	fake.BlockUntil(1)
-	if d := fake.Deadlines(); len(d) != 1 || d[0] != 5*time.Second {
-		t.Fatalf("pause %v, want the advised 5s", d)
+	// The advice is jittered upwards by at most a tenth, as in retry.Do.
+	d := fake.Deadlines()
+	if len(d) != 1 || d[0] < 5*time.Second || d[0] > 5500*time.Millisecond {
+		t.Fatalf("pause %v, want the advised 5s plus at most 10%%", d)
 	}
 	q.Offer(2)
-	fake.Advance(5*time.Second - time.Nanosecond)
+	fake.Advance(d[0] - time.Nanosecond)
 	c.none(t)
 	fake.Advance(time.Nanosecond)
 	if got := c.next(t, errDown); !slices.Equal(got, []int{1, 2}) {
@@ -331,6 +334,69 @@ func TestRetryAfterPausesQueue(t *testing.T) {
 	}
 	fake.Advance(2 * time.Second)
 	if got := c.next(t, nil); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("redelivery %v", got)
+	}
+}
+
+// TestPauseAdviceFollowsPolicy checks that the pause after a give-up
+// applies Policy.MaxRetryAfter as retry.Do does: advice above the cap
+// gives a pause spread in [0.9·cap, cap] (with this seed, below the cap:
+// queues told the same large value do not all resume at once), and a
+// negative cap ignores it.
+func TestPauseAdviceFollowsPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cap      time.Duration
+		min, max time.Duration
+	}{
+		{"capped", 3 * time.Second, 2700 * time.Millisecond, 3*time.Second - time.Millisecond},
+		{"ignored", -1, time.Second, time.Second}, // the backoff's first step
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := clocktest.NewFake()
+			c := newCollector()
+			p := noJitter(fake, 1)
+			p.MaxRetryAfter = tc.cap
+			p.Rand = rand.NewPCG(1, 2)
+			q := queue.New(queue.Config[int]{Linger: -1, Policy: p}, c.deliver)
+			defer closeNow(t, q)
+			q.Offer(1)
+			c.next(t, retry.After(errDown, time.Minute))
+			fake.BlockUntil(1)
+			if d := fake.Deadlines(); len(d) != 1 || d[0] < tc.min || d[0] > tc.max {
+				t.Fatalf("pause %v, want within [%v, %v]", d, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// TestPauseGrowsUntilSuccess checks that the pause grows with each
+// consecutive delivery that gives up and starts over after a success.
+func TestPauseGrowsUntilSuccess(t *testing.T) {
+	fake := clocktest.NewFake()
+	c := newCollector()
+	q := queue.New(queue.Config[int]{Linger: -1, Policy: noJitter(fake, 1)}, c.deliver)
+	defer closeNow(t, q)
+	pause := func(want time.Duration) {
+		t.Helper()
+		fake.BlockUntil(1)
+		if d := fake.Deadlines(); len(d) != 1 || d[0] != want {
+			t.Fatalf("pause %v, want %v", d, want)
+		}
+		fake.Advance(want)
+	}
+	q.Offer(1)
+	c.next(t, errDown)
+	pause(time.Second)
+	c.next(t, errDown)
+	pause(2 * time.Second)
+	c.next(t, errDown)
+	pause(4 * time.Second)
+	c.next(t, nil)
+	q.Offer(2)
+	c.next(t, errDown)
+	pause(time.Second)
+	if got := c.next(t, nil); !slices.Equal(got, []int{2}) {
 		t.Fatalf("redelivery %v", got)
 	}
 }

@@ -37,7 +37,8 @@ type SchedulerConfig struct {
 	// a permanent error or Close).
 	Policy *retry.Policy
 
-	// Clock times the waits between attempts and AttemptTimeout.
+	// Clock times the waits between attempts, AttemptTimeout and
+	// MaxElapsed: it replaces Policy.Clock for the tasks' retry calls.
 	// nil: Policy.Clock, and clock.Real if that is nil too.
 	Clock clock.Clock
 
@@ -67,7 +68,8 @@ type SchedulerStats struct {
 	// Succeeded counts tasks whose last attempt returned nil.
 	Succeeded uint64
 	// Failed counts tasks given up on: a permanent error, or a stop
-	// condition of the Policy (MaxAttempts, MaxElapsed).
+	// condition of the Policy (MaxAttempts, MaxElapsed, a Budget or Breaker
+	// refusal).
 	Failed uint64
 	// Abandoned counts tasks Close gave up on when its context ended.
 	Abandoned uint64
@@ -79,9 +81,6 @@ type SchedulerStats struct {
 	Running, Waiting uint64
 	// Attempts counts attempts made, over all tasks.
 	Attempts uint64
-	// Deferred counts due retries that the Breaker or the Budget held back
-	// to a later time (no attempt was made).
-	Deferred uint64
 	// Refused counts tasks Submit refused because MaxPending were pending.
 	Refused uint64
 	// Rejected counts tasks submitted after Close; they are not in
@@ -96,30 +95,39 @@ type SchedulerStats struct {
 // task waiting for its next attempt is a small struct in a timer heap, not
 // a goroutine.
 //
-// Each task follows the Policy, applied by the Scheduler itself: it cannot
-// use retry.Do, which blocks its goroutine during waits. When a task is due
-// a worker asks, in order, Breaker.Ready, Budget.Withdraw (retries only;
-// first attempts need no token), Breaker.Allow (refunding a BudgetTracker's
-// token on refusal) and BudgetTracker.Start; runs the attempt under
-// AttemptTimeout; reports its result to the Breaker's done function and to
-// Budget.Record; and classifies it as retry.Do does (Permanent, Classify or
-// retry.DefaultClassifier). The wait before a retry is the Backoff's next
-// delay, raised to the error's Retry-After advice (capped by MaxRetryAfter,
-// jittered like retry.Do). A task stops when it succeeds, fails with an
-// error not worth retrying, has made MaxAttempts attempts, cannot fit the
-// next wait plus MinAttemptTime within MaxElapsed from Submit, or when
-// Close gives up.
+// Each task is one retry.Call under the Policy, driven step by step: a
+// worker makes an attempt (Call.Begin, the task, Call.End) and asks
+// Call.Next for the wait before the next one; the task then waits in the
+// heap, not in Call.Wait, and the worker moves on. So a task makes exactly
+// the checks and the Budget, Breaker and Observer calls of retry.Do — the
+// same classification, backoff, Retry-After advice (capped and jittered),
+// MaxAttempts, MaxElapsed (counted from Submit), AttemptTimeout and
+// outcome labels — and budgets, breakers and metrics cannot tell a
+// scheduled task from a retry.Do call. In particular, as in retry.Do:
 //
-// Two differences from retry.Do suit work that must eventually happen. A
-// retry asks the Budget for its token when it falls due rather than before
-// its wait, so waiting tasks hold no tokens. And an attempt the Breaker or
-// the Budget refuses is not a reason to give up: it is deferred by the
-// next backoff delay, no attempt is made (MaxAttempts is not spent), and
-// SchedulerStats.Deferred counts it; only MaxElapsed or Close ends a task
-// that keeps being deferred.
+//   - a retry's Budget token is withdrawn when the retry is scheduled, so
+//     a waiting task holds it (a BudgetTracker's reservation) until the
+//     retry starts, or until Close gives up, which refunds it;
+//   - a Breaker or Budget refusal ends the task, like any other stop
+//     condition: done receives a *retry.Error whose Reason is
+//     retry.ErrBudgetExhausted or the Breaker's error, and the task is
+//     counted in SchedulerStats.Failed. The Scheduler does not postpone a
+//     refused task: a refusal ends its call, so going on would take a new
+//     call, whose first attempt no Budget gates and which would count
+//     MaxAttempts and MaxElapsed afresh — a budget would then pace the
+//     task instead of capping its retries. A caller that wants tasks to
+//     ride out an outage can leave the Breaker and Budget out of this
+//     Policy (Workers and the backoff already bound the load the
+//     Scheduler puts on a downstream), or resubmit later what done hands
+//     back.
 //
-// The Policy's retry.Observer, if any, sees AttemptStart, AttemptEnd,
-// RetryScheduled and CallEnd for every task as if it ran in retry.Do.
+// A task stops when it succeeds, fails with an error not worth retrying,
+// has made MaxAttempts attempts, cannot fit the next wait plus
+// MinAttemptTime within MaxElapsed from Submit, is refused by the Breaker
+// or the Budget, or when Close gives up. The Policy's retry.Observer, if
+// any, sees AttemptStart, AttemptEnd, RetryScheduled and CallEnd for every
+// task as retry.Do reports them; a task Close gives up on ends with
+// retry.ReasonContext, as a retry.Do call whose context ended.
 //
 // A Scheduler is safe for concurrent use.
 type Scheduler struct {
@@ -128,7 +136,6 @@ type Scheduler struct {
 	policy     *retry.Policy
 	clock      clock.Clock
 	obs        Observer
-	tracker    retry.BudgetTracker
 
 	ctx    context.Context // attempts' parent; cancelled when Close gives up
 	cancel context.CancelCauseFunc
@@ -149,17 +156,14 @@ type Scheduler struct {
 	st        SchedulerStats
 }
 
-// task is one submitted task and its retry state.
+// task is one submitted task: its function and its retry.Call.
 type task struct {
-	fn    func(context.Context) error
-	done  func(error)
-	start time.Time
-	due   time.Time
-	seq   uint64
-	tries int           // attempts made
-	step  int           // backoff steps taken (retries and deferrals)
-	prev  time.Duration // the last backoff delay
-	last  error         // the last attempt's error
+	fn     func(context.Context) error
+	done   func(error)
+	call   *retry.Call
+	due    time.Time
+	seq    uint64
+	gaveUp *retry.Error // how the call gave up, once a worker handed t to Close
 }
 
 var zeroPolicy retry.Policy
@@ -173,24 +177,23 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 	if p == nil {
 		p = &zeroPolicy
 	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = p.Clock
+	if cfg.Clock != nil {
+		// Each task's call measures time on the Scheduler's clock.
+		cp := *p
+		cp.Clock = cfg.Clock
+		p = &cp
 	}
 	workers := cmp.Or(cfg.Workers, DefaultSchedulerWorkers)
 	s := &Scheduler{
 		name:       cfg.Name,
 		maxPending: cmp.Or(cfg.MaxPending, DefaultMaxPending),
 		policy:     p,
-		clock:      clock.Or(clk),
+		clock:      clock.Or(p.Clock),
 		obs:        cfg.Observer,
 		kick:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		exited:     make(chan struct{}),
 		live:       workers + 1,
-	}
-	if p.Budget != nil {
-		s.tracker, _ = p.Budget.(retry.BudgetTracker)
 	}
 	s.cond.L = &s.mu
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
@@ -233,7 +236,7 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 		return false
 	}
 	s.seq++
-	t := newTask(task, done, s.clock.Now(), s.seq)
+	t := newTask(task, done, retry.NewCall(s.ctx, s.policy), s.clock.Now(), s.seq)
 	s.st.Submitted++
 	s.ready.push(t)
 	depth := s.pendingLocked()
@@ -245,8 +248,8 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 	return true
 }
 
-func newTask(fn func(context.Context) error, done func(error), now time.Time, seq uint64) *task {
-	return &task{fn: fn, done: done, start: now, due: now, seq: seq}
+func newTask(fn func(context.Context) error, done func(error), call *retry.Call, now time.Time, seq uint64) *task {
+	return &task{fn: fn, done: done, call: call, due: now, seq: seq}
 }
 
 // pendingLocked returns the number of pending tasks. s.mu must be held.
@@ -312,7 +315,11 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	cause := context.Cause(s.ctx)
 	reason := fmt.Errorf("%w: %w", ErrClosed, cause)
 	for _, t := range left {
-		s.end(t, &retry.Error{Attempts: t.tries, Reason: reason, Last: t.last}, retry.ReasonContext, DropClosed)
+		re := t.gaveUp
+		if re == nil {
+			re = s.cancelCall(t)
+		}
+		s.end(t, &retry.Error{Attempts: re.Attempts, Reason: reason, Last: re.Last}, DropClosed)
 	}
 	if s.obs != nil {
 		s.obs.QueueDepth(s.name, 0)

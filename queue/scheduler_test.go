@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,7 +212,10 @@ func (b *switchBreaker) Allow() (func(error), error) {
 	return func(err error) { b.results <- err }, nil
 }
 
-func TestSchedulerBreakerDefersWithoutAttempts(t *testing.T) {
+// TestSchedulerBreakerRefusalEndsTask checks that, as in retry.Do, a
+// breaker that refuses a task's first attempt or a retry ends the task
+// with the breaker's error, without an attempt or a wait.
+func TestSchedulerBreakerRefusalEndsTask(t *testing.T) {
 	fake := clocktest.NewFake()
 	b := &switchBreaker{results: make(chan error, 10)}
 	b.open.Store(true)
@@ -218,32 +223,57 @@ func TestSchedulerBreakerDefersWithoutAttempts(t *testing.T) {
 	p.Breaker = b
 	sc := newScript()
 	res := newResult()
-	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	obs := newRecObserver()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p, Observer: obs})
+
+	// Open at Submit: no attempt.
 	s.Submit(sc.task(1), res.done)
-	// Open: the first attempt is put off by the backoff, 1s then 2s.
-	for _, want := range []time.Duration{time.Second, 2 * time.Second} {
-		fake.BlockUntil(1)
-		if d := fake.Deadlines(); d[0] != want {
-			t.Fatalf("deferred by %v, want %v", d, want)
-		}
-		fake.Advance(want)
+	err := res.get(t)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 0 || re.Reason != errOpen || re.Last != nil {
+		t.Fatalf("done(%v), want the breaker's refusal before any attempt", err)
 	}
-	fake.BlockUntil(1)
-	st := s.Stats()
-	if st.Attempts != 0 || st.Deferred != 3 {
-		t.Fatalf("stats %+v", st)
-	}
+
+	// Open during the wait before a retry: Next saw it ready, Begin is
+	// refused when the retry is due.
 	b.open.Store(false)
-	fake.Advance(fake.Deadlines()[0])
-	sc.answer(t, nil)
-	if err := res.get(t); err != nil {
-		t.Fatalf("done(%v)", err)
-	}
-	if err := <-b.results; err != nil {
+	s.Submit(sc.task(2), res.done)
+	sc.answer(t, errDown)
+	if err := <-b.results; err != errDown {
 		t.Fatalf("breaker told %v", err)
 	}
+	fake.BlockUntil(1)
+	b.open.Store(true)
+	fake.Advance(time.Second)
+	err = res.get(t)
+	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != errOpen || !errors.Is(err, errDown) {
+		t.Fatalf("done(%v), want the breaker's refusal after 1 attempt", err)
+	}
+
+	// Open when the attempt fails: Next refuses the retry at once.
+	b.open.Store(false)
+	s.Submit(sc.task(3), res.done)
+	a := sc.await(t)
+	b.open.Store(true)
+	a.reply <- errDown
+	err = res.get(t)
+	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != errOpen || !errors.Is(err, errDown) {
+		t.Fatalf("done(%v), want the breaker's refusal after 1 attempt", err)
+	}
+	if d := fake.Deadlines(); len(d) != 0 {
+		t.Fatalf("a refused task still waits: %v", d)
+	}
+
 	if n, err := s.Close(context.Background()); n != 0 || err != nil {
 		t.Fatalf("Close = %d, %v", n, err)
+	}
+	st := s.Stats()
+	checkSchedInvariant(t, st)
+	if st.Attempts != 2 || st.Failed != 3 || st.Succeeded != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if d, _ := obs.snapshot(); d[queue.DropExhausted] != 3 {
+		t.Fatalf("observer %v", d)
 	}
 }
 
@@ -267,38 +297,41 @@ func (g *gateBudget) Withdraw(error) bool {
 	return g.grant
 }
 
-func TestSchedulerBudgetDefersRetries(t *testing.T) {
+// TestSchedulerBudgetRefusalEndsTask checks that, as in retry.Do, the
+// budget is asked for a retry's token when the retry is scheduled, and
+// that its refusal ends the task at once with retry.ErrBudgetExhausted.
+func TestSchedulerBudgetRefusalEndsTask(t *testing.T) {
 	fake := clocktest.NewFake()
-	bud := &gateBudget{}
+	bud := &gateBudget{grant: true}
 	p := noJitter(fake, 0)
 	p.Budget = bud
 	sc := newScript()
 	res := newResult()
 	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
 	s.Submit(sc.task(1), res.done) // first attempts need no token
-	sc.answer(t, errDown)
+	sc.answer(t, errDown)          // the retry's token is withdrawn now
 	fake.BlockUntil(1)
-	fake.Advance(time.Second) // due: refused, deferred 2s
-	fake.BlockUntil(1)
-	if d := fake.Deadlines(); d[0] != 2*time.Second {
-		t.Fatalf("deferred by %v", d)
-	}
 	bud.mu.Lock()
-	bud.grant = true
+	bud.grant = false
 	bud.mu.Unlock()
-	fake.Advance(2 * time.Second)
-	sc.answer(t, nil)
-	if err := res.get(t); err != nil {
-		t.Fatalf("done(%v)", err)
+	fake.Advance(time.Second) // the retry runs on the token it holds
+	sc.answer(t, errDown)     // no token for another retry
+	err := res.get(t)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 2 || re.Reason != retry.ErrBudgetExhausted || !errors.Is(err, errDown) {
+		t.Fatalf("done(%v), want the budget's refusal after 2 attempts", err)
+	}
+	if d := fake.Deadlines(); len(d) != 0 {
+		t.Fatalf("a refused task still waits: %v", d)
 	}
 	if n, err := s.Close(context.Background()); n != 0 || err != nil {
 		t.Fatalf("Close = %d, %v", n, err)
 	}
-	want := "[false false withdraw false withdraw true true true]"
+	want := "[false false withdraw true true false withdraw false]"
 	if got := fmt.Sprint(bud.records); got != want {
 		t.Fatalf("budget saw %s, want %s", got, want)
 	}
-	if st := s.Stats(); st.Deferred != 1 || st.Attempts != 2 {
+	if st := s.Stats(); st.Failed != 1 || st.Attempts != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -552,21 +585,137 @@ func TestSchedulerRefundsTokenWhenBreakerRefuses(t *testing.T) {
 	res := newResult()
 	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
 	s.Submit(sc.task(1), res.done)
-	sc.answer(t, errDown)
+	sc.answer(t, errDown) // token withdrawn for the retry
 	br.refuse.Store(1)
 	fake.BlockUntil(1)
-	fake.Advance(time.Second) // due: token withdrawn, Allow refuses: refunded, deferred
-	fake.BlockUntil(1)
-	fake.Advance(fake.Deadlines()[0])
-	sc.answer(t, nil)
-	if err := res.get(t); err != nil {
-		t.Fatalf("done(%v)", err)
+	fake.Advance(time.Second) // due: Allow refuses, the token is refunded
+	err := res.get(t)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason == nil || re.Reason.Error() != "breaker: too many probes" || !errors.Is(err, errDown) {
+		t.Fatalf("done(%v), want the breaker's refusal", err)
 	}
 	if n, err := s.Close(context.Background()); n != 0 || err != nil {
 		t.Fatalf("Close = %d, %v", n, err)
 	}
-	want := "[start false false false withdraw true refund withdraw true start true true true]"
+	want := "[start false false false withdraw true refund]"
 	if got := fmt.Sprint(bud.records); got != want {
 		t.Fatalf("budget saw %s, want %s", got, want)
+	}
+}
+
+// TestSchedulerCloseRefundsWaitingRetry checks that a task Close gives up
+// on while it waits for a retry returns that retry's token, and that the
+// Observer hears its call end for its context, as retry.Do's would.
+func TestSchedulerCloseRefundsWaitingRetry(t *testing.T) {
+	fake := clocktest.NewFake()
+	bud := &trackingBudget{gateBudget{grant: true}}
+	log := &eventLog{}
+	p := noJitter(fake, 0)
+	p.Budget, p.Observer, p.Operation = bud, log, "sync"
+	sc := newScript()
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 1, Policy: p})
+	s.Submit(sc.task(1), res.done)
+	s.Submit(sc.task(2), res.done)
+	sc.answer(t, errDown)
+	sc.answer(t, errDown)
+	for s.Stats().Waiting != 2 {
+		runtime.Gosched() // both wait for their retry, holding a token each
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, err := s.Close(ctx); n != 2 || !errors.Is(err, queue.ErrClosed) {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+	for range 2 {
+		err := res.get(t)
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 1 || !errors.Is(err, queue.ErrClosed) || !errors.Is(err, context.Canceled) || !errors.Is(err, errDown) {
+			t.Fatalf("done(%v)", err)
+		}
+	}
+	want := "[start false false false withdraw true start false false false withdraw true refund refund]"
+	if got := fmt.Sprint(bud.records); got != want {
+		t.Fatalf("budget saw %s, want %s", got, want)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	ends := 0
+	for _, e := range log.log {
+		if e == "call end context after 1" {
+			ends++
+		}
+	}
+	if ends != 2 {
+		t.Fatalf("events %v, want 2 call ends for the context", log.log)
+	}
+}
+
+// TestSchedulerTaskMatchesDo runs the same failing operation through
+// retry.Do and through a Scheduler under equal policies, and checks that
+// the Observer, the Budget and the caller see the same things.
+func TestSchedulerTaskMatchesDo(t *testing.T) {
+	errs := []error{
+		errDown,
+		retry.After(errDown, 3*time.Second),  // advice below the cap
+		retry.After(errDown, 10*time.Second), // advice above it
+		fmt.Errorf("reset: %w", errDown),
+		errDown,
+	}
+	policy := func(fake *clocktest.Fake) (*retry.Policy, *eventLog, *trackingBudget) {
+		log, bud := &eventLog{}, &trackingBudget{gateBudget{grant: true}}
+		p := noJitter(fake, len(errs))
+		p.Operation, p.Observer, p.Budget = "sync", log, bud
+		p.MaxRetryAfter = 5 * time.Second
+		p.Rand = rand.NewPCG(1, 2) // the advice's jitter
+		return p, log, bud
+	}
+	// drive moves the fake clock over each of the waits between attempts,
+	// marking them in the budget's log.
+	drive := func(fake *clocktest.Fake, bud *trackingBudget) {
+		for range len(errs) - 1 {
+			fake.BlockUntil(1)
+			bud.add("wait")
+			fake.Advance(fake.Deadlines()[0])
+		}
+	}
+	op := func(n *int) func(context.Context) error {
+		return func(context.Context) error {
+			*n++
+			return errs[*n-1]
+		}
+	}
+
+	fake := clocktest.NewFake()
+	p, doLog, doBud := policy(fake)
+	var doN int
+	doErr := make(chan error, 1)
+	go func() { doErr <- retry.Run(context.Background(), p, op(&doN)) }()
+	drive(fake, doBud)
+	want := <-doErr
+
+	fake = clocktest.NewFake()
+	p, sLog, sBud := policy(fake)
+	var sN int
+	res := newResult()
+	s := queue.NewScheduler(queue.SchedulerConfig{Policy: p})
+	s.Submit(op(&sN), res.done)
+	drive(fake, sBud)
+	got := res.get(t)
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+
+	if got.Error() != want.Error() || !errors.Is(got, retry.ErrAttemptsExhausted) {
+		t.Fatalf("done(%v), retry.Run returned %v", got, want)
+	}
+	if g, w := fmt.Sprint(sLog.log), fmt.Sprint(doLog.log); g != w {
+		t.Fatalf("observer saw\n%s\nretry.Run's saw\n%s", g, w)
+	}
+	if g, w := fmt.Sprint(sBud.records), fmt.Sprint(doBud.records); g != w {
+		t.Fatalf("budget saw\n%s\nretry.Run's saw\n%s", g, w)
+	}
+	if !strings.Contains(fmt.Sprint(sLog.log), "retry #3 in 3.") {
+		t.Fatalf("events %v: the advised wait of about 3s is missing", sLog.log)
 	}
 }

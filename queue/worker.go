@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -167,7 +166,7 @@ func (w *worker[T]) finish(err error) {
 	case err == nil:
 		q.st.InFlight -= uint64(k)
 		q.st.Delivered += uint64(k)
-		q.failures, q.prevPause, q.resumeAt = 0, 0, time.Time{}
+		q.pacer, q.resumeAt = nil, time.Time{}
 	case q.ctx.Err() != nil:
 		// Close gave up: the batch stays counted in flight, as undelivered.
 		q.mu.Unlock()
@@ -245,27 +244,31 @@ func (w *worker[T]) requeue() (dropped int) {
 	return dropped
 }
 
-// pause holds back further deliveries after one gave up with err: for the
-// Policy's next backoff delay, or the server's advice if longer. q.mu must
-// be held.
+// pause holds back further deliveries after one gave up with err. The
+// deliveries that give up one after another, until one succeeds, are paced
+// as the attempts of one retry.Call under q.pacing — the Policy's Backoff,
+// MaxRetryAfter and Rand only, as each delivery's retry.Run has applied the
+// rest — so the pause is that call's next wait: the backoff for the number
+// of give-ups, raised to err's Retry-After advice, capped and jittered
+// exactly as between retry.Do's attempts. q.mu must be held.
 func (q *Queue[T]) pause(err error) {
-	q.failures++
-	var b backoff.Strategy = retry.DefaultBackoff
-	maxAdvice := retry.DefaultMaxRetryAfter
-	if q.policy != nil {
-		if q.policy.Backoff != nil {
-			b = q.policy.Backoff
-		}
-		if q.policy.MaxRetryAfter != 0 {
-			maxAdvice = q.policy.MaxRetryAfter
-		}
+	if q.pacer == nil {
+		q.pacer = retry.NewCall(q.ctx, &q.pacing)
 	}
-	d := b.Delay(q.failures, q.prevPause)
-	q.prevPause = d
-	if adv, ok := retry.RetryAfter(err); ok && maxAdvice > 0 && adv > d {
-		d = min(adv, maxAdvice)
+	a, stop := q.pacer.Begin()
+	var d time.Duration
+	if stop == nil {
+		d, stop = q.pacer.Next(q.pacer.End(&a, err))
+	}
+	if stop != nil { // only when Close gave up: nothing is delivered any more
+		q.pacer = nil
+		return
 	}
 	if until := q.clock.Now().Add(d); until.After(q.resumeAt) {
 		q.resumeAt = until
 	}
 }
+
+// retryAll is q.pacing's classifier: every delivery that gave up, other
+// than permanently, is followed by a pause.
+func retryAll(error) bool { return true }
