@@ -1,0 +1,54 @@
+// Package otel reports stormguard's retries to OpenTelemetry: a span per
+// attempt and the same metrics as the prometheus module, through the OTel
+// trace and metric APIs.
+//
+//	obs, err := sgotel.New(sgotel.Config{}) // global tracer and meter providers
+//	if err != nil { ... }
+//	policy := &retry.Policy{Operation: "inventory.get", Observer: obs}
+//	obs.WatchBudget("inventory.get", bud)
+//	obs.WatchBreaker("inventory.get", brk)
+//
+// # Traces
+//
+// Each attempt gets a span named "stormguard.attempt <operation>", a child
+// of the span in the caller's context, so that every attempt of one call
+// sits under the same parent in one trace. Attempt spans carry
+// stormguard.operation, stormguard.attempt (1 for the first),
+// stormguard.delay_ms (the wait before it) and stormguard.outcome; a failed
+// attempt has an Error status and, when its error carries one,
+// http.response.status_code (an *httpretry.StatusError, or any error with
+// a StatusCode() int method) or rpc.grpc.status_code (a gRPC status
+// error). The operation runs with the attempt span in its context, so an
+// instrumented transport below it (otelhttp's, or the gRPC stats handler)
+// makes its client span a child of the attempt and propagates the trace to
+// the server on every attempt. The caller's span also gets a
+// "stormguard.retry_scheduled" event per retry and a "stormguard.gave_up"
+// event when the call fails.
+//
+// The attempt spans tell where a slow call spent its time: the gaps
+// between them are the backoff waits.
+//
+// # Metrics
+//
+// The instruments are named so that OpenTelemetry's Prometheus exporter
+// (and the OTLP-to-Prometheus translation) yields the names of the
+// prometheus module, so the dashboard and alerts in ops/ work unchanged:
+//
+//	stormguard.attempts {attempt}                  -> stormguard_attempts_total{operation,attempt_kind,outcome}
+//	stormguard.calls {call}                        -> stormguard_calls_total{operation,outcome}
+//	stormguard.call.duration (s, histogram)        -> stormguard_call_duration_seconds{operation}
+//	stormguard.retries.active {call}               -> stormguard_retries_active{operation}
+//	stormguard.retry_budget.exhausted {call}       -> stormguard_retry_budget_exhausted_total{operation}
+//	stormguard.retry_budget.tokens {token}         -> stormguard_retry_budget_tokens{operation}
+//	stormguard.breaker.state {state}               -> stormguard_breaker_state{operation}
+//	stormguard.breaker.transitions {transition}    -> stormguard_breaker_transitions_total{operation,from,to}
+//	stormguard.queue.dropped_records {record}      -> stormguard_queue_dropped_records_total{queue}
+//	stormguard.queue.depth {record}                -> stormguard_queue_depth{queue}
+//
+// Operation names become attribute values on metrics, so they must come
+// from the program, not from requests; Config.MaxOperations caps them.
+//
+// Use this module when the program already exports through OpenTelemetry;
+// use the prometheus module for a plain Prometheus /metrics endpoint. Both
+// can observe the same policy through retry.Multi.
+package otel

@@ -1,0 +1,79 @@
+package otel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/stormguard/stormguard/backoff"
+	sgotel "github.com/stormguard/stormguard/otel"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// An Observer on SDK providers: the call that needed a retry makes two
+// attempt spans under the handler's span, and the attempts metric counts
+// them by kind and outcome.
+func Example() {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	}()
+
+	obs, err := sgotel.New(sgotel.Config{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		panic(err)
+	}
+	policy := &retry.Policy{
+		Operation:   "inventory.get",
+		MaxAttempts: 3,
+		Backoff:     backoff.Constant{}, // no wait, for the example
+		Observer:    obs,
+	}
+
+	ctx, handler := tp.Tracer("app").Start(context.Background(), "GET /stock")
+	failures := 1
+	_, err = retry.Do(ctx, policy, func(context.Context) (string, error) {
+		if failures > 0 {
+			failures--
+			return "", errors.New("connection reset")
+		}
+		return "ok", nil
+	})
+	handler.End()
+	fmt.Println("call error:", err)
+
+	for _, s := range spans.Ended() {
+		if s.Parent().SpanID() == handler.SpanContext().SpanID() {
+			fmt.Println(s.Name(), "status:", s.Status().Code)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "stormguard.attempts" {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				kind, _ := p.Attributes.Value("attempt_kind")
+				outcome, _ := p.Attributes.Value("outcome")
+				fmt.Println(m.Name, kind.AsString(), outcome.AsString(), p.Value)
+			}
+		}
+	}
+	// Unordered output:
+	// call error: <nil>
+	// stormguard.attempt inventory.get status: Error
+	// stormguard.attempt inventory.get status: Unset
+	// stormguard.attempts first error 1
+	// stormguard.attempts retry success 1
+}

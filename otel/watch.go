@@ -1,0 +1,135 @@
+package otel
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/stormguard/stormguard/breaker"
+)
+
+// BudgetSource is what WatchBudget reads: the budget package's Ratio,
+// Window and Concurrency implement it.
+type BudgetSource interface {
+	// Available returns the retries the budget would grant now (tokens).
+	Available() float64
+}
+
+// BreakerSource is what WatchBreaker reads: *breaker.Breaker implements it.
+type BreakerSource interface {
+	// State returns the breaker's current state.
+	State() breaker.State
+	// Subscribe registers a listener for state changes and returns a
+	// function that removes it.
+	Subscribe(func(from, to breaker.State)) (unsubscribe func())
+}
+
+type budgetWatch struct {
+	src  BudgetSource
+	opts []metric.ObserveOption
+}
+
+type breakerWatch struct {
+	src         BreakerSource
+	opts        []metric.ObserveOption
+	unsubscribe func()
+	once        sync.Once
+}
+
+func (w *breakerWatch) stop() {
+	w.once.Do(func() {
+		if w.unsubscribe != nil {
+			w.unsubscribe()
+		}
+	})
+}
+
+// WatchBudget reports b's Available tokens as the observable gauge
+// stormguard.retry_budget.tokens{operation}, read at every collection.
+// Watching another budget under the same operation replaces the first one.
+// The returned function stops watching; it is safe to call more than once.
+// A nil Observer or source does nothing.
+func (o *Observer) WatchBudget(operation string, b BudgetSource) (unwatch func()) {
+	if o == nil || b == nil {
+		return func() {}
+	}
+	label := o.op(operation).label
+	w := &budgetWatch{src: b, opts: []metric.ObserveOption{
+		metric.WithAttributeSet(attribute.NewSet(keyOperation.String(label)))}}
+	o.mu.Lock()
+	o.budgets[label] = w
+	o.mu.Unlock()
+	return func() {
+		o.mu.Lock()
+		if o.budgets[label] == w {
+			delete(o.budgets, label)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// WatchBreaker reports b's state as the observable gauge
+// stormguard.breaker.state{operation} (0 closed, 1 half-open, 2 open), read
+// at every collection, and counts its changes in
+// stormguard.breaker.transitions{operation,from,to} through b.Subscribe.
+// Watching another breaker under the same operation replaces the first
+// one. The returned function unsubscribes and stops reporting the state;
+// it is safe to call more than once. A nil Observer or source does nothing.
+func (o *Observer) WatchBreaker(operation string, b BreakerSource) (unwatch func()) {
+	if o == nil || b == nil {
+		return func() {}
+	}
+	label := o.op(operation).label
+	opAttr := keyOperation.String(label)
+	w := &breakerWatch{src: b, opts: []metric.ObserveOption{
+		metric.WithAttributeSet(attribute.NewSet(opAttr))}}
+	w.unsubscribe = b.Subscribe(func(from, to breaker.State) {
+		o.transitions.Add(context.Background(), 1, metric.WithAttributes(opAttr,
+			keyFrom.String(from.String()), keyTo.String(to.String())))
+	})
+	o.mu.Lock()
+	prev := o.breakers[label]
+	o.breakers[label] = w
+	o.mu.Unlock()
+	if prev != nil {
+		prev.stop()
+	}
+	return func() {
+		o.mu.Lock()
+		if o.breakers[label] == w {
+			delete(o.breakers, label)
+		}
+		o.mu.Unlock()
+		w.stop()
+	}
+}
+
+// observeBudgets is the tokens gauge's callback.
+func (o *Observer) observeBudgets(_ context.Context, obs metric.Float64Observer) error {
+	o.mu.Lock()
+	ws := make([]*budgetWatch, 0, len(o.budgets))
+	for _, w := range o.budgets {
+		ws = append(ws, w)
+	}
+	o.mu.Unlock()
+	for _, w := range ws {
+		obs.Observe(w.src.Available(), w.opts...)
+	}
+	return nil
+}
+
+// observeBreakers is the state gauge's callback.
+func (o *Observer) observeBreakers(_ context.Context, obs metric.Int64Observer) error {
+	o.mu.Lock()
+	ws := make([]*breakerWatch, 0, len(o.breakers))
+	for _, w := range o.breakers {
+		ws = append(ws, w)
+	}
+	o.mu.Unlock()
+	for _, w := range ws {
+		obs.Observe(int64(w.src.State()), w.opts...)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package prometheus_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	sgprom "github.com/stormguard/stormguard/prometheus"
+)
+
+// trip fails n calls through b.
+func trip(t *testing.T, b *breaker.Breaker, n int) {
+	t.Helper()
+	for range n {
+		done, err := b.Allow()
+		if err != nil {
+			t.Fatalf("Allow: %v", err)
+		}
+		done(errTransient)
+	}
+}
+
+func TestCollectorWatchBreaker(t *testing.T) {
+	clk := clocktest.NewFake()
+	b := breaker.New(breaker.Config{ConsecutiveFailures: 2, OpenTimeout: time.Second, OpenJitter: -1, Clock: clk})
+	defer b.Close()
+	c := sgprom.New(sgprom.Config{})
+	reg := registry(t, c)
+	unwatch := c.WatchBreaker("pay", b)
+
+	state := func() float64 { return value(t, reg, "stormguard_breaker_state", "operation", "pay") }
+	transitions := func(from, to string) float64 {
+		return value(t, reg, "stormguard_breaker_transitions_total", "operation", "pay", "from", from, "to", to)
+	}
+	if got := state(); got != 0 {
+		t.Errorf("state = %v, want 0 (closed)", got)
+	}
+	trip(t, b, 2)
+	if got := state(); got != 2 {
+		t.Errorf("state after tripping = %v, want 2 (open)", got)
+	}
+	// The open period ends; the scrape itself sees the breaker move to
+	// half-open, and counts that transition in the same scrape.
+	clk.Advance(time.Second)
+	if got := state(); got != 1 {
+		t.Errorf("state after the open period = %v, want 1 (half-open)", got)
+	}
+	if got := transitions("open", "half-open"); got != 1 {
+		t.Errorf("open→half-open = %v, want 1", got)
+	}
+	trip(t, b, 1) // the probe fails: open again
+	if got, want := transitions("half-open", "open"), 1.0; got != want {
+		t.Errorf("half-open→open = %v, want %v", got, want)
+	}
+	if got := transitions("closed", "open"); got != 1 {
+		t.Errorf("closed→open = %v, want 1", got)
+	}
+
+	// A second breaker under the same name replaces the first: the first
+	// one's changes are no longer counted.
+	b2 := breaker.New(breaker.Config{ConsecutiveFailures: 1, Clock: clk})
+	defer b2.Close()
+	unwatch2 := c.WatchBreaker("pay", b2)
+	if got := state(); got != 0 {
+		t.Errorf("state of the replacing breaker = %v, want 0", got)
+	}
+	clk.Advance(time.Minute)
+	_ = b.State() // the first breaker moves to half-open, unseen
+	if got := transitions("open", "half-open"); got != 1 {
+		t.Errorf("open→half-open after replacing = %v, want 1", got)
+	}
+	unwatch() // the old watch's unwatch leaves the new one alone
+	trip(t, b2, 1)
+	if got := transitions("closed", "open"); got != 2 {
+		t.Errorf("closed→open with the second breaker = %v, want 2", got)
+	}
+	unwatch2()
+	unwatch2()
+	if m := find(t, reg, "stormguard_breaker_state"); m != nil {
+		t.Errorf("breaker_state left after unwatch: %v", m)
+	}
+	clk.Advance(2 * time.Minute)
+	_ = b2.State()
+	if got := transitions("open", "half-open"); got != 1 {
+		t.Errorf("a change after unwatch was counted: open→half-open = %v", got)
+	}
+	var nilCollector *sgprom.Collector
+	nilCollector.WatchBreaker("x", b)()
+	c.WatchBreaker("x", nil)()
+}

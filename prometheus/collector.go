@@ -1,0 +1,356 @@
+package prometheus
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Defaults used for zero Config fields.
+const (
+	// DefaultNamespace prefixes every metric name.
+	DefaultNamespace = "stormguard"
+	// DefaultMaxOperations bounds the number of distinct operation label
+	// values one Collector creates.
+	DefaultMaxOperations = 100
+	// OverflowOperation is the operation label value that stands for every
+	// operation seen after MaxOperations distinct names.
+	OverflowOperation = "_other"
+	// UnnamedOperation is the operation label value of a Policy whose
+	// Operation is empty.
+	UnnamedOperation = "unnamed"
+)
+
+// DefaultBuckets are the call_duration_seconds histogram's upper bounds:
+// client_golang's DefBuckets extended to a minute, because a call that
+// retries lasts much longer than one attempt.
+var DefaultBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Config configures a Collector. Its zero value is ready to use.
+type Config struct {
+	// Namespace prefixes every metric name ("<namespace>_attempts_total").
+	// "": DefaultNamespace.
+	Namespace string
+
+	// ConstLabels are added to every metric (for example a service or
+	// downstream name). nil: none.
+	ConstLabels prom.Labels
+
+	// Buckets are the upper bounds of the call_duration_seconds histogram,
+	// in seconds. nil: DefaultBuckets.
+	Buckets []float64
+
+	// Operations are created (with every series at zero) by New, so that
+	// dashboards and alerts see them before the first call. Other
+	// operations are created on first sight. nil: none.
+	Operations []string
+
+	// MaxOperations bounds the number of distinct operation label values.
+	// Past it, events of new operations are counted under
+	// OverflowOperation, so a program that builds operation names from
+	// request data cannot explode the series count. 0: DefaultMaxOperations.
+	MaxOperations int
+}
+
+// Collector turns stormguard's events into Prometheus metrics. It
+// implements retry.Observer (set it as Policy.Observer) and
+// prometheus.Collector (register it with a prometheus.Registerer). Budgets
+// and breakers are attached with WatchBudget and WatchBreaker; background
+// retry queues report through QueueDropped and QueueDepth.
+//
+// The metrics, with the default namespace:
+//
+//	stormguard_attempts_total{operation,attempt_kind="first|retry",outcome}  counter
+//	stormguard_calls_total{operation,outcome}                                counter
+//	stormguard_call_duration_seconds{operation}                              histogram
+//	stormguard_retries_active{operation}                                     gauge
+//	stormguard_retry_budget_exhausted_total{operation}                       counter
+//	stormguard_retry_budget_tokens{operation}                                gauge
+//	stormguard_breaker_state{operation}                                      gauge (0 closed, 1 half-open, 2 open)
+//	stormguard_breaker_transitions_total{operation,from,to}                  counter
+//	stormguard_queue_dropped_records_total{queue}                            counter
+//	stormguard_queue_depth{queue}                                            gauge
+//
+// The attempts outcome label takes retry.Outcome's values (success, error,
+// permanent_error, timeout, canceled); the calls outcome label takes
+// retry.Reason's values (success, attempts, budget, breaker, permanent,
+// context, deadline). Every series of an operation is created, at zero, the
+// first time the operation is seen, so rate() and absent() behave from the
+// start.
+//
+// A Collector is safe for concurrent use. Its observer methods do not
+// allocate once an operation has been seen, and a nil *Collector does
+// nothing.
+type Collector struct {
+	maxOps int
+
+	// Per-operation series live in opMetrics as plain atomics and are
+	// exposed as constant metrics at scrape time: cheaper on the request
+	// path than client_golang's vectors.
+	attemptsDesc        *prom.Desc
+	callsDesc           *prom.Desc
+	durationDesc        *prom.Desc
+	activeDesc          *prom.Desc
+	budgetExhaustedDesc *prom.Desc
+	budgetTokens        *prom.Desc
+	breakerState        *prom.Desc
+	bounds              []time.Duration
+	upper               []float64
+
+	transitions  *prom.CounterVec
+	queueDropped *prom.CounterVec
+	queueDepth   *prom.GaugeVec
+
+	// ops maps an operation name to its series. Readers load the map
+	// without locking; writers copy it under mu.
+	ops atomic.Pointer[map[string]*opMetrics]
+
+	mu          sync.Mutex
+	byLabel     map[string]*opMetrics // label value -> series; len counts toward MaxOperations, overflow included
+	budgets     map[string]*budgetWatch
+	breakers    map[string]*breakerWatch
+	queues      map[string]*queueMetrics // queue name -> series
+	queueLabels map[string]*queueMetrics // label value -> series
+}
+
+// Label values of stormguard_attempts_total{attempt_kind}.
+const (
+	kindFirst = "first"
+	kindRetry = "retry"
+)
+
+// Number of retry.Outcome and retry.Reason values known to this package.
+// Values past them (from a newer core) are counted under "unknown".
+const (
+	numOutcomes = int(retry.OutcomeCanceled) + 1
+	numReasons  = int(retry.ReasonDeadline) + 1
+	unknown     = "unknown"
+)
+
+// opMetrics holds one operation's series.
+type opMetrics struct {
+	name            string
+	attempts        [2][numOutcomes + 1]atomic.Uint64 // the last outcome is unknown
+	calls           [numReasons + 1]atomic.Uint64     // the last reason is unknown
+	duration        *durationHistogram
+	active          atomic.Int64
+	budgetExhausted atomic.Uint64
+}
+
+// New returns a Collector configured by cfg. It panics if cfg.Buckets are
+// not finite and increasing, or cfg.ConstLabels are invalid, as
+// client_golang does.
+func New(cfg Config) *Collector {
+	ns := cfg.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	buckets := cfg.Buckets
+	if buckets == nil {
+		buckets = DefaultBuckets
+	}
+	maxOps := cfg.MaxOperations
+	if maxOps <= 0 {
+		maxOps = DefaultMaxOperations
+	}
+	opts := func(name, help string) prom.Opts {
+		return prom.Opts{Namespace: ns, Name: name, Help: help, ConstLabels: cfg.ConstLabels}
+	}
+	desc := func(name, help string, labels ...string) *prom.Desc {
+		return prom.NewDesc(prom.BuildFQName(ns, "", name), help, labels, cfg.ConstLabels)
+	}
+	c := &Collector{
+		maxOps: maxOps,
+		attemptsDesc: desc("attempts_total",
+			"Attempts made by stormguard calls, by kind (first or retry) and outcome.",
+			"operation", "attempt_kind", "outcome"),
+		callsDesc: desc("calls_total",
+			"Calls that returned, by outcome: success or the reason the call gave up.",
+			"operation", "outcome"),
+		durationDesc: desc("call_duration_seconds",
+			"Duration of whole calls, every attempt and wait included, in seconds.",
+			"operation"),
+		activeDesc: desc("retries_active",
+			"Calls currently past their first attempt (running or waiting for a retry).",
+			"operation"),
+		budgetExhaustedDesc: desc("retry_budget_exhausted_total",
+			"Calls that stopped because the retry budget refused a retry.",
+			"operation"),
+		budgetTokens: desc("retry_budget_tokens",
+			"Retries the retry budget would grant now (tokens), read at scrape time.",
+			"operation"),
+		breakerState: desc("breaker_state",
+			"Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.",
+			"operation"),
+		transitions: prom.NewCounterVec(prom.CounterOpts(opts("breaker_transitions_total",
+			"Circuit breaker state changes, by previous and new state.")),
+			[]string{"operation", "from", "to"}),
+		queueDropped: prom.NewCounterVec(prom.CounterOpts(opts("queue_dropped_records_total",
+			"Records a background retry queue dropped.")),
+			[]string{"queue"}),
+		queueDepth: prom.NewGaugeVec(prom.GaugeOpts(opts("queue_depth",
+			"Records waiting in a background retry queue.")),
+			[]string{"queue"}),
+		byLabel:     make(map[string]*opMetrics),
+		budgets:     make(map[string]*budgetWatch),
+		breakers:    make(map[string]*breakerWatch),
+		queues:      make(map[string]*queueMetrics),
+		queueLabels: make(map[string]*queueMetrics),
+	}
+	c.bounds, c.upper = bucketBounds(buckets)
+	empty := make(map[string]*opMetrics)
+	c.ops.Store(&empty)
+	for _, op := range cfg.Operations {
+		c.op(op)
+	}
+	return c
+}
+
+// Describe sends the descriptors of every metric the Collector exports.
+func (c *Collector) Describe(ch chan<- *prom.Desc) {
+	ch <- c.attemptsDesc
+	ch <- c.callsDesc
+	ch <- c.durationDesc
+	ch <- c.activeDesc
+	ch <- c.budgetExhaustedDesc
+	ch <- c.budgetTokens
+	ch <- c.breakerState
+	c.transitions.Describe(ch)
+	c.queueDropped.Describe(ch)
+	c.queueDepth.Describe(ch)
+}
+
+// Collect sends the current value of every series, reading watched budgets
+// and breakers.
+func (c *Collector) Collect(ch chan<- prom.Metric) {
+	// Read the sources first and outside the lock: a breaker's State may
+	// make a pending transition (open to half-open) and run its listeners,
+	// whose counts must then be in this scrape; and user code must not run
+	// under our mutex.
+	c.mu.Lock()
+	budgets := make([]*budgetWatch, 0, len(c.budgets))
+	for _, w := range c.budgets {
+		budgets = append(budgets, w)
+	}
+	breakers := make([]*breakerWatch, 0, len(c.breakers))
+	for _, w := range c.breakers {
+		breakers = append(breakers, w)
+	}
+	ops := make([]*opMetrics, 0, len(c.byLabel))
+	for _, m := range c.byLabel {
+		ops = append(ops, m)
+	}
+	c.mu.Unlock()
+	gauges := make([]prom.Metric, 0, len(budgets)+len(breakers))
+	for _, w := range budgets {
+		gauges = append(gauges, prom.MustNewConstMetric(c.budgetTokens, prom.GaugeValue, w.src.Available(), w.op))
+	}
+	for _, w := range breakers {
+		gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, float64(w.src.State()), w.op))
+	}
+
+	for _, m := range ops {
+		c.collectOp(ch, m)
+	}
+	c.transitions.Collect(ch)
+	c.queueDropped.Collect(ch)
+	c.queueDepth.Collect(ch)
+	for _, g := range gauges {
+		ch <- g
+	}
+}
+
+// collectOp sends one operation's series. Every known outcome and reason
+// is sent, at zero too; "unknown" only once it has counted something.
+func (c *Collector) collectOp(ch chan<- prom.Metric, m *opMetrics) {
+	for k, kind := range [2]string{kindFirst, kindRetry} {
+		for o := range numOutcomes + 1 {
+			v := m.attempts[k][o].Load()
+			outcome := unknown
+			if o < numOutcomes {
+				outcome = retry.Outcome(o).String()
+			} else if v == 0 {
+				continue
+			}
+			ch <- prom.MustNewConstMetric(c.attemptsDesc, prom.CounterValue, float64(v), m.name, kind, outcome)
+		}
+	}
+	for r := range numReasons + 1 {
+		v := m.calls[r].Load()
+		reason := unknown
+		if r < numReasons {
+			reason = retry.Reason(r).String()
+		} else if v == 0 {
+			continue
+		}
+		ch <- prom.MustNewConstMetric(c.callsDesc, prom.CounterValue, float64(v), m.name, reason)
+	}
+	count, sum, buckets := m.duration.snapshot()
+	ch <- prom.MustNewConstHistogram(c.durationDesc, count, sum, buckets, m.name)
+	ch <- prom.MustNewConstMetric(c.activeDesc, prom.GaugeValue, float64(m.active.Load()), m.name)
+	ch <- prom.MustNewConstMetric(c.budgetExhaustedDesc, prom.CounterValue, float64(m.budgetExhausted.Load()), m.name)
+}
+
+// op returns the series of the named operation, creating them on first
+// sight. The common case is one map read without locking.
+func (c *Collector) op(name string) *opMetrics {
+	if m, ok := (*c.ops.Load())[name]; ok {
+		return m
+	}
+	return c.addOp(name)
+}
+
+func (c *Collector) addOp(name string) *opMetrics {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.ops.Load()
+	if m, ok := old[name]; ok {
+		return m
+	}
+	label := operationLabel(name)
+	m := c.byLabel[label]
+	if m == nil {
+		if len(c.byLabel) >= c.maxOps {
+			label = OverflowOperation
+			m = c.byLabel[label]
+		}
+		if m == nil {
+			m = c.newOpMetrics(label)
+			c.byLabel[label] = m
+		}
+	}
+	// Remember the raw name so that it takes the fast path next time. Raw
+	// names that overflow are not bounded by MaxOperations, so stop
+	// remembering them past a multiple of it (they then take this slower
+	// path, which stays correct).
+	if len(old) >= 4*c.maxOps {
+		return m
+	}
+	next := make(map[string]*opMetrics, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[name] = m
+	c.ops.Store(&next)
+	return m
+}
+
+// operationLabel turns a user's operation name into a valid label value.
+func operationLabel(name string) string {
+	if name == "" {
+		return UnnamedOperation
+	}
+	if !utf8.ValidString(name) {
+		return strings.ToValidUTF8(name, "\uFFFD")
+	}
+	return name
+}
+
+func (c *Collector) newOpMetrics(name string) *opMetrics {
+	return &opMetrics{name: name, duration: newDurationHistogram(c.bounds, c.upper)}
+}
