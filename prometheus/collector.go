@@ -102,9 +102,11 @@ type Collector struct {
 	bounds              []time.Duration
 	upper               []float64
 
-	transitions  *prom.CounterVec
-	queueDropped *prom.CounterVec
-	queueDepth   *prom.GaugeVec
+	transitions   *prom.CounterVec
+	queueDropped  *prom.CounterVec
+	queueDepth    *prom.GaugeVec
+	configReloads *prom.CounterVec
+	configInfo    *prom.GaugeVec
 
 	// ops maps an operation name to its series. Readers load the map
 	// without locking; writers copy it under mu.
@@ -196,6 +198,12 @@ func New(cfg Config) *Collector {
 		queueDepth: prom.NewGaugeVec(prom.GaugeOpts(opts("queue_depth",
 			"Records waiting in a background retry queue.")),
 			[]string{"queue"}),
+		configReloads: prom.NewCounterVec(prom.CounterOpts(opts("config_reloads_total",
+			"Policy files applied (result=\"success\") or rejected (result=\"failure\"), the old policies serving on.")),
+			[]string{"result"}),
+		configInfo: prom.NewGaugeVec(prom.GaugeOpts(opts("config_info",
+			"1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version.")),
+			[]string{"version"}),
 		byLabel:     make(map[string]*opMetrics),
 		budgets:     make(map[string]*budgetWatch),
 		breakers:    make(map[string]*breakerWatch),
@@ -223,6 +231,8 @@ func (c *Collector) Describe(ch chan<- *prom.Desc) {
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
 	c.queueDepth.Describe(ch)
+	c.configReloads.Describe(ch)
+	c.configInfo.Describe(ch)
 }
 
 // Collect sends the current value of every series, reading watched budgets
@@ -260,6 +270,8 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
 	c.queueDepth.Collect(ch)
+	c.configReloads.Collect(ch)
+	c.configInfo.Collect(ch)
 	for _, g := range gauges {
 		ch <- g
 	}
