@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/stormguard/stormguard/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runCLI runs the command with args and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut, false)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunPrintsAlignedTables(t *testing.T) {
+	code, out, errOut := runCLI(t, "retry-budget", "aws-occ", "--trials", "10", "--clients", "20")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Retries against a failing server", "token-bucket", "AWS OCC contention: 20 clients, 10 trials", "no jitter", "Columns:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Every row of a table has the width of its rule.
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "---") {
+			rule := len(lines[i+1])
+			for j := i + 2; j < len(lines) && lines[j] != "" && !strings.HasPrefix(lines[j], "each cell"); j++ {
+				if n := len([]rune(lines[j])); n != rule {
+					t.Errorf("row %q is %d wide, rule %d", lines[j], n, rule)
+				}
+			}
+			if n := len([]rune(l)); n != rule {
+				t.Errorf("header %q is %d wide, rule %d", l, n, rule)
+			}
+		}
+	}
+	if strings.Contains(errOut, "\r") {
+		t.Error("progress bar drawn although stderr is not a terminal")
+	}
+}
+
+func TestJSONIsByteIdenticalForTheSameSeed(t *testing.T) {
+	args := []string{"--json", "--quiet", "--seed", "5", "gateway-restart", "--clients", "500", "--duration", "30s"}
+	_, a, _ := runCLI(t, args...)
+	_, b, _ := runCLI(t, append(args, "--workers", "1")...)
+	if a == "" || a != b {
+		t.Fatal("same seed, different JSON")
+	}
+	var reports []sim.Report
+	if err := json.Unmarshal([]byte(a), &reports); err != nil || len(reports) != 1 || reports[0].Seed != 5 {
+		t.Fatalf("JSON does not decode to one report with seed 5: %v", err)
+	}
+	if len(reports[0].Cases[0].Rows) != 5 || reports[0].Cases[0].Rows[0].Series == nil {
+		t.Fatalf("rows %+v", reports[0].Cases[0].Rows)
+	}
+	_, c, _ := runCLI(t, "--json", "--quiet", "--seed", "6", "gateway-restart", "--clients", "500", "--duration", "30s")
+	if c == a {
+		t.Fatal("different seeds, same JSON")
+	}
+}
+
+func TestScenarioFile(t *testing.T) {
+	code, out, errOut := runCLI(t, "--file", "testdata/example.yaml", "--duration", "40s", "--policies", "no-retry,careful")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "An API at 80% load") || !strings.Contains(out, "careful") || strings.Contains(out, "immediate") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestOutDirWritesSelfContainedReport(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--quiet", "--seed", "2", "retry-budget", "metastable", "--duration", "40s", "--policies", "immediate,full+budget"}
+	code, _, errOut := runCLI(t, append([]string{"--out", dir, "--png"}, args...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	// retry-budget: 2 sweep plots; metastable: an overview and 2 policies.
+	if n := strings.Count(html, "<svg"); n != 5 {
+		t.Errorf("%d charts, want 5", n)
+	}
+	for _, bad := range []string{"<script", "<link", "@import", "src=\"http", "href=\"http", "url(http"} {
+		if strings.Contains(html, bad) {
+			t.Errorf("report refers to something outside itself: %q", bad)
+		}
+	}
+	for _, name := range []string{"retry-budget-01.svg", "retry-budget-02.png", "metastable-03.svg", "metastable-03.png"} {
+		if info, err := os.Stat(filepath.Join(dir, "charts", name)); err != nil || info.Size() < 1000 {
+			t.Errorf("chart file %s: %v", name, err)
+		}
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ := runCLI(t, append([]string{"--json"}, args...)...)
+	if string(js) != stdout {
+		t.Error("report.json differs from --json output")
+	}
+}
+
+func TestPoliciesAcrossScenarios(t *testing.T) {
+	// Each scenario runs the names it knows; the default suite leaves out
+	// the scenarios that know none of them.
+	lists, skipped, err := resolvePolicies("token-bucket,full+budget", sim.Scenarios(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sc := range sim.Scenarios() {
+		want := "full+budget"
+		switch sc.Name {
+		case "retry-budget":
+			want = "token-bucket,full+budget"
+		case "aws-occ":
+			want = ""
+		}
+		if got := strings.Join(lists[i], ","); got != want {
+			t.Errorf("%s runs %q, want %q", sc.Name, got, want)
+		}
+	}
+	if strings.Join(skipped, ",") != "aws-occ" {
+		t.Errorf("skipped %v, want aws-occ", skipped)
+	}
+	if _, _, err := resolvePolicies("token-bucket", sim.Scenarios()[:1], true); err == nil {
+		t.Error("a named scenario that knows none of the policies was accepted")
+	}
+	if _, _, err := resolvePolicies("no-such-policy", sim.Scenarios(), false); err == nil {
+		t.Error("a policy no scenario knows was accepted")
+	}
+	code, out, errOut := runCLI(t, "--policies", "token-bucket", "--quiet")
+	if code != exitOK || !strings.Contains(errOut, "skipping aws-occ") || !strings.Contains(out, "token-bucket") || strings.Contains(out, "AWS OCC") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestListAndUsage(t *testing.T) {
+	code, out, _ := runCLI(t, "list")
+	if code != exitOK {
+		t.Fatalf("list exit %d", code)
+	}
+	for _, sc := range sim.Scenarios() {
+		if !strings.Contains(out, sc.Name) || !strings.Contains(out, sc.Title) {
+			t.Errorf("list lacks %s", sc.Name)
+		}
+	}
+	for _, args := range [][]string{
+		{"nope"}, {"--trials", "-1"}, {"--duration", "forever"}, {"--seed", "x"}, {"--bogus"},
+		{"list", "aws-occ"}, {"aws-occ", "--policies", "full+budget"}, {"--file", "testdata/missing.yaml"},
+		{"retry-budget", "--policies", "fulll"},
+	} {
+		if code, _, errOut := runCLI(t, args...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, errOut, exitUsage)
+		}
+	}
+	if code, _, errOut := runCLI(t, "-h"); code != exitOK || !strings.Contains(errOut, "Usage: stormsim") {
+		t.Errorf("-h: exit %d, %q", code, errOut)
+	}
+}
+
+func TestCancelledRunStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"aws-occ"}, &out, &errOut, false); code != exitError || !strings.Contains(errOut.String(), "canceled") {
+		t.Fatalf("exit %d, %q", code, errOut.String())
+	}
+}
+
+func TestParseArgsInterleaved(t *testing.T) {
+	var errOut bytes.Buffer
+	c, err := parseArgs([]string{"aws-occ", "--trials", "5", "metastable", "--seed=3", "--duration", "90", "--policies", "all"}, &errOut)
+	if err != nil {
+		t.Fatal(err, errOut.String())
+	}
+	if strings.Join(c.scenarios, ",") != "aws-occ,metastable" || c.trials != 5 || c.seed != 3 || c.duration != 90*time.Second || c.policies != "all" {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(0, 0)
+	p := newProgress(&buf, true, "x")
+	p.now = func() time.Time { return now }
+	p.start = now
+	p.update(1, 10)
+	if buf.Len() != 0 {
+		t.Fatalf("bar drawn before a second passed: %q", buf.String())
+	}
+	now = now.Add(1500 * time.Millisecond)
+	p.update(5, 10)
+	if !strings.Contains(buf.String(), "\rx") || !strings.Contains(buf.String(), " 50%") {
+		t.Fatalf("bar %q", buf.String())
+	}
+	p.finish()
+	if !strings.HasSuffix(buf.String(), "\r\033[K") {
+		t.Fatalf("bar not erased: %q", buf.String())
+	}
+	var off bytes.Buffer
+	q := newProgress(&off, false, "y")
+	q.now = func() time.Time { return now.Add(time.Hour) }
+	q.update(1, 2)
+	q.finish()
+	if off.Len() != 0 {
+		t.Fatalf("disabled bar wrote %q", off.String())
+	}
+}

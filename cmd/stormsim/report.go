@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/stormguard/stormguard/sim"
+)
+
+// reportPage is the HTML report: one self-contained file with the tables
+// and the charts inlined as SVG. It loads nothing: no script, no style
+// sheet, no font, no image from elsewhere.
+var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>stormguard storm lab report</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2.2em; border-bottom: 1px solid #ccc; padding-bottom: .2em; } h3 { margin-top: 1.5em; }
+pre.doc { white-space: pre-wrap; background: #f6f6f6; padding: .8em; font-size: .9em; }
+table { border-collapse: collapse; margin: .5em 0 1em; font-size: .9em; }
+th, td { padding: .25em .6em; border-bottom: 1px solid #e3e3e3; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #fafafa; }
+.chart { margin: .5em 0; }
+.chart svg { width: 100%; height: auto; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: .5em 1.5em; }
+.meta, .note { color: #666; font-size: .9em; }
+dl.legend dt { font-weight: bold; float: left; clear: left; width: 8em; }
+dl.legend dd { margin-left: 9em; }
+</style>
+</head>
+<body>
+<h1>stormguard storm lab</h1>
+<p class="meta">Seed {{.Seed}}. Every number below comes from a discrete-event simulation in virtual time that runs the real backoff, budget and breaker code; the same seed reproduces it exactly.</p>
+<nav><ul>{{range .Sections}}<li><a href="#{{.ID}}">{{.Report.Scenario}}</a>: {{.Report.Title}}</li>{{end}}</ul></nav>
+{{range .Sections}}
+<section id="{{.ID}}">
+<h2>{{.Report.Scenario}}: {{.Report.Title}}</h2>
+<p class="meta">{{.Report.Trials}} trial(s) per case and policy, {{.Report.Events}} simulated events.</p>
+<pre class="doc">{{.Report.Description}}</pre>
+{{range .Report.Tables}}
+<h3>{{.Title}}</h3>
+<table>
+<thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}</tbody>
+</table>
+{{range .Notes}}<p class="note">{{.}}</p>{{end}}
+{{end}}
+{{range .Groups}}
+{{if .Heading}}<h3>{{.Heading}}</h3>{{end}}
+{{with .Wide}}<figure class="chart" data-chart="{{.ID}}">{{.SVG}}</figure>{{end}}
+<div class="grid">{{range .Grid}}<figure class="chart" data-chart="{{.ID}}">{{.SVG}}</figure>{{end}}</div>
+{{end}}
+</section>
+{{end}}
+<h2 id="legend">Reading the tables</h2>
+<dl class="legend">{{range .Legend}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl>
+</body>
+</html>
+`))
+
+type pageData struct {
+	Seed     uint64
+	Sections []section
+	Legend   [][2]string
+}
+
+type section struct {
+	ID     string
+	Report *sim.Report
+	Groups []chartGroup
+}
+
+// chartGroup is a heading, an optional full-width chart and a grid of
+// smaller ones.
+type chartGroup struct {
+	Heading string
+	Wide    *chart
+	Grid    []chart
+}
+
+type chart struct {
+	ID  string
+	SVG template.HTML // produced by renderSVG from our own data
+}
+
+// renderAll draws every plot of every report as SVG.
+func renderAll(reports []*sim.Report) ([][][]byte, error) {
+	out := make([][][]byte, len(reports))
+	for i, rep := range reports {
+		for _, p := range rep.Plots {
+			svg, err := renderSVG(p)
+			if err != nil {
+				return nil, fmt.Errorf("stormsim: chart %q of %s: %w", p.Title, rep.Scenario, err)
+			}
+			out[i] = append(out[i], svg)
+		}
+	}
+	return out, nil
+}
+
+// writeHTML renders the reports as one self-contained HTML page; svgs
+// holds each report's charts as renderAll drew them.
+func writeHTML(w io.Writer, reports []*sim.Report, svgs [][][]byte, seed uint64) error {
+	data := pageData{Seed: seed, Legend: sim.ColumnLegend()}
+	for i, rep := range reports {
+		s := section{ID: fmt.Sprintf("s%d-%s", i, rep.Scenario), Report: rep}
+		for j, p := range rep.Plots {
+			c := chart{ID: fmt.Sprintf("%s-%d", s.ID, j), SVG: template.HTML(svgs[i][j])}
+			if n := len(s.Groups); n == 0 || s.Groups[n-1].Heading != p.Group {
+				g := chartGroup{Heading: p.Group}
+				if p.Group != "" { // a load group opens with its overview
+					g.Wide = &c
+					s.Groups = append(s.Groups, g)
+					continue
+				}
+				s.Groups = append(s.Groups, g)
+			}
+			g := &s.Groups[len(s.Groups)-1]
+			g.Grid = append(g.Grid, c)
+		}
+		data.Sections = append(data.Sections, s)
+	}
+	return reportPage.Execute(w, data)
+}
+
+// writeOutDir writes report.html, report.json and every chart as
+// charts/<scenario>-<n>.svg (and .png with png) into dir.
+func writeOutDir(dir string, reports []*sim.Report, seed uint64, png bool) error {
+	charts := filepath.Join(dir, "charts")
+	if err := os.MkdirAll(charts, 0o755); err != nil {
+		return fmt.Errorf("stormsim: %w", err)
+	}
+	svgs, err := renderAll(reports)
+	if err != nil {
+		return err
+	}
+	for r, rep := range reports {
+		for i, p := range rep.Plots {
+			base := filepath.Join(charts, fmt.Sprintf("%s-%02d", rep.Scenario, i+1))
+			if err := os.WriteFile(base+".svg", svgs[r][i], 0o644); err != nil {
+				return fmt.Errorf("stormsim: %w", err)
+			}
+			if png {
+				img, err := renderPNG(p)
+				if err != nil {
+					return fmt.Errorf("stormsim: chart %q of %s: %w", p.Title, rep.Scenario, err)
+				}
+				if err := os.WriteFile(base+".png", img, 0o644); err != nil {
+					return fmt.Errorf("stormsim: %w", err)
+				}
+			}
+		}
+	}
+	var page bytes.Buffer
+	if err := writeHTML(&page, reports, svgs, seed); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.html"), page.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("stormsim: %w", err)
+	}
+	js, err := encodeJSON(reports)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), js, 0o644); err != nil {
+		return fmt.Errorf("stormsim: %w", err)
+	}
+	return nil
+}
+
+// encodeJSON encodes the reports deterministically (the same seed gives
+// the same bytes).
+func encodeJSON(reports []*sim.Report) ([]byte, error) {
+	b, err := json.MarshalIndent(reports, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("stormsim: encoding JSON: %w", err)
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/sim"
+)
+
+// A scenario file describes a sim.Model and the policies to compare on it.
+// Durations are Go durations ("250ms", "1m30s"); distributions use
+// sim.ParseDist's syntax ("exp(10ms)", "normal(10ms,2ms)"). Unknown keys
+// are errors. See testdata/example.yaml.
+type fileSpec struct {
+	Name        string      `yaml:"name"`
+	Title       string      `yaml:"title"`
+	Description string      `yaml:"description"`
+	Clients     int         `yaml:"clients"`
+	Arrival     fileArrival `yaml:"arrival"`
+	Duration    dur         `yaml:"duration"`
+	Drain       dur         `yaml:"drain"`
+	Warmup      dur         `yaml:"warmup"`
+	Tiers       []fileTier  `yaml:"tiers"`
+	Faults      []fileFault `yaml:"faults"`
+	Measure     string      `yaml:"measure"`
+	Params      fileParams  `yaml:"params"`
+	Policies    []string    `yaml:"policies"`
+	Custom      []filePol   `yaml:"custom"`
+	Columns     []string    `yaml:"columns"`
+	Trials      int         `yaml:"trials"`
+}
+
+type fileArrival struct {
+	Poisson float64 `yaml:"poisson"` // calls per second per client
+	Every   dur     `yaml:"every"`   // periodic interval
+}
+
+type fileTier struct {
+	Name    string       `yaml:"name"`
+	Workers int          `yaml:"workers"`
+	Queue   int          `yaml:"queue"`
+	Service dist         `yaml:"service"`
+	Latency dist         `yaml:"latency"`
+	Fail    float64      `yaml:"fail"`
+	Timeout dur          `yaml:"timeout"`
+	Degrade *fileDegrade `yaml:"degrade"`
+}
+
+type fileDegrade struct {
+	Knee  int     `yaml:"knee"`
+	Slope float64 `yaml:"slope"`
+	Max   float64 `yaml:"max"`
+}
+
+type fileFault struct {
+	Kind   string  `yaml:"kind"`
+	Tier   string  `yaml:"tier"`
+	Start  dur     `yaml:"start"`
+	End    dur     `yaml:"end"`
+	Prob   float64 `yaml:"prob"`
+	Factor float64 `yaml:"factor"`
+	Extra  dist    `yaml:"extra"`
+}
+
+type fileParams struct {
+	MaxAttempts int          `yaml:"max_attempts"`
+	Base        dur          `yaml:"base"`
+	Max         dur          `yaml:"max"`
+	Interval    dur          `yaml:"interval"`
+	Timeout     dur          `yaml:"timeout"`
+	MaxElapsed  dur          `yaml:"max_elapsed"`
+	Budget      *fileBudget  `yaml:"budget"`
+	Breaker     *fileBreaker `yaml:"breaker"`
+}
+
+// filePol is a user's own policy. Either the fields apply to the clients'
+// calls, or Hops lists one policy per tier (hop i calls tier i).
+type filePol struct {
+	Name    string    `yaml:"name"`
+	Hops    []fileHop `yaml:"hops"`
+	fileHop `yaml:",inline"`
+}
+
+type fileHop struct {
+	MaxAttempts        int          `yaml:"max_attempts"`
+	Backoff            *fileBackoff `yaml:"backoff"`
+	Timeout            dur          `yaml:"timeout"`
+	MaxElapsed         dur          `yaml:"max_elapsed"`
+	MinAttemptTime     dur          `yaml:"min_attempt_time"`
+	Budget             *fileBudget  `yaml:"budget"`
+	Breaker            *fileBreaker `yaml:"breaker"`
+	BreakerRetriesOnly bool         `yaml:"breaker_retries_only"`
+}
+
+type fileBackoff struct {
+	Strategy   string  `yaml:"strategy"` // a backoff registry name: exponential, full_jitter, constant ...
+	Base       dur     `yaml:"base"`
+	Max        dur     `yaml:"max"`
+	Step       dur     `yaml:"step"`
+	Multiplier float64 `yaml:"multiplier"`
+	Jitter     string  `yaml:"jitter"`
+	Factor     float64 `yaml:"factor"`
+}
+
+type fileBudget struct {
+	Kind string `yaml:"kind"` // ratio (default), window, concurrency
+	// ratio
+	MaxTokens   float64 `yaml:"max_tokens"`
+	Refill      float64 `yaml:"refill"`
+	RetryCost   float64 `yaml:"retry_cost"`
+	FailureCost float64 `yaml:"failure_cost"`
+	Threshold   float64 `yaml:"threshold"`
+	StartEmpty  bool    `yaml:"start_empty"`
+	// window and concurrency
+	Percent             float64 `yaml:"percent"`
+	Window              dur     `yaml:"window"`
+	MinRetriesPerSecond float64 `yaml:"min_retries_per_second"`
+	MinConcurrency      int     `yaml:"min_concurrency"`
+}
+
+type fileBreaker struct {
+	Consecutive    int     `yaml:"consecutive"`
+	FailurePercent float64 `yaml:"failure_percent"`
+	Window         dur     `yaml:"window"`
+	Calls          int     `yaml:"calls"`
+	MinCalls       int     `yaml:"min_calls"`
+	Open           dur     `yaml:"open"`
+	MaxOpen        dur     `yaml:"max_open"`
+	Probes         int     `yaml:"probes"`
+}
+
+// dur is a time.Duration read from "250ms" or "1m".
+type dur time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *dur) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration like 250ms", n.Line)
+	}
+	v, err := parseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = dur(v)
+	return nil
+}
+
+// dist is a sim.Dist read from its text form.
+type dist struct {
+	d   sim.Dist
+	set bool
+}
+
+// UnmarshalYAML reads a distribution string.
+func (d *dist) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a distribution like exp(10ms)", n.Line)
+	}
+	v, err := sim.ParseDist(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	d.d, d.set = v, true
+	return nil
+}
+
+// errFile is wrapped by every scenario-file error.
+var errFile = errors.New("stormsim: scenario file")
+
+// maxFileSize bounds a scenario file.
+const maxFileSize = 1 << 20
+
+// parseScenarioFile reads a scenario file and builds its Scenario.
+func parseScenarioFile(data []byte) (*sim.Scenario, error) {
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", errFile, maxFileSize)
+	}
+	var f fileSpec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty", errFile)
+		}
+		return nil, fmt.Errorf("%w: %w", errFile, err)
+	}
+	spec, err := f.spec()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errFile, err)
+	}
+	sc, err := sim.NewModelScenario(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errFile, err)
+	}
+	return sc, nil
+}
+
+func (f *fileSpec) spec() (sim.ModelSpec, error) {
+	m := sim.Model{
+		Clients:  f.Clients,
+		Duration: time.Duration(f.Duration),
+		Drain:    time.Duration(f.Drain),
+		Warmup:   time.Duration(f.Warmup),
+		Measure:  f.Measure,
+	}
+	switch {
+	case f.Arrival.Poisson > 0 && f.Arrival.Every > 0:
+		return sim.ModelSpec{}, errors.New("arrival: set poisson or every, not both")
+	case f.Arrival.Every > 0:
+		m.Arrival = sim.Arrival{Kind: sim.Periodic, Interval: time.Duration(f.Arrival.Every)}
+	default:
+		m.Arrival = sim.Arrival{Kind: sim.Poisson, Rate: f.Arrival.Poisson}
+	}
+	tierIndex := map[string]int{}
+	for i, t := range f.Tiers {
+		if t.Name == "" {
+			t.Name = fmt.Sprintf("tier%d", i)
+		}
+		if _, dup := tierIndex[t.Name]; dup {
+			return sim.ModelSpec{}, fmt.Errorf("tier %q defined twice", t.Name)
+		}
+		tierIndex[t.Name] = i
+		tier := sim.Tier{Name: t.Name, Workers: t.Workers, Queue: t.Queue, Service: t.Service.d,
+			Latency: t.Latency.d, FailProb: t.Fail, Timeout: time.Duration(t.Timeout)}
+		if t.Degrade != nil {
+			tier.Degrade = sim.Degrade{Knee: t.Degrade.Knee, Slope: t.Degrade.Slope, MaxFactor: t.Degrade.Max}
+		}
+		m.Tiers = append(m.Tiers, tier)
+	}
+	for i, ff := range f.Faults {
+		kind, ok := sim.ParseFaultKind(ff.Kind)
+		if !ok {
+			return sim.ModelSpec{}, fmt.Errorf("fault %d: unknown kind %q", i, ff.Kind)
+		}
+		ti := len(f.Tiers) - 1
+		if ff.Tier != "" {
+			if ti, ok = tierIndex[ff.Tier]; !ok {
+				return sim.ModelSpec{}, fmt.Errorf("fault %d: no tier %q", i, ff.Tier)
+			}
+		}
+		m.Faults = append(m.Faults, sim.Fault{Kind: kind, Tier: ti, Start: time.Duration(ff.Start), End: time.Duration(ff.End),
+			Prob: ff.Prob, Factor: ff.Factor, Extra: ff.Extra.d})
+	}
+	params := sim.PolicyParams{
+		MaxAttempts: f.Params.MaxAttempts, Base: time.Duration(f.Params.Base), Max: time.Duration(f.Params.Max),
+		Interval: time.Duration(f.Params.Interval), AttemptTimeout: time.Duration(f.Params.Timeout),
+		MaxElapsed: time.Duration(f.Params.MaxElapsed),
+	}
+	if f.Params.MaxAttempts < -1 || f.Params.MaxAttempts > 1000 {
+		return sim.ModelSpec{}, errors.New("params: max_attempts must be in [-1, 1000]")
+	}
+	if b := f.Params.Budget; b != nil {
+		if b.Kind != "" && b.Kind != "ratio" {
+			return sim.ModelSpec{}, errors.New("params: the standard policies take a ratio budget")
+		}
+		rc := b.ratio()
+		if err := rc.Validate(); err != nil {
+			return sim.ModelSpec{}, fmt.Errorf("params: %w", err)
+		}
+		params.Budget = &rc
+	}
+	if b := f.Params.Breaker; b != nil {
+		bc := b.config()
+		if err := bc.Validate(); err != nil {
+			return sim.ModelSpec{}, fmt.Errorf("params: %w", err)
+		}
+		params.Breaker = &bc
+	}
+	spec := sim.ModelSpec{
+		Name: f.Name, Title: f.Title, Doc: f.Description, Model: m, Params: params,
+		Policies: f.Policies, Columns: f.Columns, Trials: f.Trials,
+	}
+	if spec.Title == "" {
+		spec.Title = f.Name
+	}
+	if f.Trials < 0 || f.Trials > 1_000_000 {
+		return sim.ModelSpec{}, errors.New("trials must be in [0, 1000000]")
+	}
+	for _, p := range f.Custom {
+		v, err := p.variant(len(f.Tiers))
+		if err != nil {
+			return sim.ModelSpec{}, err
+		}
+		spec.Custom = append(spec.Custom, v)
+	}
+	return spec, nil
+}
+
+func (p *filePol) variant(tiers int) (sim.Variant, error) {
+	if p.Name == "" {
+		return sim.Variant{}, errors.New("custom: a policy needs a name")
+	}
+	if _, std := sim.CanonicalPolicy(p.Name); std {
+		return sim.Variant{}, fmt.Errorf("custom: %q is a standard policy name; pick another", p.Name)
+	}
+	hops := p.Hops
+	if len(hops) == 0 {
+		hops = []fileHop{p.fileHop}
+	} else if p.fileHop != (fileHop{}) {
+		return sim.Variant{}, fmt.Errorf("custom %s: give either hops or the policy fields, not both", p.Name)
+	}
+	if len(hops) > tiers {
+		return sim.Variant{}, fmt.Errorf("custom %s: %d hops for %d tiers", p.Name, len(hops), tiers)
+	}
+	v := sim.Variant{Name: p.Name}
+	for i, h := range hops {
+		pol, err := h.policy(p.Name)
+		if err != nil {
+			return sim.Variant{}, fmt.Errorf("custom %s hop %d: %w", p.Name, i, err)
+		}
+		v.Policies = append(v.Policies, pol)
+	}
+	return v, nil
+}
+
+func (h *fileHop) policy(name string) (sim.Policy, error) {
+	if h.MaxAttempts < 0 || h.MaxAttempts > 1000 {
+		return sim.Policy{}, errors.New("max_attempts must be in [0, 1000]")
+	}
+	p := sim.Policy{
+		Name: name, MaxAttempts: h.MaxAttempts, AttemptTimeout: time.Duration(h.Timeout),
+		MaxElapsed: time.Duration(h.MaxElapsed), MinAttemptTime: time.Duration(h.MinAttemptTime),
+		BreakerRetriesOnly: h.BreakerRetriesOnly,
+	}
+	if p.MaxAttempts == 0 && p.MaxElapsed == 0 {
+		p.MaxAttempts = 4
+	}
+	if b := h.Backoff; b != nil {
+		params := backoff.Params{Base: time.Duration(b.Base), Max: time.Duration(b.Max), Step: time.Duration(b.Step),
+			Multiplier: b.Multiplier, Factor: b.Factor}
+		if b.Jitter != "" {
+			j, ok := backoff.ParseJitter(b.Jitter)
+			if !ok {
+				return sim.Policy{}, fmt.Errorf("unknown jitter %q", b.Jitter)
+			}
+			params.Jitter = j
+		}
+		strategy := b.Strategy
+		if strategy == "" {
+			strategy = "exponential"
+		}
+		// Build once now to report errors early; each run builds its own
+		// with the run's random source.
+		if _, err := backoff.New(strategy, params); err != nil {
+			return sim.Policy{}, err
+		}
+		p.Backoff = func(src rand.Source) backoff.Strategy {
+			params := params
+			params.Rand = src
+			s, err := backoff.New(strategy, params)
+			if err != nil {
+				panic(err) // checked above
+			}
+			return s
+		}
+	}
+	if b := h.Budget; b != nil {
+		switch strings.ToLower(b.Kind) {
+		case "", "ratio":
+			c := b.ratio()
+			if err := c.Validate(); err != nil {
+				return sim.Policy{}, err
+			}
+			p.Budget = sim.RatioBudget(c)
+		case "window":
+			c := budget.WindowConfig{Window: time.Duration(b.Window), Percent: b.Percent, MinRetriesPerSecond: b.MinRetriesPerSecond}
+			if err := c.Validate(); err != nil {
+				return sim.Policy{}, err
+			}
+			p.Budget = sim.WindowBudget(c)
+		case "concurrency":
+			c := budget.ConcurrencyConfig{Percent: b.Percent, MinConcurrency: b.MinConcurrency}
+			if err := c.Validate(); err != nil {
+				return sim.Policy{}, err
+			}
+			p.Budget = sim.ConcurrencyBudget(c)
+		default:
+			return sim.Policy{}, fmt.Errorf("unknown budget kind %q (ratio, window, concurrency)", b.Kind)
+		}
+	}
+	if b := h.Breaker; b != nil {
+		c := b.config()
+		if err := c.Validate(); err != nil {
+			return sim.Policy{}, err
+		}
+		p.Breaker = sim.Breaker(c)
+	}
+	return p, nil
+}
+
+func (b *fileBudget) ratio() budget.RatioConfig {
+	return budget.RatioConfig{MaxTokens: b.MaxTokens, Refill: b.Refill, RetryCost: b.RetryCost,
+		FailureCost: b.FailureCost, Threshold: b.Threshold, StartEmpty: b.StartEmpty}
+}
+
+func (b *fileBreaker) config() breaker.Config {
+	c := breaker.Config{ConsecutiveFailures: b.Consecutive, OpenTimeout: time.Duration(b.Open),
+		MaxOpenTimeout: time.Duration(b.MaxOpen), MaxProbes: b.Probes}
+	if b.FailurePercent > 0 || b.Window > 0 || b.Calls > 0 {
+		c.Window = breaker.Window{Duration: time.Duration(b.Window), Calls: b.Calls,
+			FailurePercent: b.FailurePercent, MinCalls: b.MinCalls}
+	}
+	return c
+}

@@ -1,0 +1,107 @@
+// Package sim is stormguard's storm lab: a discrete-event simulator in
+// virtual time that drives the real backoff, budget and breaker code
+// against models of servers, networks and faults, to show what each retry
+// policy does to a struggling system.
+//
+// # Engine
+//
+// Sim is the engine: a 4-ary heap of plain event values ordered by time,
+// ties broken by scheduling order, a seeded random generator, and handlers
+// registered once and called with two integer arguments, so that running an
+// event allocates nothing. Time moves from event to event. Clock exposes
+// the virtual time as a clock.Clock; budgets and breakers built on it
+// (their Config.Clock) measure windows and open periods in simulated time,
+// and AfterFunc callbacks run as events. Nothing blocks: a simulated client
+// that waits schedules an event instead.
+//
+// # The service model
+//
+// Model describes clients and a chain of servers (tiers). Each client
+// process has an arrival stream (Poisson or periodic with a random phase)
+// drawn from its own seeded generator, so every policy meets exactly the
+// same calls. A tier has a pool of workers, a FIFO queue with a limit
+// (a full queue answers 503 at once), a service-time distribution (Dist:
+// constant, exponential, folded normal, uniform, log-normal), an optional
+// degradation (service slows down as the queue grows past a knee), an
+// independent failure probability, and a network latency for each leg into
+// it. With several tiers, a request served by tier i holds its worker while
+// tier i makes a call, with its own policy, to tier i+1.
+//
+// Faults change a tier during a window: answer 503, restart (drop every
+// request it holds, then answer 503), hang (never answer), lose a share of
+// the attempts in the network, add latency, drop capacity to a share of the
+// workers, or fail a share of the attempts.
+//
+// Callers follow retry.Do's sequence exactly, with the real strategy,
+// budget and breaker (Policy): breaker Allow, budget Start (for trackers),
+// the attempt with its timeout, breaker done, budget Record; after a
+// failure, the attempt limit, backoff.Strategy.Delay(n, prev), the
+// MaxElapsed check, breaker Ready, budget Withdraw, then the wait as an
+// event. Every client process owns its budget and breaker; a tier calling
+// the next one owns one of each. A server does not learn that a caller gave
+// up: a timed-out request still occupies a worker when its turn comes
+// (which is what makes retries feed a metastable overload).
+//
+// # Metrics
+//
+// Metrics documents each measure: amplification (peak 1s offered load ÷
+// the baseline's), work (attempts) and attempts per call, goodput, success
+// rate, peak concurrency and queue at the measured tier, peak connections,
+// recovery time after the last fault, call latency percentiles, the share
+// of retries in synchronized spikes, and the kurtosis of the load series.
+// Each definition is in the doc comment of its Metrics field.
+//
+// # Scenarios
+//
+// Scenarios returns the built-in experiments, each comparing policies on
+// the same seeded workload (Scenario.Doc repeats each model, and stormsim
+// list prints it):
+//
+//   - aws-occ: the AWS "Exponential Backoff and Jitter" contention model
+//     (see OCC). N clients (default 100) each update one row once with
+//     optimistic concurrency, all starting at t=0; an attempt is four
+//     network legs of |Normal(10ms, 2ms)| (read request, read reply with the
+//     version, write request with it, write reply); the server is instant
+//     and a write with the current version succeeds. Retries wait one leg
+//     plus backoff.Exponential{Base: 5ms, Max: 2s} with the policy's jitter.
+//     Reported: mean calls (server writes) and completion time of the last
+//     client over 1,000 trials, and a sweep of N from 10 to 190.
+//   - retry-budget: the open-loop model of the token-bucket experiments.
+//     100 clients, each Poisson at 10 calls/s for 10s; legs Exp(10ms); an
+//     unlimited server failing each attempt with probability p in {1%, 10%,
+//     20%, 50%, 75%}. No retries; 3 immediate retries (success 1-p⁴, load
+//     1+p+p²+p³); 3 retries through a per-client budget.Ratio (5 tokens,
+//     +0.1 per successful first try, a retry costs 1 and needs more than
+//     1); 3 retries behind a per-client breaker, consulted for retries only,
+//     that opens at 10% failures over 10s. Reported: success and load.
+//   - gateway-restart: 5,000 telemetry agents report every 10s from random
+//     phases (500/s) to a collector with 75 workers, service uniform in
+//     [50ms, 150ms] (750/s, 1.5x the steady rate), a queue of 750, legs
+//     |Normal(20ms, 5ms)| and a 2s attempt timeout. At 20s the collector
+//     restarts (drops what it holds) and answers 503 for 3s. Agents retry
+//     for up to 60s with backoff from 1s capped at 30s, without jitter, with
+//     equal or full jitter, or with full jitter and a 3-token budget.
+//   - packet-loss: 50 processes at 100 calls/s (5,000 QPS) through a server
+//     with 100 workers and Exp(14ms) service (70% utilisation) and a queue
+//     of 2,000; legs |Normal(2ms, 0.5ms)|; from 10s to 30s 10% of attempts
+//     are lost; the client times out after 500ms. Three immediate retries
+//     against full jitter (from 50ms) with a 20% (and a 10%) token bucket.
+//   - metastable: 10 app instances at 28 calls/s (280/s) to a database with
+//     24 workers, service uniform in [60ms, 100ms] (300/s) and a queue of
+//     3,000, which slows down (up to 1.5x) once more than 150 requests
+//     queue; 1s attempt timeout, and the database serves timed-out requests
+//     anyway. From 20s to 30s the network drops every attempt. Every
+//     standard policy; the retrying ones without a budget stay overloaded.
+//   - cascade: 100 users at 3 calls/s → edge (400 workers, 2ms) → service
+//     (400 workers, 5ms) → database (20 workers, Exp(40ms), 500/s, queue
+//     1,000); timeouts 4s, 1s and 250ms; from 20s to 50s the database keeps
+//     half its workers. Every hop retrying 3 times (up to 64 database
+//     attempts per call), only the service retrying, or every hop retrying
+//     through a 10% token bucket.
+//
+// NewModelScenario turns any Model and set of policies into a Scenario;
+// the stormsim command builds scenario files with it.
+//
+// A run is deterministic: the same Options.Seed gives the same Report, and
+// the same JSON bytes, whatever the number of worker goroutines.
+package sim

@@ -1,0 +1,221 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// HandlerID names an event handler registered with Sim.Register.
+type HandlerID uint32
+
+// Event is one scheduled happening: at virtual time At, the handler
+// Handler is called with the two arguments the scheduler gave. Ref usually
+// indexes the model object the event is about (a client, an attempt) and Arg
+// carries a generation number or a small payload, so that an event never
+// needs a closure or an allocation.
+type Event struct {
+	At      time.Duration
+	Handler HandlerID
+	Ref     int32
+	Arg     int64
+}
+
+// item is an Event in the heap, with its tie-breaking sequence number.
+type item struct {
+	at  time.Duration
+	seq uint64
+	h   HandlerID
+	ref int32
+	arg int64
+}
+
+func (a *item) less(b *item) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+
+// Sim is a discrete-event simulator in virtual time. Events run one at a
+// time in order of their time; events due at the same instant run in the
+// order they were scheduled. Time starts at 0 and moves only from event to
+// event, so an hour of simulated load takes as long as its events take to
+// process.
+//
+// A Sim is single-threaded: all handlers run in the goroutine that calls
+// Step, Run or RunUntil, and a Sim must not be used from several goroutines.
+// Run independent trials in independent Sims.
+type Sim struct {
+	now      time.Duration
+	seq      uint64
+	heap     []item // 4-ary min-heap on (at, seq)
+	handlers []func(Event)
+	stopped  bool
+	events   uint64
+
+	timers    []*vtimer // AfterFunc / NewTimer timers by slot
+	freeSlots []int32
+	timerGen  int64
+	timerH    HandlerID
+
+	rng   *rand.Rand
+	clock *Clock
+}
+
+// New returns a Sim at time 0 whose random generator is seeded with seed.
+func New(seed uint64) *Sim {
+	s := &Sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s.timerH = s.Register(s.fireTimer)
+	s.clock = &Clock{s: s, epoch: Epoch}
+	return s
+}
+
+// Now returns the current virtual time, measured from the start.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// Rand returns the Sim's seeded random generator. Models draw from it in
+// event order, so a run is reproducible from its seed.
+func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+// Events returns how many events have been processed.
+func (s *Sim) Events() uint64 { return s.events }
+
+// Pending returns how many events are scheduled and not yet processed
+// (including stale ones that a model will ignore).
+func (s *Sim) Pending() int { return len(s.heap) }
+
+// Register adds an event handler and returns its id for Schedule.
+// Handlers are registered while a model is built, before the run.
+func (s *Sim) Register(h func(Event)) HandlerID {
+	s.handlers = append(s.handlers, h)
+	return HandlerID(len(s.handlers) - 1)
+}
+
+// Schedule arranges for handler h to be called at virtual time at with ref
+// and arg. A time in the past is taken as now. Schedule does not allocate
+// once the heap has grown to the model's working size.
+func (s *Sim) Schedule(at time.Duration, h HandlerID, ref int32, arg int64) {
+	if at < s.now {
+		at = s.now
+	}
+	s.seq++
+	s.heap = append(s.heap, item{at: at, seq: s.seq, h: h, ref: ref, arg: arg})
+	s.up(len(s.heap) - 1)
+}
+
+// After schedules handler h at Now()+d.
+func (s *Sim) After(d time.Duration, h HandlerID, ref int32, arg int64) {
+	s.Schedule(s.now+d, h, ref, arg)
+}
+
+// Step processes the earliest event. It reports false when there was none.
+func (s *Sim) Step() bool {
+	if len(s.heap) == 0 {
+		return false
+	}
+	it := s.pop()
+	s.now = it.at
+	s.events++
+	s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
+	return true
+}
+
+// Run processes events until none is left or Stop is called.
+func (s *Sim) Run() {
+	s.stopped = false
+	for !s.stopped && s.Step() {
+	}
+}
+
+// RunUntil processes every event due at or before t (or until Stop), then
+// sets the time to t if it has not passed it.
+func (s *Sim) RunUntil(t time.Duration) {
+	s.stopped = false
+	for !s.stopped && len(s.heap) > 0 && s.heap[0].at <= t {
+		s.Step()
+	}
+	if !s.stopped && s.now < t {
+		s.now = t
+	}
+}
+
+// Stop makes Run or RunUntil return after the current event.
+func (s *Sim) Stop() { s.stopped = true }
+
+// NextAt returns the time of the earliest pending event.
+func (s *Sim) NextAt() (time.Duration, bool) {
+	if len(s.heap) == 0 {
+		return 0, false
+	}
+	return s.heap[0].at, true
+}
+
+// The heap is 4-ary: shallower than a binary heap, and a node's children
+// share a cache line or two, which matters at millions of events a second.
+
+func (s *Sim) up(i int) {
+	h := s.heap
+	x := h[i]
+	for i > 0 {
+		p := (i - 1) / 4
+		if !x.less(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = x
+}
+
+func (s *Sim) pop() item {
+	h := s.heap
+	top := h[0]
+	n := len(h) - 1
+	x := h[n]
+	h = h[:n]
+	s.heap = h
+	if n == 0 {
+		return top
+	}
+	// Move the hole at the root down to a leaf along the smallest children,
+	// then sift the former last item up from there (Floyd's method: the
+	// last item usually belongs near the bottom, so this saves a
+	// comparison per level).
+	i := 0
+	for {
+		c := 4*i + 1
+		if c+3 < n {
+			m := c
+			if h[c+1].less(&h[m]) {
+				m = c + 1
+			}
+			if h[c+2].less(&h[m]) {
+				m = c + 2
+			}
+			if h[c+3].less(&h[m]) {
+				m = c + 3
+			}
+			h[i] = h[m]
+			i = m
+			continue
+		}
+		if c >= n {
+			break
+		}
+		m := c
+		for j := c + 1; j < n; j++ {
+			if h[j].less(&h[m]) {
+				m = j
+			}
+		}
+		h[i] = h[m]
+		i = m
+	}
+	for i > 0 {
+		p := (i - 1) / 4
+		if !x.less(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = x
+	return top
+}

@@ -1,0 +1,188 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestEventsRunInTimeOrderAndFIFOOnTies(t *testing.T) {
+	s := New(1)
+	var got []int32
+	h := s.Register(func(e Event) {
+		if e.At != s.Now() {
+			t.Errorf("event %d: At %v but Now %v", e.Ref, e.At, s.Now())
+		}
+		got = append(got, e.Ref)
+	})
+	s.Schedule(30*time.Millisecond, h, 3, 0)
+	s.Schedule(10*time.Millisecond, h, 1, 0)
+	s.Schedule(20*time.Millisecond, h, 2, 0)
+	s.Schedule(10*time.Millisecond, h, 11, 0) // same time as 1, scheduled later
+	s.Schedule(10*time.Millisecond, h, 12, 0)
+	s.Run()
+	want := []int32{1, 11, 12, 2, 3}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	if s.Events() != 5 || s.Pending() != 0 {
+		t.Fatalf("events %d pending %d", s.Events(), s.Pending())
+	}
+}
+
+func TestScheduleInThePastRunsNow(t *testing.T) {
+	s := New(1)
+	var at []time.Duration
+	var h HandlerID
+	h = s.Register(func(e Event) {
+		at = append(at, e.At)
+		if e.Ref == 0 {
+			s.Schedule(s.Now()-time.Second, h, 1, 0) // in the past
+			s.After(0, h, 2, 0)
+		}
+	})
+	s.Schedule(time.Second, h, 0, 0)
+	s.Run()
+	if want := []time.Duration{time.Second, time.Second, time.Second}; !slices.Equal(at, want) {
+		t.Fatalf("times %v, want %v", at, want)
+	}
+}
+
+func TestRunUntilAndStop(t *testing.T) {
+	s := New(1)
+	var n int
+	h := s.Register(func(e Event) {
+		n++
+		if e.Arg == 1 {
+			s.Stop()
+		}
+	})
+	for i := 1; i <= 5; i++ {
+		s.Schedule(time.Duration(i)*time.Second, h, int32(i), 0)
+	}
+	s.RunUntil(2500 * time.Millisecond)
+	if n != 2 || s.Now() != 2500*time.Millisecond {
+		t.Fatalf("ran %d events, now %v; want 2 and 2.5s", n, s.Now())
+	}
+	if at, ok := s.NextAt(); !ok || at != 3*time.Second {
+		t.Fatalf("next at %v %v", at, ok)
+	}
+	s.Schedule(4*time.Second, h, 9, 1) // stops the run
+	s.Run()
+	if n != 5 || s.Now() != 4*time.Second {
+		t.Fatalf("after Stop: ran %d, now %v", n, s.Now())
+	}
+	s.Run()
+	if n != 6 || s.Pending() != 0 {
+		t.Fatalf("ran %d, pending %d", n, s.Pending())
+	}
+	if s.Step() {
+		t.Fatal("Step on an empty heap reported an event")
+	}
+}
+
+// The heap pops every schedule in (time, scheduling order) order,
+// including events scheduled while running.
+func TestHeapOrderProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := New(1)
+		type ev struct {
+			at  time.Duration
+			seq int
+		}
+		var got []ev
+		var h HandlerID
+		seq := 0
+		children := rapid.SliceOfN(rapid.Int64Range(0, 50), 0, 200).Draw(rt, "children")
+		h = s.Register(func(e Event) {
+			got = append(got, ev{e.At, int(e.Arg)})
+			if c := int(e.Ref); c < len(children) {
+				seq++
+				s.After(time.Duration(children[c]), h, int32(c+1), int64(seq))
+			}
+		})
+		roots := rapid.SliceOfN(rapid.Int64Range(0, 100), 1, 300).Draw(rt, "roots")
+		for _, at := range roots {
+			seq++
+			s.Schedule(time.Duration(at), h, int32(len(children)), int64(seq))
+		}
+		seq++
+		s.Schedule(0, h, 0, int64(seq))
+		s.Run()
+		for i := 1; i < len(got); i++ {
+			a, b := got[i-1], got[i]
+			if b.at < a.at || (b.at == a.at && b.seq < a.seq) {
+				rt.Fatalf("event %d (%v, #%d) ran after (%v, #%d)", i, b.at, b.seq, a.at, a.seq)
+			}
+		}
+		if len(got) != len(roots)+1+len(children) {
+			rt.Fatalf("ran %d events, want %d", len(got), len(roots)+1+len(children))
+		}
+	})
+}
+
+func TestScheduleAndStepDoNotAllocate(t *testing.T) {
+	s := New(1)
+	var h HandlerID
+	h = s.Register(func(e Event) { s.After(time.Duration(e.Arg), h, e.Ref, e.Arg) })
+	for i := 0; i < 1000; i++ {
+		s.Schedule(time.Duration(i), h, int32(i), int64(i%97+1))
+	}
+	for i := 0; i < 10000; i++ { // grow the heap to its working size
+		s.Step()
+	}
+	if a := testing.AllocsPerRun(1000, func() { s.Step() }); a != 0 {
+		t.Fatalf("Step allocates %v times", a)
+	}
+}
+
+func TestClockAfterFuncRunsInVirtualTime(t *testing.T) {
+	s := New(1)
+	c := s.Clock()
+	start := c.Now()
+	if !start.Equal(Epoch) {
+		t.Fatalf("clock starts at %v, want %v", start, Epoch)
+	}
+	var fired []time.Duration
+	c.AfterFunc(2*time.Second, func() { fired = append(fired, c.Since(start)) })
+	stopped := c.AfterFunc(time.Second, func() { t.Error("stopped timer fired") })
+	reset := c.AfterFunc(time.Second, func() { fired = append(fired, c.Since(start)) })
+	if !stopped.Stop() {
+		t.Fatal("Stop of an armed timer reported false")
+	}
+	if stopped.Stop() {
+		t.Fatal("second Stop reported true")
+	}
+	if !reset.Reset(3 * time.Second) {
+		t.Fatal("Reset of an armed timer reported false")
+	}
+	timer := c.NewTimer(500 * time.Millisecond)
+	s.Run()
+	if want := []time.Duration{2 * time.Second, 3 * time.Second}; !slices.Equal(fired, want) {
+		t.Fatalf("fired at %v, want %v", fired, want)
+	}
+	select {
+	case at := <-timer.C():
+		if at.Sub(start) != 500*time.Millisecond {
+			t.Fatalf("timer sent %v", at.Sub(start))
+		}
+	default:
+		t.Fatal("NewTimer's channel got nothing")
+	}
+	if reset.Stop() {
+		t.Fatal("Stop after firing reported true")
+	}
+	// A fired timer can be reset and fires again.
+	if reset.Reset(time.Second) {
+		t.Fatal("Reset of a fired timer reported it active")
+	}
+	s.Run()
+	if len(fired) != 3 || fired[2] != 4*time.Second {
+		t.Fatalf("fired %v", fired)
+	}
+}

@@ -1,0 +1,354 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Model describes a simulated system: a population of clients making calls
+// into a chain of servers (tiers), the network between them, and a fault
+// schedule. Tiers[0] is called by the clients; when there are several tiers,
+// every request that Tiers[i] serves makes one call to Tiers[i+1] while it
+// holds its worker (thread-per-request), and answers once that call ends.
+//
+// A Model is a description only; Run executes it.
+type Model struct {
+	// Clients is the number of client processes. Each has its own arrival
+	// stream, and its own budget and breaker when the policy has them.
+	Clients int
+	// Arrival is each client's call pattern.
+	Arrival Arrival
+	// Duration is how long clients start new calls.
+	Duration time.Duration
+	// Drain is how long the run continues after Duration so that calls in
+	// flight can end. 0: 30s. Calls still open at the end count as failed.
+	Drain time.Duration
+	// Tiers are the servers, outermost first. At least one.
+	Tiers []Tier
+	// Faults change the servers and the network during windows of time.
+	Faults []Fault
+	// Measure names the tier whose offered load, concurrency and queue are
+	// reported. "": the last tier.
+	Measure string
+	// Warmup is excluded from the baseline window. The baseline is
+	// [Warmup, first fault start), or [Warmup, Duration) without faults.
+	Warmup time.Duration
+	// Bucket is the time resolution of the recorded series. 0: 10ms.
+	Bucket time.Duration
+}
+
+// Defaults for zero Model fields.
+const (
+	DefaultDrain  = 30 * time.Second
+	DefaultBucket = 10 * time.Millisecond
+)
+
+// ArrivalKind selects how a client spaces its calls.
+type ArrivalKind uint8
+
+// Arrival patterns.
+const (
+	// Poisson: exponential gaps with mean 1/Rate.
+	Poisson ArrivalKind = iota
+	// Periodic: one call every Interval, from a random phase in
+	// [0, Interval) drawn per client (telemetry agents, cron jobs).
+	Periodic
+)
+
+// Arrival is one client's call pattern.
+type Arrival struct {
+	Kind     ArrivalKind
+	Rate     float64       // Poisson: calls per second per client
+	Interval time.Duration // Periodic: time between calls
+}
+
+// Tier is a server: a pool of workers in front of a FIFO queue.
+//
+// An arriving request starts at once if a worker is free, waits in the queue
+// if there is room, and is otherwise refused at once with ErrOverloaded
+// (HTTP 503). Service time is drawn from Service and multiplied by the
+// degradation factor at the moment service starts.
+type Tier struct {
+	Name string
+	// Workers is the number of requests served at once. 0: unlimited
+	// (every request is served at once).
+	Workers int
+	// Queue is the waiting room. 0: unlimited; -1: none (refuse when all
+	// workers are busy).
+	Queue int
+	// Service is the time one request occupies a worker, before any call
+	// to the next tier.
+	Service Dist
+	// Latency is the one-way network latency of each leg into this tier
+	// (request and reply are drawn independently).
+	Latency Dist
+	// FailProb is the probability that an attempt fails (ErrServer) at the
+	// end of its service, independently of everything else.
+	FailProb float64
+	// Degrade makes service slower as the queue grows.
+	Degrade Degrade
+	// Timeout is how long this tier's callers wait for one attempt, when
+	// their policy sets no AttemptTimeout. 0: no timeout.
+	Timeout time.Duration
+}
+
+// Degrade models a server that gets slower when overloaded (lock
+// contention, cache thrashing, GC): once more than Knee requests are
+// queued, service time is multiplied by 1 + Slope·(queued-Knee)/Workers,
+// capped at MaxFactor (0: 10). The zero Degrade never slows down.
+type Degrade struct {
+	Knee      int
+	Slope     float64
+	MaxFactor float64
+}
+
+func (d Degrade) factor(queued, workers int) float64 {
+	if d.Slope <= 0 || queued <= d.Knee {
+		return 1
+	}
+	f := 1 + d.Slope*float64(queued-d.Knee)/float64(max(workers, 1))
+	limit := d.MaxFactor
+	if limit <= 0 {
+		limit = 10
+	}
+	return min(f, limit)
+}
+
+// FaultKind says what a Fault does.
+type FaultKind uint8
+
+// Fault kinds.
+const (
+	// FaultUnavailable: the tier answers every arriving attempt at once
+	// with ErrUnavailable (a restart answering 503).
+	FaultUnavailable FaultKind = iota
+	// FaultHang: the tier accepts attempts and never answers them; only
+	// the caller's timeout ends them.
+	FaultHang
+	// FaultLoss: each attempt sent to the tier is lost in the network with
+	// probability Prob; the caller hears nothing until its timeout.
+	FaultLoss
+	// FaultLatency: Extra is added to each network leg into the tier.
+	FaultLatency
+	// FaultCapacity: only Factor of the tier's workers serve (the rest
+	// finish what they hold and then idle). No effect on a tier with
+	// unlimited workers.
+	FaultCapacity
+	// FaultErrors: each attempt fails with probability Prob (ErrServer).
+	FaultErrors
+	// FaultRestart: at Start the tier drops every request it holds, in
+	// service or queued (their callers get ErrUnavailable at once, as from
+	// a reset connection), then answers ErrUnavailable until End.
+	FaultRestart
+)
+
+var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart"}
+
+// String returns the kind's name as used in scenario files.
+func (k FaultKind) String() string {
+	if int(k) < len(faultNames) {
+		return faultNames[k]
+	}
+	return fmt.Sprintf("fault(%d)", k)
+}
+
+// ParseFaultKind returns the kind named s.
+func ParseFaultKind(s string) (FaultKind, bool) {
+	for i, n := range faultNames {
+		if n == s {
+			return FaultKind(i), true
+		}
+	}
+	return 0, false
+}
+
+// Fault changes one tier, or the network in front of it, during
+// [Start, End).
+type Fault struct {
+	Kind       FaultKind
+	Tier       int
+	Start, End time.Duration
+	Prob       float64 // FaultLoss, FaultErrors
+	Factor     float64 // FaultCapacity: share of workers left, in [0, 1]
+	Extra      Dist    // FaultLatency
+}
+
+func (f *Fault) active(t time.Duration) bool { return t >= f.Start && t < f.End }
+
+// Policy is how one caller retries: the real backoff strategy, budget and
+// breaker, called in the order retry.Do calls them.
+type Policy struct {
+	Name string
+	// MaxAttempts bounds attempts per call, the first included. 0: no
+	// count limit (MaxElapsed, the budget or the breaker stop the call).
+	MaxAttempts int
+	// Backoff builds the strategy for a run, given the run's seeded random
+	// source. nil: retry at once, without waiting.
+	Backoff func(rand.Source) backoff.Strategy
+	// AttemptTimeout bounds each attempt. 0: the tier's Timeout.
+	AttemptTimeout time.Duration
+	// MaxElapsed bounds the whole call as retry.Policy.MaxElapsed does.
+	MaxElapsed time.Duration
+	// MinAttemptTime is retry.Policy.MinAttemptTime.
+	MinAttemptTime time.Duration
+	// Budget builds one caller's retry budget (see RatioBudget,
+	// WindowBudget). nil: none.
+	Budget func(Env) retry.Budget
+	// Breaker builds one caller's circuit breaker (see Breaker). nil: none.
+	Breaker func(Env) retry.Breaker
+	// BreakerRetriesOnly consults the breaker for retries only: first
+	// attempts always go out (and their results are still reported to the
+	// breaker when it admits them). This is the "stop retrying when the
+	// failure rate is high" breaker of the token-bucket experiments.
+	BreakerRetriesOnly bool
+}
+
+// Variant is one contender in a comparison: a name and the policy used for
+// the calls into each tier (Policies[i] is used by the callers of Tiers[i]).
+// A shorter slice leaves the remaining hops without retries.
+type Variant struct {
+	Name     string
+	Policies []Policy
+}
+
+// Single returns a Variant that applies p to the clients' calls only.
+func Single(p Policy) Variant { return Variant{Name: p.Name, Policies: []Policy{p}} }
+
+// Errors attempts end with. All are retryable under retry.DefaultClassifier.
+var (
+	ErrUnavailable = errors.New("sim: 503 service unavailable")
+	ErrOverloaded  = errors.New("sim: 503 overloaded (queue full)")
+	ErrServer      = errors.New("sim: 500 server error")
+)
+
+// ErrModel is wrapped by the errors Validate returns.
+var ErrModel = errors.New("sim: invalid model")
+
+// Validate reports whether m can be run.
+func (m *Model) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrModel}, args...)...)
+	}
+	if m.Clients <= 0 || m.Clients > 10_000_000 {
+		return bad("clients must be in [1, 10000000], got %d", m.Clients)
+	}
+	if m.Duration <= 0 || m.Duration > maxDuration {
+		return bad("duration must be in (0, %s], got %s", maxDuration, m.Duration)
+	}
+	if m.Drain < 0 || m.Drain > maxDuration {
+		return bad("drain must be in [0, %s], got %s", maxDuration, m.Drain)
+	}
+	if m.Bucket < 0 || (m.Bucket > 0 && m.Bucket < time.Microsecond) {
+		return bad("bucket must be at least 1µs")
+	}
+	if h := m.horizon(); int64(h/m.bucket()) > 50_000_000 {
+		return bad("run of %s at %s buckets is too fine", h, m.bucket())
+	}
+	switch m.Arrival.Kind {
+	case Poisson:
+		if !(m.Arrival.Rate > 0) || m.Arrival.Rate > 1e6 {
+			return bad("poisson rate must be in (0, 1e6] per client, got %g", m.Arrival.Rate)
+		}
+	case Periodic:
+		if m.Arrival.Interval <= 0 {
+			return bad("periodic interval must be positive")
+		}
+	default:
+		return bad("unknown arrival kind %d", m.Arrival.Kind)
+	}
+	if len(m.Tiers) == 0 || len(m.Tiers) > 16 {
+		return bad("need 1 to 16 tiers, got %d", len(m.Tiers))
+	}
+	for i, t := range m.Tiers {
+		if t.Workers < 0 || t.Queue < -1 {
+			return bad("tier %d: workers and queue must not be negative", i)
+		}
+		if !(t.FailProb >= 0 && t.FailProb <= 1) {
+			return bad("tier %d: fail probability must be in [0, 1]", i)
+		}
+		if t.Degrade.Knee < 0 || t.Degrade.Slope < 0 || t.Degrade.MaxFactor < 0 || math.IsNaN(t.Degrade.Slope) || math.IsNaN(t.Degrade.MaxFactor) {
+			return bad("tier %d: degrade settings must not be negative", i)
+		}
+		if t.Timeout < 0 {
+			return bad("tier %d: timeout must not be negative", i)
+		}
+	}
+	if m.MeasureTier() < 0 {
+		return bad("no tier named %q to measure", m.Measure)
+	}
+	for i, f := range m.Faults {
+		if f.Tier < 0 || f.Tier >= len(m.Tiers) {
+			return bad("fault %d: tier %d out of range", i, f.Tier)
+		}
+		if f.Start < 0 || f.End <= f.Start {
+			return bad("fault %d: window [%s, %s) is empty or negative", i, f.Start, f.End)
+		}
+		if f.Kind >= FaultKind(len(faultNames)) {
+			return bad("fault %d: unknown kind %d", i, f.Kind)
+		}
+		if !(f.Prob >= 0 && f.Prob <= 1) || !(f.Factor >= 0 && f.Factor <= 1) {
+			return bad("fault %d: probability and factor must be in [0, 1]", i)
+		}
+	}
+	return nil
+}
+
+// MeasureTier returns the index of the measured tier, or -1 when Measure
+// names no tier.
+func (m *Model) MeasureTier() int {
+	if m.Measure == "" {
+		return len(m.Tiers) - 1
+	}
+	for i, t := range m.Tiers {
+		if t.Name == m.Measure {
+			return i
+		}
+	}
+	return -1
+}
+
+func (m *Model) drain() time.Duration {
+	if m.Drain == 0 {
+		return DefaultDrain
+	}
+	return m.Drain
+}
+
+func (m *Model) horizon() time.Duration { return m.Duration + m.drain() }
+
+func (m *Model) bucket() time.Duration {
+	if m.Bucket == 0 {
+		return DefaultBucket
+	}
+	return m.Bucket
+}
+
+// faultWindow returns the earliest start and the latest end of the faults,
+// or ok=false without faults.
+func (m *Model) faultWindow() (start, end time.Duration, ok bool) {
+	for i, f := range m.Faults {
+		if i == 0 || f.Start < start {
+			start = f.Start
+		}
+		if i == 0 || f.End > end {
+			end = f.End
+		}
+	}
+	return start, end, len(m.Faults) > 0
+}
+
+// baseline returns the baseline window.
+func (m *Model) baseline() (from, to time.Duration) {
+	to = m.Duration
+	if s, _, ok := m.faultWindow(); ok && s < to {
+		to = s
+	}
+	from = min(m.Warmup, to)
+	return from, to
+}

@@ -1,0 +1,427 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ModelSpec describes a scenario built on a Model: the model, the policies
+// compared and, optionally, a sweep of cases that each adjust the model.
+type ModelSpec struct {
+	Name, Title, Doc string
+	Model            Model
+	// Params configure the standard policies.
+	Params PolicyParams
+	// Policies is the default set compared: standard names or names of
+	// Custom variants.
+	Policies []string
+	// Custom are the scenario's own contenders.
+	Custom []Variant
+	// Cases sweep a parameter; nil runs the model as it is.
+	Cases []ModelCase
+	// SweepLabel names the swept parameter on plots (with Cases).
+	SweepLabel string
+	// Columns are the metric columns of the tables (see ColumnKeys).
+	// nil: DefaultColumns, or success and attempts/call for a sweep.
+	Columns []string
+	// Trials is the default number of trials.
+	Trials int
+}
+
+// ModelCase is one setting of a sweep.
+type ModelCase struct {
+	Name string
+	// X is the case's value on plots.
+	X float64
+	// Apply adjusts a copy of the model (whose Tiers and Faults slices are
+	// copies too).
+	Apply func(*Model)
+}
+
+// column is one metric column of a table.
+type column struct {
+	key, header string
+	cell        func(m *Metrics) string
+}
+
+var columns = []column{
+	{"amp", "peak×", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.Amplification) }},
+	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
+	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
+	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
+	{"success", "success", func(m *Metrics) string { return pct(m.SuccessRate) }},
+	{"conc", "conc", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakConcurrency) }},
+	{"queue", "queue", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakQueue) }},
+	{"inflight", "conns", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakInFlight) }},
+	{"recovery", "recovery", recoveryCell},
+	{"p50", "p50", func(m *Metrics) string { return fmtMS(m.P50ms) }},
+	{"p99", "p99", func(m *Metrics) string { return fmtMS(m.P99ms) }},
+	{"p999", "p99.9", func(m *Metrics) string { return fmtMS(m.P999ms) }},
+	{"sync", "sync", func(m *Metrics) string { return pct(m.SyncShare) }},
+	{"kurt", "kurt", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.Kurtosis) }},
+}
+
+// ColumnLegend explains the table headers, in column order.
+func ColumnLegend() [][2]string {
+	return [][2]string{
+		{"peak×", "amplification: peak offered load (1s window) ÷ baseline load"},
+		{"attempts", "attempts sent to the measured tier (the work)"},
+		{"att/call", "attempts per client call"},
+		{"goodput", "successful calls per second"},
+		{"success", "share of client calls that succeeded"},
+		{"conc", "peak requests inside the measured tier (serving + queued)"},
+		{"queue", "peak queue length of the measured tier"},
+		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
+		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never"},
+		{"p50 p99 p99.9", "client call latency percentiles"},
+		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries)"},
+		{"kurt", "kurtosis of the offered load per 10ms (about 3 for steady load; higher is spikier)"},
+	}
+}
+
+// DefaultColumns are the table columns of a model scenario.
+var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
+
+// ColumnKeys returns the metric column keys a table may show.
+func ColumnKeys() []string {
+	keys := make([]string, len(columns))
+	for i, c := range columns {
+		keys[i] = c.key
+	}
+	return keys
+}
+
+func findColumn(key string) (column, bool) {
+	for _, c := range columns {
+		if c.key == key {
+			return c, true
+		}
+	}
+	return column{}, false
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func fmtMS(ms float64) string {
+	switch {
+	case ms >= 10_000:
+		return fmt.Sprintf("%.0fs", ms/1000)
+	case ms >= 1000:
+		return fmt.Sprintf("%.2fs", ms/1000)
+	case ms >= 10:
+		return fmt.Sprintf("%.0fms", ms)
+	default:
+		return fmt.Sprintf("%.1fms", ms)
+	}
+}
+
+func recoveryCell(m *Metrics) string {
+	switch {
+	case m.Recovered == 0:
+		return "stuck"
+	case m.Recovered < 1:
+		return fmt.Sprintf("%.1fs (%.0f%%)", m.RecoveryS, 100*m.Recovered)
+	default:
+		return fmt.Sprintf("%.1fs", m.RecoveryS)
+	}
+}
+
+// NewModelScenario checks spec and returns its Scenario.
+func NewModelScenario(spec ModelSpec) (*Scenario, error) {
+	if spec.Name == "" {
+		return nil, fmt.Errorf("%w: a scenario needs a name", ErrScenario)
+	}
+	if err := spec.Model.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", spec.Name, err)
+	}
+	for _, k := range spec.Columns {
+		if _, ok := findColumn(k); !ok {
+			return nil, fmt.Errorf("%w: unknown column %q (want one of %s)", ErrScenario, k, strings.Join(ColumnKeys(), ", "))
+		}
+	}
+	custom := map[string]Variant{}
+	for _, v := range spec.Custom {
+		if v.Name == "" {
+			return nil, fmt.Errorf("%w: %s: a custom policy needs a name", ErrScenario, spec.Name)
+		}
+		if _, dup := custom[v.Name]; dup {
+			return nil, fmt.Errorf("%w: %s: policy %q defined twice", ErrScenario, spec.Name, v.Name)
+		}
+		custom[v.Name] = v
+	}
+	policies := spec.Policies
+	if len(policies) == 0 {
+		policies = PolicyNames()
+	}
+	sc := &Scenario{
+		Name: spec.Name, Title: spec.Title, Doc: spec.Doc, Policies: policies, Trials: max(spec.Trials, 1),
+		own: func(n string) bool { _, ok := custom[n]; return ok },
+	}
+	sc.known = func(n string) bool {
+		if sc.own(n) {
+			return true
+		}
+		_, ok := CanonicalPolicy(n)
+		return ok
+	}
+	for _, p := range policies {
+		if !sc.KnownPolicy(p) {
+			return nil, fmt.Errorf("%w: %s: unknown policy %q", ErrPolicy, spec.Name, p)
+		}
+	}
+	sc.run = func(ctx context.Context, o *Options) (*Report, error) {
+		return runModelSpec(ctx, &spec, custom, o)
+	}
+	return sc, nil
+}
+
+// variantFor resolves a policy name to the contender it stands for.
+func variantFor(name string, custom map[string]Variant, params PolicyParams) (Variant, error) {
+	if v, ok := custom[name]; ok {
+		return v, nil
+	}
+	p, err := StandardPolicy(name, params)
+	if err != nil {
+		return Variant{}, err
+	}
+	return Single(p), nil
+}
+
+// copyModel returns a copy of m whose slices can be changed freely.
+func copyModel(m Model) Model {
+	m.Tiers = slices.Clone(m.Tiers)
+	m.Faults = slices.Clone(m.Faults)
+	return m
+}
+
+func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Variant, o *Options) (*Report, error) {
+	cases := spec.Cases
+	if len(cases) == 0 {
+		cases = []ModelCase{{}}
+	}
+	models := make([]Model, len(cases))
+	for i, c := range cases {
+		m := copyModel(spec.Model)
+		if c.Apply != nil {
+			c.Apply(&m)
+		}
+		if o.Clients > 0 {
+			m.Clients = o.Clients
+		}
+		if o.Duration > 0 {
+			m.Duration = o.Duration
+		}
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("scenario %s case %q: %w", spec.Name, c.Name, err)
+		}
+		models[i] = m
+	}
+	variants := make([]Variant, len(o.Policies))
+	for i, name := range o.Policies {
+		v, err := variantFor(name, custom, spec.Params)
+		if err != nil {
+			return nil, err
+		}
+		v.Name = name
+		variants[i] = v
+	}
+
+	nc, np, nt := len(cases), len(variants), o.Trials
+	results := make([]*Result, nc*np*nt)
+	err := parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
+		c, p, t := i/(np*nt), (i/nt)%np, i%nt
+		res, err := Run(&models[c], variants[p], unitSeed(o.Seed, c, t))
+		if err != nil {
+			return err
+		}
+		if t > 0 {
+			res.Series = Series{} // only the first trial's series is kept
+		}
+		results[i] = res
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	rep := &Report{}
+	for c := range cases {
+		m := &models[c]
+		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m)}
+		if s, e, ok := m.faultWindow(); ok {
+			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
+		}
+		for p := range variants {
+			ms := make([]Metrics, nt)
+			for t := 0; t < nt; t++ {
+				r := results[(c*np+p)*nt+t]
+				ms[t] = r.Metrics
+				rep.Events += r.Events
+			}
+			mean := Mean(ms)
+			series := results[(c*np+p)*nt].Series
+			kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, Metrics: &mean, Series: &series})
+		}
+		rep.Cases = append(rep.Cases, kase)
+	}
+	present(rep, spec, cases)
+	return rep, nil
+}
+
+// capacity returns the measured tier's requests per second at full
+// strength, or 0 when it is unbounded.
+func capacity(m *Model) float64 {
+	t := m.Tiers[m.MeasureTier()]
+	mean := t.Service.Mean()
+	if t.Workers == 0 || mean <= 0 {
+		return 0
+	}
+	return float64(t.Workers) / mean.Seconds()
+}
+
+// present builds the tables and plots of a model scenario's report.
+func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
+	keys := spec.Columns
+	sweep := len(spec.Cases) > 0
+	if len(keys) == 0 {
+		keys = DefaultColumns
+		if sweep {
+			keys = []string{"success", "apc"}
+		}
+	}
+	cols := make([]column, len(keys))
+	for i, k := range keys {
+		cols[i], _ = findColumn(k)
+	}
+	if sweep {
+		// One table: a row per policy, a column per case; each cell joins
+		// the metrics with " / ".
+		var names []string
+		for _, col := range cols {
+			names = append(names, col.header)
+		}
+		t := Table{Title: spec.Title, Header: []string{"policy"}, Notes: []string{"each cell: " + strings.Join(names, " / ")}}
+		for _, c := range rep.Cases {
+			t.Header = append(t.Header, c.Name)
+		}
+		for p := range rep.Cases[0].Rows {
+			row := []string{rep.Cases[0].Rows[p].Policy}
+			for _, c := range rep.Cases {
+				var cells []string
+				for _, col := range cols {
+					cells = append(cells, col.cell(c.Rows[p].Metrics))
+				}
+				row = append(row, strings.Join(cells, " / "))
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		rep.Tables = append(rep.Tables, t)
+		for _, col := range cols {
+			pl := Plot{Title: spec.Title + ": " + col.header, XLabel: spec.SweepLabel, YLabel: col.header}
+			for p := range rep.Cases[0].Rows {
+				ln := Line{Name: rep.Cases[0].Rows[p].Policy}
+				for i, c := range rep.Cases {
+					ln.X = append(ln.X, cases[i].X)
+					ln.Y = append(ln.Y, sweepValue(col.key, c.Rows[p].Metrics))
+				}
+				pl.Lines = append(pl.Lines, ln)
+			}
+			rep.Plots = append(rep.Plots, pl)
+		}
+		return
+	}
+	for _, c := range rep.Cases {
+		title := spec.Title
+		if c.Name != "" {
+			title += " (" + c.Name + ")"
+		}
+		t := Table{Title: title, Header: []string{"policy"}}
+		for _, col := range cols {
+			t.Header = append(t.Header, col.header)
+		}
+		for _, r := range c.Rows {
+			row := []string{r.Policy}
+			for _, col := range cols {
+				row = append(row, col.cell(r.Metrics))
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		rep.Tables = append(rep.Tables, t)
+		rep.Plots = append(rep.Plots, loadPlots(&c, spec.Model.Tiers[spec.Model.MeasureTier()].Name)...)
+	}
+}
+
+// sweepValue is the number a sweep plot shows for a column.
+func sweepValue(key string, m *Metrics) float64 {
+	switch key {
+	case "success":
+		return 100 * m.SuccessRate
+	case "apc":
+		return m.AttemptsPerCall
+	case "amp":
+		return m.Amplification
+	case "goodput":
+		return m.Goodput
+	case "recovery":
+		return m.RecoveryS
+	case "p50":
+		return m.P50ms
+	case "p99":
+		return m.P99ms
+	case "p999":
+		return m.P999ms
+	case "sync":
+		return 100 * m.SyncShare
+	case "kurt":
+		return m.Kurtosis
+	case "conc":
+		return m.PeakConcurrency
+	case "queue":
+		return m.PeakQueue
+	case "inflight":
+		return m.PeakInFlight
+	default:
+		return m.Attempts
+	}
+}
+
+// loadPlots returns an overview of every policy's offered load, then one
+// plot per policy with load, retries, goodput and failures over time.
+func loadPlots(c *Case, tier string) []Plot {
+	xs := func(s *Series) []float64 {
+		x := make([]float64, len(s.Load))
+		for i := range x {
+			x[i] = float64(i) * s.StepMS / 1000
+		}
+		return x
+	}
+	group := "Load over time"
+	if c.Name != "" {
+		group += " (" + c.Name + ")"
+	}
+	title := "Offered load, all policies"
+	if tier != "" {
+		title = "Offered load on the " + tier + ", all policies"
+	}
+	over := Plot{Title: title, XLabel: "time (s)", YLabel: "attempts/s",
+		ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group}
+	out := []Plot{}
+	for _, r := range c.Rows {
+		s := r.Series
+		x := xs(s)
+		over.Lines = append(over.Lines, Line{Name: r.Policy, X: x, Y: s.Load})
+		out = append(out, Plot{
+			Title: r.Policy, XLabel: "time (s)", YLabel: "per second",
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group,
+			Lines: []Line{
+				{Name: "attempts", X: x, Y: s.Load},
+				{Name: "retries", X: x, Y: s.Retries},
+				{Name: "successful calls", X: x, Y: s.Goodput},
+				{Name: "failed calls", X: x, Y: s.Failed},
+			},
+		})
+	}
+	return append([]Plot{over}, out...)
+}

@@ -1,0 +1,585 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Result is what one run of a Model with one Variant measured.
+type Result struct {
+	Metrics Metrics
+	// Series is the measured tier's load over time, at ChartStep
+	// resolution, for charts.
+	Series Series
+	// Events is the number of events the run processed.
+	Events uint64
+}
+
+// Run simulates m once with variant v. The seed determines every random
+// draw: the clients' arrival times come from per-client streams derived from
+// it, so that every variant sees the same workload; latencies, service times
+// and faults come from the Sim's generator; jitter from a third stream.
+func Run(m *Model, v Variant, seed uint64) (*Result, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	r := newRunner(m, v, seed)
+	r.s.RunUntil(m.horizon())
+	res := &Result{Events: r.s.Events()}
+	res.Metrics, res.Series = r.rec.finish(m)
+	return res, nil
+}
+
+// Error codes carried by reply events.
+const (
+	codeOK int64 = iota
+	codeUnavailable
+	codeOverloaded
+	codeServer
+)
+
+var codeErr = [...]error{nil, ErrUnavailable, ErrOverloaded, ErrServer}
+
+type runner struct {
+	s       *Sim
+	m       *Model
+	tiers   []tierState
+	callers []caller
+	hops    []hop
+	srcs    []rand.PCG // per-client arrival streams
+	calls   []callRec
+	atts    []attRec
+	freeC   []int32
+	freeA   []int32
+	measure int32
+	rec     recorder
+
+	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart HandlerID
+}
+
+// hop is the per-tier part of a variant: the policy its callers use and the
+// strategy built for this run.
+type hop struct {
+	pol     Policy
+	strat   backoff.Strategy
+	timeout time.Duration
+}
+
+type tierState struct {
+	cfg       *Tier
+	busy      int
+	eff       int // workers serving now (capacity faults applied)
+	queue     ring
+	inService []int32 // attempts holding a worker (for a restart to drop)
+	faults    []*Fault
+}
+
+// caller is one process that makes calls into a tier: a client, or a tier
+// calling the next one. It owns its budget and breaker.
+type caller struct {
+	hop     int32
+	budget  retry.Budget
+	tracker retry.BudgetTracker
+	breaker retry.Breaker
+}
+
+type callRec struct {
+	start     time.Duration
+	prev      time.Duration // previous backoff delay
+	gen       int64
+	parentGen int64 // the upstream attempt's generation
+	parent    int32 // upstream attempt this call serves, -1 for a client's call
+	caller    int32
+	attempts  int32
+}
+
+type attRec struct {
+	gen        int64
+	sent       time.Duration
+	done       func(error)
+	call       int32
+	tier       int32
+	n          int32
+	svc        int32 // index in its tier's inService, -1 when not holding a worker
+	clientOpen bool  // the caller still waits for this attempt
+	pathRef    bool  // an event, the queue, a worker or a downstream call refers to it
+	dropped    bool  // a restart dropped it; its service end is ignored
+}
+
+func newRunner(m *Model, v Variant, seed uint64) *runner {
+	s := New(seed)
+	r := &runner{s: s, m: m, measure: int32(m.MeasureTier())}
+	r.hArrive = s.Register(r.onArrive)
+	r.hRetry = s.Register(r.onRetry)
+	r.hReach = s.Register(r.onReach)
+	r.hServed = s.Register(r.onServed)
+	r.hReply = s.Register(r.onReply)
+	r.hTimeout = s.Register(r.onTimeout)
+	r.hCapacity = s.Register(r.onCapacity)
+	r.hRestart = s.Register(r.onRestart)
+
+	jitter := rand.NewPCG(seed^0x6a09e667f3bcc909, seed+0xbb67ae8584caa73b)
+	r.hops = make([]hop, len(m.Tiers))
+	for i := range r.hops {
+		h := &r.hops[i]
+		if i < len(v.Policies) {
+			h.pol = v.Policies[i]
+		} else {
+			h.pol = Policy{Name: "none", MaxAttempts: 1}
+		}
+		if h.pol.Backoff != nil {
+			h.strat = h.pol.Backoff(jitter)
+		}
+		h.timeout = h.pol.AttemptTimeout
+		if h.timeout == 0 {
+			h.timeout = m.Tiers[i].Timeout
+		}
+	}
+
+	r.tiers = make([]tierState, len(m.Tiers))
+	for i := range r.tiers {
+		t := &r.tiers[i]
+		t.cfg = &m.Tiers[i]
+		t.eff = t.cfg.Workers
+		if t.eff == 0 {
+			t.eff = math.MaxInt
+		}
+	}
+	for i := range m.Faults {
+		f := &m.Faults[i]
+		r.tiers[f.Tier].faults = append(r.tiers[f.Tier].faults, f)
+		switch f.Kind {
+		case FaultCapacity:
+			s.Schedule(f.Start, r.hCapacity, int32(f.Tier), 0)
+			s.Schedule(f.End, r.hCapacity, int32(f.Tier), 0)
+		case FaultRestart:
+			s.Schedule(f.Start, r.hRestart, int32(f.Tier), 0)
+		}
+	}
+
+	// Callers: the clients, then one per tier that calls the next.
+	env := Env{Clock: s.Clock(), Rand: rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1)}
+	r.callers = make([]caller, m.Clients+len(m.Tiers)-1)
+	for i := range r.callers {
+		c := &r.callers[i]
+		if i >= m.Clients {
+			c.hop = int32(i - m.Clients + 1)
+		}
+		p := &r.hops[c.hop].pol
+		if p.Budget != nil {
+			c.budget = p.Budget(env)
+			c.tracker, _ = c.budget.(retry.BudgetTracker)
+		}
+		if p.Breaker != nil {
+			c.breaker = p.Breaker(env)
+		}
+	}
+
+	r.rec.init(m)
+	r.srcs = make([]rand.PCG, m.Clients)
+	for i := range r.srcs {
+		r.srcs[i] = *rand.NewPCG(seed, uint64(i)*0x9e3779b97f4a7c15+1)
+		var first time.Duration
+		if m.Arrival.Kind == Periodic {
+			first = time.Duration(float64(m.Arrival.Interval) * unit(&r.srcs[i]))
+		} else {
+			first = r.gap(i)
+		}
+		if first < m.Duration {
+			s.Schedule(first, r.hArrive, int32(i), 0)
+		}
+	}
+	return r
+}
+
+// unit returns a uniform float64 in [0, 1).
+func unit(src *rand.PCG) float64 { return float64(src.Uint64()>>11) / (1 << 53) }
+
+// gap draws client i's next Poisson inter-arrival time.
+func (r *runner) gap(i int) time.Duration {
+	u := unit(&r.srcs[i])
+	return time.Duration(-math.Log1p(-u) / r.m.Arrival.Rate * float64(time.Second))
+}
+
+func (r *runner) onArrive(e Event) {
+	i := int(e.Ref)
+	r.startCall(e.Ref, -1, 0)
+	var next time.Duration
+	if r.m.Arrival.Kind == Periodic {
+		next = r.m.Arrival.Interval
+	} else {
+		next = r.gap(i)
+	}
+	if t := r.s.now + next; t < r.m.Duration {
+		r.s.Schedule(t, r.hArrive, e.Ref, 0)
+	}
+}
+
+func (r *runner) allocCall() int32 {
+	if n := len(r.freeC); n > 0 {
+		i := r.freeC[n-1]
+		r.freeC = r.freeC[:n-1]
+		return i
+	}
+	r.calls = append(r.calls, callRec{})
+	return int32(len(r.calls) - 1)
+}
+
+func (r *runner) allocAtt() int32 {
+	if n := len(r.freeA); n > 0 {
+		i := r.freeA[n-1]
+		r.freeA = r.freeA[:n-1]
+		return i
+	}
+	r.atts = append(r.atts, attRec{})
+	return int32(len(r.atts) - 1)
+}
+
+func (r *runner) maybeFreeAtt(ai int32) {
+	a := &r.atts[ai]
+	if !a.clientOpen && !a.pathRef {
+		a.done = nil
+		r.freeA = append(r.freeA, ai)
+	}
+}
+
+func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
+	ci := r.allocCall()
+	c := &r.calls[ci]
+	c.gen++
+	*c = callRec{start: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
+	if parent < 0 {
+		r.rec.callStarted()
+	}
+	r.tryAttempt(ci)
+}
+
+// tryAttempt makes the call's next attempt, in retry.Do's order: breaker
+// Allow, budget Start, the attempt.
+func (r *runner) tryAttempt(ci int32) {
+	cl := &r.calls[ci]
+	c := &r.callers[cl.caller]
+	h := &r.hops[c.hop]
+	n := cl.attempts + 1
+	isRetry := n > 1
+	var done func(error)
+	if c.breaker != nil {
+		d, err := c.breaker.Allow()
+		switch {
+		case err == nil:
+			done = d
+		case h.pol.BreakerRetriesOnly && !isRetry:
+			// First attempts go out whatever the breaker says.
+		default:
+			if isRetry && c.tracker != nil {
+				c.tracker.Refund()
+			}
+			r.finishCall(ci, false)
+			return
+		}
+	}
+	if c.tracker != nil {
+		c.tracker.Start(isRetry)
+	}
+	cl.attempts = n
+
+	ai := r.allocAtt()
+	a := &r.atts[ai]
+	a.gen++
+	*a = attRec{gen: a.gen, sent: r.s.now, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
+	if c.hop == r.measure {
+		r.rec.attemptSent(r.s.now, isRetry)
+	}
+	if h.timeout > 0 {
+		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
+	}
+	t := &r.tiers[c.hop]
+	for _, f := range t.faults {
+		if f.Kind == FaultLoss && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+			return // lost: only the timeout will end it
+		}
+	}
+	a.pathRef = true
+	r.s.After(r.leg(t), r.hReach, ai, 0)
+}
+
+// leg draws one network leg's latency into tier t, with latency faults.
+func (r *runner) leg(t *tierState) time.Duration {
+	d := t.cfg.Latency.Sample(r.s.rng)
+	for _, f := range t.faults {
+		if f.Kind == FaultLatency && f.active(r.s.now) {
+			d += f.Extra.Sample(r.s.rng)
+		}
+	}
+	return d
+}
+
+func (r *runner) onReach(e Event) {
+	ai := e.Ref
+	a := &r.atts[ai]
+	ti := a.tier
+	t := &r.tiers[ti]
+	for _, f := range t.faults {
+		if !f.active(r.s.now) {
+			continue
+		}
+		switch f.Kind {
+		case FaultUnavailable, FaultRestart:
+			r.reply(ai, codeUnavailable)
+			return
+		case FaultHang:
+			a.pathRef = false
+			r.maybeFreeAtt(ai)
+			return
+		}
+	}
+	switch {
+	case t.busy < t.eff:
+		r.startService(ti, ai)
+	case t.cfg.Queue == 0 || (t.cfg.Queue > 0 && t.queue.len() < t.cfg.Queue):
+		t.queue.push(ai)
+		if ti == r.measure {
+			r.rec.server(r.s.now, t.busy, t.queue.len())
+		}
+	default:
+		r.reply(ai, codeOverloaded)
+	}
+}
+
+func (r *runner) startService(ti int32, ai int32) {
+	t := &r.tiers[ti]
+	t.busy++
+	a := &r.atts[ai]
+	a.svc = int32(len(t.inService))
+	t.inService = append(t.inService, ai)
+	if ti == r.measure {
+		r.rec.server(r.s.now, t.busy, t.queue.len())
+	}
+	d := t.cfg.Service.Sample(r.s.rng)
+	if f := t.cfg.Degrade.factor(t.queue.len(), t.cfg.Workers); f != 1 {
+		d = time.Duration(float64(d) * f)
+	}
+	r.s.After(d, r.hServed, ai, a.gen)
+}
+
+func (r *runner) onServed(e Event) {
+	ai := e.Ref
+	if a := &r.atts[ai]; a.gen != e.Arg || a.dropped {
+		return // a restart dropped it
+	}
+	ti := r.atts[ai].tier
+	t := &r.tiers[ti]
+	fail := t.cfg.FailProb > 0 && r.s.rng.Float64() < t.cfg.FailProb
+	for _, f := range t.faults {
+		if f.Kind == FaultErrors && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+			fail = true
+		}
+	}
+	if fail {
+		r.finishService(ai, codeServer)
+		return
+	}
+	if int(ti) < len(r.tiers)-1 {
+		// The worker stays busy while this tier calls the next one.
+		r.startCall(int32(r.m.Clients)+ti, ai, r.atts[ai].gen)
+		return
+	}
+	r.finishService(ai, codeOK)
+}
+
+// finishService frees the worker holding attempt ai, replies and takes the
+// next request from the queue.
+func (r *runner) finishService(ai int32, code int64) {
+	ti := r.atts[ai].tier
+	r.release(ai)
+	r.reply(ai, code)
+	r.dispatch(ti)
+}
+
+// release frees the worker that attempt ai holds.
+func (r *runner) release(ai int32) {
+	a := &r.atts[ai]
+	t := &r.tiers[a.tier]
+	t.busy--
+	last := t.inService[len(t.inService)-1]
+	t.inService[a.svc] = last
+	r.atts[last].svc = a.svc
+	t.inService = t.inService[:len(t.inService)-1]
+	a.svc = -1
+}
+
+// onRestart drops everything the tier holds: its callers hear
+// ErrUnavailable at once; work in progress is abandoned.
+func (r *runner) onRestart(e Event) {
+	ti := e.Ref
+	t := &r.tiers[ti]
+	for len(t.inService) > 0 {
+		ai := t.inService[len(t.inService)-1]
+		r.release(ai)
+		r.atts[ai].dropped = true
+		r.reply(ai, codeUnavailable)
+	}
+	for t.queue.len() > 0 {
+		r.reply(t.queue.pop(), codeUnavailable)
+	}
+	if ti == r.measure {
+		r.rec.server(r.s.now, t.busy, t.queue.len())
+	}
+}
+
+func (r *runner) dispatch(ti int32) {
+	t := &r.tiers[ti]
+	for t.busy < t.eff && t.queue.len() > 0 {
+		r.startService(ti, t.queue.pop())
+	}
+	if ti == r.measure {
+		r.rec.server(r.s.now, t.busy, t.queue.len())
+	}
+}
+
+func (r *runner) reply(ai int32, code int64) {
+	t := &r.tiers[r.atts[ai].tier]
+	r.s.After(r.leg(t), r.hReply, ai, code)
+}
+
+func (r *runner) onReply(e Event) {
+	ai := e.Ref
+	a := &r.atts[ai]
+	a.pathRef = false
+	if a.clientOpen {
+		r.attemptEnded(ai, codeErr[e.Arg])
+	}
+	r.maybeFreeAtt(ai)
+}
+
+func (r *runner) onTimeout(e Event) {
+	a := &r.atts[e.Ref]
+	if a.gen != e.Arg || !a.clientOpen {
+		return
+	}
+	r.attemptEnded(e.Ref, retry.ErrAttemptTimeout)
+	r.maybeFreeAtt(e.Ref)
+}
+
+func (r *runner) onCapacity(e Event) {
+	t := &r.tiers[e.Ref]
+	w := t.cfg.Workers
+	if w == 0 {
+		return
+	}
+	eff := w
+	for _, f := range t.faults {
+		if f.Kind == FaultCapacity && f.active(r.s.now) {
+			eff = min(eff, int(float64(w)*f.Factor))
+		}
+	}
+	t.eff = eff
+	r.dispatch(e.Ref)
+}
+
+// attemptEnded handles the end of an attempt as the caller sees it, in
+// retry.Do's order: breaker done, budget Record; on failure the attempt
+// limit, the backoff, the deadline, breaker Ready, budget Withdraw.
+func (r *runner) attemptEnded(ai int32, err error) {
+	a := &r.atts[ai]
+	a.clientOpen = false
+	ci := a.call
+	cl := &r.calls[ci]
+	c := &r.callers[cl.caller]
+	h := &r.hops[c.hop]
+	if c.hop == r.measure {
+		r.rec.attemptEnded(r.s.now, err == nil)
+	}
+	if a.done != nil {
+		a.done(err)
+		a.done = nil
+	}
+	n := a.n
+	if c.budget != nil {
+		c.budget.Record(n > 1, err)
+	}
+	if err == nil {
+		r.finishCall(ci, true)
+		return
+	}
+	p := &h.pol
+	if p.MaxAttempts > 0 && int(n) >= p.MaxAttempts {
+		r.finishCall(ci, false)
+		return
+	}
+	var delay time.Duration
+	if h.strat != nil {
+		delay = h.strat.Delay(int(n), cl.prev)
+		cl.prev = delay
+	}
+	if p.MaxElapsed > 0 && r.s.now+delay+p.MinAttemptTime >= cl.start+p.MaxElapsed {
+		r.finishCall(ci, false)
+		return
+	}
+	if c.breaker != nil && c.breaker.Ready() != nil {
+		r.finishCall(ci, false)
+		return
+	}
+	if c.budget != nil && !c.budget.Withdraw(err) {
+		r.finishCall(ci, false)
+		return
+	}
+	r.s.After(delay, r.hRetry, ci, cl.gen)
+}
+
+func (r *runner) onRetry(e Event) {
+	if r.calls[e.Ref].gen != e.Arg {
+		return
+	}
+	r.tryAttempt(e.Ref)
+}
+
+func (r *runner) finishCall(ci int32, ok bool) {
+	cl := &r.calls[ci]
+	parent, parentGen, start := cl.parent, cl.parentGen, cl.start
+	cl.gen++ // any stale event for this call is ignored from now on
+	r.freeC = append(r.freeC, ci)
+	if parent < 0 {
+		r.rec.callEnded(r.s.now, r.s.now-start, ok)
+		return
+	}
+	if a := &r.atts[parent]; a.gen != parentGen || a.dropped {
+		return // the request this call served was dropped by a restart
+	}
+	code := codeOK
+	if !ok {
+		code = codeServer
+	}
+	r.finishService(parent, code)
+}
+
+// ring is a FIFO of attempt indices.
+type ring struct {
+	buf        []int32
+	head, size int
+}
+
+func (q *ring) len() int { return q.size }
+
+func (q *ring) push(v int32) {
+	if q.size == len(q.buf) {
+		nb := make([]int32, max(16, 2*len(q.buf)))
+		for i := 0; i < q.size; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = v
+	q.size++
+}
+
+func (q *ring) pop() int32 {
+	v := q.buf[q.head]
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return v
+}

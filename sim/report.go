@@ -1,0 +1,88 @@
+package sim
+
+// Report is the result of running one scenario: raw numbers per case and
+// policy (encoded by encoding/json deterministically: the same seed gives
+// the same bytes), plus ready-made tables and plots for humans.
+type Report struct {
+	Scenario    string `json:"scenario"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Seed        uint64 `json:"seed"`
+	Trials      int    `json:"trials"`
+	// Events is the number of simulated events the report took.
+	Events uint64 `json:"events"`
+	Cases  []Case `json:"cases"`
+	// Tables and Plots present the cases; they are not part of the JSON.
+	Tables []Table `json:"-"`
+	Plots  []Plot  `json:"-"`
+}
+
+// Case is one setting of a scenario (one client count of a sweep, one
+// failure probability, or the scenario's single setting) with one row per
+// policy.
+type Case struct {
+	Name string `json:"name"`
+	// Fault window of the case in seconds, when it has one.
+	FaultStartS float64 `json:"fault_start_s,omitempty"`
+	FaultEndS   float64 `json:"fault_end_s,omitempty"`
+	// CapacityPerS is the measured tier's nominal capacity in requests per
+	// second (workers ÷ mean service time), when it is bounded.
+	CapacityPerS float64 `json:"capacity_per_s,omitempty"`
+	Rows         []Row   `json:"rows"`
+}
+
+// Row is one policy's result in a case. Model scenarios fill Metrics and
+// Series (from the first trial); the OCC scenario fills OCC.
+type Row struct {
+	Policy  string    `json:"policy"`
+	Metrics *Metrics  `json:"metrics,omitempty"`
+	OCC     *OCCStats `json:"occ,omitempty"`
+	Series  *Series   `json:"series,omitempty"`
+}
+
+// OCCStats summarises the trials of the OCC model for one policy.
+type OCCStats struct {
+	Clients int `json:"clients"`
+	Trials  int `json:"trials"`
+	// MeanCalls is the mean number of server writes until every client
+	// succeeded; CallsPerClient is MeanCalls / Clients.
+	MeanCalls      float64 `json:"mean_calls"`
+	CallsPerClient float64 `json:"calls_per_client"`
+	// MeanCompletionMS is the mean time at which the last client
+	// succeeded; P95CompletionMS its 95th percentile over trials.
+	MeanCompletionMS float64 `json:"mean_completion_ms"`
+	P95CompletionMS  float64 `json:"p95_completion_ms"`
+	// Unfinished counts trials stopped by the time limit.
+	Unfinished int `json:"unfinished"`
+}
+
+// Table is a rendered summary: a title, a header and rows of cells. The
+// first column names the policy; the rest are right-aligned numbers.
+type Table struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+	Notes  []string
+}
+
+// Plot is a line chart's data; the stormsim command draws it.
+type Plot struct {
+	Title  string
+	XLabel string
+	YLabel string
+	Lines  []Line
+	// Shade marks [ShadeFrom, ShadeTo) on the x axis (a fault window) when
+	// ShadeTo > ShadeFrom.
+	ShadeFrom, ShadeTo float64
+	// HLine draws a horizontal reference line (a capacity) when > 0.
+	HLine      float64
+	HLineLabel string
+	// Group heads a run of related plots ("Load over time"); "" for none.
+	Group string
+}
+
+// Line is one named series of a Plot.
+type Line struct {
+	Name string
+	X, Y []float64
+}

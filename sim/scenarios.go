@@ -1,0 +1,252 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stormguard/stormguard/budget"
+)
+
+// Scenarios returns the built-in scenarios in the order of the default
+// suite. Each call returns fresh values.
+func Scenarios() []*Scenario {
+	out := []*Scenario{newOCCScenario()}
+	for _, spec := range builtinSpecs() {
+		sc, err := NewModelScenario(spec)
+		if err != nil {
+			panic("sim: built-in scenario " + spec.Name + ": " + err.Error())
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// Lookup returns the built-in scenario called name.
+func Lookup(name string) (*Scenario, bool) {
+	for _, sc := range Scenarios() {
+		if sc.Name == name {
+			return sc, true
+		}
+	}
+	return nil, false
+}
+
+func builtinSpecs() []ModelSpec {
+	return []ModelSpec{retryBudgetSpec(), gatewaySpec(), packetLossSpec(), metastableSpec(), cascadeSpec()}
+}
+
+// retryBudgetSpec is the open-loop model of the token-bucket experiments.
+func retryBudgetSpec() ModelSpec {
+	probs := []float64{0.01, 0.10, 0.20, 0.50, 0.75}
+	var cases []ModelCase
+	for _, p := range probs {
+		cases = append(cases, ModelCase{
+			Name:  fmt.Sprintf("p=%g%%", 100*p),
+			X:     100 * p,
+			Apply: func(m *Model) { m.Tiers[0].FailProb = p },
+		})
+	}
+	bucket := budget.RatioConfig{MaxTokens: 5, Refill: 0.1, RetryCost: 1, Threshold: 1}
+	return ModelSpec{
+		Name:  "retry-budget",
+		Title: "Retries against a failing server: token bucket and retry breaker",
+		Doc: `The open-loop model of the "fixing retries with token buckets and circuit breakers"
+experiments. 100 clients each send calls as a Poisson process at 10 per second for 10s. Every
+network leg takes Exp(mean 10ms). The server has no capacity limit and fails each attempt
+independently with probability p, swept over 1%, 10%, 20%, 50% and 75%. Contenders: no retries;
+3 immediate retries (success 1-p^4, load 1+p+p^2+p^3 attempts per call); 3 retries through a
+per-client token bucket (the real budget.Ratio: capacity 5, starting full, +0.1 token per
+successful first try, a retry costs 1 and needs more than 1 token); and 3 retries behind a
+per-client breaker that stops retrying (first tries still go out) while more than 10% of the
+last 10s of calls failed (the real breaker, time window, 10% failure rate, at least 10 calls,
+open for 1s). Reported: success rate and load, the attempts per call.`,
+		Model: Model{
+			Clients:  100,
+			Arrival:  Arrival{Kind: Poisson, Rate: 10},
+			Duration: 10 * time.Second,
+			Drain:    5 * time.Second,
+			Tiers:    []Tier{{Name: "server", Latency: Exp(10 * time.Millisecond)}},
+		},
+		Cases:      cases,
+		SweepLabel: "server failure probability (%)",
+		Policies:   []string{PolicyNoRetry, PolicyImmediate, "token-bucket", "retry-breaker"},
+		Custom: []Variant{
+			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}}},
+			{Name: "retry-breaker", Policies: []Policy{{
+				Name: "retry-breaker", MaxAttempts: 4, BreakerRetriesOnly: true,
+				Breaker: Breaker(breakerRate(10, 10*time.Second, 10, time.Second)),
+			}}},
+		},
+		Trials: 1,
+	}
+}
+
+// gatewaySpec is a collector restart under a fleet of telemetry agents.
+func gatewaySpec() ModelSpec {
+	small := budget.RatioConfig{MaxTokens: 3, Refill: 0.1, RetryCost: 1}
+	return ModelSpec{
+		Name:  "gateway-restart",
+		Title: "Telemetry gateway restart: 5,000 agents; the collector restarts and answers 503 for 3s",
+		Doc: `5,000 telemetry agents each report once every 10s, from a random phase (500 calls/s). The
+collector has 75 workers, service time uniform in [50ms, 150ms] (capacity 750/s, 1.5x the steady
+rate) and a queue of 750; a request finding the queue full is refused with 503. Network legs
+take |Normal(20ms, 5ms)|; an attempt times out after 2s. At t=20s the collector restarts: the
+requests it holds fail at once (reset connections), and it answers every request with 503 for 3s. Agents retry until success for up to 60s per report, with
+backoff from 1s (1s, 2s, 4s ... capped at 30s): without jitter, with equal jitter, with full
+jitter, and with full jitter plus a small per-agent token bucket (3 tokens, +0.1 per success);
+naive immediate retries (3 of them) are shown for contrast.
+Shows: the peak of retries after the restart, how long the collector takes to drain, and the
+total work.`,
+		Model: Model{
+			Clients:  5000,
+			Arrival:  Arrival{Kind: Periodic, Interval: 10 * time.Second},
+			Duration: 60 * time.Second,
+			Drain:    60 * time.Second,
+			Warmup:   10 * time.Second,
+			Tiers: []Tier{{
+				Name: "collector", Workers: 75, Queue: 750,
+				Service: Uniform(50*time.Millisecond, 150*time.Millisecond),
+				Latency: Normal(20*time.Millisecond, 5*time.Millisecond),
+				Timeout: 2 * time.Second,
+			}},
+			Faults: []Fault{{Kind: FaultRestart, Start: 20 * time.Second, End: 23 * time.Second}},
+		},
+		Params:   PolicyParams{MaxAttempts: -1, Base: time.Second, Max: 30 * time.Second, MaxElapsed: 60 * time.Second, Budget: &small},
+		Policies: []string{PolicyImmediate, PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget},
+		Trials:   1,
+	}
+}
+
+// packetLossSpec is steady traffic through a lossy network.
+func packetLossSpec() ModelSpec {
+	twenty := budget.RatioConfig{MaxTokens: 20, Refill: 0.2, RetryCost: 1}
+	budget10, err := StandardPolicy(PolicyBudget, PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	budget10.Name = "full+budget-10%"
+	return ModelSpec{
+		Name:  "packet-loss",
+		Title: "Packet loss under steady load: 5,000 QPS, 10% of attempts lost for 20s",
+		Doc: `50 client processes send 100 calls/s each as Poisson processes (5,000 QPS) to a server with
+100 workers and exponential service time of mean 14ms (capacity 7,143/s: 70% utilisation) and a
+queue of 2,000. Network legs take |Normal(2ms, 0.5ms)|. From t=10s to t=30s, 10% of attempts are
+lost on the way to the server; the client times out after 500ms. Fixed retries without backoff
+(3 immediate retries) against full jitter (base 50ms) with a per-process token bucket sized for
+20% of traffic, above the loss rate; full+budget-10% shows the usual 10% bucket, which refuses
+some of the retries this loss needs.
+Shows: the peak offered load, the peak number of open connections, and the recovery time.`,
+		Model: Model{
+			Clients:  50,
+			Arrival:  Arrival{Kind: Poisson, Rate: 100},
+			Duration: 50 * time.Second,
+			Drain:    10 * time.Second,
+			Warmup:   5 * time.Second,
+			Tiers: []Tier{{
+				Name: "server", Workers: 100, Queue: 2000,
+				Service: Exp(14 * time.Millisecond),
+				Latency: Normal(2*time.Millisecond, 500*time.Microsecond),
+				Timeout: 500 * time.Millisecond,
+			}},
+			Faults: []Fault{{Kind: FaultLoss, Start: 10 * time.Second, End: 30 * time.Second, Prob: 0.10}},
+		},
+		Params:   PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second, Budget: &twenty},
+		Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyFull, PolicyBudget, "full+budget-10%"},
+		Custom:   []Variant{Single(budget10)},
+		Columns:  []string{"amp", "attempts", "apc", "success", "inflight", "conc", "recovery", "p50", "p99", "p999"},
+		Trials:   1,
+	}
+}
+
+// metastableSpec is a database pushed into a metastable overload by a
+// network blip.
+func metastableSpec() ModelSpec {
+	return ModelSpec{
+		Name:  "metastable",
+		Title: "Metastable failure: a 10s network blip in front of a database at 93% load",
+		Doc: `10 application instances send 28 calls/s each (280/s) as Poisson processes to a database with
+24 workers and service time uniform in [60ms, 100ms] (300/s: every answer under 100ms) and a queue
+of 3,000. The database degrades past its capacity: once more than 150 requests are queued, service
+time is multiplied by 1 + 0.05·(queued-150)/workers, up to 1.5x. The app times out an attempt after 1s; the database does not
+notice and still serves timed-out requests. From t=20s to t=30s the network drops every attempt.
+After the blip, retries of the calls still open arrive together; if they push the queue past
+what the database serves within the timeout, every answer comes too late, every call retries, and
+the system stays in that state with the trigger gone. Shows which policies return to the healthy
+state and how long they take (recovery "stuck" means never within the run).`,
+		Model: Model{
+			Clients:  10,
+			Arrival:  Arrival{Kind: Poisson, Rate: 28},
+			Duration: 120 * time.Second,
+			Drain:    10 * time.Second,
+			Warmup:   5 * time.Second,
+			Tiers: []Tier{{
+				Name: "database", Workers: 24, Queue: 3000,
+				Service: Uniform(60*time.Millisecond, 100*time.Millisecond),
+				Latency: Normal(time.Millisecond, 200*time.Microsecond),
+				Degrade: Degrade{Knee: 150, Slope: 0.05, MaxFactor: 1.5},
+				Timeout: time.Second,
+			}},
+			Faults: []Fault{{Kind: FaultLoss, Start: 20 * time.Second, End: 30 * time.Second, Prob: 1}},
+		},
+		Params:   PolicyParams{Base: 100 * time.Millisecond, Max: 5 * time.Second, Interval: time.Second},
+		Policies: PolicyNames(),
+		Trials:   1,
+	}
+}
+
+// cascadeSpec is a three-tier chain with retries at every layer.
+func cascadeSpec() ModelSpec {
+	threeRetries := func(name string, timeout time.Duration, withBudget bool) Policy {
+		p, err := StandardPolicy(PolicyFull, PolicyParams{Base: 20 * time.Millisecond, Max: time.Second, AttemptTimeout: timeout})
+		if err != nil {
+			panic(err)
+		}
+		p.Name = name
+		if withBudget {
+			p.Budget = RatioBudget(budget.TenPercent())
+		}
+		return p
+	}
+	none := func(timeout time.Duration) Policy {
+		return Policy{Name: "none", MaxAttempts: 1, AttemptTimeout: timeout}
+	}
+	timeouts := []time.Duration{4 * time.Second, time.Second, 250 * time.Millisecond}
+	all := func(name string, withBudget bool) Variant {
+		v := Variant{Name: name}
+		for _, to := range timeouts {
+			v.Policies = append(v.Policies, threeRetries(name, to, withBudget))
+		}
+		return v
+	}
+	one := Variant{Name: "retry-at-one-tier", Policies: []Policy{none(timeouts[0]), none(timeouts[1]), threeRetries("retry-at-one-tier", timeouts[2], false)}}
+	return ModelSpec{
+		Name:  "cascade",
+		Title: "Retry cascade: edge -> service -> database, database at half capacity for 30s",
+		Doc: `100 users send 3 calls/s each (300/s) to an edge tier, which calls a service tier, which calls a
+database. Edge and service have 400 workers each and 2ms and 5ms of work per request; the
+database has 20 workers with exponential service time of mean 40ms (500/s) and a queue of 1,000.
+Network legs take |Normal(1ms, 0.2ms)|. Timeouts: users wait 4s for the edge, the edge 1s for the
+service, the service 250ms for the database; a tier keeps working on a request whose caller gave
+up. From t=20s to t=50s the database loses half its workers (250/s, below the offered 300/s).
+Contenders: every hop retries 3 times (full jitter from 20ms): up to 4x4x4 = 64 database
+attempts per user call; only the service retries the database; every hop retries 3 times
+through a 10% token bucket per caller. Shows the load on the database, end-to-end success and
+latency.`,
+		Model: Model{
+			Clients:  100,
+			Arrival:  Arrival{Kind: Poisson, Rate: 3},
+			Duration: 90 * time.Second,
+			Drain:    20 * time.Second,
+			Warmup:   5 * time.Second,
+			Tiers: []Tier{
+				{Name: "edge", Workers: 400, Service: Const(2 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
+				{Name: "service", Workers: 400, Service: Const(5 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
+				{Name: "database", Workers: 20, Queue: 1000, Service: Exp(40 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
+			},
+			Faults: []Fault{{Kind: FaultCapacity, Tier: 2, Start: 20 * time.Second, End: 50 * time.Second, Factor: 0.5}},
+		},
+		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier"},
+		Custom:   []Variant{all("retry-every-tier", false), one, all("budget-every-tier", true)},
+		Trials:   1,
+	}
+}
