@@ -1,0 +1,391 @@
+package breaker
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Breaker is a circuit breaker shared by every caller of one downstream.
+// Make one with New; a nil *Breaker admits every call. A Breaker is safe
+// for concurrent use.
+//
+// Each state the breaker enters starts a new generation (see Generation).
+// Outcomes reported for a call admitted in an earlier generation are
+// ignored, so that results that arrive after a state change cannot trip or
+// close the breaker again.
+//
+// In the closed state Allow takes no lock, writes nothing and does not
+// allocate; nor does its done function allocate, which takes the lock only
+// for the window and custom conditions. With the consecutive-failures
+// condition a call costs three atomic loads and one increment of a counter
+// striped per goroutine, so the breaker scales with parallel callers.
+type Breaker struct {
+	cur  atomic.Pointer[epoch] // the current state; replaced, never mutated, on a change
+	s    settings
+	clk  clock.Clock
+	pool sync.Pool // *call records for the closed state
+
+	_          [64]byte
+	streak     atomic.Uint64 // consecutive condition: uint32(gen)<<32 | failures in a row
+	succAtFail atomic.Uint64 // stripe success total at the last failure (consecutive condition)
+	_          [64]byte
+	stripes    [numStripes]stripe // closed-state counters
+
+	mu           sync.Mutex // guards the fields below and the half-open fields of the current epoch
+	t            tally
+	win          window // nil for the consecutive condition and an unwindowed custom one
+	trips        int    // open periods since the breaker last closed
+	pendingProbe *epoch // an open epoch whose probe timer is to be started after unlocking
+	queued       bool   // transitions are waiting to be delivered to listeners
+	closed       bool   // Close was called
+	closedFlag   atomic.Bool
+	probeTimer   clock.Timer
+	probeCtx     context.Context
+	probeCancel  context.CancelFunc
+	probeWG      sync.WaitGroup
+
+	ev events
+}
+
+// epoch is one stay in one state. Its gen and state never change; the
+// half-open counters are guarded by Breaker.mu.
+type epoch struct {
+	gen     uint64
+	state   State
+	until   time.Time   // Open: end of the open period
+	probeAt time.Time   // Open: when the active probe starts
+	base    totals      // Closed: the stripe totals when the state began
+	done    func(error) // Closed without slow-call timing: the done shared by its calls
+
+	inflight int // HalfOpen: probe calls in flight
+}
+
+// New returns a closed Breaker configured by c. It panics if c.Validate
+// reports an error.
+func New(c Config) *Breaker {
+	if err := c.Validate(); err != nil {
+		panic(err.Error())
+	}
+	b := &Breaker{s: c.settings()}
+	b.clk = b.s.clk
+	now := b.clk.Now()
+	switch b.s.mode {
+	case tripCountWindow:
+		b.win = newCountWindow(b.s.windowCalls)
+	case tripTimeWindow:
+		b.win = newTimeWindow(b.s.windowDur, b.s.buckets, now)
+	case tripCustom:
+		if b.s.windowCalls > 0 {
+			b.win = newCountWindow(b.s.windowCalls)
+		} else if b.s.windowDur > 0 {
+			b.win = newTimeWindow(b.s.windowDur, b.s.buckets, now)
+		}
+	}
+	b.pool.New = func() any {
+		c := &call{b: b}
+		c.done = c.finish
+		return c
+	}
+	if b.s.probe != nil {
+		b.probeCtx, b.probeCancel = context.WithCancel(context.Background())
+	}
+	if b.s.onStateChange != nil {
+		b.ev.listeners = []listener{{fn: b.s.onStateChange}}
+	}
+	e := &epoch{state: Closed}
+	b.bindDone(e)
+	b.cur.Store(e)
+	return b
+}
+
+var _ retry.Breaker = (*Breaker)(nil)
+
+// Allow asks to make one call. If the breaker refuses, it returns ErrOpen or
+// ErrTooManyProbes and a nil done. Otherwise the call may be made, and done
+// must be called exactly once with its result (nil for success). Allow is
+// meant for transports and interceptors that cannot wrap the call in a
+// function; see Do for the simpler form.
+//
+// In the closed state all calls of one generation share one done function
+// (that is what makes Allow free of allocation), so calling it twice counts
+// the result twice. A half-open probe's done, and that of a call timed for
+// Window.SlowCallDuration, ignore every call after the first; a probe slot
+// is never released twice.
+func (b *Breaker) Allow() (done func(err error), err error) {
+	if b == nil {
+		return nopDone, nil
+	}
+	e := b.cur.Load()
+	if e.done != nil { // closed, calls not timed: the shared done
+		return e.done, nil
+	}
+	return b.allowSlow(e)
+}
+
+func nopDone(error) {}
+
+func (b *Breaker) admitClosed(e *epoch) func(error) {
+	if e.done != nil {
+		return e.done
+	}
+	c := b.pool.Get().(*call)
+	c.e = e
+	c.start = b.clk.Now()
+	c.armed.Store(true)
+	return c.done
+}
+
+// allowSlow is Allow for every case but the closed state's shared done.
+func (b *Breaker) allowSlow(e *epoch) (func(error), error) {
+	for {
+		switch e.state {
+		case Closed:
+			return b.admitClosed(e), nil
+		case Open:
+			if b.probing() {
+				return nil, ErrOpen
+			}
+			now := b.clk.Now()
+			if now.Before(e.until) {
+				return nil, ErrOpen
+			}
+			e = b.expire(e, now)
+		default: // HalfOpen
+			b.mu.Lock()
+			if b.cur.Load() != e {
+				b.mu.Unlock()
+				e = b.cur.Load()
+				continue
+			}
+			if e.inflight >= b.s.maxProbes {
+				b.mu.Unlock()
+				return nil, ErrTooManyProbes
+			}
+			e.inflight++
+			b.mu.Unlock()
+			c := &call{b: b, e: e, probe: true}
+			if b.s.slowDur > 0 {
+				c.start = b.clk.Now()
+			}
+			c.done = c.finish
+			c.armed.Store(true)
+			return c.done, nil
+		}
+	}
+}
+
+// Ready reports, without admitting a call, the error Allow would return
+// now: nil, ErrOpen or ErrTooManyProbes. retry.Do asks it before spending
+// budget on a wait.
+func (b *Breaker) Ready() error {
+	if b == nil {
+		return nil
+	}
+	e := b.current()
+	switch e.state {
+	case Open:
+		return ErrOpen
+	case HalfOpen:
+		b.mu.Lock()
+		full := b.cur.Load() == e && e.inflight >= b.s.maxProbes
+		b.mu.Unlock()
+		if full {
+			return ErrTooManyProbes
+		}
+	}
+	return nil
+}
+
+// State returns the current state. An open breaker whose open period has
+// ended (without active probing) moves to half-open here, as it would on
+// the next Allow.
+func (b *Breaker) State() State {
+	if b == nil {
+		return Closed
+	}
+	return b.current().state
+}
+
+// Generation returns the number of the current generation. It grows by one
+// on every state change, and when a failed active probe restarts the open
+// period.
+func (b *Breaker) Generation() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.current().gen
+}
+
+// Counts returns the outcomes counted in the current state; see Counts.
+func (b *Breaker) Counts() Counts {
+	if b == nil {
+		return Counts{}
+	}
+	if e := b.current(); e.state == Closed && b.s.mode == tripConsecutive {
+		return b.fastCounts(e)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.cur.Load()
+	if e.state == Closed && b.s.mode == tripConsecutive {
+		return b.fastCounts(e)
+	}
+	return b.countsLocked(e, b.clk.Now())
+}
+
+// fastCounts returns the counts of the consecutive condition's closed state.
+func (b *Breaker) fastCounts(e *epoch) Counts {
+	all := sumStripes(&b.stripes)
+	t := all.minus(e.base)
+	c := Counts{Requests: t.successes + t.failures + t.excluded, Successes: t.successes, Failures: t.failures, SlowCalls: t.slow}
+	if w := b.streak.Load(); w>>32 == genTag(e.gen) {
+		c.ConsecutiveFailures = w & streakMask
+	}
+	if c.ConsecutiveFailures == 0 {
+		if at := b.succAtFail.Load(); all.successes > at {
+			c.ConsecutiveSuccesses = all.successes - at
+		}
+	}
+	return c
+}
+
+func (b *Breaker) countsLocked(e *epoch, now time.Time) Counts {
+	c := Counts{
+		Requests:             b.t.requests,
+		Successes:            b.t.successes,
+		Failures:             b.t.failures,
+		SlowCalls:            b.t.slow,
+		ConsecutiveSuccesses: b.t.consecSuccesses,
+		ConsecutiveFailures:  b.t.consecFailures,
+	}
+	switch e.state {
+	case Open:
+		return Counts{}
+	case HalfOpen:
+		return c
+	}
+	if b.win != nil {
+		c.Successes, c.Failures, c.SlowCalls = b.win.sums(now)
+	}
+	return c
+}
+
+// current returns the current epoch after moving an expired open breaker
+// to half-open.
+func (b *Breaker) current() *epoch {
+	e := b.cur.Load()
+	if e.state == Open && !b.probing() {
+		if now := b.clk.Now(); !now.Before(e.until) {
+			e = b.expire(e, now)
+		}
+	}
+	return e
+}
+
+// expire moves the open epoch e, whose period has ended, to half-open and
+// returns the current epoch.
+func (b *Breaker) expire(e *epoch, now time.Time) *epoch {
+	b.mu.Lock()
+	if b.cur.Load() == e && !now.Before(e.until) && !b.probing() {
+		b.setLocked(e, HalfOpen, now)
+	}
+	b.unlock()
+	return b.cur.Load()
+}
+
+// probing reports whether active probing governs the open state.
+func (b *Breaker) probing() bool { return b.s.probe != nil && !b.closedFlag.Load() }
+
+const streakMask = 1<<32 - 1
+
+func genTag(gen uint64) uint64 { return uint64(uint32(gen)) }
+
+// setLocked replaces the current epoch from with a new one in state to.
+// b.mu must be held; call b.unlock to release it.
+func (b *Breaker) setLocked(from *epoch, to State, now time.Time) *epoch {
+	n := &epoch{gen: from.gen + 1, state: to}
+	switch to {
+	case Open:
+		b.trips++
+		d := b.openPeriod(b.trips)
+		n.until = now.Add(d)
+		if b.s.probe != nil && !b.closed {
+			wait := max(d-b.s.probeOffset, d/2, 1)
+			n.probeAt = now.Add(wait)
+			b.pendingProbe = n
+		}
+	case HalfOpen:
+		b.t = tally{}
+	case Closed:
+		b.trips = 0
+		b.t = tally{}
+		n.base = sumStripes(&b.stripes)
+		b.succAtFail.Store(n.base.successes)
+		b.streak.Store(genTag(n.gen) << 32)
+		if b.win != nil {
+			b.win.reset(now)
+		}
+		b.bindDone(n)
+	}
+	b.cur.Store(n)
+	if from.state != to {
+		b.ev.push(from.state, to)
+		b.queued = true
+	}
+	return n
+}
+
+// unlock releases b.mu, then starts a pending probe timer and delivers
+// queued transitions to the listeners.
+func (b *Breaker) unlock() {
+	pe, queued := b.pendingProbe, b.queued
+	b.pendingProbe, b.queued = nil, false
+	b.mu.Unlock()
+	if queued {
+		b.ev.deliver()
+	}
+	if pe != nil {
+		b.scheduleProbe(pe)
+	}
+}
+
+// openPeriod returns the length of the n-th open period since the breaker
+// last closed: grown, capped and jittered.
+func (b *Breaker) openPeriod(n int) time.Duration {
+	d := b.s.openTimeout
+	if b.s.maxOpen > d && b.s.multiplier > 1 {
+		for i := 1; i < n && d < b.s.maxOpen; i++ {
+			if f := float64(d) * b.s.multiplier; f < float64(b.s.maxOpen) {
+				d = time.Duration(f)
+			} else {
+				d = b.s.maxOpen
+			}
+		}
+	}
+	if j := b.s.jitter; j > 0 {
+		var r uint64
+		if b.s.rand != nil {
+			r = b.s.rand.Uint64()
+		} else {
+			r = rand.Uint64()
+		}
+		u := float64(r>>11) / (1 << 53) // [0, 1)
+		d -= time.Duration(j * u * float64(d))
+	}
+	return max(d, 1)
+}
+
+// trip opens the breaker if e is still the current epoch.
+func (b *Breaker) trip(e *epoch) {
+	b.mu.Lock()
+	if b.cur.Load() == e {
+		b.setLocked(e, Open, b.clk.Now())
+	}
+	b.unlock()
+}

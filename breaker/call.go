@@ -1,0 +1,227 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// Done functions. In the closed state, unless slow calls are timed, every
+// call gets the same done function, made once per generation (bindDone):
+// admitting a call then costs one atomic load, and no write and no
+// allocation. Such a done cannot tell one call from
+// another, so calling it twice counts twice.
+//
+// Calls that need their own state get a call record: in the closed state
+// with slow-call timing (the start time) from the breaker's pool, with
+// done bound once, so that admitting them does not allocate either; in the
+// half-open state a fresh record, so that a repeated done can never
+// release a probe slot twice. A record ignores every done after the first
+// one until it is handed out again.
+
+// bindDone gives the closed epoch e its shared done function, unless calls
+// need to be timed.
+func (b *Breaker) bindDone(e *epoch) {
+	switch {
+	case b.s.slowDur > 0:
+	case b.s.mode == tripConsecutive:
+		e.done = func(err error) {
+			if err == nil {
+				b.recordConsecutive(e, outSuccess)
+				return
+			}
+			b.record(e, time.Time{}, false, err)
+		}
+	default:
+		e.done = func(err error) { b.record(e, time.Time{}, false, err) }
+	}
+}
+
+// call is the record behind the done function of one admitted call.
+type call struct {
+	b     *Breaker
+	e     *epoch
+	start time.Time
+	armed atomic.Bool
+	probe bool
+	done  func(error) // c.finish, bound once
+}
+
+// finish records the outcome of the call; it is the done function.
+func (c *call) finish(err error) {
+	if !c.armed.CompareAndSwap(true, false) {
+		return // done called again
+	}
+	b, e, start, probe := c.b, c.e, c.start, c.probe
+	c.e = nil
+	if !probe {
+		b.pool.Put(c) // c may be reused from here on
+	}
+	b.record(e, start, probe, err)
+}
+
+// record counts the result err of a call admitted in epoch e at start
+// (zero unless slow calls are timed).
+func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
+	o := b.classify(err)
+	var now time.Time
+	if o != outExcluded && (b.s.slowDur > 0 || b.win != nil) {
+		now = b.clk.Now()
+		if b.s.slowDur > 0 && now.Sub(start) >= b.s.slowDur {
+			o |= outSlow
+		}
+	}
+	switch {
+	case probe:
+		b.finishProbe(e, o, now)
+	case b.s.mode == tripConsecutive:
+		b.recordConsecutive(e, o)
+	default:
+		b.recordLocked(e, o, now)
+	}
+}
+
+func (b *Breaker) classify(err error) outcome {
+	switch {
+	case err == nil:
+		return outSuccess
+	case b.s.isExcluded(err):
+		return outExcluded
+	case b.s.isFailure(err):
+		return outFailure
+	}
+	return outSuccess
+}
+
+// recordConsecutive counts an outcome of the consecutive condition's closed
+// state without taking the lock. A success writes shared memory only when
+// it ends a run of failures.
+func (b *Breaker) recordConsecutive(e *epoch, o outcome) {
+	if b.cur.Load() != e {
+		return // a result from an earlier generation
+	}
+	st := &b.stripes[stripeHint()]
+	if o == outExcluded {
+		st.excluded.Add(1)
+		return
+	}
+	if o.slow() {
+		st.slow.Add(1)
+	}
+	tag := genTag(e.gen) << 32
+	if !o.failed() {
+		st.successes.Add(1)
+		if w := b.streak.Load(); w&streakMask != 0 && w&^streakMask == tag {
+			b.streak.CompareAndSwap(w, tag)
+		}
+		return
+	}
+	st.failures.Add(1)
+	b.succAtFail.Store(sumStripes(&b.stripes).successes)
+	for {
+		w := b.streak.Load()
+		if w&^streakMask != tag {
+			return // the generation changed meanwhile
+		}
+		n := w&streakMask + 1
+		if b.streak.CompareAndSwap(w, tag|n) {
+			if n >= b.s.consecutive {
+				b.trip(e)
+			}
+			return
+		}
+	}
+}
+
+// recordLocked counts an outcome of the closed state of the window and
+// custom conditions.
+func (b *Breaker) recordLocked(e *epoch, o outcome, now time.Time) {
+	b.mu.Lock()
+	defer b.unlock()
+	if b.cur.Load() != e {
+		return
+	}
+	b.t.add(o)
+	if o == outExcluded {
+		return
+	}
+	if b.win != nil {
+		b.win.add(now, o)
+	}
+	if b.shouldTripLocked(e, o, now) {
+		if now.IsZero() {
+			now = b.clk.Now()
+		}
+		b.setLocked(e, Open, now)
+	}
+}
+
+func (b *Breaker) shouldTripLocked(e *epoch, o outcome, now time.Time) bool {
+	if b.s.mode == tripCustom {
+		return (o.failed() || o.slow()) && b.s.readyToTrip(b.countsLocked(e, now))
+	}
+	s, f, sl := b.win.sums(now)
+	n := s + f
+	if n == 0 || n < b.s.minCalls {
+		return false
+	}
+	if b.s.failPct > 0 && float64(f)*100 >= b.s.failPct*float64(n) {
+		return true
+	}
+	return b.s.slowPct > 0 && float64(sl)*100 >= b.s.slowPct*float64(n)
+}
+
+// finishProbe counts the outcome of a half-open probe call and releases its
+// slot. A failure (or, with a slow-call rate condition, a slow call)
+// reopens the breaker; SuccessThreshold successes close it.
+func (b *Breaker) finishProbe(e *epoch, o outcome, now time.Time) {
+	b.mu.Lock()
+	defer b.unlock()
+	e.inflight--
+	if b.cur.Load() != e {
+		return
+	}
+	if b.t.add(o); o == outExcluded {
+		return
+	}
+	if now.IsZero() {
+		now = b.clk.Now()
+	}
+	if o.failed() || (o.slow() && b.s.slowPct > 0) {
+		b.setLocked(e, Open, now)
+		return
+	}
+	if b.t.consecSuccesses >= uint64(b.s.successes) {
+		b.setLocked(e, Closed, now)
+	}
+}
+
+// errPanicked is the outcome recorded for a call whose function panicked.
+var errPanicked = errors.New("breaker: call panicked")
+
+// Do calls fn if the breaker admits a call, and records its result. When
+// the breaker refuses, Do returns ErrOpen or ErrTooManyProbes at once
+// without calling fn; when ctx has already ended it returns ctx.Err()
+// without taking a slot. A panic in fn counts as a failure and is
+// propagated. A nil b calls fn.
+func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	done, err := b.Allow()
+	if err != nil {
+		return zero, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			done(errPanicked)
+		}
+	}()
+	v, err := fn(ctx)
+	finished = true
+	done(err)
+	return v, err
+}

@@ -1,0 +1,95 @@
+// Package breaker is a circuit breaker: it stops calling a downstream that
+// is failing, so that the callers fail fast instead of piling retries onto
+// it, and it tests the downstream gently before letting traffic back.
+//
+//	b := breaker.New(breaker.Config{
+//	    Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailurePercent: 30},
+//	})
+//	v, err := breaker.Do(ctx, b, func(ctx context.Context) (T, error) { ... })
+//	if errors.Is(err, breaker.ErrOpen) { ... } // not called: failing fast
+//
+// One Breaker guards one downstream and is shared by all its callers.
+//
+// # States
+//
+// A breaker is Closed (calls flow, outcomes are watched), Open (calls are
+// refused with ErrOpen) or HalfOpen (at most Config.MaxProbes calls at a
+// time are let through; Config.SuccessThreshold successes close the
+// breaker, one failure opens it again). The trip condition moves it from
+// closed to open; the open period (Config.OpenTimeout, 60s by default)
+// moves it to half-open. Every state change starts a new generation, and a
+// result that arrives for a call admitted in an earlier generation is
+// ignored: a slow call that fails after the breaker opened does not extend
+// the open period, nor does a stale success close it.
+//
+// Open periods can grow on repeated trips (Config.MaxOpenTimeout and
+// OpenTimeoutMultiplier) and are jittered (Config.OpenJitter, 10% by
+// default), so that a fleet of clients whose breakers opened together
+// does not probe the recovering downstream in lockstep.
+//
+// With Config.Probe the breaker checks the downstream itself, a little
+// before the open period ends: a healthy answer moves it to half-open at
+// once, a failure restarts the open period. No real request is risked on a
+// dead downstream. Call Close to stop probing.
+//
+// # Choosing a trip condition
+//
+// Exactly one condition decides when a closed breaker opens:
+//
+//   - Consecutive failures (Config.ConsecutiveFailures, the default with 5):
+//     simple and cheap, and the fastest path (no lock; while calls
+//     succeed, writes only to counters striped per goroutine). Right for
+//     low or steady traffic, or when any run of failures means the
+//     downstream is down. Under heavy traffic a small share of errors never
+//     makes a long run, and a single success hides a mostly failing
+//     downstream; use a rate instead.
+//   - Failure rate over a count window (Window.Calls): the share of failures
+//     among the last N calls, judged once Window.MinCalls calls were seen.
+//     Independent of the call rate, so it reacts within N calls at any
+//     traffic; but at low traffic the window can reach back a long way.
+//   - Failure rate over a time window (Window.Duration, in Window.Buckets
+//     buckets): the share of failures among the calls of the last period,
+//     judged once Window.MinCalls calls were seen in it. Right for busy
+//     services with bursty traffic, where "30% of the last minute" is the
+//     question. Pick MinCalls so that a handful of calls at night cannot
+//     trip it. For example 30s/5/40%, 60s/20/30% or 120s/50/25%:
+//     Window{Duration: 60 * time.Second, MinCalls: 20, FailurePercent: 30}.
+//   - Slow-call rate (Window.SlowCallDuration and SlowCallPercent), over
+//     either window and alongside the failure rate, as in resilience4j: an
+//     overloaded downstream slows down before it fails, and opening on
+//     slowness sheds load while it can still recover. A slow probe in the
+//     half-open state then counts as a failure.
+//   - Custom (Config.ReadyToTrip): any rule over Counts, over the Window if
+//     one is set, else over the calls since the breaker closed.
+//
+// # What counts as a failure
+//
+// Only failures that speak of the downstream's health count. By default
+// (DefaultIsFailure, DefaultIsExcluded) an error marked retry.Permanent
+// counts as a success (the downstream answered; the request was wrong), the
+// caller's own cancellation is not counted at all, and everything else,
+// attempt timeouts and deadlines included, is a failure. Config.IsFailure
+// and Config.IsExcluded change this.
+//
+// # Allow, Do and retry
+//
+// Do wraps a function. Allow is the two-step form for transports and
+// interceptors: ask, make the call, report its result with the returned
+// done function, exactly once. In the closed state neither allocates. The
+// window and custom conditions take a lock to record each result; the
+// consecutive-failures condition takes none.
+//
+// A Breaker is a retry.Breaker: put it in retry.Policy.Breaker (outermost
+// retry, breaker inside it, attempt timeout innermost). retry.Do then asks
+// the breaker before every attempt and, through Ready, before it spends
+// budget on a wait: once the breaker is open, Do returns at once with an
+// error that wraps both ErrOpen and the last attempt's error.
+//
+// # Observing
+//
+// State, Counts and Generation report the breaker's condition; Subscribe
+// (and Config.OnStateChange) are told of every state change, in order,
+// outside the breaker's lock. Time comes from Config.Clock, so tests and
+// the storm simulator drive breakers on a virtual clock
+// (clocktest.Fake), and jitter from Config.Rand, so runs can be repeated.
+package breaker
