@@ -1,7 +1,9 @@
 package backoff
 
 import (
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -36,8 +38,12 @@ func TestBuiltinNames(t *testing.T) {
 	}
 }
 
+var registrations atomic.Int32
+
 func TestRegisterUserStrategy(t *testing.T) {
-	err := Register("test_fibonacci", func(p Params) (Strategy, error) {
+	// A fresh name per run: the registry is process-wide and -count=N reruns.
+	name := "test_fibonacci_" + strconv.Itoa(int(registrations.Add(1)))
+	err := Register(name, func(p Params) (Strategy, error) {
 		return Func(func(n int, _ time.Duration) time.Duration {
 			a, b := p.Base, p.Base
 			for i := 1; i < n; i++ {
@@ -49,14 +55,14 @@ func TestRegisterUserStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New("test_fibonacci", Params{Base: ms, Max: time.Second})
+	s, err := New(name, Params{Base: ms, Max: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Delay(6, 0); got != 8*ms {
 		t.Fatalf("fib(6) = %v", got)
 	}
-	if err := Register("test_fibonacci", func(Params) (Strategy, error) { return Constant{}, nil }); err == nil {
+	if err := Register(name, func(Params) (Strategy, error) { return Constant{}, nil }); err == nil {
 		t.Fatal("duplicate name accepted")
 	}
 	if err := Register("", nil); err == nil {

@@ -1,0 +1,363 @@
+package redisstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Breaker is a circuit breaker whose state is shared by every process that
+// uses the same Redis, Namespace and Name. It implements retry.Breaker, like
+// breaker.Breaker, so a retry.Policy takes either.
+//
+// Each process caches the shared state and counts the outcomes of its calls
+// locally; a background goroutine flushes the counts to Redis and refreshes
+// the cache every RefreshInterval, in one round trip. In the closed state
+// Allow and its done function touch no network, take no lock and do not
+// allocate. The half-open state's probe permits are fleet-wide: Allow takes
+// one from Redis (bounded by Timeout), and the probe's done reports its
+// result there.
+//
+// When a Redis call fails or times out the process falls back to a local
+// breaker.Breaker (honouring an open period it last saw in Redis until it
+// ends), and re-joins the shared state at the first successful refresh.
+//
+// Make one with NewBreaker and Close it when done. A Breaker is safe for
+// concurrent use. A nil *Breaker admits every call.
+type Breaker struct {
+	snap atomic.Pointer[snapshot] // read by every call
+	_    [120]byte                // off the cache lines the counters write
+	acc  accumulator
+
+	s     breakerSettings
+	clk   clock.Clock
+	l     *link
+	local *breaker.Breaker
+	pool  sync.Pool // *timedCall, for the closed state when slow calls are timed
+
+	localState atomic.Uint32 // the local breaker's state, as its listener last heard
+	unsubLocal func()
+	claiming   atomic.Bool // a probe permit is being asked for
+
+	stateKey, probesKey, windowPrefix string
+	member                            string // prefix of this process's probe permit names
+	seq                               atomic.Uint64
+
+	randMu sync.Mutex
+	rnd    rand.Source // nil: the global generator
+
+	sem    chan struct{} // the right to call Redis (see acquire)
+	stMu   sync.Mutex    // serialises snapshot replacements
+	cntMu  sync.Mutex
+	counts breaker.Counts // fleet-wide counts from the last exchange
+
+	ev events
+}
+
+// snapshot is the process's cached copy of the shared state. It is
+// replaced, never changed.
+type snapshot struct {
+	shared bool // false: the local breaker decides (not joined yet, or degraded)
+	state  breaker.State
+	gen    uint64
+	until  time.Time   // Open: end of the open period
+	full   bool        // HalfOpen: every fleet-wide probe permit is taken
+	done   func(error) // shared Closed without slow-call timing: the done of every call
+}
+
+var _ retry.Breaker = (*Breaker)(nil)
+
+// NewBreaker returns a Breaker configured by c and starts its background
+// exchange with Redis. It makes no Redis call itself: until the first
+// exchange has answered (at once, in the background) calls are decided by
+// the local breaker. It returns an error wrapping ErrInvalidConfig if
+// c.Validate does.
+func NewBreaker(c BreakerConfig) (*Breaker, error) {
+	s, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	b := &Breaker{
+		s:            s,
+		clk:          s.link.clk,
+		l:            newLink(s.link, "breaker"),
+		local:        breaker.New(s.local),
+		rnd:          c.Breaker.Rand,
+		stateKey:     s.link.prefix + "state",
+		probesKey:    s.link.prefix + "probes",
+		windowPrefix: s.link.prefix + "window:",
+		member:       fmt.Sprintf("%016x:", rand.Uint64()),
+		sem:          make(chan struct{}, 1),
+	}
+	b.pool.New = func() any {
+		c := &timedCall{b: b}
+		c.done = c.finish
+		return c
+	}
+	if s.onTransition != nil {
+		b.ev.listeners = []listener{{fn: s.onTransition}}
+	}
+	b.unsubLocal = b.local.Subscribe(func(_, to breaker.State) {
+		b.localState.Store(uint32(to))
+		b.settle()
+	})
+	b.snap.Store(&snapshot{state: breaker.Closed})
+	go b.l.run(b.loopSync)
+	return b, nil
+}
+
+// Allow asks to make one call, as breaker.Breaker.Allow does: it returns
+// breaker.ErrOpen or breaker.ErrTooManyProbes and a nil done if the call is
+// refused; otherwise done must be called once with the call's result.
+//
+// In the shared closed state every call of one generation gets the same
+// done function, so calling it twice counts twice. In the half-open state
+// Allow asks Redis for a probe permit (at most Timeout); one process in the
+// fleet gets each permit, and the others get ErrTooManyProbes without
+// asking again until the next refresh.
+func (b *Breaker) Allow() (done func(err error), err error) {
+	if b == nil {
+		return nopDone, nil
+	}
+	s := b.snap.Load()
+	if s.done != nil { // shared, closed, untimed
+		return s.done, nil
+	}
+	return b.allowSlow(s)
+}
+
+func nopDone(error) {}
+
+func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
+	if !s.shared {
+		return b.allowLocal(s)
+	}
+	switch s.state {
+	case breaker.Closed:
+		return b.admitTimed(s), nil
+	case breaker.Open:
+		if b.clk.Now().Before(s.until) {
+			return nil, breaker.ErrOpen
+		}
+	default:
+		if s.full {
+			return nil, breaker.ErrTooManyProbes
+		}
+	}
+	return b.claim()
+}
+
+// allowLocal decides a call while the process is not using the shared
+// state: an open period last seen in Redis is honoured until it ends, then
+// the local breaker decides.
+func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
+	if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+		return nil, breaker.ErrOpen
+	}
+	return b.local.Allow()
+}
+
+// timedCall is the done of one closed-state call when slow calls are timed.
+type timedCall struct {
+	b     *Breaker
+	s     *snapshot
+	start time.Time
+	armed atomic.Bool
+	done  func(error) // c.finish, bound once
+}
+
+func (b *Breaker) admitTimed(s *snapshot) func(error) {
+	c := b.pool.Get().(*timedCall)
+	c.s, c.start = s, b.clk.Now()
+	c.armed.Store(true)
+	return c.done
+}
+
+func (c *timedCall) finish(err error) {
+	if !c.armed.CompareAndSwap(true, false) {
+		return // done called again
+	}
+	b, s, start := c.b, c.s, c.start
+	c.s = nil
+	b.pool.Put(c)
+	b.record(s, start, err)
+}
+
+// record counts the result of a closed-state call admitted under snapshot
+// s, unless the shared state has moved on since.
+func (b *Breaker) record(s *snapshot, start time.Time, err error) {
+	if cur := b.snap.Load(); cur.gen != s.gen || !cur.shared {
+		return // a result from an earlier generation, or from before a fallback
+	}
+	c := b.acc.cell()
+	failed := false
+	if err != nil {
+		if b.s.isExcluded(err) {
+			c.excluded.Add(1)
+			return
+		}
+		failed = b.s.isFailure(err)
+	}
+	if b.s.slowDur > 0 && b.clk.Since(start) >= b.s.slowDur {
+		c.slow.Add(1)
+	}
+	if failed {
+		c.failures.Add(1)
+		if !b.s.window {
+			b.acc.failure()
+		}
+		b.l.poke()
+		return
+	}
+	c.successes.Add(1)
+	if !b.s.window {
+		b.acc.success()
+	}
+}
+
+// Ready reports, without taking a probe permit, the error Allow would
+// return now: nil, breaker.ErrOpen or breaker.ErrTooManyProbes.
+func (b *Breaker) Ready() error {
+	if b == nil {
+		return nil
+	}
+	s := b.snap.Load()
+	if !s.shared {
+		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+			return breaker.ErrOpen
+		}
+		return b.local.Ready()
+	}
+	switch s.state {
+	case breaker.Open:
+		if b.clk.Now().Before(s.until) {
+			return breaker.ErrOpen
+		}
+		if b.claiming.Load() {
+			return breaker.ErrTooManyProbes
+		}
+	case breaker.HalfOpen:
+		if s.full || b.claiming.Load() {
+			return breaker.ErrTooManyProbes
+		}
+	}
+	return nil
+}
+
+// State returns the state this process acts on: the cached shared state
+// (an open state whose period has ended reads as half-open, as the next
+// Allow would find it), or, while degraded, the local breaker's state (or
+// Open until the end of an open period last seen in Redis).
+func (b *Breaker) State() breaker.State {
+	if b == nil {
+		return breaker.Closed
+	}
+	s := b.snap.Load()
+	now := b.clk.Now()
+	switch {
+	case s.shared && s.state == breaker.Open && !now.Before(s.until):
+		return breaker.HalfOpen
+	case s.shared:
+		return s.state
+	case s.state == breaker.Open && now.Before(s.until):
+		return breaker.Open
+	}
+	return b.local.State()
+}
+
+// Generation returns the generation of the cached shared state: a number
+// that changes on every shared state change (it starts from the time the
+// shared state was created in Redis).
+func (b *Breaker) Generation() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.snap.Load().gen
+}
+
+// Counts returns the fleet-wide counts of the current shared state as of
+// the last exchange with Redis (the window's counts for the time-window
+// condition), or the local breaker's counts while degraded. Fleet-wide,
+// Requests counts the calls whose result was reported (excluded results
+// included), and ConsecutiveSuccesses is not tracked.
+func (b *Breaker) Counts() breaker.Counts {
+	if b == nil {
+		return breaker.Counts{}
+	}
+	if !b.snap.Load().shared {
+		return b.local.Counts()
+	}
+	b.cntMu.Lock()
+	defer b.cntMu.Unlock()
+	return b.counts
+}
+
+// Stats returns how this process has been reaching Redis.
+func (b *Breaker) Stats() LinkStats {
+	if b == nil {
+		return LinkStats{}
+	}
+	return b.l.stats()
+}
+
+// Subscribe adds fn to the functions called when the state this process
+// acts on changes (see State), and returns a function that removes it.
+// Listeners are called one at a time, in order, outside any lock.
+func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()) {
+	if b == nil || fn == nil {
+		return func() {}
+	}
+	return b.ev.subscribe(fn)
+}
+
+// Close stops the background exchange and waits for it, then flushes the
+// outcomes counted since the last exchange (within Timeout). The Breaker
+// keeps deciding calls on its last cached state afterwards. Close is safe
+// to call more than once, and on a nil Breaker.
+func (b *Breaker) Close() {
+	if b == nil || !b.l.shut() {
+		return
+	}
+	if b.snap.Load().shared {
+		b.flushOnClose()
+	}
+	b.unsubLocal()
+	b.local.Close()
+}
+
+// effective returns the state this process acts on, as listeners see it.
+func (b *Breaker) effective() breaker.State {
+	s := b.snap.Load()
+	switch {
+	case s.shared:
+		return s.state
+	case s.state == breaker.Open && b.clk.Now().Before(s.until):
+		return breaker.Open
+	}
+	return breaker.State(b.localState.Load())
+}
+
+// settle tells the listeners if the effective state changed.
+func (b *Breaker) settle() { b.ev.observe(b.effective()) }
+
+// jitterDraw returns a uniform number in [0, 1) for the open period's jitter.
+func (b *Breaker) jitterDraw() float64 {
+	if b.rnd == nil {
+		return rand.Float64()
+	}
+	b.randMu.Lock()
+	u := b.rnd.Uint64()
+	b.randMu.Unlock()
+	return float64(u>>11) / (1 << 53)
+}
+
+func (b *Breaker) nextMember() string {
+	return b.member + strconv.FormatUint(b.seq.Add(1), 10)
+}

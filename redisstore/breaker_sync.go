@@ -1,0 +1,282 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/breaker"
+)
+
+// errReply reports a script reply of an unexpected shape.
+var errReply = errors.New("redisstore: unexpected script reply")
+
+// sharedState is the shared state as a script returns it.
+type sharedState struct {
+	st    breaker.State
+	gen   uint64
+	until time.Time
+	inuse int64 // probe permits held (half-open)
+}
+
+// decodeState reads st, gen, until, probes-in-use from v.
+func decodeState(v []int64) (sharedState, error) {
+	if len(v) < 4 || v[0] < 0 || v[0] > int64(breaker.Open) || v[1] < 0 || v[3] < 0 {
+		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
+	}
+	return sharedState{
+		st:    breaker.State(v[0]),
+		gen:   uint64(v[1]),
+		until: time.UnixMilli(v[2]),
+		inuse: v[3],
+	}, nil
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func durMillis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Sync flushes the outcomes counted since the last exchange and refreshes
+// the cached shared state now, within ctx and Timeout. The background
+// loop does this every RefreshInterval; Sync is for a process that wants
+// the shared state before it starts serving, and for tests. An error means
+// the process has fallen back to local state (see Stats).
+func (b *Breaker) Sync(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
+	if b.l.closed.Load() {
+		return ErrClosed
+	}
+	return b.sync(ctx)
+}
+
+func (b *Breaker) loopSync() { _ = b.sync(context.Background()) }
+
+func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
+
+func (b *Breaker) sync(ctx context.Context) error {
+	ctx, cancel := b.l.context(ctx)
+	defer cancel()
+	if err := b.acquire(ctx); err != nil {
+		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
+	}
+	s := b.snap.Load()
+	bt := b.acc.take()
+	now := b.clk.Now()
+	ms := millis(now)
+	keys := make([]string, 2, 2+b.s.buckets)
+	keys[0], keys[1] = b.stateKey, b.probesKey
+	if b.s.window {
+		width := b.s.width.Milliseconds()
+		idx := ms / width
+		gen := strconv.FormatUint(s.gen, 10) + ":"
+		for i := range int64(b.s.buckets) {
+			keys = append(keys, b.windowPrefix+gen+strconv.FormatInt(idx-i, 10))
+		}
+	}
+	saw := 0
+	if bt.saw {
+		saw = 1
+	}
+	win := 0
+	if b.s.window {
+		win = 1
+	}
+	bucketTTL := (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
+	v, err := syncScript.Run(ctx, b.s.link.client, keys,
+		ms, s.gen, bt.requests, bt.successes, bt.failures, bt.slow, saw, bt.run,
+		win, b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
+		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
+		b.s.link.ttl.Milliseconds(), bucketTTL, b.s.maxProbes,
+	).Int64Slice()
+	var st sharedState
+	if err == nil {
+		st, err = decodeState(v)
+		if err == nil && len(v) != 9 {
+			err = fmt.Errorf("%w: %v", errReply, v)
+		}
+	}
+	if err != nil {
+		b.fallBack()
+		b.release()
+		b.degraded(err)
+		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
+	}
+	c := breaker.Counts{
+		Requests:            uint64(max(v[4], 0)),
+		Successes:           uint64(max(v[5], 0)),
+		Failures:            uint64(max(v[6], 0)),
+		SlowCalls:           uint64(max(v[7], 0)),
+		ConsecutiveFailures: uint64(max(v[8], 0)),
+	}
+	b.cntMu.Lock()
+	b.counts = c
+	b.cntMu.Unlock()
+	b.apply(st)
+	b.release()
+	b.settle()
+	b.l.succeeded()
+	return nil
+}
+
+// acquire takes the right to call Redis, within ctx. Each process makes
+// one Redis call of a Breaker at a time, so that replies update the cache
+// in the order Redis executed the calls.
+func (b *Breaker) acquire(ctx context.Context) error {
+	select {
+	case b.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (b *Breaker) release() { <-b.sem }
+
+// apply makes st the cached shared state. The caller holds the right to
+// call Redis (see acquire) and calls settle after releasing it.
+func (b *Breaker) apply(st sharedState) {
+	full := st.st == breaker.HalfOpen && st.inuse >= b.s.maxProbes
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	cur := b.snap.Load()
+	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
+		return
+	}
+	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, full: full}
+	if st.st == breaker.Closed && b.s.slowDur == 0 {
+		n.done = func(err error) { b.record(n, time.Time{}, err) }
+	}
+	b.snap.Store(n)
+	if cur.gen != st.gen {
+		b.acc.take() // counts of an earlier generation are void
+	}
+}
+
+// fallBack switches the cached state to local after a failed Redis call.
+// The caller then calls degraded, after releasing the right to call Redis.
+func (b *Breaker) fallBack() {
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	if cur := b.snap.Load(); cur.shared {
+		n := *cur
+		n.shared, n.done = false, nil
+		b.snap.Store(&n)
+	}
+}
+
+// degraded tells the listeners, the log and OnDegraded about a failed
+// Redis call.
+func (b *Breaker) degraded(err error) {
+	b.settle()
+	b.l.failed(err)
+}
+
+// claim asks Redis for a half-open probe permit. One goroutine of the
+// process asks at a time; the others are refused meanwhile.
+func (b *Breaker) claim() (func(error), error) {
+	if !b.claiming.CompareAndSwap(false, true) {
+		return nil, breaker.ErrTooManyProbes
+	}
+	defer b.claiming.Store(false)
+	member := b.nextMember()
+	ctx, cancel := b.l.context(context.Background())
+	defer cancel()
+	if b.acquire(ctx) != nil {
+		return nil, breaker.ErrTooManyProbes // an exchange is stuck: it will fall back
+	}
+	v, err := claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+		millis(b.clk.Now()), member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(),
+	).Int64Slice()
+	var st sharedState
+	if err == nil {
+		if len(v) != 5 || v[0] < 0 || v[0] > 1 {
+			err = fmt.Errorf("%w: %v", errReply, v)
+		} else {
+			st, err = decodeState(v[1:])
+		}
+	}
+	if err != nil {
+		b.fallBack()
+		b.release()
+		b.degraded(err)
+		return b.allowLocal(b.snap.Load())
+	}
+	b.apply(st)
+	b.release()
+	b.settle()
+	if v[0] == 1 {
+		p := &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
+		p.armed.Store(true)
+		return p.finish, nil
+	}
+	switch st.st {
+	case breaker.Closed:
+		if s := b.snap.Load(); s.shared && s.state == breaker.Closed {
+			if s.done != nil {
+				return s.done, nil
+			}
+			return b.admitTimed(s), nil
+		}
+	case breaker.Open:
+		return nil, breaker.ErrOpen
+	}
+	return nil, breaker.ErrTooManyProbes
+}
+
+// probe is the done of a call admitted with a fleet-wide probe permit.
+type probe struct {
+	b      *Breaker
+	gen    uint64
+	member string
+	start  time.Time
+	armed  atomic.Bool
+}
+
+// finish reports the probe's result to Redis (within Timeout) and releases
+// its permit. If Redis cannot be reached, the permit is released by its
+// lease running out.
+func (p *probe) finish(err error) {
+	if !p.armed.CompareAndSwap(true, false) {
+		return
+	}
+	b := p.b
+	outcome := 0
+	switch {
+	case err == nil:
+	case b.s.isExcluded(err):
+		outcome = 2
+	case b.s.isFailure(err):
+		outcome = 1
+	}
+	if outcome == 0 && b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
+		outcome = 1 // a slow probe fails when the slow-call rate can trip
+	}
+	ctx, cancel := b.l.context(context.Background())
+	defer cancel()
+	if b.acquire(ctx) != nil {
+		return // an exchange is stuck: the permit's lease will run out
+	}
+	v, rerr := reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+		millis(b.clk.Now()), p.member, p.gen, outcome, b.s.successes,
+		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
+		b.s.link.ttl.Milliseconds(),
+	).Int64Slice()
+	var st sharedState
+	if rerr == nil {
+		st, rerr = decodeState(v)
+	}
+	if rerr != nil {
+		b.fallBack()
+		b.release()
+		b.degraded(rerr)
+		return
+	}
+	b.apply(st)
+	b.release()
+	b.settle()
+}

@@ -1,0 +1,273 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Budget is a retry token bucket (budget.Ratio's design) shared by every
+// process that uses the same Redis, Namespace and Name. It implements
+// retry.Budget, like budget.Ratio, so a retry.Policy takes either.
+//
+// A process never waits on Redis to record an attempt or grant a retry.
+// Deposits are summed locally and flushed in batches; retries are paid
+// from a lease of tokens the process takes from the shared bucket, topped
+// up at every exchange (every RefreshInterval, or sooner when the lease
+// runs dry). Budgets whose retries cost nothing and which are gated on a
+// threshold instead (gRPC A6 throttling, FailureCost) grant a retry while
+// the last seen shared balance, with this process's own unflushed
+// deposits and costs, is above the threshold. See the package
+// documentation for the bound on fleet-wide retries.
+//
+// While Redis cannot be reached the process uses a private budget.Ratio
+// (BudgetConfig.Local, or the same RatioConfig) and re-joins at the first
+// successful exchange.
+//
+// Make one with NewBudget and Close it when done: Close gives the unused
+// lease back. A Budget is safe for concurrent use. A nil *Budget grants
+// every retry.
+type Budget struct {
+	s     budgetSettings
+	l     *link
+	local *budget.Ratio
+
+	joined  atomic.Bool  // the last exchange with Redis succeeded
+	lease   atomic.Int64 // tokens this process may spend, in token units
+	pending atomic.Int64 // net deposits not yet flushed, in token units
+	shared  atomic.Int64 // the shared balance at the last exchange
+
+	requests, retries, deposits, granted, refused atomic.Uint64
+
+	syncMu sync.Mutex
+}
+
+var _ retry.Budget = (*Budget)(nil)
+
+// BudgetStats are a Budget's counters: the calls this process saw, in
+// both modes, and its link to Redis.
+type BudgetStats struct {
+	// Requests, Retries, Deposits (successful first attempts), Granted and
+	// Refused count this process's calls, as budget.Ratio's Stats do.
+	budget.Stats
+	// Link describes the connection to Redis.
+	Link LinkStats
+}
+
+// NewBudget returns a Budget configured by c and starts its background
+// exchange with Redis. It makes no Redis call itself: until the first
+// exchange has answered (at once, in the background) the private budget
+// decides. It returns an error wrapping ErrInvalidConfig if c.Validate
+// does.
+func NewBudget(c BudgetConfig) (*Budget, error) {
+	s, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	b := &Budget{s: s, l: newLink(s.link, "budget"), local: budget.NewRatio(s.local)}
+	go b.l.run(b.loopSync)
+	return b, nil
+}
+
+// cost returns the tokens a retry after err costs.
+func (b *Budget) cost(err error) int64 {
+	if b.s.timeoutCost != b.s.retryCost && budget.IsTimeout(err) {
+		return b.s.timeoutCost
+	}
+	return b.s.retryCost
+}
+
+// Record takes an attempt's result, as budget.Ratio.Record does. The
+// deposit (or the failure's cost) is flushed to the shared bucket at the
+// next exchange. Record on a nil Budget does nothing.
+func (b *Budget) Record(retry bool, err error) {
+	if b == nil {
+		return
+	}
+	switch {
+	case retry:
+		b.retries.Add(1)
+	default:
+		b.requests.Add(1)
+		if err == nil {
+			b.deposits.Add(1)
+		}
+	}
+	if !b.joined.Load() {
+		b.local.Record(retry, err)
+		return
+	}
+	var delta int64
+	switch {
+	case err == nil && !retry:
+		delta = b.s.refill
+	case err == nil:
+		delta = b.s.retryRefill
+		if b.s.refund {
+			delta += b.s.retryCost
+		}
+	case b.s.fail > 0 && countsAsFailure(err):
+		delta = -b.s.fail
+	}
+	if delta != 0 {
+		b.pending.Add(delta)
+	}
+}
+
+// Withdraw asks for a retry after the failure err. In the shared mode it
+// pays the retry's cost from this process's lease, and refuses when the
+// lease cannot pay (asking Redis for more in the background). Withdraw on a
+// nil Budget returns true.
+func (b *Budget) Withdraw(err error) bool {
+	if b == nil {
+		return true
+	}
+	var ok bool
+	switch cost := b.cost(err); {
+	case !b.joined.Load():
+		ok = b.local.Withdraw(err)
+	case cost == 0:
+		ok = b.shared.Load()+b.pending.Load() > b.s.threshold
+	default:
+		ok = b.spend(cost)
+	}
+	if ok {
+		b.granted.Add(1)
+	} else {
+		b.refused.Add(1)
+	}
+	return ok
+}
+
+// spend pays cost from the lease.
+func (b *Budget) spend(cost int64) bool {
+	for {
+		l := b.lease.Load()
+		if l < cost {
+			b.l.poke()
+			return false
+		}
+		if b.lease.CompareAndSwap(l, l-cost) {
+			if l-cost < max(b.s.retryCost, b.s.timeoutCost) {
+				b.l.poke() // top up before the next retry needs it
+			}
+			return true
+		}
+	}
+}
+
+// Available returns the tokens this process could spend now, for metrics
+// (stormguard_retry_budget_tokens): its lease plus the shared balance seen
+// at the last exchange, or the private budget's tokens while degraded. A
+// nil Budget reports +Inf.
+func (b *Budget) Available() float64 {
+	if b == nil {
+		return math.Inf(1)
+	}
+	if !b.joined.Load() {
+		return b.local.Available()
+	}
+	return fromUnits(b.lease.Load() + b.shared.Load())
+}
+
+// Lease returns the tokens this process holds from the shared bucket.
+func (b *Budget) Lease() float64 {
+	if b == nil {
+		return 0
+	}
+	return fromUnits(b.lease.Load())
+}
+
+// Stats returns the Budget's counters.
+func (b *Budget) Stats() BudgetStats {
+	if b == nil {
+		return BudgetStats{}
+	}
+	return BudgetStats{
+		Stats: budget.Stats{
+			Requests: b.requests.Load(),
+			Retries:  b.retries.Load(),
+			Deposits: b.deposits.Load(),
+			Granted:  b.granted.Load(),
+			Refused:  b.refused.Load(),
+		},
+		Link: b.l.stats(),
+	}
+}
+
+// Sync flushes the deposits recorded since the last exchange and tops the
+// lease up now, within ctx and Timeout; the background loop does this
+// every RefreshInterval. An error means the process has fallen back to its
+// private budget (see Stats).
+func (b *Budget) Sync(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
+	if b.l.closed.Load() {
+		return ErrClosed
+	}
+	return b.sync(ctx, false)
+}
+
+func (b *Budget) loopSync() { _ = b.sync(context.Background(), false) }
+
+// Close stops the background exchange, waits for it, and gives the unused
+// lease and unflushed deposits back to the shared bucket (within Timeout).
+// Withdraw then grants retries only from the private budget. Close is safe
+// to call more than once, and on a nil Budget.
+func (b *Budget) Close() {
+	if b == nil || !b.l.shut() {
+		return
+	}
+	if b.joined.Load() {
+		_ = b.sync(context.Background(), true)
+	}
+	b.joined.Store(false)
+}
+
+func (b *Budget) sync(ctx context.Context, closing bool) error {
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
+	delta := b.pending.Swap(0)
+	var want int64
+	switch {
+	case closing:
+		delta += b.lease.Swap(0)
+	case b.s.retryCost > 0 || b.s.timeoutCost > 0:
+		want = max(b.s.lease-b.lease.Load(), 0)
+	}
+	ctx, cancel := b.l.context(ctx)
+	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget"},
+		delta, want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(),
+	).Int64Slice()
+	cancel()
+	if err == nil && (len(v) != 2 || v[0] < 0 || v[0] > want || v[1] < 0) {
+		err = fmt.Errorf("%w: %v", errReply, v)
+	}
+	if err != nil {
+		// The batch is dropped: it may or may not have been applied.
+		b.joined.Store(false)
+		b.l.failed(err)
+		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
+	}
+	b.lease.Add(v[0])
+	b.shared.Store(v[1])
+	if !closing {
+		b.joined.Store(true)
+	}
+	b.l.succeeded()
+	return nil
+}
+
+// countsAsFailure reports whether a failed attempt's error speaks of the
+// downstream's health, as budget.Ratio judges it for FailureCost: not a
+// Permanent error, not the caller's cancellation.
+func countsAsFailure(err error) bool {
+	return err != nil && !retry.IsPermanent(err) && !errors.Is(err, context.Canceled)
+}

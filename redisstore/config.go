@@ -1,0 +1,461 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock"
+)
+
+// Defaults for zero fields of BreakerConfig and BudgetConfig.
+const (
+	DefaultNamespace       = "stormguard"
+	DefaultRefreshInterval = 250 * time.Millisecond
+	DefaultTimeout         = 100 * time.Millisecond
+	DefaultKeyTTL          = 24 * time.Hour
+	DefaultProbeLease      = 10 * time.Second
+)
+
+// MaxWindowBuckets bounds Breaker.Window.Buckets for the shared breaker:
+// every exchange with Redis reads every bucket of the window.
+const MaxWindowBuckets = 100
+
+// ErrInvalidConfig is wrapped by every error a config's Validate returns.
+var ErrInvalidConfig = errors.New("redisstore: invalid config")
+
+// ErrClosed is returned by Sync after Close.
+var ErrClosed = errors.New("redisstore: closed")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// BreakerConfig configures a Breaker shared through Redis. Client and Name
+// are required; every other zero field means its documented default.
+type BreakerConfig struct {
+	// Client reaches Redis: a *redis.Client, *redis.ClusterClient,
+	// *redis.Ring or any redis.UniversalClient. It must be made with
+	// ContextTimeoutEnabled set, so that Timeout bounds every call; NewBreaker
+	// rejects the three client types above without it. The Breaker does not
+	// close it.
+	Client redis.Scripter
+
+	// Name identifies the shared breaker: every process that uses the same
+	// Namespace and Name shares one state. Name it after the downstream.
+	Name string
+
+	// Namespace prefixes every key. 0: DefaultNamespace ("stormguard").
+	Namespace string
+
+	// Breaker is the breaker's configuration: trip condition, open period,
+	// probes and classification, as for breaker.New. The shared state
+	// supports the consecutive-failures condition and the time window
+	// (Window.Duration, with failure and slow-call rates); a count window
+	// (Window.Calls), ReadyToTrip and Probe are rejected. It also configures
+	// the local fallback breaker unless Local is set. Its OnStateChange
+	// is called on changes of the state this Breaker reports (see State).
+	Breaker breaker.Config
+
+	// Local, if set, configures the local breaker used while Redis cannot be
+	// reached, instead of Breaker. Its OnStateChange is not called.
+	Local *breaker.Config
+
+	// RefreshInterval is how often the process flushes the outcomes it has
+	// counted to Redis and refreshes its cached copy of the shared state,
+	// in one round trip. A failure seen locally brings the next exchange
+	// forward (to RefreshInterval/10 after the previous one at the soonest).
+	// 0: DefaultRefreshInterval (250ms).
+	RefreshInterval time.Duration
+
+	// Timeout bounds every Redis call, measured on the wall clock (it bounds
+	// network I/O). 0: DefaultTimeout (100ms), or RefreshInterval if that
+	// is shorter.
+	Timeout time.Duration
+
+	// KeyTTL is how long the keys live after the last process used them.
+	// It must exceed the longest open period and the window.
+	// 0: DefaultKeyTTL (24h).
+	KeyTTL time.Duration
+
+	// ProbeLease is how long a half-open probe permit is held for a process
+	// that took it and never reported the probe's result (it crashed, or
+	// lost Redis); after it another process may probe. A result reported
+	// after the lease is ignored. 0: DefaultProbeLease (10s).
+	ProbeLease time.Duration
+
+	// Clock measures open periods, windows and refresh intervals.
+	// nil: Breaker.Clock, and clock.Real if that is nil too.
+	Clock clock.Clock
+
+	// Logger receives one warning when the process loses Redis and one
+	// message when it re-joins. nil: silent.
+	Logger *slog.Logger
+
+	// OnDegraded, if set, is called when the process falls back to local
+	// state (degraded true, with the Redis error) and when it re-joins the
+	// shared state (degraded false, nil). Calls are made one at a time, in
+	// order, outside any lock.
+	OnDegraded func(degraded bool, err error)
+}
+
+// BudgetConfig configures a retry Budget shared through Redis. Client and
+// Name are required; every other zero field means its documented default.
+type BudgetConfig struct {
+	// Client reaches Redis; see BreakerConfig.Client.
+	Client redis.Scripter
+
+	// Name identifies the shared budget: every process that uses the same
+	// Namespace and Name draws on one bucket.
+	Name string
+
+	// Namespace prefixes every key. 0: DefaultNamespace ("stormguard").
+	Namespace string
+
+	// Ratio is the token bucket, as for budget.NewRatio; the zero value is
+	// budget.TenPercent. The fleet shares one bucket of Ratio.MaxTokens.
+	Ratio budget.RatioConfig
+
+	// Local, if set, configures the private bucket used while Redis cannot
+	// be reached, instead of Ratio.
+	Local *budget.RatioConfig
+
+	// LeaseTokens is how many tokens a process takes from the shared bucket
+	// at a time, to grant retries from without a round trip; it tops its
+	// lease up at every exchange. It bounds the slack of the fleet budget
+	// (see the package documentation). 0: twice the cost of a retry (the
+	// larger of RetryCost and TimeoutCost), at most MaxTokens. Unused for
+	// budgets whose retries cost nothing (gRPC A6 throttling), which are
+	// gated on the cached shared balance instead.
+	LeaseTokens float64
+
+	// RefreshInterval is how often deposits are flushed and the lease topped
+	// up, in one round trip. An empty lease brings the next exchange forward.
+	// 0: DefaultRefreshInterval (250ms).
+	RefreshInterval time.Duration
+
+	// Timeout bounds every Redis call (wall clock). 0: DefaultTimeout
+	// (100ms), or RefreshInterval if that is shorter.
+	Timeout time.Duration
+
+	// KeyTTL is how long the bucket lives after the last process used it.
+	// 0: DefaultKeyTTL (24h).
+	KeyTTL time.Duration
+
+	// Clock paces the exchanges with Redis. nil: clock.Real.
+	Clock clock.Clock
+
+	// Logger and OnDegraded: see BreakerConfig.
+	Logger     *slog.Logger
+	OnDegraded func(degraded bool, err error)
+}
+
+// linkConfig is what the Breaker and the Budget share: how they reach Redis.
+type linkConfig struct {
+	client     redis.Scripter
+	prefix     string // "<namespace>:{<name>}:"
+	name       string
+	interval   time.Duration
+	timeout    time.Duration
+	ttl        time.Duration
+	clk        clock.Clock
+	logger     *slog.Logger
+	onDegraded func(bool, error)
+}
+
+func resolveLink(kind string, client redis.Scripter, name, ns string, interval, timeout, ttl time.Duration) (linkConfig, error) {
+	l := linkConfig{client: client, name: name, interval: interval, timeout: timeout, ttl: ttl}
+	if client == nil {
+		return l, invalid("%s.Client is nil", kind)
+	}
+	if err := checkClient(client); err != nil {
+		return l, invalid("%s.Client: %v", kind, err)
+	}
+	if name == "" {
+		return l, invalid("%s.Name is empty", kind)
+	}
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	for _, f := range [...]struct{ field, v string }{{"Name", name}, {"Namespace", ns}} {
+		if strings.ContainsAny(f.v, "{}") {
+			return l, invalid("%s.%s %q contains a brace (keys use a {name} hash tag)", kind, f.field, f.v)
+		}
+	}
+	switch {
+	case interval < 0:
+		return l, invalid("%s.RefreshInterval is %v, want >= 0", kind, interval)
+	case timeout < 0:
+		return l, invalid("%s.Timeout is %v, want >= 0", kind, timeout)
+	case ttl < 0:
+		return l, invalid("%s.KeyTTL is %v, want >= 0", kind, ttl)
+	}
+	if l.interval == 0 {
+		l.interval = DefaultRefreshInterval
+	}
+	if l.timeout == 0 {
+		l.timeout = min(DefaultTimeout, l.interval)
+	}
+	if l.ttl == 0 {
+		l.ttl = DefaultKeyTTL
+	}
+	if l.ttl < time.Second || l.ttl < 2*l.interval {
+		return l, invalid("%s.KeyTTL %v is too short: at least 1s and two refresh intervals", kind, l.ttl)
+	}
+	l.prefix = ns + ":{" + name + "}:"
+	return l, nil
+}
+
+// checkClient rejects the go-redis clients that ignore context deadlines.
+func checkClient(c redis.Scripter) error {
+	var enabled bool
+	switch c := c.(type) {
+	case *redis.Client:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		enabled = c.Options().ContextTimeoutEnabled
+	default:
+		return nil
+	}
+	if !enabled {
+		return errors.New("ContextTimeoutEnabled is false, so Timeout could not bound Redis calls; set it in the client's options")
+	}
+	return nil
+}
+
+// breakerSettings is a BreakerConfig with its defaults applied.
+type breakerSettings struct {
+	link         linkConfig
+	window       bool // time-window condition; else consecutive failures
+	consecutive  int64
+	width        time.Duration // of one window bucket
+	buckets      int
+	minCalls     int64
+	failPct      float64
+	slowPct      float64
+	slowDur      time.Duration
+	openTimeout  time.Duration
+	maxOpen      time.Duration
+	multiplier   float64
+	jitter       float64
+	maxProbes    int64
+	successes    int64
+	probeLease   time.Duration
+	isFailure    func(error) bool
+	isExcluded   func(error) bool
+	local        breaker.Config
+	onTransition func(from, to breaker.State)
+}
+
+// Validate reports whether c can make a Breaker. Errors wrap
+// ErrInvalidConfig.
+func (c BreakerConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+func (c BreakerConfig) resolve() (breakerSettings, error) {
+	var s breakerSettings
+	l, err := resolveLink("BreakerConfig", c.Client, c.Name, c.Namespace, c.RefreshInterval, c.Timeout, c.KeyTTL)
+	if err != nil {
+		return s, err
+	}
+	bc := c.Breaker
+	if err := bc.Validate(); err != nil {
+		return s, fmt.Errorf("%w: BreakerConfig.Breaker: %w", ErrInvalidConfig, err)
+	}
+	switch {
+	case bc.ReadyToTrip != nil:
+		return s, invalid("BreakerConfig.Breaker.ReadyToTrip is not supported by the shared breaker (it cannot run in Redis)")
+	case bc.Window.Calls > 0:
+		return s, invalid("BreakerConfig.Breaker.Window.Calls is not supported by the shared breaker; use Window.Duration")
+	case bc.Probe != nil:
+		return s, invalid("BreakerConfig.Breaker.Probe is not supported by the shared breaker")
+	case c.ProbeLease < 0:
+		return s, invalid("BreakerConfig.ProbeLease is %v, want >= 0", c.ProbeLease)
+	}
+	l.clk = clock.Or(c.Clock)
+	if c.Clock == nil {
+		l.clk = clock.Or(bc.Clock)
+	}
+	l.logger, l.onDegraded = c.Logger, c.OnDegraded
+	s = breakerSettings{
+		link:         l,
+		consecutive:  int64(bc.ConsecutiveFailures),
+		failPct:      bc.Window.FailurePercent,
+		slowPct:      bc.Window.SlowCallPercent,
+		slowDur:      bc.Window.SlowCallDuration,
+		openTimeout:  bc.OpenTimeout,
+		maxOpen:      bc.MaxOpenTimeout,
+		multiplier:   bc.OpenTimeoutMultiplier,
+		jitter:       bc.OpenJitter,
+		maxProbes:    int64(bc.MaxProbes),
+		successes:    int64(bc.SuccessThreshold),
+		probeLease:   c.ProbeLease,
+		isFailure:    bc.IsFailure,
+		isExcluded:   bc.IsExcluded,
+		onTransition: bc.OnStateChange,
+	}
+	if w := bc.Window; w.Duration > 0 {
+		s.window = true
+		s.buckets = w.Buckets
+		if s.buckets == 0 {
+			s.buckets = breaker.DefaultBuckets
+		}
+		if s.buckets > MaxWindowBuckets {
+			return s, invalid("BreakerConfig.Breaker.Window.Buckets is %d, above MaxWindowBuckets (%d)", s.buckets, MaxWindowBuckets)
+		}
+		s.width = w.Duration / time.Duration(s.buckets)
+		if s.width < time.Millisecond {
+			return s, invalid("BreakerConfig.Breaker.Window.Duration %v over %d buckets is below 1ms per bucket", w.Duration, s.buckets)
+		}
+		s.minCalls = int64(w.MinCalls)
+		if s.minCalls == 0 {
+			s.minCalls = breaker.DefaultMinCalls
+		}
+		if s.failPct == 0 && s.slowPct == 0 {
+			s.failPct = breaker.DefaultFailurePercent
+		}
+	}
+	if s.consecutive == 0 {
+		s.consecutive = breaker.DefaultConsecutiveFailures
+	}
+	if s.openTimeout == 0 {
+		s.openTimeout = breaker.DefaultOpenTimeout
+	}
+	s.maxOpen = max(s.maxOpen, s.openTimeout)
+	if s.multiplier == 0 {
+		s.multiplier = breaker.DefaultOpenTimeoutMultiplier
+	}
+	switch {
+	case s.jitter == 0:
+		s.jitter = breaker.DefaultOpenJitter
+	case s.jitter < 0:
+		s.jitter = 0
+	}
+	if s.maxProbes == 0 {
+		s.maxProbes = 1
+	}
+	if s.successes == 0 {
+		s.successes = s.maxProbes
+	}
+	if s.probeLease == 0 {
+		s.probeLease = DefaultProbeLease
+	}
+	if s.isFailure == nil {
+		s.isFailure = breaker.DefaultIsFailure
+	}
+	if s.isExcluded == nil {
+		s.isExcluded = breaker.DefaultIsExcluded
+	}
+	if longest := max(s.maxOpen, time.Duration(s.buckets)*s.width, s.probeLease); l.ttl <= longest {
+		return s, invalid("BreakerConfig.KeyTTL %v must exceed the longest open period, window and probe lease (%v)", l.ttl, longest)
+	}
+	s.local = bc
+	if c.Local != nil {
+		s.local = *c.Local
+		if err := s.local.Validate(); err != nil {
+			return s, fmt.Errorf("%w: BreakerConfig.Local: %w", ErrInvalidConfig, err)
+		}
+	}
+	s.local.OnStateChange = nil
+	if s.local.Clock == nil {
+		s.local.Clock = l.clk
+	}
+	return s, nil
+}
+
+// tokenUnit matches the budget package: token amounts are integer
+// millionths of a token, in Go and in Redis alike.
+const tokenUnit = 1e6
+
+func toUnits(x float64) int64   { return int64(math.Round(x * tokenUnit)) }
+func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
+
+// budgetSettings is a BudgetConfig with its defaults applied, amounts in
+// token units.
+type budgetSettings struct {
+	link                         linkConfig
+	max, initial, threshold      int64
+	refill, retryRefill          int64
+	retryCost, timeoutCost, fail int64
+	refund                       bool
+	lease                        int64
+	local                        budget.RatioConfig
+}
+
+// Validate reports whether c can make a Budget. Errors wrap
+// ErrInvalidConfig.
+func (c BudgetConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+func (c BudgetConfig) resolve() (budgetSettings, error) {
+	var s budgetSettings
+	l, err := resolveLink("BudgetConfig", c.Client, c.Name, c.Namespace, c.RefreshInterval, c.Timeout, c.KeyTTL)
+	if err != nil {
+		return s, err
+	}
+	l.clk = clock.Or(c.Clock)
+	l.logger, l.onDegraded = c.Logger, c.OnDegraded
+	r := c.Ratio
+	if err := r.Validate(); err != nil {
+		return s, fmt.Errorf("%w: BudgetConfig.Ratio: %w", ErrInvalidConfig, err)
+	}
+	// The defaults of budget.RatioConfig, which Validate has accepted.
+	s = budgetSettings{
+		link:        l,
+		max:         toUnits(r.MaxTokens),
+		initial:     toUnits(r.InitialTokens),
+		threshold:   toUnits(r.Threshold),
+		refill:      toUnits(r.Refill),
+		retryRefill: toUnits(r.RetryRefill),
+		retryCost:   toUnits(r.RetryCost),
+		timeoutCost: toUnits(r.TimeoutCost),
+		fail:        toUnits(r.FailureCost),
+		refund:      r.RefundRetrySuccess,
+	}
+	if s.max == 0 {
+		s.max = toUnits(budget.DefaultMaxTokens)
+	}
+	if s.refill == 0 {
+		s.refill = toUnits(budget.DefaultRefill)
+	}
+	if s.retryCost == 0 && s.fail == 0 {
+		s.retryCost = toUnits(budget.DefaultRetryCost)
+	}
+	if s.timeoutCost == 0 {
+		s.timeoutCost = s.retryCost
+	}
+	if s.initial == 0 && !r.StartEmpty {
+		s.initial = s.max
+	}
+	switch cost := max(s.retryCost, s.timeoutCost); {
+	case c.LeaseTokens < 0 || math.IsNaN(c.LeaseTokens) || c.LeaseTokens > budget.MaxRatioTokens:
+		return s, invalid("BudgetConfig.LeaseTokens is %v, want a number from 0 to MaxRatioTokens", c.LeaseTokens)
+	case c.LeaseTokens > 0:
+		s.lease = toUnits(c.LeaseTokens)
+		if s.lease < cost {
+			return s, invalid("BudgetConfig.LeaseTokens %v is below the cost of one retry (%v)", c.LeaseTokens, fromUnits(cost))
+		}
+	default:
+		s.lease = min(2*cost, s.max)
+	}
+	s.local = r
+	if c.Local != nil {
+		s.local = *c.Local
+		if err := s.local.Validate(); err != nil {
+			return s, fmt.Errorf("%w: BudgetConfig.Local: %w", ErrInvalidConfig, err)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,133 @@
+// Package redisstore shares a circuit breaker and a retry budget between
+// all the processes of a fleet through Redis.
+//
+// A service that runs as hundreds of replicas, each with a private
+// breaker.Breaker and budget.Ratio, lets the fleet as a whole retry
+// hundreds of times more than one budget allows, and makes every replica
+// rediscover a dead dependency on its own. A Breaker made by NewBreaker and
+// a Budget made by NewBudget keep that state in Redis instead, and
+// implement retry.Breaker and retry.Budget like the local ones, so a
+// retry.Policy switches between them by configuration:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//	br, err := redisstore.NewBreaker(redisstore.BreakerConfig{Client: rdb, Name: "payments", Breaker: breaker.Config{...}})
+//	bu, err := redisstore.NewBudget(redisstore.BudgetConfig{Client: rdb, Name: "payments", Ratio: budget.TenPercent()})
+//	p := retry.Policy{Breaker: br, Budget: bu}
+//
+// Use the local breaker and budget for a single process, or where a fleet
+// that over-retries is acceptable; use these when the downstream must be
+// protected from the fleet's total, and Redis is already at hand.
+//
+// # No call waits on Redis
+//
+// Each Breaker and Budget runs one background goroutine (stopped by Close)
+// that exchanges with Redis every RefreshInterval (250ms by default), in
+// one Lua script call: it flushes what the process counted since the last
+// exchange and reads back the shared state. Calls are decided on the
+// process's cached copy: in the closed state Allow is one atomic load, and
+// its done function one more load and one striped counter increment; they
+// allocate nothing and take no lock (BenchmarkAllowClosed compares them
+// with breaker.Breaker).
+// The only calls that reach Redis are the half-open breaker's: asking for
+// a probe permit and reporting the probe's result, each bounded by Timeout.
+//
+// # Consistency of the breaker
+//
+// Transitions are made by Lua scripts, atomically, once for the fleet.
+// The state each process acts on is eventually consistent:
+//
+//   - Outcomes seen by a process reach Redis at its next exchange: within
+//     RefreshInterval, and within RefreshInterval/10 after a failure (a
+//     failure brings the exchange forward). The process that trips the
+//     breaker acts on it at once.
+//   - A state change in Redis reaches every other process at its next
+//     refresh, within RefreshInterval. From a failure to the whole fleet
+//     refusing calls takes at most about 1.1 × RefreshInterval plus two
+//     round trips; meanwhile processes still admit calls on their cached
+//     closed state.
+//   - Half-open probe permits are fleet-wide and exact: at most MaxProbes
+//     calls in the whole fleet probe at once. A process refused a permit
+//     refuses further calls without asking Redis until its next refresh. A
+//     permit whose holder never reports (it crashed, or lost Redis) is
+//     freed after ProbeLease, and a report after that is ignored.
+//   - Results of calls admitted before a state change (an earlier
+//     generation) are ignored, in Go and in Redis.
+//   - The consecutive-failures condition counts failures in a row across
+//     the fleet, in the order the batches reach Redis: a success anywhere
+//     ends the run. The time window (Window.Duration) sums every process's
+//     outcomes per bucket, by the time of the flush; prefer it for large
+//     fleets. Count windows, ReadyToTrip and active probes cannot run in
+//     Redis and are rejected.
+//   - Times come from each process's Clock: the process that trips the
+//     breaker sets the end of the open period, so clock skew between hosts
+//     moves the end of the period by that skew for the others.
+//
+// Each process makes one Redis call of a Breaker at a time, so its cache
+// follows the order in which Redis executed them.
+//
+// # The fleet budget and its slack
+//
+// The Budget is budget.Ratio's token bucket, held in Redis. Record sums the
+// deposits (Refill per successful first attempt, and so on) and failure
+// costs locally, and the next exchange adds them to the bucket. Withdraw
+// pays a retry from a lease: tokens the process has already taken from the
+// bucket, LeaseTokens at a time (twice the retry cost by default), topped
+// up at every exchange and soon after the lease runs dry. Tokens move from
+// the bucket to leases to retries and are never created, so over the life
+// of the fleet, exactly as for one budget.Ratio shared by every caller
+// (TestBudgetConservesTokens checks it):
+//
+//	retries × RetryCost ≤ InitialTokens + Refill × successful first attempts
+//	                      (+ RetryRefill and refunds for successful retries)
+//
+// The slack is in how fast the tokens can be spent. One shared bucket never
+// holds more than MaxTokens; leased tokens are outside the bucket, so with N
+// processes the fleet can spend at once, and over any period beyond its
+// deposits,
+//
+//	MaxTokens + N × LeaseTokens
+//
+// tokens: for TenPercent (10 tokens, retry cost 1, lease 2) and 10
+// processes, a burst of up to 30 retries instead of 10, where 10 private
+// budgets would allow 100 (TestFleetBudgetStorm). Over a period with S
+// successful first attempts, retries ≤ (MaxTokens + N × LeaseTokens +
+// Refill × S) / RetryCost.
+//
+// Budgets whose retries cost nothing and that are gated on a threshold
+// (gRPC A6 throttling: FailureCost with Threshold) have no lease: a retry
+// is granted while the shared balance seen at the last exchange, plus the
+// process's own unflushed deposits and costs, is above Threshold. Each
+// process then keeps granting retries for up to one RefreshInterval after
+// the shared balance falls to the threshold; that is the slack.
+//
+// Deposits whose flush failed are dropped (the script may or may not have
+// run): the budget errs on the side of fewer retries. Close gives an unused
+// lease back.
+//
+// # When Redis is slow or down
+//
+// Every Redis call is bounded by Timeout (100ms by default), which needs a
+// client made with ContextTimeoutEnabled (NewBreaker and NewBudget reject
+// go-redis clients without it). When a call fails or times out the
+// process falls back at once to local state: a breaker.Breaker made from
+// BreakerConfig.Local (or the same breaker.Config), honouring an open
+// period last seen in Redis until it ends; a budget.Ratio made from
+// BudgetConfig.Local (or the same RatioConfig), which is private, so the
+// fleet may retry as much as N private budgets while Redis is down. The
+// process keeps serving, logs one warning (Logger), calls OnDegraded, and
+// counts the event in Stats: LinkStats.Degraded, RedisErrors, Fallbacks
+// (for metrics such as a stormguard_redis_degraded gauge). The background
+// loop keeps trying every RefreshInterval, and the first exchange that
+// succeeds re-joins the shared state, logged and reported likewise. Until
+// the first exchange after NewBreaker or NewBudget, calls are decided on
+// local state too.
+//
+// # Keys
+//
+// Keys are "<Namespace>:{<Name>}:state", ":probes", ":window:<generation>:<bucket>"
+// (breaker) and ":budget" (budget), with Namespace "stormguard" by default.
+// The braces are a Redis Cluster hash tag: all keys of one name live in
+// one slot, as the scripts need. Every key is given a TTL at every write
+// (KeyTTL, 24h by default; window buckets live one window), so the keys of
+// a service that is gone expire.
+package redisstore

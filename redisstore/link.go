@@ -1,0 +1,190 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LinkStats describe how a Breaker or a Budget has been reaching Redis.
+// The counters are cumulative since it was made.
+type LinkStats struct {
+	// Syncs counts successful exchanges with Redis (flush and refresh).
+	Syncs uint64
+	// RedisErrors counts Redis calls that failed or timed out.
+	RedisErrors uint64
+	// Fallbacks counts the times the process fell back to local state.
+	Fallbacks uint64
+	// Degraded reports whether the process is using local state now
+	// because its last Redis call failed.
+	Degraded bool
+}
+
+// link follows the health of the connection to Redis and runs the
+// background exchange loop of one Breaker or Budget.
+type link struct {
+	cfg  linkConfig
+	what string // "breaker" or "budget", for log messages
+
+	syncs, redisErrors, fallbacks atomic.Uint64
+	degraded                      atomic.Bool
+
+	mu      sync.Mutex // orders degraded/rejoined transitions and their callbacks
+	notes   []note
+	sending bool
+
+	kick      chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+type note struct {
+	degraded bool
+	err      error
+}
+
+func newLink(cfg linkConfig, what string) *link {
+	return &link{
+		cfg:     cfg,
+		what:    what,
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+}
+
+func (l *link) stats() LinkStats {
+	return LinkStats{
+		Syncs:       l.syncs.Load(),
+		RedisErrors: l.redisErrors.Load(),
+		Fallbacks:   l.fallbacks.Load(),
+		Degraded:    l.degraded.Load(),
+	}
+}
+
+// context bounds one Redis call by the configured timeout.
+func (l *link) context(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, l.cfg.timeout)
+}
+
+// failed records a failed Redis call. It reports whether the process has
+// just fallen back to local state.
+func (l *link) failed(err error) bool {
+	l.redisErrors.Add(1)
+	if !l.degraded.CompareAndSwap(false, true) {
+		return false
+	}
+	l.fallbacks.Add(1)
+	l.announce(note{degraded: true, err: err})
+	return true
+}
+
+// succeeded records a successful exchange. It reports whether the process
+// has just re-joined the shared state.
+func (l *link) succeeded() bool {
+	l.syncs.Add(1)
+	if !l.degraded.CompareAndSwap(true, false) {
+		return false
+	}
+	l.announce(note{degraded: false})
+	return true
+}
+
+// announce logs and delivers a degraded/rejoined transition, in order and
+// outside the lock.
+func (l *link) announce(n note) {
+	l.mu.Lock()
+	l.notes = append(l.notes, n)
+	if l.sending {
+		l.mu.Unlock()
+		return
+	}
+	l.sending = true
+	finished := false
+	defer func() {
+		if !finished { // a callback panicked: let the next note deliver the rest
+			l.mu.Lock()
+			l.sending = false
+			l.mu.Unlock()
+		}
+	}()
+	for len(l.notes) > 0 {
+		n := l.notes[0]
+		l.notes = l.notes[1:]
+		l.mu.Unlock()
+		l.deliver(n)
+		l.mu.Lock()
+	}
+	l.sending = false
+	finished = true
+	l.mu.Unlock()
+}
+
+func (l *link) deliver(n note) {
+	if lg := l.cfg.logger; lg != nil {
+		if n.degraded {
+			lg.Warn("redisstore: Redis unavailable, using local state until it answers again",
+				"kind", l.what, "name", l.cfg.name, "err", n.err)
+		} else {
+			lg.Info("redisstore: Redis answers again, using shared state", "kind", l.what, "name", l.cfg.name)
+		}
+	}
+	if f := l.cfg.onDegraded; f != nil {
+		f(n.degraded, n.err)
+	}
+}
+
+// poke asks the loop for an early exchange. It never blocks.
+func (l *link) poke() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the background loop: it calls sync at once, then every interval,
+// and early when poked, though never sooner than interval/10 after the
+// previous exchange began. It returns when shut is called. Between two
+// exchanges exactly one timer of the clock is pending.
+func (l *link) run(sync func()) {
+	defer close(l.stopped)
+	clk := l.cfg.clk
+	gap := max(l.cfg.interval/10, time.Millisecond)
+	t := clk.NewTimer(0)
+	defer t.Stop()
+	var last time.Time
+	synced := false
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C():
+		case <-l.kick:
+			if synced {
+				if wait := gap - clk.Since(last); wait > 0 {
+					t.Reset(wait) // brings the next exchange forward
+					continue
+				}
+			}
+		}
+		last, synced = clk.Now(), true
+		sync()
+		t.Reset(l.cfg.interval)
+	}
+}
+
+// shut stops the loop and waits for it; only the first call does anything
+// and reports true.
+func (l *link) shut() bool {
+	first := false
+	l.closeOnce.Do(func() {
+		first = true
+		l.closed.Store(true)
+		close(l.stop)
+		<-l.stopped
+	})
+	return first
+}

@@ -1,0 +1,231 @@
+package redisstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/breaker"
+)
+
+// The environment of a helper process started by TestThreeProcesses.
+const (
+	helperEnv   = "REDISSTORE_TEST_HELPER"
+	helperAddr  = "REDISSTORE_TEST_ADDR"
+	helperNS    = "REDISSTORE_TEST_NAMESPACE"
+	procRefresh = 50 * time.Millisecond
+	procOpen    = 500 * time.Millisecond
+)
+
+// TestHelperProcess is not a test: TestThreeProcesses runs the test binary
+// again with helperEnv set, and this function then serves one Breaker on
+// the real clock, driven by commands on stdin, one reply line per command
+// on stdout (prefixed with "@ " to stand apart from the test runner's
+// output).
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("helper process for TestThreeProcesses")
+	}
+	rdb := newClient(t, os.Getenv(helperAddr))
+	b, err := NewBreaker(BreakerConfig{
+		Client: rdb, Name: "orders", Namespace: os.Getenv(helperNS),
+		Breaker:         breaker.Config{ConsecutiveFailures: 5, OpenTimeout: procOpen, OpenJitter: -1},
+		RefreshInterval: procRefresh,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	reply := func(format string, args ...any) { fmt.Printf("@ "+format+"\n", args...) }
+	if err := b.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reply("ready")
+	var pending func(error)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		cmd, arg, _ := strings.Cut(in.Text(), " ")
+		switch cmd {
+		case "fail":
+			n, _ := strconv.Atoi(arg)
+			for range n {
+				if done, err := b.Allow(); err == nil {
+					done(errDown)
+				}
+			}
+			reply("ok")
+		case "sync":
+			if err := b.Sync(context.Background()); err != nil {
+				reply("error %v", err)
+				continue
+			}
+			reply("%v", b.State())
+		case "state":
+			reply("%v", b.State())
+		case "probe":
+			done, err := b.Allow()
+			if err != nil {
+				reply("refused %v", err)
+				continue
+			}
+			pending = done
+			reply("admitted")
+		case "finish":
+			if pending != nil {
+				pending(nil)
+			}
+			reply("%v", b.State())
+		case "quit":
+			return
+		}
+	}
+}
+
+// helper is one process started by TestThreeProcesses.
+type helper struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startHelper(t *testing.T, addr, ns string) *helper {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", helperAddr+"="+addr, helperNS+"="+ns)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helper{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	t.Cleanup(func() {
+		in.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	if got := h.read(t); got != "ready" {
+		t.Fatalf("helper said %q, want ready", got)
+	}
+	return h
+}
+
+// send writes one command and returns the reply line, without its prefix.
+// It does not stop the test, so other goroutines may call it.
+func (h *helper) send(cmd string) (string, error) {
+	if _, err := io.WriteString(h.in, cmd+"\n"); err != nil {
+		return "", err
+	}
+	return h.next()
+}
+
+func (h *helper) next() (string, error) {
+	for h.out.Scan() {
+		if line, ok := strings.CutPrefix(h.out.Text(), "@ "); ok {
+			return line, nil
+		}
+	}
+	return "", fmt.Errorf("helper process ended (%v)", h.out.Err())
+}
+
+func (h *helper) read(t *testing.T) string {
+	t.Helper()
+	line, err := h.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
+}
+
+func (h *helper) do(t *testing.T, cmd string) string {
+	t.Helper()
+	line, err := h.send(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
+}
+
+// TestThreeProcesses: three operating-system processes share one breaker
+// through Redis: failures seen by one open it for all, and one probe runs
+// in the whole fleet in the half-open state.
+func TestThreeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	srv := sharedRedis(t)
+	ns := namespace(t)
+	hs := make([]*helper, 3)
+	for i := range hs {
+		hs[i] = startHelper(t, srv.addr, ns)
+	}
+	if got := hs[0].do(t, "fail 5"); got != "ok" {
+		t.Fatal(got)
+	}
+	if got := hs[0].do(t, "sync"); got != "open" {
+		t.Fatalf("process 0 after 5 failures: %s, want open", got)
+	}
+	opened := time.Now()
+	for i, h := range hs[1:] {
+		waitFor(t, "process "+strconv.Itoa(i+1)+" to see the breaker open", func() bool { return h.do(t, "state") == "open" })
+	}
+	t.Logf("processes 1 and 2 saw the breaker open %v after process 0 opened it (RefreshInterval %v)",
+		time.Since(opened).Round(time.Millisecond), procRefresh)
+
+	for i, h := range hs {
+		waitFor(t, "process "+strconv.Itoa(i)+" to see the open period end", func() bool { return h.do(t, "state") == "half-open" })
+	}
+	replies := make([]string, len(hs))
+	var wg sync.WaitGroup
+	for i, h := range hs {
+		wg.Go(func() {
+			r, err := h.send("probe")
+			if err != nil {
+				r = err.Error()
+			}
+			replies[i] = r
+		})
+	}
+	wg.Wait()
+	winner := -1
+	for i, r := range replies {
+		if r == "admitted" {
+			if winner >= 0 {
+				t.Fatalf("two processes probe at once: %q", replies)
+			}
+			winner = i
+		} else if r != "refused "+breaker.ErrTooManyProbes.Error() {
+			t.Fatalf("process %d: %q, want admitted or ErrTooManyProbes", i, r)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no process was admitted to probe: %q", replies)
+	}
+	if got := hs[winner].do(t, "finish"); got != "closed" {
+		t.Fatalf("after a successful probe the prober sees %s", got)
+	}
+	for i, h := range hs {
+		waitFor(t, "process "+strconv.Itoa(i)+" to see the breaker closed", func() bool { return h.do(t, "state") == "closed" })
+		_, _ = h.in.Write([]byte("quit\n"))
+	}
+}

@@ -1,0 +1,233 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts that change the shared state. Each runs atomically in
+// Redis, so transitions are decided once for the whole fleet. Scripts run
+// with EVALSHA and fall back to EVAL when Redis does not know them yet
+// (after a restart, for instance).
+//
+// Times are milliseconds on the callers' clocks; amounts of tokens are
+// integer millionths. Lua numbers are doubles, exact up to 2^53, which
+// holds both. Integers are written back with %d so that no digit is lost to
+// Lua's default number format.
+
+// breakerLib is the part shared by the breaker scripts. The state hash
+// holds st (0 closed, 1 half-open, 2 open), gen (changes on every
+// transition; starts at the time the state was created), until (end of the
+// open period), trips (open periods since the breaker last closed), consec
+// (failures in a row, consecutive condition), succ (successful probes in
+// the half-open state) and r, s, f, l (requests, successes, failures and
+// slow calls since the state began, consecutive condition). The probes
+// sorted set holds the probe permits of the half-open state, scored by the
+// end of their lease.
+const breakerLib = `
+local function load(key, now)
+  local v = redis.call('HMGET', key, 'st', 'gen', 'until', 'trips', 'consec', 'succ', 'r', 's', 'f', 'l')
+  if not v[1] then
+    return {st = 0, gen = now, untl = 0, trips = 0, consec = 0, succ = 0, r = 0, s = 0, f = 0, l = 0}, true
+  end
+  return {st = tonumber(v[1]), gen = tonumber(v[2]), untl = tonumber(v[3]), trips = tonumber(v[4]),
+          consec = tonumber(v[5]), succ = tonumber(v[6]), r = tonumber(v[7]) or 0, s = tonumber(v[8]) or 0,
+          f = tonumber(v[9]) or 0, l = tonumber(v[10]) or 0}, false
+end
+
+local function save(key, b, ttl)
+  redis.call('HSET', key, 'st', b.st, 'gen', string.format('%d', b.gen), 'until', string.format('%d', b.untl),
+             'trips', b.trips, 'consec', b.consec, 'succ', b.succ,
+             'r', string.format('%d', b.r), 's', string.format('%d', b.s),
+             'f', string.format('%d', b.f), 'l', string.format('%d', b.l))
+  redis.call('PEXPIRE', key, ttl)
+end
+
+local function reset(b, pkey, st)
+  b.st = st
+  b.gen = b.gen + 1
+  b.consec, b.succ, b.r, b.s, b.f, b.l = 0, 0, 0, 0, 0, 0
+  redis.call('DEL', pkey)
+end
+
+-- open starts the next open period: base * mult^(trips-1), capped at maxo,
+-- shortened by jitter * rnd of itself.
+local function open(b, pkey, now, base, maxo, mult, jitter, rnd)
+  b.trips = b.trips + 1
+  local d = base
+  for i = 2, b.trips do
+    if d >= maxo then break end
+    d = math.min(d * mult, maxo)
+  end
+  d = math.floor(d - jitter * rnd * d)
+  if d < 1 then d = 1 end
+  reset(b, pkey, 2)
+  b.untl = now + d
+end
+
+local function expire(b, pkey, now)
+  if b.st == 2 and now >= b.untl then
+    reset(b, pkey, 1)
+    return true
+  end
+  return false
+end
+
+local function inuse(pkey, now)
+  redis.call('ZREMRANGEBYSCORE', pkey, '-inf', now)
+  return redis.call('ZCARD', pkey)
+end
+`
+
+// syncScript applies one process's batch of outcomes and returns the state.
+//
+// KEYS: state, probes, then (time-window condition) the window buckets of
+// the caller's generation, current bucket first.
+// ARGV: now, gen, requests, successes, failures, slow, saw (1 if a success
+// ended the batch's failure runs), run (failures since the last success or
+// the previous batch), window (1: time-window condition), consecutive
+// limit, minCalls, failPct, slowPct, open base, open max, multiplier,
+// jitter, rnd, ttl, bucket ttl, maxProbes.
+// Returns: st, gen, until, probes in use, requests, successes, failures,
+// slow, consec.
+var syncScript = redis.NewScript(breakerLib + `
+local now, cgen = tonumber(ARGV[1]), tonumber(ARGV[2])
+local req, suc, fai, slo = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local saw, run = tonumber(ARGV[7]), tonumber(ARGV[8])
+local win, limit, minc = ARGV[9] == '1', tonumber(ARGV[10]), tonumber(ARGV[11])
+local fpct, spct = tonumber(ARGV[12]), tonumber(ARGV[13])
+local ttl, bttl, maxp = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+
+local b, fresh = load(KEYS[1], now)
+local dirty = fresh
+if expire(b, KEYS[2], now) then dirty = true end
+
+local r, s, f, l = b.r, b.s, b.f, b.l
+local current = b.st == 0 and b.gen == cgen
+if win then
+  r, s, f, l = 0, 0, 0, 0
+  if current then
+    if req + suc + fai + slo > 0 then
+      local k = KEYS[3]
+      redis.call('HINCRBY', k, 'r', req)
+      redis.call('HINCRBY', k, 's', suc)
+      redis.call('HINCRBY', k, 'f', fai)
+      redis.call('HINCRBY', k, 'l', slo)
+      redis.call('PEXPIRE', k, bttl)
+    end
+    for i = 3, #KEYS do
+      local v = redis.call('HMGET', KEYS[i], 'r', 's', 'f', 'l')
+      r = r + (tonumber(v[1]) or 0)
+      s = s + (tonumber(v[2]) or 0)
+      f = f + (tonumber(v[3]) or 0)
+      l = l + (tonumber(v[4]) or 0)
+    end
+  end
+elseif current and req + suc + fai + slo + run + saw > 0 then
+  b.r, b.s, b.f, b.l = b.r + req, b.s + suc, b.f + fai, b.l + slo
+  r, s, f, l = b.r, b.s, b.f, b.l
+  if saw == 1 then b.consec = run else b.consec = b.consec + run end
+  dirty = true
+end
+
+if current and (fai > 0 or slo > 0) then
+  local trip = false
+  if win then
+    local n = s + f
+    trip = n > 0 and n >= minc and ((fpct > 0 and f * 100 >= fpct * n) or (spct > 0 and l * 100 >= spct * n))
+  else
+    trip = b.consec >= limit
+  end
+  if trip then
+    open(b, KEYS[2], now, tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18]))
+    dirty = true
+  end
+end
+
+if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
+local n = 0
+if b.st == 1 then n = inuse(KEYS[2], now) end
+if b.st ~= 0 or b.gen ~= cgen then r, s, f, l = 0, 0, 0, 0 end
+return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec}
+`)
+
+// claimScript takes a half-open probe permit, moving an open breaker whose
+// period has ended to half-open first.
+//
+// KEYS: state, probes. ARGV: now, member, lease, maxProbes, ttl.
+// Returns: granted (0 or 1), st, gen, until, probes in use.
+var claimScript = redis.NewScript(breakerLib + `
+local now, member, lease, maxp, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local b, fresh = load(KEYS[1], now)
+local dirty = fresh
+if expire(b, KEYS[2], now) then dirty = true end
+local granted, n = 0, 0
+if b.st == 1 then
+  n = inuse(KEYS[2], now)
+  if n < maxp then
+    redis.call('ZADD', KEYS[2], now + lease, member)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    granted, n = 1, n + 1
+  end
+end
+if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
+return {granted, b.st, b.gen, b.untl, n}
+`)
+
+// reportScript releases a probe permit with the probe's outcome: a failure
+// reopens the breaker, enough successes close it, an excluded outcome only
+// releases the permit. A permit whose lease ran out, or that belongs to an
+// earlier generation, changes nothing.
+//
+// KEYS: state, probes. ARGV: now, member, gen, outcome (0 success,
+// 1 failure, 2 excluded), success threshold, open base, open max,
+// multiplier, jitter, rnd, ttl.
+// Returns: st, gen, until, probes in use.
+var reportScript = redis.NewScript(breakerLib + `
+local now, member, pgen, outcome = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local ttl = tonumber(ARGV[11])
+local b, fresh = load(KEYS[1], now)
+local dirty = fresh
+local held = redis.call('ZSCORE', KEYS[2], member)
+redis.call('ZREM', KEYS[2], member)
+if held and tonumber(held) > now and b.st == 1 and b.gen == pgen then
+  if outcome == 1 then
+    open(b, KEYS[2], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]))
+    dirty = true
+  elseif outcome == 0 then
+    b.succ = b.succ + 1
+    if b.succ >= tonumber(ARGV[5]) then
+      reset(b, KEYS[2], 0)
+      b.trips = 0
+    end
+    dirty = true
+  end
+end
+if expire(b, KEYS[2], now) then dirty = true end
+if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
+local n = 0
+if b.st == 1 then n = inuse(KEYS[2], now) end
+return {b.st, b.gen, b.untl, n}
+`)
+
+// budgetScript applies one process's net deposits to the shared bucket and
+// grants it a lease of tokens.
+//
+// KEYS: bucket. ARGV: delta (net deposits, may be negative), want (lease
+// asked for), max, initial, threshold, ttl.
+// The bucket starts with initial tokens and holds 0 to max. A lease is
+// granted, up to want, while the bucket holds more than threshold.
+// Returns: granted, tokens left.
+var budgetScript = redis.NewScript(`
+local delta, want = tonumber(ARGV[1]), tonumber(ARGV[2])
+local maxt, initial, threshold, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local v = redis.call('HGET', KEYS[1], 'tokens')
+local t = initial
+if v then t = tonumber(v) end
+t = math.min(math.max(t + delta, 0), maxt)
+local grant = 0
+if want > 0 and t > threshold then
+  grant = math.min(want, t)
+  t = t - grant
+end
+redis.call('HSET', KEYS[1], 'tokens', string.format('%d', t))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {grant, t}
+`)
