@@ -1,0 +1,107 @@
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/live"
+	"github.com/stormguard/stormguard/sim"
+)
+
+// TestMeasureGatewayRestart runs the acceptance measurement: gateway-restart
+// with 500 clients for 20s, every policy at once, and logs the tables. It
+// takes about 20s of wall time, so it runs only when
+// STORMGUARD_LIVE_MEASURE=1:
+//
+//	STORMGUARD_LIVE_MEASURE=1 go test -run MeasureGatewayRestart -v ./live/
+//
+// It checks the acceptance figures: naive (immediate) retries amplify the
+// peak load at least 3x, full jitter with the shared budget stays under
+// 1.3x. STORMGUARD_LIVE_SCOPE=per-client gives every client its own budget
+// and breaker; STORMGUARD_LIVE_SCENARIO=slow-downstream measures the other
+// scenario, STORMGUARD_LIVE_IGNORE_CANCEL=1 a server that does not honour
+// cancellation (no figures are checked then), and
+// STORMGUARD_LIVE_SEQUENTIAL=1 runs the policies one after another.
+func TestMeasureGatewayRestart(t *testing.T) {
+	if os.Getenv("STORMGUARD_LIVE_MEASURE") == "" {
+		t.Skip("set STORMGUARD_LIVE_MEASURE=1 to run the 20s live measurement")
+	}
+	name := "gateway-restart"
+	if s := os.Getenv("STORMGUARD_LIVE_SCENARIO"); s != "" {
+		name = s
+	}
+	sc, ok := live.Lookup(name)
+	if !ok {
+		t.Fatalf("no scenario %q", name)
+	}
+	sc.Server.IgnoreCancel = os.Getenv("STORMGUARD_LIVE_IGNORE_CANCEL") != ""
+	o := live.Options{Seed: 1, Sequential: os.Getenv("STORMGUARD_LIVE_SEQUENTIAL") != ""}
+	if name == "gateway-restart" {
+		o.Clients, o.Duration = 500, 20*time.Second
+	}
+	if s := os.Getenv("STORMGUARD_LIVE_SCOPE"); s != "" {
+		scope, err := live.ParseScope(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Scope = scope
+	}
+	began := time.Now()
+	rep, err := live.Run(context.Background(), sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wall time %.1fs", time.Since(began).Seconds())
+	for _, tb := range rep.Tables {
+		t.Log("\n" + formatTable(tb))
+	}
+	if o.Scope != live.Shared || name != "gateway-restart" || sc.Server.IgnoreCancel {
+		return
+	}
+	naive, _ := rep.Row(sim.PolicyImmediate)
+	guarded, _ := rep.Row(sim.PolicyBudget)
+	if a := naive.Metrics.Amplification; a < 3 {
+		t.Errorf("naive amplification %.2fx, want at least 3x", a)
+	}
+	if a := guarded.Metrics.Amplification; a >= 1.3 {
+		t.Errorf("full+budget amplification %.2fx, want under 1.3x", a)
+	}
+}
+
+// formatTable renders a table as aligned text.
+func formatTable(t sim.Table) string {
+	width := make([]int, len(t.Header))
+	for i, h := range t.Header {
+		width[i] = len([]rune(h))
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	b.WriteString(t.Title + "\n")
+	line := func(cells []string) {
+		for i, c := range cells {
+			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
+			if i == 0 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString("  " + pad + c)
+			}
+		}
+		b.WriteString("\n")
+	}
+	line(t.Header)
+	for _, r := range t.Rows {
+		line(r)
+	}
+	for _, n := range t.Notes {
+		fmt.Fprintf(&b, "%s\n", n)
+	}
+	return b.String()
+}

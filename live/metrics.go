@@ -1,0 +1,271 @@
+package live
+
+import (
+	"time"
+
+	"github.com/stormguard/stormguard/faultinject"
+	"github.com/stormguard/stormguard/sim"
+)
+
+// EntryTolerance is how far above its baseline entry traffic must be, on
+// average after errors begin, to count as rising (Entry.Rising).
+const EntryTolerance = 0.10
+
+// Extra holds what a live run measures beyond sim.Metrics.
+type Extra struct {
+	// Accounting. ClientAttempts are the attempts httpretry handed to the
+	// clients' transport; ClientSent those written on a connection (an
+	// attempt may end before that, waiting for a connection of the pool);
+	// ServerAttempts those the server received. Once a run has drained,
+	// ClientSent equals ServerAttempts. The Retries fields count those
+	// whose attempt header is above 1.
+	ClientAttempts int64 `json:"client_attempts"`
+	ClientRetries  int64 `json:"client_retries"`
+	ClientSent     int64 `json:"client_sent"`
+	SentRetries    int64 `json:"sent_retries"`
+	ServerAttempts int64 `json:"server_attempts"`
+	ServerRetries  int64 `json:"server_retries"`
+	// Lost counts requests a loss fault left unanswered.
+	Lost int64 `json:"lost"`
+	// Reissues counts calls issued again by their caller after failing
+	// (Scenario.Reissue); each also counts in Metrics.Calls.
+	Reissues int64 `json:"reissues"`
+	// ServerErrors counts executions answered 500 (Server.FailProb or an
+	// errors fault).
+	ServerErrors int64 `json:"server_errors"`
+
+	// StartLagMeanMS and StartLagMaxMS say how late, on average and at
+	// worst, the clients started their calls against their schedule: a
+	// measure of the harness itself. Lags of many milliseconds mean the
+	// machine could not keep up, and the load it measured is not the load
+	// the scenario asked for.
+	StartLagMeanMS float64 `json:"start_lag_mean_ms"`
+	StartLagMaxMS  float64 `json:"start_lag_max_ms"`
+
+	Wasted     Wasted     `json:"wasted"`
+	Duplicates Duplicates `json:"duplicates"`
+	Entry      Entry      `json:"entry"`
+
+	// Server is the injector's final counters: requests passed, aborted by
+	// an outage, rejected by the limit, cancelled while queued, and the
+	// peaks of busy workers and queue.
+	Server faultinject.Counters `json:"server"`
+}
+
+// Wasted is the server's work for callers that had already given up.
+type Wasted struct {
+	// Executions of the work handler and their total time on it.
+	Executions int64   `json:"executions"`
+	HandlerS   float64 `json:"handler_s"`
+	// WastedS is handler time spent after the request's caller had given
+	// up: from the moment the handler saw its context end (or from its
+	// start, when the caller had left before service began) until it
+	// returned. A handler that honours cancellation wastes next to
+	// nothing; one that does not (Server.IgnoreCancel) wastes the rest of
+	// its service time. Share is WastedS / HandlerS.
+	WastedS float64 `json:"wasted_s"`
+	Share   float64 `json:"share"`
+	// Cancelled executions saw their caller give up before they ended;
+	// Abandoned ones started after their caller had given up.
+	Cancelled int64 `json:"cancelled"`
+	Abandoned int64 `json:"abandoned"`
+	// QueueCancelled requests were given up by their caller while queued
+	// and never reached the handler (no work wasted on them).
+	QueueCancelled uint64 `json:"queue_cancelled"`
+}
+
+// Entry is the callers' entry traffic: first attempts arriving at the
+// server, before and after errors begin.
+type Entry struct {
+	// ErrorsBeganS is when the first attempt failed, as its caller saw it,
+	// in seconds from the start; -1 when none failed.
+	ErrorsBeganS float64 `json:"errors_began_s"`
+	// BaselinePerS is first attempts per second in the baseline window.
+	BaselinePerS float64 `json:"baseline_per_s"`
+	// AfterPerS is first attempts per second from ErrorsBeganS until
+	// Duration; PeakPerS their highest rate over a sim.PeakWindow (1s)
+	// window in that span; Growth is PeakPerS / BaselinePerS.
+	AfterPerS float64 `json:"after_per_s"`
+	PeakPerS  float64 `json:"peak_per_s"`
+	Growth    float64 `json:"growth"`
+	// SlopePerS2 is the least-squares trend of first attempts per second,
+	// over whole seconds from ErrorsBeganS until Duration, in attempts/s
+	// per second.
+	SlopePerS2 float64 `json:"slope_per_s2"`
+	// Rising reports whether AfterPerS is at least 1+EntryTolerance times
+	// BaselinePerS: callers' first attempts kept rising after errors began
+	// (a layer above retrying), so the budget of the layer below does not
+	// bound the load.
+	Rising bool `json:"rising"`
+}
+
+// Series is a live run's extra load-over-time data, at sim.ChartStep.
+type Series struct {
+	StepMS float64 `json:"step_ms"`
+	// Entry is first attempts per second arriving at the server.
+	Entry []float64 `json:"entry_per_s"`
+	// Concurrency is the most requests inside the server in each step;
+	// Busy the most busy workers sampled in it.
+	Concurrency []float64 `json:"concurrency"`
+	Busy        []float64 `json:"busy"`
+	// Wasted is handler time wasted per second (see Wasted.WastedS), by
+	// the end of the execution.
+	Wasted []float64 `json:"wasted_s_per_s"`
+}
+
+// measure computes a run's metrics and series from its recording. end is
+// when the run ended (time since its start); srv the injector's counters.
+func measure(sc *Scenario, x *raw, end time.Duration, srv faultinject.Counters, dup Duplicates) (sim.Metrics, sim.Series, Extra, Series) {
+	idx := func(t time.Duration) int { return min(max(int(t/x.bucket), 0), len(x.arrivals)-1) }
+	var m sim.Metrics
+	m.Calls = float64(x.calls)
+	m.Succeeded = float64(x.succeeded)
+	m.SuccessRate = ratio(m.Succeeded, m.Calls)
+	m.Goodput = m.Succeeded / sc.Duration.Seconds()
+	m.Attempts = float64(x.serverAtt)
+	m.Retries = float64(x.serverRetry)
+	m.AttemptsPerCall = ratio(m.Attempts, m.Calls)
+
+	from, to := sc.baseline()
+	bf, bt := idx(from), idx(to)
+	m.BaselineLoad = ratio(float64(sum32(x.arrivals[bf:bt])), (time.Duration(bt-bf) * x.bucket).Seconds())
+	m.PeakLoad = peakRate(x.arrivals, x.bucket, sim.PeakWindow)
+	m.Amplification = ratio(m.PeakLoad, m.BaselineLoad)
+	m.PeakConcurrency = float64(x.maxConc)
+	m.PeakQueue = float64(max(srv.PeakWaiting, int(max32(x.queue))))
+	m.PeakInFlight = float64(x.maxInflight)
+
+	m.Recovered = 1
+	if _, fend, ok := sc.faultWindow(); ok {
+		rec, ok := recoveryTime([]outcomes{{x.okCalls, x.badCalls}, {x.okAtts, x.badAtts}},
+			x.queue, x.bucket, bf, bt, idx(fend), idx(sc.Duration))
+		if ok {
+			m.RecoveryS = rec.Seconds()
+		} else {
+			m.Recovered = 0
+		}
+	}
+	m.P50ms = ms(percentile(x.latencies, 0.50))
+	m.P99ms = ms(percentile(x.latencies, 0.99))
+	m.P999ms = ms(percentile(x.latencies, 0.999))
+	m.SyncShare = syncShare(x.retries, x.bucket)
+	m.Kurtosis = kurtosis(x.arrivals[:idx(sc.Duration)])
+
+	first := make([]int32, len(x.arrivals))
+	for i := range first {
+		first[i] = x.arrivals[i] - x.retries[i]
+	}
+	e := Extra{
+		ClientAttempts: x.clientAtt, ClientRetries: x.clientRetry,
+		ClientSent: x.clientSent, SentRetries: x.sentRetry,
+		ServerAttempts: x.serverAtt, ServerRetries: x.serverRetry,
+		Lost: x.lost, Reissues: x.reissues, ServerErrors: x.failedExec,
+		StartLagMeanMS: ms(x.lagTotal) / max(float64(x.calls-x.reissues), 1),
+		StartLagMaxMS:  ms(x.lagMax),
+		Wasted: Wasted{
+			Executions: x.executions,
+			HandlerS:   x.handler.Seconds(),
+			WastedS:    x.wastedTotal.Seconds(),
+			Share:      ratio(x.wastedTotal.Seconds(), x.handler.Seconds()),
+			Cancelled:  x.cancelled, Abandoned: x.abandoned,
+			QueueCancelled: srv.Canceled,
+		},
+		Duplicates: dup,
+		Entry:      entry(first, x.badAtts, x.bucket, bf, bt, idx(sc.Duration)),
+		Server:     srv,
+	}
+	ser, live := series(x, first, idx(end)+1)
+	return m, ser, e, live
+}
+
+// entry computes the entry-traffic measures from first attempts per
+// bucket, failed attempts per bucket, the baseline buckets [bf, bt) and
+// the bucket of Duration.
+func entry(first, bad []int32, bucket time.Duration, bf, bt, limit int) Entry {
+	e := Entry{ErrorsBeganS: -1}
+	e.BaselinePerS = ratio(float64(sum32(first[bf:bt])), (time.Duration(bt-bf) * bucket).Seconds())
+	eb := -1
+	for i, n := range bad {
+		if n > 0 {
+			eb = i
+			break
+		}
+	}
+	if eb < 0 {
+		return e
+	}
+	e.ErrorsBeganS = (time.Duration(eb) * bucket).Seconds()
+	if eb >= limit {
+		return e
+	}
+	span := first[eb:limit]
+	e.AfterPerS = float64(sum32(span)) / (time.Duration(len(span)) * bucket).Seconds()
+	e.PeakPerS = peakRate(span, bucket, sim.PeakWindow)
+	e.Growth = ratio(e.PeakPerS, e.BaselinePerS)
+	e.Rising = e.BaselinePerS > 0 && e.AfterPerS >= (1+EntryTolerance)*e.BaselinePerS
+
+	// Trend over whole seconds.
+	per := max(int(time.Second/bucket), 1)
+	var ys []float64
+	for i := 0; i+per <= len(span); i += per {
+		ys = append(ys, float64(sum32(span[i:i+per])))
+	}
+	e.SlopePerS2 = slope(ys)
+	return e
+}
+
+// slope returns the least-squares slope of ys against 0, 1, 2, ….
+func slope(ys []float64) float64 {
+	n := float64(len(ys))
+	if n < 2 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for i, y := range ys {
+		x := float64(i)
+		sx += x
+		sy += y
+		sxx += x * x
+		sxy += x * y
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// series builds the chart series over the first n buckets.
+func series(x *raw, first []int32, n int) (sim.Series, Series) {
+	k := max(int(sim.ChartStep/x.bucket), 1)
+	step := time.Duration(k) * x.bucket
+	n = min(n, len(x.arrivals))
+	steps := (n + k - 1) / k
+	perS := 1 / step.Seconds()
+	s := sim.Series{
+		StepMS:   ms(step),
+		Load:     make([]float64, steps),
+		Retries:  make([]float64, steps),
+		Goodput:  make([]float64, steps),
+		Failed:   make([]float64, steps),
+		Queue:    make([]float64, steps),
+		InFlight: make([]float64, steps),
+	}
+	l := Series{
+		StepMS:      ms(step),
+		Entry:       make([]float64, steps),
+		Concurrency: make([]float64, steps),
+		Busy:        make([]float64, steps),
+		Wasted:      make([]float64, steps),
+	}
+	for i := 0; i < n; i++ {
+		j := i / k
+		s.Load[j] += float64(x.arrivals[i]) * perS
+		s.Retries[j] += float64(x.retries[i]) * perS
+		s.Goodput[j] += float64(x.okCalls[i]) * perS
+		s.Failed[j] += float64(x.badCalls[i]) * perS
+		s.Queue[j] = max(s.Queue[j], float64(x.queue[i]))
+		s.InFlight[j] = max(s.InFlight[j], float64(x.inflight[i]))
+		l.Entry[j] += float64(first[i]) * perS
+		l.Concurrency[j] = max(l.Concurrency[j], float64(x.conc[i]))
+		l.Busy[j] = max(l.Busy[j], float64(x.busy[i]))
+		l.Wasted[j] += time.Duration(x.wasted[i]).Seconds() * perS
+	}
+	return s, l
+}

@@ -1,0 +1,286 @@
+package live
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// recorder collects one policy's run in fixed time buckets
+// (sim.DefaultBucket, 10ms), from the client goroutines, the server's
+// handlers and the sampler at once. Counters are atomic; gauges and
+// latencies take a mutex.
+type recorder struct {
+	start  time.Time
+	bucket time.Duration
+	n      int
+
+	// Per bucket.
+	arrivals []atomic.Int32 // attempts arriving at the server, by arrival time
+	arrRetry []atomic.Int32 // of which retries (attempt header > 1)
+	okCalls  []atomic.Int32 // calls that ended in success, by end time
+	badCalls []atomic.Int32 // calls that ended in failure, by end time
+	okAtts   []atomic.Int32 // attempts that got a 2xx, as the client saw them, by end time
+	badAtts  []atomic.Int32 // attempts that failed or timed out, by end time
+	wasted   []atomic.Int64 // handler nanoseconds after the caller gave up, by execution end
+
+	gmu      sync.Mutex
+	inflight gauge // attempts in flight at the clients (open requests)
+	conc     gauge // requests inside the server (queued, in service, hanging)
+	queue    gauge // the faultinject queue, sampled
+	busy     gauge // the faultinject workers in use, sampled
+
+	lmu       sync.Mutex
+	latencies []time.Duration
+
+	calls, succeeded, reissues    atomic.Int64
+	clientAttempts, clientRetries atomic.Int64
+	clientSent, clientSentRetries atomic.Int64
+	serverAttempts, serverRetries atomic.Int64
+	lost                          atomic.Int64
+	lagNS, lagMaxNS               atomic.Int64 // how late calls started
+
+	executions, cancelled, abandoned, failedExec atomic.Int64
+	handlerNS, wastedNS                          atomic.Int64
+}
+
+// gauge records the highest value per bucket of a quantity that changes at
+// events; buckets without events carry the last value forward.
+type gauge struct {
+	peak []int32
+	cur  int32
+	last int
+	max  int32
+}
+
+func newGauge(n int) gauge { return gauge{peak: make([]int32, n)} }
+
+func (g *gauge) set(b int, v int32) {
+	if b > g.last {
+		for i := g.last + 1; i <= b; i++ {
+			g.peak[i] = g.cur
+		}
+		g.last = b
+	}
+	g.cur = v
+	g.peak[b] = max(g.peak[b], v)
+	g.max = max(g.max, v)
+}
+
+// finish carries the last value to the end and returns the series.
+func (g *gauge) finish() []int32 {
+	for i := g.last + 1; i < len(g.peak); i++ {
+		g.peak[i] = g.cur
+	}
+	g.last = len(g.peak) - 1
+	return g.peak
+}
+
+func newRecorder(start time.Time, bucket, horizon time.Duration) *recorder {
+	n := int((horizon+bucket-1)/bucket) + 1
+	return &recorder{
+		start: start, bucket: bucket, n: n,
+		arrivals: make([]atomic.Int32, n),
+		arrRetry: make([]atomic.Int32, n),
+		okCalls:  make([]atomic.Int32, n),
+		badCalls: make([]atomic.Int32, n),
+		okAtts:   make([]atomic.Int32, n),
+		badAtts:  make([]atomic.Int32, n),
+		wasted:   make([]atomic.Int64, n),
+		inflight: newGauge(n),
+		conc:     newGauge(n),
+		queue:    newGauge(n),
+		busy:     newGauge(n),
+	}
+}
+
+// since returns the time since the start of the run.
+func (r *recorder) since() time.Duration { return time.Since(r.start) }
+
+func (r *recorder) idx(t time.Duration) int {
+	return min(max(int(t/r.bucket), 0), r.n-1)
+}
+
+// Client side.
+
+func (r *recorder) callStarted() { r.calls.Add(1) }
+
+// started records how late a call planned at at started.
+func (r *recorder) started(at time.Duration) {
+	lag := int64(r.since() - at)
+	r.lagNS.Add(lag)
+	for {
+		m := r.lagMaxNS.Load()
+		if lag <= m || r.lagMaxNS.CompareAndSwap(m, lag) {
+			return
+		}
+	}
+}
+
+func (r *recorder) callEnded(latency time.Duration, ok bool) {
+	b := r.idx(r.since())
+	if ok {
+		r.okCalls[b].Add(1)
+		r.succeeded.Add(1)
+	} else {
+		r.badCalls[b].Add(1)
+	}
+	r.lmu.Lock()
+	r.latencies = append(r.latencies, latency)
+	r.lmu.Unlock()
+}
+
+// written counts an attempt written on a connection.
+func (r *recorder) written(retry bool) {
+	r.clientSent.Add(1)
+	if retry {
+		r.clientSentRetries.Add(1)
+	}
+}
+
+// attemptSent counts an attempt handed to the transport and enters the
+// in-flight gauge; attemptEnded leaves it.
+func (r *recorder) attemptSent(retry bool) {
+	r.clientAttempts.Add(1)
+	if retry {
+		r.clientRetries.Add(1)
+	}
+	r.gmu.Lock()
+	r.inflight.set(r.idx(r.since()), r.inflight.cur+1)
+	r.gmu.Unlock()
+}
+
+func (r *recorder) attemptEnded(ok bool) {
+	r.gmu.Lock()
+	b := r.idx(r.since())
+	r.inflight.set(b, r.inflight.cur-1)
+	r.gmu.Unlock()
+	if ok {
+		r.okAtts[b].Add(1)
+	} else {
+		r.badAtts[b].Add(1)
+	}
+}
+
+// Server side.
+
+// arrived counts an attempt reaching the server and enters the
+// concurrency gauge; left leaves it.
+func (r *recorder) arrived(retry bool) {
+	r.serverAttempts.Add(1)
+	r.gmu.Lock()
+	b := r.idx(r.since())
+	r.conc.set(b, r.conc.cur+1)
+	r.gmu.Unlock()
+	r.arrivals[b].Add(1)
+	if retry {
+		r.serverRetries.Add(1)
+		r.arrRetry[b].Add(1)
+	}
+}
+
+func (r *recorder) left() {
+	r.gmu.Lock()
+	r.conc.set(r.idx(r.since()), r.conc.cur-1)
+	r.gmu.Unlock()
+}
+
+// executed records one run of the work handler: its span on the handler,
+// and how much of it came after the caller gave up.
+func (r *recorder) executed(span, wasted time.Duration, cancelled, abandoned, failed bool) {
+	r.executions.Add(1)
+	r.handlerNS.Add(int64(span))
+	if cancelled {
+		r.cancelled.Add(1)
+	}
+	if abandoned {
+		r.abandoned.Add(1)
+	}
+	if failed {
+		r.failedExec.Add(1)
+	}
+	if wasted > 0 {
+		r.wastedNS.Add(int64(wasted))
+		r.wasted[r.idx(r.since())].Add(int64(wasted))
+	}
+}
+
+// sampled records the server's queue and busy workers.
+func (r *recorder) sampled(waiting, inFlight int) {
+	r.gmu.Lock()
+	b := r.idx(r.since())
+	r.queue.set(b, int32(waiting))
+	r.busy.set(b, int32(inFlight))
+	r.gmu.Unlock()
+}
+
+// raw is a recorder's content once the run is over, as plain slices.
+type raw struct {
+	bucket                 time.Duration
+	arrivals, retries      []int32
+	okCalls, badCalls      []int32
+	okAtts, badAtts        []int32
+	wasted                 []int64
+	inflight, conc, queue  []int32
+	busy                   []int32
+	maxInflight, maxConc   int32
+	latencies              []time.Duration // sorted
+	calls, succeeded       int64
+	reissues               int64
+	clientAtt, clientRetry int64
+	clientSent, sentRetry  int64
+	serverAtt, serverRetry int64
+	lost                   int64
+	executions, cancelled  int64
+	abandoned, failedExec  int64
+	handler, wastedTotal   time.Duration
+	lagTotal, lagMax       time.Duration
+}
+
+func load32(xs []atomic.Int32) []int32 {
+	out := make([]int32, len(xs))
+	for i := range xs {
+		out[i] = xs[i].Load()
+	}
+	return out
+}
+
+// finish returns the recorded run. Nothing may record afterwards.
+func (r *recorder) finish() *raw {
+	x := &raw{
+		bucket:   r.bucket,
+		arrivals: load32(r.arrivals), retries: load32(r.arrRetry),
+		okCalls: load32(r.okCalls), badCalls: load32(r.badCalls),
+		okAtts: load32(r.okAtts), badAtts: load32(r.badAtts),
+		wasted:    make([]int64, r.n),
+		calls:     r.calls.Load(),
+		succeeded: r.succeeded.Load(),
+		reissues:  r.reissues.Load(),
+		clientAtt: r.clientAttempts.Load(), clientRetry: r.clientRetries.Load(),
+		clientSent: r.clientSent.Load(), sentRetry: r.clientSentRetries.Load(),
+		serverAtt: r.serverAttempts.Load(), serverRetry: r.serverRetries.Load(),
+		lost:       r.lost.Load(),
+		executions: r.executions.Load(), cancelled: r.cancelled.Load(),
+		abandoned: r.abandoned.Load(), failedExec: r.failedExec.Load(),
+		handler:     time.Duration(r.handlerNS.Load()),
+		wastedTotal: time.Duration(r.wastedNS.Load()),
+		lagTotal:    time.Duration(r.lagNS.Load()),
+		lagMax:      time.Duration(r.lagMaxNS.Load()),
+	}
+	for i := range r.wasted {
+		x.wasted[i] = r.wasted[i].Load()
+	}
+	r.gmu.Lock()
+	x.maxInflight, x.maxConc = r.inflight.max, r.conc.max
+	x.inflight = r.inflight.finish()
+	x.conc = r.conc.finish()
+	x.queue = r.queue.finish()
+	x.busy = r.busy.finish()
+	r.gmu.Unlock()
+	r.lmu.Lock()
+	x.latencies = slices.Clone(r.latencies)
+	r.lmu.Unlock()
+	slices.Sort(x.latencies)
+	return x
+}

@@ -1,0 +1,206 @@
+package live
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stormguard/stormguard/sim"
+)
+
+// Report is the result of a live run: one Row per policy, with the
+// simulator's metrics measured on the wire plus the live-only measures,
+// and ready-made tables and plots.
+type Report struct {
+	Scenario    string `json:"scenario"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Seed        uint64 `json:"seed"`
+	// The settings the run used (after Options overrides).
+	Clients      int     `json:"clients"`
+	DurationS    float64 `json:"duration_s"`
+	DrainS       float64 `json:"drain_s"`
+	FaultStartS  float64 `json:"fault_start_s,omitempty"`
+	FaultEndS    float64 `json:"fault_end_s,omitempty"`
+	CapacityPerS float64 `json:"capacity_per_s,omitempty"`
+	Scope        string  `json:"scope"`
+	Sequential   bool    `json:"sequential"`
+	// ElapsedS is the run's wall time.
+	ElapsedS float64 `json:"elapsed_s"`
+	Rows     []Row   `json:"rows"`
+	// Tables and Plots present the rows; they are not part of the JSON.
+	Tables []sim.Table `json:"-"`
+	Plots  []sim.Plot  `json:"-"`
+}
+
+// Row is one policy's result.
+type Row struct {
+	Policy string `json:"policy"`
+	// Metrics are sim.Metrics measured on the wire: attempts are those
+	// arriving at the server (its offered load), calls and their latency
+	// are the clients', attempt outcomes are as the clients saw them,
+	// PeakConcurrency counts requests inside the server (queued, in
+	// service or hanging), PeakQueue is the injector's longest queue and
+	// PeakInFlight the most attempts open at the clients. Reissued calls
+	// count as calls.
+	Metrics sim.Metrics `json:"metrics"`
+	// Extra holds the live-only measures: accounting, wasted work,
+	// duplicate executions, entry traffic.
+	Extra Extra `json:"live"`
+	// Series is the load over time, as sim.Series; Live adds entry
+	// traffic, server concurrency and wasted work.
+	Series sim.Series `json:"series"`
+	Live   Series     `json:"live_series"`
+}
+
+// Row returns the row of the named policy.
+func (r *Report) Row(policy string) (*Row, bool) {
+	for i := range r.Rows {
+		if r.Rows[i].Policy == policy {
+			return &r.Rows[i], true
+		}
+	}
+	return nil, false
+}
+
+func newReport(sc *Scenario, o Options) *Report {
+	r := &Report{
+		Scenario: sc.Name, Title: sc.Title, Description: sc.Doc, Seed: o.Seed,
+		Clients: sc.Clients, DurationS: sc.Duration.Seconds(), DrainS: sc.drain().Seconds(),
+		CapacityPerS: sc.CapacityPerS(), Scope: o.Scope.String(), Sequential: o.Sequential,
+	}
+	if s, e, ok := sc.faultWindow(); ok {
+		r.FaultStartS, r.FaultEndS = s.Seconds(), e.Seconds()
+	}
+	return r
+}
+
+// Sim returns the report as a sim.Report with one case, "live", whose rows
+// carry the metrics and series, with the same tables and plots: what the
+// stormsim command prints, encodes and charts.
+func (r *Report) Sim() *sim.Report {
+	c := sim.Case{Name: "live", FaultStartS: r.FaultStartS, FaultEndS: r.FaultEndS, CapacityPerS: r.CapacityPerS}
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		m, s := row.Metrics, row.Series
+		c.Rows = append(c.Rows, sim.Row{Policy: row.Policy, Metrics: &m, Series: &s})
+	}
+	return &sim.Report{
+		Scenario: "live:" + r.Scenario, Title: r.Title, Description: r.Description,
+		Seed: r.Seed, Trials: 1, Cases: []sim.Case{c}, Tables: r.Tables, Plots: r.Plots,
+	}
+}
+
+// LagWarning is the start lag (Extra.StartLagMaxMS) from which a report
+// warns that the machine did not keep up with the scenario.
+const LagWarning = 100 * time.Millisecond
+
+// Legend explains the headers of the live table, in column order.
+func Legend() [][2]string {
+	return [][2]string{
+		{"sent/recv", "attempts the clients wrote on the wire / attempts the server received"},
+		{"retries", "retries received by the server (attempt header > 1)"},
+		{"wasted", "handler time spent after the caller gave up, and its share of all handler time"},
+		{"cut", "handler executions whose caller gave up before they ended"},
+		{"dup exec", "executions beyond the first of their Idempotency-Key"},
+		{"dup done", "completed executions beyond the first of their key (the work done twice)"},
+		{"conc/key", "most executions of one key running at once"},
+		{"entry", "first attempts/s: baseline → after errors began (↑: rising by 10% or more)"},
+		{"lag", "how late, at worst, the clients started a call against their schedule (a check on the harness)"},
+	}
+}
+
+// present builds the tables and plots.
+func (r *Report) present() {
+	title := r.Title + " (live, " + r.Scope + ")"
+	wire := sim.Table{Title: title + ": on the wire",
+		Header: []string{"policy", "peak×", "attempts", "att/call", "goodput", "success", "conc", "queue", "conns", "recovery", "p50", "p99", "p99.9", "sync"}}
+	extra := sim.Table{Title: title + ": cancellation, duplicates, entry traffic",
+		Header: []string{"policy", "sent/recv", "retries", "wasted", "cut", "dup exec", "dup done", "conc/key", "entry", "lag"}}
+	var worstLag float64
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		m, e := &row.Metrics, &row.Extra
+		wire.Rows = append(wire.Rows, []string{row.Policy,
+			fmt.Sprintf("%.2fx", m.Amplification), fmt.Sprintf("%.0f", m.Attempts), fmt.Sprintf("%.2f", m.AttemptsPerCall),
+			fmt.Sprintf("%.0f/s", m.Goodput), pct(m.SuccessRate), fmt.Sprintf("%.0f", m.PeakConcurrency),
+			fmt.Sprintf("%.0f", m.PeakQueue), fmt.Sprintf("%.0f", m.PeakInFlight), recoveryCell(m),
+			fmtMS(m.P50ms), fmtMS(m.P99ms), fmtMS(m.P999ms), pct(m.SyncShare)})
+		rising := ""
+		if e.Entry.Rising {
+			rising = " ↑"
+		}
+		extra.Rows = append(extra.Rows, []string{row.Policy,
+			fmt.Sprintf("%d/%d", e.ClientSent, e.ServerAttempts), fmt.Sprintf("%d", e.ServerRetries),
+			fmt.Sprintf("%.2fs (%s)", e.Wasted.WastedS, pct(e.Wasted.Share)), fmt.Sprintf("%d", e.Wasted.Cancelled),
+			fmt.Sprintf("%d", e.Duplicates.DuplicateExecutions), fmt.Sprintf("%d", e.Duplicates.DuplicateCompletions),
+			fmt.Sprintf("%d", e.Duplicates.MaxConcurrentPerKey),
+			fmt.Sprintf("%.0f→%.0f/s%s", e.Entry.BaselinePerS, e.Entry.AfterPerS, rising),
+			fmtMS(e.StartLagMaxMS)})
+		worstLag = max(worstLag, e.StartLagMaxMS)
+	}
+	wire.Notes = []string{fmt.Sprintf("%d clients, %gs, a server on 127.0.0.1 per policy; took %.1fs of wall time", r.Clients, r.DurationS, r.ElapsedS)}
+	if worstLag >= ms(LagWarning) {
+		wire.Notes = append(wire.Notes, fmt.Sprintf("warning: clients started calls up to %s late: the machine did not keep up, and load peaks may be catch-up bursts of the harness (try Options.Sequential or fewer clients)", fmtMS(worstLag)))
+	}
+	r.Tables = []sim.Table{wire, extra}
+	r.Plots = r.plots()
+}
+
+// plots returns the overview of offered load, one plot per policy, and
+// overviews of entry traffic, server concurrency and wasted work.
+func (r *Report) plots() []sim.Plot {
+	group := "Live load over time (" + r.Scenario + ")"
+	plot := func(title, y string) sim.Plot {
+		return sim.Plot{Title: title, XLabel: "time (s)", YLabel: y, ShadeFrom: r.FaultStartS, ShadeTo: r.FaultEndS, Group: group}
+	}
+	load := plot("Offered load on the wire, all policies", "attempts/s")
+	load.HLine, load.HLineLabel = r.CapacityPerS, "capacity"
+	entry := plot("Entry traffic (first attempts), all policies", "first attempts/s")
+	conc := plot("Requests inside the server, all policies", "requests")
+	wasted := plot("Handler time wasted on callers that gave up", "handler-s/s")
+	var each []sim.Plot
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		s, l := &row.Series, &row.Live
+		x := make([]float64, len(s.Load))
+		for i := range x {
+			x[i] = float64(i) * s.StepMS / 1000
+		}
+		load.Lines = append(load.Lines, sim.Line{Name: row.Policy, X: x, Y: s.Load})
+		entry.Lines = append(entry.Lines, sim.Line{Name: row.Policy, X: x, Y: l.Entry})
+		conc.Lines = append(conc.Lines, sim.Line{Name: row.Policy, X: x, Y: l.Concurrency})
+		wasted.Lines = append(wasted.Lines, sim.Line{Name: row.Policy, X: x, Y: l.Wasted})
+		p := plot(row.Policy, "per second")
+		p.HLine, p.HLineLabel = r.CapacityPerS, "capacity"
+		p.Lines = []sim.Line{
+			{Name: "attempts", X: x, Y: s.Load},
+			{Name: "retries", X: x, Y: s.Retries},
+			{Name: "successful calls", X: x, Y: s.Goodput},
+			{Name: "failed calls", X: x, Y: s.Failed},
+		}
+		each = append(each, p)
+	}
+	return append(append([]sim.Plot{load}, each...), entry, conc, wasted)
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func fmtMS(ms float64) string {
+	switch {
+	case ms >= 10_000:
+		return fmt.Sprintf("%.0fs", ms/1000)
+	case ms >= 1000:
+		return fmt.Sprintf("%.2fs", ms/1000)
+	case ms >= 10:
+		return fmt.Sprintf("%.0fms", ms)
+	default:
+		return fmt.Sprintf("%.1fms", ms)
+	}
+}
+
+func recoveryCell(m *sim.Metrics) string {
+	if m.Recovered == 0 {
+		return "stuck"
+	}
+	return fmt.Sprintf("%.1fs", m.RecoveryS)
+}

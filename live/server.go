@@ -1,0 +1,361 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stormguard/stormguard/faultinject"
+	"github.com/stormguard/stormguard/sim"
+)
+
+// Headers of the live protocol.
+const (
+	// AttemptHeader carries the attempt number ("1" for a call's first
+	// attempt), set by httpretry.WithAttemptHeader.
+	AttemptHeader = "X-Stormguard-Attempt"
+	// KeyHeader is the idempotency key of a call; httpretry retries a POST
+	// that carries it.
+	KeyHeader = "Idempotency-Key"
+)
+
+// maxBody is the most of a request body the server reads.
+const maxBody = 64 << 10
+
+// minGrace is the least time a server is given to finish its handlers
+// after its clients are done.
+const minGrace = time.Second
+
+// ErrNotLoopback is returned when the live server's listener is not on a
+// loopback address (which should never happen: it listens on 127.0.0.1).
+var ErrNotLoopback = errors.New("live: listener is not on loopback")
+
+// server is one run's downstream: an http.Server on 127.0.0.1 whose
+// handler counts arrivals, drops lost requests, then hands the request to
+// a faultinject middleware (limit, outages) around the work handler.
+type server struct {
+	sc    *Scenario
+	rules faultinject.Rules
+	ln    net.Listener
+	url   string
+
+	// Set by start.
+	rec   *recorder
+	in    *faultinject.Injector
+	srv   *http.Server
+	inner http.Handler
+	keys  keyTracker
+
+	closing  chan struct{}  // closed by stop: ends lost and unheeded waits
+	wg       sync.WaitGroup // Serve, the sampler, the capacity schedule
+	handlers gate           // requests being handled
+
+	rmu sync.Mutex
+	rnd *rand.Rand
+}
+
+// newServer listens on 127.0.0.1 and prepares the rules; start serves.
+func newServer(sc *Scenario, seed uint64) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("live: listen: %w", err)
+	}
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("%w: %v", ErrNotLoopback, ln.Addr())
+	}
+	s := &server{
+		sc:      sc,
+		ln:      ln,
+		url:     "http://" + addr.String() + "/report",
+		closing: make(chan struct{}),
+		rnd:     rand.New(rand.NewPCG(seed, seed^0xda942042e4dd58b5)),
+	}
+	s.handlers.idle.L = &s.handlers.mu
+	s.rules.Limit = sc.Server.Limit
+	for _, f := range sc.Faults {
+		switch f.Kind {
+		case sim.FaultUnavailable:
+			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Abort, Status: http.StatusServiceUnavailable})
+		case sim.FaultHang:
+			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Hang})
+		}
+	}
+	if err := s.rules.Validate(); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrScenario, sc.Name, err)
+	}
+	return s, nil
+}
+
+// start serves from now on; the outage schedule and the recorder count
+// from rec.start.
+func (s *server) start(rec *recorder, seed uint64, sampleEvery time.Duration) {
+	s.rec = rec
+	s.in = faultinject.New(faultinject.Config{Rules: s.rules, Seed: seed, Epoch: rec.start})
+	s.inner = s.in.Handler(http.HandlerFunc(s.work))
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.srv.Serve(s.ln) // returns http.ErrServerClosed on shutdown
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.sample(sampleEvery)
+	}()
+	if slices.ContainsFunc(s.sc.Faults, func(f sim.Fault) bool { return f.Kind == sim.FaultCapacity }) {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.scheduleCapacity()
+		}()
+	}
+}
+
+// stop shuts the server down: gracefully until grace, so that handlers
+// end by themselves once they notice their callers have gone (or finish
+// the service they do not stop, with Server.IgnoreCancel); then it
+// releases whatever still waits (unheeded services, lost and hanging
+// requests, the queue), closes every connection, and waits for every
+// handler and goroutine of the server. It returns the injector's final
+// counters.
+func (s *server) stop(grace time.Time) faultinject.Counters {
+	ctx, cancel := context.WithDeadline(context.Background(), grace)
+	err := s.srv.Shutdown(ctx)
+	cancel()
+	close(s.closing)
+	s.in.Close()
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	s.handlers.closeAndWait()
+	s.wg.Wait()
+	return s.in.Snapshot()
+}
+
+// gate counts the requests being handled, and once closed admits no more,
+// so that stop can wait for the last one (a sync.WaitGroup may not gain
+// members while it is being waited for).
+type gate struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   sync.Cond
+}
+
+// enter admits a request; false once the gate is closed.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.n--
+	if g.n == 0 {
+		g.idle.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// closeAndWait closes the gate and waits until no request is inside.
+func (g *gate) closeAndWait() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	for g.n > 0 {
+		g.idle.Wait()
+	}
+}
+
+// ServeHTTP is the outer layer: it counts the attempt on the wire, reads
+// the request (so that net/http watches the connection and cancels the
+// request's context as soon as its caller goes away, even while the
+// request waits in the queue), applies loss faults, then hands over to
+// the injector.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.handlers.enter() {
+		return // shutting down: the run is over
+	}
+	defer s.handlers.leave()
+	n, _ := strconv.Atoi(r.Header.Get(AttemptHeader))
+	s.rec.arrived(n > 1)
+	defer s.rec.left()
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
+	}
+	if s.lose(s.rec.since()) {
+		s.rec.lost.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
+	s.inner.ServeHTTP(w, r)
+}
+
+// work is the downstream's handler: it holds the request for its service
+// time, then answers 200 (or 500 when it fails). It stops as soon as the
+// request's context ends, unless Server.IgnoreCancel is set.
+func (s *server) work(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := r.Header.Get(KeyHeader)
+	s.keys.begin(key)
+	begin := time.Now()
+	at := begin.Sub(s.rec.start)
+	d, fail := s.draw(at)
+
+	var gaveUp time.Time // when the handler learnt its caller had gone
+	abandoned := ctx.Err() != nil
+	if abandoned {
+		gaveUp = begin
+	}
+	cut := false // the service was cut short
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		if gaveUp.IsZero() {
+			gaveUp = time.Now()
+		}
+		if !s.sc.Server.IgnoreCancel {
+			cut = true
+			break
+		}
+		select {
+		case <-t.C:
+		case <-s.closing:
+			cut = true
+		}
+	case <-s.closing:
+		cut = true
+	}
+	t.Stop()
+	end := time.Now()
+	var wasted time.Duration
+	if !gaveUp.IsZero() {
+		wasted = end.Sub(gaveUp)
+	}
+	s.keys.end(key, !cut)
+	s.rec.executed(end.Sub(begin), wasted, !gaveUp.IsZero(), abandoned, fail && !cut)
+	switch {
+	case cut:
+		// The caller is gone (or the run is over): nothing to answer.
+	case fail:
+		http.Error(w, "live: injected server error", http.StatusInternalServerError)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	}
+}
+
+// draw returns the service time of a request starting service at (time
+// since the start of the run) and whether it fails.
+func (s *server) draw(at time.Duration) (time.Duration, bool) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	d := s.sc.Server.Service.Sample(s.rnd)
+	fail := s.sc.Server.FailProb > 0 && s.rnd.Float64() < s.sc.Server.FailProb
+	for i := range s.sc.Faults {
+		f := &s.sc.Faults[i]
+		if at < f.Start || at >= f.End {
+			continue
+		}
+		switch f.Kind {
+		case sim.FaultLatency:
+			d += f.Extra.Sample(s.rnd)
+		case sim.FaultErrors:
+			if s.rnd.Float64() < f.Prob {
+				fail = true
+			}
+		}
+	}
+	return d, fail
+}
+
+// lose reports whether a request arriving at at is lost (gets no answer).
+func (s *server) lose(at time.Duration) bool {
+	for i := range s.sc.Faults {
+		f := &s.sc.Faults[i]
+		if f.Kind != sim.FaultLoss || at < f.Start || at >= f.End {
+			continue
+		}
+		s.rmu.Lock()
+		x := s.rnd.Float64()
+		s.rmu.Unlock()
+		if x < f.Prob {
+			return true
+		}
+	}
+	return false
+}
+
+// sample records the injector's queue and busy workers every interval.
+func (s *server) sample(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		c := s.in.Snapshot()
+		s.rec.sampled(c.Waiting, c.InFlight)
+		select {
+		case <-t.C:
+		case <-s.closing:
+			return
+		}
+	}
+}
+
+// scheduleCapacity applies capacity faults: at each window boundary it
+// sets the injector's concurrency to the smallest Factor in force.
+func (s *server) scheduleCapacity() {
+	var bounds []time.Duration
+	for _, f := range s.sc.Faults {
+		if f.Kind == sim.FaultCapacity {
+			bounds = append(bounds, f.Start, f.End)
+		}
+	}
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for _, b := range bounds {
+		t.Reset(time.Until(s.rec.start.Add(b)))
+		select {
+		case <-t.C:
+		case <-s.closing:
+			return
+		}
+		factor := 1.0
+		for _, f := range s.sc.Faults {
+			if f.Kind == sim.FaultCapacity && f.Start <= b && b < f.End {
+				factor = min(factor, f.Factor)
+			}
+		}
+		rules := s.rules.Clone()
+		rules.Limit.Concurrency = max(1, int(math.Round(factor*float64(rules.Limit.Concurrency))))
+		_ = s.in.Update(rules) // valid: only the concurrency changed, to a positive value
+	}
+}
