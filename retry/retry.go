@@ -29,12 +29,37 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 		p = &zeroPolicy
 	}
 	var c Call
-	// With no budget, breaker, observer, attempt timeout or time allowance,
-	// Begin and End have nothing to do but the context check: the first
-	// attempt is just the call. This keeps the success path at a few ns.
+	// With no observer, attempt timeout or time allowance there is nothing
+	// to set up or report around the first attempt: make it inline (the
+	// same steps as Call.begin and Call.End), which keeps the success path
+	// at a few ns, and hand over to the Call only when it fails.
 	firstDone := false
-	if p.Budget == nil && p.Breaker == nil && p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && ctx.Err() == nil {
-		if v, err = op(ctx); err == nil {
+	if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && ctx.Err() == nil {
+		if p.Breaker == nil && p.Budget == nil {
+			v, err = op(ctx)
+		} else {
+			var done func(error)
+			if p.Breaker != nil {
+				var berr error
+				if done, berr = p.Breaker.Allow(); berr != nil {
+					c.init(ctx, p)
+					return v, c.giveUp(0, ReasonBreaker, berr)
+				}
+			}
+			if p.Budget != nil {
+				if tracker, ok := p.Budget.(BudgetTracker); ok {
+					tracker.Start(false)
+				}
+			}
+			v, err = op(ctx)
+			if done != nil {
+				done(err)
+			}
+			if p.Budget != nil {
+				p.Budget.Record(false, err)
+			}
+		}
+		if err == nil {
 			return v, nil
 		}
 		c.init(ctx, p)
