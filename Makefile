@@ -48,3 +48,5 @@ bench: $(BENCHSTAT)
 bench-compare: $(BENCHSTAT)
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 . | tee results.txt
 	$(BENCHSTAT) -col /lib bench/results.txt
+	cd bench && $(GO) run ./benchtable results.txt > tables.md
+	@echo "bench/tables.md holds the Markdown tables for BENCHMARKS.md"
