@@ -50,11 +50,12 @@
 //
 // # What it reports
 //
-// Each Row carries a sim.Metrics and a sim.Series computed as the
-// simulator defines them (amplification is the peak of attempts arriving
-// at the server over a 1s window ÷ their rate in the baseline window;
-// recovery, latency percentiles, synchronized retries and so on likewise),
-// and Extra, the live measures:
+// Each Row carries a sim.Metrics and a sim.Series computed by the
+// simulator's own code, sim.Recording, from the run's 10ms buckets
+// (amplification is the peak of attempts arriving at the server over a 1s
+// window ÷ their rate in the baseline window; recovery, latency
+// percentiles, synchronized retries and so on likewise), and Extra, the
+// live measures:
 //
 //   - accounting: attempts sent by the clients and received by the server;
 //   - Wasted: handler time after the caller had given up (from the moment
@@ -72,6 +73,8 @@
 //
 // Report.Tables and Report.Plots present them; Report.Sim returns the same
 // data as a sim.Report for the stormsim command's printers and charts.
+// "stormsim live [scenario ...]" runs the built-in scenarios from the
+// command line, with tables, JSON and the HTML report.
 //
 // # Scenarios
 //

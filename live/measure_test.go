@@ -2,7 +2,6 @@ package live_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -57,7 +56,9 @@ func TestMeasureGatewayRestart(t *testing.T) {
 	}
 	t.Logf("wall time %.1fs", time.Since(began).Seconds())
 	for _, tb := range rep.Tables {
-		t.Log("\n" + formatTable(tb))
+		var b strings.Builder
+		tb.WriteTo(&b)
+		t.Log("\n" + b.String())
 	}
 	if o.Scope != live.Shared || name != "gateway-restart" || sc.Server.IgnoreCancel {
 		return
@@ -70,38 +71,4 @@ func TestMeasureGatewayRestart(t *testing.T) {
 	if a := guarded.Metrics.Amplification; a >= 1.3 {
 		t.Errorf("full+budget amplification %.2fx, want under 1.3x", a)
 	}
-}
-
-// formatTable renders a table as aligned text.
-func formatTable(t sim.Table) string {
-	width := make([]int, len(t.Header))
-	for i, h := range t.Header {
-		width[i] = len([]rune(h))
-	}
-	for _, r := range t.Rows {
-		for i, c := range r {
-			width[i] = max(width[i], len([]rune(c)))
-		}
-	}
-	var b strings.Builder
-	b.WriteString(t.Title + "\n")
-	line := func(cells []string) {
-		for i, c := range cells {
-			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
-			if i == 0 {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString("  " + pad + c)
-			}
-		}
-		b.WriteString("\n")
-	}
-	line(t.Header)
-	for _, r := range t.Rows {
-		line(r)
-	}
-	for _, n := range t.Notes {
-		fmt.Fprintf(&b, "%s\n", n)
-	}
-	return b.String()
 }

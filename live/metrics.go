@@ -1,6 +1,7 @@
 package live
 
 import (
+	"slices"
 	"time"
 
 	"github.com/stormguard/stormguard/faultinject"
@@ -116,66 +117,41 @@ type Series struct {
 // measure computes a run's metrics and series from its recording. end is
 // when the run ended (time since its start); srv the injector's counters.
 func measure(sc *Scenario, x *raw, end time.Duration, srv faultinject.Counters, dup Duplicates) (sim.Metrics, sim.Series, Extra, Series) {
-	idx := func(t time.Duration) int { return min(max(int(t/x.bucket), 0), len(x.arrivals)-1) }
-	var m sim.Metrics
-	m.Calls = float64(x.calls)
-	m.Succeeded = float64(x.succeeded)
-	m.SuccessRate = ratio(m.Succeeded, m.Calls)
-	m.Goodput = m.Succeeded / sc.Duration.Seconds()
-	m.Attempts = float64(x.serverAtt)
-	m.Retries = float64(x.serverRetry)
-	m.AttemptsPerCall = ratio(m.Attempts, m.Calls)
+	rec := x.rec
+	m := rec.Metrics(sc.Warmup, sc.Duration, sc.Faults)
+	// The injector's queue peaks between the samples of the gauge.
+	m.PeakQueue = max(m.PeakQueue, float64(srv.PeakWaiting))
 
-	from, to := sc.baseline()
-	bf, bt := idx(from), idx(to)
-	m.BaselineLoad = ratio(float64(sum32(x.arrivals[bf:bt])), (time.Duration(bt-bf) * x.bucket).Seconds())
-	m.PeakLoad = peakRate(x.arrivals, x.bucket, sim.PeakWindow)
-	m.Amplification = ratio(m.PeakLoad, m.BaselineLoad)
-	m.PeakConcurrency = float64(x.maxConc)
-	m.PeakQueue = float64(max(srv.PeakWaiting, int(max32(x.queue))))
-	m.PeakInFlight = float64(x.maxInflight)
-
-	m.Recovered = 1
-	if _, fend, ok := sc.faultWindow(); ok {
-		rec, ok := recoveryTime([]outcomes{{x.okCalls, x.badCalls}, {x.okAtts, x.badAtts}},
-			x.queue, x.bucket, bf, bt, idx(fend), idx(sc.Duration))
-		if ok {
-			m.RecoveryS = rec.Seconds()
-		} else {
-			m.Recovered = 0
-		}
-	}
-	m.P50ms = ms(percentile(x.latencies, 0.50))
-	m.P99ms = ms(percentile(x.latencies, 0.99))
-	m.P999ms = ms(percentile(x.latencies, 0.999))
-	m.SyncShare = syncShare(x.retries, x.bucket)
-	m.Kurtosis = kurtosis(x.arrivals[:idx(sc.Duration)])
-
-	first := make([]int32, len(x.arrivals))
+	first := make([]int32, rec.Len())
 	for i := range first {
-		first[i] = x.arrivals[i] - x.retries[i]
+		first[i] = rec.Attempts[i] - rec.Retries[i]
+	}
+	from, to := sim.BaselineWindow(sc.Warmup, sc.Duration, sc.Faults)
+	var share float64
+	if x.handler > 0 {
+		share = x.wastedTotal.Seconds() / x.handler.Seconds()
 	}
 	e := Extra{
 		ClientAttempts: x.clientAtt, ClientRetries: x.clientRetry,
 		ClientSent: x.clientSent, SentRetries: x.sentRetry,
 		ServerAttempts: x.serverAtt, ServerRetries: x.serverRetry,
 		Lost: x.lost, Reissues: x.reissues, ServerErrors: x.failedExec,
-		StartLagMeanMS: ms(x.lagTotal) / max(float64(x.calls-x.reissues), 1),
-		StartLagMaxMS:  ms(x.lagMax),
+		StartLagMeanMS: millis(x.lagTotal) / max(float64(rec.Calls-x.reissues), 1),
+		StartLagMaxMS:  millis(x.lagMax),
 		Wasted: Wasted{
 			Executions: x.executions,
 			HandlerS:   x.handler.Seconds(),
 			WastedS:    x.wastedTotal.Seconds(),
-			Share:      ratio(x.wastedTotal.Seconds(), x.handler.Seconds()),
+			Share:      share,
 			Cancelled:  x.cancelled, Abandoned: x.abandoned,
 			QueueCancelled: srv.Canceled,
 		},
 		Duplicates: dup,
-		Entry:      entry(first, x.badAtts, x.bucket, bf, bt, idx(sc.Duration)),
+		Entry:      entry(first, rec.AttemptsFailed, rec.Bucket, rec.Index(from), rec.Index(to), rec.Index(sc.Duration)),
 		Server:     srv,
 	}
-	ser, live := series(x, first, idx(end)+1)
-	return m, ser, e, live
+	n := rec.Index(end) + 1
+	return m, rec.Series(n), e, liveSeries(x, first, n)
 }
 
 // entry computes the entry-traffic measures from first attempts per
@@ -183,14 +159,8 @@ func measure(sc *Scenario, x *raw, end time.Duration, srv faultinject.Counters, 
 // the bucket of Duration.
 func entry(first, bad []int32, bucket time.Duration, bf, bt, limit int) Entry {
 	e := Entry{ErrorsBeganS: -1}
-	e.BaselinePerS = ratio(float64(sum32(first[bf:bt])), (time.Duration(bt-bf) * bucket).Seconds())
-	eb := -1
-	for i, n := range bad {
-		if n > 0 {
-			eb = i
-			break
-		}
-	}
+	e.BaselinePerS = perSecond(first[bf:bt], bucket)
+	eb := slices.IndexFunc(bad, func(n int32) bool { return n > 0 })
 	if eb < 0 {
 		return e
 	}
@@ -199,19 +169,34 @@ func entry(first, bad []int32, bucket time.Duration, bf, bt, limit int) Entry {
 		return e
 	}
 	span := first[eb:limit]
-	e.AfterPerS = float64(sum32(span)) / (time.Duration(len(span)) * bucket).Seconds()
-	e.PeakPerS = peakRate(span, bucket, sim.PeakWindow)
-	e.Growth = ratio(e.PeakPerS, e.BaselinePerS)
+	e.AfterPerS = perSecond(span, bucket)
+	e.PeakPerS = sim.PeakRate(span, bucket, sim.PeakWindow)
+	if e.BaselinePerS > 0 {
+		e.Growth = e.PeakPerS / e.BaselinePerS
+	}
 	e.Rising = e.BaselinePerS > 0 && e.AfterPerS >= (1+EntryTolerance)*e.BaselinePerS
 
 	// Trend over whole seconds.
 	per := max(int(time.Second/bucket), 1)
 	var ys []float64
 	for i := 0; i+per <= len(span); i += per {
-		ys = append(ys, float64(sum32(span[i:i+per])))
+		ys = append(ys, perSecond(span[i:i+per], bucket))
 	}
 	e.SlopePerS2 = slope(ys)
 	return e
+}
+
+// perSecond returns the rate of counts per bucket over their span: 0 for
+// no buckets.
+func perSecond(counts []int32, bucket time.Duration) float64 {
+	if len(counts) == 0 {
+		return 0
+	}
+	var n int64
+	for _, c := range counts {
+		n += int64(c)
+	}
+	return float64(n) / (time.Duration(len(counts)) * bucket).Seconds()
 }
 
 // slope returns the least-squares slope of ys against 0, 1, 2, ….
@@ -231,41 +216,29 @@ func slope(ys []float64) float64 {
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
-// series builds the chart series over the first n buckets.
-func series(x *raw, first []int32, n int) (sim.Series, Series) {
-	k := max(int(sim.ChartStep/x.bucket), 1)
-	step := time.Duration(k) * x.bucket
-	n = min(n, len(x.arrivals))
+// liveSeries builds the live-only chart series over the first n buckets,
+// in the steps of sim.Series (sim.ChartStep).
+func liveSeries(x *raw, first []int32, n int) Series {
+	bucket := x.rec.Bucket
+	k := max(int(sim.ChartStep/bucket), 1)
+	step := time.Duration(k) * bucket
+	n = min(n, len(first))
 	steps := (n + k - 1) / k
-	perS := 1 / step.Seconds()
-	s := sim.Series{
-		StepMS:   ms(step),
-		Load:     make([]float64, steps),
-		Retries:  make([]float64, steps),
-		Goodput:  make([]float64, steps),
-		Failed:   make([]float64, steps),
-		Queue:    make([]float64, steps),
-		InFlight: make([]float64, steps),
-	}
 	l := Series{
-		StepMS:      ms(step),
+		StepMS:      millis(step),
 		Entry:       make([]float64, steps),
 		Concurrency: make([]float64, steps),
 		Busy:        make([]float64, steps),
 		Wasted:      make([]float64, steps),
 	}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		j := i / k
-		s.Load[j] += float64(x.arrivals[i]) * perS
-		s.Retries[j] += float64(x.retries[i]) * perS
-		s.Goodput[j] += float64(x.okCalls[i]) * perS
-		s.Failed[j] += float64(x.badCalls[i]) * perS
-		s.Queue[j] = max(s.Queue[j], float64(x.queue[i]))
-		s.InFlight[j] = max(s.InFlight[j], float64(x.inflight[i]))
-		l.Entry[j] += float64(first[i]) * perS
-		l.Concurrency[j] = max(l.Concurrency[j], float64(x.conc[i]))
+		l.Entry[j] += float64(first[i]) / step.Seconds()
+		l.Concurrency[j] = max(l.Concurrency[j], float64(x.rec.Concurrency[i]))
 		l.Busy[j] = max(l.Busy[j], float64(x.busy[i]))
-		l.Wasted[j] += time.Duration(x.wasted[i]).Seconds() * perS
+		l.Wasted[j] += time.Duration(x.wasted[i]).Seconds() / step.Seconds()
 	}
-	return s, l
+	return l
 }
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

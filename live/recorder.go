@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stormguard/stormguard/sim"
 )
 
 // recorder collects one policy's run in fixed time buckets
@@ -26,15 +28,15 @@ type recorder struct {
 	wasted   []atomic.Int64 // handler nanoseconds after the caller gave up, by execution end
 
 	gmu      sync.Mutex
-	inflight gauge // attempts in flight at the clients (open requests)
-	conc     gauge // requests inside the server (queued, in service, hanging)
-	queue    gauge // the faultinject queue, sampled
-	busy     gauge // the faultinject workers in use, sampled
+	inflight sim.Gauge // attempts in flight at the clients (open requests)
+	conc     sim.Gauge // requests inside the server (queued, in service, hanging)
+	queue    sim.Gauge // the faultinject queue, sampled
+	busy     sim.Gauge // the faultinject workers in use, sampled
 
 	lmu       sync.Mutex
 	latencies []time.Duration
 
-	calls, succeeded, reissues    atomic.Int64
+	calls, reissues               atomic.Int64
 	clientAttempts, clientRetries atomic.Int64
 	clientSent, clientSentRetries atomic.Int64
 	serverAttempts, serverRetries atomic.Int64
@@ -43,38 +45,6 @@ type recorder struct {
 
 	executions, cancelled, abandoned, failedExec atomic.Int64
 	handlerNS, wastedNS                          atomic.Int64
-}
-
-// gauge records the highest value per bucket of a quantity that changes at
-// events; buckets without events carry the last value forward.
-type gauge struct {
-	peak []int32
-	cur  int32
-	last int
-	max  int32
-}
-
-func newGauge(n int) gauge { return gauge{peak: make([]int32, n)} }
-
-func (g *gauge) set(b int, v int32) {
-	if b > g.last {
-		for i := g.last + 1; i <= b; i++ {
-			g.peak[i] = g.cur
-		}
-		g.last = b
-	}
-	g.cur = v
-	g.peak[b] = max(g.peak[b], v)
-	g.max = max(g.max, v)
-}
-
-// finish carries the last value to the end and returns the series.
-func (g *gauge) finish() []int32 {
-	for i := g.last + 1; i < len(g.peak); i++ {
-		g.peak[i] = g.cur
-	}
-	g.last = len(g.peak) - 1
-	return g.peak
 }
 
 func newRecorder(start time.Time, bucket, horizon time.Duration) *recorder {
@@ -88,10 +58,10 @@ func newRecorder(start time.Time, bucket, horizon time.Duration) *recorder {
 		okAtts:   make([]atomic.Int32, n),
 		badAtts:  make([]atomic.Int32, n),
 		wasted:   make([]atomic.Int64, n),
-		inflight: newGauge(n),
-		conc:     newGauge(n),
-		queue:    newGauge(n),
-		busy:     newGauge(n),
+		inflight: sim.NewGauge(n),
+		conc:     sim.NewGauge(n),
+		queue:    sim.NewGauge(n),
+		busy:     sim.NewGauge(n),
 	}
 }
 
@@ -122,7 +92,6 @@ func (r *recorder) callEnded(latency time.Duration, ok bool) {
 	b := r.idx(r.since())
 	if ok {
 		r.okCalls[b].Add(1)
-		r.succeeded.Add(1)
 	} else {
 		r.badCalls[b].Add(1)
 	}
@@ -147,14 +116,14 @@ func (r *recorder) attemptSent(retry bool) {
 		r.clientRetries.Add(1)
 	}
 	r.gmu.Lock()
-	r.inflight.set(r.idx(r.since()), r.inflight.cur+1)
+	r.inflight.Set(r.idx(r.since()), r.inflight.Value()+1)
 	r.gmu.Unlock()
 }
 
 func (r *recorder) attemptEnded(ok bool) {
 	r.gmu.Lock()
 	b := r.idx(r.since())
-	r.inflight.set(b, r.inflight.cur-1)
+	r.inflight.Set(b, r.inflight.Value()-1)
 	r.gmu.Unlock()
 	if ok {
 		r.okAtts[b].Add(1)
@@ -171,7 +140,7 @@ func (r *recorder) arrived(retry bool) {
 	r.serverAttempts.Add(1)
 	r.gmu.Lock()
 	b := r.idx(r.since())
-	r.conc.set(b, r.conc.cur+1)
+	r.conc.Set(b, r.conc.Value()+1)
 	r.gmu.Unlock()
 	r.arrivals[b].Add(1)
 	if retry {
@@ -182,7 +151,7 @@ func (r *recorder) arrived(retry bool) {
 
 func (r *recorder) left() {
 	r.gmu.Lock()
-	r.conc.set(r.idx(r.since()), r.conc.cur-1)
+	r.conc.Set(r.idx(r.since()), r.conc.Value()-1)
 	r.gmu.Unlock()
 }
 
@@ -210,23 +179,18 @@ func (r *recorder) executed(span, wasted time.Duration, cancelled, abandoned, fa
 func (r *recorder) sampled(waiting, inFlight int) {
 	r.gmu.Lock()
 	b := r.idx(r.since())
-	r.queue.set(b, int32(waiting))
-	r.busy.set(b, int32(inFlight))
+	r.queue.Set(b, int32(waiting))
+	r.busy.Set(b, int32(inFlight))
 	r.gmu.Unlock()
 }
 
-// raw is a recorder's content once the run is over, as plain slices.
+// raw is a recorder's content once the run is over: a sim.Recording of
+// the attempts arriving at the server (their outcomes and the calls as the
+// clients saw them) and the live-only counts.
 type raw struct {
-	bucket                 time.Duration
-	arrivals, retries      []int32
-	okCalls, badCalls      []int32
-	okAtts, badAtts        []int32
-	wasted                 []int64
-	inflight, conc, queue  []int32
-	busy                   []int32
-	maxInflight, maxConc   int32
-	latencies              []time.Duration // sorted
-	calls, succeeded       int64
+	rec                    *sim.Recording
+	wasted                 []int64 // handler nanoseconds wasted, per bucket
+	busy                   []int32 // busy workers, per bucket
 	reissues               int64
 	clientAtt, clientRetry int64
 	clientSent, sentRetry  int64
@@ -248,14 +212,16 @@ func load32(xs []atomic.Int32) []int32 {
 
 // finish returns the recorded run. Nothing may record afterwards.
 func (r *recorder) finish() *raw {
+	rec := &sim.Recording{
+		Bucket:   r.bucket,
+		Attempts: load32(r.arrivals), Retries: load32(r.arrRetry),
+		CallsOK: load32(r.okCalls), CallsFailed: load32(r.badCalls),
+		AttemptsOK: load32(r.okAtts), AttemptsFailed: load32(r.badAtts),
+		Calls: r.calls.Load(),
+	}
 	x := &raw{
-		bucket:   r.bucket,
-		arrivals: load32(r.arrivals), retries: load32(r.arrRetry),
-		okCalls: load32(r.okCalls), badCalls: load32(r.badCalls),
-		okAtts: load32(r.okAtts), badAtts: load32(r.badAtts),
+		rec:       rec,
 		wasted:    make([]int64, r.n),
-		calls:     r.calls.Load(),
-		succeeded: r.succeeded.Load(),
 		reissues:  r.reissues.Load(),
 		clientAtt: r.clientAttempts.Load(), clientRetry: r.clientRetries.Load(),
 		clientSent: r.clientSent.Load(), sentRetry: r.clientSentRetries.Load(),
@@ -272,15 +238,14 @@ func (r *recorder) finish() *raw {
 		x.wasted[i] = r.wasted[i].Load()
 	}
 	r.gmu.Lock()
-	x.maxInflight, x.maxConc = r.inflight.max, r.conc.max
-	x.inflight = r.inflight.finish()
-	x.conc = r.conc.finish()
-	x.queue = r.queue.finish()
-	x.busy = r.busy.finish()
+	rec.InFlight = r.inflight.Peaks()
+	rec.Concurrency = r.conc.Peaks()
+	rec.Queue = r.queue.Peaks()
+	x.busy = r.busy.Peaks()
 	r.gmu.Unlock()
 	r.lmu.Lock()
-	x.latencies = slices.Clone(r.latencies)
+	rec.Latencies = slices.Clone(r.latencies)
 	r.lmu.Unlock()
-	slices.Sort(x.latencies)
+	slices.Sort(rec.Latencies)
 	return x
 }

@@ -154,30 +154,6 @@ func (sc *Scenario) drain() time.Duration {
 // horizon is the longest a run of the scenario lasts.
 func (sc *Scenario) horizon() time.Duration { return sc.Duration + sc.drain() }
 
-// faultWindow returns the earliest start and the latest end of the faults,
-// or ok=false without faults.
-func (sc *Scenario) faultWindow() (start, end time.Duration, ok bool) {
-	for i, f := range sc.Faults {
-		if i == 0 || f.Start < start {
-			start = f.Start
-		}
-		if i == 0 || f.End > end {
-			end = f.End
-		}
-	}
-	return start, end, len(sc.Faults) > 0
-}
-
-// baseline returns the baseline window, as sim.Model defines it:
-// [Warmup, first fault start), or [Warmup, Duration) without faults.
-func (sc *Scenario) baseline() (from, to time.Duration) {
-	to = sc.Duration
-	if s, _, ok := sc.faultWindow(); ok && s < to {
-		to = s
-	}
-	return min(sc.Warmup, to), to
-}
-
 // CapacityPerS returns the server's nominal capacity in requests per
 // second (workers ÷ mean service time), or 0 when it is unbounded.
 func (sc *Scenario) CapacityPerS() float64 {

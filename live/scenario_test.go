@@ -39,6 +39,14 @@ func TestBuiltinScenarios(t *testing.T) {
 	if !gw.KnownPolicy("naive") || !gw.KnownPolicy("full-jitter") || gw.KnownPolicy("yolo") {
 		t.Error("policy names: want naive and aliases accepted, unknown names refused")
 	}
+	// naive is sim's immediate policy: three retries at once, a cap that
+	// holds although the others retry without a count limit.
+	if imm, err := sim.StandardPolicy(sim.PolicyImmediate, gw.Params); err != nil || imm.MaxAttempts != 4 || imm.Backoff != nil || len(gw.Custom) != 0 {
+		t.Errorf("naive: %+v, %v; want 4 attempts without backoff", imm, err)
+	}
+	if full, _ := sim.StandardPolicy(sim.PolicyFull, gw.Params); full.MaxAttempts != 0 {
+		t.Errorf("full jitter: %d attempts, want no count limit (the call's deadline ends it)", full.MaxAttempts)
+	}
 	gw.Clients = 1
 	if again, _ := live.Lookup("gateway-restart"); again.Clients != 500 {
 		t.Error("Lookup returned a shared scenario")

@@ -61,7 +61,7 @@ breaker are shared by all agents of a policy unless Options.Scope is PerClient.`
 		Faults:   []sim.Fault{{Kind: sim.FaultUnavailable, Start: 5 * time.Second, End: 8 * time.Second}},
 		Params:   sim.PolicyParams{MaxAttempts: -1, Base: time.Second, Max: 30 * time.Second},
 		Policies: DefaultPolicies(),
-		Custom:   []sim.Policy{{Name: sim.PolicyImmediate, MaxAttempts: 4}},
+		// naive: sim's immediate policy, 3 retries whatever MaxAttempts says.
 	}
 }
 

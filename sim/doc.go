@@ -51,6 +51,15 @@
 // of retries in synchronized spikes, and the kurtosis of the load series.
 // Each definition is in the doc comment of its Metrics field.
 //
+// A run records its events in a Recording (counts and Gauge peaks per 10ms
+// bucket, the calls' latencies), and Recording.Metrics and
+// Recording.Series compute the measures from it. They are exported, with
+// the formulas they apply (PeakRate, RecoveryTime, SyncShare, Kurtosis,
+// Percentile, BaselineWindow), so that a harness measuring real traffic
+// reports the same numbers by the same code: the live package does. Table,
+// Column, MetricsTable, FormatMS and FormatShare render them as the
+// stormsim command prints them.
+//
 // # Scenarios
 //
 // Scenarios returns the built-in experiments, each comparing policies on

@@ -328,27 +328,3 @@ func (m *Model) bucket() time.Duration {
 	}
 	return m.Bucket
 }
-
-// faultWindow returns the earliest start and the latest end of the faults,
-// or ok=false without faults.
-func (m *Model) faultWindow() (start, end time.Duration, ok bool) {
-	for i, f := range m.Faults {
-		if i == 0 || f.Start < start {
-			start = f.Start
-		}
-		if i == 0 || f.End > end {
-			end = f.End
-		}
-	}
-	return start, end, len(m.Faults) > 0
-}
-
-// baseline returns the baseline window.
-func (m *Model) baseline() (from, to time.Duration) {
-	to = m.Duration
-	if s, _, ok := m.faultWindow(); ok && s < to {
-		to = s
-	}
-	from = min(m.Warmup, to)
-	return from, to
-}

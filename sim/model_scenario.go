@@ -40,94 +40,6 @@ type ModelCase struct {
 	Apply func(*Model)
 }
 
-// column is one metric column of a table.
-type column struct {
-	key, header string
-	cell        func(m *Metrics) string
-}
-
-var columns = []column{
-	{"amp", "peak×", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.Amplification) }},
-	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
-	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
-	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
-	{"success", "success", func(m *Metrics) string { return pct(m.SuccessRate) }},
-	{"conc", "conc", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakConcurrency) }},
-	{"queue", "queue", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakQueue) }},
-	{"inflight", "conns", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakInFlight) }},
-	{"recovery", "recovery", recoveryCell},
-	{"p50", "p50", func(m *Metrics) string { return fmtMS(m.P50ms) }},
-	{"p99", "p99", func(m *Metrics) string { return fmtMS(m.P99ms) }},
-	{"p999", "p99.9", func(m *Metrics) string { return fmtMS(m.P999ms) }},
-	{"sync", "sync", func(m *Metrics) string { return pct(m.SyncShare) }},
-	{"kurt", "kurt", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.Kurtosis) }},
-}
-
-// ColumnLegend explains the table headers, in column order.
-func ColumnLegend() [][2]string {
-	return [][2]string{
-		{"peak×", "amplification: peak offered load (1s window) ÷ baseline load"},
-		{"attempts", "attempts sent to the measured tier (the work)"},
-		{"att/call", "attempts per client call"},
-		{"goodput", "successful calls per second"},
-		{"success", "share of client calls that succeeded"},
-		{"conc", "peak requests inside the measured tier (serving + queued)"},
-		{"queue", "peak queue length of the measured tier"},
-		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
-		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never"},
-		{"p50 p99 p99.9", "client call latency percentiles"},
-		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries)"},
-		{"kurt", "kurtosis of the offered load per 10ms (about 3 for steady load; higher is spikier)"},
-	}
-}
-
-// DefaultColumns are the table columns of a model scenario.
-var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
-
-// ColumnKeys returns the metric column keys a table may show.
-func ColumnKeys() []string {
-	keys := make([]string, len(columns))
-	for i, c := range columns {
-		keys[i] = c.key
-	}
-	return keys
-}
-
-func findColumn(key string) (column, bool) {
-	for _, c := range columns {
-		if c.key == key {
-			return c, true
-		}
-	}
-	return column{}, false
-}
-
-func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
-
-func fmtMS(ms float64) string {
-	switch {
-	case ms >= 10_000:
-		return fmt.Sprintf("%.0fs", ms/1000)
-	case ms >= 1000:
-		return fmt.Sprintf("%.2fs", ms/1000)
-	case ms >= 10:
-		return fmt.Sprintf("%.0fms", ms)
-	default:
-		return fmt.Sprintf("%.1fms", ms)
-	}
-}
-
-func recoveryCell(m *Metrics) string {
-	switch {
-	case m.Recovered == 0:
-		return "stuck"
-	case m.Recovered < 1:
-		return fmt.Sprintf("%.1fs (%.0f%%)", m.RecoveryS, 100*m.Recovered)
-	default:
-		return fmt.Sprintf("%.1fs", m.RecoveryS)
-	}
-}
-
 // NewModelScenario checks spec and returns its Scenario.
 func NewModelScenario(spec ModelSpec) (*Scenario, error) {
 	if spec.Name == "" {
@@ -137,7 +49,7 @@ func NewModelScenario(spec ModelSpec) (*Scenario, error) {
 		return nil, fmt.Errorf("scenario %s: %w", spec.Name, err)
 	}
 	for _, k := range spec.Columns {
-		if _, ok := findColumn(k); !ok {
+		if _, ok := LookupColumn(k); !ok {
 			return nil, fmt.Errorf("%w: unknown column %q (want one of %s)", ErrScenario, k, strings.Join(ColumnKeys(), ", "))
 		}
 	}
@@ -250,7 +162,7 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	for c := range cases {
 		m := &models[c]
 		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m)}
-		if s, e, ok := m.faultWindow(); ok {
+		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
 		for p := range variants {
@@ -291,16 +203,16 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			keys = []string{"success", "apc"}
 		}
 	}
-	cols := make([]column, len(keys))
+	cols := make([]Column, len(keys))
 	for i, k := range keys {
-		cols[i], _ = findColumn(k)
+		cols[i], _ = LookupColumn(k)
 	}
 	if sweep {
 		// One table: a row per policy, a column per case; each cell joins
 		// the metrics with " / ".
 		var names []string
 		for _, col := range cols {
-			names = append(names, col.header)
+			names = append(names, col.Header)
 		}
 		t := Table{Title: spec.Title, Header: []string{"policy"}, Notes: []string{"each cell: " + strings.Join(names, " / ")}}
 		for _, c := range rep.Cases {
@@ -311,7 +223,7 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			for _, c := range rep.Cases {
 				var cells []string
 				for _, col := range cols {
-					cells = append(cells, col.cell(c.Rows[p].Metrics))
+					cells = append(cells, col.Cell(c.Rows[p].Metrics))
 				}
 				row = append(row, strings.Join(cells, " / "))
 			}
@@ -319,12 +231,12 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		}
 		rep.Tables = append(rep.Tables, t)
 		for _, col := range cols {
-			pl := Plot{Title: spec.Title + ": " + col.header, XLabel: spec.SweepLabel, YLabel: col.header}
+			pl := Plot{Title: spec.Title + ": " + col.Header, XLabel: spec.SweepLabel, YLabel: col.Header}
 			for p := range rep.Cases[0].Rows {
 				ln := Line{Name: rep.Cases[0].Rows[p].Policy}
 				for i, c := range rep.Cases {
 					ln.X = append(ln.X, cases[i].X)
-					ln.Y = append(ln.Y, sweepValue(col.key, c.Rows[p].Metrics))
+					ln.Y = append(ln.Y, sweepValue(col.Key, c.Rows[p].Metrics))
 				}
 				pl.Lines = append(pl.Lines, ln)
 			}
@@ -337,18 +249,7 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		if c.Name != "" {
 			title += " (" + c.Name + ")"
 		}
-		t := Table{Title: title, Header: []string{"policy"}}
-		for _, col := range cols {
-			t.Header = append(t.Header, col.header)
-		}
-		for _, r := range c.Rows {
-			row := []string{r.Policy}
-			for _, col := range cols {
-				row = append(row, col.cell(r.Metrics))
-			}
-			t.Rows = append(t.Rows, row)
-		}
-		rep.Tables = append(rep.Tables, t)
+		rep.Tables = append(rep.Tables, MetricsTable(title, cols, c.Rows))
 		rep.Plots = append(rep.Plots, loadPlots(&c, spec.Model.Tiers[spec.Model.MeasureTier()].Name)...)
 	}
 }

@@ -161,7 +161,7 @@ func runOCCScenario(ctx context.Context, o *Options) (*Report, error) {
 			vs = fmt.Sprintf("%.2fx", st.MeanCalls/stats[0][ref].MeanCalls)
 		}
 		t.Rows = append(t.Rows, []string{occLabel(name), fmt.Sprintf("%.0f", st.MeanCalls), fmt.Sprintf("%.1f", st.CallsPerClient),
-			fmtMS(st.MeanCompletionMS), fmtMS(st.P95CompletionMS), vs})
+			FormatMS(st.MeanCompletionMS), FormatMS(st.P95CompletionMS), vs})
 	}
 	rep.Tables = append(rep.Tables, t)
 

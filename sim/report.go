@@ -56,15 +56,6 @@ type OCCStats struct {
 	Unfinished int `json:"unfinished"`
 }
 
-// Table is a rendered summary: a title, a header and rows of cells. The
-// first column names the policy; the rest are right-aligned numbers.
-type Table struct {
-	Title  string
-	Header []string
-	Rows   [][]string
-	Notes  []string
-}
-
 // Plot is a line chart's data; the stormsim command draws it.
 type Plot struct {
 	Title  string

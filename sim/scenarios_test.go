@@ -207,8 +207,10 @@ func TestPacketLossSuccess(t *testing.T) {
 	}
 }
 
-// gateway-restart: three immediate retries all land inside the 3s of 503s,
-// so the reports of those 3s out of 60 are lost (success 1-3/60). Backoff
+// gateway-restart: three immediate retries (no more: the scenario's
+// unlimited attempt count does not apply to the immediate policy) all land
+// inside the 3s of 503s, so the reports of those 3s out of 60 are lost
+// (success 1-3/60). Backoff
 // from 1s carries every report through; the 1,500 reports missed during
 // the restart then drain at the collector's spare 250/s, so recovery takes
 // about 1500/250 = 6s whatever the jitter. Without jitter, the retries of
@@ -219,6 +221,12 @@ func TestGatewayRestart(t *testing.T) {
 	imm, full, exp := row(t, c, PolicyImmediate), row(t, c, PolicyFull), row(t, c, PolicyExponential)
 	if want := 1 - 3.0/60; math.Abs(imm.SuccessRate-want) > 0.01 {
 		t.Errorf("immediate: success %.4f, want %.4f", imm.SuccessRate, want)
+	}
+	// The immediate policy stops at 3 retries although the scenario lets
+	// the others retry without a count limit: each report of those 3s makes
+	// 4 attempts, 1+3·3/60 per call.
+	if want := 1 + 3*3.0/60; math.Abs(imm.AttemptsPerCall-want) > 0.02 {
+		t.Errorf("immediate: %.3f attempts per call, want %.3f", imm.AttemptsPerCall, want)
 	}
 	for _, p := range []string{PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget} {
 		x := row(t, c, p)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stormguard/stormguard/live"
 	"github.com/stormguard/stormguard/sim"
 )
 
@@ -27,6 +28,13 @@ type config struct {
 	png       bool
 	workers   int
 	quiet     bool
+
+	// "stormsim live": scenarios are live scenarios.
+	live         bool
+	scope        live.Scope
+	sequential   bool
+	ignoreCancel bool
+	set          map[string]bool // the flags given
 }
 
 // errUsage is returned for a command line that cannot be used; the
@@ -34,13 +42,23 @@ type config struct {
 var errUsage = errors.New("stormsim: bad usage")
 
 const usageText = `Usage: stormsim [flags] [scenario ...]
+       stormsim live [flags] [scenario ...]
        stormsim list
 
 Runs storm-lab scenarios in virtual time and prints, per scenario, a table
 comparing retry policies on the same seeded workload. With no scenario it
 runs the default suite (every built-in scenario).
 
-Flags (before or after the scenario names):
+"stormsim live" runs live scenarios instead: a real HTTP server on
+127.0.0.1 with a capacity limit and the scenario's fault schedule, and real
+client goroutines calling it through httpretry, once per policy (at the
+same time unless --sequential); it reports the same metrics and charts,
+measured on the wire, plus wasted work, duplicate executions and entry
+traffic. With no scenario it runs every live scenario.
+
+Flags (before or after the scenario names; --trials, --workers and --file
+are for virtual runs, --scope, --sequential and --ignore-cancel for live
+ones):
 `
 
 // parseArgs reads the command line. Flags may come before or after the
@@ -53,7 +71,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	fs.IntVar(&c.clients, "clients", 0, "number of clients (0: each scenario's default)")
+	fs.IntVar(&c.clients, "clients", 0, "number of clients (0: each scenario's default; live: at most 10000)")
 	fs.Func("duration", "how long clients start calls, e.g. 90s or 2m (0: each scenario's default)", func(s string) error {
 		d, err := parseDuration(s)
 		c.duration = d
@@ -78,6 +96,16 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	})
 	fs.IntVar(&c.workers, "workers", 0, "goroutines running trials (0: GOMAXPROCS)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress bar")
+	fs.Func("scope", "live: who shares a policy's budget and breaker, shared (all clients, default) or per-client", func(s string) error {
+		scope, err := live.ParseScope(strings.TrimSpace(s))
+		if err != nil {
+			return errors.New("scope must be shared or per-client")
+		}
+		c.scope = scope
+		return nil
+	})
+	fs.BoolVar(&c.sequential, "sequential", false, "live: run the policies one after another instead of at the same time")
+	fs.BoolVar(&c.ignoreCancel, "ignore-cancel", false, "live: the server finishes requests whose caller gave up (shows the wasted work)")
 
 	rest := args
 	for {
@@ -93,6 +121,23 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		}
 		c.scenarios = append(c.scenarios, rest[0])
 		rest = rest[1:]
+	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if len(c.scenarios) > 0 && c.scenarios[0] == "live" {
+		c.live = true
+		c.scenarios = c.scenarios[1:]
+		if err := checkLiveFlags(c); err != nil {
+			fmt.Fprintln(stderr, err)
+			return nil, errUsage
+		}
+		return c, nil
+	}
+	for _, name := range liveOnlyFlags {
+		if c.set[name] {
+			fmt.Fprintf(stderr, "stormsim: --%s goes with stormsim live\n", name)
+			return nil, errUsage
+		}
 	}
 	if len(c.scenarios) > 0 && c.scenarios[0] == "list" {
 		if len(c.scenarios) > 1 {
@@ -114,6 +159,28 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		return nil, errUsage
 	}
 	return c, nil
+}
+
+// liveOnlyFlags and virtualOnlyFlags are the flags of one kind of run.
+var (
+	liveOnlyFlags    = []string{"scope", "sequential", "ignore-cancel"}
+	virtualOnlyFlags = []string{"trials", "workers", "file"}
+)
+
+// checkLiveFlags checks the flags of "stormsim live".
+func checkLiveFlags(c *config) error {
+	for _, name := range virtualOnlyFlags {
+		if c.set[name] {
+			return fmt.Errorf("stormsim live: --%s is for virtual runs", name)
+		}
+	}
+	switch {
+	case c.clients < 0 || c.clients > live.MaxClientsLimit:
+		return fmt.Errorf("stormsim live: --clients must be in [0, %d]", live.MaxClientsLimit)
+	case c.duration > live.MaxDuration:
+		return fmt.Errorf("stormsim live: --duration must be at most %s", live.MaxDuration)
+	}
+	return nil
 }
 
 // parseDuration reads a duration flag: a Go duration ("90s", "2m", "1h30m")

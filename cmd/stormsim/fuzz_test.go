@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/live"
 	"github.com/stormguard/stormguard/sim"
 )
 
@@ -84,7 +86,9 @@ func FuzzParseScenarioFile(f *testing.F) {
 // FuzzParseArgs: the command line parser never panics, and what it
 // accepts is within bounds.
 func FuzzParseArgs(f *testing.F) {
-	for _, s := range []string{"", "list", "aws-occ --trials 5", "--seed=3 --duration 90s metastable", "--clients -1", "--duration 25h", "-h", "--policies all,full"} {
+	for _, s := range []string{"", "list", "aws-occ --trials 5", "--seed=3 --duration 90s metastable", "--clients -1", "--duration 25h", "-h", "--policies all,full",
+		"live", "live gateway-restart --clients 500 --duration 20s", "--json live --scope per-client --sequential", "live --trials 3",
+		"--ignore-cancel live slow-downstream", "live --clients 20000", "live --duration 11m", "--scope shared", "live list", "list live"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -95,8 +99,34 @@ func FuzzParseArgs(f *testing.F) {
 		if c.clients < 0 || c.trials < 0 || c.workers < 0 || c.duration < 0 || c.duration > 24*time.Hour {
 			t.Fatalf("%q accepted out of range: %+v", line, c)
 		}
-		if c.list && len(c.scenarios) > 0 {
+		if c.list && (len(c.scenarios) > 0 || c.live) {
 			t.Fatalf("%q: list with scenarios", line)
+		}
+		if c.live {
+			// A live run is bounded, and takes none of the virtual flags.
+			if c.clients > live.MaxClientsLimit || c.duration > live.MaxDuration || c.trials != 0 || c.workers != 0 || len(c.files) > 0 {
+				t.Fatalf("%q: live run accepted out of bounds: %+v", line, c)
+			}
+			scs, err := pickLiveScenarios(c.scenarios)
+			if err != nil {
+				return
+			}
+			if len(scs) == 0 || (len(c.scenarios) > 0 && len(scs) != len(c.scenarios)) {
+				t.Fatalf("%q: live scenarios %d for names %q", line, len(scs), c.scenarios)
+			}
+			if names, err := livePolicies(c.policies, scs); err == nil {
+				for _, n := range names {
+					if !slices.ContainsFunc(scs, func(sc live.Scenario) bool { return sc.KnownPolicy(n) }) {
+						t.Fatalf("%q: policy %q unknown to the live scenarios", line, n)
+					}
+				}
+			} else if !errors.Is(err, sim.ErrPolicy) {
+				t.Fatalf("%q: policy error %v does not wrap sim.ErrPolicy", line, err)
+			}
+			return
+		}
+		if c.scope != live.Shared || c.sequential || c.ignoreCancel {
+			t.Fatalf("%q: live flags accepted for a virtual run: %+v", line, c)
 		}
 		if c.policies != "" {
 			scs := sim.Scenarios()

@@ -69,7 +69,7 @@ func TestHTMLReportRendersInChromium(t *testing.T) {
 	}
 	plots := len(reports[0].Plots) + len(reports[1].Plots)
 	dir := t.TempDir()
-	if err := writeOutDir(dir, reports, 1, false); err != nil {
+	if err := writeOutDir(dir, reportSet{Reports: reports, Data: reports, Legend: sim.ColumnLegend()}, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "charts", "gateway-restart-01.svg")); err != nil {

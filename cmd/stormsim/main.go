@@ -4,13 +4,16 @@
 //
 //	stormsim                      # the default suite, a table per scenario
 //	stormsim list                 # the scenarios and what they model
+//	stormsim live gateway-restart # the same comparison on real HTTP traffic on 127.0.0.1
 //	stormsim metastable cascade   # some scenarios
 //	stormsim --file my.yaml       # a scenario of your own
 //	stormsim --out report/        # plus an HTML report with charts (--png: PNG files too)
 //	stormsim --json               # JSON for machines
 //
-// Every run is deterministic: the same --seed gives the same numbers and
-// the same JSON bytes. See the sim package for the models and metrics.
+// Every virtual run is deterministic: the same --seed gives the same
+// numbers and the same JSON bytes. See the sim package for the models and
+// metrics, and the live package for live runs (real time: their schedule
+// is reproducible, the machine's timing is not).
 package main
 
 import (
@@ -53,7 +56,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	}
 	if cfg.list {
 		listScenarios(stdout)
+		listLiveScenarios(stdout)
 		return exitOK
+	}
+	if cfg.live {
+		return runLive(ctx, cfg, stdout, stderr, tty)
 	}
 	scenarios, err := pickScenarios(cfg)
 	if err != nil {
@@ -108,26 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		}
 		reports = append(reports, rep)
 	}
-	if cfg.json {
-		b, err := encodeJSON(reports)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitError
-		}
-		if _, err := stdout.Write(b); err != nil {
-			return exitError
-		}
-	} else if hasModelTables(reports) {
-		writeLegend(stdout)
-	}
-	if cfg.out != "" {
-		if err := writeOutDir(cfg.out, reports, cfg.seed, cfg.png); err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitError
-		}
-		if !cfg.quiet {
-			fmt.Fprintf(stderr, "stormsim: wrote %s and %s\n", cfg.out+"/report.html", cfg.out+"/report.json")
-		}
+	set := reportSet{Reports: reports, Data: reports, Legend: sim.ColumnLegend()}
+	if code := emit(cfg, set, hasModelTables(reports), stdout, stderr); code != exitOK {
+		return code
 	}
 	if !cfg.quiet {
 		el := time.Since(began)
@@ -191,9 +181,37 @@ func hasModelTables(reports []*sim.Report) bool {
 	return false
 }
 
-func writeLegend(w io.Writer) {
+// emit prints the reports' JSON (--json) or, when legend is set, the
+// legend of their tables, and writes the --out directory.
+func emit(cfg *config, set reportSet, legend bool, stdout, stderr io.Writer) int {
+	if cfg.json {
+		b, err := encodeJSON(set.Data)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError
+		}
+		if _, err := stdout.Write(b); err != nil {
+			return exitError
+		}
+	} else if legend {
+		writeLegend(stdout, set.Legend)
+	}
+	if cfg.out != "" {
+		if err := writeOutDir(cfg.out, set, cfg.seed, cfg.png); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError
+		}
+		if !cfg.quiet {
+			fmt.Fprintf(stderr, "stormsim: wrote %s and %s\n", cfg.out+"/report.html", cfg.out+"/report.json")
+		}
+	}
+	return exitOK
+}
+
+// writeLegend prints the explanations of table headers.
+func writeLegend(w io.Writer, legend [][2]string) {
 	fmt.Fprintln(w, "Columns:")
-	for _, l := range sim.ColumnLegend() {
+	for _, l := range legend {
 		fmt.Fprintf(w, "  %-14s %s\n", l[0], l[1])
 	}
 }

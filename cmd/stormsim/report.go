@@ -39,12 +39,12 @@ dl.legend dd { margin-left: 9em; }
 </head>
 <body>
 <h1>stormguard storm lab</h1>
-<p class="meta">Seed {{.Seed}}. Every number below comes from a discrete-event simulation in virtual time that runs the real backoff, budget and breaker code; the same seed reproduces it exactly.</p>
+{{if .Live}}<p class="meta">Seed {{.Seed}}. Every number below was measured on real HTTP traffic on 127.0.0.1: a server with a capacity limit and the scenario's fault schedule, and real client goroutines calling it through httpretry with each policy. The seed fixes the schedule; the machine's timing is not reproducible.</p>{{else}}<p class="meta">Seed {{.Seed}}. Every number below comes from a discrete-event simulation in virtual time that runs the real backoff, budget and breaker code; the same seed reproduces it exactly.</p>{{end}}
 <nav><ul>{{range .Sections}}<li><a href="#{{.ID}}">{{.Report.Scenario}}</a>: {{.Report.Title}}</li>{{end}}</ul></nav>
 {{range .Sections}}
 <section id="{{.ID}}">
 <h2>{{.Report.Scenario}}: {{.Report.Title}}</h2>
-<p class="meta">{{.Report.Trials}} trial(s) per case and policy, {{.Report.Events}} simulated events.</p>
+{{if $.Live}}<p class="meta">Measured on the wire, one run per policy.</p>{{else}}<p class="meta">{{.Report.Trials}} trial(s) per case and policy, {{.Report.Events}} simulated events.</p>{{end}}
 <pre class="doc">{{.Report.Description}}</pre>
 {{range .Report.Tables}}
 <h3>{{.Title}}</h3>
@@ -69,8 +69,20 @@ dl.legend dd { margin-left: 9em; }
 
 type pageData struct {
 	Seed     uint64
+	Live     bool
 	Sections []section
 	Legend   [][2]string
+}
+
+// reportSet is what the command outputs: the reports the page shows and
+// charts, what --json and report.json encode (the reports themselves, or
+// the live reports they come from), whether they were measured live (not
+// simulated), and the legend of their tables.
+type reportSet struct {
+	Reports []*sim.Report
+	Data    any
+	Live    bool
+	Legend  [][2]string
 }
 
 type section struct {
@@ -109,9 +121,9 @@ func renderAll(reports []*sim.Report) ([][][]byte, error) {
 
 // writeHTML renders the reports as one self-contained HTML page; svgs
 // holds each report's charts as renderAll drew them.
-func writeHTML(w io.Writer, reports []*sim.Report, svgs [][][]byte, seed uint64) error {
-	data := pageData{Seed: seed, Legend: sim.ColumnLegend()}
-	for i, rep := range reports {
+func writeHTML(w io.Writer, set reportSet, svgs [][][]byte, seed uint64) error {
+	data := pageData{Seed: seed, Live: set.Live, Legend: set.Legend}
+	for i, rep := range set.Reports {
 		s := section{ID: fmt.Sprintf("s%d-%s", i, rep.Scenario), Report: rep}
 		for j, p := range rep.Plots {
 			c := chart{ID: fmt.Sprintf("%s-%d", s.ID, j), SVG: template.HTML(svgs[i][j])}
@@ -134,7 +146,8 @@ func writeHTML(w io.Writer, reports []*sim.Report, svgs [][][]byte, seed uint64)
 
 // writeOutDir writes report.html, report.json and every chart as
 // charts/<scenario>-<n>.svg (and .png with png) into dir.
-func writeOutDir(dir string, reports []*sim.Report, seed uint64, png bool) error {
+func writeOutDir(dir string, set reportSet, seed uint64, png bool) error {
+	reports := set.Reports
 	charts := filepath.Join(dir, "charts")
 	if err := os.MkdirAll(charts, 0o755); err != nil {
 		return fmt.Errorf("stormsim: %w", err)
@@ -145,7 +158,7 @@ func writeOutDir(dir string, reports []*sim.Report, seed uint64, png bool) error
 	}
 	for r, rep := range reports {
 		for i, p := range rep.Plots {
-			base := filepath.Join(charts, fmt.Sprintf("%s-%02d", rep.Scenario, i+1))
+			base := filepath.Join(charts, fmt.Sprintf("%s-%02d", fileName(rep.Scenario), i+1))
 			if err := os.WriteFile(base+".svg", svgs[r][i], 0o644); err != nil {
 				return fmt.Errorf("stormsim: %w", err)
 			}
@@ -161,13 +174,13 @@ func writeOutDir(dir string, reports []*sim.Report, seed uint64, png bool) error
 		}
 	}
 	var page bytes.Buffer
-	if err := writeHTML(&page, reports, svgs, seed); err != nil {
+	if err := writeHTML(&page, set, svgs, seed); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "report.html"), page.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("stormsim: %w", err)
 	}
-	js, err := encodeJSON(reports)
+	js, err := encodeJSON(set.Data)
 	if err != nil {
 		return err
 	}
@@ -177,9 +190,26 @@ func writeOutDir(dir string, reports []*sim.Report, seed uint64, png bool) error
 	return nil
 }
 
-// encodeJSON encodes the reports deterministically (the same seed gives
-// the same bytes).
-func encodeJSON(reports []*sim.Report) ([]byte, error) {
+// fileName turns a scenario's name into a file name: every byte other
+// than an ASCII letter, digit, '.', '_' or '-' becomes '-' ("live:x" is
+// "live-x"; a name from a scenario file cannot reach another directory).
+func fileName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	if s := string(b); s != "" && s != "." && s != ".." {
+		return s
+	}
+	return "scenario"
+}
+
+// encodeJSON encodes the reports (a slice of *sim.Report or *live.Report)
+// deterministically: the same reports give the same bytes.
+func encodeJSON(reports any) ([]byte, error) {
 	b, err := json.MarshalIndent(reports, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("stormsim: encoding JSON: %w", err)

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stormguard/stormguard/live"
+	"github.com/stormguard/stormguard/sim"
+)
+
+// A short live run through the command: the tables, the legend, the JSON
+// and the HTML report, with the live-only measures in each.
+func TestLiveRunWritesTablesAndReport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "live", "gateway-restart", "--clients", "50", "--duration", "3s", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"(live, shared): on the wire", "peak×", "conns", "recovery",
+		"cancellation, duplicates, entry traffic", "sent/recv", "wasted", "dup exec", "dup done", "conc/key", "entry", "lag",
+		"immediate", "exponential", "full+budget+breaker", "50 clients, 3s", "Columns:", "Idempotency-Key",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "kurt") {
+		t.Error("the legend explains a column the live tables do not have (kurt)")
+	}
+	// The 3s run ends before the fault of 5s to 8s: the command says so.
+	if !strings.Contains(errOut, "recovery cannot be judged") || !strings.Contains(errOut, "of wall time") {
+		t.Errorf("stderr %q", errOut)
+	}
+
+	js, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []live.Report
+	if err := json.Unmarshal(js, &reports); err != nil || len(reports) != 1 {
+		t.Fatalf("report.json: %v (%d reports)", err, len(reports))
+	}
+	rep := reports[0]
+	if rep.Scenario != "gateway-restart" || rep.Clients != 50 || rep.DurationS != 3 || len(rep.Rows) != 5 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, row := range rep.Rows {
+		if row.Metrics.Calls < 50 || row.Extra.ServerAttempts == 0 || row.Extra.ClientSent != row.Extra.ServerAttempts || len(row.Series.Load) == 0 || len(row.Live.Entry) == 0 {
+			t.Errorf("%s: metrics %+v, live %+v", row.Policy, row.Metrics, row.Extra)
+		}
+	}
+	for _, key := range []string{`"live": {`, `"wasted": {`, `"duplicates": {`, `"entry": {`, `"live_series": {`, `"amplification"`} {
+		if !bytes.Contains(js, []byte(key)) {
+			t.Errorf("report.json lacks %s", key)
+		}
+	}
+
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	for _, want := range []string{"measured on real HTTP traffic on 127.0.0.1", "Measured on the wire", "cancellation, duplicates, entry traffic", "<th>dup exec</th>", "Idempotency-Key", "Entry traffic (first attempts)"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "simulated events") {
+		t.Error("report.html describes a live run as a simulation")
+	}
+	if n, want := strings.Count(html, "<svg"), 5+4; n != want {
+		t.Errorf("%d charts, want %d (load, 5 policies, entry, concurrency, wasted work)", n, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "charts", "live-gateway-restart-01.svg")); err != nil {
+		t.Error(err)
+	}
+}
+
+// --json prints the live reports; the live flags reach the run.
+func TestLiveJSONAndFlags(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "--json", "live", "gateway-restart", "--clients", "20", "--duration", "1s",
+		"--policies", "naive,full+budget,immediate", "--scope", "per-client", "--sequential", "--ignore-cancel", "--seed", "7", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var reports []live.Report
+	if err := json.Unmarshal([]byte(out), &reports); err != nil || len(reports) != 1 {
+		t.Fatalf("stdout is not one live report: %v\n%.300s", err, out)
+	}
+	rep := reports[0]
+	if rep.Scope != "per-client" || !rep.Sequential || rep.Seed != 7 || rep.Clients != 20 {
+		t.Errorf("report %+v", rep)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Policy != sim.PolicyImmediate || rep.Rows[1].Policy != sim.PolicyBudget {
+		t.Errorf("rows %+v, want immediate (naive, once) and full+budget", rep.Rows)
+	}
+	if strings.Contains(out, "on the wire") || strings.Contains(out, "Columns:") {
+		t.Error("--json printed tables too")
+	}
+	if strings.Contains(errOut, "wall time") {
+		t.Errorf("--quiet printed timings: %q", errOut)
+	}
+}
+
+func TestLiveUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"live", "--trials", "3"}, {"live", "--workers", "2"}, {"live", "--file", "testdata/example.yaml"},
+		{"--scope", "shared"}, {"--sequential"}, {"metastable", "--ignore-cancel"},
+		{"live", "--scope", "galaxy"}, {"live", "--clients", "10001"}, {"live", "--clients", "-1"},
+		{"live", "--duration", "11m"}, {"live", "nope"}, {"live", "metastable"},
+		{"live", "gateway-restart", "--policies", "fulll"}, {"live", "--policies", ","},
+	} {
+		if code, out, errOut := runCLI(t, args...); code != exitUsage || errOut == "" || out != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want %d and a message", args, code, errOut, out, exitUsage)
+		}
+	}
+}
+
+func TestLiveCancelledRunStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"live", "gateway-restart", "--clients", "5", "--duration", "1s"}, &out, &errOut, false)
+	if code != exitError || !strings.Contains(errOut.String(), "canceled") {
+		t.Fatalf("exit %d, %q", code, errOut.String())
+	}
+}
+
+func TestListShowsLiveScenarios(t *testing.T) {
+	code, out, _ := runCLI(t, "list")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, sc := range live.Scenarios() {
+		if !strings.Contains(out, sc.Title) {
+			t.Errorf("list lacks live scenario %s", sc.Name)
+		}
+	}
+	if !strings.Contains(out, "stormsim live NAME") {
+		t.Error("list does not say how to run a live scenario")
+	}
+}
+
+func TestFileName(t *testing.T) {
+	for in, want := range map[string]string{
+		"gateway-restart": "gateway-restart", "live:gateway-restart": "live-gateway-restart",
+		"../../etc/x": "..-..-etc-x", "": "scenario", "..": "scenario", "a b/ü": "a-b---",
+	} {
+		if got := fileName(in); got != want {
+			t.Errorf("fileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

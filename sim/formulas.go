@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"math"
+	"time"
+)
+
+// The functions below are the definitions documented on the fields of
+// Metrics, on per-bucket data: counts of events in consecutive time
+// buckets of one width (the simulator's are 10ms). Recording.Metrics
+// applies them to a run; they are exported for harnesses that record
+// their own runs (the live package measures real traffic with them) and
+// want the same numbers. Each returns 0 (or false) for a bucket width that
+// is not positive.
+
+// PeakRate returns the highest count per second over any window of the
+// given width sliding one bucket at a time over counts, buckets of width
+// bucket: Metrics.PeakLoad is PeakRate(attempts, bucket, PeakWindow). A
+// window spans at least one bucket; a series shorter than the window
+// counts as zeros after its end.
+func PeakRate(counts []int32, bucket, window time.Duration) float64 {
+	if bucket <= 0 {
+		return 0
+	}
+	w := max(int(window/bucket), 1)
+	var run, best int64
+	for i, c := range counts {
+		run += int64(c)
+		if i >= w {
+			run -= int64(counts[i-w])
+		}
+		best = max(best, run)
+	}
+	return float64(best) / (time.Duration(w) * bucket).Seconds()
+}
+
+// Outcomes are the per-bucket counts of successes and failures of one kind
+// of operation (client calls, or attempts to a tier), by the bucket in
+// which each ended: what RecoveryTime judges.
+type Outcomes struct {
+	OK, Failed []int32
+}
+
+// RecoveryTime implements Metrics.RecoveryS. It returns the time from
+// bucket end (where the last fault ended) to the first bucket T ≥ end such
+// that, over the buckets [T, T+RecoveryHold):
+//
+//   - every series of outcomes has at least one outcome and succeeds at a
+//     rate of at least RecoveryRatio times its rate in the baseline
+//     buckets [baseFrom, baseTo) (a baseline without outcomes counts as a
+//     rate of 1), and
+//   - queue, the measured tier's longest queue per bucket, stays no longer
+//     than its longest in the baseline;
+//
+// and whether there is such a T whose window ends by bucket limit. The
+// simulator judges client calls and attempts to the measured tier, up to
+// the bucket of the workload's Duration. Indexes beyond the shortest
+// series are cut to it.
+func RecoveryTime(series []Outcomes, queue []int32, bucket time.Duration, baseFrom, baseTo, end, limit int) (time.Duration, bool) {
+	if bucket <= 0 {
+		return 0, false
+	}
+	n := len(queue)
+	for _, o := range series {
+		n = min(n, len(o.OK), len(o.Failed))
+	}
+	limit = min(max(limit, 0), n)
+	baseTo = min(max(baseTo, 0), n)
+	baseFrom = min(max(baseFrom, 0), baseTo)
+	end = max(end, 0)
+
+	hold := max(int(RecoveryHold/bucket), 1)
+	baseQueue := max32(queue[baseFrom:baseTo])
+	type track struct {
+		o         Outcomes
+		need      float64
+		okW, allW int64
+	}
+	tr := make([]track, len(series))
+	for i, o := range series {
+		ok, all := sum32(o.OK[baseFrom:baseTo]), sum32(o.OK[baseFrom:baseTo])+sum32(o.Failed[baseFrom:baseTo])
+		rate := 1.0
+		if all > 0 {
+			rate = float64(ok) / float64(all)
+		}
+		tr[i] = track{o: o, need: RecoveryRatio * rate}
+		for b := end; b < end+hold && b < limit; b++ {
+			tr[i].okW += int64(o.OK[b])
+			tr[i].allW += int64(o.OK[b] + o.Failed[b])
+		}
+	}
+	// nextLong[t] is the first bucket at or after t whose queue peak is
+	// above the baseline's.
+	nextLong := make([]int, limit+1)
+	nextLong[limit] = limit
+	for t := limit - 1; t >= 0; t-- {
+		nextLong[t] = nextLong[t+1]
+		if queue[t] > baseQueue {
+			nextLong[t] = t
+		}
+	}
+	for t := end; t+hold <= limit; t++ {
+		healthy := nextLong[t] >= t+hold
+		for i := range tr {
+			x := &tr[i]
+			if x.allW == 0 || float64(x.okW) < x.need*float64(x.allW) {
+				healthy = false
+			}
+		}
+		if healthy {
+			return time.Duration(t-end) * bucket, true
+		}
+		for i := range tr {
+			x := &tr[i]
+			x.okW -= int64(x.o.OK[t])
+			x.allW -= int64(x.o.OK[t] + x.o.Failed[t])
+			if n := t + hold; n < limit {
+				x.okW += int64(x.o.OK[n])
+				x.allW += int64(x.o.OK[n] + x.o.Failed[n])
+			}
+		}
+	}
+	return 0, false
+}
+
+// SyncShare implements Metrics.SyncShare on retries per bucket: the share
+// of the retries that fall in buckets holding at least SpikeMin retries
+// and at least SpikeFactor times the mean per bucket of the SpikeWindow
+// centred on them. 0 without retries.
+func SyncShare(retries []int32, bucket time.Duration) float64 {
+	if bucket <= 0 {
+		return 0
+	}
+	w := max(int(SpikeWindow/bucket), 1)
+	prefix := make([]int64, len(retries)+1)
+	for i, r := range retries {
+		prefix[i+1] = prefix[i] + int64(r)
+	}
+	total := prefix[len(retries)]
+	if total == 0 {
+		return 0
+	}
+	var inSpikes int64
+	for i, r := range retries {
+		if r < SpikeMin {
+			continue
+		}
+		lo, hi := max(i-w/2, 0), min(i+w-w/2, len(retries))
+		mean := float64(prefix[hi]-prefix[lo]) / float64(hi-lo)
+		if float64(r) >= SpikeFactor*mean {
+			inSpikes += int64(r)
+		}
+	}
+	return float64(inSpikes) / float64(total)
+}
+
+// Kurtosis returns the Pearson kurtosis m4/m2² of xs (Metrics.Kurtosis
+// applies it to the attempts per bucket), or 0 when xs is empty or
+// constant.
+func Kurtosis(xs []int32) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var mean float64
+	for _, x := range xs {
+		mean += float64(x)
+	}
+	mean /= float64(len(xs))
+	var m2, m4 float64
+	for _, x := range xs {
+		d := float64(x) - mean
+		d2 := d * d
+		m2 += d2
+		m4 += d2 * d2
+	}
+	m2 /= float64(len(xs))
+	m4 /= float64(len(xs))
+	if m2 == 0 {
+		return 0
+	}
+	return m4 / (m2 * m2)
+}
+
+// Percentile returns the nearest-rank p-quantile of sorted (ascending): the
+// smallest value with at least a share p of the values at or below it, the
+// smallest for p ≤ 0 and the largest for p ≥ 1; 0 when sorted is empty.
+// Metrics' latency percentiles are Percentile(latencies, 0.5), 0.99 and
+// 0.999.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[nearestRank(len(sorted), p)]
+}
+
+// nearestRank returns the index of the nearest-rank p-quantile among n
+// sorted values (n > 0).
+func nearestRank(n int, p float64) int {
+	switch {
+	case !(p > 0): // NaN too
+		p = 0
+	case p > 1:
+		p = 1
+	}
+	i := int(math.Ceil(p*float64(n))) - 1
+	return min(max(i, 0), n-1)
+}

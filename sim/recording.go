@@ -1,0 +1,256 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// Recording is a run's raw record: counts and gauges in consecutive time
+// buckets of width Bucket from the start of the run, the number of calls
+// and the calls' latencies. Metrics and Series compute from it the
+// measures that Metrics and Series document.
+//
+// The simulator fills one for every run. A harness that measures real
+// traffic (the live package) fills one from what it saw and gets the same
+// numbers by the same definitions.
+//
+// Every per-bucket slice has Len() elements (NewRecording allocates them);
+// an event belongs to the bucket Index(t) of the time t it happened.
+type Recording struct {
+	// Bucket is the width of a bucket (Model.Bucket: 10ms by default).
+	Bucket time.Duration
+
+	// Counts per bucket. Attempts are the attempts sent to (or arriving
+	// at) the measured tier, by send time, first tries and retries;
+	// Retries the part of them that were retries.
+	Attempts, Retries []int32
+	// CallsOK and CallsFailed count the client calls that ended in success
+	// or failure, by end time.
+	CallsOK, CallsFailed []int32
+	// AttemptsOK and AttemptsFailed count the attempts to the measured
+	// tier that ended in success or in failure (an error or a timeout), by
+	// end time, as the callers saw them.
+	AttemptsOK, AttemptsFailed []int32
+
+	// Gauges: the highest value each bucket saw (see Gauge). Concurrency
+	// is the requests inside the measured tier (in service and queued),
+	// Queue its queue, InFlight the attempts in flight towards it.
+	Concurrency, Queue, InFlight []int32
+
+	// Calls is the number of calls the clients started, including those
+	// still open at the end of the run (they count as failed).
+	Calls int64
+	// Latencies are the latencies of the calls that ended, successful or
+	// not, sorted in ascending order.
+	Latencies []time.Duration
+}
+
+// NewRecording returns a Recording of n buckets of width bucket, with
+// every per-bucket slice allocated.
+func NewRecording(bucket time.Duration, n int) *Recording {
+	mk := func() []int32 { return make([]int32, n) }
+	return &Recording{
+		Bucket:   bucket,
+		Attempts: mk(), Retries: mk(),
+		CallsOK: mk(), CallsFailed: mk(),
+		AttemptsOK: mk(), AttemptsFailed: mk(),
+		Concurrency: mk(), Queue: mk(), InFlight: mk(),
+	}
+}
+
+// Gauge records, per time bucket, the highest value of a quantity that
+// changes at events (requests inside a server, attempts in flight): call
+// Set at every change; a bucket without a change carries the last value
+// forward. Peaks returns the series, the shape of Recording's gauges. The
+// zero Gauge has no buckets; NewGauge makes one. A Gauge is not safe for
+// concurrent use.
+type Gauge struct {
+	peak []int32
+	cur  int32
+	last int
+}
+
+// NewGauge returns a Gauge of n buckets, at 0.
+func NewGauge(n int) Gauge { return Gauge{peak: make([]int32, n)} }
+
+// Set records that the quantity became v during bucket b, which must be in
+// [0, n). Buckets are expected in order; a bucket earlier than the latest
+// one only raises its own peak.
+func (g *Gauge) Set(b int, v int32) {
+	if b > g.last {
+		for i := g.last + 1; i <= b; i++ {
+			g.peak[i] = g.cur
+		}
+		g.last = b
+	}
+	g.cur = v
+	if v > g.peak[b] {
+		g.peak[b] = v
+	}
+}
+
+// Value returns the quantity's current value: the last one Set.
+func (g *Gauge) Value() int32 { return g.cur }
+
+// Peaks carries the current value forward to the last bucket and returns
+// the highest value of each bucket: the Gauge's own slice.
+func (g *Gauge) Peaks() []int32 {
+	for i := g.last + 1; i < len(g.peak); i++ {
+		g.peak[i] = g.cur
+	}
+	g.last = max(len(g.peak)-1, 0)
+	return g.peak
+}
+
+// Len returns the number of buckets.
+func (r *Recording) Len() int { return len(r.Attempts) }
+
+// Index returns the bucket of time t: t/Bucket, within [0, Len()-1] (the
+// last bucket takes everything after it).
+func (r *Recording) Index(t time.Duration) int {
+	if r.Bucket <= 0 {
+		return 0
+	}
+	return max(min(int(t/r.Bucket), r.Len()-1), 0)
+}
+
+// check panics unless every per-bucket slice has Len() elements.
+func (r *Recording) check() {
+	n := r.Len()
+	for _, s := range [][]int32{r.Retries, r.CallsOK, r.CallsFailed, r.AttemptsOK, r.AttemptsFailed, r.Concurrency, r.Queue, r.InFlight} {
+		if len(s) != n {
+			panic(fmt.Sprintf("sim: Recording series of %d and %d buckets", n, len(s)))
+		}
+	}
+}
+
+// Metrics computes the run's Metrics as their fields define them, for a
+// workload that started calls for duration, whose baseline window is
+// [warmup, first fault) (see BaselineWindow), and whose recovery is judged
+// from the end of the last of faults. It panics if the per-bucket slices
+// differ in length.
+func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metrics {
+	r.check()
+	var x Metrics
+	x.Calls = float64(r.Calls)
+	x.Succeeded = float64(sum32(r.CallsOK))
+	x.SuccessRate = ratio(x.Succeeded, x.Calls)
+	x.Goodput = ratio(x.Succeeded, duration.Seconds())
+	x.Attempts = float64(sum32(r.Attempts))
+	x.Retries = float64(sum32(r.Retries))
+	x.AttemptsPerCall = ratio(x.Attempts, x.Calls)
+
+	from, to := BaselineWindow(warmup, duration, faults)
+	bf, bt := r.Index(from), r.Index(to)
+	x.BaselineLoad = ratio(float64(sum32(r.Attempts[bf:bt])), (time.Duration(bt-bf) * r.Bucket).Seconds())
+	x.PeakLoad = PeakRate(r.Attempts, r.Bucket, PeakWindow)
+	x.Amplification = ratio(x.PeakLoad, x.BaselineLoad)
+	x.PeakConcurrency = float64(max32(r.Concurrency))
+	x.PeakQueue = float64(max32(r.Queue))
+	x.PeakInFlight = float64(max32(r.InFlight))
+
+	x.Recovered = 1
+	if _, end, ok := FaultWindow(faults); ok {
+		judged := []Outcomes{{r.CallsOK, r.CallsFailed}, {r.AttemptsOK, r.AttemptsFailed}}
+		rec, ok := RecoveryTime(judged, r.Queue, r.Bucket, bf, bt, r.Index(end), r.Index(duration))
+		if ok {
+			x.RecoveryS = rec.Seconds()
+		} else {
+			x.Recovered = 0
+		}
+	}
+	x.P50ms = ms(Percentile(r.Latencies, 0.50))
+	x.P99ms = ms(Percentile(r.Latencies, 0.99))
+	x.P999ms = ms(Percentile(r.Latencies, 0.999))
+	x.SyncShare = SyncShare(r.Retries, r.Bucket)
+	x.Kurtosis = Kurtosis(r.Attempts[:r.Index(duration)])
+	return x
+}
+
+// Series returns the load over the first n buckets (all of them when n is
+// larger) at ChartStep resolution: counts become rates per second,
+// gauges keep the highest value of each step. It panics if the per-bucket
+// slices differ in length.
+func (r *Recording) Series(n int) Series {
+	r.check()
+	n = min(max(n, 0), r.Len())
+	st := newSteps(r.Bucket, n)
+	return Series{
+		StepMS:   ms(st.width),
+		Load:     st.rates(r.Attempts),
+		Retries:  st.rates(r.Retries),
+		Goodput:  st.rates(r.CallsOK),
+		Failed:   st.rates(r.CallsFailed),
+		Queue:    st.peaks(r.Queue),
+		InFlight: st.peaks(r.InFlight),
+	}
+}
+
+// steps groups the buckets of a chart series into steps of ChartStep (or
+// of one bucket when buckets are wider).
+type steps struct {
+	k     int // buckets per step
+	n     int // buckets covered
+	width time.Duration
+	perS  float64 // 1 / width in seconds
+}
+
+func newSteps(bucket time.Duration, n int) steps {
+	k := 1
+	if bucket > 0 {
+		k = max(int(ChartStep/bucket), 1)
+	}
+	width := time.Duration(k) * bucket
+	var perS float64
+	if width > 0 {
+		perS = 1 / width.Seconds()
+	}
+	return steps{k: k, n: n, width: width, perS: perS}
+}
+
+// len is the number of steps.
+func (s steps) len() int { return (s.n + s.k - 1) / s.k }
+
+// rates returns the counts per second in each step of counts per bucket.
+func (s steps) rates(counts []int32) []float64 {
+	out := make([]float64, s.len())
+	for i, c := range counts[:s.n] {
+		out[i/s.k] += float64(c) * s.perS
+	}
+	return out
+}
+
+// peaks returns the highest value in each step of values per bucket.
+func (s steps) peaks(values []int32) []float64 {
+	out := make([]float64, s.len())
+	for i, v := range values[:s.n] {
+		out[i/s.k] = max(out[i/s.k], float64(v))
+	}
+	return out
+}
+
+// FaultWindow returns the earliest start and the latest end of faults, or
+// ok=false when there are none.
+func FaultWindow(faults []Fault) (start, end time.Duration, ok bool) {
+	for i, f := range faults {
+		if i == 0 || f.Start < start {
+			start = f.Start
+		}
+		if i == 0 || f.End > end {
+			end = f.End
+		}
+	}
+	return start, end, len(faults) > 0
+}
+
+// BaselineWindow returns the baseline window of a workload that starts
+// calls for duration: [warmup, the earliest fault start), or [warmup,
+// duration) without faults, cut to duration. Metrics.BaselineLoad is the
+// load in it, and recovery is judged against it.
+func BaselineWindow(warmup, duration time.Duration, faults []Fault) (from, to time.Duration) {
+	to = duration
+	if s, _, ok := FaultWindow(faults); ok && s < to {
+		to = s
+	}
+	return min(warmup, to), to
+}

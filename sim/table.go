@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Table is a rendered summary: a title, a header and rows of cells. The
+// first column names the policy; the rest are right-aligned numbers.
+type Table struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+	Notes  []string
+}
+
+// WriteTo writes t as aligned text, a line each: the title, the header, a
+// rule as wide as the table, the rows, then the notes. The first column is
+// left-aligned, the others right-aligned two spaces apart; widths count
+// runes. It implements io.WriterTo.
+func (t Table) WriteTo(w io.Writer) (int64, error) {
+	widths := make([]int, len(t.Header))
+	measure := func(row []string) {
+		for i, cell := range row {
+			if i < len(widths) {
+				widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+			}
+		}
+	}
+	measure(t.Header)
+	for _, r := range t.Rows {
+		measure(r)
+	}
+	var b bytes.Buffer
+	line := func(row []string) {
+		var l strings.Builder
+		for i := range widths {
+			cell := ""
+			if i < len(row) {
+				cell = row[i]
+			}
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			if i == 0 {
+				l.WriteString(cell + pad)
+			} else {
+				l.WriteString("  " + pad + cell)
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	b.WriteString(t.Title + "\n")
+	line(t.Header)
+	total := 0
+	for _, wd := range widths {
+		total += wd
+	}
+	b.WriteString(strings.Repeat("-", total+2*max(len(widths)-1, 0)) + "\n")
+	for _, r := range t.Rows {
+		line(r)
+	}
+	for _, n := range t.Notes {
+		b.WriteString(n + "\n")
+	}
+	return b.WriteTo(w)
+}
+
+// Column is one metric column of a table: its Key (as ModelSpec.Columns
+// names it), its Header, and how a cell shows a row's Metrics.
+type Column struct {
+	Key, Header string
+	Cell        func(m *Metrics) string
+}
+
+var columns = []Column{
+	{"amp", "peak×", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.Amplification) }},
+	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
+	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
+	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
+	{"success", "success", func(m *Metrics) string { return FormatShare(m.SuccessRate) }},
+	{"conc", "conc", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakConcurrency) }},
+	{"queue", "queue", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakQueue) }},
+	{"inflight", "conns", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakInFlight) }},
+	{"recovery", "recovery", recoveryCell},
+	{"p50", "p50", func(m *Metrics) string { return FormatMS(m.P50ms) }},
+	{"p99", "p99", func(m *Metrics) string { return FormatMS(m.P99ms) }},
+	{"p999", "p99.9", func(m *Metrics) string { return FormatMS(m.P999ms) }},
+	{"sync", "sync", func(m *Metrics) string { return FormatShare(m.SyncShare) }},
+	{"kurt", "kurt", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.Kurtosis) }},
+}
+
+// ColumnLegend explains the table headers, in column order.
+func ColumnLegend() [][2]string {
+	return [][2]string{
+		{"peak×", "amplification: peak offered load (1s window) ÷ baseline load"},
+		{"attempts", "attempts sent to the measured tier (the work)"},
+		{"att/call", "attempts per client call"},
+		{"goodput", "successful calls per second"},
+		{"success", "share of client calls that succeeded"},
+		{"conc", "peak requests inside the measured tier (serving + queued)"},
+		{"queue", "peak queue length of the measured tier"},
+		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
+		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never"},
+		{"p50 p99 p99.9", "client call latency percentiles"},
+		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries)"},
+		{"kurt", "kurtosis of the offered load per 10ms (about 3 for steady load; higher is spikier)"},
+	}
+}
+
+// DefaultColumns are the table columns of a model scenario.
+var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
+
+// ColumnKeys returns the metric column keys a table may show.
+func ColumnKeys() []string {
+	keys := make([]string, len(columns))
+	for i, c := range columns {
+		keys[i] = c.Key
+	}
+	return keys
+}
+
+// LookupColumn returns the column called key (one of ColumnKeys).
+func LookupColumn(key string) (Column, bool) {
+	for _, c := range columns {
+		if c.Key == key {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// MetricsTable returns a table with a row per policy: its name under the
+// header "policy", then a cell per column. A row without Metrics shows
+// "-" in every column.
+func MetricsTable(title string, cols []Column, rows []Row) Table {
+	t := Table{Title: title, Header: []string{"policy"}}
+	for _, col := range cols {
+		t.Header = append(t.Header, col.Header)
+	}
+	for _, r := range rows {
+		row := []string{r.Policy}
+		for _, col := range cols {
+			cell := "-"
+			if r.Metrics != nil {
+				cell = col.Cell(r.Metrics)
+			}
+			row = append(row, cell)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// FormatShare formats a share (0.123) as a percentage with one decimal
+// ("12.3%").
+func FormatShare(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+// FormatMS formats a duration in milliseconds with two or three
+// significant digits: "4.5ms", "45ms", "4.50s", "45s".
+func FormatMS(ms float64) string {
+	switch {
+	case ms >= 10_000:
+		return fmt.Sprintf("%.0fs", ms/1000)
+	case ms >= 1000:
+		return fmt.Sprintf("%.2fs", ms/1000)
+	case ms >= 10:
+		return fmt.Sprintf("%.0fms", ms)
+	default:
+		return fmt.Sprintf("%.1fms", ms)
+	}
+}
+
+// recoveryCell shows Metrics.RecoveryS, "stuck" when no trial recovered,
+// with the share of trials that did when only some did.
+func recoveryCell(m *Metrics) string {
+	switch {
+	case m.Recovered == 0:
+		return "stuck"
+	case m.Recovered < 1:
+		return fmt.Sprintf("%.1fs (%.0f%%)", m.RecoveryS, 100*m.Recovered)
+	default:
+		return fmt.Sprintf("%.1fs", m.RecoveryS)
+	}
+}
