@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/internal/stripe"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -32,10 +33,9 @@ type Breaker struct {
 	pool sync.Pool // *call records for the closed state
 
 	_          [64]byte
-	streak     atomic.Uint64 // consecutive condition: uint32(gen)<<32 | failures in a row
-	succAtFail atomic.Uint64 // stripe success total at the last failure (consecutive condition)
-	_          [64]byte
-	stripes    [numStripes]stripe // closed-state counters
+	streak     atomic.Uint64              // consecutive condition: uint32(gen)<<32 | failures in a row
+	succAtFail atomic.Uint64              // stripe success total at the last failure (consecutive condition)
+	stripes    stripe.Array[stripeCounts] // closed-state counters; padded on both sides
 
 	mu           sync.Mutex // guards the fields below and the half-open fields of the current epoch
 	t            tally

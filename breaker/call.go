@@ -101,7 +101,7 @@ func (b *Breaker) recordConsecutive(e *epoch, o outcome) {
 	if b.cur.Load() != e {
 		return // a result from an earlier generation
 	}
-	st := &b.stripes[stripeHint()]
+	st := b.stripes.Local()
 	if o == outExcluded {
 		st.excluded.Add(1)
 		return

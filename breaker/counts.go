@@ -3,7 +3,8 @@ package breaker
 import (
 	"sync/atomic"
 	"time"
-	"unsafe"
+
+	"github.com/stormguard/stormguard/internal/stripe"
 )
 
 // Counts is a snapshot of the outcomes the breaker is judging, as handed to
@@ -65,30 +66,15 @@ const (
 func (o outcome) failed() bool { return o&outFailure != 0 }
 func (o outcome) slow() bool   { return o&outSlow != 0 }
 
-// stripe is one cell of the closed state's striped counters. A call
-// updates the stripe picked by stripeHint, so that goroutines running in
-// parallel rarely write the same cache line; Counts sums the stripes.
-type stripe struct {
+// stripeCounts is one cell of the closed state's striped counters
+// (stripe.Array): a call updates its goroutine's cell, so that goroutines
+// running in parallel rarely write the same cache line; Counts sums the
+// cells.
+type stripeCounts struct {
 	excluded  atomic.Uint64
 	successes atomic.Uint64
 	failures  atomic.Uint64
 	slow      atomic.Uint64
-	_         [128 - 4*8]byte // keep neighbours off this cache line pair
-}
-
-const numStripes = 16
-
-// stripeHint picks a stripe for the calling goroutine from the address of
-// its stack: goroutines have distinct stacks, so goroutines running at the
-// same time mostly pick distinct stripes, at no cost and without shared
-// state. (The address is only hashed, never turned back into a pointer;
-// a stack that moves merely picks another stripe.)
-func stripeHint() uint32 {
-	var probe byte
-	a := uint64(uintptr(unsafe.Pointer(&probe)))
-	// Goroutine stacks are at least 2 KiB and aligned to their size, so
-	// a>>11 numbers them; Fibonacci hashing spreads neighbours apart.
-	return uint32((a >> 11) * 0x9e3779b97f4a7c15 >> 60) // 4 bits: numStripes
 }
 
 // totals is a sum of the stripes.
@@ -98,13 +84,14 @@ func (t totals) minus(u totals) totals {
 	return totals{t.excluded - u.excluded, t.successes - u.successes, t.failures - u.failures, t.slow - u.slow}
 }
 
-func sumStripes(s *[numStripes]stripe) totals {
+func sumStripes(s *stripe.Array[stripeCounts]) totals {
 	var t totals
-	for i := range s {
-		t.excluded += s[i].excluded.Load()
-		t.successes += s[i].successes.Load()
-		t.failures += s[i].failures.Load()
-		t.slow += s[i].slow.Load()
+	for i := range stripe.N {
+		c := s.At(i)
+		t.excluded += c.excluded.Load()
+		t.successes += c.successes.Load()
+		t.failures += c.failures.Load()
+		t.slow += c.slow.Load()
 	}
 	return t
 }

@@ -47,8 +47,9 @@
 // ErrInvalidConfig, and the New functions panic on such a config. All
 // budgets are safe for concurrent use, allocation-free, and answer Available
 // (tokens or retries grantable now, for the stormguard_retry_budget_tokens
-// gauge) and Stats (cumulative counters). A nil *Ratio, *Window or
-// *Concurrency grants every retry.
+// gauge) and Stats (cumulative counters, exact once the calls they count
+// have returned; read during calls they may be a few calls apart). A nil
+// *Ratio, *Window or *Concurrency grants every retry.
 //
 // Users may write their own budget: anything implementing retry.Budget
 // (Record after every attempt, Withdraw before every retry) can be a

@@ -1,6 +1,7 @@
 package budget_test
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // The hammer tests run 1000 goroutines against one budget (run them with
@@ -193,4 +195,64 @@ func TestConcurrencyHammer(t *testing.T) {
 			t.Fatalf("Stats() = %+v, want %+v", s, want)
 		}
 	})
+}
+
+// The counters are striped per goroutine: Stats read while the hammer runs
+// must never go back, and once it stops they must be exact.
+func TestStatsDuringCalls(t *testing.T) {
+	for name, b := range map[string]interface {
+		retry.Budget
+		Stats() budget.Stats
+	}{
+		"Ratio":  budget.NewRatio(budget.RatioConfig{MaxTokens: 100}),
+		"Window": budget.NewWindow(budget.WindowConfig{Clock: clocktest.NewFake(), MinRetriesPerSecond: 10}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			stop := make(chan struct{})
+			var reader sync.WaitGroup
+			var bad atomic.Value
+			reader.Go(func() {
+				var last budget.Stats
+				for {
+					s := b.Stats()
+					if s.Requests < last.Requests || s.Deposits < last.Deposits || s.Retries < last.Retries ||
+						s.Granted < last.Granted || s.Refused < last.Refused {
+						bad.Store(fmt.Sprintf("Stats went back from %+v to %+v", last, s))
+						return
+					}
+					last = s
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			})
+			var granted atomic.Uint64
+			hammer(func(g int) {
+				for i := range 10 {
+					switch (g + i) % 3 {
+					case 0:
+						b.Record(false, nil)
+					case 1:
+						b.Record(true, errDown)
+					case 2:
+						if b.Withdraw(errDown) {
+							granted.Add(1)
+						}
+					}
+				}
+			})
+			close(stop)
+			reader.Wait()
+			if msg := bad.Load(); msg != nil {
+				t.Fatal(msg)
+			}
+			// (g+i)%3 over g < 1000, i < 10: 3334 deposits, 3333 retries, 3333 withdrawals.
+			want := budget.Stats{Requests: 3334, Deposits: 3334, Retries: 3333, Granted: granted.Load(), Refused: 3333 - granted.Load()}
+			if got := b.Stats(); got != want {
+				t.Fatalf("Stats() = %+v, want %+v", got, want)
+			}
+		})
+	}
 }

@@ -3,6 +3,8 @@ package budget
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/stormguard/stormguard/internal/stripe"
 )
 
 // Defaults for zero RatioConfig fields.
@@ -220,13 +222,23 @@ func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
 // Ratio is safe for concurrent use. A nil *Ratio grants every retry.
 type Ratio struct {
 	p ratioParams
-	_ [64]byte // keeps the read-only parameters off the hot atomics' cache lines
+	_ [128]byte // keeps the read-only parameters off the balance's cache line
 
-	// The balance and the counters are atomics: one compare-and-swap per
-	// deposit or withdrawal instead of a lock, which keeps the cost flat
-	// when every core uses the budget at once (see BenchmarkRatio).
+	// The balance is an atomic: one compare-and-swap per deposit or
+	// withdrawal that changes it instead of a lock, and none for one that
+	// does not (a refusal, a deposit into a full bucket), so that calls
+	// that leave the balance alone share its cache line read-only.
 	tokens atomic.Int64 // in token units, within [0, p.max]
-	// Each call adds to exactly one counter.
+
+	// The counters of Stats are striped per goroutine, so that counting a
+	// call writes no cache line another core is writing (see
+	// BenchmarkRatio). Each call adds to exactly one counter. The Array is
+	// padded on both sides, off the balance's cache line.
+	counts stripe.Array[ratioCounts]
+}
+
+// ratioCounts is one cell of a Ratio's striped counters.
+type ratioCounts struct {
 	firstOK, firstFailed, retries, granted, refused atomic.Uint64
 }
 
@@ -261,13 +273,13 @@ func (r *Ratio) Record(retry bool, err error) {
 	case r.p.failCost > 0 && countsAsFailure(err):
 		delta = -r.p.failCost
 	}
-	switch {
+	switch c := r.counts.Local(); {
 	case retry:
-		r.retries.Add(1)
+		c.retries.Add(1)
 	case err == nil:
-		r.firstOK.Add(1)
+		c.firstOK.Add(1)
 	default:
-		r.firstFailed.Add(1)
+		c.firstFailed.Add(1)
 	}
 	if delta == 0 {
 		return
@@ -294,13 +306,15 @@ func (r *Ratio) Withdraw(err error) bool {
 		cost = r.p.timeoutCost
 	}
 	for {
+		// Check before writing: a refusal only reads the balance, and so
+		// does a free retry (cost 0, when only failures pay).
 		t := r.tokens.Load()
 		if t < cost || t <= r.p.threshold {
-			r.refused.Add(1)
+			r.counts.Local().refused.Add(1)
 			return false
 		}
-		if r.tokens.CompareAndSwap(t, t-cost) {
-			r.granted.Add(1)
+		if cost == 0 || r.tokens.CompareAndSwap(t, t-cost) {
+			r.counts.Local().granted.Add(1)
 			return true
 		}
 	}
@@ -316,18 +330,27 @@ func (r *Ratio) Available() float64 {
 }
 
 // Stats returns the Ratio's counters. Deposits counts successful first
-// attempts. The counters are read one after the other: while calls are
-// under way they may be a call or two apart. A nil Ratio reports zeros.
+// attempts.
+//
+// Once no call is under way the counters are exact. While calls are under
+// way, each counter is a sum of per-goroutine cells each read atomically:
+// it counts some of the concurrent calls and not others, so the counters
+// may be a few calls apart (Granted+Refused need not match the Withdraw
+// calls of any one instant), but none ever decreases from one Stats to the
+// next. A nil Ratio reports zeros.
 func (r *Ratio) Stats() Stats {
 	if r == nil {
 		return Stats{}
 	}
-	ok := r.firstOK.Load()
-	return Stats{
-		Requests: ok + r.firstFailed.Load(),
-		Retries:  r.retries.Load(),
-		Deposits: ok,
-		Granted:  r.granted.Load(),
-		Refused:  r.refused.Load(),
+	var s Stats
+	for i := range stripe.N {
+		c := r.counts.At(i)
+		ok := c.firstOK.Load()
+		s.Deposits += ok
+		s.Requests += ok + c.firstFailed.Load()
+		s.Retries += c.retries.Load()
+		s.Granted += c.granted.Load()
+		s.Refused += c.refused.Load()
 	}
+	return s
 }

@@ -1,0 +1,81 @@
+package stripe
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// bits is log2 of N.
+const bits = 4
+
+// N is the number of cells of an Array or a Counter, and the bound of Hint.
+const N = 1 << bits
+
+// pad separates the cells: at least 128 bytes between the data of two
+// cells keeps them on distinct cache lines, and out of the pairs of lines
+// that some processors fetch together.
+const pad = 128
+
+// Hint returns a cell index in [0, N) for the calling goroutine, derived
+// from the address of its stack: goroutines running at the same time have
+// distinct stacks, so they mostly get distinct indexes, at the cost of a
+// multiplication and without shared state.
+//
+// A goroutine usually gets the same index from the same call site, but
+// nothing relies on it: a stack that grows or moves merely picks another
+// cell, and two goroutines may share one. Hint is a performance hint, never
+// a basis for correctness. (The address is only hashed, never turned back
+// into a pointer.)
+func Hint() int {
+	var probe byte
+	a := uint64(uintptr(unsafe.Pointer(&probe)))
+	// Goroutine stacks are at least 2 KiB and aligned to their size, so
+	// a>>11 numbers them; Fibonacci hashing spreads neighbours apart.
+	return int((a >> 11) * 0x9e3779b97f4a7c15 >> (64 - bits))
+}
+
+// Array is N values of T, each on cache lines of its own. A goroutine
+// updates the cell Local returns, with atomic operations (T is typically a
+// struct of atomic.Uint64 counters); a reader walks every cell with At.
+// The zero value is N zero values of T. An Array must not be copied after
+// first use.
+//
+// The Array is padded before its first cell and after each cell, so fields
+// of the struct that holds it stay off its cells' cache lines.
+type Array[T any] struct {
+	_     [pad]byte
+	cells [N]cell[T]
+}
+
+type cell[T any] struct {
+	v T
+	_ [pad]byte
+}
+
+// Local returns the cell of the calling goroutine, At(Hint()).
+func (a *Array[T]) Local() *T { return &a.cells[Hint()].v }
+
+// At returns cell i, for i in [0, N). It panics if i is out of range.
+func (a *Array[T]) At(i int) *T { return &a.cells[i].v }
+
+// Counter is a uint64 counter striped over N cells: Add writes only the
+// calling goroutine's cell and Load sums them. The zero value is 0. A
+// Counter must not be copied after first use.
+type Counter struct {
+	a Array[atomic.Uint64]
+}
+
+// Add adds n to the counter (to subtract, add ^uint64(n-1), as with
+// atomic.Uint64).
+func (c *Counter) Add(n uint64) { c.a.Local().Add(n) }
+
+// Load returns the sum of the cells. While Add runs concurrently it is a
+// sum of cells each read atomically (see the package documentation);
+// otherwise it is exact.
+func (c *Counter) Load() uint64 {
+	var s uint64
+	for i := range N {
+		s += c.a.At(i).Load()
+	}
+	return s
+}
