@@ -2,17 +2,18 @@ package redisstore
 
 import (
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/stormguard/stormguard/internal/stripe"
 )
 
 // accumulator counts the outcomes of the closed state between two flushes.
 // Allow counts nothing; done counts the call's outcome (a call whose done
 // has not been called yet is not counted as a request). A call updates the
-// cell picked by stripeHint, so that goroutines running
+// cell picked by stripe.Hint, so that goroutines running
 // in parallel rarely write the same cache line; a flush swaps every cell
 // to zero and sends the sums.
 type accumulator struct {
-	cells [numCells]cell
+	cells stripe.Array[cell]
 
 	// run is the consecutive condition's word: sawSuccess | failures in a
 	// row since the last success (or the last flush).
@@ -30,10 +31,7 @@ type cell struct {
 	successes atomic.Uint64
 	failures  atomic.Uint64
 	slow      atomic.Uint64
-	_         [128 - 4*8]byte // keep neighbours off this cache line pair
 }
-
-const numCells = 16
 
 // batch is what a flush takes from the accumulator.
 type batch struct {
@@ -42,7 +40,7 @@ type batch struct {
 	run                                 uint64
 }
 
-func (a *accumulator) cell() *cell { return &a.cells[stripeHint()] }
+func (a *accumulator) cell() *cell { return a.cells.Local() }
 
 // success notes a success for the consecutive condition. It writes shared
 // memory only when it ends a run of failures.
@@ -58,8 +56,8 @@ func (a *accumulator) failure() { a.run.Add(1) }
 // take empties the accumulator and returns what it held.
 func (a *accumulator) take() batch {
 	var b batch
-	for i := range a.cells {
-		c := &a.cells[i]
+	for i := range stripe.N {
+		c := a.cells.At(i)
 		b.successes += c.successes.Swap(0)
 		b.failures += c.failures.Swap(0)
 		b.requests += c.excluded.Swap(0)
@@ -69,17 +67,4 @@ func (a *accumulator) take() batch {
 	w := a.run.Swap(0)
 	b.saw, b.run = w&sawSuccess != 0, w&^sawSuccess
 	return b
-}
-
-// stripeHint picks a cell for the calling goroutine from the address of its
-// stack: goroutines running at the same time have distinct stacks, so they
-// mostly pick distinct cells, at no cost and without shared state. The
-// address is only hashed, never turned back into a pointer; a stack that
-// moves merely picks another cell.
-func stripeHint() uint32 {
-	var probe byte
-	a := uint64(uintptr(unsafe.Pointer(&probe)))
-	// Goroutine stacks are at least 2 KiB and aligned to their size, so
-	// a>>11 numbers them; Fibonacci hashing spreads neighbours apart.
-	return uint32((a >> 11) * 0x9e3779b97f4a7c15 >> 60) // 4 bits: numCells
 }
