@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"github.com/stormguard/stormguard/internal/listeners"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,7 @@ type Breaker struct {
 	probeCancel  context.CancelFunc
 	probeWG      sync.WaitGroup
 
-	ev events
+	ev listeners.Queue[transition]
 }
 
 // epoch is one stay in one state. Its gen and state never change; the
@@ -96,7 +97,7 @@ func New(c Config) *Breaker {
 		b.probeCtx, b.probeCancel = context.WithCancel(context.Background())
 	}
 	if b.s.onStateChange != nil {
-		b.ev.listeners = []listener{{fn: b.s.onStateChange}}
+		b.ev.Subscribe(listen(b.s.onStateChange))
 	}
 	e := &epoch{state: Closed}
 	b.bindDone(e)
@@ -335,7 +336,7 @@ func (b *Breaker) setLocked(from *epoch, to State, now time.Time) *epoch {
 	}
 	b.cur.Store(n)
 	if from.state != to {
-		b.ev.push(from.state, to)
+		b.ev.Push(transition{from.state, to})
 		b.queued = true
 	}
 	return n
@@ -348,7 +349,7 @@ func (b *Breaker) unlock() {
 	b.pendingProbe, b.queued = nil, false
 	b.mu.Unlock()
 	if queued {
-		b.ev.deliver()
+		b.ev.Deliver()
 	}
 	if pe != nil {
 		b.scheduleProbe(pe)

@@ -102,7 +102,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		return c
 	}
 	if s.onTransition != nil {
-		b.ev.listeners = []listener{{fn: s.onTransition}}
+		b.ev.subscribe(s.onTransition)
 	}
 	b.unsubLocal = b.local.Subscribe(func(_, to breaker.State) {
 		b.localState.Store(uint32(to))
