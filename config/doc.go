@@ -20,7 +20,7 @@
 //	      step: 100ms              # linear
 //	      jitter: full             # for constant, linear, exponential: none|full|equal|decorrelated|proportional
 //	      factor: 0.2              # proportional jitter
-//	    retry_on:                  # read by the HTTP and gRPC adapters
+//	    retry_on:                  # PolicySpec.HTTPClassifier and GRPCRetryable turn these into the adapters' classifiers
 //	      http_status: [429, 502, 503, 504]
 //	      grpc_codes: [UNAVAILABLE, RESOURCE_EXHAUSTED]
 //	    budget:                    # one of three kinds

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/stormguard/stormguard/httpretry"
+)
+
+// HTTPClassifier returns the classifier for httpretry.WithClassifier that
+// this policy's retry_on.http_status asks for: a response is retried when
+// its status is listed; errors (no response) are classified by
+// httpretry.DefaultClassifier. Without an http_status list it returns
+// httpretry.DefaultClassifier itself. A nil spec gives the default too.
+//
+//	h := reg.Policy("charge-card")
+//	rt := httpretry.New(nil, h.Policy(), httpretry.WithClassifier(h.Spec().HTTPClassifier()))
+func (s *PolicySpec) HTTPClassifier() func(*http.Response, error) bool {
+	if s == nil || len(s.RetryOn.HTTPStatus) == 0 {
+		return httpretry.DefaultClassifier
+	}
+	codes := slices.Clone(s.RetryOn.HTTPStatus)
+	return func(resp *http.Response, err error) bool {
+		if resp == nil {
+			return httpretry.DefaultClassifier(nil, err)
+		}
+		return slices.Contains(codes, resp.StatusCode)
+	}
+}
+
+// GRPCRetryable returns a predicate over numeric gRPC status codes for this
+// policy's retry_on.grpc_codes (convert for grpcretry.Options.Retryable:
+// func(c codes.Code) bool { return f(uint32(c)) }), and false when the
+// policy lists none, meaning: keep the interceptor's default table.
+func (s *PolicySpec) GRPCRetryable() (f func(code uint32) bool, ok bool) {
+	if s == nil || len(s.RetryOn.GRPCCodes) == 0 {
+		return nil, false
+	}
+	set := make([]bool, len(grpcCodes))
+	for _, name := range s.RetryOn.GRPCCodes {
+		if n, ok := GRPCCodeNumber(name); ok {
+			set[n] = true
+		}
+	}
+	return func(code uint32) bool { return int(code) < len(set) && set[code] }, true
+}
