@@ -61,12 +61,20 @@ type decoder struct {
 	elsewhere func(key string) bool
 }
 
+// valueOf returns the value node of key in the mapping n, or nil.
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
 // kindField returns the value of the mapping's "kind" key, if any.
 func kindField(n *yaml.Node) string {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "kind" {
-			return n.Content[i+1].Value
-		}
+	if v := valueOf(n, "kind"); v != nil {
+		return v.Value
 	}
 	return ""
 }
@@ -80,7 +88,8 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 }
 
 // fields calls visit for each key of the mapping n, rejecting unknown and
-// duplicate keys. known lists the accepted keys.
+// duplicate keys. known lists the accepted keys; nil accepts any key (a
+// mapping of names, such as policies).
 func (d *decoder) fields(n *yaml.Node, path string, known []string, visit func(key string, v *yaml.Node, path string)) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "must be a mapping, not %s", describe(n))
@@ -105,13 +114,6 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, visit func(k
 		}
 		visit(k.Value, v, p)
 	}
-}
-
-// entries calls visit for each key of a mapping whose keys are names.
-func (d *decoder) entries(n *yaml.Node, path string, visit func(name string, k, v *yaml.Node, path string)) {
-	d.fields(n, path, nil, func(key string, v *yaml.Node, p string) {
-		visit(key, nil, v, p)
-	})
 }
 
 func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {

@@ -19,11 +19,9 @@ func kindOf(d *decoder, n *yaml.Node, path string, kinds []string) (string, bool
 		d.fail(n, path, "must be a mapping, not %s", describe(n))
 		return "", false
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "kind" {
-			k := d.oneOf(n.Content[i+1], join(path, "kind"), kinds)
-			return k, k != ""
-		}
+	if v := valueOf(n, "kind"); v != nil {
+		k := d.oneOf(v, join(path, "kind"), kinds)
+		return k, k != ""
 	}
 	d.fail(n, join(path, "kind"), "missing: one of %s", strings.Join(kinds, ", "))
 	return "", false
@@ -36,19 +34,15 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 	}
 	b := &BudgetSpec{Kind: kind}
 	before := len(d.problems)
-	var presetNode *yaml.Node
 	// A preset is applied first, so that explicit fields override it.
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "preset" && kind == "ratio" {
-			presetNode = n.Content[i+1]
-			switch d.oneOf(presetNode, join(path, "preset"), []string{"grpc", "aws_standard", "ten_percent"}) {
-			case "grpc":
-				b.Ratio = budget.GRPC()
-			case "aws_standard":
-				b.Ratio = budget.AWSStandard()
-			case "ten_percent":
-				b.Ratio = budget.TenPercent()
-			}
+	if v := valueOf(n, "preset"); v != nil && kind == "ratio" {
+		switch d.oneOf(v, join(path, "preset"), []string{"grpc", "aws_standard", "ten_percent"}) {
+		case "grpc":
+			b.Ratio = budget.GRPC()
+		case "aws_standard":
+			b.Ratio = budget.AWSStandard()
+		case "ten_percent":
+			b.Ratio = budget.TenPercent()
 		}
 	}
 	d.elsewhere = inAny(budgetFields)

@@ -23,7 +23,7 @@ type Options struct {
 	// also hears about every reload.
 	Observer retry.Observer
 	// Logger receives a line per reload (Info) and per rejected file
-	// (Error). nil: slog.Default().
+	// (Error). nil: no log lines (OnReload and the observer still hear).
 	Logger *slog.Logger
 	// OnReload is called after every attempt to apply a file, with the
 	// version applied or the error that kept the old policies serving.
@@ -40,6 +40,9 @@ type Options struct {
 	// see Handle.Spec). nil: retry.DefaultClassifier.
 	Classify func(spec *PolicySpec) func(error) bool
 }
+
+// silent is the logger used when Options.Logger is nil.
+var silent = slog.New(slog.DiscardHandler)
 
 // ReloadObserver is implemented by observers (such as the Prometheus
 // collector) that export the loaded policy version and reload failures.
@@ -187,7 +190,7 @@ func (r *Registry) Apply(f *File) {
 func (r *Registry) report(version string, err error) {
 	log := r.opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = silent
 	}
 	if err != nil {
 		r.failures.Add(1)

@@ -101,7 +101,7 @@ func Parse(name string, data []byte) (*File, error) {
 	d.fields(doc, "", []string{"policies", "operations", "default"}, func(key string, v *yaml.Node, path string) {
 		switch key {
 		case "policies":
-			d.entries(v, path, func(name string, _, pv *yaml.Node, p string) {
+			d.fields(v, path, nil, func(name string, pv *yaml.Node, p string) {
 				f.Policies[name] = d.policy(name, pv, p)
 			})
 		case "operations":
@@ -110,11 +110,11 @@ func Parse(name string, data []byte) (*File, error) {
 			defNode = v
 		}
 	})
-	if doc.Kind == yaml.MappingNode && len(f.Policies) == 0 && !hasKey(doc, "policies") {
+	if doc.Kind == yaml.MappingNode && len(f.Policies) == 0 && valueOf(doc, "policies") == nil {
 		d.fail(doc, "policies", "missing: the file must define at least one policy")
 	}
 	if opsNode != nil {
-		d.entries(opsNode, "operations", func(op string, _, v *yaml.Node, p string) {
+		d.fields(opsNode, "operations", nil, func(op string, v *yaml.Node, p string) {
 			name := d.str(v, p)
 			if name == "" {
 				return
@@ -140,15 +140,6 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, &Error{d.problems}
 	}
 	return f, nil
-}
-
-func hasKey(n *yaml.Node, key string) bool {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
 }
 
 func policyNames(f *File) []string {
