@@ -26,7 +26,7 @@ import (
 // allocate; nor does its done function allocate, which takes the lock only
 // for the window and custom conditions. With the consecutive-failures
 // condition a call costs three atomic loads and one increment of a counter
-// striped per goroutine, so the breaker scales with parallel callers.
+// striped per processor, so the breaker scales with parallel callers.
 type Breaker struct {
 	cur  atomic.Pointer[epoch] // the current state; replaced, never mutated, on a change
 	s    settings

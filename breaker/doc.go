@@ -38,7 +38,7 @@
 //
 //   - Consecutive failures (Config.ConsecutiveFailures, the default with 5):
 //     simple and cheap, and the fastest path (no lock; while calls
-//     succeed, writes only to counters striped per goroutine). Right for
+//     succeed, writes only to counters striped per processor). Right for
 //     low or steady traffic, or when any run of failures means the
 //     downstream is down. Under heavy traffic a small share of errors never
 //     makes a long run, and a single success hides a mostly failing

@@ -270,7 +270,7 @@ func (w *Window) Available() float64 {
 //
 // Once no call is under way the counters are exact. While calls are under
 // way, Requests, Granted and Refused are read together under the Window's
-// lock, and Retries after them, as a sum of per-goroutine cells each read
+// lock, and Retries after them, as a sum of per-processor cells each read
 // atomically: it may include a retry granted after the others were read,
 // so Retries may exceed Granted by the calls that raced with Stats. No
 // counter ever decreases from one Stats to the next. A nil Window reports

@@ -7,7 +7,7 @@
 // must own in turn: on two cores an atomic add that costs a few
 // nanoseconds alone costs several times that when both cores do it. A
 // striped counter gives each goroutine one of N cells, picked by Hint from
-// the address of the goroutine's stack, and a reader sums the cells.
+// the processor (the runtime's P) it runs on, and a reader sums the cells.
 //
 // Use Counter for one striped number, and Array when a call updates one of
 // several counters: a cell of Array holds all of them, so that a call

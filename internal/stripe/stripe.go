@@ -2,7 +2,7 @@ package stripe
 
 import (
 	"sync/atomic"
-	"unsafe"
+	_ "unsafe" // for go:linkname
 )
 
 // bits is log2 of N.
@@ -16,23 +16,31 @@ const N = 1 << bits
 // that some processors fetch together.
 const pad = 128
 
-// Hint returns a cell index in [0, N) for the calling goroutine, derived
-// from the address of its stack: goroutines running at the same time have
-// distinct stacks, so they mostly get distinct indexes, at the cost of a
-// multiplication and without shared state.
+// Hint returns a cell index in [0, N) for the calling goroutine: the
+// number of the processor (the runtime's P) it runs on, modulo N. At most
+// GOMAXPROCS goroutines run at once, each on its own P, so goroutines
+// running in parallel get distinct indexes when GOMAXPROCS <= N, however
+// many goroutines there are and wherever their stacks lie.
 //
-// A goroutine usually gets the same index from the same call site, but
-// nothing relies on it: a stack that grows or moves merely picks another
-// cell, and two goroutines may share one. Hint is a performance hint, never
-// a basis for correctness. (The address is only hashed, never turned back
-// into a pointer.)
-func Hint() int {
-	var probe byte
-	a := uint64(uintptr(unsafe.Pointer(&probe)))
-	// Goroutine stacks are at least 2 KiB and aligned to their size, so
-	// a>>11 numbers them; Fibonacci hashing spreads neighbours apart.
-	return int((a >> 11) * 0x9e3779b97f4a7c15 >> (64 - bits))
+// A goroutine may be moved to another P right after Hint returns, and two
+// goroutines of one P share an index: Hint is a performance hint, never a
+// basis for correctness. It costs about as much as a function call.
+func Hint() int { return procID() & (N - 1) }
+
+// procID returns the caller's P number, as sync.Pool finds its per-P
+// cache: runtime.procPin is kept callable by linkname (go.dev/issue/67401,
+// "Do not remove or change the type signature").
+func procID() int {
+	id := procPin()
+	procUnpin()
+	return id
 }
+
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
 
 // Array is N values of T, each on cache lines of its own. A goroutine
 // updates the cell Local returns, with atomic operations (T is typically a
@@ -52,7 +60,7 @@ type cell[T any] struct {
 	_ [pad]byte
 }
 
-// Local returns the cell of the calling goroutine, At(Hint()).
+// Local returns the cell of the calling goroutine's P, At(Hint()).
 func (a *Array[T]) Local() *T { return &a.cells[Hint()].v }
 
 // At returns cell i, for i in [0, N). It panics if i is out of range.

@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,17 +37,42 @@ func TestHintRange(t *testing.T) {
 	}
 }
 
-// Goroutines alive at the same time have distinct stacks and must spread
-// over the cells: with 4N of them, far more than half the cells are used.
-// (A hash that ignored the stack, or kept only bits that equal stacks
-// share, would put them all in one or two cells.)
-func TestHintSpreads(t *testing.T) {
-	seen := map[int]int{}
-	for _, h := range live(4 * N) {
-		seen[h]++
+// Goroutines running in parallel are on distinct Ps and must get distinct
+// cells. Each of GOMAXPROCS goroutines spins (holding its P) until all have
+// arrived, takes its Hint, and spins until all have taken theirs. The
+// scheduler may still move a goroutine between Ps (preemption, a GC
+// worker), so the test takes the best of a few rounds; a Hint that ignored
+// the P, or kept only bits that equal Ps share, fails every round.
+func TestHintDistinctPerP(t *testing.T) {
+	procs := min(runtime.GOMAXPROCS(0), N)
+	if procs < 2 {
+		t.Skip("needs GOMAXPROCS >= 2")
 	}
-	if len(seen) < N/2 {
-		t.Fatalf("%d live goroutines used %d of %d cells: %v", 4*N, len(seen), N, seen)
+	best := 0
+	for round := 0; round < 10 && best < procs; round++ {
+		var arrived, hinted atomic.Int32
+		hints := make([]int, procs)
+		var wg sync.WaitGroup
+		for g := range procs {
+			wg.Go(func() {
+				arrived.Add(1)
+				for arrived.Load() < int32(procs) {
+				}
+				hints[g] = Hint()
+				hinted.Add(1)
+				for hinted.Load() < int32(procs) {
+				}
+			})
+		}
+		wg.Wait()
+		seen := map[int]bool{}
+		for _, h := range hints {
+			seen[h] = true
+		}
+		best = max(best, len(seen))
+	}
+	if best < procs {
+		t.Fatalf("%d goroutines running in parallel got at most %d distinct hints", procs, best)
 	}
 }
 
