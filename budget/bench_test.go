@@ -15,16 +15,16 @@ var errBench = errors.New("bench: unavailable")
 // Withdraw+Refund for Concurrency), plus a refusal. On 2 cores the parallel
 // cost per operation should stay within 2× of the serial one.
 //
-// Every call counts itself in Stats. Ratio's counters are striped per
-// goroutine (internal/stripe), so counting writes no cache line the other
-// core writes, and a call that leaves the balance alone (DepositFull,
-// Refused, WithdrawFree, Retry) only reads the balance's word: those scale
-// (3-4ns parallel against 7ns serial on the 2-core VM). A call that changes
-// the balance (Deposit, Withdraw, WithdrawAWS) must compare-and-swap one
-// shared word, and the two cores pass its cache line back and forth on
-// every call: Deposit ~12ns serial, ~60ns parallel. No exact bucket avoids
-// this: the cap and the refusals apply to the one balance, so it cannot be
-// split per core. BenchmarkSharedBalance shows the alternatives: a mutex
+// Every call counts itself in Stats, on counters striped per P
+// (internal/stripe), so counting writes no cache line another core writes.
+// A call that leaves Ratio's balance alone (DepositFull, Refused,
+// WithdrawFree, Retry) only reads the balance's word. A call that changes
+// it (Deposit, Withdraw, WithdrawAWS) would compare-and-swap one shared
+// word, whose cache line the two cores would pass back and forth on every
+// call (~60 ns instead of ~12): instead, once a cell has lost a few
+// compare-and-swaps, the Ratio lends its balance out in leases
+// (ratio_lease.go) and these calls change only their P's lease.
+// BenchmarkSharedBalance shows the two ways of sharing one word: a mutex
 // meets the 2× bound with one goroutine per P only because the waiting
 // core backs off while the other runs a batch, and falls to ~150ns when
 // many goroutines share the Ps, where compare-and-swap stays at ~50ns.
@@ -50,7 +50,9 @@ func benchBoth(b *testing.B, op func()) {
 
 func BenchmarkRatio(b *testing.B) {
 	b.Run("Deposit", func(b *testing.B) {
-		// A bucket far from full, so every deposit changes the balance.
+		// A bucket far from full, so every deposit changes the balance
+		// (in parallel, the balance is lent out and each P fills its
+		// lease).
 		r := NewRatio(RatioConfig{MaxTokens: MaxRatioTokens, StartEmpty: true, Refill: 1e-6})
 		benchBoth(b, func() { r.Record(false, nil) })
 	})
@@ -84,7 +86,8 @@ func BenchmarkRatio(b *testing.B) {
 		benchBoth(b, func() { r.Record(true, errBench) })
 	})
 	b.Run("WithdrawAWS", func(b *testing.B) {
-		// A retry that succeeds refunds its cost: the balance stays put.
+		// A retry that succeeds refunds its cost: the balance moves by 5
+		// and back. In parallel each P's lease serves both.
 		r := NewRatio(AWSStandard())
 		benchBoth(b, func() {
 			r.Withdraw(errBench)

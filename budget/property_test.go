@@ -120,10 +120,15 @@ func drawFailure(t *rapid.T) (error, bool) {
 	return errDown, true
 }
 
+// TestRatioProperties also lends the balance out and takes it back at
+// random, gives cells leases of random sizes, and makes each call as a
+// goroutine of a random cell: a lent-out Ratio must decide exactly as the
+// one balance does.
 func TestRatioProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := drawRatioConfig(t)
 		r := budget.NewRatio(cfg)
+		cell := func(t *rapid.T) int { return rapid.IntRange(0, budget.RatioCells-1).Draw(t, "cell") }
 		m := newRatioModel(cfg)
 		initial := m.tokens
 		var (
@@ -137,7 +142,7 @@ func TestRatioProperties(t *testing.T) {
 		// failure that is not its last, asks for a retry.
 		fail := func(t *rapid.T, isRetry bool) {
 			err, retryable := drawFailure(t)
-			r.Record(isRetry, err)
+			budget.RecordAt(r, cell(t), isRetry, err)
 			if m.failCost > 0 && retryable {
 				m.add(-m.failCost)
 			}
@@ -146,7 +151,7 @@ func TestRatioProperties(t *testing.T) {
 			}
 			cost := m.cost(err)
 			wantOK := m.tokens >= cost && m.tokens > m.threshold
-			if got := r.Withdraw(err); got != wantOK {
+			if got := budget.WithdrawAt(r, cell(t), err); got != wantOK {
 				t.Fatalf("Withdraw(%v) = %v with %d µtokens, cost %d, threshold %d; want %v", err, got, m.tokens, cost, m.threshold, wantOK)
 			}
 			if wantOK {
@@ -167,7 +172,7 @@ func TestRatioProperties(t *testing.T) {
 		}
 		steps(t, map[string]func(*rapid.T){
 			"first attempt succeeds": func(t *rapid.T) {
-				r.Record(false, nil)
+				budget.RecordAt(r, cell(t), false, nil)
 				m.add(m.refill)
 				credits += m.refill
 				want.Requests++
@@ -184,7 +189,7 @@ func TestRatioProperties(t *testing.T) {
 				pending--
 				want.Retries++
 				if rapid.Bool().Draw(t, "ok") {
-					r.Record(true, nil)
+					budget.RecordAt(r, cell(t), true, nil)
 					d := m.retryRefill
 					if m.refund {
 						d += m.retryCost
@@ -194,6 +199,15 @@ func TestRatioProperties(t *testing.T) {
 					return
 				}
 				fail(t, true)
+			},
+			"lend": func(t *rapid.T) { budget.Lend(r) },
+			"collect": func(t *rapid.T) {
+				if rapid.IntRange(0, 3).Draw(t, "collect?") == 0 {
+					budget.Collect(r)
+				}
+			},
+			"lease": func(t *rapid.T) {
+				budget.SetLease(r, cell(t), rapid.Float64Range(0, 1).Draw(t, "token share"), rapid.Float64Range(0, 1).Draw(t, "space share"))
 			},
 			"": func(t *rapid.T) {
 				got := r.Available()

@@ -33,10 +33,29 @@ func hammer(f func(g int)) {
 	done.Wait()
 }
 
+// TestRatioHammer runs each hammer twice: on the one balance, and with the
+// balance lent out to the cells from the start (the lending's calls are
+// then served by the cells' leases and the lender, and end it when the
+// bucket runs dry).
 func TestRatioHammer(t *testing.T) {
+	for _, lend := range []bool{false, true} {
+		t.Run(map[bool]string{false: "central", true: "lent"}[lend], func(t *testing.T) {
+			testRatioHammer(t, lend)
+		})
+	}
+}
+
+func testRatioHammer(t *testing.T, lend bool) {
+	newRatio := func(c budget.RatioConfig) *budget.Ratio {
+		r := budget.NewRatio(c)
+		if lend {
+			budget.Lend(r)
+		}
+		return r
+	}
 	t.Run("drain", func(t *testing.T) {
 		// 5000 tokens, 10000 retries asked for: exactly 5000 granted.
-		r := budget.NewRatio(budget.RatioConfig{MaxTokens: 5000})
+		r := newRatio(budget.RatioConfig{MaxTokens: 5000})
 		hammer(func(int) { withdrawN(r, 10, errDown) })
 		want := budget.Stats{Granted: 5000, Refused: 5000}
 		if got := r.Stats(); got != want {
@@ -48,7 +67,7 @@ func TestRatioHammer(t *testing.T) {
 		// Deposits, failures, retries and refunds interleaved. The bucket
 		// never reaches its cap, so every token is accounted for exactly:
 		// tokens = initial + 0.5·deposits + 0.25·successful retries − granted.
-		r := budget.NewRatio(budget.RatioConfig{MaxTokens: 1e6, InitialTokens: 1000, Refill: 0.5, RetryRefill: 0.25})
+		r := newRatio(budget.RatioConfig{MaxTokens: 1e6, InitialTokens: 1000, Refill: 0.5, RetryRefill: 0.25})
 		var granted, retries, retryWins atomic.Int64
 		hammer(func(g int) {
 			for i := range 20 {
@@ -197,7 +216,7 @@ func TestConcurrencyHammer(t *testing.T) {
 	})
 }
 
-// The counters are striped per goroutine: Stats read while the hammer runs
+// The counters are striped per processor: Stats read while the hammer runs
 // must never go back, and once it stops they must be exact.
 func TestStatsDuringCalls(t *testing.T) {
 	for name, b := range map[string]interface {
@@ -255,4 +274,35 @@ func TestStatsDuringCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRatioLeaseHammer has goroutines on different processors share two
+// cells of a lent-out Ratio, so that their compare-and-swaps on the cells'
+// leases collide; far from both limits every call is served by a lease or
+// the lender, and the balance afterwards is exact.
+func TestRatioLeaseHammer(t *testing.T) {
+	r := budget.NewRatio(budget.RatioConfig{MaxTokens: 1e6, InitialTokens: 5e5, Refill: 0.5, RetryCost: 1})
+	budget.Lend(r)
+	budget.SetLease(r, 0, 0.001, 0.001) // 500 tokens and 500 of space: renewed often
+	budget.SetLease(r, 1, 0.3, 0.3)
+	const goroutines, calls = 8, 20000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range calls {
+				if i%2 == 0 {
+					budget.RecordAt(r, g%2, false, nil)
+				} else if !budget.WithdrawAt(r, g%2, errDown) {
+					t.Errorf("a withdrawal far from empty was refused")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s := r.Stats()
+	if s.Deposits != goroutines*calls/2 || s.Granted != goroutines*calls/2 || s.Refused != 0 {
+		t.Fatalf("Stats() = %+v", s)
+	}
+	checkTokens(t, r, 5e5+0.5*goroutines*calls/2-goroutines*calls/2)
 }

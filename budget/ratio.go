@@ -138,6 +138,12 @@ type ratioParams struct {
 	retryCost, timeoutCost, failCost  int64
 	threshold                         int64
 	refund                            bool
+
+	// For leases (ratio_lease.go): the reserve never lends its first floor
+	// units; a token lease is worth making when it holds tokenUse, a space
+	// lease when it holds spaceUse (the largest amount one call takes from
+	// either; 0 when no call takes any).
+	floor, tokenUse, spaceUse int64
 }
 
 func (c RatioConfig) resolve() (ratioParams, error) {
@@ -198,6 +204,19 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 	if cost := max(p.retryCost, p.timeoutCost); cost > p.max {
 		return ratioParams{}, invalid("RatioConfig retry cost %v is above MaxTokens %v: such a retry could never be granted", fromUnits(cost), fromUnits(p.max))
 	}
+	if min(p.retryCost, p.timeoutCost) == 0 {
+		// A free retry only reads the balance; while it is lent out it
+		// reads the reserve, which keeps enough to answer it.
+		p.floor = p.threshold + 1
+	}
+	if cost := max(p.retryCost, p.timeoutCost); cost > 0 {
+		p.tokenUse = max(cost, p.threshold+1)
+	}
+	p.tokenUse = max(p.tokenUse, p.failCost)
+	p.spaceUse = max(p.refill, p.retryRefill)
+	if p.refund {
+		p.spaceUse = max(p.spaceUse, p.retryRefill+p.retryCost)
+	}
 	return p, nil
 }
 
@@ -219,26 +238,46 @@ func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
 //
 // Make one with NewRatio, from a preset (GRPC, AWSStandard, TenPercent) or
 // a RatioConfig, and share it between every caller of one downstream. A
-// Ratio is safe for concurrent use. A nil *Ratio grants every retry.
+// Ratio is safe for concurrent use, and exact under it: every Record and
+// Withdraw takes effect at one instant between its call and its return, as
+// if the calls had run one at a time in that order (it is linearizable), so
+// no race grants a retry the definition refuses or loses a token. A nil
+// *Ratio grants every retry.
+//
+// A Ratio costs one atomic compare-and-swap per call that changes its
+// balance and none for one that leaves it alone. When calls from several
+// cores contend for the balance while it is far from empty and from full,
+// the Ratio lends slices of it to per-processor cells, so that most calls
+// change only a cell of their own and the cost per call stays flat as cores
+// are added; near a limit it takes the slices back and decides on the one
+// balance again (see BenchmarkRatio).
 type Ratio struct {
 	p ratioParams
 	_ [128]byte // keeps the read-only parameters off the balance's cache line
 
-	// The balance is an atomic: one compare-and-swap per deposit or
-	// withdrawal that changes it instead of a lock, and none for one that
-	// does not (a refusal, a deposit into a full bucket), so that calls
-	// that leave the balance alone share its cache line read-only.
-	tokens atomic.Int64 // in token units, within [0, p.max]
+	// tokens is the balance, in token units within [0, p.max], or
+	// lent (-1) while the balance is split between the lender and the
+	// cells' leases. Calls that leave the balance alone only read it.
+	tokens atomic.Int64
+	_      [120]byte
 
-	// The counters of Stats are striped per goroutine, so that counting a
-	// call writes no cache line another core is writing (see
-	// BenchmarkRatio). Each call adds to exactly one counter. The Array is
-	// padded on both sides, off the balance's cache line.
-	counts stripe.Array[ratioCounts]
+	lender lender
+
+	// Each cell holds the lease and the counters of Stats of the
+	// goroutines running on one P, on cache lines no other core writes
+	// (see internal/stripe). Each call adds to exactly one counter.
+	cells stripe.Array[ratioCell]
 }
 
-// ratioCounts is one cell of a Ratio's striped counters.
-type ratioCounts struct {
+// ratioCell is one cell of a Ratio.
+type ratioCell struct {
+	// lease packs the tokens (high 32 bits) and the free space (low 32
+	// bits) lent to this cell; 0 unless the Ratio is lent out.
+	lease atomic.Uint64
+	// contended counts the compare-and-swaps on the balance this cell's
+	// goroutines lost since the Ratio last tried to lend.
+	contended atomic.Uint32
+
 	firstOK, firstFailed, retries, granted, refused atomic.Uint64
 }
 
@@ -250,6 +289,7 @@ func NewRatio(c RatioConfig) *Ratio {
 	}
 	r := &Ratio{p: p}
 	r.tokens.Store(p.initial)
+	r.lender.after.Store(lendAfter)
 	return r
 }
 
@@ -261,6 +301,20 @@ func (r *Ratio) Record(retry bool, err error) {
 	if r == nil {
 		return
 	}
+	c := r.cells.Local()
+	if err != nil || retry {
+		r.record(c, retry, err)
+		return
+	}
+	// A successful first attempt, the common case, without a call: into a
+	// full bucket it only reads the balance.
+	c.firstOK.Add(1)
+	if t := r.tokens.Load(); t != r.p.max {
+		r.add(c, r.p.refill)
+	}
+}
+
+func (r *Ratio) record(c *ratioCell, retry bool, err error) {
 	var delta int64
 	switch {
 	case err == nil && !retry:
@@ -273,7 +327,7 @@ func (r *Ratio) Record(retry bool, err error) {
 	case r.p.failCost > 0 && countsAsFailure(err):
 		delta = -r.p.failCost
 	}
-	switch c := r.counts.Local(); {
+	switch {
 	case retry:
 		c.retries.Add(1)
 	case err == nil:
@@ -281,13 +335,23 @@ func (r *Ratio) Record(retry bool, err error) {
 	default:
 		c.firstFailed.Add(1)
 	}
-	if delta == 0 {
-		return
+	if delta != 0 {
+		r.add(c, delta)
 	}
+}
+
+// add adds delta to the balance, clamped to [0, p.max].
+func (r *Ratio) add(c *ratioCell, delta int64) {
 	for {
-		t := r.tokens.Load()
-		n := min(max(t+delta, 0), r.p.max)
-		if n == t || r.tokens.CompareAndSwap(t, n) {
+		if t := r.tokens.Load(); t != lent {
+			n := min(max(t+delta, 0), r.p.max)
+			if n == t || r.tokens.CompareAndSwap(t, n) {
+				return
+			}
+			r.contended(c)
+			continue
+		}
+		if c.add(delta) || r.addLent(c, delta) {
 			return
 		}
 	}
@@ -301,39 +365,76 @@ func (r *Ratio) Withdraw(err error) bool {
 	if r == nil {
 		return true
 	}
+	return r.withdraw(r.cells.Local(), err)
+}
+
+func (r *Ratio) withdraw(c *ratioCell, err error) bool {
 	cost := r.p.retryCost
 	if r.p.timeoutCost != cost && IsTimeout(err) {
 		cost = r.p.timeoutCost
 	}
+	// Granted iff the balance holds cost and more than threshold. A
+	// refusal only reads the balance, and so does a free retry (cost 0,
+	// when only failures pay).
+	need := max(cost, r.p.threshold+1)
+	var granted bool
+	switch t := r.tokens.Load(); {
+	case t == lent || t >= need && cost != 0 && !r.tokens.CompareAndSwap(t, t-cost):
+		granted = r.takeSlow(c, cost, need)
+	default:
+		granted = t >= need
+	}
+	if granted {
+		c.granted.Add(1)
+	} else {
+		c.refused.Add(1)
+	}
+	return granted
+}
+
+// takeSlow takes cost from the balance if it holds at least need (>= cost),
+// after a lost compare-and-swap or while the balance is lent out.
+func (r *Ratio) takeSlow(c *ratioCell, cost, need int64) bool {
 	for {
-		// Check before writing: a refusal only reads the balance, and so
-		// does a free retry (cost 0, when only failures pay).
-		t := r.tokens.Load()
-		if t < cost || t <= r.p.threshold {
-			r.counts.Local().refused.Add(1)
-			return false
+		if t := r.tokens.Load(); t != lent {
+			if t < need {
+				return false
+			}
+			if cost == 0 || r.tokens.CompareAndSwap(t, t-cost) {
+				return true
+			}
+			r.contended(c)
+			continue
 		}
-		if cost == 0 || r.tokens.CompareAndSwap(t, t-cost) {
-			r.counts.Local().granted.Add(1)
+		if cost == 0 && r.lender.reserve.Load() >= need || c.take(cost, need) {
 			return true
+		}
+		if granted, decided := r.takeLent(c, cost, need); decided {
+			return granted
 		}
 	}
 }
 
 // Available returns the tokens in the bucket, for metrics
-// (stormguard_retry_budget_tokens). A nil Ratio reports +Inf.
+// (stormguard_retry_budget_tokens). It is exact when no call is under way;
+// while the balance is lent out and calls are under way it adds up the
+// leases one by one, so it may be off by the calls made meanwhile. A nil
+// Ratio reports +Inf.
 func (r *Ratio) Available() float64 {
 	if r == nil {
 		return math.Inf(1)
 	}
-	return fromUnits(r.tokens.Load())
+	if t := r.tokens.Load(); t != lent {
+		return fromUnits(t)
+	}
+	return fromUnits(r.lentBalance())
 }
 
 // Stats returns the Ratio's counters. Deposits counts successful first
 // attempts.
 //
 // Once no call is under way the counters are exact. While calls are under
-// way, each counter is a sum of per-goroutine cells each read atomically:
+// way, each counter is a sum of per-processor cells each read atomically:
 // it counts some of the concurrent calls and not others, so the counters
 // may be a few calls apart (Granted+Refused need not match the Withdraw
 // calls of any one instant), but none ever decreases from one Stats to the
@@ -344,7 +445,7 @@ func (r *Ratio) Stats() Stats {
 	}
 	var s Stats
 	for i := range stripe.N {
-		c := r.counts.At(i)
+		c := r.cells.At(i)
 		ok := c.firstOK.Load()
 		s.Deposits += ok
 		s.Requests += ok + c.firstFailed.Load()
