@@ -29,15 +29,6 @@ func Collect(r *Ratio) {
 	}
 }
 
-// IsLent reports whether r's balance is lent out, and Lendings how many
-// lendings began.
-func IsLent(r *Ratio) bool { return r.tokens.Load() == lent }
-func Lendings(r *Ratio) uint64 {
-	r.lender.mu.Lock()
-	defer r.lender.mu.Unlock()
-	return r.lender.lendings
-}
-
 // SetLease gives cell i of a lent-out r a lease of the given shares of the
 // lender's tokens and space (after taking the cell's lease back).
 func SetLease(r *Ratio, i int, tokenShare, spaceShare float64) {

@@ -88,8 +88,6 @@ type lender struct {
 	space int64
 	// calls is the Ratio's call count when the lending began.
 	calls uint64
-	// lendings counts the lendings begun.
-	lendings uint64
 }
 
 func unpack(w uint64) (tok, spc int64) { return int64(w >> 32), int64(w & (1<<32 - 1)) }
@@ -160,7 +158,6 @@ func (r *Ratio) lend(force bool) bool {
 	l.space = r.p.max - t
 	l.reserve.Store(t)
 	l.calls = r.calls()
-	l.lendings++
 	return true
 }
 
