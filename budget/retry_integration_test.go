@@ -15,6 +15,7 @@ import (
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/retry/retrytest"
 )
 
 // These tests drive the budgets through retry.Do, as users do.
@@ -110,32 +111,12 @@ func (c *timerClock) NewTimer(d time.Duration) clock.Timer {
 	return t
 }
 
-// recorder keeps the events an Observer is told.
-type recorder struct {
-	retry.NopObserver
-	mu        sync.Mutex
-	scheduled []retry.RetryScheduled
-	ends      []retry.CallEnd
-}
-
-func (r *recorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
-	r.mu.Lock()
-	r.scheduled = append(r.scheduled, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) CallEnd(_ context.Context, e retry.CallEnd) {
-	r.mu.Lock()
-	r.ends = append(r.ends, e)
-	r.mu.Unlock()
-}
-
 // When the budget refuses, Do returns at once: no wait, no further attempt,
 // an error matching both ErrBudgetExhausted and the last attempt's error,
 // and a CallEnd with ReasonBudget.
 func TestDoBudgetRefusalReturnsAtOnce(t *testing.T) {
 	clk := &timerClock{Fake: clocktest.NewFake()}
-	obs := &recorder{}
+	obs := new(retrytest.Recorder)
 	b := budget.NewRatio(budget.RatioConfig{MaxTokens: 2}) // two retries
 	p := retry.Policy{
 		Operation: "get",
@@ -173,11 +154,11 @@ func TestDoBudgetRefusalReturnsAtOnce(t *testing.T) {
 	if clk.Pending() != 0 {
 		t.Fatalf("%d timers pending", clk.Pending())
 	}
-	if len(obs.scheduled) != 2 {
-		t.Fatalf("%d RetryScheduled events, want 2", len(obs.scheduled))
+	if len(obs.Retries()) != 2 {
+		t.Fatalf("%d RetryScheduled events, want 2", len(obs.Retries()))
 	}
-	if len(obs.ends) != 1 || obs.ends[0].Reason != retry.ReasonBudget || obs.ends[0].Attempts != 3 || !errors.Is(obs.ends[0].Err, retry.ErrBudgetExhausted) {
-		t.Fatalf("CallEnd events %+v, want one with ReasonBudget after 3 attempts", obs.ends)
+	if ends := obs.Calls(); len(ends) != 1 || ends[0].Reason != retry.ReasonBudget || ends[0].Attempts != 3 || !errors.Is(ends[0].Err, retry.ErrBudgetExhausted) {
+		t.Fatalf("CallEnd events %+v, want one with ReasonBudget after 3 attempts", ends)
 	}
 	if s := b.Stats(); s.Granted != 2 || s.Refused != 1 {
 		t.Fatalf("Stats() = %+v", s)
@@ -185,7 +166,7 @@ func TestDoBudgetRefusalReturnsAtOnce(t *testing.T) {
 
 	// The bucket is empty: the next failing call makes one attempt, starts
 	// no timer and returns.
-	obs.ends = nil
+	obs.Reset()
 	calls := 0
 	err = retry.Run(context.Background(), &p, func(context.Context) error { calls++; return errDown })
 	if calls != 1 || !errors.Is(err, retry.ErrBudgetExhausted) || !errors.Is(err, errDown) {
@@ -194,8 +175,8 @@ func TestDoBudgetRefusalReturnsAtOnce(t *testing.T) {
 	if n := clk.timers.Load(); n != 2 {
 		t.Fatalf("a timer was made after the refusal (%d in all)", n)
 	}
-	if len(obs.ends) != 1 || obs.ends[0].Reason != retry.ReasonBudget || obs.ends[0].Attempts != 1 {
-		t.Fatalf("CallEnd events %+v", obs.ends)
+	if ends := obs.Calls(); len(ends) != 1 || ends[0].Reason != retry.ReasonBudget || ends[0].Attempts != 1 {
+		t.Fatalf("CallEnd events %+v", ends)
 	}
 }
 

@@ -91,8 +91,8 @@ func TestCallAbandonRefunds(t *testing.T) {
 		t.Fatal(gerr)
 	}
 	gave := c.Abandon()
-	if tb.refunded.Load() != 1 || !errors.Is(gave, errFlaky) || rec.calls[0].Reason != retry.ReasonPermanent {
-		t.Fatalf("refunded %d, err %v, reason %v", tb.refunded.Load(), gave, rec.calls[0].Reason)
+	if tb.refunded.Load() != 1 || !errors.Is(gave, errFlaky) || rec.Calls()[0].Reason != retry.ReasonPermanent {
+		t.Fatalf("refunded %d, err %v, reason %v", tb.refunded.Load(), gave, rec.Calls()[0].Reason)
 	}
 }
 

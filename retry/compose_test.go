@@ -102,13 +102,13 @@ func TestObserverEvents(t *testing.T) {
 	if got := rec.String(); got != "start#1 end#1:error retry#2 start#2 end#2:error retry#3 start#3 end#3:error callend:attempts" {
 		t.Fatalf("events %q", got)
 	}
-	if d := rec.delays[0]; d.Delay != time.Second || d.Advised || d.Operation != "get-user" {
+	if d := rec.Retries()[0]; d.Delay != time.Second || d.Advised || d.Operation != "get-user" {
 		t.Fatalf("first retry %+v", d)
 	}
-	if d := rec.delays[1]; d.Delay < 5*time.Second || !d.Advised {
+	if d := rec.Retries()[1]; d.Delay < 5*time.Second || !d.Advised {
 		t.Fatalf("second retry %+v", d)
 	}
-	c := rec.calls[0]
+	c := rec.Calls()[0]
 	if c.Attempts != 3 || c.Reason != retry.ReasonAttempts || c.Duration < 6*time.Second || c.Operation != "get-user" {
 		t.Fatalf("call end %+v", c)
 	}

@@ -240,8 +240,8 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 	if got := rec.String(); got != "start#1 end#1:timeout retry#2 start#2 end#2:success callend:success" {
 		t.Fatalf("events %q", got)
 	}
-	if !errors.Is(rec.ends[0].Err, retry.ErrAttemptTimeout) || !errors.Is(rec.ends[0].Err, context.DeadlineExceeded) {
-		t.Fatalf("attempt error %v", rec.ends[0].Err)
+	if !errors.Is(rec.Ends()[0].Err, retry.ErrAttemptTimeout) || !errors.Is(rec.Ends()[0].Err, context.DeadlineExceeded) {
+		t.Fatalf("attempt error %v", rec.Ends()[0].Err)
 	}
 }
 
@@ -299,8 +299,8 @@ func TestDeadlineAwareStop(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errFlaky) || tb.withdrawn.Load() != 0 {
 		t.Fatalf("err=%v withdrawn=%d", err, tb.withdrawn.Load())
 	}
-	if rec.calls[0].Reason != retry.ReasonDeadline {
-		t.Fatalf("reason %v", rec.calls[0].Reason)
+	if rec.Calls()[0].Reason != retry.ReasonDeadline {
+		t.Fatalf("reason %v", rec.Calls()[0].Reason)
 	}
 
 	// A wait that fits is taken, unless MinAttemptTime does not fit after it.
@@ -419,7 +419,7 @@ func TestSharedPolicyConcurrent(t *testing.T) {
 	if got := tb.records.Load(); got != attempts.Load() {
 		t.Fatalf("budget saw %d attempts, ran %d", got, attempts.Load())
 	}
-	if len(rec.calls) != 1000 {
-		t.Fatalf("CallEnd events %d, want 1000", len(rec.calls))
+	if len(rec.Calls()) != 1000 {
+		t.Fatalf("CallEnd events %d, want 1000", len(rec.Calls()))
 	}
 }

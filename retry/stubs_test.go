@@ -2,12 +2,11 @@ package retry_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/retry/retrytest"
 )
 
 // trackingBudget grants every retry and counts the calls Do makes.
@@ -67,54 +66,19 @@ func (b *stubBreaker) Ready() error {
 	return b.readyErr
 }
 
-// recorder keeps the Observer events as a compact string.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-	ends   []retry.AttemptEnd
-	calls  []retry.CallEnd
-	delays []retry.RetryScheduled
-}
+// recorder is a retrytest.Recorder that also checks that AttemptEnd gets
+// the context AttemptStart returned.
+type recorder struct{ retrytest.Recorder }
 
 type ctxKey struct{}
 
-func (r *recorder) add(s string) {
-	r.mu.Lock()
-	r.events = append(r.events, s)
-	r.mu.Unlock()
-}
-
 func (r *recorder) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
-	r.add(fmt.Sprintf("start#%d", e.Attempt))
-	return context.WithValue(ctx, ctxKey{}, e.Attempt)
+	return context.WithValue(r.Recorder.AttemptStart(ctx, e), ctxKey{}, e.Attempt)
 }
 
 func (r *recorder) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if ctx.Value(ctxKey{}) != e.Attempt {
 		panic("AttemptEnd did not get AttemptStart's context")
 	}
-	r.add(fmt.Sprintf("end#%d:%s", e.Attempt, e.Outcome))
-	r.mu.Lock()
-	r.ends = append(r.ends, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
-	r.add(fmt.Sprintf("retry#%d", e.Attempt))
-	r.mu.Lock()
-	r.delays = append(r.delays, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) CallEnd(_ context.Context, e retry.CallEnd) {
-	r.add("callend:" + e.Reason.String())
-	r.mu.Lock()
-	r.calls = append(r.calls, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.events, " ")
+	r.Recorder.AttemptEnd(ctx, e)
 }
