@@ -125,8 +125,8 @@ func (c Counters) Settled() uint64 {
 	return c.Passed + c.Aborted + c.Resets + c.Hangs + c.Rejected + c.Canceled
 }
 
-// counters are the Injector's cumulative atomics; the gauges live in the
-// limiter.
+// counters are the Injector's atomics: the cumulative counts and the
+// Hanging gauge. The limiter keeps the other gauges.
 type counters struct {
 	requests, outage, queued, delayed atomic.Uint64
 	delayTotal                        atomic.Int64

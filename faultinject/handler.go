@@ -66,11 +66,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // writeFault writes the error response of an Abort or Reject verdict.
 func writeFault(w http.ResponseWriter, v *verdict) {
-	kind := v.action.String()
-	if v.outage {
-		kind = "outage"
-	}
-	writeError(w, kind, v.status, retryAfterValue(v.retryAfter))
+	writeError(w, v.kind(), v.status, retryAfterValue(v.retryAfter))
 }
 
 func writeError(w http.ResponseWriter, kind string, status int, retryAfter string) {

@@ -297,38 +297,32 @@ func TestHandlerOutageCycleRepeats(t *testing.T) {
 }
 
 func TestHandlerLimitQueuesThenRejects(t *testing.T) {
-	ev := newEvents()
-	g := newGate()
-	in := faultinject.New(faultinject.Config{OnEvent: ev.record, Rules: faultinject.Rules{
+	gs := newGated(t, faultinject.Config{Rules: faultinject.Rules{
 		Limit: faultinject.Limit{Concurrency: 2, Queue: 1, RetryAfter: time.Second},
 	}})
-	srv := serve(t, in.Handler(g))
-	c := newClient(t)
-	first := goDo(context.Background(), c, srv.URL)
-	second := goDo(context.Background(), c, srv.URL)
-	recv(t, g.entered)
-	recv(t, g.entered)
-	third := goDo(context.Background(), c, srv.URL)
-	ev.waitFor(t, faultinject.Queue)
+	first := gs.enter(t)
+	second := gs.enter(t)
+	third := gs.send(context.Background())
+	gs.ev.waitFor(t, faultinject.Queue)
 
-	r := get(t, c, srv.URL)
+	r := get(t, gs.c, gs.srv.URL)
 	if r.status != 503 || r.header.Get("Retry-After") != "1" || r.header.Get(faultinject.HeaderFault) != "reject" {
 		t.Fatalf("fourth request: %+v, want a 503 rejection", r)
 	}
-	if s := in.Snapshot(); s.InFlight != 2 || s.Waiting != 1 || s.Rejected != 1 || s.Queued != 1 {
+	if s := gs.in.Snapshot(); s.InFlight != 2 || s.Waiting != 1 || s.Rejected != 1 || s.Queued != 1 {
 		t.Fatalf("while full: %+v", s)
 	}
-	g.release <- struct{}{} // one of the first two finishes; the third takes its slot
-	recv(t, g.entered)
-	g.release <- struct{}{}
-	g.release <- struct{}{}
+	gs.g.release <- struct{}{} // one of the first two finishes; the third takes its slot
+	recv(t, gs.g.entered)
+	gs.g.release <- struct{}{}
+	gs.g.release <- struct{}{}
 	for _, ch := range []<-chan result{first, second, third} {
 		if r := recv(t, ch); r.status != 200 {
 			t.Fatalf("got %+v", r)
 		}
 	}
-	srv.Close()
-	s := in.Snapshot()
+	gs.srv.Close()
+	s := gs.in.Snapshot()
 	if s.Passed != 3 || s.Rejected != 1 || s.InFlight != 0 || s.Waiting != 0 || s.PeakInFlight != 2 || s.PeakWaiting != 1 {
 		t.Fatalf("counters %+v", s)
 	}
@@ -336,75 +330,59 @@ func TestHandlerLimitQueuesThenRejects(t *testing.T) {
 
 func TestHandlerLimitQueueTimeout(t *testing.T) {
 	clk := clocktest.NewFake()
-	ev := newEvents()
-	g := newGate()
-	in := faultinject.New(faultinject.Config{Clock: clk, OnEvent: ev.record, Rules: faultinject.Rules{
+	gs := newGated(t, faultinject.Config{Clock: clk, Rules: faultinject.Rules{
 		Limit: faultinject.Limit{Concurrency: 1, Queue: 1, QueueTimeout: time.Second, Status: 429},
 	}})
-	srv := serve(t, in.Handler(g))
-	c := newClient(t)
-	first := goDo(context.Background(), c, srv.URL)
-	recv(t, g.entered)
-	second := goDo(context.Background(), c, srv.URL)
+	first := gs.enter(t)
+	second := gs.send(context.Background())
 	clk.BlockUntil(1) // the queue timeout's timer
 	clk.Advance(time.Second)
 	if r := recv(t, second); r.status != 429 {
 		t.Fatalf("queued request: %+v, want 429 after the queue timeout", r)
 	}
-	if e := ev.waitFor(t, faultinject.Reject); e.Waited != time.Second {
+	if e := gs.ev.waitFor(t, faultinject.Reject); e.Waited != time.Second {
 		t.Errorf("reject event waited %v, want 1s", e.Waited)
 	}
-	g.release <- struct{}{}
+	gs.g.release <- struct{}{}
 	if r := recv(t, first); r.status != 200 {
 		t.Fatalf("first: %+v", r)
 	}
 }
 
 func TestHandlerLimitQueuedClientGivesUp(t *testing.T) {
-	ev := newEvents()
-	g := newGate()
-	in := faultinject.New(faultinject.Config{OnEvent: ev.record, Rules: faultinject.Rules{
+	gs := newGated(t, faultinject.Config{Rules: faultinject.Rules{
 		Limit: faultinject.Limit{Concurrency: 1, Queue: 4},
 	}})
-	srv := serve(t, in.Handler(g))
-	c := newClient(t)
-	first := goDo(context.Background(), c, srv.URL)
-	recv(t, g.entered)
+	first := gs.enter(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	second := goDo(ctx, c, srv.URL)
-	ev.waitFor(t, faultinject.Queue)
+	second := gs.send(ctx)
+	gs.ev.waitFor(t, faultinject.Queue)
 	cancel()
 	recv(t, second)
-	ev.waitFor(t, faultinject.Cancel)
-	if s := in.Snapshot(); s.Waiting != 0 || s.Canceled != 1 || s.InFlight != 1 {
+	gs.ev.waitFor(t, faultinject.Cancel)
+	if s := gs.in.Snapshot(); s.Waiting != 0 || s.Canceled != 1 || s.InFlight != 1 {
 		t.Fatalf("after the queued caller left: %+v", s)
 	}
-	g.release <- struct{}{}
+	gs.g.release <- struct{}{}
 	recv(t, first)
 }
 
 func TestUpdateRaisingTheLimitAdmitsWaiters(t *testing.T) {
-	ev := newEvents()
-	g := newGate()
-	in := faultinject.New(faultinject.Config{OnEvent: ev.record, Rules: faultinject.Rules{
+	gs := newGated(t, faultinject.Config{Rules: faultinject.Rules{
 		Limit: faultinject.Limit{Concurrency: 1, Queue: 2},
 	}})
-	srv := serve(t, in.Handler(g))
-	c := newClient(t)
-	res := []<-chan result{goDo(context.Background(), c, srv.URL)}
-	recv(t, g.entered)
-	res = append(res, goDo(context.Background(), c, srv.URL), goDo(context.Background(), c, srv.URL))
-	ev.waitFor(t, faultinject.Queue)
-	ev.waitFor(t, faultinject.Queue)
-	if err := in.Update(faultinject.Rules{Limit: faultinject.Limit{Concurrency: 3}}); err != nil {
+	res := []<-chan result{gs.enter(t), gs.send(context.Background()), gs.send(context.Background())}
+	gs.ev.waitFor(t, faultinject.Queue)
+	gs.ev.waitFor(t, faultinject.Queue)
+	if err := gs.in.Update(faultinject.Rules{Limit: faultinject.Limit{Concurrency: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, g.entered)
-	recv(t, g.entered)
-	if s := in.Snapshot(); s.InFlight != 3 || s.Waiting != 0 {
+	recv(t, gs.g.entered)
+	recv(t, gs.g.entered)
+	if s := gs.in.Snapshot(); s.InFlight != 3 || s.Waiting != 0 {
 		t.Fatalf("after raising the limit: %+v", s)
 	}
-	close(g.release)
+	close(gs.g.release)
 	for _, ch := range res {
 		if r := recv(t, ch); r.status != 200 {
 			t.Fatalf("got %+v", r)
@@ -435,31 +413,25 @@ func TestUpdateChangesRulesAtRunTime(t *testing.T) {
 }
 
 func TestCloseRejectsQueuedRequestsThenPassesAll(t *testing.T) {
-	ev := newEvents()
-	g := newGate()
-	in := faultinject.New(faultinject.Config{OnEvent: ev.record, Rules: faultinject.Rules{
+	gs := newGated(t, faultinject.Config{Rules: faultinject.Rules{
 		Limit: faultinject.Limit{Concurrency: 1, Queue: 1},
 	}})
-	srv := serve(t, in.Handler(g))
-	c := newClient(t)
-	first := goDo(context.Background(), c, srv.URL)
-	recv(t, g.entered)
-	queued := goDo(context.Background(), c, srv.URL)
-	ev.waitFor(t, faultinject.Queue)
-	in.Close()
+	first := gs.enter(t)
+	queued := gs.send(context.Background())
+	gs.ev.waitFor(t, faultinject.Queue)
+	gs.in.Close()
 	if r := recv(t, queued); r.status != 503 || r.header.Get(faultinject.HeaderFault) != "reject" {
 		t.Fatalf("queued request after Close: %+v, want a rejection", r)
 	}
 	// After Close nothing is limited: a second request runs beside the first.
-	after := goDo(context.Background(), c, srv.URL)
-	recv(t, g.entered)
-	close(g.release)
+	after := gs.enter(t)
+	close(gs.g.release)
 	for _, ch := range []<-chan result{first, after} {
 		if r := recv(t, ch); r.status != 200 {
 			t.Fatalf("got %+v", r)
 		}
 	}
-	in.Close() // idempotent
+	gs.in.Close() // idempotent
 }
 
 func TestCloseEndsHangs(t *testing.T) {

@@ -116,3 +116,36 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = io.WriteString(w, "ok")
 }
+
+// gated is a loopback server whose handler is a gate, behind an Injector
+// that reports its events: the setup of the tests of the Limit.
+type gated struct {
+	in  *faultinject.Injector
+	ev  *events
+	g   *gate
+	srv *httptest.Server
+	c   *http.Client
+}
+
+// newGated starts a gated server whose Injector is configured by cfg, with
+// cfg.OnEvent set to record the events.
+func newGated(t *testing.T, cfg faultinject.Config) *gated {
+	t.Helper()
+	s := &gated{ev: newEvents(), g: newGate()}
+	cfg.OnEvent = s.ev.record
+	s.in = faultinject.New(cfg)
+	s.srv = serve(t, s.in.Handler(s.g))
+	s.c = newClient(t)
+	return s
+}
+
+// send sends a request with ctx in its own goroutine (see goDo).
+func (s *gated) send(ctx context.Context) <-chan result { return goDo(ctx, s.c, s.srv.URL) }
+
+// enter sends a request and waits until it is inside the gate.
+func (s *gated) enter(t *testing.T) <-chan result {
+	t.Helper()
+	ch := s.send(context.Background())
+	recv(t, s.g.entered)
+	return ch
+}

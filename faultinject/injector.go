@@ -194,6 +194,15 @@ type verdict struct {
 	waited     time.Duration
 }
 
+// kind names an Abort or Reject verdict in the HeaderFault header and the
+// made-up body: "outage" when an outage window decided it, else the action.
+func (v *verdict) kind() string {
+	if v.outage {
+		return "outage"
+	}
+	return v.action.String()
+}
+
 // decide runs the request through outages, the limit, the random draw and
 // the latency, and returns what to do with it. The caller must call settle,
 // then carry out the action, then release the slot if verdict.slot.

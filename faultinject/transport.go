@@ -72,10 +72,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // faultResponse makes up the response of an Abort or Reject verdict.
 func faultResponse(req *http.Request, v *verdict) *http.Response {
-	kind := v.action.String()
-	if v.outage {
-		kind = "outage"
-	}
+	kind := v.kind()
 	body := faultBody(kind)
 	h := http.Header{
 		"Content-Type":           {"text/plain; charset=utf-8"},

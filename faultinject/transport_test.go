@@ -37,6 +37,26 @@ type trackedBody struct {
 
 func (b *trackedBody) Close() error { b.closed.Store(true); return nil }
 
+// rtResult is what a RoundTrip returned.
+type rtResult struct {
+	resp *http.Response
+	err  error
+}
+
+// goRoundTrip runs rt.RoundTrip(req) in its own goroutine and delivers
+// what it returned, the response's body closed.
+func goRoundTrip(rt http.RoundTripper, req *http.Request) <-chan rtResult {
+	ch := make(chan rtResult, 1)
+	go func() {
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		ch <- rtResult{resp, err}
+	}()
+	return ch
+}
+
 func newReq(t *testing.T, ctx context.Context, body io.ReadCloser) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:1/x", body)
@@ -105,18 +125,13 @@ func TestTransportHangReturnsTheCallersCause(t *testing.T) {
 	in := faultinject.New(faultinject.Config{OnEvent: ev.record, Rules: faultinject.Rules{HangPercent: 100}})
 	cause := errors.New("caller gave up")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	req := newReq(t, ctx, nil)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := in.Transport(&countingRT{}).RoundTrip(req)
-		errc <- err
-	}()
+	res := goRoundTrip(in.Transport(&countingRT{}), newReq(t, ctx, nil))
 	ev.waitFor(t, faultinject.Hang)
 	if s := in.Snapshot(); s.Hanging != 1 {
 		t.Fatalf("Hanging = %d while hanging", s.Hanging)
 	}
 	cancel(cause)
-	if err := recv(t, errc); !errors.Is(err, cause) {
+	if err := recv(t, res).err; !errors.Is(err, cause) {
 		t.Fatalf("err = %v, want the context's cause", err)
 	}
 	if s := in.Snapshot(); s.Hanging != 0 || s.Hangs != 1 {
@@ -127,15 +142,10 @@ func TestTransportHangReturnsTheCallersCause(t *testing.T) {
 func TestTransportHangEndsOnClose(t *testing.T) {
 	ev := newEvents()
 	in := faultinject.New(faultinject.Config{OnEvent: ev.record, Rules: faultinject.Rules{HangPercent: 100}})
-	req := newReq(t, context.Background(), nil)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := in.Transport(&countingRT{}).RoundTrip(req)
-		errc <- err
-	}()
+	res := goRoundTrip(in.Transport(&countingRT{}), newReq(t, context.Background(), nil))
 	ev.waitFor(t, faultinject.Hang)
 	in.Close()
-	if err := recv(t, errc); !errors.Is(err, faultinject.ErrClosed) {
+	if err := recv(t, res).err; !errors.Is(err, faultinject.ErrClosed) {
 		t.Fatalf("err = %v, want ErrClosed", err)
 	}
 }
@@ -148,16 +158,7 @@ func TestTransportLatencyAndOutageOnFakeClock(t *testing.T) {
 		Outages: []faultinject.Window{{Start: time.Second, End: 2 * time.Second, Status: 504}},
 	}})
 	rt := in.Transport(next)
-	type out struct {
-		resp *http.Response
-		err  error
-	}
-	ch := make(chan out, 1)
-	req := newReq(t, context.Background(), nil)
-	go func() {
-		resp, err := rt.RoundTrip(req)
-		ch <- out{resp, err}
-	}()
+	ch := goRoundTrip(rt, newReq(t, context.Background(), nil))
 	clk.BlockUntil(1)
 	if d := clk.Deadlines(); len(d) != 1 || d[0] != 250*time.Millisecond {
 		t.Fatalf("pending waits %v, want [250ms]", d)
@@ -187,22 +188,14 @@ func TestTransportLimitCountsUntilRoundTripReturns(t *testing.T) {
 	})
 	in := faultinject.New(faultinject.Config{Rules: faultinject.Rules{Limit: faultinject.Limit{Concurrency: 1}}})
 	rt := in.Transport(next)
-	errc := make(chan error, 1)
-	req := newReq(t, context.Background(), nil)
-	go func() {
-		resp, err := rt.RoundTrip(req)
-		if err == nil {
-			_ = resp.Body.Close()
-		}
-		errc <- err
-	}()
+	res := goRoundTrip(rt, newReq(t, context.Background(), nil))
 	recv(t, entered)
 	resp, err := rt.RoundTrip(newReq(t, context.Background(), nil))
 	if err != nil || resp.StatusCode != 503 || resp.Header.Get(faultinject.HeaderFault) != "reject" {
 		t.Fatalf("second request: %v, %v; want a rejection", resp, err)
 	}
 	close(release)
-	if err := recv(t, errc); err != nil {
+	if err := recv(t, res).err; err != nil {
 		t.Fatal(err)
 	}
 	if s := in.Snapshot(); s.InFlight != 0 || s.Rejected != 1 || s.Passed != 1 {

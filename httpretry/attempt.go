@@ -17,7 +17,7 @@ import (
 type call struct {
 	t       *Transport
 	req     *http.Request
-	clock   clock.Clock
+	clock   clock.Clock   // the policy's Clock, or clock.Real
 	timeout time.Duration // the policy's AttemptTimeout
 	repeat  bool          // the request may be sent more than once
 	sameCtx bool          // attempts run with req's own context
@@ -47,7 +47,7 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	)
 	if c.timeout > 0 {
 		rctx, cancel = context.WithCancelCause(ctx)
-		timer = clock.Or(c.clock).AfterFunc(c.timeout, func() { cancel(retry.ErrAttemptTimeout) })
+		timer = c.clock.AfterFunc(c.timeout, func() { cancel(retry.ErrAttemptTimeout) })
 	}
 	r, err := c.request(rctx)
 	if err != nil {
@@ -105,7 +105,7 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		se := &StatusError{StatusCode: code, Response: resp, retry: true}
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 			if v := resp.Header.Get("Retry-After"); v != "" {
-				if d, ok := ParseRetryAfter(v, clock.Or(c.clock).Now()); ok && d > 0 {
+				if d, ok := ParseRetryAfter(v, c.clock.Now()); ok && d > 0 {
 					return resp, retry.After(se, d)
 				}
 			}

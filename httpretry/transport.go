@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -88,7 +89,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	p := &c.policy
-	c.clock, c.timeout = p.Clock, p.AttemptTimeout
+	c.clock, c.timeout = clock.Or(p.Clock), p.AttemptTimeout
 	// The transport classifies every attempt itself and runs the attempt
 	// timeout itself, so that the returned response's body outlives it.
 	p.Classify = policyClassify

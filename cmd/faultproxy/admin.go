@@ -62,8 +62,8 @@ func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) h
 		if restart {
 			in.SetEpoch(clk.Now())
 		}
-		log.Info("rules updated", "rules", jsonString(in.Rules()), "restart", restart)
-		writeRules(w, r, in.Rules())
+		log.Info("rules updated", "rules", jsonString(rules), "restart", restart)
+		writeRules(w, r, rules)
 	})
 	mux.HandleFunc("GET /counters", func(w http.ResponseWriter, r *http.Request) {
 		_, active := in.Outage()

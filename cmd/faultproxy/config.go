@@ -111,7 +111,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 
-	fs.StringVar(&configPath, "config", "", "YAML `file` with listen, upstream, admin, seed and rules (see README)")
+	fs.StringVar(&configPath, "config", "", "YAML `file` with listen, upstream, admin, allow_non_loopback, seed, log_faults and rules (see README)")
 	set("listen", "proxy listen `address` (default "+defaultListen+")", func(c *config, v string) error { c.Listen = v; return nil })
 	set("upstream", "upstream base `URL` (http or https), required", func(c *config, v string) error {
 		u, err := parseUpstream(v)
@@ -151,7 +151,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	set("queue", "most requests waiting for a slot, `n`", num(func(c *config) *int { return &c.Rules.Limit.Queue }))
 	set("queue-timeout", "longest wait in the queue (`duration`; 0: until the client gives up)", dur(func(c *config) *time.Duration { return &c.Rules.Limit.QueueTimeout }))
 	set("limit-status", "`status` of requests refused by the limit (default 503)", num(func(c *config) *int { return &c.Rules.Limit.Status }))
-	set("limit-retry-after", "Retry-After sent with refusals (`duration`)", dur(func(c *config) *time.Duration { return &c.Rules.Limit.RetryAfter }))
+	set("limit-retry-after", "Retry-After sent with refusals (`duration`, rounded up to seconds)", dur(func(c *config) *time.Duration { return &c.Rules.Limit.RetryAfter }))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

@@ -72,12 +72,12 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&c.clients, "clients", 0, "number of clients (0: each scenario's default; live: at most 10000)")
-	fs.Func("duration", "how long clients start calls, e.g. 90s or 2m (0: each scenario's default)", func(s string) error {
+	fs.Func("duration", "how long clients start calls, a `duration` such as 90s or 2m (0: each scenario's default)", func(s string) error {
 		d, err := parseDuration(s)
 		c.duration = d
 		return err
 	})
-	fs.Func("seed", "random seed: the same seed gives the same numbers (default 1)", func(s string) error {
+	fs.Func("seed", "random `seed`: the same seed gives the same numbers (default 1)", func(s string) error {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 0, 64)
 		if err != nil {
 			return errors.New("seed must be an unsigned integer")
@@ -86,17 +86,17 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		return nil
 	})
 	fs.IntVar(&c.trials, "trials", 0, "trials per case and policy (0: each scenario's default; aws-occ: 1000)")
-	fs.StringVar(&c.policies, "policies", "", "comma-separated policies to compare, or \"all\" (default: each scenario's set)")
-	fs.StringVar(&c.out, "out", "", "directory to write report.html (tables and charts, self-contained), report.json and charts/*.svg")
+	fs.StringVar(&c.policies, "policies", "", "comma-separated `list` of policies to compare, or \"all\" (default: each scenario's set)")
+	fs.StringVar(&c.out, "out", "", "write report.html (tables and charts, self-contained), report.json and charts/*.svg into directory `DIR`")
 	fs.BoolVar(&c.json, "json", false, "print the reports as JSON instead of tables")
 	fs.BoolVar(&c.png, "png", false, "with --out: also write every chart as a PNG file under DIR/charts")
-	fs.Func("file", "run the scenario described by this YAML file (repeatable)", func(s string) error {
+	fs.Func("file", "run the scenario described by this YAML `file` (repeatable)", func(s string) error {
 		c.files = append(c.files, s)
 		return nil
 	})
 	fs.IntVar(&c.workers, "workers", 0, "goroutines running trials (0: GOMAXPROCS)")
-	fs.BoolVar(&c.quiet, "quiet", false, "no progress bar")
-	fs.Func("scope", "live: who shares a policy's budget and breaker, shared (all clients, default) or per-client", func(s string) error {
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress bar or timings on stderr")
+	fs.Func("scope", "live: the `scope` of a policy's budget and breaker: shared by all its clients (default) or per-client", func(s string) error {
 		scope, err := live.ParseScope(strings.TrimSpace(s))
 		if err != nil {
 			return errors.New("scope must be shared or per-client")
