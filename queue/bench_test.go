@@ -11,12 +11,6 @@ type span struct {
 	name string
 }
 
-func benchQueue(b *testing.B, deliver func(context.Context, []*span) error) *queue.Queue[*span] {
-	q := queue.New(queue.Config[*span]{}, deliver) // defaults: 2048 records, batches of 512, 1 worker
-	b.Cleanup(func() { closeNow(nil, q) })
-	return q
-}
-
 func discard(context.Context, []*span) error { return nil }
 
 // blockUntilDone keeps the buffer full: its delivery never finishes before
@@ -26,21 +20,20 @@ func blockUntilDone(ctx context.Context, _ []*span) error {
 	return ctx.Err()
 }
 
-// BenchmarkOffer measures Offer from one goroutine while a worker drains
-// the queue in batches.
-func BenchmarkOffer(b *testing.B) {
-	q := benchQueue(b, discard)
-	s := &span{name: "GET /"}
+// benchOffer measures Offer on a Queue of the default Config (2048 records,
+// batches of 512, one worker) that delivers through deliver: from one
+// goroutine, or from GOMAXPROCS goroutines if parallel.
+func benchOffer(b *testing.B, deliver func(context.Context, []*span) error, parallel bool) {
+	q := queue.New(queue.Config[*span]{}, deliver)
+	b.Cleanup(func() { closeNow(q) })
 	b.ReportAllocs()
-	for b.Loop() {
-		q.Offer(s)
+	if !parallel {
+		s := &span{name: "GET /"}
+		for b.Loop() {
+			q.Offer(s)
+		}
+		return
 	}
-}
-
-// BenchmarkOfferParallel is BenchmarkOffer from GOMAXPROCS goroutines.
-func BenchmarkOfferParallel(b *testing.B) {
-	q := benchQueue(b, discard)
-	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		s := &span{name: "GET /"}
 		for pb.Next() {
@@ -48,36 +41,27 @@ func BenchmarkOfferParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOffer measures Offer from one goroutine while a worker drains
+// the queue in batches.
+func BenchmarkOffer(b *testing.B) { benchOffer(b, discard, false) }
+
+// BenchmarkOfferParallel is BenchmarkOffer from GOMAXPROCS goroutines.
+func BenchmarkOfferParallel(b *testing.B) { benchOffer(b, discard, true) }
 
 // BenchmarkOfferFull measures Offer when the downstream is stuck and every
 // Offer drops the oldest record.
-func BenchmarkOfferFull(b *testing.B) {
-	q := benchQueue(b, blockUntilDone)
-	s := &span{name: "GET /"}
-	b.ReportAllocs()
-	for b.Loop() {
-		q.Offer(s)
-	}
-}
+func BenchmarkOfferFull(b *testing.B) { benchOffer(b, blockUntilDone, false) }
 
 // BenchmarkOfferFullParallel is BenchmarkOfferFull from GOMAXPROCS
 // goroutines.
-func BenchmarkOfferFullParallel(b *testing.B) {
-	q := benchQueue(b, blockUntilDone)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		s := &span{name: "GET /"}
-		for pb.Next() {
-			q.Offer(s)
-		}
-	})
-}
+func BenchmarkOfferFullParallel(b *testing.B) { benchOffer(b, blockUntilDone, true) }
 
 // BenchmarkSchedulerSubmit measures Submit and one successful attempt per
 // task, end to end.
 func BenchmarkSchedulerSubmit(b *testing.B) {
 	s := queue.NewScheduler(queue.SchedulerConfig{MaxPending: 1 << 20})
-	b.Cleanup(func() { closeNow(nil, s) })
+	b.Cleanup(func() { closeNow(s) })
 	task := func(context.Context) error { return nil }
 	b.ReportAllocs()
 	for b.Loop() {
@@ -95,7 +79,7 @@ func BenchmarkOfferToDelivery(b *testing.B) {
 		got <- struct{}{}
 		return nil
 	})
-	b.Cleanup(func() { closeNow(nil, q) })
+	b.Cleanup(func() { closeNow(q) })
 	s := &span{name: "GET /"}
 	b.ReportAllocs()
 	for b.Loop() {

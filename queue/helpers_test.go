@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -106,15 +107,69 @@ func checkInvariant(t fataler, s queue.Stats) {
 	}
 }
 
-func closeNow(t testing.TB, q interface {
+// closer is a Queue or a Scheduler.
+type closer interface {
 	Close(context.Context) (int, error)
-}) {
-	if t != nil {
-		t.Helper()
-	}
+}
+
+// expired returns a context that has already ended.
+func expired() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	q.Close(ctx)
+	return ctx
+}
+
+// closeNow closes q at once, whatever is left.
+func closeNow(q closer) { q.Close(expired()) }
+
+// closeAll closes q without a deadline and checks that nothing was left.
+func closeAll(t testing.TB, q closer) {
+	t.Helper()
+	if n, err := q.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Close = %d, %v", n, err)
+	}
+}
+
+// closeEitherWay ends a property test's run: gracefully, answering every
+// request that arrives on reqs with success (through succeed) and moving the
+// fake clock through every wait until Close has finished everything, or
+// abruptly, with an expired context, when Close must report what it left
+// with ErrClosed. It returns the count Close returned.
+func closeEitherWay[R any](t fataler, graceful bool, fake *clocktest.Fake, q closer, reqs <-chan R, succeed func(R)) int {
+	t.Helper()
+	if !graceful {
+		n, err := q.Close(expired())
+		if (n == 0) != (err == nil) || (err != nil && !errors.Is(err, queue.ErrClosed)) {
+			t.Fatalf("Close = %d, %v", n, err)
+		}
+		return n
+	}
+	stop := make(chan struct{})
+	var helper sync.WaitGroup
+	helper.Add(1)
+	go func() {
+		defer helper.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case r := <-reqs:
+				succeed(r)
+			default:
+				if d := fake.Deadlines(); len(d) > 0 {
+					fake.Advance(d[0])
+				}
+				runtime.Gosched()
+			}
+		}
+	}()
+	n, err := q.Close(context.Background())
+	close(stop)
+	helper.Wait()
+	if n != 0 || err != nil {
+		t.Fatalf("graceful Close = %d, %v", n, err)
+	}
+	return n
 }
 
 // recObserver records Observer calls.

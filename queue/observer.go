@@ -21,7 +21,8 @@ type Observer interface {
 	// flight; see Stats.Pending) or pending tasks. A Queue calls it when
 	// its buffer starts filling, holds a full batch or becomes full, when a
 	// batch is taken or its delivery ends, and at Close — not on every
-	// Offer. A Scheduler calls it on every Submit and task end.
+	// Offer. A Scheduler calls it when Submit accepts a task, when a task
+	// ends, and once when Close abandons tasks.
 	QueueDepth(queue string, depth int)
 }
 

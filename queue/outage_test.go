@@ -1,7 +1,6 @@
 package queue_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -106,9 +105,7 @@ func TestCollectorOutage(t *testing.T) {
 			if fake.Now().Sub(start) > outage+2*time.Second {
 				t.Fatalf("recovery noticed only at %v", fake.Now().Sub(start))
 			}
-			if n, err := q.Close(context.Background()); n != 0 || err != nil {
-				t.Fatalf("Close = %d, %v", n, err)
-			}
+			closeAll(t, q)
 
 			offered := next - 1
 			newest := seq(offered-capacity+1, offered)

@@ -27,26 +27,16 @@ type fateCollector struct {
 }
 
 func (c *fateCollector) deliver(ctx context.Context, batch []int) error {
-	cl := call{batch: slices.Clone(batch), reply: make(chan error, 1)}
-	select {
-	case c.calls <- cl:
-	case <-ctx.Done():
-		return ctx.Err()
+	err := c.collector.deliver(ctx, batch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.delivered = append(c.delivered, batch...)
+	case retry.IsPermanent(err):
+		c.rejected = append(c.rejected, batch...)
 	}
-	select {
-	case err := <-cl.reply:
-		c.mu.Lock()
-		switch {
-		case err == nil:
-			c.delivered = append(c.delivered, batch...)
-		case retry.IsPermanent(err):
-			c.rejected = append(c.rejected, batch...)
-		}
-		c.mu.Unlock()
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return err
 }
 
 func (c *fateCollector) fates() (delivered, rejected []int) {
@@ -85,7 +75,7 @@ func TestAccountingInvariant(t *testing.T) {
 		}
 		c := &fateCollector{collector: *newCollector()}
 		q := queue.New(cfg, c.deliver)
-		defer closeNow(t, q) // also when rapid discards this case midway
+		defer closeNow(q) // also when rapid discards this case midway
 		held := min(maxBatch, capacity) * workers
 
 		// A reader checks every snapshot it can get while the test runs.
@@ -149,45 +139,7 @@ func TestAccountingInvariant(t *testing.T) {
 		})
 
 		graceful := rapid.Bool().Draw(rt, "graceful")
-		var remaining int
-		if graceful {
-			// Answer every delivery with success and move the clock
-			// through pauses and backoffs until Close has flushed.
-			stop := make(chan struct{})
-			var helper sync.WaitGroup
-			helper.Add(1)
-			go func() {
-				defer helper.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					case cl := <-c.calls:
-						cl.reply <- nil
-					default:
-						if d := fake.Deadlines(); len(d) > 0 {
-							fake.Advance(d[0])
-						}
-						runtime.Gosched()
-					}
-				}
-			}()
-			var err error
-			remaining, err = q.Close(context.Background())
-			close(stop)
-			helper.Wait()
-			if remaining != 0 || err != nil {
-				rt.Fatalf("graceful Close = %d, %v", remaining, err)
-			}
-		} else {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			var err error
-			remaining, err = q.Close(ctx)
-			if (remaining == 0) != (err == nil) || (err != nil && !errors.Is(err, queue.ErrClosed)) {
-				rt.Fatalf("Close = %d, %v", remaining, err)
-			}
-		}
+		remaining := closeEitherWay(rt, graceful, fake, q, c.calls, func(cl call) { cl.reply <- nil })
 
 		s := q.Stats()
 		checkInvariant(rt, s)

@@ -70,7 +70,8 @@ type Config[T any] struct {
 	MaxBatchBytes int
 
 	// Size returns a record's size in bytes, for MaxBatchBytes. It is
-	// called once per Offer, outside the queue's lock.
+	// called once per Offer, outside the queue's lock, and only when
+	// MaxBatchBytes is set.
 	Size func(T) int
 
 	// Linger is the longest a buffered record waits for a batch to fill
@@ -161,8 +162,9 @@ type Stats struct {
 // sent as soon as the pause ends, without lingering. So while a collector
 // is down the queue makes at most Workers delivery calls at a time, each
 // paced by the Policy's backoff and limited by its budget and breaker, and
-// pauses after each one that gives up. (A delivery after a pause is a new retry.Run call, whose first
-// attempt a Budget does not gate: the pause is what paces it.)
+// pauses after each one that gives up. (A delivery after a pause is a new
+// retry.Run call, whose first attempt a Budget does not gate: the pause is
+// what paces it.)
 //
 // Create a Queue with New and stop it with Close; Stats may be read at any
 // time. A Queue is safe for concurrent use.

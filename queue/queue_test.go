@@ -40,9 +40,7 @@ func TestBatchesByCountThenLinger(t *testing.T) {
 	if got := c.next(t, nil); !slices.Equal(got, []int{7}) {
 		t.Fatalf("lingered batch %v", got)
 	}
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	s := q.Stats()
 	checkInvariant(t, s)
 	if s.Offered != 7 || s.Delivered != 7 {
@@ -54,7 +52,7 @@ func TestLingerMeasuredFromFirstRecord(t *testing.T) {
 	fake := clocktest.NewFake()
 	c := newCollector()
 	q := queue.New(queue.Config[int]{MaxBatch: 100, Linger: 5 * time.Second, Policy: noJitter(fake, 0)}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 
 	q.Offer(1)
 	fake.BlockUntil(1)
@@ -72,7 +70,7 @@ func TestNegativeLingerSendsAtOnce(t *testing.T) {
 	fake := clocktest.NewFake()
 	c := newCollector()
 	q := queue.New(queue.Config[int]{MaxBatch: 100, Linger: -1, Policy: noJitter(fake, 0)}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 	q.Offer(1)
 	if got := c.next(t, nil); !slices.Equal(got, []int{1}) {
 		t.Fatalf("batch %v", got)
@@ -100,9 +98,7 @@ func TestMaxBatchBytes(t *testing.T) {
 	<-done
 	q.Offer(strings.Repeat("x", 20)) // larger than a batch: sent alone
 	<-done
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	want := [][]string{{"aaaa", "bbbb"}, {"cccc"}, {strings.Repeat("x", 20)}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("batches %q, want %q", got, want)
@@ -136,9 +132,7 @@ func TestDropOldestWhenFull(t *testing.T) {
 	if !slices.Equal(delivered, []int{8, 9, 10, 11}) {
 		t.Fatalf("delivered %v, want the newest records", delivered)
 	}
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	s = q.Stats()
 	checkInvariant(t, s)
 	if s.Delivered != 5 || s.DroppedFull != 6 {
@@ -171,9 +165,7 @@ func TestDropNewestWhenFull(t *testing.T) {
 	if got := c.next(t, nil); !slices.Equal(got, []int{2, 3, 4}) {
 		t.Fatalf("delivered %v, want the oldest records", got)
 	}
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	s := q.Stats()
 	checkInvariant(t, s)
 	if s.Offered != 9 || s.Delivered != 4 || s.DroppedFull != 5 {
@@ -204,9 +196,7 @@ func TestPermanentRejectionDroppedNotRetried(t *testing.T) {
 			for rest < 2 { // 1 and 2 may come as one batch or two
 				rest += len(c.next(t, nil))
 			}
-			if n, err := q.Close(context.Background()); n != 0 || err != nil {
-				t.Fatalf("Close = %d, %v", n, err)
-			}
+			closeAll(t, q)
 			s := q.Stats()
 			checkInvariant(t, s)
 			if s.DroppedPermanent != uint64(len(batch)) || s.Delivered != uint64(2-len(batch)) {
@@ -229,9 +219,7 @@ func TestCloseFlushesWithoutWaitingForLinger(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		q.Offer(i)
 	}
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	if !slices.Equal(got, seq(1, 5)) {
 		t.Fatalf("delivered %v", got)
 	}
@@ -259,8 +247,7 @@ func TestCloseExpiredContextReturnsRemaining(t *testing.T) {
 	// Both workers are inside a delivery that never answers.
 	<-c.calls
 	<-c.calls
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	ctx := expired()
 	n, err := q.Close(ctx)
 	if n != 50 {
 		t.Fatalf("remaining %d, want 50", n)
@@ -309,7 +296,7 @@ func TestRetryAfterPausesQueue(t *testing.T) {
 	// One attempt per delivery: a failure gives up at once, the batch goes
 	// back to the buffer and the queue pauses.
 	q := queue.New(queue.Config[int]{MaxBatch: 2, Linger: -1, Policy: noJitter(fake, 1)}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 
 	q.Offer(1)
 	c.next(t, retry.After(errDown, 5*time.Second))
@@ -359,7 +346,7 @@ func TestPauseAdviceFollowsPolicy(t *testing.T) {
 			p.MaxRetryAfter = tc.cap
 			p.Rand = rand.NewPCG(1, 2)
 			q := queue.New(queue.Config[int]{Linger: -1, Policy: p}, c.deliver)
-			defer closeNow(t, q)
+			defer closeNow(q)
 			q.Offer(1)
 			c.next(t, retry.After(errDown, time.Minute))
 			fake.BlockUntil(1)
@@ -376,7 +363,7 @@ func TestPauseGrowsUntilSuccess(t *testing.T) {
 	fake := clocktest.NewFake()
 	c := newCollector()
 	q := queue.New(queue.Config[int]{Linger: -1, Policy: noJitter(fake, 1)}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 	pause := func(want time.Duration) {
 		t.Helper()
 		fake.BlockUntil(1)
@@ -405,7 +392,7 @@ func TestRetryAfterHonouredWithinDelivery(t *testing.T) {
 	fake := clocktest.NewFake()
 	c := newCollector()
 	q := queue.New(queue.Config[int]{Linger: -1, Policy: noJitter(fake, 0)}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 	q.Offer(1)
 	c.next(t, retry.After(errDown, 20*time.Second))
 	fake.BlockUntil(1)
@@ -455,7 +442,7 @@ func TestOpenBreakerRequeuesAndPauses(t *testing.T) {
 	if s.Buffered != 5 || s.DroppedFull != 2 {
 		t.Fatalf("stats %+v", s)
 	}
-	closeNow(t, q)
+	closeNow(q)
 	if calls != 0 {
 		t.Fatalf("deliver called %d times through an open breaker", calls)
 	}
@@ -465,7 +452,7 @@ func TestRequeueDropNewestKeepsFailedBatch(t *testing.T) {
 	fake := clocktest.NewFake()
 	c := newCollector()
 	q := queue.New(queue.Config[int]{Capacity: 4, MaxBatch: 2, Linger: -1, Overflow: queue.DropNewest, Policy: noJitter(fake, 1)}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 	q.Offer(1)
 	q.Offer(2)
 	first := <-c.calls // [1] or [1 2]
@@ -525,9 +512,7 @@ func TestWorkersBoundInFlight(t *testing.T) {
 			cl.reply <- nil
 		}
 	}()
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	close(c.calls)
 	s = q.Stats()
 	checkInvariant(t, s)
@@ -571,9 +556,7 @@ func TestZeroConfigWorks(t *testing.T) {
 	for i := range 3000 {
 		q.Offer(i)
 	}
-	if n, err := q.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, q)
 	s := q.Stats()
 	checkInvariant(t, s)
 	if s.Delivered+s.DroppedFull != 3000 || len(got) != int(s.Delivered) {
@@ -591,7 +574,7 @@ func TestOfferDoesNotAllocate(t *testing.T) {
 	q := queue.New(queue.Config[*record]{Capacity: 64, MaxBatch: 16, Linger: time.Hour, Policy: noJitter(fake, 0)}, func(context.Context, []*record) error {
 		return nil
 	})
-	defer closeNow(t, q)
+	defer closeNow(q)
 	r := &record{id: 1}
 	if n := testing.AllocsPerRun(1000, func() { q.Offer(r) }); n != 0 {
 		t.Fatalf("Offer allocates %v times per call", n)
@@ -603,7 +586,7 @@ func TestConfigClockDrivesDeliveryRetries(t *testing.T) {
 	c := newCollector()
 	p := &retry.Policy{Backoff: noJitter(nil, 0).Backoff} // no Clock of its own
 	q := queue.New(queue.Config[int]{Linger: -1, Clock: fake, Policy: p}, c.deliver)
-	defer closeNow(t, q)
+	defer closeNow(q)
 	q.Offer(1)
 	c.next(t, errDown)
 	fake.BlockUntil(1) // the retry waits on the queue's clock

@@ -42,8 +42,9 @@ type SchedulerConfig struct {
 	// nil: Policy.Clock, and clock.Real if that is nil too.
 	Clock clock.Clock
 
-	// Observer is told about refused and failed tasks and the number
-	// pending. nil: none. (The Policy's retry.Observer sees every attempt.)
+	// Observer is told about refused, failed and abandoned tasks and the
+	// number pending. nil: none. (The Policy's retry.Observer sees every
+	// attempt.)
 	Observer Observer
 }
 

@@ -1,9 +1,7 @@
 package queue_test
 
 import (
-	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,7 +62,7 @@ func TestSchedulerAccounting(t *testing.T) {
 				Clock:       fake,
 			},
 		})
-		defer closeNow(t, s) // also when rapid discards this case midway
+		defer closeNow(s) // also when rapid discards this case midway
 		sc := newScript()
 
 		var (
@@ -118,44 +116,12 @@ func TestSchedulerAccounting(t *testing.T) {
 			},
 		})
 
-		var abandoned int
-		if rapid.Bool().Draw(rt, "graceful") {
+		graceful := rapid.Bool().Draw(rt, "graceful")
+		if graceful {
 			br.open.Store(false)
 			bud.deny.Store(false)
-			stop := make(chan struct{})
-			var helper sync.WaitGroup
-			helper.Add(1)
-			go func() {
-				defer helper.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					case a := <-sc.attempts:
-						a.reply <- nil
-					default:
-						if d := fake.Deadlines(); len(d) > 0 {
-							fake.Advance(d[0])
-						}
-						runtime.Gosched()
-					}
-				}
-			}()
-			n, err := s.Close(context.Background())
-			close(stop)
-			helper.Wait()
-			if n != 0 || err != nil {
-				rt.Fatalf("graceful Close = %d, %v", n, err)
-			}
-		} else {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			var err error
-			abandoned, err = s.Close(ctx)
-			if (abandoned == 0) != (err == nil) || (err != nil && !errors.Is(err, queue.ErrClosed)) {
-				rt.Fatalf("Close = %d, %v", abandoned, err)
-			}
 		}
+		abandoned := closeEitherWay(rt, graceful, fake, s, sc.attempts, func(a attempt) { a.reply <- nil })
 
 		st := s.Stats()
 		checkSchedInvariant(rt, st)

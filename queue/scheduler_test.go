@@ -93,7 +93,7 @@ func TestSchedulerRetriesUntilSuccess(t *testing.T) {
 	sc := newScript()
 	res := newResult()
 	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
-	defer closeNow(t, s)
+	defer closeNow(s)
 
 	if !s.Submit(sc.task(1), res.done) {
 		t.Fatal("Submit refused")
@@ -119,9 +119,7 @@ func TestSchedulerRetriesUntilSuccess(t *testing.T) {
 	if err := res.get(t); err != nil {
 		t.Fatalf("done(%v)", err)
 	}
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 	st := s.Stats()
 	checkSchedInvariant(t, st)
 	if st.Attempts != 3 || st.Succeeded != 1 || st.Pending != 0 {
@@ -164,9 +162,7 @@ func TestSchedulerStopConditions(t *testing.T) {
 			if !errors.As(err, &re) || re.Attempts != len(tc.errs) || re.Reason != tc.sentinel || !errors.Is(err, errDown) {
 				t.Fatalf("done(%v), want a *retry.Error with reason %v after %d attempts", err, tc.sentinel, len(tc.errs))
 			}
-			if n, err := s.Close(context.Background()); n != 0 || err != nil {
-				t.Fatalf("Close = %d, %v", n, err)
-			}
+			closeAll(t, s)
 			st := s.Stats()
 			checkSchedInvariant(t, st)
 			if st.Failed != 1 || st.Attempts != uint64(len(tc.errs)) {
@@ -183,7 +179,7 @@ func TestSchedulerRetryAfter(t *testing.T) {
 	fake := clocktest.NewFake()
 	sc := newScript()
 	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
-	defer closeNow(t, s)
+	defer closeNow(s)
 	s.Submit(sc.task(1), nil)
 	sc.answer(t, retry.After(errDown, 20*time.Second))
 	fake.BlockUntil(1)
@@ -264,9 +260,7 @@ func TestSchedulerBreakerRefusalEndsTask(t *testing.T) {
 		t.Fatalf("a refused task still waits: %v", d)
 	}
 
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 	st := s.Stats()
 	checkSchedInvariant(t, st)
 	if st.Attempts != 2 || st.Failed != 3 || st.Succeeded != 0 {
@@ -324,9 +318,7 @@ func TestSchedulerBudgetRefusalEndsTask(t *testing.T) {
 	if d := fake.Deadlines(); len(d) != 0 {
 		t.Fatalf("a refused task still waits: %v", d)
 	}
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 	want := "[false false withdraw true true false withdraw false]"
 	if got := fmt.Sprint(bud.records); got != want {
 		t.Fatalf("budget saw %s, want %s", got, want)
@@ -359,9 +351,7 @@ func TestSchedulerAttemptTimeout(t *testing.T) {
 	if want := "retry: attempts exhausted after 2 attempts: retry: attempt timed out: context deadline exceeded"; err.Error() != want {
 		t.Fatalf("message %q, want %q", err, want)
 	}
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 }
 
 func TestSchedulerRefusesWhenFull(t *testing.T) {
@@ -377,9 +367,7 @@ func TestSchedulerRefusesWhenFull(t *testing.T) {
 	}
 	sc.answer(t, nil)
 	sc.answer(t, nil)
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 	if s.Submit(sc.task(4), nil) {
 		t.Fatal("accepted after Close")
 	}
@@ -418,8 +406,7 @@ func TestSchedulerBoundedGoroutinesAndAbandon(t *testing.T) {
 	if n := runtime.NumGoroutine() - before; n > 4+1 {
 		t.Fatalf("%d goroutines for %d waiting tasks", n, tasks)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	ctx := expired()
 	n, err := s.Close(ctx)
 	if n != tasks || !errors.Is(err, queue.ErrClosed) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Close = %d, %v", n, err)
@@ -471,8 +458,7 @@ func TestSchedulerCloseCancelsRunningAttempt(t *testing.T) {
 	s := queue.NewScheduler(queue.SchedulerConfig{Policy: noJitter(fake, 0)})
 	s.Submit(sc.task(1), res.done)
 	a := sc.await(t) // never answered
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	ctx := expired()
 	if n, err := s.Close(ctx); n != 1 || !errors.Is(err, queue.ErrClosed) {
 		t.Fatalf("Close = %d, %v", n, err)
 	}
@@ -527,9 +513,7 @@ func TestSchedulerRetryObserverEvents(t *testing.T) {
 	fake.Advance(time.Second)
 	sc.answer(t, nil)
 	res.get(t)
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 	want := "[start sync #1 end #1 error retry #2 in 1s start sync #2 end #2 success call end success after 2]"
 	if got := fmt.Sprint(log.log); got != want {
 		t.Fatalf("events\n%s\nwant\n%s", got, want)
@@ -594,9 +578,7 @@ func TestSchedulerRefundsTokenWhenBreakerRefuses(t *testing.T) {
 	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason == nil || re.Reason.Error() != "breaker: too many probes" || !errors.Is(err, errDown) {
 		t.Fatalf("done(%v), want the breaker's refusal", err)
 	}
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 	want := "[start false false false withdraw true refund]"
 	if got := fmt.Sprint(bud.records); got != want {
 		t.Fatalf("budget saw %s, want %s", got, want)
@@ -622,8 +604,7 @@ func TestSchedulerCloseRefundsWaitingRetry(t *testing.T) {
 	for s.Stats().Waiting != 2 {
 		runtime.Gosched() // both wait for their retry, holding a token each
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	ctx := expired()
 	if n, err := s.Close(ctx); n != 2 || !errors.Is(err, queue.ErrClosed) {
 		t.Fatalf("Close = %d, %v", n, err)
 	}
@@ -702,9 +683,7 @@ func TestSchedulerTaskMatchesDo(t *testing.T) {
 	s.Submit(op(&sN), res.done)
 	drive(fake, sBud)
 	got := res.get(t)
-	if n, err := s.Close(context.Background()); n != 0 || err != nil {
-		t.Fatalf("Close = %d, %v", n, err)
-	}
+	closeAll(t, s)
 
 	if got.Error() != want.Error() || !errors.Is(got, retry.ErrAttemptsExhausted) {
 		t.Fatalf("done(%v), retry.Run returned %v", got, want)

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
@@ -18,7 +17,6 @@ type worker[T any] struct {
 	sizes []int                       // sizes of the batch's records, if tracked
 	op    func(context.Context) error // w.send, bound once
 	timer clock.Timer
-	armed bool // timer is running and its value not yet received
 }
 
 func (w *worker[T]) send(ctx context.Context) error { return w.q.deliver(ctx, w.batch) }
@@ -136,7 +134,6 @@ func (w *worker[T]) wait(now, until time.Time, closing bool) {
 		} else {
 			w.timer.Reset(d)
 		}
-		w.armed = true
 		tc = w.timer.C()
 	}
 	closingCh := q.closingCh
@@ -144,15 +141,14 @@ func (w *worker[T]) wait(now, until time.Time, closing bool) {
 		closingCh = nil // closed: it would never block again
 	}
 	select {
-	case <-q.wake:
 	case <-tc:
-		w.armed = false
+		return // the timer has fired: nothing to stop
+	case <-q.wake:
 	case <-closingCh:
 	case <-q.ctx.Done():
 	}
-	if w.armed {
+	if tc != nil {
 		w.timer.Stop()
-		w.armed = false
 	}
 }
 
@@ -194,15 +190,12 @@ func (w *worker[T]) finish(err error) {
 	}
 }
 
-// isPermanent reports whether retry.Run gave up because the last error was
-// not retryable (its *retry.Error has no stop reason), rather than because
-// of a limit.
+// isPermanent reports whether retry.Run gave up with err because the last
+// error was not retryable (its *retry.Error has no stop reason), rather
+// than because of a limit.
 func isPermanent(err error) bool {
-	var re *retry.Error
-	if errors.As(err, &re) {
-		return re.Reason == nil
-	}
-	return retry.IsPermanent(err)
+	re, ok := err.(*retry.Error) // retry.Run fails with an *Error
+	return ok && re.Reason == nil
 }
 
 // requeue puts w.batch back at the oldest end of the buffer and returns
@@ -213,18 +206,13 @@ func (w *worker[T]) requeue() (dropped int) {
 	q := w.q
 	k := len(w.batch)
 	q.st.InFlight -= uint64(k)
-	room := len(q.buf.buf) - q.buf.n
-	keep := k
-	if room < k {
-		if q.overflow == DropNewest {
-			for q.buf.n > 0 && len(q.buf.buf)-q.buf.n < k {
-				q.bytes -= q.buf.popBack()
-				q.st.Buffered--
-				dropped++
-			}
-			keep = min(k, len(q.buf.buf)-q.buf.n)
-		} else {
-			keep = room
+	keep := min(k, len(q.buf.buf)-q.buf.n) // what fits in the free room
+	if q.overflow == DropNewest {
+		// k <= MaxBatch <= Capacity: room for the whole batch can be made.
+		for ; keep < k; keep++ {
+			q.bytes -= q.buf.popBack()
+			q.st.Buffered--
+			dropped++
 		}
 	}
 	dropped += k - keep
