@@ -38,17 +38,29 @@ func drain(b *testing.B, s *server) {
 	b.Cleanup(func() { close(stop); <-done })
 }
 
-func benchServe(b *testing.B) (plain, retrying testpb.TestServiceClient, srv *server) {
-	srv = newServer()
+func benchServe(b *testing.B) (plain, retrying testpb.TestServiceClient) {
+	srv := newServer()
 	srv.started = make(chan int, 1024)
 	drain(b, srv)
 	addr := serve(b, srv)
-	p := benchPolicy()
-	plain = dial(b, addr)
-	retrying = dial(b, addr,
-		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p)),
-		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p)))
-	return plain, retrying, srv
+	return dial(b, addr), dialRetry(b, addr, benchPolicy(), Options{})
+}
+
+// benchBoth runs call in a loop as two sub-benchmarks, without and with
+// the interceptors.
+func benchBoth(b *testing.B, call func(*testing.B, testpb.TestServiceClient)) {
+	plain, retrying := benchServe(b)
+	for _, c := range []struct {
+		name   string
+		client testpb.TestServiceClient
+	}{{"plain", plain}, {"retry", retrying}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				call(b, c.client)
+			}
+		})
+	}
 }
 
 func unaryOnce(b *testing.B, c testpb.TestServiceClient, req *testpb.SimpleRequest) {
@@ -60,19 +72,8 @@ func unaryOnce(b *testing.B, c testpb.TestServiceClient, req *testpb.SimpleReque
 // BenchmarkUnary measures a unary call on loopback without and with the
 // interceptor.
 func BenchmarkUnary(b *testing.B) {
-	plain, retrying, _ := benchServe(b)
 	req := &testpb.SimpleRequest{Payload: payload("0123456789abcdef")}
-	for _, c := range []struct {
-		name   string
-		client testpb.TestServiceClient
-	}{{"plain", plain}, {"retry", retrying}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				unaryOnce(b, c.client, req)
-			}
-		})
-	}
+	benchBoth(b, func(b *testing.B, c testpb.TestServiceClient) { unaryOnce(b, c, req) })
 }
 
 // BenchmarkUnaryOverhead reports the interceptor's overhead on loopback as
@@ -81,7 +82,7 @@ func BenchmarkUnary(b *testing.B) {
 // meet the same machine load, and the ratio is the median over rounds of
 // 64 pairs, so that bursts of load from other processes do not decide it.
 func BenchmarkUnaryOverhead(b *testing.B) {
-	plain, retrying, _ := benchServe(b)
+	plain, retrying := benchServe(b)
 	req := &testpb.SimpleRequest{Payload: payload("0123456789abcdef")}
 	for range 200 { // warm both connections
 		unaryOnce(b, plain, req)
@@ -132,58 +133,40 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 
 // BenchmarkServerStream measures a server-streaming call of 10 responses.
 func BenchmarkServerStream(b *testing.B) {
-	plain, retrying, _ := benchServe(b)
 	req := outputRequest(10)
-	for _, c := range []struct {
-		name   string
-		client testpb.TestServiceClient
-	}{{"plain", plain}, {"retry", retrying}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				stream, err := c.client.StreamingOutputCall(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for {
-					if _, err := stream.Recv(); err == io.EOF {
-						break
-					} else if err != nil {
-						b.Fatal(err)
-					}
-				}
+	benchBoth(b, func(b *testing.B, c testpb.TestServiceClient) {
+		stream, err := c.StreamingOutputCall(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := stream.Recv(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+		}
+	})
 }
 
 // BenchmarkClientStream measures a client-streaming call of 10 requests of
 // 1 KiB, which the interceptor keeps for replay.
 func BenchmarkClientStream(b *testing.B) {
-	plain, retrying, _ := benchServe(b)
 	msgs := inputMessages(10, 1024)
-	for _, c := range []struct {
-		name   string
-		client testpb.TestServiceClient
-	}{{"plain", plain}, {"retry", retrying}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				stream, err := c.client.StreamingInputCall(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, m := range msgs {
-					if err := stream.Send(m); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := stream.CloseAndRecv(); err != nil {
-					b.Fatal(err)
-				}
+	benchBoth(b, func(b *testing.B, c testpb.TestServiceClient) {
+		stream, err := c.StreamingInputCall(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := stream.Send(m); err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+		}
+		if _, err := stream.CloseAndRecv(); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkUnaryInterceptorOnly measures the interceptor around an invoker

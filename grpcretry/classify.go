@@ -39,7 +39,7 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	if !timedOut && !ic.codeRetryable(ae.Code(), ae.HasPushback, ownDeadline(ctx, actx)) {
 		return retry.Permanent(ae)
 	}
-	if ae.HasPushback && ic.adviceOn {
+	if ae.HasPushback && ic.p.MaxRetryAfter >= 0 { // negative: delays ignored
 		bo.push()
 		return retry.After(ae, ae.Pushback)
 	}

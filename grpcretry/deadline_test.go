@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
@@ -93,39 +94,60 @@ func TestCallerCancelReachesServer(t *testing.T) {
 }
 
 // TestAttemptTimeoutRetried: an attempt cut by AttemptTimeout (on the fake
-// clock) is cancelled on the server and retried; the Observer sees it as a
-// timeout with code DeadlineExceeded.
+// clock) — of a unary call, or of a stream before its first message — is
+// cancelled on the server and retried; the Observer sees it as a timeout
+// with code DeadlineExceeded.
 func TestAttemptTimeoutRetried(t *testing.T) {
-	srv := newServer(outcome{block: true})
-	f := clocktest.NewFake()
-	rec := newRecorder()
-	p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: time.Second, Clock: f, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{})
-	errc := make(chan error, 1)
-	go func() {
-		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-		errc <- err
-	}()
-	<-srv.started
-	f.Advance(time.Second)
-	if n := <-srv.canceled; n != 1 {
-		t.Fatalf("attempt %d cancelled", n)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("call failed: %v", err)
-	}
-	_, prev, _, _ := srv.stats()
-	if !slices.Equal(prev, []string{"", "1"}) {
-		t.Fatalf("previous attempts %q", prev)
-	}
-	if got := rec.outcomes(); !slices.Equal(got, []retry.Outcome{retry.OutcomeTimeout, retry.OutcomeSuccess}) {
-		t.Fatalf("outcomes %v", got)
-	}
-	if got := rec.codes(); got[0] != codes.DeadlineExceeded {
-		t.Fatalf("codes %v", got)
-	}
-	if !errors.Is(rec.ends[0].Err, retry.ErrAttemptTimeout) {
-		t.Fatalf("attempt error %v is not an attempt timeout", rec.ends[0].Err)
+	for _, c := range []struct {
+		name string
+		call func(testpb.TestServiceClient) error
+	}{
+		{"unary", func(client testpb.TestServiceClient) error {
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			return err
+		}},
+		{"stream", func(client testpb.TestServiceClient) error {
+			stream, err := client.StreamingOutputCall(context.Background(), outputRequest(2))
+			if err != nil {
+				return err
+			}
+			got, err := readAll(stream)
+			if err == nil && len(got) != 2 {
+				err = fmt.Errorf("received %q, want 2 messages", got)
+			}
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(outcome{block: true})
+			f := clocktest.NewFake()
+			rec := newRecorder()
+			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: time.Second, Clock: f, Observer: rec}
+			client := dialRetry(t, serve(t, srv), p, Options{})
+			errc := make(chan error, 1)
+			go func() { errc <- c.call(client) }()
+			<-srv.started
+			f.Advance(time.Second)
+			if n := <-srv.canceled; n != 1 {
+				t.Fatalf("attempt %d cancelled", n)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("call failed: %v", err)
+			}
+			_, prev, _, _ := srv.stats()
+			if !slices.Equal(prev, []string{"", "1"}) {
+				t.Fatalf("previous attempts %q", prev)
+			}
+			if got := rec.outcomes(); !slices.Equal(got, []retry.Outcome{retry.OutcomeTimeout, retry.OutcomeSuccess}) {
+				t.Fatalf("outcomes %v", got)
+			}
+			if got := rec.codes(); got[0] != codes.DeadlineExceeded {
+				t.Fatalf("codes %v", got)
+			}
+			if err := rec.Ends()[0].Err; !errors.Is(err, retry.ErrAttemptTimeout) {
+				t.Fatalf("attempt error %v is not an attempt timeout", err)
+			}
+		})
 	}
 }
 

@@ -70,7 +70,7 @@
 // modified after SendMsg (grpc-go's rule too).
 //
 // A stream's attempts are driven through the same checks as retry.Do, in
-// the same order — breaker, budget, MaxAttempts, deadline, AttemptTimeout,
+// the same order — MaxAttempts, deadline, breaker, budget, AttemptTimeout,
 // Observer — one attempt per underlying stream, reported when that stream
 // ends (or when the caller's context ends, for a stream its caller
 // abandons). Policy.AttemptTimeout bounds every stream attempt, a

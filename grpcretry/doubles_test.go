@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/retry/retrytest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -16,60 +17,34 @@ import (
 // Test doubles for the Policy's collaborators, and helpers that drive a
 // call against the fake clock.
 
-// recorder is an Observer that keeps every event.
+// recorder is a retrytest.Recorder that also hands each CallEnd to
+// callEnded, for tests whose call ends in the background.
 type recorder struct {
-	mu        sync.Mutex
-	starts    []retry.AttemptStart
-	ends      []retry.AttemptEnd
-	scheduled []retry.RetryScheduled
-	calls     []retry.CallEnd
+	retrytest.Recorder
 	callEnded chan retry.CallEnd // buffered
 }
 
 func newRecorder() *recorder { return &recorder{callEnded: make(chan retry.CallEnd, 16)} }
 
-func (r *recorder) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
-	r.mu.Lock()
-	r.starts = append(r.starts, e)
-	r.mu.Unlock()
-	return ctx
-}
-
-func (r *recorder) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
-	r.mu.Lock()
-	r.ends = append(r.ends, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
-	r.mu.Lock()
-	r.scheduled = append(r.scheduled, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) CallEnd(_ context.Context, e retry.CallEnd) {
-	r.mu.Lock()
-	r.calls = append(r.calls, e)
-	r.mu.Unlock()
+func (r *recorder) CallEnd(ctx context.Context, e retry.CallEnd) {
+	r.Recorder.CallEnd(ctx, e)
 	r.callEnded <- e
 }
 
 // codes returns the status code of every finished attempt, in order.
 func (r *recorder) codes() []codes.Code {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]codes.Code, len(r.ends))
-	for i, e := range r.ends {
+	ends := r.Ends()
+	out := make([]codes.Code, len(ends))
+	for i, e := range ends {
 		out[i] = status.Code(e.Err)
 	}
 	return out
 }
 
 func (r *recorder) outcomes() []retry.Outcome {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]retry.Outcome, len(r.ends))
-	for i, e := range r.ends {
+	ends := r.Ends()
+	out := make([]retry.Outcome, len(ends))
+	for i, e := range ends {
 		out[i] = e.Outcome
 	}
 	return out
@@ -77,12 +52,11 @@ func (r *recorder) outcomes() []retry.Outcome {
 
 func (r *recorder) lastCall(t testing.TB) retry.CallEnd {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.calls) != 1 {
-		t.Fatalf("CallEnd events: %+v, want exactly one", r.calls)
+	calls := r.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("CallEnd events: %+v, want exactly one", calls)
 	}
-	return r.calls[0]
+	return calls[0]
 }
 
 // countingBreaker is a retry.Breaker that admits everything until told

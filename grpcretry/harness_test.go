@@ -107,6 +107,24 @@ func (s *server) fail(ctx context.Context, n int, o outcome) error {
 	return status.Errorf(o.code, "scripted %v on attempt %d", o.code, n)
 }
 
+// recvScripted reads and records attempt n's requests until the client
+// closes or, when o.recv > 0, o.recv have been read.
+func recvScripted[R interface{ GetPayload() *testpb.Payload }](s *server, n int, o outcome, recv func() (R, error)) ([]R, error) {
+	var got []R
+	for o.recv == 0 || len(got) < o.recv {
+		req, err := recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.record(n, req.GetPayload().GetBody())
+		got = append(got, req)
+	}
+	return got, nil
+}
+
 func (s *server) record(n int, body []byte) {
 	s.mu.Lock()
 	s.received[n-1] = append(s.received[n-1], string(body))
@@ -145,16 +163,12 @@ func (s *server) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, str
 
 func (s *server) StreamingInputCall(stream testpb.TestService_StreamingInputCallServer) error {
 	n, o := s.begin(stream.Context())
+	got, err := recvScripted(s, n, o, stream.Recv)
+	if err != nil {
+		return err
+	}
 	total := 0
-	for i := 0; o.recv == 0 || i < o.recv; i++ {
-		req, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		s.record(n, req.GetPayload().GetBody())
+	for _, req := range got {
 		total += len(req.GetPayload().GetBody())
 	}
 	if err := s.fail(stream.Context(), n, o); err != nil {
@@ -168,17 +182,9 @@ func (s *server) StreamingInputCall(stream testpb.TestService_StreamingInputCall
 // fails at that point instead, having sent nothing.
 func (s *server) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
 	n, o := s.begin(stream.Context())
-	var got []*testpb.StreamingOutputCallRequest
-	for o.recv == 0 || len(got) < o.recv {
-		req, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		s.record(n, req.GetPayload().GetBody())
-		got = append(got, req)
+	got, err := recvScripted(s, n, o, stream.Recv)
+	if err != nil {
+		return err
 	}
 	if o.code != codes.OK || o.block {
 		return s.fail(stream.Context(), n, o)

@@ -63,11 +63,11 @@ func TestNotSentRetried(t *testing.T) {
 		if status.Code(err) != codes.Unavailable || !errors.Is(err, retry.ErrAttemptsExhausted) {
 			t.Fatalf("idempotent %v: stream err = %v", idem, err)
 		}
-		rec.mu.Lock()
-		if len(rec.ends) != 6 {
-			t.Fatalf("idempotent %v: %d attempts observed, want 3 per call", idem, len(rec.ends))
+		ends := rec.Ends()
+		if len(ends) != 6 {
+			t.Fatalf("idempotent %v: %d attempts observed, want 3 per call", idem, len(ends))
 		}
-		for i, e := range rec.ends {
+		for i, e := range ends {
 			var ae *AttemptError
 			if !errors.As(e.Err, &ae) || ae.Code() != codes.Unavailable {
 				t.Fatalf("attempt %d: %v", i, e.Err)
@@ -78,7 +78,6 @@ func TestNotSentRetried(t *testing.T) {
 				t.Fatalf("idempotent %v, attempt %d: NotSent = %v", idem, i, ae.NotSent)
 			}
 		}
-		rec.mu.Unlock()
 	}
 }
 

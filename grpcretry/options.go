@@ -72,8 +72,7 @@ type interceptor struct {
 	o         Options
 	nonIdem   map[string]struct{}
 	base      backoff.Strategy
-	maxReplay int
-	adviceOn  bool // Policy.MaxRetryAfter >= 0: server delays are followed
+	maxReplay int // Options.MaxReplayBytes, or its default
 }
 
 var zeroPolicy retry.Policy
@@ -98,15 +97,10 @@ func newInterceptor(p *retry.Policy, opts []Options) *interceptor {
 			ic.nonIdem[m] = struct{}{}
 		}
 	}
-	switch {
-	case ic.o.MaxReplayBytes == 0:
+	ic.maxReplay = ic.o.MaxReplayBytes
+	if ic.maxReplay == 0 {
 		ic.maxReplay = DefaultMaxReplayBytes
-	case ic.o.MaxReplayBytes < 0:
-		ic.maxReplay = -1
-	default:
-		ic.maxReplay = ic.o.MaxReplayBytes
 	}
-	ic.adviceOn = p.MaxRetryAfter >= 0
 	return ic
 }
 

@@ -23,8 +23,9 @@ const (
 // in md[PushbackKey]). It returns ok false when there is none. Otherwise d
 // is the delay the server asks for, 0 meaning "retry at once", or -1 when
 // the server asks not to retry: a negative value, one that is not a decimal
-// integer, or more than one value (gRFC A6, as grpc-go reads it). Delays
-// too large for a time.Duration are clamped to the largest one.
+// integer that fits in 64 bits, or more than one value (gRFC A6, as grpc-go
+// reads it). Delays too large for a time.Duration are clamped to the
+// largest one.
 func ParsePushback(values []string) (d time.Duration, ok bool) {
 	switch len(values) {
 	case 0:

@@ -50,12 +50,12 @@ func TestPushbackZeroRetriesAtOnce(t *testing.T) {
 			if attempts, _, _, _ := srv.stats(); attempts != 2 {
 				t.Fatalf("%d attempts, want 2", attempts)
 			}
-			if len(rec.scheduled) != 1 || rec.scheduled[0].Delay != 0 {
-				t.Fatalf("scheduled %+v, want one retry after 0", rec.scheduled)
+			if scheduled := rec.Retries(); len(scheduled) != 1 || scheduled[0].Delay != 0 {
+				t.Fatalf("scheduled %+v, want one retry after 0", scheduled)
 			}
 			var ae *AttemptError
-			if !errors.As(rec.ends[0].Err, &ae) || !ae.HasPushback || ae.Pushback != 0 {
-				t.Fatalf("attempt error %#v", rec.ends[0].Err)
+			if err := rec.Ends()[0].Err; !errors.As(err, &ae) || !ae.HasPushback || ae.Pushback != 0 {
+				t.Fatalf("attempt error %#v", err)
 			}
 		})
 	}
@@ -79,8 +79,8 @@ func TestPushbackDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.scheduled) != 1 || !rec.scheduled[0].Advised {
-		t.Fatalf("scheduled %+v, want one advised retry", rec.scheduled)
+	if scheduled := rec.Retries(); len(scheduled) != 1 || !scheduled[0].Advised {
+		t.Fatalf("scheduled %+v, want one advised retry", scheduled)
 	}
 }
 

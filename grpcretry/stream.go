@@ -18,13 +18,13 @@ import (
 // received, replaying the messages the client sent. Pass at most one
 // Options; a second one panics.
 //
-// The stream's attempts go through the same checks as retry.Do — breaker,
-// budget, deadline, MaxAttempts, AttemptTimeout, Observer — one attempt per
-// underlying stream, from its creation to its end (which, once committed,
-// may be long after the retries are over). As with UnaryClientInterceptor,
-// p.Classify is not consulted, and a failed stream returns, from NewStream
-// or RecvMsg, an error that carries the last attempt's status and wraps a
-// *retry.Error.
+// The stream's attempts go through the same checks as retry.Do, made by
+// the same retry.Call in the same order — MaxAttempts, deadline, breaker,
+// budget, AttemptTimeout, Observer — one attempt per underlying stream,
+// from its creation to its end (which, once committed, may be long after
+// the retries are over). As with UnaryClientInterceptor, p.Classify is not
+// consulted, and a failed stream returns, from NewStream or RecvMsg, an
+// error that carries the last attempt's status and wraps a *retry.Error.
 //
 // An attempt is committed, and no longer retried, once a response message
 // has been received, once Header has returned headers or Context has been
@@ -40,10 +40,7 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		ic: ic, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		idempotent: ic.idempotent(method),
 	}
-	s.bo.base = ic.base
-	s.pol = *ic.p
-	s.pol.Backoff = &s.bo
-	s.pol.Classify = notPermanent
+	ic.callPolicy(&s.pol, &s.bo)
 	s.d = retry.NewCall(ctx, &s.pol)
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
@@ -196,16 +193,22 @@ func (s *clientStream) commitLocked() {
 // stream its caller abandons by cancelling still reports to the breaker,
 // the budget and the Observer.
 func (s *clientStream) callerDone() {
+	s.end(attemptResult{err: s.ctx.Err()})
+}
+
+// end ends the current attempt with r, and with it the call, unless the
+// call has ended already. r.idempotent is filled in here.
+func (s *clientStream) end(r attemptResult) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	s.mu.Lock()
-	if s.finished {
-		s.mu.Unlock()
+	finished, st := s.finished, s.step
+	s.mu.Unlock()
+	if finished {
 		return
 	}
-	st := s.step
-	s.mu.Unlock()
-	aerr := s.ic.classify(s.ctx, st.Context, attemptResult{err: s.ctx.Err(), idempotent: s.idempotent}, &s.bo)
+	r.idempotent = s.idempotent
+	aerr := s.ic.classify(s.ctx, st.Context, r, &s.bo)
 	_, gerr := s.d.Next(s.d.End(st, aerr))
 	s.finish(gerr)
 }
@@ -220,7 +223,7 @@ func (s *clientStream) SendMsg(m any) error {
 	cur, finished := s.cur, s.finished
 	if !s.committed && !finished {
 		size, ok := msgSize(m)
-		if !ok || s.ic.maxReplay < 0 || s.bufBytes+size > s.ic.maxReplay {
+		if !ok || s.bufBytes+size > s.ic.maxReplay { // a negative limit keeps nothing
 			s.commitLocked()
 		} else {
 			s.buf = append(s.buf, m)
@@ -244,33 +247,17 @@ func (s *clientStream) SendMsg(m any) error {
 		err = nil
 	case clientErr:
 		// An error of the client's own (marshalling, message size): grpc-go
-		// aborts the stream, and the caller may stop here. No retry.
+		// aborts the stream, and the caller may stop here. No retry: commit
+		// before releasing sendMu, so that no replay can begin meanwhile.
 		s.mu.Lock()
 		s.commitLocked()
 		s.mu.Unlock()
 	}
 	s.sendMu.Unlock()
 	if clientErr {
-		s.abort(err)
+		s.end(attemptResult{err: err, committed: true})
 	}
 	return err
-}
-
-// abort ends the call after a send failed on the client's side.
-func (s *clientStream) abort(err error) {
-	s.callMu.Lock()
-	defer s.callMu.Unlock()
-	s.mu.Lock()
-	s.commitLocked()
-	if s.finished {
-		s.mu.Unlock()
-		return
-	}
-	st := s.step
-	s.mu.Unlock()
-	aerr := s.ic.classify(s.ctx, st.Context, attemptResult{err: err, idempotent: s.idempotent, committed: true}, &s.bo)
-	_, gerr := s.d.Next(s.d.End(st, aerr))
-	s.finish(gerr)
 }
 
 // CloseSend closes the send direction, now and on any later attempt.
@@ -301,14 +288,16 @@ func (s *clientStream) RecvMsg(m any) error {
 			}
 			return final
 		}
-		cur, st := s.cur, s.step
+		cur, st, committed := s.cur, s.step, s.committed
 		s.mu.Unlock()
 
 		err := cur.RecvMsg(m)
 		if err == nil && s.desc.ServerStreams {
-			s.mu.Lock()
-			s.commitLocked() // a response message: this attempt is the one
-			s.mu.Unlock()
+			if !committed { // a response message: this attempt is the one
+				s.mu.Lock()
+				s.commitLocked()
+				s.mu.Unlock()
+			}
 			return nil
 		}
 		// The attempt is over: nil for a single response, io.EOF for the

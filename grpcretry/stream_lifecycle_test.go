@@ -19,8 +19,8 @@ import (
 )
 
 // Tests of how a stream's call ends when its caller does not simply read
-// it to the end: cancellation, attempt timeouts, client-side send errors,
-// and messages sent while a retry is pending.
+// it to the end: cancellation, client-side send errors, and messages sent
+// while a retry is pending. (Attempt timeouts: TestAttemptTimeoutRetried.)
 
 // TestAbandonedStreamReported: a committed stream whose caller cancels and
 // walks away still ends its attempt for the breaker and the Observer.
@@ -51,34 +51,6 @@ func TestAbandonedStreamReported(t *testing.T) {
 	<-srv.canceled
 	if _, err := stream.Recv(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Recv after the end: %v", err)
-	}
-}
-
-// TestStreamAttemptTimeoutRetried: a stream attempt cut by AttemptTimeout
-// (fake clock) before its first message is retried, and reported as a
-// timeout.
-func TestStreamAttemptTimeoutRetried(t *testing.T) {
-	srv := newServer(outcome{block: true})
-	f := clocktest.NewFake()
-	rec := newRecorder()
-	p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: time.Second, Clock: f, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{})
-	stream, err := client.StreamingOutputCall(context.Background(), outputRequest(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-srv.started
-	f.Advance(time.Second)
-	got, err := readAll(stream)
-	if err != nil || len(got) != 2 {
-		t.Fatalf("received %q, err %v", got, err)
-	}
-	<-srv.canceled
-	if got := rec.outcomes(); !slices.Equal(got, []retry.Outcome{retry.OutcomeTimeout, retry.OutcomeSuccess}) {
-		t.Fatalf("outcomes %v", got)
-	}
-	if !errors.Is(rec.ends[0].Err, retry.ErrAttemptTimeout) || status.Code(rec.ends[0].Err) != codes.DeadlineExceeded {
-		t.Fatalf("attempt error %v", rec.ends[0].Err)
 	}
 }
 

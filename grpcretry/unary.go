@@ -30,7 +30,6 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 		ic: ic, ctx: ctx, method: method, req: req, reply: reply, cc: cc, invoker: invoker,
 		idempotent: ic.idempotent(method),
 	}
-	c.bo.base = ic.base
 	// The attempt options: the caller's, then ours to read the trailer
 	// (pushback) and, for a method that is not idempotent, the peer (to
 	// learn whether the request left).
@@ -39,15 +38,22 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 	if !c.idempotent {
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
 	}
-	c.pol = *ic.p
-	c.pol.Backoff = &c.bo
-	c.pol.Classify = notPermanent
+	ic.callPolicy(&c.pol, &c.bo)
 	return finalError(retry.Run(ctx, &c.pol, c.attempt))
 }
 
 // notPermanent is the Classify of the per-call Policy: classify has already
 // marked with retry.Permanent every error that must not be retried.
 func notPermanent(error) bool { return true }
+
+// callPolicy sets up one call's Policy in pol: the caller's, with bo (the
+// Policy's backoff, obeying server pushback) and notPermanent.
+func (ic *interceptor) callPolicy(pol *retry.Policy, bo *pushbackBackoff) {
+	bo.base = ic.base
+	*pol = *ic.p
+	pol.Backoff = bo
+	pol.Classify = notPermanent
+}
 
 // unaryCall is the state of one intercepted unary call.
 type unaryCall struct {
