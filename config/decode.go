@@ -116,17 +116,14 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, visit func(k
 	}
 }
 
-func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+// scalar returns the value of a scalar node. A mapping, a list or an empty
+// value is reported, and ok is false.
+func (d *decoder) scalar(n *yaml.Node, path string) (s string, ok bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		d.fail(n, path, "must be a value, not %s", describe(n))
 		return "", false
 	}
 	return n.Value, true
-}
-
-func (d *decoder) str(n *yaml.Node, path string) string {
-	s, _ := d.scalar(n, path)
-	return s
 }
 
 // duration reads a Go duration ("250ms", "1m30s"); a bare 0 is accepted.

@@ -3,7 +3,6 @@ package config
 import (
 	"strings"
 
-	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"go.yaml.in/yaml/v3"
 )
@@ -120,8 +119,9 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 		case "calls":
 			c.Window.Calls = d.integer(v, fp, 1, 1<<24)
 		case "window":
+			reported := len(d.problems)
 			c.Window.Duration = d.duration(v, fp)
-			if c.Window.Duration == 0 && len(d.problems) == before {
+			if c.Window.Duration == 0 && len(d.problems) == reported {
 				d.fail(v, fp, "must be positive")
 			}
 		case "buckets":
@@ -174,13 +174,6 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 		d.fail(n, path, "%s", err)
 	}
 	return b
-}
-
-// newBreaker builds the breaker of a spec.
-func newBreaker(s *BreakerSpec, base breaker.Config) *breaker.Breaker {
-	c := s.Config
-	c.Clock, c.Rand, c.OnStateChange = base.Clock, base.Rand, base.OnStateChange
-	return breaker.New(c)
 }
 
 func inAny(fields map[string][]string) func(string) bool {

@@ -36,8 +36,9 @@ type Options struct {
 	// *budget.Concurrency).
 	OnBudget func(policy string, b retry.Budget)
 	// Classify, if set, builds a policy's Classify function from its
-	// retry_on lists (the HTTP and gRPC adapters read RetryOn themselves;
-	// see Handle.Spec). nil: retry.DefaultClassifier.
+	// spec, e.g. from its retry_on lists. nil: retry.DefaultClassifier.
+	// (For the HTTP and gRPC adapters, PolicySpec.HTTPClassifier and
+	// GRPCRetryable turn retry_on into their classifiers; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
 }
 
@@ -67,7 +68,8 @@ type Registry struct {
 	budgets  map[string]keyed[retry.Budget]
 	breakers map[string]keyed[*breaker.Breaker]
 	version  atomic.Pointer[string]
-	// badVersion and badErr remember the last rejected content.
+	// badVersion and badErr remember the content rejected since the last
+	// Apply.
 	badVersion string
 	badErr     error
 	loads      atomic.Uint64
@@ -138,8 +140,9 @@ func (r *Registry) Stats() (applied, rejected uint64) { return r.loads.Load(), r
 // changes nothing: the error is returned and reported (OnReload, the
 // observer, the log) and the old policies keep serving.
 //
-// Content already in force, or already rejected, is not parsed or reported
-// again, so a burst of file events costs one report.
+// Content already in force, or rejected since the last file was applied,
+// is not parsed or reported again, so a burst of file events costs one
+// report; bad content that comes back after a good file is reported again.
 func (r *Registry) Reload(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -182,6 +185,7 @@ func (r *Registry) Apply(f *File) {
 		r.assign(h, f, built)
 	}
 	r.file, r.set = f, built
+	r.badVersion, r.badErr = "", nil
 	r.version.Store(&f.Version)
 	r.mu.Unlock()
 	r.report(f.Version, nil)
@@ -244,10 +248,7 @@ func (r *Registry) build(f *File) builtSet {
 			key := fmt.Sprintf("%s %+v", s.Breaker.Kind, s.Breaker.Config)
 			old, ok := r.breakers[name]
 			if !ok || old.key != key {
-				old = keyed[*breaker.Breaker]{key, newBreaker(s.Breaker, breaker.Config{Clock: r.opts.Clock})}
-				if r.opts.OnBreaker != nil {
-					r.opts.OnBreaker(name, old.v)
-				}
+				old = keyed[*breaker.Breaker]{key, r.newBreaker(name, s.Breaker)}
 			}
 			keepBreakers[name] = old
 			p.Breaker = old.v
@@ -277,6 +278,16 @@ func (r *Registry) newBudget(policy string, s *BudgetSpec) retry.Budget {
 	}
 	if r.opts.OnBudget != nil {
 		r.opts.OnBudget(policy, b)
+	}
+	return b
+}
+
+func (r *Registry) newBreaker(policy string, s *BreakerSpec) *breaker.Breaker {
+	c := s.Config
+	c.Clock = r.opts.Clock
+	b := breaker.New(c)
+	if r.opts.OnBreaker != nil {
+		r.opts.OnBreaker(policy, b)
 	}
 	return b
 }

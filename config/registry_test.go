@@ -146,6 +146,25 @@ func TestInvalidReloadKeepsServing(t *testing.T) {
 	if len(obs.errs) != 2 || obs.errs[0] != nil || obs.errs[1] == nil || h.Policy().Observer != obs {
 		t.Fatalf("observer heard %v %v", obs.versions, obs.errs)
 	}
+	// The same bad content again (another event of one save) is not reported again.
+	if err := r.Reload(path); err == nil {
+		t.Fatal("the rejected content was accepted on a second read")
+	}
+	if _, rejected := r.Stats(); rejected != 1 || len(obs.errs) != 2 {
+		t.Fatalf("a repeated read of rejected content was reported: rejected %d, observer %v", rejected, obs.errs)
+	}
+	// Bad content that comes back after a good file is reported again.
+	os.WriteFile(path, []byte("policies: {api: {max_attempts: 5}}\n"), 0o644)
+	if err := r.Reload(path); err != nil || h.Policy().MaxAttempts != 5 {
+		t.Fatalf("good file: err=%v attempts=%d", err, h.Policy().MaxAttempts)
+	}
+	os.WriteFile(path, []byte("policies: {api: {max_attempts: -1}}\n"), 0o644)
+	if err := r.Reload(path); err == nil || h.Policy().MaxAttempts != 5 {
+		t.Fatalf("bad file again: err=%v attempts=%d", err, h.Policy().MaxAttempts)
+	}
+	if _, rejected := r.Stats(); rejected != 2 || len(obs.errs) != 4 || obs.errs[3] == nil {
+		t.Fatalf("bad content after a good file: rejected %d, observer heard %v", rejected, obs.errs)
+	}
 }
 
 // versionFile writes a policy file whose fields all encode k, so a reader

@@ -115,8 +115,8 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	if opsNode != nil {
 		d.fields(opsNode, "operations", nil, func(op string, v *yaml.Node, p string) {
-			name := d.str(v, p)
-			if name == "" {
+			name, ok := d.scalar(v, p)
+			if !ok {
 				return
 			}
 			if _, ok := f.Policies[name]; !ok {
@@ -127,7 +127,7 @@ func Parse(name string, data []byte) (*File, error) {
 		})
 	}
 	if defNode != nil {
-		if name := d.str(defNode, "default"); name != "" {
+		if name, ok := d.scalar(defNode, "default"); ok {
 			if _, ok := f.Policies[name]; !ok {
 				d.fail(defNode, "default", "policy %q is not defined", name)
 			}
@@ -184,11 +184,12 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 	b := BackoffSpec{Strategy: "full_jitter"}
 	var baseNode, maxNode, strategyNode *yaml.Node
+	strategyOK := true
 	d.fields(n, path, []string{"strategy", "base", "max", "step", "multiplier", "jitter", "factor"}, func(key string, v *yaml.Node, fp string) {
 		switch key {
 		case "strategy":
 			strategyNode = v
-			b.Strategy = d.str(v, fp)
+			b.Strategy, strategyOK = d.scalar(v, fp)
 		case "base":
 			baseNode = v
 			b.Params.Base = d.duration(v, fp)
@@ -202,15 +203,19 @@ func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 		case "factor":
 			b.Params.Factor = d.number(v, fp, 0, 1, true)
 		case "jitter":
-			s := d.str(v, fp)
-			j, ok := backoff.ParseJitter(s)
-			if !ok && s != "" {
-				d.fail(v, fp, "%q is not one of none, full, equal, decorrelated, proportional", s)
+			if s, ok := d.scalar(v, fp); ok {
+				j, known := backoff.ParseJitter(s)
+				if !known {
+					d.fail(v, fp, "%q is not one of none, full, equal, decorrelated, proportional", s)
+				}
+				b.Params.Jitter = j
 			}
-			b.Params.Jitter = j
 		}
 	})
-	if _, ok := backoff.Lookup(b.Strategy); !ok && b.Strategy != "" {
+	if !strategyOK {
+		return b // reported by scalar
+	}
+	if _, ok := backoff.Lookup(b.Strategy); !ok {
 		d.fail(strategyNode, join(path, "strategy"), "%q is not a registered strategy (known: %s)", b.Strategy, strings.Join(backoff.Names(), ", "))
 		return b
 	}
@@ -255,13 +260,13 @@ func (d *decoder) retryOn(n *yaml.Node, path string) RetryOn {
 			})
 		case "grpc_codes":
 			d.list(v, fp, func(_ int, e *yaml.Node, ep string) {
-				s := d.str(e, ep)
+				s, ok := d.scalar(e, ep)
+				if !ok {
+					return
+				}
 				canon := strings.ToUpper(camelToSnake(s))
 				if canon == "CANCELED" {
 					canon = "CANCELLED"
-				}
-				if s == "" {
-					return
 				}
 				if _, ok := GRPCCodeNumber(canon); !ok {
 					d.fail(e, ep, "%q is not a gRPC status code (e.g. UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED)", s)

@@ -100,25 +100,21 @@ func (b *Breaker) sync(ctx context.Context) error {
 			err = fmt.Errorf("%w: %v", errReply, v)
 		}
 	}
-	if err != nil {
-		b.fallBack()
-		b.release()
-		b.degraded(err)
+	if err == nil {
+		c := breaker.Counts{
+			Requests:            uint64(max(v[4], 0)),
+			Successes:           uint64(max(v[5], 0)),
+			Failures:            uint64(max(v[6], 0)),
+			SlowCalls:           uint64(max(v[7], 0)),
+			ConsecutiveFailures: uint64(max(v[8], 0)),
+		}
+		b.cntMu.Lock()
+		b.counts = c
+		b.cntMu.Unlock()
+	}
+	if err := b.conclude(st, err); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
-	c := breaker.Counts{
-		Requests:            uint64(max(v[4], 0)),
-		Successes:           uint64(max(v[5], 0)),
-		Failures:            uint64(max(v[6], 0)),
-		SlowCalls:           uint64(max(v[7], 0)),
-		ConsecutiveFailures: uint64(max(v[8], 0)),
-	}
-	b.cntMu.Lock()
-	b.counts = c
-	b.cntMu.Unlock()
-	b.apply(st)
-	b.release()
-	b.settle()
 	b.l.succeeded()
 	return nil
 }
@@ -137,8 +133,26 @@ func (b *Breaker) acquire(ctx context.Context) error {
 
 func (b *Breaker) release() { <-b.sem }
 
+// conclude ends a Redis call made with the right to call Redis: it caches
+// the state st the call returned or, when the call failed with err, falls
+// back to local state; then it releases the right and tells the listeners
+// of any change (and, on err, the log and OnDegraded). It returns err.
+func (b *Breaker) conclude(st sharedState, err error) error {
+	if err != nil {
+		b.fallBack()
+	} else {
+		b.apply(st)
+	}
+	b.release()
+	b.settle()
+	if err != nil {
+		b.l.failed(err)
+	}
+	return err
+}
+
 // apply makes st the cached shared state. The caller holds the right to
-// call Redis (see acquire) and calls settle after releasing it.
+// call Redis (see acquire).
 func (b *Breaker) apply(st sharedState) {
 	full := st.st == breaker.HalfOpen && st.inuse >= b.s.maxProbes
 	b.stMu.Lock()
@@ -158,7 +172,7 @@ func (b *Breaker) apply(st sharedState) {
 }
 
 // fallBack switches the cached state to local after a failed Redis call.
-// The caller then calls degraded, after releasing the right to call Redis.
+// The caller holds the right to call Redis.
 func (b *Breaker) fallBack() {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
@@ -167,13 +181,6 @@ func (b *Breaker) fallBack() {
 		n.shared, n.done = false, nil
 		b.snap.Store(&n)
 	}
-}
-
-// degraded tells the listeners, the log and OnDegraded about a failed
-// Redis call.
-func (b *Breaker) degraded(err error) {
-	b.settle()
-	b.l.failed(err)
 }
 
 // claim asks Redis for a half-open probe permit. One goroutine of the
@@ -200,15 +207,9 @@ func (b *Breaker) claim() (func(error), error) {
 			st, err = decodeState(v[1:])
 		}
 	}
-	if err != nil {
-		b.fallBack()
-		b.release()
-		b.degraded(err)
+	if b.conclude(st, err) != nil {
 		return b.allowLocal(b.snap.Load())
 	}
-	b.apply(st)
-	b.release()
-	b.settle()
 	if v[0] == 1 {
 		p := &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
 		p.armed.Store(true)
@@ -270,13 +271,5 @@ func (p *probe) finish(err error) {
 	if rerr == nil {
 		st, rerr = decodeState(v)
 	}
-	if rerr != nil {
-		b.fallBack()
-		b.release()
-		b.degraded(rerr)
-		return
-	}
-	b.apply(st)
-	b.release()
-	b.settle()
+	_ = b.conclude(st, rerr)
 }

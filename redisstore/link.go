@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stormguard/stormguard/internal/listeners"
 )
 
 // LinkStats describe how a Breaker or a Budget has been reaching Redis.
@@ -30,9 +32,7 @@ type link struct {
 	syncs, redisErrors, fallbacks atomic.Uint64
 	degraded                      atomic.Bool
 
-	mu      sync.Mutex // orders degraded/rejoined transitions and their callbacks
-	notes   []note
-	sending bool
+	notes listeners.Queue[note] // degraded/rejoined transitions, delivered in order
 
 	kick      chan struct{}
 	stop      chan struct{}
@@ -47,13 +47,15 @@ type note struct {
 }
 
 func newLink(cfg linkConfig, what string) *link {
-	return &link{
+	l := &link{
 		cfg:     cfg,
 		what:    what,
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
+	l.notes.Subscribe(l.deliver)
+	return l
 }
 
 func (l *link) stats() LinkStats {
@@ -93,34 +95,11 @@ func (l *link) succeeded() bool {
 	return true
 }
 
-// announce logs and delivers a degraded/rejoined transition, in order and
-// outside the lock.
+// announce logs and delivers a degraded/rejoined transition: one at a
+// time, in order, outside any lock.
 func (l *link) announce(n note) {
-	l.mu.Lock()
-	l.notes = append(l.notes, n)
-	if l.sending {
-		l.mu.Unlock()
-		return
-	}
-	l.sending = true
-	finished := false
-	defer func() {
-		if !finished { // a callback panicked: let the next note deliver the rest
-			l.mu.Lock()
-			l.sending = false
-			l.mu.Unlock()
-		}
-	}()
-	for len(l.notes) > 0 {
-		n := l.notes[0]
-		l.notes = l.notes[1:]
-		l.mu.Unlock()
-		l.deliver(n)
-		l.mu.Lock()
-	}
-	l.sending = false
-	finished = true
-	l.mu.Unlock()
+	l.notes.Push(n)
+	l.notes.Deliver()
 }
 
 func (l *link) deliver(n note) {

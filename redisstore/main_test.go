@@ -181,7 +181,6 @@ func ownRedis(tb testing.TB) *redisServer {
 var shared struct {
 	once sync.Once
 	srv  *redisServer
-	err  error
 	skip bool
 }
 
