@@ -65,8 +65,9 @@ func IsTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// countsAsFailure reports whether a failed attempt's error speaks of the
-// downstream's health: not a Permanent error, not the caller's cancellation.
-func countsAsFailure(err error) bool {
+// CountsAsFailure reports whether a failed attempt's error speaks of the
+// downstream's health, as Ratio judges it for FailureCost: not nil, not a
+// retry.Permanent error, not the caller's cancellation (context.Canceled).
+func CountsAsFailure(err error) bool {
 	return err != nil && !retry.IsPermanent(err) && !errors.Is(err, context.Canceled)
 }

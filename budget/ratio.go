@@ -132,6 +132,21 @@ func (c RatioConfig) Validate() error {
 	return err
 }
 
+// WithDefaults returns c as NewRatio reads it: MaxTokens, Refill,
+// RetryCost, TimeoutCost and InitialTokens set to their effective values
+// where c leaves them to a default. It fails as Validate does. A budget
+// implemented elsewhere (redisstore's shared bucket) uses it to follow
+// exactly the rules of a Ratio.
+func (c RatioConfig) WithDefaults() (RatioConfig, error) {
+	p, err := c.resolve()
+	if err != nil {
+		return RatioConfig{}, err
+	}
+	c.MaxTokens, c.InitialTokens = fromUnits(p.max), fromUnits(p.initial)
+	c.Refill, c.RetryCost, c.TimeoutCost = fromUnits(p.refill), fromUnits(p.retryCost), fromUnits(p.timeoutCost)
+	return c, nil
+}
+
 // ratioParams are a RatioConfig's effective values in token units.
 type ratioParams struct {
 	max, initial, refill, retryRefill int64
@@ -324,7 +339,7 @@ func (r *Ratio) record(c *ratioCell, retry bool, err error) {
 		if r.p.refund {
 			delta += r.p.retryCost
 		}
-	case r.p.failCost > 0 && countsAsFailure(err):
+	case r.p.failCost > 0 && CountsAsFailure(err):
 		delta = -r.p.failCost
 	}
 	switch {

@@ -304,3 +304,49 @@ func TestIsTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestRatioConfigWithDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   budget.RatioConfig
+		want budget.RatioConfig
+	}{
+		{"zero", budget.RatioConfig{}, budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryCost: 1, TimeoutCost: 1}},
+		{"gRPC", budget.GRPC(), budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryRefill: 0.1, FailureCost: 1, Threshold: 5}},
+		{"AWS", budget.AWSStandard(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 5, TimeoutCost: 10, RefundRetrySuccess: true}},
+		{"start empty", budget.RatioConfig{MaxTokens: 20, StartEmpty: true}, budget.RatioConfig{MaxTokens: 20, StartEmpty: true, Refill: 0.1, RetryCost: 1, TimeoutCost: 1}},
+	} {
+		got, err := tc.in.WithDefaults()
+		if err != nil || got != tc.want {
+			t.Errorf("%s: WithDefaults() = %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+		// The result makes the same bucket, and is its own defaults.
+		if again, _ := got.WithDefaults(); again != got {
+			t.Errorf("%s: WithDefaults twice = %+v", tc.name, again)
+		}
+		if a, b := budget.NewRatio(tc.in).Available(), budget.NewRatio(got).Available(); a != b {
+			t.Errorf("%s: Available %v from the config, %v from its defaults", tc.name, a, b)
+		}
+	}
+	if _, err := (budget.RatioConfig{Threshold: 10}).WithDefaults(); !errors.Is(err, budget.ErrInvalidConfig) {
+		t.Errorf("WithDefaults of an invalid config: %v", err)
+	}
+}
+
+func TestCountsAsFailure(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errDown, true},
+		{netTimeout{}, true},
+		{context.DeadlineExceeded, true},
+		{retry.Permanent(errDown), false},
+		{fmt.Errorf("op: %w", context.Canceled), false},
+	} {
+		if got := budget.CountsAsFailure(tc.err); got != tc.want {
+			t.Errorf("CountsAsFailure(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

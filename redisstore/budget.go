@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -112,7 +111,7 @@ func (b *Budget) Record(retry bool, err error) {
 		if b.s.refund {
 			delta += b.s.retryCost
 		}
-	case b.s.fail > 0 && countsAsFailure(err):
+	case b.s.fail > 0 && budget.CountsAsFailure(err):
 		delta = -b.s.fail
 	}
 	if delta != 0 {
@@ -263,11 +262,4 @@ func (b *Budget) sync(ctx context.Context, closing bool) error {
 	}
 	b.l.succeeded()
 	return nil
-}
-
-// countsAsFailure reports whether a failed attempt's error speaks of the
-// downstream's health, as budget.Ratio judges it for FailureCost: not a
-// Permanent error, not the caller's cancellation.
-func countsAsFailure(err error) bool {
-	return err != nil && !retry.IsPermanent(err) && !errors.Is(err, context.Canceled)
 }

@@ -407,11 +407,10 @@ func (c BudgetConfig) resolve() (budgetSettings, error) {
 	}
 	l.clk = clock.Or(c.Clock)
 	l.logger, l.onDegraded = c.Logger, c.OnDegraded
-	r := c.Ratio
-	if err := r.Validate(); err != nil {
+	r, err := c.Ratio.WithDefaults()
+	if err != nil {
 		return s, fmt.Errorf("%w: BudgetConfig.Ratio: %w", ErrInvalidConfig, err)
 	}
-	// The defaults of budget.RatioConfig, which Validate has accepted.
 	s = budgetSettings{
 		link:        l,
 		max:         toUnits(r.MaxTokens),
@@ -424,21 +423,6 @@ func (c BudgetConfig) resolve() (budgetSettings, error) {
 		fail:        toUnits(r.FailureCost),
 		refund:      r.RefundRetrySuccess,
 	}
-	if s.max == 0 {
-		s.max = toUnits(budget.DefaultMaxTokens)
-	}
-	if s.refill == 0 {
-		s.refill = toUnits(budget.DefaultRefill)
-	}
-	if s.retryCost == 0 && s.fail == 0 {
-		s.retryCost = toUnits(budget.DefaultRetryCost)
-	}
-	if s.timeoutCost == 0 {
-		s.timeoutCost = s.retryCost
-	}
-	if s.initial == 0 && !r.StartEmpty {
-		s.initial = s.max
-	}
 	switch cost := max(s.retryCost, s.timeoutCost); {
 	case c.LeaseTokens < 0 || math.IsNaN(c.LeaseTokens) || c.LeaseTokens > budget.MaxRatioTokens:
 		return s, invalid("BudgetConfig.LeaseTokens is %v, want a number from 0 to MaxRatioTokens", c.LeaseTokens)
@@ -450,7 +434,7 @@ func (c BudgetConfig) resolve() (budgetSettings, error) {
 	default:
 		s.lease = min(2*cost, s.max)
 	}
-	s.local = r
+	s.local = c.Ratio
 	if c.Local != nil {
 		s.local = *c.Local
 		if err := s.local.Validate(); err != nil {
