@@ -320,83 +320,96 @@ type settings struct {
 	onStateChange func(from, to State)
 }
 
+// WithDefaults returns c as New reads it: every field that c leaves to a
+// default set to its effective value (the trip condition's, the open
+// period's, the probes' and the hooks'). OpenJitter stays negative (none)
+// if c's is. The result of a valid Config is valid and is its own
+// defaults. A breaker implemented elsewhere (redisstore's shared breaker)
+// uses it to follow exactly the rules of a Breaker.
+func (c Config) WithDefaults() Config {
+	w := &c.Window
+	switch {
+	case w.Calls > 0 || w.Duration > 0:
+		if w.Duration > 0 && w.Buckets == 0 {
+			w.Buckets = DefaultBuckets
+		}
+		if w.MinCalls == 0 {
+			w.MinCalls = DefaultMinCalls
+			if w.Calls > 0 {
+				w.MinCalls = w.Calls
+			}
+		}
+		if c.ReadyToTrip == nil && w.FailurePercent == 0 && w.SlowCallPercent == 0 {
+			w.FailurePercent = DefaultFailurePercent
+		}
+	case c.ReadyToTrip == nil && c.ConsecutiveFailures == 0:
+		c.ConsecutiveFailures = DefaultConsecutiveFailures
+	}
+	c.OpenTimeout = c.openTimeout()
+	c.MaxOpenTimeout = max(c.MaxOpenTimeout, c.OpenTimeout)
+	if c.OpenTimeoutMultiplier == 0 {
+		c.OpenTimeoutMultiplier = DefaultOpenTimeoutMultiplier
+	}
+	if c.OpenJitter == 0 {
+		c.OpenJitter = DefaultOpenJitter
+	}
+	if c.MaxProbes == 0 {
+		c.MaxProbes = 1
+	}
+	if c.SuccessThreshold == 0 {
+		c.SuccessThreshold = c.MaxProbes
+	}
+	if c.ProbeOffset == 0 {
+		c.ProbeOffset = DefaultProbeOffset
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.IsFailure == nil {
+		c.IsFailure = DefaultIsFailure
+	}
+	if c.IsExcluded == nil {
+		c.IsExcluded = DefaultIsExcluded
+	}
+	return c
+}
+
 func (c *Config) settings() settings {
-	w := c.Window
+	d := c.WithDefaults()
+	w := d.Window
 	s := settings{
 		mode:          tripConsecutive,
-		consecutive:   uint64(c.ConsecutiveFailures),
+		consecutive:   uint64(d.ConsecutiveFailures),
 		windowCalls:   w.Calls,
 		windowDur:     w.Duration,
-		buckets:       w.buckets(),
+		buckets:       w.Buckets,
 		minCalls:      uint64(w.MinCalls),
 		failPct:       w.FailurePercent,
 		slowPct:       w.SlowCallPercent,
 		slowDur:       w.SlowCallDuration,
-		readyToTrip:   c.ReadyToTrip,
-		openTimeout:   c.openTimeout(),
-		maxOpen:       c.MaxOpenTimeout,
-		multiplier:    c.OpenTimeoutMultiplier,
-		jitter:        c.OpenJitter,
-		maxProbes:     c.MaxProbes,
-		successes:     c.SuccessThreshold,
-		probe:         c.Probe,
-		probeOffset:   c.ProbeOffset,
-		probeTimeout:  c.ProbeTimeout,
-		isFailure:     c.IsFailure,
-		isExcluded:    c.IsExcluded,
-		clk:           clock.Or(c.Clock),
-		rand:          c.Rand,
-		onStateChange: c.OnStateChange,
+		readyToTrip:   d.ReadyToTrip,
+		openTimeout:   d.OpenTimeout,
+		maxOpen:       d.MaxOpenTimeout,
+		multiplier:    d.OpenTimeoutMultiplier,
+		jitter:        max(d.OpenJitter, 0),
+		maxProbes:     d.MaxProbes,
+		successes:     d.SuccessThreshold,
+		probe:         d.Probe,
+		probeOffset:   d.ProbeOffset,
+		probeTimeout:  d.ProbeTimeout,
+		isFailure:     d.IsFailure,
+		isExcluded:    d.IsExcluded,
+		clk:           clock.Or(d.Clock),
+		rand:          d.Rand,
+		onStateChange: d.OnStateChange,
 	}
 	switch {
-	case c.ReadyToTrip != nil:
+	case d.ReadyToTrip != nil:
 		s.mode = tripCustom
 	case w.Calls > 0:
 		s.mode = tripCountWindow
 	case w.Duration > 0:
 		s.mode = tripTimeWindow
-	}
-	if s.consecutive == 0 {
-		s.consecutive = DefaultConsecutiveFailures
-	}
-	if s.minCalls == 0 {
-		if w.Calls > 0 {
-			s.minCalls = uint64(w.Calls)
-		} else {
-			s.minCalls = DefaultMinCalls
-		}
-	}
-	if s.failPct == 0 && s.slowPct == 0 && s.mode != tripCustom {
-		s.failPct = DefaultFailurePercent
-	}
-	if s.maxOpen < s.openTimeout {
-		s.maxOpen = s.openTimeout
-	}
-	if s.multiplier == 0 {
-		s.multiplier = DefaultOpenTimeoutMultiplier
-	}
-	if s.jitter == 0 {
-		s.jitter = DefaultOpenJitter
-	} else if s.jitter < 0 {
-		s.jitter = 0
-	}
-	if s.maxProbes == 0 {
-		s.maxProbes = 1
-	}
-	if s.successes == 0 {
-		s.successes = s.maxProbes
-	}
-	if s.probeOffset == 0 {
-		s.probeOffset = DefaultProbeOffset
-	}
-	if s.probeTimeout == 0 {
-		s.probeTimeout = DefaultProbeTimeout
-	}
-	if s.isFailure == nil {
-		s.isFailure = DefaultIsFailure
-	}
-	if s.isExcluded == nil {
-		s.isExcluded = DefaultIsExcluded
 	}
 	return s
 }

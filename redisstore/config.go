@@ -287,29 +287,27 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		l.clk = clock.Or(bc.Clock)
 	}
 	l.logger, l.onDegraded = c.Logger, c.OnDegraded
+	d := bc.WithDefaults() // the local Breaker's rules, exactly
 	s = breakerSettings{
 		link:         l,
-		consecutive:  int64(bc.ConsecutiveFailures),
-		failPct:      bc.Window.FailurePercent,
-		slowPct:      bc.Window.SlowCallPercent,
-		slowDur:      bc.Window.SlowCallDuration,
-		openTimeout:  bc.OpenTimeout,
-		maxOpen:      bc.MaxOpenTimeout,
-		multiplier:   bc.OpenTimeoutMultiplier,
-		jitter:       bc.OpenJitter,
-		maxProbes:    int64(bc.MaxProbes),
-		successes:    int64(bc.SuccessThreshold),
+		consecutive:  int64(d.ConsecutiveFailures),
+		failPct:      d.Window.FailurePercent,
+		slowPct:      d.Window.SlowCallPercent,
+		slowDur:      d.Window.SlowCallDuration,
+		openTimeout:  d.OpenTimeout,
+		maxOpen:      d.MaxOpenTimeout,
+		multiplier:   d.OpenTimeoutMultiplier,
+		jitter:       max(d.OpenJitter, 0),
+		maxProbes:    int64(d.MaxProbes),
+		successes:    int64(d.SuccessThreshold),
 		probeLease:   c.ProbeLease,
-		isFailure:    bc.IsFailure,
-		isExcluded:   bc.IsExcluded,
-		onTransition: bc.OnStateChange,
+		isFailure:    d.IsFailure,
+		isExcluded:   d.IsExcluded,
+		onTransition: d.OnStateChange,
 	}
-	if w := bc.Window; w.Duration > 0 {
+	if w := d.Window; w.Duration > 0 {
 		s.window = true
 		s.buckets = w.Buckets
-		if s.buckets == 0 {
-			s.buckets = breaker.DefaultBuckets
-		}
 		if s.buckets > MaxWindowBuckets {
 			return s, invalid("BreakerConfig.Breaker.Window.Buckets is %d, above MaxWindowBuckets (%d)", s.buckets, MaxWindowBuckets)
 		}
@@ -318,43 +316,9 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 			return s, invalid("BreakerConfig.Breaker.Window.Duration %v over %d buckets is below 1ms per bucket", w.Duration, s.buckets)
 		}
 		s.minCalls = int64(w.MinCalls)
-		if s.minCalls == 0 {
-			s.minCalls = breaker.DefaultMinCalls
-		}
-		if s.failPct == 0 && s.slowPct == 0 {
-			s.failPct = breaker.DefaultFailurePercent
-		}
-	}
-	if s.consecutive == 0 {
-		s.consecutive = breaker.DefaultConsecutiveFailures
-	}
-	if s.openTimeout == 0 {
-		s.openTimeout = breaker.DefaultOpenTimeout
-	}
-	s.maxOpen = max(s.maxOpen, s.openTimeout)
-	if s.multiplier == 0 {
-		s.multiplier = breaker.DefaultOpenTimeoutMultiplier
-	}
-	switch {
-	case s.jitter == 0:
-		s.jitter = breaker.DefaultOpenJitter
-	case s.jitter < 0:
-		s.jitter = 0
-	}
-	if s.maxProbes == 0 {
-		s.maxProbes = 1
-	}
-	if s.successes == 0 {
-		s.successes = s.maxProbes
 	}
 	if s.probeLease == 0 {
 		s.probeLease = DefaultProbeLease
-	}
-	if s.isFailure == nil {
-		s.isFailure = breaker.DefaultIsFailure
-	}
-	if s.isExcluded == nil {
-		s.isExcluded = breaker.DefaultIsExcluded
 	}
 	if longest := max(s.maxOpen, time.Duration(s.buckets)*s.width, s.probeLease); l.ttl <= longest {
 		return s, invalid("BreakerConfig.KeyTTL %v must exceed the longest open period, window and probe lease (%v)", l.ttl, longest)
