@@ -31,11 +31,12 @@
 //     handler records each execution: its Idempotency-Key, how long it
 //     ran, and whether (and when) it saw its caller give up.
 //   - Clients: the scenario's calls (Clients arrival streams, periodic or
-//     Poisson, drawn from the seed as sim draws them), each a POST with an
-//     Idempotency-Key through http.Client{Transport:
-//     httpretry.New(wire, policy, httpretry.WithAttemptHeader(AttemptHeader))}
-//     under the caller's deadline (Scenario.CallTimeout). wire counts every
-//     attempt the clients send.
+//     Poisson, drawn from the seed by sim.Arrival.Stream, as sim draws
+//     them), each a POST with an Idempotency-Key through
+//     http.Client{Transport: httpretry.New(wire, policy,
+//     httpretry.WithAttemptHeader(AttemptHeader), httpretry.WithRetry500())}
+//     (500 is retried, like sim.ErrServer) under the caller's deadline
+//     (Scenario.CallTimeout). wire counts every attempt the clients send.
 //   - Policies: the simulator's definitions (sim.StandardPolicy with the
 //     scenario's PolicyParams, or the scenario's Custom sim.Policy values),
 //     turned into retry.Policy values on the real clock by RetryPolicy.

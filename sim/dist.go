@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,19 +142,13 @@ func ParseDist(s string) (Dist, error) {
 	}
 	name := strings.TrimSpace(s[:open])
 	args := strings.Split(s[open+1:len(s)-1], ",")
-	kind := -1
-	for i, n := range distNames {
-		if n == name {
-			kind = i
-		}
-	}
-	want := 2
-	switch DistKind(kind) {
-	case DistConst, DistExp:
-		want = 1
-	}
+	kind := slices.Index(distNames[:], name)
 	if kind < 0 {
 		return Dist{}, fmt.Errorf("%w: unknown distribution %q (want one of %s)", ErrDist, name, strings.Join(distNames[:], ", "))
+	}
+	want := 2
+	if k := DistKind(kind); k == DistConst || k == DistExp {
+		want = 1
 	}
 	if len(args) != want {
 		return Dist{}, fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDist, name, want, len(args))

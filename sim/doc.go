@@ -18,8 +18,8 @@
 //
 // Model describes clients and a chain of servers (tiers). Each client
 // process has an arrival stream (Poisson or periodic with a random phase)
-// drawn from its own seeded generator, so every policy meets exactly the
-// same calls. A tier has a pool of workers, a FIFO queue with a limit
+// drawn from its own seeded generator (Arrival.Stream), so every policy
+// meets exactly the same calls. A tier has a pool of workers, a FIFO queue with a limit
 // (a full queue answers 503 at once), a service-time distribution (Dist:
 // constant, exponential, folded normal, uniform, log-normal), an optional
 // degradation (service slows down as the queue grows past a knee), an

@@ -96,8 +96,9 @@ func (s *Sim) Schedule(at time.Duration, h HandlerID, ref int32, arg int64) {
 		at = s.now
 	}
 	s.seq++
-	s.heap = append(s.heap, item{at: at, seq: s.seq, h: h, ref: ref, arg: arg})
-	s.up(len(s.heap) - 1)
+	it := item{at: at, seq: s.seq, h: h, ref: ref, arg: arg}
+	s.heap = append(s.heap, it)
+	s.up(len(s.heap)-1, it)
 }
 
 // After schedules handler h at Now()+d.
@@ -150,9 +151,10 @@ func (s *Sim) NextAt() (time.Duration, bool) {
 // The heap is 4-ary: shallower than a binary heap, and a node's children
 // share a cache line or two, which matters at millions of events a second.
 
-func (s *Sim) up(i int) {
+// up sifts x, whose slot is i, up towards the root and stores it where it
+// belongs.
+func (s *Sim) up(i int, x item) {
 	h := s.heap
-	x := h[i]
 	for i > 0 {
 		p := (i - 1) / 4
 		if !x.less(&h[p]) {
@@ -208,14 +210,6 @@ func (s *Sim) pop() item {
 		h[i] = h[m]
 		i = m
 	}
-	for i > 0 {
-		p := (i - 1) / 4
-		if !x.less(&h[p]) {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = x
+	s.up(i, x)
 	return top
 }

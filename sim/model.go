@@ -68,6 +68,45 @@ type Arrival struct {
 	Interval time.Duration // Periodic: time between calls
 }
 
+// Stream returns the arrival stream of client number client in a run
+// seeded with seed: the times at which Run starts that client's calls.
+// Each client draws from a generator of its own, derived from seed and its
+// number alone, so every policy compared meets the same calls; the live
+// package draws its schedule with Stream, so a live run starts the calls
+// a simulated one would.
+func (a Arrival) Stream(seed uint64, client int) ArrivalStream {
+	return ArrivalStream{a: a, src: *rand.NewPCG(seed, uint64(client)*0x9e3779b97f4a7c15+1)}
+}
+
+// ArrivalStream draws one client's call times (see Arrival.Stream): First
+// once, then Next for each following call. It is not safe for concurrent
+// use.
+type ArrivalStream struct {
+	a   Arrival
+	src rand.PCG
+}
+
+// First returns the time of the client's first call: a phase drawn
+// uniformly in [0, Interval) for Periodic, an exponential gap for Poisson.
+func (s *ArrivalStream) First() time.Duration {
+	if s.a.Kind == Periodic {
+		return time.Duration(float64(s.a.Interval) * s.unit())
+	}
+	return s.Next()
+}
+
+// Next returns the time from the client's last call to its next one:
+// Interval for Periodic, an exponential gap of mean 1/Rate for Poisson.
+func (s *ArrivalStream) Next() time.Duration {
+	if s.a.Kind == Periodic {
+		return s.a.Interval
+	}
+	return time.Duration(-math.Log1p(-s.unit()) / s.a.Rate * float64(time.Second))
+}
+
+// unit returns a uniform float64 in [0, 1).
+func (s *ArrivalStream) unit() float64 { return float64(s.src.Uint64()>>11) / (1 << 53) }
+
 // Tier is a server: a pool of workers in front of a FIFO queue.
 //
 // An arriving request starts at once if a worker is free, waits in the queue

@@ -50,7 +50,7 @@ type runner struct {
 	tiers   []tierState
 	callers []caller
 	hops    []hop
-	srcs    []rand.PCG // per-client arrival streams
+	arrive  []ArrivalStream // per-client arrival streams
 	calls   []callRec
 	atts    []attRec
 	freeC   []int32
@@ -180,41 +180,19 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	}
 
 	r.rec.init(m)
-	r.srcs = make([]rand.PCG, m.Clients)
-	for i := range r.srcs {
-		r.srcs[i] = *rand.NewPCG(seed, uint64(i)*0x9e3779b97f4a7c15+1)
-		var first time.Duration
-		if m.Arrival.Kind == Periodic {
-			first = time.Duration(float64(m.Arrival.Interval) * unit(&r.srcs[i]))
-		} else {
-			first = r.gap(i)
-		}
-		if first < m.Duration {
+	r.arrive = make([]ArrivalStream, m.Clients)
+	for i := range r.arrive {
+		r.arrive[i] = m.Arrival.Stream(seed, i)
+		if first := r.arrive[i].First(); first < m.Duration {
 			s.Schedule(first, r.hArrive, int32(i), 0)
 		}
 	}
 	return r
 }
 
-// unit returns a uniform float64 in [0, 1).
-func unit(src *rand.PCG) float64 { return float64(src.Uint64()>>11) / (1 << 53) }
-
-// gap draws client i's next Poisson inter-arrival time.
-func (r *runner) gap(i int) time.Duration {
-	u := unit(&r.srcs[i])
-	return time.Duration(-math.Log1p(-u) / r.m.Arrival.Rate * float64(time.Second))
-}
-
 func (r *runner) onArrive(e Event) {
-	i := int(e.Ref)
 	r.startCall(e.Ref, -1, 0)
-	var next time.Duration
-	if r.m.Arrival.Kind == Periodic {
-		next = r.m.Arrival.Interval
-	} else {
-		next = r.gap(i)
-	}
-	if t := r.s.now + next; t < r.m.Duration {
+	if t := r.s.now + r.arrive[e.Ref].Next(); t < r.m.Duration {
 		r.s.Schedule(t, r.hArrive, e.Ref, 0)
 	}
 }
@@ -340,7 +318,7 @@ func (r *runner) onReach(e Event) {
 	switch {
 	case t.busy < t.eff:
 		r.startService(ti, ai)
-	case t.cfg.Queue == 0 || (t.cfg.Queue > 0 && t.queue.len() < t.cfg.Queue):
+	case t.cfg.Queue == 0 || t.queue.len() < t.cfg.Queue: // 0: unlimited; -1: none
 		t.queue.push(ai)
 		if ti == r.measure {
 			r.rec.server(r.s.now, t.busy, t.queue.len())

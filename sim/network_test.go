@@ -213,6 +213,49 @@ func TestSameSeedSameRunAndSameWorkloadForEveryPolicy(t *testing.T) {
 	}
 }
 
+// Arrival.Stream gives each client its own calls, from the seed and its
+// number alone, and Run starts exactly the calls the streams give.
+func TestArrivalStreams(t *testing.T) {
+	periodic := Arrival{Kind: Periodic, Interval: 250 * time.Millisecond}
+	for i := range 50 {
+		st := periodic.Stream(7, i)
+		if first := st.First(); first < 0 || first >= periodic.Interval {
+			t.Fatalf("client %d: periodic first call at %v, outside [0, %v)", i, first, periodic.Interval)
+		}
+		if next := st.Next(); next != periodic.Interval {
+			t.Fatalf("client %d: periodic gap %v, want %v", i, next, periodic.Interval)
+		}
+	}
+	poisson := Arrival{Kind: Poisson, Rate: 20}
+	a, b := poisson.Stream(7, 3), poisson.Stream(7, 3)
+	if a.First() != b.First() || a.Next() != b.Next() {
+		t.Fatal("the same seed and client gave another stream")
+	}
+	if x, y := poisson.Stream(7, 3), poisson.Stream(7, 4); x.First() == y.First() {
+		t.Fatal("two clients drew the same first call")
+	}
+	var sum time.Duration
+	const n = 20_000
+	for range n {
+		sum += a.Next()
+	}
+	if mean := sum.Seconds() / n; math.Abs(mean-0.05) > 0.05*5/math.Sqrt(n) {
+		t.Errorf("poisson mean gap %.4fs, want about 0.05s", mean)
+	}
+
+	m := steadyModel()
+	want := 0
+	for i := range m.Clients {
+		st := m.Arrival.Stream(11, i)
+		for at := st.First(); at < m.Duration; at += st.Next() {
+			want++
+		}
+	}
+	if got := mustRun(t, m, noRetry, 11).Metrics.Calls; got != float64(want) {
+		t.Fatalf("the run started %v calls, the streams give %d", got, want)
+	}
+}
+
 func TestMultiTierRetriesMultiply(t *testing.T) {
 	// Every hop makes 4 attempts and the database always fails: 4·4·4 = 64
 	// database attempts per call.

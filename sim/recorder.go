@@ -15,7 +15,6 @@ type recorder struct {
 	conc     Gauge // measured tier: busy workers + queued
 	queue    Gauge // measured tier: queued
 	inflight Gauge // attempts in flight towards the measured tier
-	inflCur  int32
 }
 
 func (r *recorder) init(m *Model) {
@@ -38,8 +37,7 @@ func (r *recorder) attemptSent(t time.Duration, retry bool) {
 	if retry {
 		r.rec.Retries[b]++
 	}
-	r.inflCur++
-	r.inflight.Set(b, r.inflCur)
+	r.inflight.Set(b, r.inflight.Value()+1)
 }
 
 func (r *recorder) attemptEnded(t time.Duration, ok bool) {
@@ -49,8 +47,7 @@ func (r *recorder) attemptEnded(t time.Duration, ok bool) {
 	} else {
 		r.rec.AttemptsFailed[b]++
 	}
-	r.inflCur--
-	r.inflight.Set(b, r.inflCur)
+	r.inflight.Set(b, r.inflight.Value()-1)
 }
 
 func (r *recorder) server(t time.Duration, busy, queued int) {
