@@ -81,29 +81,13 @@ func (h *harness) point(t *testing.T, name string, kv ...attribute.KeyValue) (fl
 	}
 	switch d := m.Data.(type) {
 	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			if match(p.Attributes) {
-				return float64(p.Value), true
-			}
-		}
+		return pointValue(d.DataPoints, match)
 	case metricdata.Sum[float64]:
-		for _, p := range d.DataPoints {
-			if match(p.Attributes) {
-				return p.Value, true
-			}
-		}
+		return pointValue(d.DataPoints, match)
 	case metricdata.Gauge[int64]:
-		for _, p := range d.DataPoints {
-			if match(p.Attributes) {
-				return float64(p.Value), true
-			}
-		}
+		return pointValue(d.DataPoints, match)
 	case metricdata.Gauge[float64]:
-		for _, p := range d.DataPoints {
-			if match(p.Attributes) {
-				return p.Value, true
-			}
-		}
+		return pointValue(d.DataPoints, match)
 	case metricdata.Histogram[float64]:
 		for _, p := range d.DataPoints {
 			if match(p.Attributes) {
@@ -112,6 +96,16 @@ func (h *harness) point(t *testing.T, name string, kv ...attribute.KeyValue) (fl
 		}
 	default:
 		t.Fatalf("metric %s: unexpected data %T", name, m.Data)
+	}
+	return 0, false
+}
+
+// pointValue returns the value of the first data point that matches.
+func pointValue[N int64 | float64](points []metricdata.DataPoint[N], match func(attribute.Set) bool) (float64, bool) {
+	for _, p := range points {
+		if match(p.Attributes) {
+			return float64(p.Value), true
+		}
 	}
 	return 0, false
 }

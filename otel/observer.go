@@ -3,16 +3,14 @@ package otel
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
-	"sync/atomic"
-	"unicode/utf8"
 
 	globalotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stormguard/stormguard/internal/labels"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -28,10 +26,10 @@ const (
 	DefaultMaxOperations = 100
 	// OverflowOperation is the operation attribute value that stands for
 	// every operation seen after MaxOperations distinct names.
-	OverflowOperation = "_other"
+	OverflowOperation = labels.Overflow
 	// UnnamedOperation is the operation attribute value of a Policy whose
 	// Operation is empty.
-	UnnamedOperation = "unnamed"
+	UnnamedOperation = labels.Unnamed
 )
 
 // DefaultBuckets are the call duration histogram's bucket boundaries in
@@ -58,6 +56,7 @@ type Config struct {
 	// MaxOperations bounds the number of distinct operation attribute
 	// values on metrics; past it new operations are counted under
 	// OverflowOperation. Spans carry the operation name even past it.
+	// Queue attribute values are bounded by the same number, separately.
 	// 0: DefaultMaxOperations.
 	MaxOperations int
 
@@ -79,7 +78,6 @@ type Config struct {
 // concurrent use, and a nil *Observer does nothing.
 type Observer struct {
 	tracer    trace.Tracer
-	maxOps    int
 	errorAttr func(error) []attribute.KeyValue
 
 	attempts        metric.Int64Counter
@@ -91,34 +89,34 @@ type Observer struct {
 	queueDropped    metric.Int64Counter
 	queueDepth      metric.Int64Gauge
 
-	ops atomic.Pointer[map[string]*opState]
+	ops    *labels.Table[*opState]    // operation name -> state
+	queues *labels.Table[*queueState] // queue name -> state
 
 	mu       sync.Mutex
-	byLabel  map[string]*opState
 	budgets  map[string]*budgetWatch
 	breakers map[string]*breakerWatch
-	queues   map[string]*queueState // queue name -> state
-	qLabels  map[string]*queueState // label value -> state
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
+// Values past them (from a newer core) are counted under "unknown".
 const (
 	numOutcomes = int(retry.OutcomeCanceled) + 1
 	numReasons  = int(retry.ReasonDeadline) + 1
+	unknown     = "unknown"
 )
 
 // opState holds one operation's span name and pre-built attribute sets.
 type opState struct {
-	name       string // as the user gave it, for spans
 	label      string // the operation attribute on metrics
 	spanName   string
-	opAttr     attribute.KeyValue
+	opAttr     attribute.KeyValue      // the operation attribute on spans
 	firstStart []trace.SpanStartOption // span options of a first attempt
 
 	// Option slices are built once: passing a fresh variadic slice to an
-	// instrument (an interface) would allocate on every event.
-	attempts [2][numOutcomes][]metric.AddOption
-	calls    [numReasons][]metric.AddOption
+	// instrument (an interface) would allocate on every event. The last
+	// outcome and reason are "unknown".
+	attempts [2][numOutcomes + 1][]metric.AddOption
+	calls    [numReasons + 1][]metric.AddOption
 	opAdd    []metric.AddOption    // {operation}
 	opRecord []metric.RecordOption // {operation}
 }
@@ -142,21 +140,24 @@ func New(cfg Config) (*Observer, error) {
 	if buckets == nil {
 		buckets = DefaultBuckets
 	}
+	maxOps := cfg.MaxOperations
+	if maxOps <= 0 {
+		maxOps = DefaultMaxOperations
+	}
 	o := &Observer{
 		tracer:    tp.Tracer(ScopeName),
-		maxOps:    cfg.MaxOperations,
 		errorAttr: cfg.ErrorAttributes,
-		byLabel:   make(map[string]*opState),
-		budgets:   make(map[string]*budgetWatch),
-		breakers:  make(map[string]*breakerWatch),
-		queues:    make(map[string]*queueState),
-		qLabels:   make(map[string]*queueState),
+		// Past MaxOperations spans still carry the operation's name; its
+		// metrics share the overflow label's attribute sets.
+		ops: labels.New(maxOps, newOpState, func(name string, shared *opState) *opState {
+			s := *shared
+			s.setName(name)
+			return &s
+		}),
+		queues:   labels.New(maxOps, newQueueState, nil),
+		budgets:  make(map[string]*budgetWatch),
+		breakers: make(map[string]*breakerWatch),
 	}
-	if o.maxOps <= 0 {
-		o.maxOps = DefaultMaxOperations
-	}
-	empty := make(map[string]*opState)
-	o.ops.Store(&empty)
 
 	m := mp.Meter(ScopeName)
 	name := func(s string) string { return ns + "." + s }
@@ -213,64 +214,28 @@ const (
 	keyQueue       = attribute.Key("queue")
 )
 
-// op returns the state of the named operation, creating it on first
-// sight. The common case is one map read without locking.
-func (o *Observer) op(name string) *opState {
-	if s, ok := (*o.ops.Load())[name]; ok {
-		return s
-	}
-	return o.addOp(name)
-}
-
-func (o *Observer) addOp(name string) *opState {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	old := *o.ops.Load()
-	if s, ok := old[name]; ok {
-		return s
-	}
-	real := operationLabel(name) // valid UTF-8, "unnamed" for ""
-	label := real
-	shared := o.byLabel[label]
-	if shared == nil && len(o.byLabel) >= o.maxOps {
-		label = OverflowOperation
-		shared = o.byLabel[label]
-	}
-	if shared == nil {
-		shared = newOpState(label, label)
-		o.byLabel[label] = shared
-	}
-	s := shared
-	if real != label {
-		// Past MaxOperations spans still carry the operation's name; its
-		// metrics share the overflow label's attribute sets.
-		s = &opState{label: label, attempts: shared.attempts, calls: shared.calls, opAdd: shared.opAdd, opRecord: shared.opRecord}
-		s.setName(real)
-	}
-	if len(old) >= 4*o.maxOps {
-		return s
-	}
-	next := make(map[string]*opState, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[name] = s
-	o.ops.Store(&next)
-	return s
-}
-
-func newOpState(name, label string) *opState {
+// newOpState returns the state of an operation whose spans and metrics
+// carry label.
+func newOpState(label string) *opState {
 	s := &opState{label: label}
-	s.setName(name)
-	op := attribute.String(string(keyOperation), label)
+	s.setName(label)
+	op := keyOperation.String(label)
 	for k, kind := range []string{"first", "retry"} {
-		for out := range numOutcomes {
+		for out := range numOutcomes + 1 {
+			outcome := unknown
+			if out < numOutcomes {
+				outcome = retry.Outcome(out).String()
+			}
 			s.attempts[k][out] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op,
-				keyAttemptKind.String(kind), keyOutcome.String(retry.Outcome(out).String())))}
+				keyAttemptKind.String(kind), keyOutcome.String(outcome)))}
 		}
 	}
-	for r := range numReasons {
-		s.calls[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, keyOutcome.String(retry.Reason(r).String())))}
+	for r := range numReasons + 1 {
+		reason := unknown
+		if r < numReasons {
+			reason = retry.Reason(r).String()
+		}
+		s.calls[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, keyOutcome.String(reason)))}
 	}
 	opSet := metric.WithAttributeSet(attribute.NewSet(op))
 	s.opAdd = []metric.AddOption{opSet}
@@ -278,23 +243,11 @@ func newOpState(name, label string) *opState {
 	return s
 }
 
+// setName sets the operation name spans carry.
 func (s *opState) setName(name string) {
-	s.name = name
 	s.spanName = "stormguard.attempt " + name
 	s.opAttr = AttrOperation.String(name)
 	s.firstStart = startOptions(s.opAttr, 1, 0)
-}
-
-// operationLabel turns a user's operation name into a valid attribute
-// value for metrics.
-func operationLabel(name string) string {
-	if name == "" {
-		return UnnamedOperation
-	}
-	if !utf8.ValidString(name) {
-		return strings.ToValidUTF8(name, "\uFFFD")
-	}
-	return name
 }
 
 // AttemptStart starts the attempt's span as a child of the span in ctx and
@@ -304,7 +257,7 @@ func (o *Observer) AttemptStart(ctx context.Context, e retry.AttemptStart) conte
 	if o == nil {
 		return ctx
 	}
-	s := o.op(e.Operation)
+	s := o.ops.Get(e.Operation)
 	if e.Attempt == 2 {
 		o.active.Add(ctx, 1, s.opAdd...)
 	}
@@ -317,22 +270,12 @@ func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if o == nil {
 		return
 	}
-	s := o.op(e.Operation)
 	o.endSpan(ctx, e)
 	kind := 0
 	if e.Attempt > 1 {
 		kind = 1
 	}
-	if int(e.Outcome) < numOutcomes {
-		o.attempts.Add(ctx, 1, s.attempts[kind][e.Outcome]...)
-		return
-	}
-	k := "first"
-	if kind == 1 {
-		k = "retry"
-	}
-	o.attempts.Add(ctx, 1, metric.WithAttributes(keyOperation.String(s.label),
-		keyAttemptKind.String(k), keyOutcome.String(e.Outcome.String())))
+	o.attempts.Add(ctx, 1, o.ops.Get(e.Operation).attempts[kind][min(int(e.Outcome), numOutcomes)]...)
 }
 
 // RetryScheduled adds a "stormguard.retry_scheduled" event to the
@@ -364,12 +307,8 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	if o == nil {
 		return
 	}
-	s := o.op(e.Operation)
-	if int(e.Reason) < numReasons {
-		o.calls.Add(ctx, 1, s.calls[e.Reason]...)
-	} else {
-		o.calls.Add(ctx, 1, metric.WithAttributes(keyOperation.String(s.label), keyOutcome.String(e.Reason.String())))
-	}
+	s := o.ops.Get(e.Operation)
+	o.calls.Add(ctx, 1, s.calls[min(int(e.Reason), numReasons)]...)
 	o.duration.Record(ctx, e.Duration.Seconds(), s.opRecord...)
 	if e.Attempts >= 2 {
 		o.active.Add(ctx, -1, s.opAdd...)

@@ -411,6 +411,42 @@ func TestQueueMetrics(t *testing.T) {
 	}
 }
 
+// TestQueueBounds: queue names are bounded by MaxOperations too, apart
+// from operation names.
+func TestQueueBounds(t *testing.T) {
+	h := newHarness(t, sgotel.Config{MaxOperations: 1})
+	h.obs.CallEnd(context.Background(), retry.CallEnd{Operation: "op", Attempts: 1})
+	h.obs.QueueDepth("events", 1)
+	h.obs.QueueDepth("audit", 2)
+	h.obs.QueueDropped("", "full", 3)
+	q := func(name string) attribute.KeyValue { return attribute.String("queue", name) }
+	if got := h.value(t, "stormguard.queue.depth", q("events")); got != 1 {
+		t.Errorf("depth{events} = %v, want 1", got)
+	}
+	if got := h.value(t, "stormguard.queue.depth", q(sgotel.OverflowOperation)); got != 2 {
+		t.Errorf("depth{_other} = %v, want 2", got)
+	}
+	if got := h.value(t, "stormguard.queue.dropped_records", q(sgotel.OverflowOperation)); got != 3 {
+		t.Errorf("dropped{_other} = %v, want 3", got)
+	}
+}
+
+// TestUnknownOutcomeAndReason: outcomes and reasons from a newer core are
+// counted as "unknown".
+func TestUnknownOutcomeAndReason(t *testing.T) {
+	h := newHarness(t, sgotel.Config{})
+	ctx := context.Background()
+	h.obs.AttemptEnd(ctx, retry.AttemptEnd{Operation: "op", Attempt: 2, Outcome: retry.Outcome(200)})
+	h.obs.CallEnd(ctx, retry.CallEnd{Operation: "op", Attempts: 2, Reason: retry.Reason(200)})
+	if got := h.value(t, "stormguard.attempts", op("op"), attribute.String("attempt_kind", "retry"),
+		attribute.String("outcome", "unknown")); got != 1 {
+		t.Errorf("attempts{retry,unknown} = %v, want 1", got)
+	}
+	if got := h.value(t, "stormguard.calls", op("op"), attribute.String("outcome", "unknown")); got != 1 {
+		t.Errorf("calls{unknown} = %v, want 1", got)
+	}
+}
+
 type tokens struct{ v float64 }
 
 func (t *tokens) Available() float64 { return t.v }

@@ -13,30 +13,9 @@ type queueState struct {
 	record []metric.RecordOption
 }
 
-// queue returns the state of the named queue, creating it on first sight.
-// Queue names, like operation names, are bounded by MaxOperations (past it
-// they share OverflowOperation).
-func (o *Observer) queue(name string) *queueState {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if q, ok := o.queues[name]; ok {
-		return q
-	}
-	label := operationLabel(name)
-	q := o.qLabels[label]
-	if q == nil && len(o.qLabels) >= o.maxOps {
-		label = OverflowOperation
-		q = o.qLabels[label]
-	}
-	if q == nil {
-		set := metric.WithAttributeSet(attribute.NewSet(keyQueue.String(label)))
-		q = &queueState{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
-		o.qLabels[label] = q
-	}
-	if len(o.queues) < 4*o.maxOps {
-		o.queues[name] = q
-	}
-	return q
+func newQueueState(label string) *queueState {
+	set := metric.WithAttributeSet(attribute.NewSet(keyQueue.String(label)))
+	return &queueState{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
 }
 
 // QueueDropped adds n records dropped by the named queue to
@@ -47,7 +26,7 @@ func (o *Observer) QueueDropped(queue, reason string, n int) {
 	if o == nil || n <= 0 {
 		return
 	}
-	o.queueDropped.Add(context.Background(), int64(n), o.queue(queue).add...)
+	o.queueDropped.Add(context.Background(), int64(n), o.queues.Get(queue).add...)
 }
 
 // QueueDepth sets stormguard.queue.depth{queue} to the number of records
@@ -56,5 +35,5 @@ func (o *Observer) QueueDepth(queue string, depth int) {
 	if o == nil {
 		return
 	}
-	o.queueDepth.Record(context.Background(), int64(depth), o.queue(queue).record...)
+	o.queueDepth.Record(context.Background(), int64(depth), o.queues.Get(queue).record...)
 }

@@ -2,6 +2,8 @@ package otel
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -55,7 +57,7 @@ func (o *Observer) WatchBudget(operation string, b BudgetSource) (unwatch func()
 	if o == nil || b == nil {
 		return func() {}
 	}
-	label := o.op(operation).label
+	label := o.ops.Get(operation).label
 	w := &budgetWatch{src: b, opts: []metric.ObserveOption{
 		metric.WithAttributeSet(attribute.NewSet(keyOperation.String(label)))}}
 	o.mu.Lock()
@@ -81,7 +83,7 @@ func (o *Observer) WatchBreaker(operation string, b BreakerSource) (unwatch func
 	if o == nil || b == nil {
 		return func() {}
 	}
-	label := o.op(operation).label
+	label := o.ops.Get(operation).label
 	opAttr := keyOperation.String(label)
 	w := &breakerWatch{src: b, opts: []metric.ObserveOption{
 		metric.WithAttributeSet(attribute.NewSet(opAttr))}}
@@ -109,10 +111,7 @@ func (o *Observer) WatchBreaker(operation string, b BreakerSource) (unwatch func
 // observeBudgets is the tokens gauge's callback.
 func (o *Observer) observeBudgets(_ context.Context, obs metric.Float64Observer) error {
 	o.mu.Lock()
-	ws := make([]*budgetWatch, 0, len(o.budgets))
-	for _, w := range o.budgets {
-		ws = append(ws, w)
-	}
+	ws := slices.Collect(maps.Values(o.budgets))
 	o.mu.Unlock()
 	for _, w := range ws {
 		obs.Observe(w.src.Available(), w.opts...)
@@ -123,10 +122,7 @@ func (o *Observer) observeBudgets(_ context.Context, obs metric.Float64Observer)
 // observeBreakers is the state gauge's callback.
 func (o *Observer) observeBreakers(_ context.Context, obs metric.Int64Observer) error {
 	o.mu.Lock()
-	ws := make([]*breakerWatch, 0, len(o.breakers))
-	for _, w := range o.breakers {
-		ws = append(ws, w)
-	}
+	ws := slices.Collect(maps.Values(o.breakers))
 	o.mu.Unlock()
 	for _, w := range ws {
 		obs.Observe(int64(w.src.State()), w.opts...)

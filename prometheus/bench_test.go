@@ -11,9 +11,9 @@ import (
 
 func succeed(context.Context) (int, error) { return 1, nil }
 
-// BenchmarkDo is the reference: retry.Do's success path with no observer.
-func BenchmarkDo(b *testing.B) {
-	p := &retry.Policy{Operation: "bench", MaxAttempts: 3}
+// benchDo measures retry.Do's success path observed by obs.
+func benchDo(b *testing.B, obs retry.Observer) {
+	p := &retry.Policy{Operation: "bench", MaxAttempts: 3, Observer: obs}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -23,18 +23,12 @@ func BenchmarkDo(b *testing.B) {
 	}
 }
 
+// BenchmarkDo is the reference: retry.Do's success path with no observer.
+func BenchmarkDo(b *testing.B) { benchDo(b, nil) }
+
 // BenchmarkDoWithCollector is retry.Do's success path with a Collector as
 // the Observer: one attempt, one call, one duration observation.
-func BenchmarkDoWithCollector(b *testing.B) {
-	p := &retry.Policy{Operation: "bench", MaxAttempts: 3, Observer: sgprom.New(sgprom.Config{})}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := retry.Do(ctx, p, succeed); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkDoWithCollector(b *testing.B) { benchDo(b, sgprom.New(sgprom.Config{})) }
 
 // BenchmarkDoWithCollectorParallel measures contention on shared series
 // when every goroutine calls the same operation.
@@ -54,16 +48,7 @@ func BenchmarkDoWithCollectorParallel(b *testing.B) {
 
 // BenchmarkDoWithNopObserver isolates retry.Do's own cost of having an
 // observer (its clock reads), to compare BenchmarkDoWithCollector with.
-func BenchmarkDoWithNopObserver(b *testing.B) {
-	p := &retry.Policy{Operation: "bench", MaxAttempts: 3, Observer: retry.NopObserver{}}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := retry.Do(ctx, p, succeed); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkDoWithNopObserver(b *testing.B) { benchDo(b, retry.NopObserver{}) }
 
 // BenchmarkCollectorSuccessEvents is the Collector's own work on the
 // success path: the events Do sends for a call whose first attempt works.
@@ -94,4 +79,18 @@ func TestCollectorSuccessPathAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { _, _ = retry.Do(ctx, p, succeed) }); n > 1 {
 		t.Errorf("retry.Do with a Collector allocates %v times per successful call, want at most 1", n)
 	}
+}
+
+// BenchmarkCollectorQueueEventsParallel is the cost of queue.Observer
+// events from many goroutines on one queue, as a Scheduler sends them on
+// every Submit and a full queue on every Offer.
+func BenchmarkCollectorQueueEventsParallel(b *testing.B) {
+	c := sgprom.New(sgprom.Config{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.QueueDropped("bench", "full", 1)
+			c.QueueDepth("bench", 8)
+		}
+	})
 }

@@ -37,7 +37,7 @@ func (c *Collector) WatchBreaker(operation string, b BreakerSource) (unwatch fun
 	if c == nil || b == nil {
 		return func() {}
 	}
-	label := c.op(operation).name
+	label := c.ops.Get(operation).name
 	var trans [numStates][numStates]prom.Counter
 	for from := range numStates {
 		for to := range numStates {

@@ -1,13 +1,13 @@
 package prometheus
 
 import (
-	"strings"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
-	"unicode/utf8"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/stormguard/stormguard/internal/labels"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -20,10 +20,10 @@ const (
 	DefaultMaxOperations = 100
 	// OverflowOperation is the operation label value that stands for every
 	// operation seen after MaxOperations distinct names.
-	OverflowOperation = "_other"
+	OverflowOperation = labels.Overflow
 	// UnnamedOperation is the operation label value of a Policy whose
 	// Operation is empty.
-	UnnamedOperation = "unnamed"
+	UnnamedOperation = labels.Unnamed
 )
 
 // DefaultBuckets are the call_duration_seconds histogram's upper bounds:
@@ -53,7 +53,8 @@ type Config struct {
 	// MaxOperations bounds the number of distinct operation label values.
 	// Past it, events of new operations are counted under
 	// OverflowOperation, so a program that builds operation names from
-	// request data cannot explode the series count. 0: DefaultMaxOperations.
+	// request data cannot explode the series count. Queue label values are
+	// bounded by the same number, separately. 0: DefaultMaxOperations.
 	MaxOperations int
 }
 
@@ -75,6 +76,10 @@ type Config struct {
 //	stormguard_breaker_transitions_total{operation,from,to}                  counter
 //	stormguard_queue_dropped_records_total{queue}                            counter
 //	stormguard_queue_depth{queue}                                            gauge
+//	stormguard_config_reloads_total{result="success|failure"}                counter
+//	stormguard_config_info{version}                                          gauge
+//
+// The last two are fed by ConfigReload.
 //
 // The attempts outcome label takes retry.Outcome's values (success, error,
 // permanent_error, timeout, canceled); the calls outcome label takes
@@ -87,8 +92,6 @@ type Config struct {
 // allocate once an operation has been seen, and a nil *Collector does
 // nothing.
 type Collector struct {
-	maxOps int
-
 	// Per-operation series live in opMetrics as plain atomics and are
 	// exposed as constant metrics at scrape time: cheaper on the request
 	// path than client_golang's vectors.
@@ -99,8 +102,6 @@ type Collector struct {
 	budgetExhaustedDesc *prom.Desc
 	budgetTokens        *prom.Desc
 	breakerState        *prom.Desc
-	bounds              []time.Duration
-	upper               []float64
 
 	transitions   *prom.CounterVec
 	queueDropped  *prom.CounterVec
@@ -108,16 +109,12 @@ type Collector struct {
 	configReloads *prom.CounterVec
 	configInfo    *prom.GaugeVec
 
-	// ops maps an operation name to its series. Readers load the map
-	// without locking; writers copy it under mu.
-	ops atomic.Pointer[map[string]*opMetrics]
+	ops    *labels.Table[*opMetrics]    // operation name -> series
+	queues *labels.Table[*queueMetrics] // queue name -> series
 
-	mu          sync.Mutex
-	byLabel     map[string]*opMetrics // label value -> series; len counts toward MaxOperations, overflow included
-	budgets     map[string]*budgetWatch
-	breakers    map[string]*breakerWatch
-	queues      map[string]*queueMetrics // queue name -> series
-	queueLabels map[string]*queueMetrics // label value -> series
+	mu       sync.Mutex
+	budgets  map[string]*budgetWatch
+	breakers map[string]*breakerWatch
 }
 
 // Label values of stormguard_attempts_total{attempt_kind}.
@@ -167,7 +164,6 @@ func New(cfg Config) *Collector {
 		return prom.NewDesc(prom.BuildFQName(ns, "", name), help, labels, cfg.ConstLabels)
 	}
 	c := &Collector{
-		maxOps: maxOps,
 		attemptsDesc: desc("attempts_total",
 			"Attempts made by stormguard calls, by kind (first or retry) and outcome.",
 			"operation", "attempt_kind", "outcome"),
@@ -204,17 +200,21 @@ func New(cfg Config) *Collector {
 		configInfo: prom.NewGaugeVec(prom.GaugeOpts(opts("config_info",
 			"1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version.")),
 			[]string{"version"}),
-		byLabel:     make(map[string]*opMetrics),
-		budgets:     make(map[string]*budgetWatch),
-		breakers:    make(map[string]*breakerWatch),
-		queues:      make(map[string]*queueMetrics),
-		queueLabels: make(map[string]*queueMetrics),
+		budgets:  make(map[string]*budgetWatch),
+		breakers: make(map[string]*breakerWatch),
 	}
-	c.bounds, c.upper = bucketBounds(buckets)
-	empty := make(map[string]*opMetrics)
-	c.ops.Store(&empty)
+	bounds, upper := bucketBounds(buckets)
+	c.ops = labels.New(maxOps, func(label string) *opMetrics {
+		return &opMetrics{name: label, duration: newDurationHistogram(bounds, upper)}
+	}, nil)
+	c.queues = labels.New(maxOps, func(label string) *queueMetrics {
+		return &queueMetrics{
+			dropped: c.queueDropped.WithLabelValues(label),
+			depth:   c.queueDepth.WithLabelValues(label),
+		}
+	}, nil)
 	for _, op := range cfg.Operations {
-		c.op(op)
+		c.ops.Get(op)
 	}
 	return c
 }
@@ -243,18 +243,8 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 	// whose counts must then be in this scrape; and user code must not run
 	// under our mutex.
 	c.mu.Lock()
-	budgets := make([]*budgetWatch, 0, len(c.budgets))
-	for _, w := range c.budgets {
-		budgets = append(budgets, w)
-	}
-	breakers := make([]*breakerWatch, 0, len(c.breakers))
-	for _, w := range c.breakers {
-		breakers = append(breakers, w)
-	}
-	ops := make([]*opMetrics, 0, len(c.byLabel))
-	for _, m := range c.byLabel {
-		ops = append(ops, m)
-	}
+	budgets := slices.Collect(maps.Values(c.budgets))
+	breakers := slices.Collect(maps.Values(c.breakers))
 	c.mu.Unlock()
 	gauges := make([]prom.Metric, 0, len(budgets)+len(breakers))
 	for _, w := range budgets {
@@ -264,7 +254,7 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 		gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, float64(w.src.State()), w.op))
 	}
 
-	for _, m := range ops {
+	for _, m := range c.ops.Values() {
 		c.collectOp(ch, m)
 	}
 	c.transitions.Collect(ch)
@@ -306,63 +296,4 @@ func (c *Collector) collectOp(ch chan<- prom.Metric, m *opMetrics) {
 	ch <- prom.MustNewConstHistogram(c.durationDesc, count, sum, buckets, m.name)
 	ch <- prom.MustNewConstMetric(c.activeDesc, prom.GaugeValue, float64(m.active.Load()), m.name)
 	ch <- prom.MustNewConstMetric(c.budgetExhaustedDesc, prom.CounterValue, float64(m.budgetExhausted.Load()), m.name)
-}
-
-// op returns the series of the named operation, creating them on first
-// sight. The common case is one map read without locking.
-func (c *Collector) op(name string) *opMetrics {
-	if m, ok := (*c.ops.Load())[name]; ok {
-		return m
-	}
-	return c.addOp(name)
-}
-
-func (c *Collector) addOp(name string) *opMetrics {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := *c.ops.Load()
-	if m, ok := old[name]; ok {
-		return m
-	}
-	label := operationLabel(name)
-	m := c.byLabel[label]
-	if m == nil {
-		if len(c.byLabel) >= c.maxOps {
-			label = OverflowOperation
-			m = c.byLabel[label]
-		}
-		if m == nil {
-			m = c.newOpMetrics(label)
-			c.byLabel[label] = m
-		}
-	}
-	// Remember the raw name so that it takes the fast path next time. Raw
-	// names that overflow are not bounded by MaxOperations, so stop
-	// remembering them past a multiple of it (they then take this slower
-	// path, which stays correct).
-	if len(old) >= 4*c.maxOps {
-		return m
-	}
-	next := make(map[string]*opMetrics, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[name] = m
-	c.ops.Store(&next)
-	return m
-}
-
-// operationLabel turns a user's operation name into a valid label value.
-func operationLabel(name string) string {
-	if name == "" {
-		return UnnamedOperation
-	}
-	if !utf8.ValidString(name) {
-		return strings.ToValidUTF8(name, "\uFFFD")
-	}
-	return name
-}
-
-func (c *Collector) newOpMetrics(name string) *opMetrics {
-	return &opMetrics{name: name, duration: newDurationHistogram(c.bounds, c.upper)}
 }

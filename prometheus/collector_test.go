@@ -403,6 +403,32 @@ stormguard_queue_dropped_records_total{queue="events"} 5
 	}
 }
 
+// TestCollectorBoundsQueues: queue names are bounded by MaxOperations too,
+// apart from operation names.
+func TestCollectorBoundsQueues(t *testing.T) {
+	c := sgprom.New(sgprom.Config{MaxOperations: 2, Operations: []string{"x", "y"}})
+	c.QueueDepth("events", 1)
+	c.QueueDepth("", 2)
+	c.QueueDropped("audit", "full", 3)
+	c.QueueDropped("events", "full", 1)
+	const want = `
+# HELP stormguard_queue_depth Records waiting in a background retry queue.
+# TYPE stormguard_queue_depth gauge
+stormguard_queue_depth{queue="_other"} 0
+stormguard_queue_depth{queue="events"} 1
+stormguard_queue_depth{queue="unnamed"} 2
+# HELP stormguard_queue_dropped_records_total Records a background retry queue dropped.
+# TYPE stormguard_queue_dropped_records_total counter
+stormguard_queue_dropped_records_total{queue="_other"} 3
+stormguard_queue_dropped_records_total{queue="events"} 1
+stormguard_queue_dropped_records_total{queue="unnamed"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"stormguard_queue_depth", "stormguard_queue_dropped_records_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // tokens is a budget source whose level the test sets.
 type tokens struct{ v float64 }
 

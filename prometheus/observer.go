@@ -12,7 +12,7 @@ var _ retry.Observer = (*Collector)(nil)
 // attempt starts. It returns ctx unchanged.
 func (c *Collector) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
 	if c != nil && e.Attempt == 2 {
-		c.op(e.Operation).active.Add(1)
+		c.ops.Get(e.Operation).active.Add(1)
 	}
 	return ctx
 }
@@ -30,7 +30,7 @@ func (c *Collector) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	if o >= numOutcomes {
 		o = numOutcomes // unknown
 	}
-	c.op(e.Operation).attempts[kind][o].Add(1)
+	c.ops.Get(e.Operation).attempts[kind][o].Add(1)
 }
 
 // RetryScheduled does nothing: the retry shows in
@@ -45,7 +45,7 @@ func (c *Collector) CallEnd(_ context.Context, e retry.CallEnd) {
 	if c == nil {
 		return
 	}
-	m := c.op(e.Operation)
+	m := c.ops.Get(e.Operation)
 	r := int(e.Reason)
 	if r >= numReasons {
 		r = numReasons // unknown

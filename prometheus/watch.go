@@ -21,7 +21,7 @@ func (c *Collector) WatchBudget(operation string, b BudgetSource) (unwatch func(
 	if c == nil || b == nil {
 		return func() {}
 	}
-	label := c.op(operation).name
+	label := c.ops.Get(operation).name
 	w := &budgetWatch{op: label, src: b}
 	c.mu.Lock()
 	c.budgets[label] = w
