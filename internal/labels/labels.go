@@ -26,7 +26,7 @@ const (
 // without locking. The zero Table is not usable; make one with New.
 type Table[V any] struct {
 	max      int
-	newValue func(label string) V        // called under mu
+	newValue func(label string) V          // called under mu
 	overflow func(name string, shared V) V // called under mu; may be nil
 
 	// names maps a raw name to its value. Readers load the map without
