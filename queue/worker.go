@@ -52,6 +52,13 @@ func (w *worker[T]) take() bool {
 			q.mu.Unlock()
 			return false
 		}
+		// Whoever posted a wake wanted the buffer looked at, which this
+		// worker does now: a wake left over would only end the wait below
+		// at once, to look again at what it sees here.
+		select {
+		case <-q.wake:
+		default:
+		}
 		now := q.clock.Now()
 		due, until := q.due(now)
 		if due {
