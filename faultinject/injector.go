@@ -321,9 +321,8 @@ func (in *Injector) sleep(ctx context.Context, d time.Duration) (time.Duration, 
 }
 
 // hang blocks until ctx ends or the Injector is closed; it reports whether
-// the Injector was closed.
+// the Injector was closed. settle has counted the request as hanging.
 func (in *Injector) hang(ctx context.Context) (closed bool) {
-	in.c.hanging.Add(1)
 	defer in.c.hanging.Add(-1)
 	select {
 	case <-ctx.Done():
@@ -333,9 +332,14 @@ func (in *Injector) hang(ctx context.Context) (closed bool) {
 	}
 }
 
-// settle counts v's final action and reports it to OnEvent.
+// settle counts v's final action and reports it to OnEvent. A Hang counts
+// as hanging from here, so that whoever sees its event sees it hanging;
+// hang, which must follow, ends the count.
 func (in *Injector) settle(v *verdict, r *http.Request) {
 	in.c.byAction[v.action].Add(1)
+	if v.action == Hang {
+		in.c.hanging.Add(1)
+	}
 	in.emit(Event{Action: v.action, Outage: v.outage, Delay: v.delay, Waited: v.waited, Request: r})
 }
 
