@@ -176,6 +176,24 @@ func (c *Call) outcome(err error) Outcome {
 	return OutcomeError
 }
 
+// Panic ends attempt a, whose code panicked with v, and the whole call: the
+// Observer, the breaker and the budget see the attempt fail with a
+// *PanicError (so a half-open probe permit or a concurrency slot is
+// released), a granted retry is refunded, and the Observer hears the call
+// end with ReasonPanic. The caller then re-panics with v:
+//
+//	defer func() {
+//		if v := recover(); v != nil {
+//			c.Panic(&a, v)
+//			panic(v)
+//		}
+//	}()
+func (c *Call) Panic(a *Attempt, v any) {
+	c.End(a, &PanicError{Value: v})
+	c.refund()
+	c.giveUp(c.n, ReasonPanic, ErrPanicked)
+}
+
 // Succeed ends the call with success, after End returned nil.
 func (c *Call) Succeed() {
 	if c.obs != nil {

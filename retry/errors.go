@@ -2,6 +2,7 @@ package retry
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -19,7 +20,24 @@ var (
 	// ErrAttemptTimeout marks an attempt cut short by Policy.AttemptTimeout.
 	// Such an attempt is retryable.
 	ErrAttemptTimeout = errors.New("retry: attempt timed out")
+	// ErrPanicked marks an attempt that panicked (see PanicError). Do
+	// reports such an attempt as a failure to the Observer, the breaker and
+	// the budget, then lets the panic go on.
+	ErrPanicked = errors.New("retry: attempt panicked")
 )
+
+// PanicError is the error an attempt that panicked is recorded with: the
+// breaker, the budget and the Observer see it as the attempt's failure.
+// errors.Is(err, ErrPanicked) is true for it.
+type PanicError struct {
+	Value any // what the attempt panicked with
+}
+
+// Error describes the panic.
+func (p *PanicError) Error() string { return ErrPanicked.Error() + ": " + fmt.Sprint(p.Value) }
+
+// Is reports whether target is ErrPanicked.
+func (p *PanicError) Is(target error) bool { return target == ErrPanicked }
 
 // Error is returned by Do when the call fails. It wraps the reason Do
 // stopped (Reason, one sentinel; nil when the last error was simply not

@@ -101,9 +101,10 @@ const (
 	ReasonPermanent        // the error was not retryable
 	ReasonContext          // the caller's context ended
 	ReasonDeadline         // the caller's deadline or MaxElapsed could not hold another wait and attempt
+	ReasonPanic            // the attempt panicked; the panic goes on after the call is reported
 )
 
-var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline"}
+var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic"}
 
 // String returns the label value used in metrics.
 func (r Reason) String() string {
