@@ -72,7 +72,7 @@ func BenchmarkBudgetParallel(b *testing.B) {
 		})
 	})
 	b.Run("lib=stormguard-concurrency", func(b *testing.B) {
-		bu := budget.NewConcurrency(budget.ConcurrencyConfig{Percent: 0.1})
+		bu := budget.NewConcurrency(budget.ConcurrencyConfig{Ratio: 0.1})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

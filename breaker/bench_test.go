@@ -14,8 +14,8 @@ var benchConfigs = []struct {
 }{
 	{"consecutive", Config{}},
 	{"count-window", Config{Window: Window{Calls: 100}}},
-	{"time-window", Config{Window: Window{Duration: time.Minute, MinCalls: 20, FailurePercent: 30}}},
-	{"slow-call", Config{Window: Window{Duration: time.Minute, SlowCallDuration: time.Second, SlowCallPercent: 50}}},
+	{"time-window", Config{Window: Window{Duration: time.Minute, MinCalls: 20, FailureRatio: 0.3}}},
+	{"slow-call", Config{Window: Window{Duration: time.Minute, SlowCallDuration: time.Second, SlowCallRatio: 0.5}}},
 }
 
 // BenchmarkAllowDone measures a closed-state Allow followed by done(nil).

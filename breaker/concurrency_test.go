@@ -76,8 +76,8 @@ func TestHalfOpenProbeLimitConcurrent(t *testing.T) {
 func TestConcurrentChaos(t *testing.T) {
 	for _, cfg := range []Config{
 		{ConsecutiveFailures: 3},
-		{Window: Window{Calls: 20, MinCalls: 5, FailurePercent: 40}},
-		{Window: Window{Duration: 10 * time.Second, MinCalls: 5, FailurePercent: 40, SlowCallDuration: 5 * time.Millisecond, SlowCallPercent: 60}},
+		{Window: Window{Calls: 20, MinCalls: 5, FailureRatio: 0.4}},
+		{Window: Window{Duration: 10 * time.Second, MinCalls: 5, FailureRatio: 0.4, SlowCallDuration: 5 * time.Millisecond, SlowCallRatio: 0.6}},
 		{ReadyToTrip: func(c Counts) bool { return c.ConsecutiveFailures > 2 }},
 	} {
 		cfg.MaxProbes, cfg.SuccessThreshold = 2, 2

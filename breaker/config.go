@@ -145,21 +145,22 @@ type Window struct {
 	// window.
 	MinCalls int
 
-	// FailurePercent opens the breaker when failures make up at least this
-	// percentage (0–100] of the calls in the window. 0: not checked, unless
-	// SlowCallPercent is 0 too, in which case DefaultFailurePercent.
-	FailurePercent float64
+	// FailureRatio opens the breaker when failures make up at least this
+	// share of the calls in the window, as a fraction in (0, 1]: 0.5 is
+	// half of them. 0: not checked, unless
+	// SlowCallRatio is 0 too, in which case DefaultFailureRatio.
+	FailureRatio float64
 
 	// SlowCallDuration makes calls that take at least this long slow (a
 	// slow call is still a success or a failure as well). 0: no call is
 	// slow.
 	SlowCallDuration time.Duration
 
-	// SlowCallPercent opens the breaker when slow calls make up at least
-	// this percentage (0–100] of the calls in the window, as in
-	// resilience4j. It needs SlowCallDuration. A slow probe in the
+	// SlowCallRatio opens the breaker when slow calls make up at least
+	// this share of the calls in the window, as a fraction in (0, 1]
+	// (resilience4j's slowCallRateThreshold divided by 100). It needs SlowCallDuration. A slow probe in the
 	// half-open state then counts as a failure. 0: not checked.
-	SlowCallPercent float64
+	SlowCallRatio float64
 }
 
 func (w Window) isZero() bool { return w == Window{} }
@@ -174,7 +175,7 @@ const (
 	DefaultProbeTimeout          = time.Second
 	DefaultBuckets               = 10
 	DefaultMinCalls              = 10
-	DefaultFailurePercent        = 50.0
+	DefaultFailureRatio          = 0.5
 )
 
 // maxBuckets bounds Window.Buckets; finer windows buy nothing.
@@ -244,12 +245,12 @@ func (c Config) Validate() error {
 		return errors.New("breaker: Window.MinCalls must not exceed Window.Calls")
 	case w.SlowCallDuration < 0:
 		return errors.New("breaker: Window.SlowCallDuration must not be negative")
-	case !validPercent(w.FailurePercent):
-		return errors.New("breaker: Window.FailurePercent must be between 0 and 100")
-	case !validPercent(w.SlowCallPercent):
-		return errors.New("breaker: Window.SlowCallPercent must be between 0 and 100")
-	case w.SlowCallPercent > 0 && w.SlowCallDuration == 0:
-		return errors.New("breaker: Window.SlowCallPercent needs Window.SlowCallDuration")
+	case !validRatio(w.FailureRatio):
+		return errors.New("breaker: Window.FailureRatio must be a fraction from 0 to 1 (0.5 is 50%)")
+	case !validRatio(w.SlowCallRatio):
+		return errors.New("breaker: Window.SlowCallRatio must be a fraction from 0 to 1 (0.5 is 50%)")
+	case w.SlowCallRatio > 0 && w.SlowCallDuration == 0:
+		return errors.New("breaker: Window.SlowCallRatio needs Window.SlowCallDuration")
 	case w.Calls > 0 && w.Duration > 0:
 		return errors.New("breaker: set either Window.Calls or Window.Duration, not both")
 	case !w.isZero() && w.Calls == 0 && w.Duration == 0:
@@ -260,13 +261,13 @@ func (c Config) Validate() error {
 		return errors.New("breaker: choose one trip condition: ConsecutiveFailures or Window")
 	case c.ReadyToTrip != nil && c.ConsecutiveFailures > 0:
 		return errors.New("breaker: choose one trip condition: ConsecutiveFailures or ReadyToTrip")
-	case c.ReadyToTrip != nil && (w.FailurePercent > 0 || w.SlowCallPercent > 0):
+	case c.ReadyToTrip != nil && (w.FailureRatio > 0 || w.SlowCallRatio > 0):
 		return errors.New("breaker: choose one trip condition: ReadyToTrip or Window rates")
 	}
 	return nil
 }
 
-func validPercent(p float64) bool { return p >= 0 && p <= 100 } // false for NaN
+func validRatio(p float64) bool { return p >= 0 && p <= 1 } // false for NaN
 
 func (c Config) openTimeout() time.Duration {
 	if c.OpenTimeout == 0 {
@@ -339,8 +340,8 @@ func (c Config) WithDefaults() Config {
 				w.MinCalls = w.Calls
 			}
 		}
-		if c.ReadyToTrip == nil && w.FailurePercent == 0 && w.SlowCallPercent == 0 {
-			w.FailurePercent = DefaultFailurePercent
+		if c.ReadyToTrip == nil && w.FailureRatio == 0 && w.SlowCallRatio == 0 {
+			w.FailureRatio = DefaultFailureRatio
 		}
 	case c.ReadyToTrip == nil && c.ConsecutiveFailures == 0:
 		c.ConsecutiveFailures = DefaultConsecutiveFailures
@@ -384,8 +385,8 @@ func (c *Config) settings() settings {
 		windowDur:     w.Duration,
 		buckets:       w.Buckets,
 		minCalls:      uint64(w.MinCalls),
-		failPct:       w.FailurePercent,
-		slowPct:       w.SlowCallPercent,
+		failPct:       100 * w.FailureRatio,
+		slowPct:       100 * w.SlowCallRatio,
 		slowDur:       w.SlowCallDuration,
 		readyToTrip:   d.ReadyToTrip,
 		openTimeout:   d.OpenTimeout,

@@ -13,7 +13,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	for name, c := range map[string]breaker.Config{
 		"zero":        {},
 		"count":       {Window: breaker.Window{Calls: 20}},
-		"time":        {Window: breaker.Window{Duration: 30 * time.Second, SlowCallDuration: time.Second, SlowCallPercent: 50}},
+		"time":        {Window: breaker.Window{Duration: 30 * time.Second, SlowCallDuration: time.Second, SlowCallRatio: 0.5}},
 		"custom":      {ReadyToTrip: func(c breaker.Counts) bool { return c.Failures > 3 }, Window: breaker.Window{Duration: time.Minute}},
 		"no jitter":   {ConsecutiveFailures: 3, OpenTimeout: time.Second, OpenJitter: -1, MaxProbes: 4},
 		"max open 0s": {OpenTimeout: 2 * time.Minute},
@@ -39,7 +39,7 @@ func TestConfigWithDefaults(t *testing.T) {
 		t.Errorf("zero Config's defaults: %+v", z)
 	}
 	w := breaker.Config{Window: breaker.Window{Duration: 30 * time.Second}}.WithDefaults().Window
-	if w.Buckets != breaker.DefaultBuckets || w.MinCalls != breaker.DefaultMinCalls || w.FailurePercent != breaker.DefaultFailurePercent {
+	if w.Buckets != breaker.DefaultBuckets || w.MinCalls != breaker.DefaultMinCalls || w.FailureRatio != breaker.DefaultFailureRatio {
 		t.Errorf("time window's defaults: %+v", w)
 	}
 	if w := (breaker.Config{Window: breaker.Window{Calls: 20}}).WithDefaults().Window; w.MinCalls != 20 || w.Buckets != 0 {

@@ -16,8 +16,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{Config{}, ""},
 		{Config{ConsecutiveFailures: 3}, ""},
-		{Config{Window: Window{Calls: 100, MinCalls: 10, FailurePercent: 50}}, ""},
-		{Config{Window: Window{Duration: time.Minute, Buckets: 60, FailurePercent: 30, SlowCallDuration: time.Second, SlowCallPercent: 80}}, ""},
+		{Config{Window: Window{Calls: 100, MinCalls: 10, FailureRatio: 0.5}}, ""},
+		{Config{Window: Window{Duration: time.Minute, Buckets: 60, FailureRatio: 0.3, SlowCallDuration: time.Second, SlowCallRatio: 0.8}}, ""},
 		{Config{Window: Window{Calls: 10}, ReadyToTrip: trip}, ""},
 		{Config{ReadyToTrip: trip}, ""},
 		{Config{OpenTimeout: time.Second, MaxOpenTimeout: time.Minute, OpenTimeoutMultiplier: 1.5, OpenJitter: 1}, ""},
@@ -44,16 +44,16 @@ func TestValidate(t *testing.T) {
 		{Config{Window: Window{Duration: time.Minute, MinCalls: -1}}, "Window.MinCalls must not"},
 		{Config{Window: Window{Calls: 10, MinCalls: 11}}, "Window.MinCalls must not exceed"},
 		{Config{Window: Window{Calls: 10, SlowCallDuration: -1}}, "SlowCallDuration"},
-		{Config{Window: Window{Calls: 10, FailurePercent: 101}}, "FailurePercent"},
-		{Config{Window: Window{Calls: 10, FailurePercent: math.NaN()}}, "FailurePercent"},
-		{Config{Window: Window{Calls: 10, SlowCallPercent: -1}}, "SlowCallPercent must be"},
-		{Config{Window: Window{Calls: 10, SlowCallPercent: 50}}, "needs Window.SlowCallDuration"},
+		{Config{Window: Window{Calls: 10, FailureRatio: 1.01}}, "FailureRatio"},
+		{Config{Window: Window{Calls: 10, FailureRatio: math.NaN()}}, "FailureRatio"},
+		{Config{Window: Window{Calls: 10, SlowCallRatio: -1}}, "SlowCallRatio must be"},
+		{Config{Window: Window{Calls: 10, SlowCallRatio: 0.5}}, "needs Window.SlowCallDuration"},
 		{Config{Window: Window{Calls: 10, Duration: time.Minute}}, "not both"},
-		{Config{Window: Window{FailurePercent: 50}}, "needs Calls or Duration"},
+		{Config{Window: Window{FailureRatio: 0.5}}, "needs Calls or Duration"},
 		{Config{Window: Window{Duration: 5, Buckets: 10}}, "nanosecond per bucket"},
 		{Config{ConsecutiveFailures: 3, Window: Window{Calls: 10}}, "ConsecutiveFailures or Window"},
 		{Config{ConsecutiveFailures: 3, ReadyToTrip: trip}, "ConsecutiveFailures or ReadyToTrip"},
-		{Config{Window: Window{Calls: 10, FailurePercent: 50}, ReadyToTrip: trip}, "ReadyToTrip or Window rates"},
+		{Config{Window: Window{Calls: 10, FailureRatio: 0.5}, ReadyToTrip: trip}, "ReadyToTrip or Window rates"},
 	}
 	for _, tc := range cases {
 		err := tc.cfg.Validate()

@@ -3,7 +3,7 @@
 // it, and it tests the downstream gently before letting traffic back.
 //
 //	b := breaker.New(breaker.Config{
-//	    Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailurePercent: 30},
+//	    Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailureRatio: 0.3},
 //	})
 //	v, err := breaker.Do(ctx, b, func(ctx context.Context) (T, error) { ... })
 //	if errors.Is(err, breaker.ErrOpen) { ... } // not called: failing fast
@@ -53,8 +53,8 @@
 //     services with bursty traffic, where "30% of the last minute" is the
 //     question. Pick MinCalls so that a handful of calls at night cannot
 //     trip it. For example 30s/5/40%, 60s/20/30% or 120s/50/25%:
-//     Window{Duration: 60 * time.Second, MinCalls: 20, FailurePercent: 30}.
-//   - Slow-call rate (Window.SlowCallDuration and SlowCallPercent), over
+//     Window{Duration: 60 * time.Second, MinCalls: 20, FailureRatio: 0.3}.
+//   - Slow-call rate (Window.SlowCallDuration and SlowCallRatio), over
 //     either window and alongside the failure rate, as in resilience4j: an
 //     overloaded downstream slows down before it fails, and opening on
 //     slowness sheds load while it can still recover. A slow probe in the

@@ -67,7 +67,7 @@ func ExampleNew_consecutiveFailures() {
 // their pace: here half of the last 10 calls, once 6 calls have been made.
 func ExampleNew_countWindow() {
 	b := breaker.New(breaker.Config{
-		Window: breaker.Window{Calls: 10, MinCalls: 6, FailurePercent: 50},
+		Window: breaker.Window{Calls: 10, MinCalls: 6, FailureRatio: 0.5},
 		Clock:  clocktest.NewFake(),
 	})
 	for _, err := range []error{nil, errBackend, nil, errBackend, errBackend} {
@@ -90,7 +90,7 @@ func ExampleNew_countWindow() {
 func ExampleNew_timeWindow() {
 	clk := clocktest.NewFake()
 	b := breaker.New(breaker.Config{
-		Window: breaker.Window{Duration: 30 * time.Second, MinCalls: 5, FailurePercent: 40},
+		Window: breaker.Window{Duration: 30 * time.Second, MinCalls: 5, FailureRatio: 0.4},
 		Clock:  clk,
 	})
 	calls := func(errs ...error) {
@@ -119,7 +119,7 @@ func ExampleNew_slowCallRate() {
 		Window: breaker.Window{
 			Calls:            4,
 			SlowCallDuration: 2 * time.Second,
-			SlowCallPercent:  50,
+			SlowCallRatio:    0.5,
 		},
 		Clock: clk,
 	})

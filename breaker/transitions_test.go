@@ -213,7 +213,7 @@ func TestStaleResultsAreIgnored(t *testing.T) {
 	t.Run("closed failure in a later closed generation", func(t *testing.T) {
 		for _, cfg := range []Config{
 			{ConsecutiveFailures: 1, OpenTimeout: time.Second},
-			{Window: Window{Calls: 1, FailurePercent: 100}, OpenTimeout: time.Second},
+			{Window: Window{Calls: 1, FailureRatio: 1}, OpenTimeout: time.Second},
 			{Window: Window{Duration: time.Minute, MinCalls: 1}, OpenTimeout: time.Second},
 			{ReadyToTrip: func(c Counts) bool { return c.Failures > 0 }, OpenTimeout: time.Second},
 			{ConsecutiveFailures: 1, Window: Window{}, OpenTimeout: time.Second, Probe: func(context.Context) error { return nil }},
@@ -251,7 +251,7 @@ func TestStaleResultsAreIgnored(t *testing.T) {
 		wantState(t, b, Closed)
 	})
 	t.Run("repeated done of a pooled record", func(t *testing.T) {
-		b, fc := newTest(t, Config{Window: Window{Calls: 2, SlowCallDuration: time.Second, FailurePercent: 50}})
+		b, fc := newTest(t, Config{Window: Window{Calls: 2, SlowCallDuration: time.Second, FailureRatio: 0.5}})
 		d, _ := b.Allow()
 		fc.Advance(2 * time.Second)
 		d(nil)

@@ -41,17 +41,17 @@ func TestCountWindow(t *testing.T) {
 		script string
 		want   State
 	}{
-		{"below minimum calls", Window{Calls: 10, MinCalls: 5, FailurePercent: 50}, "FFFF", Closed},
-		{"at minimum calls and rate", Window{Calls: 10, MinCalls: 5, FailurePercent: 50}, "FFFFS", Open},
-		{"the trip can come on a success", Window{Calls: 10, MinCalls: 5, FailurePercent: 60}, "FFFS S", Open},
-		{"rate just below", Window{Calls: 10, MinCalls: 5, FailurePercent: 50}, "FFSSS", Closed},
-		{"minimum defaults to a full window", Window{Calls: 4, FailurePercent: 50}, "FFF", Closed},
-		{"full default window", Window{Calls: 4, FailurePercent: 50}, "FFFS", Open},
+		{"below minimum calls", Window{Calls: 10, MinCalls: 5, FailureRatio: 0.5}, "FFFF", Closed},
+		{"at minimum calls and rate", Window{Calls: 10, MinCalls: 5, FailureRatio: 0.5}, "FFFFS", Open},
+		{"the trip can come on a success", Window{Calls: 10, MinCalls: 5, FailureRatio: 0.6}, "FFFS S", Open},
+		{"rate just below", Window{Calls: 10, MinCalls: 5, FailureRatio: 0.5}, "FFSSS", Closed},
+		{"minimum defaults to a full window", Window{Calls: 4, FailureRatio: 0.5}, "FFF", Closed},
+		{"full default window", Window{Calls: 4, FailureRatio: 0.5}, "FFFS", Open},
 		{"failure percent defaults to 50", Window{Calls: 4}, "SFSF", Open},
-		{"sliding brings the rate up", Window{Calls: 4, FailurePercent: 75}, "FSSS SFFF", Open},
-		{"excluded calls take no place", Window{Calls: 4, FailurePercent: 75}, "FFCCCCS F", Open},
-		{"time does not matter", Window{Calls: 4, FailurePercent: 50}, "F9F9 9S", Closed},
-		{"time does not matter either way", Window{Calls: 4, FailurePercent: 50}, "F9F9 9S9S", Open},
+		{"sliding brings the rate up", Window{Calls: 4, FailureRatio: 0.75}, "FSSS SFFF", Open},
+		{"excluded calls take no place", Window{Calls: 4, FailureRatio: 0.75}, "FFCCCCS F", Open},
+		{"time does not matter", Window{Calls: 4, FailureRatio: 0.5}, "F9F9 9S", Closed},
+		{"time does not matter either way", Window{Calls: 4, FailureRatio: 0.5}, "F9F9 9S9S", Open},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +63,7 @@ func TestCountWindow(t *testing.T) {
 }
 
 func TestCountWindowCounts(t *testing.T) {
-	b, fc := newTest(t, Config{Window: Window{Calls: 4, FailurePercent: 90}})
+	b, fc := newTest(t, Config{Window: Window{Calls: 4, FailureRatio: 0.9}})
 	playWindow(t, b, fc, "FSFSSSC") // the first failure has slid out
 	want := Counts{Requests: 7, Successes: 3, Failures: 1, ConsecutiveSuccesses: 3}
 	if got := b.Counts(); got != want {
@@ -77,7 +77,7 @@ func TestCountWindowCounts(t *testing.T) {
 func TestTimeWindow(t *testing.T) {
 	// A 10 s window of 10 buckets: a call at second s lives in bucket s
 	// until the window no longer covers it, ten seconds later.
-	w := Window{Duration: 10 * time.Second, Buckets: 10, MinCalls: 4, FailurePercent: 50}
+	w := Window{Duration: 10 * time.Second, Buckets: 10, MinCalls: 4, FailureRatio: 0.5}
 	cases := []struct {
 		name   string
 		script string
@@ -109,9 +109,9 @@ func TestSeedWindows(t *testing.T) {
 		minCalls int
 		percent  float64
 	}{
-		{Window{Duration: 30 * time.Second, MinCalls: 5, FailurePercent: 40}, 5, 40},
-		{Window{Duration: 60 * time.Second, MinCalls: 20, FailurePercent: 30}, 20, 30},
-		{Window{Duration: 120 * time.Second, MinCalls: 50, FailurePercent: 25}, 50, 25},
+		{Window{Duration: 30 * time.Second, MinCalls: 5, FailureRatio: 0.4}, 5, 40},
+		{Window{Duration: 60 * time.Second, MinCalls: 20, FailureRatio: 0.3}, 20, 30},
+		{Window{Duration: 120 * time.Second, MinCalls: 50, FailureRatio: 0.25}, 50, 25},
 	}
 	for _, tc := range cases {
 		name := tc.window.Duration.String()
@@ -168,7 +168,7 @@ func TestSeedWindows(t *testing.T) {
 }
 
 func TestSlowCallRate(t *testing.T) {
-	w := Window{Calls: 4, SlowCallDuration: time.Second, SlowCallPercent: 50}
+	w := Window{Calls: 4, SlowCallDuration: time.Second, SlowCallRatio: 0.5}
 	t.Run("slow successes trip", func(t *testing.T) {
 		b, fc := newTest(t, Config{Window: w})
 		timed(t, b, fc, time.Second, nil)
@@ -189,7 +189,7 @@ func TestSlowCallRate(t *testing.T) {
 		}
 	})
 	t.Run("failure and slow rates together", func(t *testing.T) {
-		cfg := Config{Window: Window{Calls: 4, FailurePercent: 50, SlowCallDuration: time.Second, SlowCallPercent: 75}}
+		cfg := Config{Window: Window{Calls: 4, FailureRatio: 0.5, SlowCallDuration: time.Second, SlowCallRatio: 0.75}}
 		b, fc := newTest(t, cfg)
 		timed(t, b, fc, 2*time.Second, nil)
 		timed(t, b, fc, 2*time.Second, nil)
@@ -200,7 +200,7 @@ func TestSlowCallRate(t *testing.T) {
 		wantState(t, b, Open) // 50% failures
 	})
 	t.Run("over a time window", func(t *testing.T) {
-		cfg := Config{Window: Window{Duration: 10 * time.Second, MinCalls: 2, SlowCallDuration: time.Second, SlowCallPercent: 100}}
+		cfg := Config{Window: Window{Duration: 10 * time.Second, MinCalls: 2, SlowCallDuration: time.Second, SlowCallRatio: 1}}
 		b, fc := newTest(t, cfg)
 		timed(t, b, fc, 2*time.Second, nil)
 		timed(t, b, fc, 0, nil)

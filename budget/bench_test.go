@@ -109,7 +109,7 @@ func BenchmarkWindow(b *testing.B) {
 		}
 	})
 	b.Run("Refused", func(b *testing.B) {
-		w := NewWindow(WindowConfig{Percent: -1, MinRetriesPerSecond: -1})
+		w := NewWindow(WindowConfig{Ratio: -1, MinRetriesPerSecond: -1})
 		benchBoth(b, func() { w.Withdraw(errBench) })
 	})
 	b.Run("Retry", func(b *testing.B) {
@@ -137,7 +137,7 @@ func BenchmarkConcurrency(b *testing.B) {
 		}
 	})
 	b.Run("Refused", func(b *testing.B) {
-		c := NewConcurrency(ConcurrencyConfig{Percent: -1, MinConcurrency: -1})
+		c := NewConcurrency(ConcurrencyConfig{Ratio: -1, MinConcurrency: -1})
 		benchBoth(b, func() { c.Withdraw(errBench) })
 	})
 }

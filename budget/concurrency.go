@@ -7,19 +7,19 @@ import (
 
 // Defaults for zero ConcurrencyConfig fields.
 const (
-	DefaultConcurrencyPercent = 0.2 // ConcurrencyConfig.Percent
-	DefaultMinConcurrency     = 3   // ConcurrencyConfig.MinConcurrency
+	DefaultConcurrencyRatio = 0.2 // ConcurrencyConfig.Ratio
+	DefaultMinConcurrency   = 3   // ConcurrencyConfig.MinConcurrency
 )
 
 // ConcurrencyConfig configures a Concurrency budget. The zero value is
 // Envoy's default retry budget: retries in flight at most 20% of requests in
 // flight, and never fewer than 3 allowed.
 type ConcurrencyConfig struct {
-	// Percent is the share of active requests that may be active retries,
+	// Ratio is the share of active requests that may be active retries,
 	// as a fraction: 0.2 is 20%, kept to a millionth.
-	// 0: DefaultConcurrencyPercent (0.2). Negative: none, only
+	// 0: DefaultConcurrencyRatio (0.2). Negative: none, only
 	// MinConcurrency.
-	Percent float64
+	Ratio float64
 
 	// MinConcurrency is the number of active retries always allowed, so
 	// that a client with few requests in flight can retry.
@@ -35,14 +35,14 @@ func (c ConcurrencyConfig) Validate() error {
 }
 
 func (c ConcurrencyConfig) resolve() (percent, minimum int64, err error) {
-	if !finite(c.Percent) || c.Percent > MaxPercent {
-		return 0, 0, invalid("ConcurrencyConfig.Percent is %v, want a finite number <= %v", c.Percent, MaxPercent)
+	if !finite(c.Ratio) || c.Ratio > MaxRatio {
+		return 0, 0, invalid("ConcurrencyConfig.Ratio is %v, want a finite number <= %v", c.Ratio, MaxRatio)
 	}
 	switch {
-	case c.Percent == 0:
-		percent = toUnits(DefaultConcurrencyPercent)
-	case c.Percent > 0:
-		percent = toUnits(c.Percent)
+	case c.Ratio == 0:
+		percent = toUnits(DefaultConcurrencyRatio)
+	case c.Ratio > 0:
+		percent = toUnits(c.Ratio)
 	}
 	switch {
 	case c.MinConcurrency == 0:
@@ -54,7 +54,7 @@ func (c ConcurrencyConfig) resolve() (percent, minimum int64, err error) {
 }
 
 // Concurrency is a retry budget on retries in flight, the design of Envoy's
-// retry_budget: active retries may be at most Percent of active requests,
+// retry_budget: active retries may be at most Ratio of active requests,
 // and MinConcurrency retries are always allowed.
 //
 // Choose Concurrency when the danger is concurrent load rather than request
@@ -69,7 +69,7 @@ func (c ConcurrencyConfig) resolve() (percent, minimum int64, err error) {
 // attempt's Record, or until Refund if it is abandoned before it starts;
 // the backoff wait counts. With A active requests, Withdraw grants a retry
 // while the active retries are fewer than max(MinConcurrency,
-// ⌊Percent × A⌋).
+// ⌊Ratio × A⌋).
 //
 // Make one with NewConcurrency and share it between every caller of one
 // downstream. A Concurrency is safe for concurrent use. A nil *Concurrency
@@ -133,7 +133,7 @@ func (c *Concurrency) Record(retry bool, err error) {
 }
 
 // Withdraw reserves an active retry if fewer than max(MinConcurrency,
-// ⌊Percent × active requests⌋) are active. Withdraw on a nil Concurrency
+// ⌊Ratio × active requests⌋) are active. Withdraw on a nil Concurrency
 // returns true.
 func (c *Concurrency) Withdraw(err error) bool {
 	if c == nil {

@@ -67,7 +67,7 @@ func TestConcurrencyPercent(t *testing.T) {
 }
 
 func TestConcurrencyNoMinimum(t *testing.T) {
-	c := budget.NewConcurrency(budget.ConcurrencyConfig{Percent: 0.5, MinConcurrency: -1})
+	c := budget.NewConcurrency(budget.ConcurrencyConfig{Ratio: 0.5, MinConcurrency: -1})
 	if c.Withdraw(errDown) {
 		t.Fatal("granted with nothing active and no minimum")
 	}
@@ -85,14 +85,14 @@ func TestConcurrencyNoMinimum(t *testing.T) {
 }
 
 func TestConcurrencyConfigValidate(t *testing.T) {
-	for _, c := range []budget.ConcurrencyConfig{{}, {Percent: -1, MinConcurrency: -1}, {Percent: 10, MinConcurrency: 1000}} {
+	for _, c := range []budget.ConcurrencyConfig{{}, {Ratio: -1, MinConcurrency: -1}, {Ratio: 10, MinConcurrency: 1000}} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", c, err)
 		}
 	}
 	for name, c := range map[string]budget.ConcurrencyConfig{
-		"NaN percent":  {Percent: math.NaN()},
-		"huge percent": {Percent: math.Inf(1)},
+		"NaN percent":  {Ratio: math.NaN()},
+		"huge percent": {Ratio: math.Inf(1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := c.Validate()

@@ -287,7 +287,7 @@ func TestWindowProperties(t *testing.T) {
 		cfg := budget.WindowConfig{
 			Window:              time.Duration(rapid.IntRange(1, 30_000).Draw(t, "window ms")) * time.Millisecond,
 			Buckets:             rapid.IntRange(0, 20).Draw(t, "Buckets"),
-			Percent:             milli(t, -100, 2000, "Percent"),
+			Ratio:               milli(t, -100, 2000, "Ratio"),
 			MinRetriesPerSecond: milli(t, -1000, 20_000, "MinRetriesPerSecond"),
 			Clock:               clk,
 		}
@@ -300,11 +300,11 @@ func TestWindowProperties(t *testing.T) {
 			buckets = 10
 		}
 		width := cfg.Window / time.Duration(buckets)
-		percent := micro(cfg.Percent)
+		percent := micro(cfg.Ratio)
 		switch {
-		case cfg.Percent == 0:
+		case cfg.Ratio == 0:
 			percent = unit / 5
-		case cfg.Percent < 0:
+		case cfg.Ratio < 0:
 			percent = 0
 		}
 		perSecond := cfg.MinRetriesPerSecond
@@ -369,7 +369,7 @@ func TestWindowProperties(t *testing.T) {
 				want.Granted++
 				at := now()
 				grants = append(grants, at)
-				// The definition: retries ≤ Percent × requests + floor within the
+				// The definition: retries ≤ Ratio × requests + floor within the
 				// window, both by buckets and in plain time.
 				n := int64(at / width)
 				if g, r := inWindow(grants, n), inWindow(requests, n); g*unit > percent*r+floor {
@@ -407,15 +407,15 @@ func TestWindowProperties(t *testing.T) {
 func TestConcurrencyProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := budget.ConcurrencyConfig{
-			Percent:        milli(t, -100, 1000, "Percent"),
+			Ratio:          milli(t, -100, 1000, "Ratio"),
 			MinConcurrency: rapid.IntRange(-1, 8).Draw(t, "MinConcurrency"),
 		}
 		c := budget.NewConcurrency(cfg)
-		percent := micro(cfg.Percent)
+		percent := micro(cfg.Ratio)
 		switch {
-		case cfg.Percent == 0:
+		case cfg.Ratio == 0:
 			percent = unit / 5
-		case cfg.Percent < 0:
+		case cfg.Ratio < 0:
 			percent = 0
 		}
 		minimum := int64(cfg.MinConcurrency)
@@ -441,7 +441,7 @@ func TestConcurrencyProperties(t *testing.T) {
 			}
 			want.Granted++
 			waiting++
-			// The definition: active retries ≤ max(MinConcurrency, Percent × active requests).
+			// The definition: active retries ≤ max(MinConcurrency, Ratio × active requests).
 			if a := float64(retries + waiting); a > max(float64(minimum), float64(percent)/unit*float64(firsts+retries)) {
 				t.Fatalf("%v retries active for %d requests", a, firsts+retries)
 			}

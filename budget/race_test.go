@@ -148,7 +148,7 @@ func TestConcurrencyHammer(t *testing.T) {
 	t.Run("held", func(t *testing.T) {
 		// Every goroutine asks for a retry and holds what it gets until all
 		// have asked: exactly 3 are granted each round.
-		c := budget.NewConcurrency(budget.ConcurrencyConfig{Percent: -1, MinConcurrency: 3})
+		c := budget.NewConcurrency(budget.ConcurrencyConfig{Ratio: -1, MinConcurrency: 3})
 		const rounds = 5
 		for round := range rounds {
 			var asked sync.WaitGroup
@@ -179,7 +179,7 @@ func TestConcurrencyHammer(t *testing.T) {
 		}
 	})
 	t.Run("free", func(t *testing.T) {
-		c := budget.NewConcurrency(budget.ConcurrencyConfig{Percent: -1, MinConcurrency: 3})
+		c := budget.NewConcurrency(budget.ConcurrencyConfig{Ratio: -1, MinConcurrency: 3})
 		var active, peak, granted, refunded atomic.Int64
 		hammer(func(g int) {
 			for i := range 10 {

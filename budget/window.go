@@ -12,14 +12,14 @@ import (
 // Defaults for zero WindowConfig fields.
 const (
 	DefaultWindow              = 10 * time.Second // WindowConfig.Window
-	DefaultWindowPercent       = 0.2              // WindowConfig.Percent
+	DefaultWindowRatio         = 0.2              // WindowConfig.Ratio
 	DefaultMinRetriesPerSecond = 10.0             // WindowConfig.MinRetriesPerSecond
 	DefaultBuckets             = 10               // WindowConfig.Buckets
 )
 
 // Limits Validate enforces on WindowConfig and ConcurrencyConfig.
 const (
-	MaxPercent = 1000.0 // WindowConfig.Percent and ConcurrencyConfig.Percent, as a fraction
+	MaxRatio   = 1000.0 // WindowConfig.Ratio and ConcurrencyConfig.Ratio, as a fraction
 	MaxBuckets = 1000   // WindowConfig.Buckets
 )
 
@@ -31,14 +31,14 @@ type WindowConfig struct {
 	// 0: DefaultWindow (10s).
 	Window time.Duration
 
-	// Percent is the share of requests that may be retried, as a fraction:
-	// 0.2 is 20%, kept to a millionth. 0: DefaultWindowPercent (0.2).
+	// Ratio is the share of requests that may be retried, as a fraction:
+	// 0.2 is 20%, kept to a millionth. 0: DefaultWindowRatio (0.2).
 	// Negative: none, only the MinRetriesPerSecond floor.
-	Percent float64
+	Ratio float64
 
 	// MinRetriesPerSecond is a floor that lets clients with little traffic
 	// retry: MinRetriesPerSecond × Window seconds retries are allowed on top
-	// of the Percent share. 0: DefaultMinRetriesPerSecond (10). Negative:
+	// of the Ratio share. 0: DefaultMinRetriesPerSecond (10). Negative:
 	// no floor.
 	MinRetriesPerSecond float64
 
@@ -75,8 +75,8 @@ func (c WindowConfig) resolve() (windowParams, error) {
 		return windowParams{}, invalid("WindowConfig.Window is %v, want >= 0", c.Window)
 	case c.Buckets < 0 || c.Buckets > MaxBuckets:
 		return windowParams{}, invalid("WindowConfig.Buckets is %d, want 0 to %d", c.Buckets, MaxBuckets)
-	case !finite(c.Percent) || c.Percent > MaxPercent:
-		return windowParams{}, invalid("WindowConfig.Percent is %v, want a finite number <= %v", c.Percent, MaxPercent)
+	case !finite(c.Ratio) || c.Ratio > MaxRatio:
+		return windowParams{}, invalid("WindowConfig.Ratio is %v, want a finite number <= %v", c.Ratio, MaxRatio)
 	case !finite(c.MinRetriesPerSecond):
 		return windowParams{}, invalid("WindowConfig.MinRetriesPerSecond is %v, want a finite number", c.MinRetriesPerSecond)
 	}
@@ -93,10 +93,10 @@ func (c WindowConfig) resolve() (windowParams, error) {
 		return windowParams{}, invalid("WindowConfig.Window %v is too short for %d buckets", window, p.buckets)
 	}
 	switch {
-	case c.Percent == 0:
-		p.percent = toUnits(DefaultWindowPercent)
-	case c.Percent > 0:
-		p.percent = toUnits(c.Percent)
+	case c.Ratio == 0:
+		p.percent = toUnits(DefaultWindowRatio)
+	case c.Ratio > 0:
+		p.percent = toUnits(c.Ratio)
 	}
 	perSecond := c.MinRetriesPerSecond
 	switch {
@@ -114,7 +114,7 @@ func (c WindowConfig) resolve() (windowParams, error) {
 }
 
 // Window is a time-windowed retry budget, the design of Finagle's
-// RetryBudget: over the last Window, retries may be at most Percent of the
+// RetryBudget: over the last Window, retries may be at most Ratio of the
 // requests made plus a floor of MinRetriesPerSecond × Window seconds. With
 // the defaults, a client making 1000 requests in 10 seconds may retry 300
 // times in those 10 seconds, and one making none may retry 100 times.
@@ -194,7 +194,7 @@ func (w *Window) rotate(n int64) *windowBucket {
 }
 
 // headroom returns, in millionths of a retry, how many more retries the
-// window allows: Percent × requests + floor − retries. w.mu must be held.
+// window allows: Ratio × requests + floor − retries. w.mu must be held.
 func (w *Window) headroom() int64 {
 	return share(w.p.percent, w.requests) + w.p.floor - w.retries*tokenUnit
 }
@@ -229,7 +229,7 @@ func (w *Window) Record(retry bool, err error) {
 }
 
 // Withdraw grants a retry, and counts it, if the retries within the window
-// stay at most Percent × the requests within it plus the floor once it is
+// stay at most Ratio × the requests within it plus the floor once it is
 // counted. Withdraw on a nil Window returns true.
 func (w *Window) Withdraw(err error) bool {
 	if w == nil {

@@ -49,7 +49,7 @@ func TestWindowDefaults(t *testing.T) {
 func TestWindowSlides(t *testing.T) {
 	clk := clocktest.NewFake()
 	// 10 buckets of 1s; 50% of requests; no floor.
-	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Percent: 0.5, MinRetriesPerSecond: -1})
+	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Ratio: 0.5, MinRetriesPerSecond: -1})
 	checkAvailable(t, w, 0)
 	if w.Withdraw(errDown) {
 		t.Fatal("retry granted with no requests and no floor")
@@ -89,14 +89,14 @@ func TestWindowNeverExceedsAFractionalShare(t *testing.T) {
 	// 0.1 × 30 is 3.0000000000000004 in float64; the budget must still
 	// allow exactly 3, and 0.6 of a retry is no retry.
 	clk := clocktest.NewFake()
-	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Percent: 0.1, MinRetriesPerSecond: -1})
+	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Ratio: 0.1, MinRetriesPerSecond: -1})
 	for range 30 {
 		w.Record(false, nil)
 	}
 	if got := withdrawN(w, 10, errDown); got != 3 {
 		t.Fatalf("granted %d retries for 30 requests at 10%%, want 3", got)
 	}
-	w = budget.NewWindow(budget.WindowConfig{Clock: clk, Percent: 0.2, MinRetriesPerSecond: -1})
+	w = budget.NewWindow(budget.WindowConfig{Clock: clk, Ratio: 0.2, MinRetriesPerSecond: -1})
 	for range 3 {
 		w.Record(false, nil)
 	}
@@ -107,7 +107,7 @@ func TestWindowNeverExceedsAFractionalShare(t *testing.T) {
 
 func TestWindowFloorOnly(t *testing.T) {
 	clk := clocktest.NewFake()
-	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Window: 2 * time.Second, Buckets: 4, Percent: -1, MinRetriesPerSecond: 1.5})
+	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Window: 2 * time.Second, Buckets: 4, Ratio: -1, MinRetriesPerSecond: 1.5})
 	for range 100 {
 		w.Record(false, nil)
 	}
@@ -128,7 +128,7 @@ func TestWindowRealClock(t *testing.T) {
 }
 
 func TestWindowConfigValidate(t *testing.T) {
-	for _, c := range []budget.WindowConfig{{}, {Percent: -1, MinRetriesPerSecond: -1}, {Window: time.Millisecond, Buckets: 1000}, {Percent: budget.MaxPercent}} {
+	for _, c := range []budget.WindowConfig{{}, {Ratio: -1, MinRetriesPerSecond: -1}, {Window: time.Millisecond, Buckets: 1000}, {Ratio: budget.MaxRatio}} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", c, err)
 		}
@@ -137,8 +137,8 @@ func TestWindowConfigValidate(t *testing.T) {
 		"negative window":   {Window: -time.Second},
 		"negative buckets":  {Buckets: -1},
 		"too many buckets":  {Buckets: budget.MaxBuckets + 1},
-		"NaN percent":       {Percent: math.NaN()},
-		"huge percent":      {Percent: budget.MaxPercent * 2},
+		"NaN percent":       {Ratio: math.NaN()},
+		"huge percent":      {Ratio: budget.MaxRatio * 2},
 		"infinite floor":    {MinRetriesPerSecond: math.Inf(1)},
 		"huge floor":        {MinRetriesPerSecond: 1e12},
 		"buckets too small": {Window: 5 * time.Nanosecond, Buckets: 10},
@@ -164,7 +164,7 @@ func (m *manualClock) Since(t time.Time) time.Duration { return m.now.Sub(t) }
 
 func TestWindowClockGoingBack(t *testing.T) {
 	clk := &manualClock{now: clocktest.Epoch}
-	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Percent: 1, MinRetriesPerSecond: -1})
+	w := budget.NewWindow(budget.WindowConfig{Clock: clk, Ratio: 1, MinRetriesPerSecond: -1})
 	clk.now = clk.now.Add(5 * time.Second)
 	w.Record(false, nil)
 	clk.now = clocktest.Epoch.Add(-time.Hour) // before the Window was made

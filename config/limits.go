@@ -66,7 +66,7 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 			b.Window.Window = d.duration(v, fp)
 		case "window.percent", "concurrency.percent":
 			p := d.number(v, fp, 0, 1, true)
-			b.Window.Percent, b.Concurrency.Percent = p, p
+			b.Window.Ratio, b.Concurrency.Ratio = p, p
 		case "window.min_retries_per_second":
 			b.Window.MinRetriesPerSecond = d.number(v, fp, 0, 1e6, false)
 		case "window.buckets":
@@ -129,11 +129,11 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 		case "min_calls":
 			c.Window.MinCalls = d.integer(v, fp, 1, 1<<24)
 		case "failure_rate":
-			c.Window.FailurePercent = 100 * d.number(v, fp, 0, 1, true)
+			c.Window.FailureRatio = d.number(v, fp, 0, 1, true)
 		case "slow_call_duration":
 			c.Window.SlowCallDuration = d.duration(v, fp)
 		case "slow_call_rate":
-			c.Window.SlowCallPercent = 100 * d.number(v, fp, 0, 1, true)
+			c.Window.SlowCallRatio = d.number(v, fp, 0, 1, true)
 		case "open_timeout":
 			c.OpenTimeout = d.duration(v, fp)
 		case "max_open_timeout":
@@ -162,7 +162,7 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 		d.fail(n, join(path, "window"), "missing: a time window needs its duration")
 		return b
 	}
-	if c.Window.SlowCallPercent > 0 && c.Window.SlowCallDuration == 0 {
+	if c.Window.SlowCallRatio > 0 && c.Window.SlowCallDuration == 0 {
 		d.fail(n, join(path, "slow_call_duration"), "missing: slow_call_rate needs slow_call_duration")
 		return b
 	}

@@ -36,10 +36,10 @@ func TestLoadExample(t *testing.T) {
 		t.Fatalf("budget %+v", p.Budget)
 	}
 	w := p.Breaker.Config.Window
-	if p.Breaker.Kind != "time_window" || w.Duration != time.Minute || w.MinCalls != 20 || w.FailurePercent != 30 || w.Buckets != 10 {
+	if p.Breaker.Kind != "time_window" || w.Duration != time.Minute || w.MinCalls != 20 || w.FailureRatio != 0.3 || w.Buckets != 10 {
 		t.Fatalf("breaker %+v", p.Breaker)
 	}
-	if tel := f.Policies["telemetry"]; tel.Backoff.Params.Jitter != backoff.Equal || tel.Budget.Window.Percent != 0.2 || tel.Breaker.Config.ConsecutiveFailures != 5 {
+	if tel := f.Policies["telemetry"]; tel.Backoff.Params.Jitter != backoff.Equal || tel.Budget.Window.Ratio != 0.2 || tel.Breaker.Config.ConsecutiveFailures != 5 {
 		t.Fatalf("telemetry %+v", tel)
 	}
 	if f.Operations["refund"] != "payments" || f.Operations["export-spans"] != "telemetry" {

@@ -40,7 +40,7 @@ func BenchmarkAllowClosed(b *testing.B) { benchAllowClosed(b, breaker.Config{}) 
 // condition, where the local breaker takes a lock per result and the
 // Redis-backed one counts in striped cells.
 func BenchmarkAllowClosedWindow(b *testing.B) {
-	benchAllowClosed(b, breaker.Config{Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailurePercent: 30}})
+	benchAllowClosed(b, breaker.Config{Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailureRatio: 0.3}})
 }
 
 func benchAllowClosed(b *testing.B, bc breaker.Config) {

@@ -156,7 +156,7 @@ func TestFleetConsecutiveRunsAcrossProcesses(t *testing.T) {
 // trip the breaker.
 func TestFleetWindowAggregates(t *testing.T) {
 	f := newFleet(t, 3, breaker.Config{
-		Window:      breaker.Window{Duration: 10 * time.Second, MinCalls: 20, FailurePercent: 50},
+		Window:      breaker.Window{Duration: 10 * time.Second, MinCalls: 20, FailureRatio: 0.5},
 		OpenTimeout: time.Minute,
 	})
 	for i, x := range f.bs {
@@ -193,7 +193,7 @@ func TestFleetWindowAggregates(t *testing.T) {
 // TestFleetWindowSlides: outcomes older than the window are forgotten.
 func TestFleetWindowSlides(t *testing.T) {
 	f := newFleet(t, 2, breaker.Config{
-		Window:      breaker.Window{Duration: 10 * time.Second, Buckets: 10, MinCalls: 10, FailurePercent: 50},
+		Window:      breaker.Window{Duration: 10 * time.Second, Buckets: 10, MinCalls: 10, FailureRatio: 0.5},
 		OpenTimeout: time.Minute,
 	})
 	a, b := f.bs[0], f.bs[1]
@@ -425,7 +425,7 @@ func TestFleetSlowCalls(t *testing.T) {
 	f := newFleet(t, 2, breaker.Config{
 		Window: breaker.Window{
 			Duration: time.Minute, MinCalls: 4,
-			SlowCallDuration: time.Second, SlowCallPercent: 50,
+			SlowCallDuration: time.Second, SlowCallRatio: 0.5,
 		},
 		OpenTimeout: time.Minute,
 	})

@@ -291,8 +291,8 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 	s = breakerSettings{
 		link:         l,
 		consecutive:  int64(d.ConsecutiveFailures),
-		failPct:      d.Window.FailurePercent,
-		slowPct:      d.Window.SlowCallPercent,
+		failPct:      100 * d.Window.FailureRatio,
+		slowPct:      100 * d.Window.SlowCallRatio,
 		slowDur:      d.Window.SlowCallDuration,
 		openTimeout:  d.OpenTimeout,
 		maxOpen:      d.MaxOpenTimeout,

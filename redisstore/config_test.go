@@ -88,7 +88,7 @@ func TestBreakerConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.window || s.buckets != breaker.DefaultBuckets || s.width != 6*time.Second || s.minCalls != breaker.DefaultMinCalls ||
-		s.failPct != breaker.DefaultFailurePercent || s.successes != 3 || s.jitter != 0 || s.link.timeout != 20*time.Millisecond {
+		s.failPct != 100*breaker.DefaultFailureRatio || s.successes != 3 || s.jitter != 0 || s.link.timeout != 20*time.Millisecond {
 		t.Fatalf("window defaults = %+v", s)
 	}
 }

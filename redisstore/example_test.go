@@ -28,7 +28,7 @@ func Example() {
 		Namespace: "stormguard-example",
 		Name:      "payments",
 		Breaker: breaker.Config{
-			Window:      breaker.Window{Duration: 30 * time.Second, MinCalls: 20, FailurePercent: 50},
+			Window:      breaker.Window{Duration: 30 * time.Second, MinCalls: 20, FailureRatio: 0.5},
 			OpenTimeout: 15 * time.Second,
 		},
 	})

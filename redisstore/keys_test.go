@@ -17,7 +17,7 @@ import (
 // "<namespace>:{<name>}:" and carries a TTL of at most KeyTTL.
 func TestKeysNamespacedAndExpire(t *testing.T) {
 	f := newFleet(t, 1, breaker.Config{
-		Window:      breaker.Window{Duration: 10 * time.Second, MinCalls: 1, FailurePercent: 50},
+		Window:      breaker.Window{Duration: 10 * time.Second, MinCalls: 1, FailureRatio: 0.5},
 		OpenTimeout: time.Minute,
 	})
 	b := f.bs[0]
@@ -80,7 +80,7 @@ func TestAllowClosedAllocs(t *testing.T) {
 	for _, bc := range []breaker.Config{
 		{},
 		{Window: breaker.Window{Duration: time.Minute}},
-		{Window: breaker.Window{Duration: time.Minute, SlowCallDuration: time.Second, SlowCallPercent: 50}},
+		{Window: breaker.Window{Duration: time.Minute, SlowCallDuration: time.Second, SlowCallRatio: 0.5}},
 	} {
 		timed := bc.Window.SlowCallDuration > 0
 		if timed && raceEnabled {

@@ -133,7 +133,7 @@ type PolicyParams struct {
 // last 10s (and at least 20 of them) failed, and probes after 5s.
 func DefaultBreaker() breaker.Config {
 	return breaker.Config{
-		Window:      breaker.Window{Duration: 10 * time.Second, FailurePercent: 50, MinCalls: 20},
+		Window:      breaker.Window{Duration: 10 * time.Second, FailureRatio: 0.5, MinCalls: 20},
 		OpenTimeout: 5 * time.Second,
 	}
 }
@@ -236,12 +236,12 @@ func Breaker(c breaker.Config) func(Env) retry.Breaker {
 	}
 }
 
-// breakerRate is a breaker that opens when at least percent of the calls
+// breakerRate is a breaker that opens when at least the share ratio of the calls
 // ending in the last window (and at least minCalls of them) failed, and
 // stays open for open.
-func breakerRate(percent float64, window time.Duration, minCalls int, open time.Duration) breaker.Config {
+func breakerRate(ratio float64, window time.Duration, minCalls int, open time.Duration) breaker.Config {
 	return breaker.Config{
-		Window:      breaker.Window{Duration: window, FailurePercent: percent, MinCalls: minCalls},
+		Window:      breaker.Window{Duration: window, FailureRatio: ratio, MinCalls: minCalls},
 		OpenTimeout: open,
 	}
 }

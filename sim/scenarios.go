@@ -74,7 +74,7 @@ open for 1s). Reported: success rate and load, the attempts per call.`,
 			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}}},
 			{Name: "retry-breaker", Policies: []Policy{{
 				Name: "retry-breaker", MaxAttempts: 4, BreakerRetriesOnly: true,
-				Breaker: Breaker(breakerRate(10, 10*time.Second, 10, time.Second)),
+				Breaker: Breaker(breakerRate(0.1, 10*time.Second, 10, time.Second)),
 			}}},
 		},
 		Trials: 1,

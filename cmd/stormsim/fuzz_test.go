@@ -38,7 +38,7 @@ func TestParseScenarioFileErrors(t *testing.T) {
 		"standard name":    "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncustom: [{name: full}]\n",
 		"bad jitter":       "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncustom: [{name: m, backoff: {jitter: wobbly}}]\n",
 		"bad budget":       "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncustom: [{name: m, budget: {kind: piggy}}]\n",
-		"bad breaker":      "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncustom: [{name: m, breaker: {failure_percent: 500}}]\n",
+		"bad breaker":      "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncustom: [{name: m, breaker: {failure_ratio: 5}}]\n",
 		"too many hops":    "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncustom: [{name: m, hops: [{}, {}]}]\n",
 		"unknown policy":   "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\npolicies: [mine]\n",
 		"unknown column":   "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 1s\ntiers: [{name: a}]\ncolumns: [vibes]\n",

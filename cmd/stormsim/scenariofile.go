@@ -122,21 +122,21 @@ type fileBudget struct {
 	Threshold   float64 `yaml:"threshold"`
 	StartEmpty  bool    `yaml:"start_empty"`
 	// window and concurrency
-	Percent             float64 `yaml:"percent"`
+	Ratio               float64 `yaml:"ratio"`
 	Window              dur     `yaml:"window"`
 	MinRetriesPerSecond float64 `yaml:"min_retries_per_second"`
 	MinConcurrency      int     `yaml:"min_concurrency"`
 }
 
 type fileBreaker struct {
-	Consecutive    int     `yaml:"consecutive"`
-	FailurePercent float64 `yaml:"failure_percent"`
-	Window         dur     `yaml:"window"`
-	Calls          int     `yaml:"calls"`
-	MinCalls       int     `yaml:"min_calls"`
-	Open           dur     `yaml:"open"`
-	MaxOpen        dur     `yaml:"max_open"`
-	Probes         int     `yaml:"probes"`
+	Consecutive  int     `yaml:"consecutive"`
+	FailureRatio float64 `yaml:"failure_ratio"`
+	Window       dur     `yaml:"window"`
+	Calls        int     `yaml:"calls"`
+	MinCalls     int     `yaml:"min_calls"`
+	Open         dur     `yaml:"open"`
+	MaxOpen      dur     `yaml:"max_open"`
+	Probes       int     `yaml:"probes"`
 }
 
 // dur is a time.Duration read from "250ms" or "1m".
@@ -375,13 +375,13 @@ func (h *fileHop) policy(name string) (sim.Policy, error) {
 			}
 			p.Budget = sim.RatioBudget(c)
 		case "window":
-			c := budget.WindowConfig{Window: time.Duration(b.Window), Percent: b.Percent, MinRetriesPerSecond: b.MinRetriesPerSecond}
+			c := budget.WindowConfig{Window: time.Duration(b.Window), Ratio: b.Ratio, MinRetriesPerSecond: b.MinRetriesPerSecond}
 			if err := c.Validate(); err != nil {
 				return sim.Policy{}, err
 			}
 			p.Budget = sim.WindowBudget(c)
 		case "concurrency":
-			c := budget.ConcurrencyConfig{Percent: b.Percent, MinConcurrency: b.MinConcurrency}
+			c := budget.ConcurrencyConfig{Ratio: b.Ratio, MinConcurrency: b.MinConcurrency}
 			if err := c.Validate(); err != nil {
 				return sim.Policy{}, err
 			}
@@ -408,9 +408,9 @@ func (b *fileBudget) ratio() budget.RatioConfig {
 func (b *fileBreaker) config() breaker.Config {
 	c := breaker.Config{ConsecutiveFailures: b.Consecutive, OpenTimeout: time.Duration(b.Open),
 		MaxOpenTimeout: time.Duration(b.MaxOpen), MaxProbes: b.Probes}
-	if b.FailurePercent > 0 || b.Window > 0 || b.Calls > 0 {
+	if b.FailureRatio > 0 || b.Window > 0 || b.Calls > 0 {
 		c.Window = breaker.Window{Duration: time.Duration(b.Window), Calls: b.Calls,
-			FailurePercent: b.FailurePercent, MinCalls: b.MinCalls}
+			FailureRatio: b.FailureRatio, MinCalls: b.MinCalls}
 	}
 	return c
 }
