@@ -213,7 +213,11 @@ func (c *Call) Next(err error) (time.Duration, error) {
 	if !c.retryable(err) {
 		return 0, c.giveUp(c.n, ReasonPermanent, nil)
 	}
-	if c.p.MaxAttempts > 0 && c.n >= c.p.MaxAttempts {
+	limit := c.p.MaxAttempts
+	if limit == 0 {
+		limit = DefaultMaxAttempts
+	}
+	if limit > 0 && c.n >= limit {
 		return 0, c.giveUp(c.n, ReasonAttempts, ErrAttemptsExhausted)
 	}
 	b := c.p.Backoff
@@ -225,6 +229,10 @@ func (c *Call) Next(err error) (time.Duration, error) {
 	advised := false
 	if adv, ok := c.advice(err); ok && adv >= delay {
 		delay, advised = adv, true
+	} else if ok && adv < 0 {
+		// The server asked for longer than MaxRetryAfter: coming back at
+		// the cap would be sooner than it asked, so stop.
+		return 0, c.giveUp(c.n, ReasonAdvice, ErrAdviceExceedsCap)
 	}
 	if reason, sentinel := c.fits(delay); sentinel != nil {
 		return 0, c.giveUp(c.n, reason, sentinel)
@@ -296,8 +304,8 @@ func (c *Call) retryable(err error) bool {
 }
 
 // advice returns the server-advised wait carried by err, jittered upwards
-// by at most a tenth, never above MaxRetryAfter; advice at or above the cap
-// gives a wait in [0.9·cap, cap].
+// by at most a tenth and never above MaxRetryAfter. Advice above the cap
+// gives -1: the call must stop rather than come back sooner than asked.
 func (c *Call) advice(err error) (time.Duration, bool) {
 	if c.p.MaxRetryAfter < 0 {
 		return 0, false
@@ -310,10 +318,8 @@ func (c *Call) advice(err error) (time.Duration, bool) {
 	if limit == 0 {
 		limit = DefaultMaxRetryAfter
 	}
-	if d >= limit {
-		// Many clients told the same large value would otherwise all
-		// come back exactly at the cap: spread them below it.
-		return limit - c.uniform(limit/10), true
+	if d > limit {
+		return -1, true
 	}
 	return d + c.uniform(min(d/10, limit-d)), true
 }

@@ -20,6 +20,10 @@ var (
 	// ErrAttemptTimeout marks an attempt cut short by Policy.AttemptTimeout.
 	// Such an attempt is retryable.
 	ErrAttemptTimeout = errors.New("retry: attempt timed out")
+	// ErrAdviceExceedsCap: the server asked to wait (Retry-After, gRPC
+	// pushback) longer than Policy.MaxRetryAfter. Do stops rather than
+	// come back sooner than the server asked.
+	ErrAdviceExceedsCap = errors.New("retry: server asked to wait longer than MaxRetryAfter")
 	// ErrPanicked marks an attempt that panicked (see PanicError). Do
 	// reports such an attempt as a failure to the Observer, the breaker and
 	// the budget, then lets the panic go on.

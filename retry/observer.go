@@ -102,9 +102,10 @@ const (
 	ReasonContext          // the caller's context ended
 	ReasonDeadline         // the caller's deadline or MaxElapsed could not hold another wait and attempt
 	ReasonPanic            // the attempt panicked; the panic goes on after the call is reported
+	ReasonAdvice           // the server asked to wait longer than MaxRetryAfter
 )
 
-var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic"}
+var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"}
 
 // String returns the label value used in metrics.
 func (r Reason) String() string {

@@ -8,9 +8,11 @@ import (
 	"github.com/stormguard/stormguard/clock"
 )
 
-// Policy configures Do. Every field is optional; the zero value retries
-// transient errors with full-jitter exponential backoff (100ms … 10s) until
-// the caller's context ends.
+// Policy configures Do. Every field is optional; the zero value makes at
+// most DefaultMaxAttempts (3) attempts, retrying transient errors with
+// full-jitter exponential backoff (100ms … 10s). A nil Policy is the zero
+// Policy. Retrying without a count limit is never a default: ask for it
+// with MaxAttempts: Unlimited.
 //
 // A Policy must not be modified while calls are using it; it is otherwise
 // safe for concurrent use, and its Budget and Breaker are meant to be shared
@@ -21,8 +23,9 @@ type Policy struct {
 	Operation string
 
 	// MaxAttempts bounds the number of attempts, the first included.
-	// 0 means no count limit: Do stops on the context, MaxElapsed, the
-	// budget, the breaker or a permanent error.
+	// 0: DefaultMaxAttempts (3). Unlimited (any negative value): no count
+	// limit, an explicit choice; Do then stops on the context, MaxElapsed,
+	// the budget, the breaker or a permanent error.
 	MaxAttempts int
 
 	// MaxElapsed bounds the whole call: no retry starts (or waits) past
@@ -43,7 +46,11 @@ type Policy struct {
 	MinAttemptTime time.Duration
 
 	// MaxRetryAfter caps a server's advised delay (After, Retry-After,
-	// gRPC pushback). 0: DefaultMaxRetryAfter. Negative: ignore advice.
+	// gRPC pushback). Advice up to the cap raises the wait to at least what
+	// the server asked; advice beyond it stops the call with
+	// ErrAdviceExceedsCap (ReasonAdvice), since coming back at the cap
+	// would be sooner than the server asked. 0: DefaultMaxRetryAfter.
+	// Negative: ignore advice.
 	MaxRetryAfter time.Duration
 
 	// Classify reports whether a failed attempt's error is worth retrying.
@@ -73,6 +80,11 @@ type Policy struct {
 // Defaults used for zero Policy fields.
 const (
 	DefaultMaxRetryAfter = 30 * time.Second
+	// DefaultMaxAttempts is the attempt limit of a zero MaxAttempts, as in
+	// the AWS SDKs' standard mode, failsafe-go and Polly.
+	DefaultMaxAttempts = 3
+	// Unlimited, as MaxAttempts, asks for no count limit.
+	Unlimited = -1
 )
 
 // DefaultBackoff is used when Policy.Backoff is nil: exponential from 100ms,
