@@ -6,12 +6,22 @@ STATICCHECK := $(GOBIN)/staticcheck
 BENCHSTAT := $(GOBIN)/benchstat
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
 
-.PHONY: all test fmt-check vet staticcheck race lab bench bench-compare tools
+.PHONY: all test test-nodeps deps fmt-check vet staticcheck race lab bench bench-compare tools
 
 all: test
 
-## test: gofmt check, go vet, staticcheck and go test -race over every module.
-test: fmt-check vet staticcheck race
+## test: installs what the tests need (scripts/test-deps.sh: redis-server,
+## chromium, promtool; fails naming what it cannot install), then gofmt
+## check, go vet, staticcheck and go test -race over every module.
+test: deps
+	@$(MAKE) --no-print-directory test-nodeps
+
+## test-nodeps: the same without the install step; tests whose tool is
+## missing skip (and fail when CI=true).
+test-nodeps: fmt-check vet staticcheck race
+
+deps:
+	@scripts/test-deps.sh
 
 fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -49,7 +49,9 @@ func ParseScope(s string) (Scope, error) {
 // RetryPolicy turns p, a policy as the simulator defines it, into the
 // retry.Policy a live caller uses, on the real clock:
 //
-//   - MaxAttempts, MaxElapsed and MinAttemptTime carry over unchanged.
+//   - MaxElapsed and MinAttemptTime carry over unchanged, and so does a
+//     positive MaxAttempts; sim's 0 (no count limit) becomes
+//     retry.Unlimited, since retry's 0 means retry.DefaultMaxAttempts.
 //   - AttemptTimeout carries over; 0 takes attemptTimeout (the server's
 //     Timeout, as sim takes the tier's).
 //   - Backoff is built with jitter drawn from jitter (it must be safe for
@@ -74,6 +76,9 @@ func RetryPolicy(p sim.Policy, env sim.Env, jitter rand.Source, attemptTimeout t
 		AttemptTimeout: p.AttemptTimeout,
 		Clock:          env.Clock,
 		Backoff:        backoff.Constant{},
+	}
+	if rp.MaxAttempts <= 0 {
+		rp.MaxAttempts = retry.Unlimited
 	}
 	if rp.AttemptTimeout == 0 {
 		rp.AttemptTimeout = attemptTimeout

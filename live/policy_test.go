@@ -11,6 +11,7 @@ import (
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/live"
+	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
 )
 
@@ -27,7 +28,11 @@ func TestRetryPolicyMapping(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if rp.Operation != name || rp.MaxAttempts != sp.MaxAttempts || rp.MaxElapsed != time.Minute || rp.Clock != clock.Real {
+		want := sp.MaxAttempts
+		if want <= 0 {
+			want = retry.Unlimited // sim's 0 is no count limit; retry's 0 would be 3
+		}
+		if rp.Operation != name || rp.MaxAttempts != want || rp.MaxElapsed != time.Minute || rp.Clock != clock.Real {
 			t.Errorf("%s: %+v from %+v", name, rp, sp)
 		}
 		if rp.AttemptTimeout != 2*time.Second {
