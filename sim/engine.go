@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -135,6 +138,62 @@ func (s *Sim) RunUntil(t time.Duration) {
 	if !s.stopped && s.now < t {
 		s.now = t
 	}
+}
+
+// Guards of RunUntilContext.
+const (
+	// DefaultMaxEvents bounds the events of one trial when the model sets
+	// no Model.MaxEvents. The default suite's largest trial takes about
+	// 10 million.
+	DefaultMaxEvents = 500_000_000
+	// MaxSameInstant is how many events in a row may happen at one virtual
+	// instant before a run is judged not to make progress: a model whose
+	// retries take no time (no backoff, no latency) would otherwise spin
+	// for ever without the clock moving.
+	MaxSameInstant = 4 << 20
+	// checkEvery is how often, in events, RunUntilContext looks at its
+	// context.
+	checkEvery = 1 << 12
+)
+
+// ErrNoProgress is wrapped by the error of a run that stopped because its
+// clock stopped moving or it exceeded its event cap.
+var ErrNoProgress = errors.New("sim: the run makes no progress")
+
+// RunUntilContext is RunUntil with guards: it returns ctx's error when ctx
+// ends (looked at every few thousand events, so a trial stops within
+// microseconds of a Ctrl-C), and an error wrapping ErrNoProgress when more
+// than maxEvents events have run (0: DefaultMaxEvents) or when
+// MaxSameInstant events in a row happen at one virtual instant.
+func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents uint64) error {
+	if maxEvents == 0 {
+		maxEvents = DefaultMaxEvents
+	}
+	s.stopped = false
+	start := s.events
+	same, at := 0, s.now
+	for !s.stopped && len(s.heap) > 0 && s.heap[0].at <= t {
+		s.Step()
+		if s.now != at {
+			same, at = 0, s.now
+		} else if same++; same >= MaxSameInstant {
+			return fmt.Errorf("%w: %d events in a row at %v of virtual time without the clock moving "+
+				"(retries that take no time: give the policy a backoff or an attempt limit, or the tier a latency)", ErrNoProgress, same, s.now)
+		}
+		n := s.events - start
+		if n%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if n >= maxEvents {
+			return fmt.Errorf("%w: the trial exceeded its cap of %d events at %v of virtual time (Model.MaxEvents)", ErrNoProgress, maxEvents, s.now)
+		}
+	}
+	if !s.stopped && s.now < t {
+		s.now = t
+	}
+	return nil
 }
 
 // Stop makes Run or RunUntil return after the current event.

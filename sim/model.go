@@ -29,6 +29,10 @@ type Model struct {
 	// Drain is how long the run continues after Duration so that calls in
 	// flight can end. 0: 30s. Calls still open at the end count as failed.
 	Drain time.Duration
+	// MaxEvents caps the events of one trial: a run that needs more stops
+	// with an error wrapping ErrNoProgress that names the cap. 0:
+	// DefaultMaxEvents.
+	MaxEvents uint64
 	// Tiers are the servers, outermost first. At least one.
 	Tiers []Tier
 	// Faults change the servers and the network during windows of time.

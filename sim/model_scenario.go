@@ -144,8 +144,11 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	results := make([]*Result, nc*np*nt)
 	err := parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
 		c, p, t := i/(np*nt), (i/nt)%np, i%nt
-		res, err := Run(&models[c], variants[p], unitSeed(o.Seed, c, t))
+		res, err := RunContext(ctx, &models[c], variants[p], unitSeed(o.Seed, c, t))
 		if err != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("scenario %s case %q policy %s: %w", spec.Name, cases[c].Name, variants[p].Name, err)
+			}
 			return err
 		}
 		if t > 0 {
@@ -154,11 +157,21 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		results[i] = res
 		return nil
 	})
-	if err != nil {
+	partial := err != nil && ctx.Err() != nil
+	if err != nil && !partial {
 		return nil, err
 	}
 
 	rep := &Report{}
+	if partial {
+		// Cancelled: report what the finished trials measured.
+		rep.Partial = true
+		for _, r := range results {
+			if r != nil {
+				rep.TrialsDone++
+			}
+		}
+	}
 	for c := range cases {
 		m := &models[c]
 		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m)}
@@ -166,19 +179,29 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
 		for p := range variants {
-			ms := make([]Metrics, nt)
+			ms := make([]Metrics, 0, nt)
 			for t := 0; t < nt; t++ {
-				r := results[(c*np+p)*nt+t]
-				ms[t] = r.Metrics
-				rep.Events += r.Events
+				if r := results[(c*np+p)*nt+t]; r != nil {
+					ms = append(ms, r.Metrics)
+					rep.Events += r.Events
+				}
 			}
 			mean := Mean(ms)
-			series := results[(c*np+p)*nt].Series
+			var series Series
+			if r := results[(c*np+p)*nt]; r != nil {
+				series = r.Series
+			}
 			kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, Metrics: &mean, Series: &series})
 		}
 		rep.Cases = append(rep.Cases, kase)
 	}
 	present(rep, spec, cases)
+	if partial {
+		for i := range rep.Tables {
+			rep.Tables[i].Notes = append(rep.Tables[i].Notes, fmt.Sprintf("partial: cancelled after %d of %d trials", rep.TrialsDone, len(results)))
+		}
+		return rep, err
+	}
 	return rep, nil
 }
 

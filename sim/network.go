@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -24,11 +25,20 @@ type Result struct {
 // it, so that every variant sees the same workload; latencies, service times
 // and faults come from the Sim's generator; jitter from a third stream.
 func Run(m *Model, v Variant, seed uint64) (*Result, error) {
+	return RunContext(context.Background(), m, v, seed)
+}
+
+// RunContext is Run that stops when ctx ends, returning ctx's error, and
+// that stops a run making no progress (see Sim.RunUntilContext) with an
+// error wrapping ErrNoProgress.
+func RunContext(ctx context.Context, m *Model, v Variant, seed uint64) (*Result, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	r := newRunner(m, v, seed)
-	r.s.RunUntil(m.horizon())
+	if err := r.s.RunUntilContext(ctx, m.horizon(), m.MaxEvents); err != nil {
+		return nil, err
+	}
 	res := &Result{Events: r.s.Events()}
 	res.Metrics, res.Series = r.rec.finish(m)
 	return res, nil

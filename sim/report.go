@@ -11,7 +11,11 @@ type Report struct {
 	Trials      int    `json:"trials"`
 	// Events is the number of simulated events the report took.
 	Events uint64 `json:"events"`
-	Cases  []Case `json:"cases"`
+	// Partial is set when the run was cancelled: the figures come from
+	// the trials that finished, TrialsDone of them.
+	Partial    bool   `json:"partial,omitempty"`
+	TrialsDone int    `json:"trials_done,omitempty"`
+	Cases      []Case `json:"cases"`
 	// Tables and Plots present the cases; they are not part of the JSON.
 	Tables []Table `json:"-"`
 	Plots  []Plot  `json:"-"`

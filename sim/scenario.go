@@ -75,7 +75,9 @@ func (sc *Scenario) canonical(name string) string {
 	return name
 }
 
-// Run runs the scenario. It returns ctx's error if ctx ends first.
+// Run runs the scenario. If ctx ends first, Run stops the trials under way
+// and returns ctx's error with a report marked Partial, built from the
+// trials that finished (or nil when the scenario cannot report partly).
 func (sc *Scenario) Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Trials < 0 || o.Trials > 1_000_000 {
 		return nil, fmt.Errorf("%w: trials must be in [1, 1000000], got %d", ErrScenario, o.Trials)
@@ -100,12 +102,12 @@ func (sc *Scenario) Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	o.Policies = names
 	rep, err := sc.run(ctx, &o)
-	if err != nil {
+	if rep == nil {
 		return nil, err
 	}
 	rep.Scenario, rep.Title, rep.Description = sc.Name, sc.Title, sc.Doc
 	rep.Seed, rep.Trials = o.Seed, o.Trials
-	return rep, nil
+	return rep, err
 }
 
 // unitSeed derives the seed of one trial of one case. Every policy gets
@@ -170,13 +172,10 @@ func parallel(ctx context.Context, workers, n int, progress func(done, total int
 			progress(done, n)
 		}
 	}
-	if firstErr != nil {
-		return firstErr
+	// A trial cut short by ctx returns ctx's error: report the
+	// cancellation itself, whether or not every job was handed out.
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	if done < n {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return firstErr
 }

@@ -93,6 +93,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			Policies: policies, Workers: cfg.workers, Progress: bar.update,
 		})
 		bar.finish()
+		if err != nil && rep != nil && rep.Partial && !cfg.json {
+			// Cancelled: show what the finished trials measured, marked.
+			for _, t := range rep.Tables {
+				writeTable(stdout, t)
+			}
+			fmt.Fprintf(stderr, "stormsim: %s: partial report: %d trials finished before the run was cancelled\n", sc.Name, rep.TrialsDone)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "stormsim: %s: %v\n", sc.Name, err)
 			if errors.Is(err, context.Canceled) {

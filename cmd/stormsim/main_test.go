@@ -227,3 +227,26 @@ func TestProgressBar(t *testing.T) {
 		t.Fatalf("disabled bar wrote %q", off.String())
 	}
 }
+
+// The review's stalling model: a custom policy bounded only by
+// max_elapsed that retries at once, a tier with no latency and a 503
+// window. The run must end, with an error naming the cause.
+func TestStallingScenarioFileEndsWithItsCause(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stall.yaml")
+	spec := `name: stall
+clients: 1
+arrival: {every: 1s}
+duration: 5s
+tiers: [{name: api}]
+faults: [{kind: unavailable, tier: api, start: 1s, end: 3s}]
+policies: [tight]
+custom: [{name: tight, max_elapsed: 10s}]
+`
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "--file", path, "--quiet")
+	if code == exitOK || !strings.Contains(errOut, "makes no progress") || !strings.Contains(errOut, "backoff") {
+		t.Fatalf("exit %d, stderr %q: want a failure naming the stall and its cure", code, errOut)
+	}
+}

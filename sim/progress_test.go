@@ -1,0 +1,133 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// stallModel is the review's model: a policy bounded only by MaxElapsed
+// that retries at once, a tier with no latency and no service time, and a
+// window of 503s. Every retry lands at the same instant, so virtual time
+// never reaches MaxElapsed.
+func stallModel() (Model, Variant) {
+	m := Model{
+		Clients: 1, Arrival: Arrival{Kind: Periodic, Interval: time.Second}, Duration: 5 * time.Second,
+		Tiers:  []Tier{{}},
+		Faults: []Fault{{Kind: FaultUnavailable, Start: time.Second, End: 3 * time.Second}},
+	}
+	return m, Single(Policy{Name: "tight", MaxElapsed: 10 * time.Second})
+}
+
+func TestRunWithoutProgressStopsWithItsCause(t *testing.T) {
+	m, v := stallModel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(&m, v, 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoProgress) {
+			t.Fatalf("err = %v, want ErrNoProgress", err)
+		}
+		t.Log(err)
+	case <-time.After(2 * time.Minute): // a guard for a hang, not a measurement
+		t.Fatal("the stalled model never ended")
+	}
+}
+
+func TestRunStopsAtItsEventCap(t *testing.T) {
+	m := Model{
+		Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 100}, Duration: 10 * time.Second,
+		Tiers:     []Tier{{Service: Const(time.Millisecond)}},
+		MaxEvents: 1000,
+	}
+	_, err := Run(&m, noRetry, 1)
+	if !errors.Is(err, ErrNoProgress) {
+		t.Fatalf("err = %v, want the event cap's ErrNoProgress", err)
+	}
+	m.MaxEvents = 0
+	if _, err := Run(&m, noRetry, 1); err != nil {
+		t.Fatalf("the default cap stopped a small model: %v", err)
+	}
+}
+
+// countdownCtx is a context whose Err turns to Canceled after n calls,
+// which stops a trial in the middle, deterministically.
+type countdownCtx struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *countdownCtx) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestRunContextStopsInsideATrial(t *testing.T) {
+	m := Model{
+		Clients: 100, Arrival: Arrival{Kind: Poisson, Rate: 100}, Duration: 60 * time.Second,
+		Tiers: []Tier{{Service: Const(time.Millisecond)}},
+	}
+	full, err := Run(&m, noRetry, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &countdownCtx{Context: context.Background()}
+	ctx.n.Store(3)
+	r, err := RunContext(ctx, &m, noRetry, 1)
+	if !errors.Is(err, context.Canceled) || r != nil {
+		t.Fatalf("RunContext = %v, %v; want nil, context.Canceled", r, err)
+	}
+	if full.Events < 10*checkEvery {
+		t.Fatalf("the model has only %d events: too few to show a stop inside the trial", full.Events)
+	}
+}
+
+func TestScenarioCancelledReturnsPartialReport(t *testing.T) {
+	sc, err := NewModelScenario(ModelSpec{
+		Name: "cancel",
+		Model: Model{
+			Clients: 50, Arrival: Arrival{Kind: Poisson, Rate: 50}, Duration: 60 * time.Second,
+			Tiers:  []Tier{{Workers: 4, Service: Exp(10 * time.Millisecond)}},
+			Faults: []Fault{{Kind: FaultUnavailable, Start: 20 * time.Second, End: 25 * time.Second}},
+		},
+		Policies: []string{"none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := sc.Run(ctx, Options{Seed: 1, Trials: 6, Workers: 1, Progress: func(done, _ int) {
+		if done == 2 {
+			cancel() // the third trial is under way: it must stop, not finish
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if rep == nil || !rep.Partial {
+		t.Fatalf("report %+v, want one marked partial", rep)
+	}
+	if rep.TrialsDone < 2 || rep.TrialsDone >= 6 {
+		t.Fatalf("TrialsDone = %d, want the finished trials only (2 or 3 of 6)", rep.TrialsDone)
+	}
+	if rep.Cases[0].Rows[0].Metrics.Calls == 0 {
+		t.Fatal("the partial report lost the finished trials' figures")
+	}
+	found := false
+	for _, tb := range rep.Tables {
+		for _, n := range tb.Notes {
+			found = found || len(n) > 8 && n[:8] == "partial:"
+		}
+	}
+	if !found {
+		t.Fatal("the tables do not say the report is partial")
+	}
+}
