@@ -64,6 +64,12 @@ type Metrics struct {
 	// (or there was no fault), else 0; a mean over trials is the share
 	// that recovered.
 	Recovered float64 `json:"recovered"`
+	// Unobserved is 1 when recovery could not be judged: the last fault
+	// ends after Duration, or less than RecoveryHold before it, so no
+	// window of traffic follows it in which recovery could show (Recovered
+	// is then 0, and the table says "unobserved", never "stuck"); a mean
+	// over trials is the share of such trials.
+	Unobserved float64 `json:"recovery_unobserved,omitempty"`
 	// RecoveryS is the time in seconds from the end of the last fault to
 	// the first instant T such that, over [T, T+RecoveryHold) (1s), both
 	// the share of client calls ending in success and the share of
@@ -159,6 +165,7 @@ func Mean(ms []Metrics) Metrics {
 		out.PeakQueue += m.PeakQueue / n
 		out.PeakInFlight += m.PeakInFlight / n
 		out.Recovered += m.Recovered / n
+		out.Unobserved += m.Unobserved / n
 		if m.Recovered > 0 {
 			out.RecoveryS += m.RecoveryS
 			recN++

@@ -338,8 +338,56 @@ func (m *Model) Validate() error {
 		if !(f.Prob >= 0 && f.Prob <= 1) || !(f.Factor >= 0 && f.Factor <= 1) {
 			return bad("fault %d: probability and factor must be in [0, 1]", i)
 		}
+		switch f.Kind {
+		case FaultLoss, FaultErrors:
+			if f.Prob == 0 {
+				return bad("fault %d: a %s fault with probability 0 does nothing: give it a probability in (0, 1]", i, faultNames[f.Kind])
+			}
+		case FaultCapacity:
+			if m.Tiers[f.Tier].Workers == 0 {
+				return bad("fault %d: a capacity fault on tier %d, whose workers are unlimited, does nothing: give the tier workers", i, f.Tier)
+			}
+		}
+	}
+	if calls := m.expectedCalls(); calls > MaxExpectedCalls {
+		return bad("the workload would start about %.3g calls (clients × rate × duration), more than the %d a run may take", calls, MaxExpectedCalls)
 	}
 	return nil
+}
+
+// CheckBaseline reports an error wrapping ErrModel when m's first fault
+// starts at or before the end of its warm-up, or the warm-up does not end
+// before Duration: such a model has no baseline window, so peak× and
+// recovery would be judged against nothing. Scenarios refuse such models
+// (Run still accepts them, for tests of the mechanics alone).
+func (m *Model) CheckBaseline() error {
+	s, _, ok := FaultWindow(m.Faults)
+	if !ok {
+		return nil
+	}
+	if m.Warmup >= m.Duration {
+		return fmt.Errorf("%w: warmup %s must end before duration %s", ErrModel, m.Warmup, m.Duration)
+	}
+	if s <= m.Warmup {
+		return fmt.Errorf("%w: the first fault starts at %s, not after the warm-up (%s): no baseline to judge load and recovery against; start it later or shorten the warm-up", ErrModel, s, m.Warmup)
+	}
+	return nil
+}
+
+// MaxExpectedCalls bounds the calls a model's workload may start, so
+// that a typing slip (10M clients at 1e6 calls/s for 24h) is refused at
+// once instead of running for days.
+const MaxExpectedCalls = 200_000_000
+
+// expectedCalls is the mean number of calls the clients start.
+func (m *Model) expectedCalls() float64 {
+	switch m.Arrival.Kind {
+	case Poisson:
+		return float64(m.Clients) * m.Arrival.Rate * m.Duration.Seconds()
+	case Periodic:
+		return float64(m.Clients) * (m.Duration.Seconds()/m.Arrival.Interval.Seconds() + 1)
+	}
+	return 0
 }
 
 // MeasureTier returns the index of the measured tier, or -1 when Measure

@@ -48,6 +48,9 @@ func NewModelScenario(spec ModelSpec) (*Scenario, error) {
 	if err := spec.Model.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", spec.Name, err)
 	}
+	if err := spec.Model.CheckBaseline(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", spec.Name, err)
+	}
 	for _, k := range spec.Columns {
 		if _, ok := LookupColumn(k); !ok {
 			return nil, fmt.Errorf("%w: unknown column %q (want one of %s)", ErrScenario, k, strings.Join(ColumnKeys(), ", "))
@@ -126,6 +129,9 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 			m.Duration = o.Duration
 		}
 		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("scenario %s case %q: %w", spec.Name, c.Name, err)
+		}
+		if err := m.CheckBaseline(); err != nil {
 			return nil, fmt.Errorf("scenario %s case %q: %w", spec.Name, c.Name, err)
 		}
 		models[i] = m

@@ -153,9 +153,14 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	if _, end, ok := FaultWindow(faults); ok {
 		judged := []Outcomes{{r.CallsOK, r.CallsFailed}, {r.AttemptsOK, r.AttemptsFailed}}
 		rec, ok := RecoveryTime(judged, r.Queue, r.Bucket, bf, bt, r.Index(end), r.Index(duration))
-		if ok {
+		switch {
+		case ok:
 			x.RecoveryS = rec.Seconds()
-		} else {
+		case r.Index(end)+max(int(RecoveryHold/r.Bucket), 1) > r.Index(duration):
+			// No full window of traffic after the fault: no evidence
+			// either way.
+			x.Recovered, x.Unobserved = 0, 1
+		default:
 			x.Recovered = 0
 		}
 	}

@@ -102,7 +102,7 @@ func ColumnLegend() [][2]string {
 		{"conc", "peak requests inside the measured tier (serving + queued)"},
 		{"queue", "peak queue length of the measured tier"},
 		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
-		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never"},
+		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never, though the run went on for at least 1s after the fault; unobserved: the fault ended less than 1s before the traffic stopped, so nothing could show recovery"},
 		{"p50 p99 p99.9", "client call latency percentiles"},
 		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries)"},
 		{"kurt", "kurtosis of the offered load per 10ms (about 3 for steady load; higher is spikier)"},
@@ -172,10 +172,14 @@ func FormatMS(ms float64) string {
 	}
 }
 
-// recoveryCell shows Metrics.RecoveryS, "stuck" when no trial recovered,
-// with the share of trials that did when only some did.
+// recoveryCell shows Metrics.RecoveryS, with the share of trials that
+// recovered when only some did; "unobserved" when no trial left a window
+// of traffic after the fault to judge, and "stuck" only when trials that
+// could show recovery did not.
 func recoveryCell(m *Metrics) string {
 	switch {
+	case m.Recovered == 0 && m.Unobserved >= 1:
+		return "unobserved"
 	case m.Recovered == 0:
 		return "stuck"
 	case m.Recovered < 1:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -178,5 +179,30 @@ func TestParseDuration(t *testing.T) {
 	var buf bytes.Buffer
 	if _, err := parseArgs([]string{"--duration", "-3s"}, &buf); err == nil {
 		t.Error("--duration -3s accepted")
+	}
+}
+
+// Mistakes that used to validate and then do nothing, or far more than
+// meant, are refused with the line they sit on.
+func TestScenarioFileRefusesSilentMistakes(t *testing.T) {
+	head := "name: x\nclients: 1\narrival: {poisson: 1}\nduration: 10s\nwarmup: 1s\ntiers: [{name: a, workers: 4}, {name: b}]\n"
+	for name, tc := range map[string]struct{ text, want string }{
+		"loss without prob":   {head + "faults:\n  - {kind: loss, tier: a, start: 2s, end: 3s}\n", "line 8: faults[0]: a loss fault needs prob"},
+		"errors without prob": {head + "faults:\n  - {kind: hang, tier: a, start: 2s, end: 3s}\n  - {kind: errors, tier: a, start: 2s, end: 3s}\n", "line 9: faults[1]: a errors fault needs prob"},
+		"capacity no factor":  {head + "faults:\n  - {kind: capacity, tier: a, start: 2s, end: 3s}\n", "line 8: faults[0]: a capacity fault needs factor"},
+		"capacity unlimited":  {head + "faults:\n  - {kind: capacity, tier: b, start: 2s, end: 3s, factor: 0.5}\n", `line 8: faults[0]: a capacity fault on tier "b", whose workers are unlimited`},
+		"capacity last tier":  {head + "faults:\n  - {kind: capacity, start: 2s, end: 3s, factor: 0.5}\n", `on tier "b", whose workers are unlimited`},
+		"second document":     {head + "---\nname: y\n", "line 7: a second YAML document"},
+		"fault in warm-up":    {head + "faults:\n  - {kind: unavailable, tier: a, start: 1s, end: 3s}\n", "not after the warm-up"},
+		"unbounded work":      {"name: x\nclients: 10000000\narrival: {poisson: 1000000}\nduration: 24h\ntiers: [{name: a}]\n", ""},
+	} {
+		_, err := parseScenarioFile([]byte(tc.text))
+		if !errors.Is(err, errFile) || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: error %v, want errFile saying %q", name, err, tc.want)
+		}
+	}
+	ok := head + "faults:\n  - {kind: capacity, tier: a, start: 2s, end: 3s, factor: 0.5}\n  - {kind: loss, tier: a, start: 2s, end: 3s, prob: 0.1}\n"
+	if _, err := parseScenarioFile([]byte(ok)); err != nil {
+		t.Fatalf("a correct file is refused: %v", err)
 	}
 }

@@ -196,6 +196,21 @@ func parseScenarioFile(data []byte) (*sim.Scenario, error) {
 		}
 		return nil, fmt.Errorf("%w: %w", errFile, err)
 	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		line := extra.Line
+		if err != nil || line == 0 {
+			return nil, fmt.Errorf("%w: after the first YAML document: a scenario file holds exactly one (%v)", errFile, err)
+		}
+		return nil, fmt.Errorf("%w: line %d: a second YAML document; a scenario file holds exactly one", errFile, line)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%w: %w", errFile, err)
+	}
+	if err := f.checkFaults(&root); err != nil {
+		return nil, fmt.Errorf("%w: %w", errFile, err)
+	}
 	spec, err := f.spec()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errFile, err)
@@ -205,6 +220,62 @@ func parseScenarioFile(data []byte) (*sim.Scenario, error) {
 		return nil, fmt.Errorf("%w: %w", errFile, err)
 	}
 	return sc, nil
+}
+
+// checkFaults refuses fault entries that would silently do nothing or
+// more than they say, naming the line: loss or errors without prob, and
+// capacity without factor (which would remove every worker) or on a tier
+// whose workers are unlimited.
+func (f *fileSpec) checkFaults(root *yaml.Node) error {
+	faults := mappingValue(root, "faults")
+	for i, ff := range f.Faults {
+		var item *yaml.Node
+		if faults != nil && faults.Kind == yaml.SequenceNode && i < len(faults.Content) {
+			item = faults.Content[i]
+		}
+		line := 0
+		if item != nil {
+			line = item.Line
+		}
+		has := func(key string) bool { return mappingValue(item, key) != nil }
+		switch ff.Kind {
+		case "loss", "errors":
+			if !has("prob") {
+				return fmt.Errorf("line %d: faults[%d]: a %s fault needs prob, the share of requests it hits (0 to 1]", line, i, ff.Kind)
+			}
+		case "capacity":
+			if !has("factor") {
+				return fmt.Errorf("line %d: faults[%d]: a capacity fault needs factor, the share of workers left (0 would remove them all; use kind unavailable for that)", line, i)
+			}
+			for ti, t := range f.Tiers {
+				target := t.Name == ff.Tier || (ff.Tier == "" && ti == len(f.Tiers)-1)
+				if target && t.Workers == 0 {
+					return fmt.Errorf("line %d: faults[%d]: a capacity fault on tier %q, whose workers are unlimited, does nothing: give the tier workers", line, i, t.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// mappingValue returns the value node of key in the mapping n (or in the
+// document n wraps), or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 func (f *fileSpec) spec() (sim.ModelSpec, error) {

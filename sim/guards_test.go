@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,5 +130,75 @@ func TestScenarioCancelledReturnsPartialReport(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the tables do not say the report is partial")
+	}
+}
+
+// A fault that ends too close to the end of the traffic leaves no window
+// in which recovery could show: the lab must say "unobserved", not claim
+// the system stayed stuck.
+func TestRecoveryNotJudgedWithoutEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		start, end time.Duration
+		want       string
+	}{
+		{"fault ends in the last second", 5 * time.Second, 9500 * time.Millisecond, "unobserved"},
+		{"fault ends after the traffic", 5 * time.Second, 15 * time.Second, "unobserved"},
+		{"fault ends with room to recover", 3 * time.Second, 5 * time.Second, "0.0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Model{
+				Clients: 20, Arrival: Arrival{Kind: Poisson, Rate: 20}, Duration: 10 * time.Second, Warmup: time.Second,
+				Tiers:  []Tier{{Service: Const(time.Millisecond)}},
+				Faults: []Fault{{Kind: FaultUnavailable, Start: tc.start, End: tc.end}},
+			}
+			x := mustRun(t, m, Single(Policy{Name: "p", MaxAttempts: 1}), 1).Metrics
+			if got := recoveryCell(&x); got != tc.want {
+				t.Fatalf("recovery %q (Recovered %v Unobserved %v), want %q", got, x.Recovered, x.Unobserved, tc.want)
+			}
+		})
+	}
+	// Still stuck when the run went on after the fault and never healed.
+	x := Metrics{Recovered: 0}
+	if recoveryCell(&x) != "stuck" {
+		t.Fatal("a judged trial that never recovered must read stuck")
+	}
+}
+
+func TestModelRefusesFaultsThatDoNothingAndUnboundedWork(t *testing.T) {
+	base := func() Model {
+		return Model{
+			Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 10}, Duration: 10 * time.Second, Warmup: time.Second,
+			Tiers: []Tier{{Workers: 4, Service: Const(time.Millisecond)}, {}},
+		}
+	}
+	for name, tc := range map[string]struct {
+		edit func(*Model)
+		want string
+	}{
+		"loss without prob":   {func(m *Model) { m.Faults = []Fault{{Kind: FaultLoss, Start: 2 * time.Second, End: 3 * time.Second}} }, "probability 0 does nothing"},
+		"errors without prob": {func(m *Model) { m.Faults = []Fault{{Kind: FaultErrors, Start: 2 * time.Second, End: 3 * time.Second}} }, "probability 0 does nothing"},
+		"capacity, no workers": {func(m *Model) {
+			m.Faults = []Fault{{Kind: FaultCapacity, Tier: 1, Factor: 0.5, Start: 2 * time.Second, End: 3 * time.Second}}
+		}, "workers are unlimited"},
+		"unbounded work": {func(m *Model) { m.Clients, m.Arrival.Rate, m.Duration = 10_000_000, 1e6, 24*time.Hour }, "more than the"},
+	} {
+		m := base()
+		tc.edit(&m)
+		if err := m.Validate(); !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want ErrModel saying %q", name, err, tc.want)
+		}
+	}
+	m := base()
+	m.Faults = []Fault{{Kind: FaultUnavailable, Start: time.Second, End: 3 * time.Second}}
+	if err := m.CheckBaseline(); !errors.Is(err, ErrModel) {
+		t.Errorf("a fault at the end of the warm-up: CheckBaseline = %v, want ErrModel", err)
+	}
+	if _, err := NewModelScenario(ModelSpec{Name: "x", Model: m, Policies: []string{"none"}}); !errors.Is(err, ErrModel) {
+		t.Errorf("a scenario without a baseline: %v, want ErrModel", err)
+	}
+	m.Faults[0].Start = 2 * time.Second
+	if err := m.CheckBaseline(); err != nil {
+		t.Errorf("a fault after the warm-up: %v", err)
 	}
 }
