@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -200,5 +203,91 @@ func TestModelRefusesFaultsThatDoNothingAndUnboundedWork(t *testing.T) {
 	m.Faults[0].Start = 2 * time.Second
 	if err := m.CheckBaseline(); err != nil {
 		t.Errorf("a fault after the warm-up: %v", err)
+	}
+}
+
+// A hang without a timeout leaves most calls open at the end: the
+// percentiles must count them (as lower bounds) and the table must say
+// how many there were, instead of showing the latency of the few that
+// ended.
+func TestLatencyCountsCallsStillOpen(t *testing.T) {
+	m := Model{
+		Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 10}, Duration: 20 * time.Second, Drain: 5 * time.Second, Warmup: time.Second,
+		Tiers:  []Tier{{Service: Const(9 * time.Millisecond)}},
+		Faults: []Fault{{Kind: FaultHang, Start: 5 * time.Second, End: 25 * time.Second}},
+	}
+	x := mustRun(t, m, noRetry, 1).Metrics
+	if x.OpenCalls < x.Calls/2 {
+		t.Fatalf("open calls %v of %v: the hang should hold most of them", x.OpenCalls, x.Calls)
+	}
+	if x.P50Open != 1 || x.P50ms < 1000 {
+		t.Fatalf("p50 %vms (open %v): want a lower bound from the calls still open, not the 9ms of those that ended", x.P50ms, x.P50Open)
+	}
+	tb := MetricsTable("hang", []Column{mustColumn(t, "p50")}, []Row{{Policy: "none", Metrics: &x}})
+	if cell := tb.Rows[0][1]; !strings.HasPrefix(cell, "> ") {
+		t.Fatalf("p50 cell %q, want a \"> \" lower bound", cell)
+	}
+	if len(tb.Notes) == 0 || !strings.Contains(tb.Notes[len(tb.Notes)-1], "still open") {
+		t.Fatalf("notes %q do not count the open calls", tb.Notes)
+	}
+	// Without open calls nothing changes.
+	m.Faults = nil
+	y := mustRun(t, m, noRetry, 1).Metrics
+	if y.OpenCalls != 0 || y.P50Open != 0 || y.P50ms != 9 {
+		t.Fatalf("no fault: open %v p50 %vms (open %v), want 0 and 9ms", y.OpenCalls, y.P50ms, y.P50Open)
+	}
+}
+
+func mustColumn(t *testing.T, key string) Column {
+	t.Helper()
+	c, ok := LookupColumn(key)
+	if !ok {
+		t.Fatalf("no column %q", key)
+	}
+	return c
+}
+
+func TestLatencyPercentileMergesOpenCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		r := &Recording{}
+		type v struct {
+			d    time.Duration
+			open bool
+		}
+		var all []v
+		for i := rng.IntN(20); i > 0; i-- {
+			d := time.Duration(rng.IntN(50))
+			r.Latencies = append(r.Latencies, d)
+			all = append(all, v{d, false})
+		}
+		for i := rng.IntN(20) + 1; i > 0; i-- {
+			d := time.Duration(rng.IntN(50))
+			r.Open = append(r.Open, d)
+			all = append(all, v{d, true})
+		}
+		slices.Sort(r.Latencies)
+		slices.Sort(r.Open)
+		// Ties: the merge takes an ended call before an open one of the
+		// same value.
+		slices.SortStableFunc(all, func(a, b v) int {
+			if a.d != b.d {
+				return cmp.Compare(a.d, b.d)
+			}
+			if a.open == b.open {
+				return 0
+			}
+			if a.open {
+				return 1
+			}
+			return -1
+		})
+		for _, p := range []float64{0, 0.5, 0.99, 0.999, 1} {
+			want := all[nearestRank(len(all), p)]
+			d, open := r.latencyPercentile(p)
+			if d != want.d || open != want.open {
+				t.Fatalf("round %d p%v: got %v open=%v, want %v open=%v", round, p, d, open, want.d, want.open)
+			}
+		}
 	}
 }

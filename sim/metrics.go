@@ -86,6 +86,15 @@ type Metrics struct {
 	P50ms  float64 `json:"p50_ms"`
 	P99ms  float64 `json:"p99_ms"`
 	P999ms float64 `json:"p999_ms"`
+	// OpenCalls counts the client calls still open at the end of the run.
+	// The percentiles count them, each with its age at the end as a lower
+	// bound of its latency; P50Open, P99Open and P999Open are 1 when the
+	// percentile fell on such a call (the table then shows "> value"), and
+	// a mean over trials is the share of trials where it did.
+	OpenCalls float64 `json:"open_calls,omitempty"`
+	P50Open   float64 `json:"p50_open,omitempty"`
+	P99Open   float64 `json:"p99_open,omitempty"`
+	P999Open  float64 `json:"p999_open,omitempty"`
 	// SyncShare is the share of retries (to the measured tier, by the time
 	// they are sent) that fall in synchronized spikes: buckets (10ms) that
 	// hold at least SpikeMin (5) retries and at least SpikeFactor (4) times
@@ -173,6 +182,10 @@ func Mean(ms []Metrics) Metrics {
 		out.P50ms += m.P50ms / n
 		out.P99ms += m.P99ms / n
 		out.P999ms += m.P999ms / n
+		out.OpenCalls += m.OpenCalls / n
+		out.P50Open += m.P50Open / n
+		out.P99Open += m.P99Open / n
+		out.P999Open += m.P999Open / n
 		out.SyncShare += m.SyncShare / n
 		out.Kurtosis += m.Kurtosis / n
 	}

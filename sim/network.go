@@ -39,9 +39,24 @@ func RunContext(ctx context.Context, m *Model, v Variant, seed uint64) (*Result,
 	if err := r.s.RunUntilContext(ctx, m.horizon(), m.MaxEvents); err != nil {
 		return nil, err
 	}
+	r.recordOpenCalls(m.horizon())
 	res := &Result{Events: r.s.Events()}
 	res.Metrics, res.Series = r.rec.finish(m)
 	return res, nil
+}
+
+// recordOpenCalls hands the recorder the ages at end of the client calls
+// still open then.
+func (r *runner) recordOpenCalls(end time.Duration) {
+	free := make([]bool, len(r.calls))
+	for _, ci := range r.freeC {
+		free[ci] = true
+	}
+	for ci := range r.calls {
+		if c := &r.calls[ci]; !free[ci] && c.parent < 0 {
+			r.rec.rec.Open = append(r.rec.rec.Open, end-c.start)
+		}
+	}
 }
 
 // Error codes carried by reply events.

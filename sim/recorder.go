@@ -74,5 +74,6 @@ func (r *recorder) finish(m *Model) (Metrics, Series) {
 	r.queue.Peaks()
 	r.inflight.Peaks()
 	slices.Sort(r.rec.Latencies)
+	slices.Sort(r.rec.Open)
 	return r.rec.Metrics(m.Warmup, m.Duration, m.Faults), r.rec.Series(r.n)
 }

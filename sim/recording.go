@@ -43,6 +43,37 @@ type Recording struct {
 	// Latencies are the latencies of the calls that ended, successful or
 	// not, sorted in ascending order.
 	Latencies []time.Duration
+	// Open are the ages at the end of the run of the calls still open
+	// then (lower bounds of their latencies), sorted in ascending order.
+	Open []time.Duration
+}
+
+// latencyPercentile is the nearest-rank p-quantile of every call's
+// latency, the calls still open at the end included with their ages at
+// the end: open reports that the quantile fell on such a call, whose
+// value is then only a lower bound.
+func (r *Recording) latencyPercentile(p float64) (d time.Duration, open bool) {
+	if len(r.Open) == 0 {
+		return Percentile(r.Latencies, p), false
+	}
+	n := len(r.Latencies) + len(r.Open)
+	k := nearestRank(n, p)
+	// Merge the two sorted lists up to rank k.
+	i, j := 0, 0
+	for {
+		takeOpen := i >= len(r.Latencies) || (j < len(r.Open) && r.Open[j] < r.Latencies[i])
+		if i+j == k {
+			if takeOpen {
+				return r.Open[j], true
+			}
+			return r.Latencies[i], false
+		}
+		if takeOpen {
+			j++
+		} else {
+			i++
+		}
+	}
 }
 
 // NewRecording returns a Recording of n buckets of width bucket, with
@@ -164,9 +195,17 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 			x.Recovered = 0
 		}
 	}
-	x.P50ms = ms(Percentile(r.Latencies, 0.50))
-	x.P99ms = ms(Percentile(r.Latencies, 0.99))
-	x.P999ms = ms(Percentile(r.Latencies, 0.999))
+	x.OpenCalls = float64(len(r.Open))
+	for _, q := range []struct {
+		p         float64
+		val, open *float64
+	}{{0.50, &x.P50ms, &x.P50Open}, {0.99, &x.P99ms, &x.P99Open}, {0.999, &x.P999ms, &x.P999Open}} {
+		d, open := r.latencyPercentile(q.p)
+		*q.val = ms(d)
+		if open {
+			*q.open = 1
+		}
+	}
 	x.SyncShare = SyncShare(r.Retries, r.Bucket)
 	x.Kurtosis = Kurtosis(r.Attempts[:r.Index(duration)])
 	return x

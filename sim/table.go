@@ -84,9 +84,9 @@ var columns = []Column{
 	{"queue", "queue", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakQueue) }},
 	{"inflight", "conns", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakInFlight) }},
 	{"recovery", "recovery", recoveryCell},
-	{"p50", "p50", func(m *Metrics) string { return FormatMS(m.P50ms) }},
-	{"p99", "p99", func(m *Metrics) string { return FormatMS(m.P99ms) }},
-	{"p999", "p99.9", func(m *Metrics) string { return FormatMS(m.P999ms) }},
+	{"p50", "p50", func(m *Metrics) string { return latencyCell(m.P50ms, m.P50Open) }},
+	{"p99", "p99", func(m *Metrics) string { return latencyCell(m.P99ms, m.P99Open) }},
+	{"p999", "p99.9", func(m *Metrics) string { return latencyCell(m.P999ms, m.P999Open) }},
 	{"sync", "sync", func(m *Metrics) string { return FormatShare(m.SyncShare) }},
 	{"kurt", "kurt", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.Kurtosis) }},
 }
@@ -103,7 +103,7 @@ func ColumnLegend() [][2]string {
 		{"queue", "peak queue length of the measured tier"},
 		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
 		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never, though the run went on for at least 1s after the fault; unobserved: the fault ended less than 1s before the traffic stopped, so nothing could show recovery"},
-		{"p50 p99 p99.9", "client call latency percentiles"},
+		{"p50 p99 p99.9", "client call latency percentiles, counting the calls still open at the end of the run with their age then; \"> x\": the percentile is such a call, so x is only a lower bound"},
 		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries)"},
 		{"kurt", "kurtosis of the offered load per 10ms (about 3 for steady load; higher is spikier)"},
 	}
@@ -150,6 +150,15 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 		}
 		t.Rows = append(t.Rows, row)
 	}
+	var open []string
+	for _, r := range rows {
+		if r.Metrics != nil && r.Metrics.OpenCalls > 0 {
+			open = append(open, fmt.Sprintf("%s %.0f", r.Policy, r.Metrics.OpenCalls))
+		}
+	}
+	if len(open) > 0 {
+		t.Notes = append(t.Notes, "calls still open at the end of the run (counted in the latency percentiles): "+strings.Join(open, ", "))
+	}
 	return t
 }
 
@@ -170,6 +179,15 @@ func FormatMS(ms float64) string {
 	default:
 		return fmt.Sprintf("%.1fms", ms)
 	}
+}
+
+// latencyCell shows a latency percentile, as "> value" when it fell on a
+// call still open at the end of the run in at least half the trials.
+func latencyCell(ms, open float64) string {
+	if open >= 0.5 {
+		return "> " + FormatMS(ms)
+	}
+	return FormatMS(ms)
 }
 
 // recoveryCell shows Metrics.RecoveryS, with the share of trials that
