@@ -105,3 +105,60 @@ func TestHTMLReportRendersInChromium(t *testing.T) {
 		t.Fatalf("screenshot %v, %v: want a picture of the page", info, err)
 	}
 }
+
+// legendCheck is a script run in the browser after the report loads: for
+// every term of the legend it checks that its definition starts on the
+// term's own line, and writes the verdict into the page.
+const legendCheck = `<script>
+window.addEventListener('load', () => {
+  const bad = [];
+  const dts = document.querySelectorAll('dl.legend dt');
+  dts.forEach((dt) => {
+    const dd = dt.nextElementSibling;
+    if (!dd || dd.tagName !== 'DD') { bad.push(dt.textContent + ': no definition'); return; }
+    const a = dt.getBoundingClientRect(), b = dd.getBoundingClientRect();
+    if (Math.abs(a.top - b.top) > 4 || b.left < a.right) bad.push(dt.textContent + ' is not beside its definition');
+  });
+  const out = document.createElement('pre');
+  out.id = 'legend-check';
+  out.textContent = (dts.length ? (bad.length ? 'BAD ' + bad.join('; ') : 'OK ' + dts.length) : 'BAD no legend');
+  document.body.appendChild(out);
+});
+</script>`
+
+// Each term of the HTML report's legend sits beside its own definition,
+// at a narrow window where long terms ("p50 p99 p99.9") wrap, and at a
+// wide one where a short definition is one line beside a wrapped term.
+func TestHTMLLegendTermsSitBesideTheirDefinitions(t *testing.T) {
+	bin := chromium(t)
+	sc, _ := sim.Lookup("retry-budget")
+	rep, err := sc.Run(context.Background(), sim.Options{Seed: 1, Clients: 10, Duration: 10 * time.Second, Policies: []string{"immediate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	legend := append(sim.ColumnLegend(), [2]string{"a rather long term that wraps", "short"}, [2]string{"next", "its own definition"})
+	dir := t.TempDir()
+	if err := writeOutDir(dir, reportSet{Reports: []*sim.Report{rep}, Data: []*sim.Report{rep}, Legend: legend}, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "checked.html")
+	if err := os.WriteFile(page, []byte(strings.Replace(string(html), "</body>", legendCheck+"</body>", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, width := range []string{"420", "1200"} {
+		dom := string(headless(t, bin, page, "--window-size="+width+",1000", "--dump-dom"))
+		i := strings.Index(dom, `<pre id="legend-check">`)
+		if i < 0 {
+			t.Fatalf("width %s: the check did not run", width)
+		}
+		verdict := dom[i+len(`<pre id="legend-check">`):]
+		verdict = verdict[:strings.Index(verdict, "</pre>")]
+		if !strings.HasPrefix(verdict, "OK ") {
+			t.Errorf("width %s: %s", width, verdict)
+		}
+	}
+}

@@ -33,8 +33,9 @@ th { background: #fafafa; }
 .chart svg { width: 100%; height: auto; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: .5em 1.5em; }
 .meta, .note { color: #666; font-size: .9em; }
-dl.legend dt { font-weight: bold; float: left; clear: left; width: 8em; }
-dl.legend dd { margin-left: 9em; }
+dl.legend { display: grid; grid-template-columns: minmax(6em, max-content) 1fr; gap: .3em 1em; align-items: baseline; }
+dl.legend dt { font-weight: bold; grid-column: 1; margin: 0; }
+dl.legend dd { grid-column: 2; margin: 0; }
 </style>
 </head>
 <body>
