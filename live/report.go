@@ -71,6 +71,9 @@ func newReport(sc *Scenario, o Options) *Report {
 	if s, e, ok := sim.FaultWindow(sc.Faults); ok {
 		r.FaultStartS, r.FaultEndS = s.Seconds(), e.Seconds()
 	}
+	if sc.TitleFor != nil {
+		r.Title = sc.TitleFor(sc)
+	}
 	return r
 }
 

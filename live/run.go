@@ -75,6 +75,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Report, error) {
 	sc.Faults = slices.Clone(sc.Faults)
 	sc.Custom = slices.Clone(sc.Custom)
 	sc.Policies = slices.Clone(sc.Policies)
+	defClients, defDuration := sc.Clients, sc.Duration
 	if o.Clients > 0 {
 		sc.Clients = o.Clients
 	}
@@ -145,6 +146,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Report, error) {
 		}
 	}
 	rep := newReport(&sc, o)
+	if sc.Clients != defClients || sc.Duration != defDuration {
+		rep.Description = fmt.Sprintf("As run: %s clients for %v (the text below describes the defaults, %s clients for %v).\n",
+			sim.Commas(sc.Clients), sc.Duration, sim.Commas(defClients), defDuration) + rep.Description
+	}
 	rep.ElapsedS = time.Since(began).Seconds()
 	for _, u := range units {
 		m, s, e, l := measure(&sc, u.raw, u.end, u.counters, u.dup)

@@ -53,6 +53,9 @@ type Scenario struct {
 	Name string
 	// Title is a one-line summary; Doc describes the setup in full.
 	Title, Doc string
+	// TitleFor, if set, builds the report's title from the scenario as
+	// run (after Options changed its clients or duration).
+	TitleFor func(sc *Scenario) string
 
 	// Clients is the number of client goroutines. Each has its own arrival
 	// stream, drawn from the run's seed, so that every policy meets the

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/stormguard/stormguard/faultinject"
@@ -37,6 +38,9 @@ func GatewayRestart() Scenario {
 	return Scenario{
 		Name:  "gateway-restart",
 		Title: "Telemetry gateway restart, live: 500 agents, 3s of 503s",
+		TitleFor: func(sc *Scenario) string {
+			return fmt.Sprintf("Telemetry gateway restart, live: %s agents, 503s %s", sim.Commas(sc.Clients), sim.FaultSpan(sc.Faults[0], sc.Duration))
+		},
 		Doc: `sim's gateway-restart on a real loopback server, its timeline compressed to fit 20s.
 500 agents (client goroutines) each report every 2s from a random phase (250 calls/s), as a
 POST carrying an Idempotency-Key. The collector has 38 workers (faultinject limit) and a queue
@@ -71,6 +75,10 @@ func SlowDownstream() Scenario {
 	return Scenario{
 		Name:  "slow-downstream",
 		Title: "Downstream slower than the deadline for 4s: timeouts, cancellation, reissues",
+		TitleFor: func(sc *Scenario) string {
+			return fmt.Sprintf("Downstream slower than the deadline %s: %s clients, timeouts, cancellation, reissues",
+				sim.FaultSpan(sc.Faults[0], sc.Duration), sim.Commas(sc.Clients))
+		},
 		Doc: `100 clients each call as a Poisson process at 1 call/s (100 calls/s), a POST carrying an
 Idempotency-Key. The server has 15 workers and a queue of 15, service time uniform in
 [50ms, 150ms] (capacity 150/s, 1.5x the load). An attempt times out after 500ms, a call after

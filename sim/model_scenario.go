@@ -11,7 +11,11 @@ import (
 // compared and, optionally, a sweep of cases that each adjust the model.
 type ModelSpec struct {
 	Name, Title, Doc string
-	Model            Model
+	// TitleFor, if set, builds the report's title from the model as run
+	// (after Options changed its clients or duration); Title stays the
+	// scenario's one-line summary in listings.
+	TitleFor func(m *Model) string
+	Model    Model
 	// Params configure the standard policies.
 	Params PolicyParams
 	// Policies is the default set compared: standard names or names of
@@ -202,6 +206,12 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		rep.Cases = append(rep.Cases, kase)
 	}
 	present(rep, spec, cases)
+	if spec.TitleFor != nil {
+		rep.Title = spec.TitleFor(&models[0])
+	}
+	if note := asRun(&spec.Model, &models[0]); note != "" {
+		rep.Description = note + spec.Doc
+	}
 	if partial {
 		for i := range rep.Tables {
 			rep.Tables[i].Notes = append(rep.Tables[i].Notes, fmt.Sprintf("partial: cancelled after %d of %d trials", rep.TrialsDone, len(results)))

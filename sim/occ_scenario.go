@@ -79,6 +79,9 @@ full jitter and takes longer; decorrelated does a little more work than full but
 }
 
 func runOCCScenario(ctx context.Context, o *Options) (*Report, error) {
+	if o.Duration > 0 {
+		return nil, fmt.Errorf("%w: %w: aws-occ has no duration: each trial runs until every client has written its row", ErrScenario, ErrIgnoredOption)
+	}
 	n := occDefaultN
 	if o.Clients > 0 {
 		n = o.Clients

@@ -53,6 +53,12 @@ type Options struct {
 // ErrScenario is wrapped by errors about scenario names and options.
 var ErrScenario = errors.New("sim: invalid scenario")
 
+// ErrIgnoredOption is wrapped (with ErrScenario) by the error of a run
+// given an option its scenario has no use for, such as a duration for the
+// aws-occ model, which runs until every client has written: the option
+// is refused rather than silently ignored.
+var ErrIgnoredOption = errors.New("sim: option not used by this scenario")
+
 // KnownPolicy reports whether the scenario accepts name as a policy: one
 // of the standard names (or an alias) that apply to it, or one of its own.
 func (sc *Scenario) KnownPolicy(name string) bool {
@@ -105,7 +111,13 @@ func (sc *Scenario) Run(ctx context.Context, o Options) (*Report, error) {
 	if rep == nil {
 		return nil, err
 	}
-	rep.Scenario, rep.Title, rep.Description = sc.Name, sc.Title, sc.Doc
+	rep.Scenario = sc.Name
+	if rep.Title == "" {
+		rep.Title = sc.Title
+	}
+	if rep.Description == "" {
+		rep.Description = sc.Doc
+	}
 	rep.Seed, rep.Trials = o.Seed, o.Trials
 	return rep, err
 }

@@ -87,6 +87,10 @@ func gatewaySpec() ModelSpec {
 	return ModelSpec{
 		Name:  "gateway-restart",
 		Title: "Telemetry gateway restart: 5,000 agents; the collector restarts and answers 503 for 3s",
+		TitleFor: func(m *Model) string {
+			return fmt.Sprintf("Telemetry gateway restart: %s agents; the collector restarts and answers 503 %s",
+				Commas(m.Clients), FaultSpan(m.Faults[0], m.Duration))
+		},
 		Doc: `5,000 telemetry agents each report once every 10s, from a random phase (500 calls/s). The
 collector has 75 workers, service time uniform in [50ms, 150ms] (capacity 750/s, 1.5x the steady
 rate) and a queue of 750; a request finding the queue full is refused with 503. Network legs
@@ -128,6 +132,10 @@ func packetLossSpec() ModelSpec {
 	return ModelSpec{
 		Name:  "packet-loss",
 		Title: "Packet loss under steady load: 5,000 QPS, 10% of attempts lost for 20s",
+		TitleFor: func(m *Model) string {
+			return fmt.Sprintf("Packet loss under steady load: %s QPS, %.0f%% of attempts lost %s",
+				Commas(int(m.offeredPerS()+0.5)), 100*m.Faults[0].Prob, FaultSpan(m.Faults[0], m.Duration))
+		},
 		Doc: `50 client processes send 100 calls/s each as Poisson processes (5,000 QPS) to a server with
 100 workers and exponential service time of mean 14ms (capacity 7,143/s: 70% utilisation) and a
 queue of 2,000. Network legs take |Normal(2ms, 0.5ms)|. From t=10s to t=30s, 10% of attempts are
@@ -164,6 +172,10 @@ func metastableSpec() ModelSpec {
 	return ModelSpec{
 		Name:  "metastable",
 		Title: "Metastable failure: a 10s network blip in front of a database at 93% load",
+		TitleFor: func(m *Model) string {
+			return fmt.Sprintf("Metastable failure: a database at %.0f%% load behind a network blip %s",
+				100*m.offeredPerS()/capacity(m), FaultSpan(m.Faults[0], m.Duration))
+		},
 		Doc: `10 application instances send 28 calls/s each (280/s) as Poisson processes to a database with
 24 workers and service time uniform in [60ms, 100ms] (300/s: every answer under 100ms) and a queue
 of 3,000. The database degrades past its capacity: once more than 150 requests are queued, service
@@ -222,6 +234,10 @@ func cascadeSpec() ModelSpec {
 	return ModelSpec{
 		Name:  "cascade",
 		Title: "Retry cascade: edge -> service -> database, database at half capacity for 30s",
+		TitleFor: func(m *Model) string {
+			return fmt.Sprintf("Retry cascade: edge -> service -> database, database at %.0f%% capacity %s",
+				100*m.Faults[0].Factor, FaultSpan(m.Faults[0], m.Duration))
+		},
 		Doc: `100 users send 3 calls/s each (300/s) to an edge tier, which calls a service tier, which calls a
 database. Edge and service have 400 workers each and 2ms and 5ms of work per request; the
 database has 20 workers with exponential service time of mean 40ms (500/s) and a queue of 1,000.

@@ -93,6 +93,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			Policies: policies, Workers: cfg.workers, Progress: bar.update,
 		})
 		bar.finish()
+		if errors.Is(err, sim.ErrIgnoredOption) && len(cfg.scenarios) == 0 && len(cfg.files) == 0 {
+			// The default suite: an option meant for the other scenarios.
+			fmt.Fprintf(stderr, "stormsim: %s: skipped: %v\n", sc.Name, err)
+			continue
+		}
 		if err != nil && rep != nil && rep.Partial && !cfg.json {
 			// Cancelled: show what the finished trials measured, marked.
 			for _, t := range rep.Tables {

@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCommasAndFaultSpan(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 5000: "5,000", 1234567: "1,234,567", -4200: "-4,200"} {
+		if got := Commas(n); got != want {
+			t.Errorf("Commas(%d) = %q, want %q", n, got, want)
+		}
+	}
+	f := Fault{Start: 10 * time.Second, End: 30 * time.Second}
+	for d, want := range map[time.Duration]string{
+		60 * time.Second: "for 20s",
+		12 * time.Second: "for 2s (cut from 20s by the 12s run)",
+		8 * time.Second:  "never (planned at 10s-30s, after the 8s run ends)",
+	} {
+		if got := FaultSpan(f, d); got != want {
+			t.Errorf("FaultSpan(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// Titles describe the model as run: the client count and the fault as the
+// run's duration cuts it, not the defaults' fixed text.
+func TestTitlesFollowTheModelAsRun(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		o        Options
+		want     []string
+	}{
+		{"gateway-restart", Options{}, []string{"5,000 agents", "503 for 3s"}},
+		{"gateway-restart", Options{Clients: 500}, []string{"500 agents", "503 for 3s"}},
+		{"gateway-restart", Options{Clients: 50, Duration: 15 * time.Second}, []string{"50 agents", "503 never (planned at 20s-23s, after the 15s run ends)"}},
+		{"packet-loss", Options{Duration: 12 * time.Second}, []string{"5,000 QPS", "lost for 2s (cut from 20s by the 12s run)"}},
+		{"packet-loss", Options{Clients: 10, Duration: 12 * time.Second}, []string{"1,000 QPS"}},
+		{"metastable", Options{Clients: 20, Duration: 25 * time.Second}, []string{"187% load", "blip for 5s (cut from 10s"}},
+		{"cascade", Options{Clients: 10, Duration: 25 * time.Second}, []string{"database at 50% capacity for 5s (cut from 30s"}},
+	} {
+		sc, ok := Lookup(tc.scenario)
+		if !ok {
+			t.Fatal(tc.scenario)
+		}
+		if tc.o.Clients == 0 && tc.o.Duration == 0 && !strings.Contains(sc.Title, tc.want[0]) {
+			t.Errorf("%s: listing title %q", tc.scenario, sc.Title)
+		}
+		rep, err := sc.Run(context.Background(), Options{Seed: 1, Trials: 1, Clients: tc.o.Clients, Duration: tc.o.Duration, Policies: sc.Policies[:1]})
+		if err != nil {
+			t.Fatalf("%s %+v: %v", tc.scenario, tc.o, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(rep.Title, w) {
+				t.Errorf("%s %+v: title %q lacks %q", tc.scenario, tc.o, rep.Title, w)
+			}
+		}
+		if (tc.o.Clients > 0 || tc.o.Duration > 0) && !strings.HasPrefix(rep.Description, "As run: ") {
+			t.Errorf("%s %+v: description does not say the run differs from its text: %q", tc.scenario, tc.o, rep.Description[:60])
+		}
+	}
+}
+
+func TestAWSOCCRefusesADuration(t *testing.T) {
+	sc, _ := Lookup("aws-occ")
+	_, err := sc.Run(context.Background(), Options{Seed: 1, Trials: 2, Clients: 5, Duration: time.Second})
+	if !errors.Is(err, ErrIgnoredOption) || !errors.Is(err, ErrScenario) {
+		t.Fatalf("err = %v, want ErrIgnoredOption", err)
+	}
+}
