@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/stormguard/stormguard/sim"
 )
 
 // MaxCalls bounds the calls a scenario's schedule may hold (the clients'
@@ -21,15 +23,16 @@ type arrival struct {
 // schedule returns every call the clients start, in time order: each
 // client's calls before Duration, drawn by sim.Arrival.Stream (periodic
 // calls from a random phase in [0, Interval), or Poisson arrivals) as sim
-// draws them. The same seed gives the same schedule, so every policy meets
-// the same calls. Each client's calls are bounded by four times their
+// draws them for the first trial of a virtual run with the same seed
+// (sim.TrialSeed(seed, 0, 0)). The same seed gives the same schedule, so
+// every policy meets the same calls, and so does the virtual run. Each client's calls are bounded by four times their
 // expected number plus 16.
 func schedule(sc *Scenario, seed uint64) []arrival {
 	perClient := sc.callRate() / float64(sc.Clients) * sc.Duration.Seconds()
 	limit := int(4*perClient) + 16
 	out := make([]arrival, 0, int(perClient*float64(sc.Clients))+sc.Clients)
 	for i := range sc.Clients {
-		st := sc.Arrival.Stream(seed, i)
+		st := sc.Arrival.Stream(sim.TrialSeed(seed, 0, 0), i)
 		at := st.First()
 		for seq := 1; at < sc.Duration && seq <= limit; seq++ {
 			out = append(out, arrival{At: at, Client: int32(i), Seq: int32(seq)})

@@ -122,6 +122,12 @@ func (sc *Scenario) Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, err
 }
 
+// TrialSeed is the seed Scenario.Run gives trial trial of case c of a run
+// seeded with seed (Run's seed argument). The live lab starts its calls
+// from TrialSeed(seed, 0, 0), so that a live run and the first trial of a
+// virtual one meet the same workload.
+func TrialSeed(seed uint64, c, trial int) uint64 { return unitSeed(seed, c, trial) }
+
 // unitSeed derives the seed of one trial of one case. Every policy gets
 // the same seed, so every policy meets the same workload.
 func unitSeed(seed uint64, c, trial int) uint64 {
