@@ -103,11 +103,21 @@ type Metrics struct {
 	// near 1. 0 without retries.
 	SyncShare float64 `json:"sync_share"`
 	// Kurtosis is the Pearson kurtosis m4/m2² of the offered-load series
-	// (attempts per bucket, over Duration): 3 for Gaussian noise, about 3
-	// or less for steady load, much higher for load concentrated in
-	// spikes. 0 for a constant series.
+	// (attempts per bucket, over Duration): much higher than
+	// KurtosisPoisson for load concentrated in spikes. 0 for a constant
+	// series.
 	Kurtosis float64 `json:"kurtosis"`
+	// KurtosisPoisson is the kurtosis a Poisson stream of the same mean
+	// would have, 3 + 1/λ with λ the mean attempts per bucket: steady
+	// random load at low rates has kurtosis well above 3, so Kurtosis is
+	// judged against this, not against 3.
+	KurtosisPoisson float64 `json:"kurtosis_poisson,omitempty"`
 }
+
+// SyncMinRetries is the fewest retries for which the table shows
+// SyncShare: below it the share of a handful of retries is noise, and the
+// cell reads "–".
+const SyncMinRetries = 100
 
 // Series is a run's load over time at ChartStep resolution.
 type Series struct {
@@ -187,6 +197,7 @@ func Mean(ms []Metrics) Metrics {
 		out.P99Open += m.P99Open / n
 		out.P999Open += m.P999Open / n
 		out.SyncShare += m.SyncShare / n
+		out.KurtosisPoisson += m.KurtosisPoisson / n
 		out.Kurtosis += m.Kurtosis / n
 	}
 	if recN > 0 {

@@ -207,7 +207,11 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 		}
 	}
 	x.SyncShare = SyncShare(r.Retries, r.Bucket)
-	x.Kurtosis = Kurtosis(r.Attempts[:r.Index(duration)])
+	load := r.Attempts[:r.Index(duration)]
+	x.Kurtosis = Kurtosis(load)
+	if lambda := ratio(float64(sum32(load)), float64(len(load))); lambda > 0 {
+		x.KurtosisPoisson = 3 + 1/lambda
+	}
 	return x
 }
 

@@ -87,8 +87,8 @@ var columns = []Column{
 	{"p50", "p50", func(m *Metrics) string { return latencyCell(m.P50ms, m.P50Open) }},
 	{"p99", "p99", func(m *Metrics) string { return latencyCell(m.P99ms, m.P99Open) }},
 	{"p999", "p99.9", func(m *Metrics) string { return latencyCell(m.P999ms, m.P999Open) }},
-	{"sync", "sync", func(m *Metrics) string { return FormatShare(m.SyncShare) }},
-	{"kurt", "kurt", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.Kurtosis) }},
+	{"sync", "sync", syncCell},
+	{"kurt", "kurt", kurtosisCell},
 }
 
 // ColumnLegend explains the table headers, in column order.
@@ -104,8 +104,8 @@ func ColumnLegend() [][2]string {
 		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
 		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never, though the run went on for at least 1s after the fault; unobserved: the fault ended less than 1s before the traffic stopped, so nothing could show recovery"},
 		{"p50 p99 p99.9", "client call latency percentiles, counting the calls still open at the end of the run with their age then; \"> x\": the percentile is such a call, so x is only a lower bound"},
-		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries)"},
-		{"kurt", "kurtosis of the offered load per 10ms (about 3 for steady load; higher is spikier)"},
+		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries), with the number of retries it is a share of; –: fewer than 100 retries, too few to judge"},
+		{"kurt", "kurtosis of the offered load per 10ms, and in brackets the 3 + 1/λ of a Poisson stream of the same mean λ per 10ms (not 3: at low rates steady random load is well above 3); higher than the bracket is spikier"},
 	}
 }
 
@@ -179,6 +179,23 @@ func FormatMS(ms float64) string {
 	default:
 		return fmt.Sprintf("%.1fms", ms)
 	}
+}
+
+// syncCell shows SyncShare with the retries it is a share of, or "–" below
+// SyncMinRetries.
+func syncCell(m *Metrics) string {
+	if m.Retries < SyncMinRetries {
+		return "–"
+	}
+	return FormatShare(m.SyncShare) + " of " + Commas(int(m.Retries+0.5))
+}
+
+// kurtosisCell shows Kurtosis beside its Poisson expectation.
+func kurtosisCell(m *Metrics) string {
+	if m.KurtosisPoisson == 0 {
+		return fmt.Sprintf("%.1f", m.Kurtosis)
+	}
+	return fmt.Sprintf("%.1f (%.1f)", m.Kurtosis, m.KurtosisPoisson)
 }
 
 // latencyCell shows a latency percentile, as "> value" when it fell on a

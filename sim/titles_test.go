@@ -71,3 +71,31 @@ func TestAWSOCCRefusesADuration(t *testing.T) {
 		t.Fatalf("err = %v, want ErrIgnoredOption", err)
 	}
 }
+
+func TestSyncAndKurtosisCellsSayWhatTheyRestOn(t *testing.T) {
+	few := Metrics{Retries: 10, SyncShare: 0.5}
+	if got := syncCell(&few); got != "–" {
+		t.Errorf("10 retries: %q, want –", got)
+	}
+	many := Metrics{Retries: 1200, SyncShare: 0.241}
+	if got := syncCell(&many); got != "24.1% of 1,200" {
+		t.Errorf("1,200 retries: %q", got)
+	}
+	// Poisson counts at λ per bucket have kurtosis 3 + 1/λ: a steady
+	// stream of 10 calls/s in 10ms buckets (λ = 0.1) reads about 13.
+	m := Model{Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 1}, Duration: 2000 * time.Second, Tiers: []Tier{{}}}
+	r, err := Run(&m, Single(Policy{Name: "none", MaxAttempts: 1}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := r.Metrics
+	if x.KurtosisPoisson < 12.9 || x.KurtosisPoisson > 13.1 {
+		t.Fatalf("Poisson expectation %v, want 3 + 1/0.1 = 13", x.KurtosisPoisson)
+	}
+	if d := x.Kurtosis - x.KurtosisPoisson; d < -1 || d > 1 {
+		t.Fatalf("steady Poisson load: kurtosis %v against its expectation %v", x.Kurtosis, x.KurtosisPoisson)
+	}
+	if got := kurtosisCell(&x); !strings.Contains(got, "(13.0)") {
+		t.Errorf("cell %q does not show the expectation", got)
+	}
+}
