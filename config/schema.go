@@ -29,6 +29,23 @@ type File struct {
 	// policies: the file's "default" key, else a policy named "default",
 	// else empty.
 	Default string
+
+	// Where Parse found things, for Apply's messages.
+	name           string
+	policiesLine   int
+	operationsLine int
+}
+
+// covers reports whether the file gives the operation name a policy.
+func (f *File) covers(name string) bool {
+	if _, ok := f.Operations[name]; ok {
+		return true
+	}
+	if _, ok := f.Policies[name]; ok {
+		return true
+	}
+	_, ok := f.Policies[f.Default]
+	return ok
 }
 
 // PolicySpec is one named policy as written in the file.
@@ -95,12 +112,23 @@ func Parse(name string, data []byte) (*File, error) {
 		d.fail(nil, "", "the file is empty: it needs a policies mapping")
 		return nil, &Error{d.problems}
 	}
-	f := &File{Version: versionOf(data), Policies: map[string]*PolicySpec{}, Operations: map[string]string{}}
+	f := &File{Version: versionOf(data), Policies: map[string]*PolicySpec{}, Operations: map[string]string{}, name: name}
 	doc := root.Content[0]
+	f.policiesLine, f.operationsLine = keyLine(doc, "policies"), keyLine(doc, "operations")
+	if f.policiesLine == 0 {
+		f.policiesLine = doc.Line
+	}
+	if f.operationsLine == 0 { // where operations would go
+		f.operationsLine = f.policiesLine
+	}
 	var opsNode, defNode *yaml.Node
 	d.fields(doc, "", []string{"policies", "operations", "default"}, func(key string, v *yaml.Node, path string) {
 		switch key {
 		case "policies":
+			if v.Kind == yaml.MappingNode && len(v.Content) == 0 {
+				d.fail(v, path, "the file defines no policy; it needs at least one (a file without policies would take every operation's budget and breaker away)")
+				return
+			}
 			d.fields(v, path, nil, func(name string, pv *yaml.Node, p string) {
 				f.Policies[name] = d.policy(name, pv, p)
 			})
@@ -140,6 +168,16 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, &Error{d.problems}
 	}
 	return f, nil
+}
+
+// keyLine returns the line of key in the mapping n, or 0.
+func keyLine(n *yaml.Node, key string) int {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i].Line
+		}
+	}
+	return 0
 }
 
 func policyNames(f *File) []string {
