@@ -13,6 +13,7 @@ import (
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/retry"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -50,7 +51,9 @@ func (f *File) covers(name string) bool {
 
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
-	Name           string
+	Name string
+	// MaxAttempts is retry.DefaultMaxAttempts when the file leaves
+	// max_attempts out, retry.Unlimited for "max_attempts: unlimited".
 	MaxAttempts    int
 	MaxElapsed     time.Duration
 	AttemptTimeout time.Duration
@@ -193,11 +196,11 @@ var policyFields = []string{"max_attempts", "max_elapsed", "attempt_timeout", "m
 	"max_retry_after", "backoff", "retry_on", "budget", "breaker"}
 
 func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
-	p := &PolicySpec{Name: name, Backoff: BackoffSpec{Strategy: "full_jitter"}}
+	p := &PolicySpec{Name: name, MaxAttempts: retry.DefaultMaxAttempts, Backoff: BackoffSpec{Strategy: "full_jitter"}}
 	d.fields(n, path, policyFields, func(key string, v *yaml.Node, fp string) {
 		switch key {
 		case "max_attempts":
-			p.MaxAttempts = d.integer(v, fp, 0, 1000)
+			p.MaxAttempts = d.maxAttempts(v, fp)
 		case "max_elapsed":
 			p.MaxElapsed = d.duration(v, fp)
 		case "attempt_timeout":
@@ -217,6 +220,31 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 		}
 	})
 	return p
+}
+
+// maxAttempts reads max_attempts: a count from 1 to 1000, or "unlimited"
+// (retry.Unlimited). 0 is refused: it used to mean no limit, and now
+// would mean the default; the file must say which.
+func (d *decoder) maxAttempts(n *yaml.Node, path string) int {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return retry.DefaultMaxAttempts
+	}
+	if s == "unlimited" {
+		return retry.Unlimited
+	}
+	v, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		d.fail(n, path, "%q is not a whole number or unlimited", s)
+	case v == 0:
+		d.fail(n, path, "0 is not a limit: leave max_attempts out for the default (%d attempts), or write unlimited for no count limit", retry.DefaultMaxAttempts)
+	case v < 1 || v > 1000:
+		d.fail(n, path, "%d is outside [1, 1000] (or write unlimited for no count limit)", v)
+	default:
+		return v
+	}
+	return retry.DefaultMaxAttempts
 }
 
 func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
