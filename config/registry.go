@@ -236,8 +236,7 @@ func (r *Registry) apply(f *File) error {
 	}
 	r.file, r.set = f, built
 	r.badVersion, r.badErr = "", nil
-	v := f.Version
-	r.version.Store(&v)
+	r.version.Store(&f.Version)
 	return nil
 }
 
@@ -246,8 +245,7 @@ func (r *Registry) apply(f *File) error {
 // r.mu held.
 func (r *Registry) check(f *File) error {
 	if len(f.Policies) == 0 {
-		return &Error{[]Problem{{File: f.name, Line: f.policiesLine, Path: "policies",
-			Msg: "the file defines no policy; it needs at least one (a file without policies would take every operation's budget and breaker away)"}}}
+		return &Error{[]Problem{{File: f.name, Line: f.policiesLine, Path: "policies", Msg: noPolicy}}}
 	}
 	why := map[string]string{}
 	for name := range r.handles {

@@ -129,7 +129,7 @@ func Parse(name string, data []byte) (*File, error) {
 		switch key {
 		case "policies":
 			if v.Kind == yaml.MappingNode && len(v.Content) == 0 {
-				d.fail(v, path, "the file defines no policy; it needs at least one (a file without policies would take every operation's budget and breaker away)")
+				d.fail(v, path, "%s", noPolicy)
 				return
 			}
 			d.fields(v, path, nil, func(name string, pv *yaml.Node, p string) {
@@ -172,6 +172,9 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	return f, nil
 }
+
+// noPolicy is the message for a file that defines no policy.
+const noPolicy = "the file defines no policy; it needs at least one (a file without policies would take every operation's budget and breaker away)"
 
 // keyLine returns the line of key in the mapping n, or 0.
 func keyLine(n *yaml.Node, key string) int {
