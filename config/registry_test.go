@@ -280,6 +280,10 @@ operations:
 			t.Fatalf("%q was applied: policy %+v", tc.src, p)
 		}
 	}
+	// A File built by hand is checked as well.
+	if err := r.Apply(&File{Version: "handmade"}); err == nil || h.Policy().Budget == nil {
+		t.Fatalf("Apply of a File without policies: %v", err)
+	}
 }
 
 // TestFileMustCoverOperationsInUse (issue #18 item 10): a file that leaves
