@@ -59,6 +59,9 @@ type decoder struct {
 	// elsewhere, while decoding a mapping with a kind, reports whether a
 	// key belongs to another kind, for a clearer message.
 	elsewhere func(key string) bool
+	// renamed maps the old names of keys in the mapping being decoded
+	// to their new ones.
+	renamed map[string]string
 }
 
 // valueOf returns the value node of key in the mapping n, or nil.
@@ -105,7 +108,9 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, visit func(k
 		}
 		seen[k.Value] = true
 		if known != nil && !contains(known, k.Value) {
-			if kind := kindField(n); kind != "" && d.elsewhere != nil && d.elsewhere(k.Value) {
+			if to, ok := d.renamed[k.Value]; ok {
+				d.fail(k, p, "renamed to %s, a fraction from 0 to 1", to)
+			} else if kind := kindField(n); kind != "" && d.elsewhere != nil && d.elsewhere(k.Value) {
 				d.fail(k, p, "does not apply to kind %s (its fields: %s)", kind, strings.Join(sorted(known), ", "))
 			} else {
 				d.fail(k, p, "unknown field (known: %s)", strings.Join(sorted(known), ", "))

@@ -7,7 +7,7 @@
 //
 //	policies:                      # named policies (required)
 //	  payments:
-//	    max_attempts: 4            # 0: no count limit
+//	    max_attempts: 4            # attempts in all; left out: 3 (retry.DefaultMaxAttempts); unlimited: no count limit
 //	    max_elapsed: 10s           # whole-call allowance
 //	    attempt_timeout: 2s
 //	    min_attempt_time: 100ms    # stop when the deadline cannot hold wait + this
@@ -26,25 +26,40 @@
 //	    budget:                    # one of three kinds
 //	      kind: ratio              # preset grpc|aws_standard|ten_percent, max_tokens, initial_tokens,
 //	      preset: ten_percent      #   refill, retry_cost, timeout_cost, failure_cost, threshold
-//	      # kind: window           # window, percent (0,1], min_retries_per_second, buckets
-//	      # kind: concurrency      # percent (0,1], min_concurrency
+//	      # kind: window           # window, ratio (0,1], min_retries_per_second, buckets
+//	      # kind: concurrency      # ratio (0,1], min_concurrency
 //	    breaker:                   # one of three kinds, plus open_timeout, max_open_timeout,
 //	      kind: time_window        #   open_timeout_multiplier, open_jitter, max_probes, success_threshold
-//	      window: 60s              # time_window: window, buckets, min_calls, failure_rate (0,1],
-//	      min_calls: 20            #   slow_call_duration, slow_call_rate (0,1]
-//	      failure_rate: 0.3        # count_window: calls, min_calls, failure_rate, slow_call_*
+//	      window: 60s              # time_window: window, buckets, min_calls, failure_ratio (0,1],
+//	      min_calls: 20            #   slow_call_duration, slow_call_ratio (0,1]
+//	      failure_ratio: 0.3       # count_window: calls, min_calls, failure_ratio, slow_call_*
 //	                               # consecutive: failures
 //	operations:                    # operation name -> policy name
 //	  charge-card: payments
 //	default: payments              # for names not listed (default: a policy named "default")
 //
-// Durations are Go durations ("250ms", "1m30s"). Rates are fractions in
-// (0, 1]. Unknown fields, fields of another kind, negative durations,
-// out-of-range numbers, max below base, unknown strategies and undefined
-// policies are rejected. Load reports every problem at once, each with
-// file, line and field:
+// Durations are Go durations ("250ms", "1m30s"). Shares are fractions in
+// (0, 1] whose key says so: ratio, failure_ratio, slow_call_ratio (0.2 is
+// 20%), like the Go fields budget.WindowConfig.Ratio and
+// breaker.Window.FailureRatio. The keys of earlier versions (percent,
+// failure_rate, slow_call_rate) are refused with their new name.
+//
+// max_attempts counts attempts, the first included, from 1 to 1000. A
+// policy that leaves it out gets retry.DefaultMaxAttempts (3), so a missing
+// setting never means "retry forever". No count limit must be spelled
+// max_attempts: unlimited (retry.Unlimited); bound such a policy with
+// max_elapsed or a budget. max_attempts: 0, which once meant no limit, is
+// refused: the file must say which it means.
+//
+// A file must define at least one policy: policies: {} is refused, since
+// applying it would take every operation's budget and breaker away.
+// Unknown fields, fields of another kind, negative durations, out-of-range
+// numbers, max below base, unknown strategies and undefined policies are
+// rejected. Load reports every problem at once, each with file, line and
+// field:
 //
 //	config: policies.yaml:12: policies.payments.backoff.max: "5x" is not a duration (use a number with a unit: 250ms, 2s, 1m)
+//	config: policies.yaml:31: policies.telemetry.budget.percent: renamed to ratio, a fraction from 0 to 1
 //
 // schema.json beside this file is a JSON Schema of the format for editors.
 //
@@ -53,11 +68,29 @@
 // A Registry turns a File into retry.Policy values. Callers ask it once for
 // a Handle by operation name and call Handle.Policy for every call: one
 // atomic load, no lock. Registry.Watch reloads the file when it changes
-// (debounced; it survives rename-on-save and Kubernetes ConfigMap symlink
-// swaps). An invalid file keeps the previous policies serving and is
+// (debounced). It survives rename-on-save, and follows symlinks: a path
+// linked to a file in another directory (a shared mount), through a
+// release "current" link, or through a Kubernetes ConfigMap's ..data link
+// is reloaded when the target is edited in place and when a link is
+// re-pointed. An invalid file keeps the previous policies serving and is
 // reported through Options.OnReload, the log, and a ReloadObserver (the
 // Prometheus collector counts reloads and exports the version). Budgets and
 // breakers whose settings did not change keep their state across a reload.
+//
+// An operation in use — one a Handle was obtained for, or one the file in
+// force lists under operations — must keep a policy: a file that lists it
+// nowhere and has no default is refused, naming the operation, and the
+// old policies keep serving.
+//
+// Reloads are serialised: Reload (from Watch, a SIGHUP handler, or both)
+// reads, applies and reports one file at a time, so the file read last is
+// the one in force and the last report names it.
+//
+// Each report has a result, ReloadResult: "success" (a file applied),
+// "failure" (a file unreadable or refused) or "watch_error" (the watcher
+// failed, e.g. an event overflow; not a verdict on the file, and Watch
+// reloads from disk after it): the label set for a reload counter such as
+// stormguard_config_reloads_total{result}.
 //
 // Each file has a Version, the start of its SHA-256, reported on every
 // reload so dashboards can split metrics by policy version.

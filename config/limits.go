@@ -9,8 +9,18 @@ import (
 
 var budgetFields = map[string][]string{
 	"ratio":       {"kind", "preset", "max_tokens", "initial_tokens", "refill", "retry_cost", "timeout_cost", "failure_cost", "threshold"},
-	"window":      {"kind", "window", "percent", "min_retries_per_second", "buckets"},
-	"concurrency": {"kind", "percent", "min_concurrency"},
+	"window":      {"kind", "window", "ratio", "min_retries_per_second", "buckets"},
+	"concurrency": {"kind", "ratio", "min_concurrency"},
+}
+
+// renamedKeys maps keys of earlier versions of the format to their names
+// now. Shares are fractions whose key says so (ratio), as in the Go
+// fields; an old key is refused with its new name rather than read with a
+// unit it may have been written in.
+var renamedKeys = map[string]string{
+	"percent":        "ratio",
+	"failure_rate":   "failure_ratio",
+	"slow_call_rate": "slow_call_ratio",
 }
 
 func kindOf(d *decoder, n *yaml.Node, path string, kinds []string) (string, bool) {
@@ -44,8 +54,8 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 			b.Ratio = budget.TenPercent()
 		}
 	}
-	d.elsewhere = inAny(budgetFields)
-	defer func() { d.elsewhere = nil }()
+	d.elsewhere, d.renamed = inAny(budgetFields), renamedKeys
+	defer func() { d.elsewhere, d.renamed = nil, nil }()
 	d.fields(n, path, budgetFields[kind], func(key string, v *yaml.Node, fp string) {
 		switch kind + "." + key {
 		case "ratio.max_tokens":
@@ -64,7 +74,7 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 			b.Ratio.Threshold = d.number(v, fp, 0, 1e9, false)
 		case "window.window":
 			b.Window.Window = d.duration(v, fp)
-		case "window.percent", "concurrency.percent":
+		case "window.ratio", "concurrency.ratio":
 			p := d.number(v, fp, 0, 1, true)
 			b.Window.Ratio, b.Concurrency.Ratio = p, p
 		case "window.min_retries_per_second":
@@ -98,8 +108,8 @@ var breakerCommon = []string{"kind", "open_timeout", "max_open_timeout", "open_t
 
 var breakerFields = map[string][]string{
 	"consecutive":  append([]string{"failures"}, breakerCommon...),
-	"count_window": append([]string{"calls", "min_calls", "failure_rate", "slow_call_duration", "slow_call_rate"}, breakerCommon...),
-	"time_window":  append([]string{"window", "buckets", "min_calls", "failure_rate", "slow_call_duration", "slow_call_rate"}, breakerCommon...),
+	"count_window": append([]string{"calls", "min_calls", "failure_ratio", "slow_call_duration", "slow_call_ratio"}, breakerCommon...),
+	"time_window":  append([]string{"window", "buckets", "min_calls", "failure_ratio", "slow_call_duration", "slow_call_ratio"}, breakerCommon...),
 }
 
 func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
@@ -110,8 +120,8 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 	b := &BreakerSpec{Kind: kind}
 	c := &b.Config
 	before := len(d.problems)
-	d.elsewhere = inAny(breakerFields)
-	defer func() { d.elsewhere = nil }()
+	d.elsewhere, d.renamed = inAny(breakerFields), renamedKeys
+	defer func() { d.elsewhere, d.renamed = nil, nil }()
 	d.fields(n, path, breakerFields[kind], func(key string, v *yaml.Node, fp string) {
 		switch key {
 		case "failures":
@@ -128,11 +138,11 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 			c.Window.Buckets = d.integer(v, fp, 1, 4096)
 		case "min_calls":
 			c.Window.MinCalls = d.integer(v, fp, 1, 1<<24)
-		case "failure_rate":
+		case "failure_ratio":
 			c.Window.FailureRatio = d.number(v, fp, 0, 1, true)
 		case "slow_call_duration":
 			c.Window.SlowCallDuration = d.duration(v, fp)
-		case "slow_call_rate":
+		case "slow_call_ratio":
 			c.Window.SlowCallRatio = d.number(v, fp, 0, 1, true)
 		case "open_timeout":
 			c.OpenTimeout = d.duration(v, fp)
@@ -163,7 +173,7 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 		return b
 	}
 	if c.Window.SlowCallRatio > 0 && c.Window.SlowCallDuration == 0 {
-		d.fail(n, join(path, "slow_call_duration"), "missing: slow_call_rate needs slow_call_duration")
+		d.fail(n, join(path, "slow_call_duration"), "missing: slow_call_ratio needs slow_call_duration")
 		return b
 	}
 	if c.MaxOpenTimeout > 0 && c.MaxOpenTimeout < c.OpenTimeout {

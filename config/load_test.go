@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/retry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -89,10 +91,28 @@ func TestBrokenFiles(t *testing.T) {
 	}
 }
 
+// FuzzParse feeds the decoder arbitrary files, seeded with the example,
+// every broken file and the keys of issue #17 (ratio, failure_ratio,
+// slow_call_ratio, max_attempts: unlimited, and the old names refused).
+// A file is either valid (at least one policy, max_attempts in range, and
+// it builds and applies) or refused with problems that each name the file.
 func FuzzParse(f *testing.F) {
 	for _, p := range append(must(filepath.Glob("testdata/*.yaml")), must(filepath.Glob("testdata/broken/*"))...) {
 		data, _ := os.ReadFile(p)
 		f.Add(data)
+	}
+	for _, seed := range []string{
+		"policies: {a: {budget: {kind: window, window: 10s, ratio: 0.2, buckets: 10}}}",
+		"policies: {a: {budget: {kind: concurrency, ratio: 0.1, min_concurrency: 2}}}",
+		"policies: {a: {breaker: {kind: time_window, window: 1m, failure_ratio: 0.5, slow_call_duration: 1s, slow_call_ratio: 0.9}}}",
+		"policies: {a: {breaker: {kind: count_window, calls: 20, failure_ratio: 1, slow_call_ratio: 0.5}}}",
+		"policies: {a: {max_attempts: unlimited, max_elapsed: 30s}}",
+		"policies: {a: {budget: {kind: window, percent: 0.2}, breaker: {kind: count_window, calls: 5, failure_rate: 0.5, slow_call_rate: 0.5}}}",
+		"policies: {a: {max_attempts: 0}}",
+		"policies: {}\noperations: {}\n",
+		`{"policies": {"a": {"max_attempts": "unlimited", "breaker": {"kind": "count_window", "calls": 3, "failure_ratio": 0.5}}}}`,
+	} {
+		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse("fuzz.yaml", data)
@@ -100,12 +120,24 @@ func FuzzParse(f *testing.F) {
 			if file == nil || len(file.Policies) == 0 {
 				t.Fatal("nil error without policies")
 			}
-			NewRegistry(Options{Logger: discard}).Apply(file) // a valid file must build
+			for name, p := range file.Policies {
+				if p.MaxAttempts != retry.Unlimited && (p.MaxAttempts < 1 || p.MaxAttempts > 1000) {
+					t.Fatalf("policy %s: max_attempts %d accepted", name, p.MaxAttempts)
+				}
+			}
+			if err := NewRegistry(Options{Logger: discard}).Apply(file); err != nil { // a valid file must build
+				t.Fatalf("a valid file was not applied: %v", err)
+			}
 			return
 		}
 		var ce *Error
 		if !errors.As(err, &ce) || len(ce.Problems) == 0 || file != nil {
 			t.Fatalf("error %v is not a *config.Error with problems", err)
+		}
+		for _, p := range ce.Problems {
+			if p.File != "fuzz.yaml" || p.Msg == "" {
+				t.Fatalf("problem %+v does not say where and what", p)
+			}
 		}
 	})
 }
@@ -115,4 +147,96 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestRatioKeys (issue #17): shares are fractions whose key says so. The
+// new keys fill the Go fields of the same names; the old ones are refused
+// with their line, the new name and the unit.
+func TestRatioKeys(t *testing.T) {
+	f, err := Parse("p.yaml", []byte(`
+policies:
+  api:
+    budget: {kind: window, window: 10s, ratio: 0.2}
+    breaker: {kind: time_window, window: 60s, failure_ratio: 0.5, slow_call_duration: 2s, slow_call_ratio: 0.8}
+  batch:
+    budget: {kind: concurrency, ratio: 0.1}
+    breaker: {kind: count_window, calls: 50, failure_ratio: 0.25}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, batch := f.Policies["api"], f.Policies["batch"]
+	if api.Budget.Window.Ratio != 0.2 || batch.Budget.Concurrency.Ratio != 0.1 {
+		t.Fatalf("budget ratios: window %+v, concurrency %+v", api.Budget.Window, batch.Budget.Concurrency)
+	}
+	if w := api.Breaker.Config.Window; w.FailureRatio != 0.5 || w.SlowCallRatio != 0.8 || batch.Breaker.Config.Window.FailureRatio != 0.25 {
+		t.Fatalf("breaker ratios: %+v, %+v", w, batch.Breaker.Config.Window)
+	}
+
+	for _, tc := range []struct{ src, want string }{
+		{"policies:\n  api:\n    budget: {kind: window, percent: 0.2}\n",
+			"p.yaml:3: policies.api.budget.percent: renamed to ratio, a fraction from 0 to 1"},
+		{"policies:\n  api:\n    budget:\n      kind: concurrency\n      percent: 20\n",
+			"p.yaml:5: policies.api.budget.percent: renamed to ratio, a fraction from 0 to 1"},
+		{"policies:\n  api:\n    breaker: {kind: count_window, calls: 9, failure_rate: 0.5}\n",
+			"p.yaml:3: policies.api.breaker.failure_rate: renamed to failure_ratio, a fraction from 0 to 1"},
+		{"policies:\n  api:\n    breaker:\n      kind: time_window\n      window: 1m\n      slow_call_duration: 1s\n      slow_call_rate: 0.5\n",
+			"p.yaml:7: policies.api.breaker.slow_call_rate: renamed to slow_call_ratio, a fraction from 0 to 1"},
+	} {
+		_, err := Parse("p.yaml", []byte(tc.src))
+		var ce *Error
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Error() != tc.want {
+			t.Errorf("%q: got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
+
+// TestMaxAttemptsDefaultAndUnlimited (issue #17): a policy that leaves
+// max_attempts out gets retry.DefaultMaxAttempts; no count limit must be
+// spelled "unlimited"; 0, which used to mean that, is refused.
+func TestMaxAttemptsDefaultAndUnlimited(t *testing.T) {
+	f, err := Parse("p.yaml", []byte(`
+policies:
+  plain: {backoff: {strategy: constant, base: 0}}
+  forever: {max_attempts: unlimited, max_elapsed: 1m, backoff: {strategy: constant, base: 0}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Policies["plain"].MaxAttempts; got != retry.DefaultMaxAttempts {
+		t.Fatalf("omitted max_attempts: spec %d, want %d", got, retry.DefaultMaxAttempts)
+	}
+	if got := f.Policies["forever"].MaxAttempts; got != retry.Unlimited {
+		t.Fatalf("unlimited: spec %d, want retry.Unlimited", got)
+	}
+	r := NewRegistry(Options{Logger: discard})
+	r.Apply(f)
+	attempts := func(name string, failures int) int {
+		n := 0
+		retry.Run(context.Background(), r.Policy(name).Policy(), func(context.Context) error {
+			if n++; n <= failures {
+				return errors.New("unavailable")
+			}
+			return nil
+		})
+		return n
+	}
+	if p := r.Policy("plain").Policy(); p.MaxAttempts != retry.DefaultMaxAttempts {
+		t.Fatalf("plain policy MaxAttempts = %d", p.MaxAttempts)
+	}
+	if n := attempts("plain", 100); n != retry.DefaultMaxAttempts {
+		t.Fatalf("plain: %d attempts against a failing op, want %d", n, retry.DefaultMaxAttempts)
+	}
+	if n := attempts("forever", 20); n != 21 {
+		t.Fatalf("unlimited: %d attempts, want 21 (20 failures, then success)", n)
+	}
+	for _, src := range []string{"policies: {api: {max_attempts: 0}}", `{"policies": {"api": {"max_attempts": 0}}}`} {
+		_, err := Parse("p.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "p.yaml:1: policies.api.max_attempts: 0 is not a limit") {
+			t.Errorf("%s: got %v, want 0 refused", src, err)
+		}
+	}
+	if f, err := Parse("p.json", []byte(`{"policies": {"api": {"max_attempts": "unlimited"}}}`)); err != nil || f.Policies["api"].MaxAttempts != retry.Unlimited {
+		t.Fatalf("JSON unlimited: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -26,7 +27,10 @@ type Options struct {
 	// (Error). nil: no log lines (OnReload and the observer still hear).
 	Logger *slog.Logger
 	// OnReload is called after every attempt to apply a file, with the
-	// version applied or the error that kept the old policies serving.
+	// version applied or the error that kept the old policies serving, and
+	// after every watcher error (ReloadResult tells them apart). Calls come
+	// one at a time, in the order files were applied, while further
+	// reloads wait: OnReload must not call Reload or Apply.
 	OnReload func(version string, err error)
 	// OnBreaker is called for each breaker the registry creates (not for
 	// those kept across a reload), e.g. to watch it with a metrics
@@ -47,6 +51,9 @@ var silent = slog.New(slog.DiscardHandler)
 
 // ReloadObserver is implemented by observers (such as the Prometheus
 // collector) that export the loaded policy version and reload failures.
+// ConfigReload is called like Options.OnReload: in order, one at a time,
+// with version "" and a non-nil err for a rejected file or a watcher
+// error; ReloadResult(err) gives the result label.
 type ReloadObserver interface {
 	ConfigReload(version string, err error)
 }
@@ -61,7 +68,11 @@ type ReloadObserver interface {
 type Registry struct {
 	opts Options
 
-	mu       sync.Mutex // serialises Apply and handle creation
+	// reloadMu serialises Reload, Apply and Watch's reports: a file is
+	// read, checked, applied and reported before the next is read, so the
+	// last file read is the one in force and reports come in that order.
+	reloadMu sync.Mutex
+	mu       sync.Mutex // guards the fields below; held by apply and handle creation
 	file     *File
 	set      builtSet
 	handles  map[string]*Handle
@@ -69,11 +80,12 @@ type Registry struct {
 	breakers map[string]keyed[*breaker.Breaker]
 	version  atomic.Pointer[string]
 	// badVersion and badErr remember the content rejected since the last
-	// Apply.
-	badVersion string
-	badErr     error
-	loads      atomic.Uint64
-	failures   atomic.Uint64
+	// Apply (guarded by reloadMu).
+	badVersion  string
+	badErr      error
+	loads       atomic.Uint64
+	failures    atomic.Uint64
+	watchErrors atomic.Uint64
 }
 
 type keyed[T any] struct {
@@ -113,6 +125,10 @@ func NewRegistry(opts Options) *Registry {
 // Policy returns the handle for name: an operation listed in the file's
 // operations, else a policy name, else the file's default policy. The
 // handle follows every later reload. Repeated calls return the same handle.
+//
+// A name the file in force does not cover gets the zero Policy (and a
+// warning in the log). Once asked for, a name is in use: a later file that
+// gives it no policy is refused (see Apply).
 func (r *Registry) Policy(name string) *Handle {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -122,6 +138,9 @@ func (r *Registry) Policy(name string) *Handle {
 	h := &Handle{name: name}
 	r.handles[name] = h
 	r.assign(h, r.file, r.set)
+	if r.file != nil && h.spec.Load() == nil {
+		r.logger().Warn("config: no policy in the file for this operation; it gets the zero policy", "operation", name, "version", r.file.Version)
+	}
 	return h
 }
 
@@ -133,17 +152,30 @@ func (r *Registry) Version() string {
 	return ""
 }
 
-// Stats returns how many files were applied and how many were rejected.
+// Stats returns how many files were applied and how many were rejected
+// (unreadable or invalid). Watcher errors are counted apart, by
+// WatchErrors.
 func (r *Registry) Stats() (applied, rejected uint64) { return r.loads.Load(), r.failures.Load() }
+
+// WatchErrors returns how many errors the file watcher reported (such as
+// an event overflow), each followed by a reload from disk.
+func (r *Registry) WatchErrors() uint64 { return r.watchErrors.Load() }
 
 // Reload reads, validates and applies the file at path. An invalid file
 // changes nothing: the error is returned and reported (OnReload, the
 // observer, the log) and the old policies keep serving.
 //
+// Reloads are serialised: each reads, applies and reports its file before
+// the next one reads, so when Reload calls overlap (Watch and a SIGHUP
+// handler, say) the file read last is the one in force, and the last
+// report names it.
+//
 // Content already in force, or rejected since the last file was applied,
 // is not parsed or reported again, so a burst of file events costs one
 // report; bad content that comes back after a good file is reported again.
 func (r *Registry) Reload(path string) error {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		err = fmt.Errorf("config: %w", err)
@@ -154,31 +186,49 @@ func (r *Registry) Reload(path string) error {
 	if v == r.Version() {
 		return nil
 	}
-	r.mu.Lock()
 	if v == r.badVersion {
-		err := r.badErr
-		r.mu.Unlock()
-		return err
+		return r.badErr
 	}
-	r.mu.Unlock()
 	f, err := Parse(path, data)
+	if err == nil {
+		err = r.apply(f)
+	}
 	if err != nil {
-		r.mu.Lock()
 		r.badVersion, r.badErr = v, err
-		r.mu.Unlock()
 		r.report("", err)
 		return err
 	}
-	r.Apply(f)
+	r.report(f.Version, nil)
 	return nil
 }
 
-// Apply makes f's policies current.
-func (r *Registry) Apply(f *File) {
+// Apply makes f's policies current, unless f leaves an operation in use
+// without a policy: f must define at least one policy, and every name in
+// use — one a Handle was obtained for, or an operation the file in force
+// lists — must be listed in f's operations, be one of its policies, or be
+// covered by its default. Otherwise Apply returns an *Error naming each
+// such operation, reports it like an invalid file, and the old policies
+// keep serving. Applying the version in force does nothing.
+func (r *Registry) Apply(f *File) error {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	if f.Version != "" && f.Version == r.Version() {
+		return nil
+	}
+	if err := r.apply(f); err != nil {
+		r.report("", err)
+		return err
+	}
+	r.report(f.Version, nil)
+	return nil
+}
+
+// apply checks and installs f. It must be called with r.reloadMu held.
+func (r *Registry) apply(f *File) error {
 	r.mu.Lock()
-	if r.file != nil && r.file.Version == f.Version {
-		r.mu.Unlock()
-		return
+	defer r.mu.Unlock()
+	if err := r.check(f); err != nil {
+		return err
 	}
 	built := r.build(f)
 	for _, h := range r.handles {
@@ -187,19 +237,71 @@ func (r *Registry) Apply(f *File) {
 	r.file, r.set = f, built
 	r.badVersion, r.badErr = "", nil
 	r.version.Store(&f.Version)
-	r.mu.Unlock()
-	r.report(f.Version, nil)
+	return nil
 }
 
-func (r *Registry) report(version string, err error) {
-	log := r.opts.Logger
-	if log == nil {
-		log = silent
+// check refuses a file that would leave an operation in use without a
+// policy (and so without its budget and breaker). It must be called with
+// r.mu held.
+func (r *Registry) check(f *File) error {
+	if len(f.Policies) == 0 {
+		return &Error{[]Problem{{File: f.name, Line: f.policiesLine, Path: "policies", Msg: noPolicy}}}
 	}
-	if err != nil {
+	why := map[string]string{}
+	for name := range r.handles {
+		if !f.covers(name) {
+			why[name] = "a handle serves it"
+		}
+	}
+	if r.file != nil {
+		for op := range r.file.Operations {
+			if _, ok := why[op]; !ok && !f.covers(op) {
+				why[op] = "the file in force lists it"
+			}
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(why))
+	for n := range why {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	e := &Error{}
+	for _, n := range names {
+		e.Problems = append(e.Problems, Problem{File: f.name, Line: f.operationsLine, Path: "operations",
+			Msg: fmt.Sprintf("operation %q is in use (%s) but this file gives it no policy: list it under operations, or set default", n, why[n])})
+	}
+	return e
+}
+
+// watchError reports an error of the file watcher (not of the file).
+func (r *Registry) watchError(err error) {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	r.report("", &watchError{err})
+}
+
+func (r *Registry) logger() *slog.Logger {
+	if r.opts.Logger == nil {
+		return silent
+	}
+	return r.opts.Logger
+}
+
+// report counts and announces one reload result. It must be called with
+// r.reloadMu held, so that reports come in the order files were applied.
+func (r *Registry) report(version string, err error) {
+	log := r.logger()
+	switch ReloadResult(err) {
+	case ResultWatchError:
+		r.watchErrors.Add(1)
+		log.Warn("config: file watcher error; reloading from disk", "version", r.Version(), "error", err)
+	case ResultFailure:
 		r.failures.Add(1)
 		log.Error("config: policy file rejected; the previous policies keep serving", "version", r.Version(), "error", err)
-	} else {
+	default:
 		r.loads.Add(1)
 		log.Info("config: policies loaded", "version", version)
 	}

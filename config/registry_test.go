@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,5 +228,174 @@ func TestConcurrentReloadsNeverTear(t *testing.T) {
 	}
 	if h.Policy().MaxAttempts != 100 || rejected != 50 || calls.Load() == 0 {
 		t.Fatalf("final attempts %d rejected %d calls %d", h.Policy().MaxAttempts, rejected, calls.Load())
+	}
+}
+
+// writeFile replaces path's content atomically (write a temporary file,
+// rename it over path), as editors and deploy tools do.
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFileWithoutPoliciesIsRefused (issue #18 item 10): a file that
+// defines no policy would reset every handle to the zero Policy, taking
+// the budget and the breaker away. It is refused with its line, and the
+// old policies keep serving.
+func TestFileWithoutPoliciesIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	writeFile(t, path, `
+policies:
+  payments: {max_attempts: 4, budget: {kind: ratio, preset: grpc}, breaker: {kind: consecutive, failures: 5}}
+operations:
+  charge-card: payments
+`)
+	r := NewRegistry(Options{Logger: discard})
+	if err := r.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("charge-card")
+	for _, tc := range []struct {
+		src  string
+		line int
+	}{
+		{"policies: {}\n", 1},
+		{"policies: {}\noperations: {}\n", 1},
+		{"# emptied by mistake\n\npolicies: {}\noperations: {}\n", 3},
+		{`{"policies": {}, "operations": {}}`, 1},
+	} {
+		writeFile(t, path, tc.src)
+		err := r.Reload(path)
+		var ce *Error
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Line != tc.line || ce.Problems[0].Path != "policies" {
+			t.Fatalf("%q: Reload = %v, want one problem at line %d on policies", tc.src, err, tc.line)
+		}
+		if p := h.Policy(); p.MaxAttempts != 4 || p.Budget == nil || p.Breaker == nil {
+			t.Fatalf("%q was applied: policy %+v", tc.src, p)
+		}
+	}
+	// A File built by hand is checked as well.
+	if err := r.Apply(&File{Version: "handmade"}); err == nil || h.Policy().Budget == nil {
+		t.Fatalf("Apply of a File without policies: %v", err)
+	}
+}
+
+// TestFileMustCoverOperationsInUse (issue #18 item 10): a file that leaves
+// an operation in use without a policy (one a handle serves, or one the
+// file in force lists) is refused, naming each operation with the line of
+// operations, and the old policies keep serving.
+func TestFileMustCoverOperationsInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	writeFile(t, path, `
+policies:
+  payments: {max_attempts: 4, budget: {kind: ratio, preset: grpc}, breaker: {kind: consecutive, failures: 5}}
+  search: {max_attempts: 2}
+operations:
+  charge-card: payments
+  refund: payments
+`)
+	r := NewRegistry(Options{Logger: discard})
+	if err := r.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("charge-card")
+	writeFile(t, path, `policies:
+  payments: {max_attempts: 5}
+operations:
+  search-api: payments
+`)
+	err := r.Reload(path)
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
+		t.Fatalf("Reload = %v, want two problems", err)
+	}
+	for i, op := range []string{"charge-card", "refund"} {
+		if p := ce.Problems[i]; p.Line != 3 || p.Path != "operations" || !strings.Contains(p.Msg, `"`+op+`"`) {
+			t.Errorf("problem %d = %+v, want operation %q at line 3", i, p, op)
+		}
+	}
+	if p := h.Policy(); p.MaxAttempts != 4 || p.Budget == nil || p.Breaker == nil {
+		t.Fatalf("the refused file was applied: %+v", p)
+	}
+	// The search policy was in force, but no operation used it: dropping it
+	// is fine, and a default covers every name.
+	writeFile(t, path, "policies:\n  payments: {max_attempts: 5}\ndefault: payments\n")
+	if err := r.Reload(path); err != nil || h.Policy().MaxAttempts != 5 {
+		t.Fatalf("a file with a default: err=%v attempts=%d", err, h.Policy().MaxAttempts)
+	}
+
+	// A handle taken before the first file counts too: the first file must
+	// cover it (so Watch refuses to start on it).
+	r2 := NewRegistry(Options{Logger: discard})
+	r2.Policy("checkout")
+	writeFile(t, path, "policies:\n  payments: {max_attempts: 5}\n")
+	if err := r2.Reload(path); err == nil || r2.Version() != "" || !strings.Contains(err.Error(), `p.yaml:1: operations: operation "checkout" is in use`) {
+		t.Fatalf("first file without checkout: err=%v version=%q", err, r2.Version())
+	}
+}
+
+// bigFile is a policy file whose api policy encodes k, padded with other
+// policies so that parsing it takes a while and overlapping reloads do
+// overlap.
+func bigFile(k int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "policies:\n  api: {max_attempts: %d, attempt_timeout: %dms}\n", k, k)
+	for i := 0; i < 150; i++ {
+		fmt.Fprintf(&b, "  p%d: {max_attempts: 2, backoff: {strategy: exponential, base: 10ms, max: 1s}, retry_on: {http_status: [429, 503]}}\n", i)
+	}
+	return b.String()
+}
+
+// TestOverlappingReloadsLastReadWins (issue #18 item 12): Reload calls that
+// overlap while the file is rewritten (Watch plus a SIGHUP handler, say)
+// must leave the file read last in force, and the last report must name
+// the version in force.
+func TestOverlappingReloadsLastReadWins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	var mu sync.Mutex
+	var last string
+	r := NewRegistry(Options{Logger: discard, OnReload: func(v string, err error) {
+		if err == nil {
+			mu.Lock()
+			last = v
+			mu.Unlock()
+		}
+	}})
+	k := 1
+	writeFile(t, path, bigFile(k))
+	if err := r.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("api")
+	for round := 0; round < 40; round++ {
+		var wg sync.WaitGroup
+		for w := 0; w < 3; w++ {
+			k++
+			writeFile(t, path, bigFile(k))
+			for g := 0; g < 3; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := r.Reload(path); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		final := versionOf([]byte(bigFile(k)))
+		mu.Lock()
+		reported := last
+		mu.Unlock()
+		if p := h.Policy(); p.MaxAttempts != k || r.Version() != final || reported != final {
+			t.Fatalf("round %d: the file says %d attempts (version %s); the registry serves %d (version %s); last report %s",
+				round, k, final, p.MaxAttempts, r.Version(), reported)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/retry"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -29,11 +30,30 @@ type File struct {
 	// policies: the file's "default" key, else a policy named "default",
 	// else empty.
 	Default string
+
+	// Where Parse found things, for Apply's messages.
+	name           string
+	policiesLine   int
+	operationsLine int
+}
+
+// covers reports whether the file gives the operation name a policy.
+func (f *File) covers(name string) bool {
+	if _, ok := f.Operations[name]; ok {
+		return true
+	}
+	if _, ok := f.Policies[name]; ok {
+		return true
+	}
+	_, ok := f.Policies[f.Default]
+	return ok
 }
 
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
-	Name           string
+	Name string
+	// MaxAttempts is retry.DefaultMaxAttempts when the file leaves
+	// max_attempts out, retry.Unlimited for "max_attempts: unlimited".
 	MaxAttempts    int
 	MaxElapsed     time.Duration
 	AttemptTimeout time.Duration
@@ -95,12 +115,23 @@ func Parse(name string, data []byte) (*File, error) {
 		d.fail(nil, "", "the file is empty: it needs a policies mapping")
 		return nil, &Error{d.problems}
 	}
-	f := &File{Version: versionOf(data), Policies: map[string]*PolicySpec{}, Operations: map[string]string{}}
+	f := &File{Version: versionOf(data), Policies: map[string]*PolicySpec{}, Operations: map[string]string{}, name: name}
 	doc := root.Content[0]
+	f.policiesLine, f.operationsLine = keyLine(doc, "policies"), keyLine(doc, "operations")
+	if f.policiesLine == 0 {
+		f.policiesLine = doc.Line
+	}
+	if f.operationsLine == 0 { // where operations would go
+		f.operationsLine = f.policiesLine
+	}
 	var opsNode, defNode *yaml.Node
 	d.fields(doc, "", []string{"policies", "operations", "default"}, func(key string, v *yaml.Node, path string) {
 		switch key {
 		case "policies":
+			if v.Kind == yaml.MappingNode && len(v.Content) == 0 {
+				d.fail(v, path, "%s", noPolicy)
+				return
+			}
 			d.fields(v, path, nil, func(name string, pv *yaml.Node, p string) {
 				f.Policies[name] = d.policy(name, pv, p)
 			})
@@ -142,6 +173,19 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
+// noPolicy is the message for a file that defines no policy.
+const noPolicy = "the file defines no policy; it needs at least one (a file without policies would take every operation's budget and breaker away)"
+
+// keyLine returns the line of key in the mapping n, or 0.
+func keyLine(n *yaml.Node, key string) int {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i].Line
+		}
+	}
+	return 0
+}
+
 func policyNames(f *File) []string {
 	out := make([]string, 0, len(f.Policies))
 	for n := range f.Policies {
@@ -155,11 +199,11 @@ var policyFields = []string{"max_attempts", "max_elapsed", "attempt_timeout", "m
 	"max_retry_after", "backoff", "retry_on", "budget", "breaker"}
 
 func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
-	p := &PolicySpec{Name: name, Backoff: BackoffSpec{Strategy: "full_jitter"}}
+	p := &PolicySpec{Name: name, MaxAttempts: retry.DefaultMaxAttempts, Backoff: BackoffSpec{Strategy: "full_jitter"}}
 	d.fields(n, path, policyFields, func(key string, v *yaml.Node, fp string) {
 		switch key {
 		case "max_attempts":
-			p.MaxAttempts = d.integer(v, fp, 0, 1000)
+			p.MaxAttempts = d.maxAttempts(v, fp)
 		case "max_elapsed":
 			p.MaxElapsed = d.duration(v, fp)
 		case "attempt_timeout":
@@ -179,6 +223,31 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 		}
 	})
 	return p
+}
+
+// maxAttempts reads max_attempts: a count from 1 to 1000, or "unlimited"
+// (retry.Unlimited). 0 is refused: it used to mean no limit, and now
+// would mean the default; the file must say which.
+func (d *decoder) maxAttempts(n *yaml.Node, path string) int {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return retry.DefaultMaxAttempts
+	}
+	if s == "unlimited" {
+		return retry.Unlimited
+	}
+	v, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		d.fail(n, path, "%q is not a whole number or unlimited", s)
+	case v == 0:
+		d.fail(n, path, "0 is not a limit: leave max_attempts out for the default (%d attempts), or write unlimited for no count limit", retry.DefaultMaxAttempts)
+	case v < 1 || v > 1000:
+		d.fail(n, path, "%d is outside [1, 1000] (or write unlimited for no count limit)", v)
+	default:
+		return v
+	}
+	return retry.DefaultMaxAttempts
 }
 
 func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {

@@ -1,0 +1,42 @@
+package config
+
+import "errors"
+
+// The results of a reload, as ReloadResult names them: the label set of a
+// reload counter such as stormguard_config_reloads_total{result}.
+const (
+	ResultSuccess    = "success"     // a file was applied
+	ResultFailure    = "failure"     // a file was unreadable or refused; the old policies serve on
+	ResultWatchError = "watch_error" // the file watcher failed (e.g. an event overflow); a reload from disk follows
+)
+
+// ErrWatch is matched (errors.Is) by the errors Watch reports when the
+// file watcher itself fails, for example fsnotify.ErrEventOverflow (also
+// matched). Such an error says nothing about the file: it is not counted
+// as a rejected file, and Watch reloads from disk in case it missed a
+// change.
+var ErrWatch = errors.New("config: file watcher error")
+
+// watchError is a watcher error as reported to OnReload and the observer.
+type watchError struct{ err error }
+
+func (e *watchError) Error() string   { return "config: file watcher error: " + e.err.Error() }
+func (e *watchError) Unwrap() []error { return []error{ErrWatch, e.err} }
+
+// ReloadResult lets a collector that does not import this package tell a
+// watcher error apart: errors.As(err, &x), x of type
+// interface{ ReloadResult() string }, finds it.
+func (e *watchError) ReloadResult() string { return ResultWatchError }
+
+// ReloadResult returns the result label of a reload report err:
+// ResultSuccess (nil), ResultWatchError (errors.Is(err, ErrWatch)) or
+// ResultFailure.
+func ReloadResult(err error) string {
+	switch {
+	case err == nil:
+		return ResultSuccess
+	case errors.Is(err, ErrWatch):
+		return ResultWatchError
+	}
+	return ResultFailure
+}
