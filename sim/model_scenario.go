@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -172,6 +173,26 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		return nil, err
 	}
 
+	// The noise floor of peak×: each case's workload without its faults
+	// and without retries.
+	floors := make([]float64, nc)
+	if !partial {
+		err = parallel(ctx, o.Workers, nc, nil, func(c int) error {
+			m := copyModel(models[c])
+			m.Faults = nil
+			res, err := RunContext(ctx, &m, Single(Policy{Name: "no-fault", MaxAttempts: 1}), unitSeed(o.Seed, c, 0))
+			if err != nil {
+				return err
+			}
+			floors[c] = res.Metrics.Amplification
+			return nil
+		})
+		partial = err != nil && ctx.Err() != nil
+		if err != nil && !partial {
+			return nil, err
+		}
+	}
+
 	rep := &Report{}
 	if partial {
 		// Cancelled: report what the finished trials measured.
@@ -184,7 +205,7 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 	for c := range cases {
 		m := &models[c]
-		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m)}
+		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c]}
 		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
@@ -205,10 +226,10 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		}
 		rep.Cases = append(rep.Cases, kase)
 	}
-	present(rep, spec, cases)
 	if spec.TitleFor != nil {
 		rep.Title = spec.TitleFor(&models[0])
 	}
+	present(rep, spec, cases)
 	if note := asRun(&spec.Model, &models[0]); note != "" {
 		rep.Description = note + spec.Doc
 	}
@@ -253,7 +274,7 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		for _, col := range cols {
 			names = append(names, col.Header)
 		}
-		t := Table{Title: spec.Title, Header: []string{"policy"}, Notes: []string{"each cell: " + strings.Join(names, " / ")}}
+		t := Table{Title: cmp.Or(rep.Title, spec.Title), Header: []string{"policy"}, Notes: []string{"each cell: " + strings.Join(names, " / ")}}
 		for _, c := range rep.Cases {
 			t.Header = append(t.Header, c.Name)
 		}
@@ -284,11 +305,15 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		return
 	}
 	for _, c := range rep.Cases {
-		title := spec.Title
+		title := cmp.Or(rep.Title, spec.Title)
 		if c.Name != "" {
 			title += " (" + c.Name + ")"
 		}
-		rep.Tables = append(rep.Tables, MetricsTable(title, cols, c.Rows))
+		t := MetricsTable(title, cols, c.Rows)
+		if c.AmpNoiseFloor > 0 && slices.Contains(keys, "amp") {
+			t.Notes = append(t.Notes, fmt.Sprintf("peak× noise floor %.2fx: the same workload with no fault and no retries reads that much; differences below it are noise", c.AmpNoiseFloor))
+		}
+		rep.Tables = append(rep.Tables, t)
 		rep.Plots = append(rep.Plots, loadPlots(&c, spec.Model.Tiers[spec.Model.MeasureTier()].Name)...)
 	}
 }

@@ -32,7 +32,11 @@ type Case struct {
 	// CapacityPerS is the measured tier's nominal capacity in requests per
 	// second (workers ÷ mean service time), when it is bounded.
 	CapacityPerS float64 `json:"capacity_per_s,omitempty"`
-	Rows         []Row   `json:"rows"`
+	// AmpNoiseFloor is the peak× of the same workload with no fault and
+	// no retries (the first trial's seed): what Poisson noise alone reads
+	// as amplification. Differences of peak× below it are noise.
+	AmpNoiseFloor float64 `json:"amp_noise_floor,omitempty"`
+	Rows          []Row   `json:"rows"`
 }
 
 // Row is one policy's result in a case. Model scenarios fill Metrics and

@@ -99,3 +99,49 @@ func TestSyncAndKurtosisCellsSayWhatTheyRestOn(t *testing.T) {
 		t.Errorf("cell %q does not show the expectation", got)
 	}
 }
+
+// peak× has a Poisson noise floor: the report gives it beside the table,
+// measured on the same workload with no fault and no retries.
+func TestReportsThePeakNoiseFloor(t *testing.T) {
+	model := Model{
+		Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 1}, Duration: 60 * time.Second, Warmup: time.Second,
+		Tiers:  []Tier{{Workers: 20, Service: Const(10 * time.Millisecond)}},
+		Faults: []Fault{{Kind: FaultUnavailable, Start: 20 * time.Second, End: 25 * time.Second}},
+	}
+	sc, err := NewModelScenario(ModelSpec{Name: "floor", Model: model, Policies: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sc.Run(context.Background(), Options{Seed: 7, Trials: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := rep.Cases[0].AmpNoiseFloor
+	quiet := model
+	quiet.Faults = nil
+	r, err := Run(&quiet, Single(Policy{Name: "x", MaxAttempts: 1}), TrialSeed(7, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor != r.Metrics.Amplification || floor < 1.2 {
+		t.Fatalf("floor %v, want the quiet run's %v (well above 1 at 10 calls/s)", floor, r.Metrics.Amplification)
+	}
+	found := false
+	for _, n := range rep.Tables[0].Notes {
+		found = found || strings.Contains(n, "noise floor")
+	}
+	if !found {
+		t.Fatalf("notes %q lack the noise floor", rep.Tables[0].Notes)
+	}
+}
+
+func TestTablesCarryTheGeneratedTitle(t *testing.T) {
+	sc, _ := Lookup("metastable")
+	rep, err := sc.Run(context.Background(), Options{Seed: 1, Trials: 1, Clients: 20, Duration: 25 * time.Second, Policies: []string{"no-retry"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tables[0].Title != rep.Title || !strings.Contains(rep.Title, "187% load") {
+		t.Fatalf("table title %q, report title %q", rep.Tables[0].Title, rep.Title)
+	}
+}
