@@ -48,7 +48,7 @@ func ExampleRunOCC() {
 	}
 	// Output:
 	// exponential  12.4 calls per client
-	// full         7.3 calls per client
+	// full         6.6 calls per client
 }
 
 // Run a built-in scenario and print its table.

@@ -205,3 +205,22 @@ func nearestRank(n int, p float64) int {
 	i := int(math.Ceil(p*float64(n))) - 1
 	return min(max(i, 0), n-1)
 }
+
+// StdErr returns the standard error of the mean of xs: the sample
+// standard deviation (n−1 in the denominator) over √n. 0 for fewer than
+// two values.
+func StdErr(xs []float64) float64 {
+	n := float64(len(xs))
+	if n < 2 {
+		return 0
+	}
+	var mean float64
+	for _, x := range xs {
+		mean += x / n
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+}

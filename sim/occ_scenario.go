@@ -11,9 +11,16 @@ import (
 	"github.com/stormguard/stormguard/backoff"
 )
 
-// AWS OCC scenario settings.
+// AWS OCC scenario settings. The published model computes the n-th
+// retry's ceiling as min(cap, base·2^n) with base 5ms, the attempt
+// counter incremented before the backoff: 10ms for the first retry.
+// backoff.Exponential's n-th ceiling is Base·2^(n-1), so the published
+// schedule is Base 10ms. Decorrelated jitter's published form,
+// min(cap, U[base, 3·prev]) starting at prev = base, uses the base itself:
+// 5ms.
 const (
-	occBase          = 5 * time.Millisecond
+	occBase          = 10 * time.Millisecond
+	occDecorrBase    = 5 * time.Millisecond
 	occCap           = 2 * time.Second
 	occDefaultN      = 100
 	occDefaultTrials = 1000
@@ -37,8 +44,9 @@ func occLabel(p string) string {
 	return p
 }
 
-// occStrategy returns the backoff of policy p in the OCC model: base 5ms,
-// cap 2s.
+// occStrategy returns the backoff of policy p in the OCC model, the
+// published one: ceilings 10ms, 20ms, 40ms … capped at 2s (Base 10ms), and
+// decorrelated jitter from 5ms.
 func occStrategy(p string) func(rand.Source) backoff.Strategy {
 	j := map[string]backoff.Jitter{PolicyExponential: backoff.None, PolicyEqual: backoff.Equal,
 		PolicyFull: backoff.Full, PolicyDecorrelated: backoff.Decorrelated}
@@ -46,8 +54,12 @@ func occStrategy(p string) func(rand.Source) backoff.Strategy {
 	if !ok {
 		return nil
 	}
+	base := occBase
+	if mode == backoff.Decorrelated {
+		base = occDecorrBase
+	}
 	return func(src rand.Source) backoff.Strategy {
-		return backoff.Exponential{Base: occBase, Max: occCap, Jitter: mode, Rand: src}
+		return backoff.Exponential{Base: base, Max: occCap, Jitter: mode, Rand: src}
 	}
 }
 
@@ -62,9 +74,11 @@ starting at t=0. An attempt is four network legs of |Normal(10ms, sd 2ms)|: read
 reply (carrying the row's version), write request carrying that version, write reply. The server
 is instant and unlimited: a write with the current version increments it and succeeds, any other
 write fails. After a failure the next read reaches the server one leg plus backoff(n) later,
-where backoff is the real backoff.Exponential{Base: 5ms, Max: 2s} with the policy's jitter:
-ceiling min(2s, 5ms·2^(n-1)) for the n-th retry; decorrelated keeps the previous delay per client,
-starting at the base. Calls are server writes; completion is when the last client succeeds.
+where backoff is the real backoff.Exponential with the policy's jitter, set to the published
+model: ceiling min(2s, 5ms·2^n) for the n-th retry (the blog's attempt counter is incremented
+before the backoff, so the first retry's ceiling is 10ms: Base 10ms); decorrelated draws
+min(2s, U[5ms, 3·prev]) from prev = 5ms (Base 5ms; backoff caps 3·prev at 2s before drawing,
+which differs only once 3·prev passes the cap). Calls are server writes; completion is when the last client succeeds.
 Reported: mean calls and mean completion time over the trials at N clients, and a sweep of N from
 10 to 190 with a tenth of the trials. The published result: full and decorrelated jitter do far
 less work than exponential backoff without jitter; equal jitter does slightly more work than
@@ -125,17 +139,20 @@ func runOCCScenario(ctx context.Context, o *Options) (*Report, error) {
 		for p := range o.Policies {
 			st := OCCStats{Clients: k.clients, Trials: k.trials}
 			comps := make([]float64, k.trials)
+			calls := make([]float64, k.trials)
 			for t := 0; t < k.trials; t++ {
 				r := results[i]
 				i++
 				rep.Events += r.Events
 				st.MeanCalls += float64(r.Calls) / float64(k.trials)
+				calls[t] = float64(r.Calls)
 				comps[t] = ms(r.Completion)
 				st.MeanCompletionMS += comps[t] / float64(k.trials)
 				if !r.Done {
 					st.Unfinished++
 				}
 			}
+			st.CallsSE, st.CompletionSEMS = StdErr(calls), StdErr(comps)
 			slices.Sort(comps)
 			st.P95CompletionMS = comps[nearestRank(len(comps), 0.95)]
 			st.CallsPerClient = st.MeanCalls / float64(k.clients)
@@ -149,7 +166,9 @@ func runOCCScenario(ctx context.Context, o *Options) (*Report, error) {
 	// Tables: the main case, then the sweep.
 	t := Table{
 		Title:  fmt.Sprintf("AWS OCC contention: %d clients, %d trials", n, o.Trials),
-		Header: []string{"policy", "mean calls", "calls/client", "mean completion", "p95 completion", "calls vs no jitter"},
+		Header: []string{"policy", "mean calls", "± se", "calls/client", "mean completion", "± se", "p95 completion", "calls vs no jitter"},
+		Notes: []string{"published model: ceiling min(2s, 5ms·2^n) for the n-th retry, i.e. backoff.Exponential{Base: 10ms}; decorrelated min(2s, U[5ms, 3·prev]) as backoff's Decorrelated{Base: 5ms} draws it, except that backoff caps 3·prev before drawing (the same unless 3·prev > 2s)",
+			"± se: standard error of the mean over the trials; means closer than about two of them are within sampling noise"},
 	}
 	ref := -1
 	for p, name := range o.Policies {
@@ -163,8 +182,8 @@ func runOCCScenario(ctx context.Context, o *Options) (*Report, error) {
 		if ref >= 0 && stats[0][ref].MeanCalls > 0 {
 			vs = fmt.Sprintf("%.2fx", st.MeanCalls/stats[0][ref].MeanCalls)
 		}
-		t.Rows = append(t.Rows, []string{occLabel(name), fmt.Sprintf("%.0f", st.MeanCalls), fmt.Sprintf("%.1f", st.CallsPerClient),
-			FormatMS(st.MeanCompletionMS), FormatMS(st.P95CompletionMS), vs})
+		t.Rows = append(t.Rows, []string{occLabel(name), fmt.Sprintf("%.0f", st.MeanCalls), fmt.Sprintf("%.1f", st.CallsSE), fmt.Sprintf("%.1f", st.CallsPerClient),
+			FormatMS(st.MeanCompletionMS), FormatMS(st.CompletionSEMS), FormatMS(st.P95CompletionMS), vs})
 	}
 	rep.Tables = append(rep.Tables, t)
 

@@ -60,6 +60,11 @@ type OCCStats struct {
 	// succeeded; P95CompletionMS its 95th percentile over trials.
 	MeanCompletionMS float64 `json:"mean_completion_ms"`
 	P95CompletionMS  float64 `json:"p95_completion_ms"`
+	// CallsSE and CompletionSEMS are the standard errors of MeanCalls and
+	// MeanCompletionMS (sample standard deviation over √Trials): two means
+	// a few standard errors apart differ by more than sampling noise.
+	CallsSE        float64 `json:"calls_se"`
+	CompletionSEMS float64 `json:"completion_se_ms"`
 	// Unfinished counts trials stopped by the time limit.
 	Unfinished int `json:"unfinished"`
 }

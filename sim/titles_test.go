@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,41 @@ func TestTablesCarryTheGeneratedTitle(t *testing.T) {
 	}
 	if rep.Tables[0].Title != rep.Title || !strings.Contains(rep.Title, "187% load") {
 		t.Fatalf("table title %q, report title %q", rep.Tables[0].Title, rep.Title)
+	}
+}
+
+// aws-occ runs the published model: the n-th retry's ceiling is
+// min(2s, 5ms·2^n), so 10ms for the first retry; decorrelated draws from
+// [5ms, 3·prev] starting at prev = 5ms.
+func TestAWSOCCFollowsThePublishedSchedule(t *testing.T) {
+	src := rand.NewPCG(1, 2)
+	none := occStrategy(PolicyExponential)(src)
+	for n, want := range map[int]time.Duration{1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 3: 40 * time.Millisecond, 8: 1280 * time.Millisecond, 9: 2 * time.Second, 20: 2 * time.Second} {
+		if got := none.Delay(n, 0); got != want {
+			t.Errorf("no jitter, retry %d: %v, want min(2s, 5ms·2^%d) = %v", n, got, n, want)
+		}
+	}
+	full := occStrategy(PolicyFull)(src)
+	var hi time.Duration
+	for i := 0; i < 2000; i++ {
+		hi = max(hi, full.Delay(1, 0))
+	}
+	if hi > 10*time.Millisecond || hi < 9*time.Millisecond {
+		t.Errorf("full jitter, first retry: highest of 2000 draws %v, want just under the 10ms ceiling", hi)
+	}
+	dec := occStrategy(PolicyDecorrelated)(src)
+	for i := 0; i < 2000; i++ {
+		if d := dec.Delay(1, 0); d < 5*time.Millisecond || d > 15*time.Millisecond {
+			t.Fatalf("decorrelated, first retry: %v outside [5ms, 15ms]", d)
+		}
+	}
+}
+
+func TestStdErr(t *testing.T) {
+	if got := StdErr([]float64{1, 2, 3, 4}); math.Abs(got-0.6455) > 1e-3 {
+		t.Fatalf("StdErr = %v, want sd 1.291/√4 = 0.6455", got)
+	}
+	if StdErr([]float64{5}) != 0 || StdErr(nil) != 0 {
+		t.Fatal("StdErr of fewer than two values must be 0")
 	}
 }
