@@ -61,10 +61,38 @@ func (t Table) WriteTo(w io.Writer) (int64, error) {
 	for _, r := range t.Rows {
 		line(r)
 	}
+	width := max(total+2*max(len(widths)-1, 0), 72)
 	for _, n := range t.Notes {
-		b.WriteString(n + "\n")
+		if strings.HasPrefix(n, "each cell") {
+			b.WriteString(n + "\n") // the sweep tables' key, part of the table
+			continue
+		}
+		b.WriteString(wrapNote(n, width))
 	}
 	return b.WriteTo(w)
+}
+
+// wrapNote writes a note as "* " and its words, wrapped at width runes,
+// continuation lines indented by two spaces.
+func wrapNote(n string, width int) string {
+	var b strings.Builder
+	col := 0
+	for i, word := range strings.Fields(n) {
+		wl := utf8.RuneCountInString(word)
+		switch {
+		case i == 0:
+			b.WriteString("* " + word)
+			col = 2 + wl
+		case col+1+wl > width:
+			b.WriteString("\n  " + word)
+			col = 2 + wl
+		default:
+			b.WriteString(" " + word)
+			col += 1 + wl
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // Column is one metric column of a table: its Key (as ModelSpec.Columns

@@ -19,7 +19,7 @@ func TestTableWriteToAligns(t *testing.T) {
 		"--------------------\n" +
 		"a        1.0x  12345\n" +
 		"longer  10.5x\n" +
-		"a note\n"
+		"* a note\n"
 	if err != nil || b.String() != want || n != int64(len(want)) {
 		t.Fatalf("WriteTo wrote %d, %v:\n%s\nwant:\n%s", n, err, b.String(), want)
 	}

@@ -40,7 +40,7 @@ func TestRunPrintsAlignedTables(t *testing.T) {
 	for i, l := range lines {
 		if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "---") {
 			rule := len(lines[i+1])
-			for j := i + 2; j < len(lines) && lines[j] != "" && !strings.HasPrefix(lines[j], "each cell"); j++ {
+			for j := i + 2; j < len(lines) && lines[j] != "" && !strings.HasPrefix(lines[j], "each cell") && !strings.HasPrefix(lines[j], "* "); j++ {
 				if n := len([]rune(lines[j])); n != rule {
 					t.Errorf("row %q is %d wide, rule %d", lines[j], n, rule)
 				}

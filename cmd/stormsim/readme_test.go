@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The README's front page quotes the metastable table; it must be what
+// the current code prints (regenerate with the command in the test).
+func TestREADMEQuotesTheCurrentMetastableTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(readme)
+	i := strings.Index(s, "```\nMetastable failure")
+	if i < 0 {
+		t.Fatal("README has no metastable table")
+	}
+	s = s[i+4:]
+	quoted := s[:strings.Index(s, "```")]
+
+	code, out, errOut := runCLI(t, "metastable", "--policies", "no-retry,immediate,exponential,full,full+budget,full+budget+breaker")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	table := out[:strings.Index(out, "\nColumns:")]
+	if strings.TrimSpace(table) != strings.TrimSpace(quoted) {
+		t.Errorf("README.md's metastable table drifted from the output of\n"+
+			"  go run ./cmd/stormsim metastable --policies no-retry,immediate,exponential,full,full+budget,full+budget+breaker\n"+
+			"README:\n%s\nnow:\n%s", quoted, table)
+	}
+}
