@@ -54,12 +54,18 @@ func retryBudgetSpec() ModelSpec {
 experiments. 100 clients each send calls as a Poisson process at 10 per second for 10s. Every
 network leg takes Exp(mean 10ms). The server has no capacity limit and fails each attempt
 independently with probability p, swept over 1%, 10%, 20%, 50% and 75%. Contenders: no retries;
-3 immediate retries (success 1-p^4, load 1+p+p^2+p^3 attempts per call); 3 retries through a
-per-client token bucket (the real budget.Ratio: capacity 5, starting full, +0.1 token per
-successful first try, a retry costs 1 and needs more than 1 token); and 3 retries behind a
-per-client breaker that stops retrying (first tries still go out) while more than 10% of the
-last 10s of calls failed (the real breaker, time window, 10% failure rate, at least 10 calls,
-open for 1s). Reported: success rate and load, the attempts per call.`,
+3 immediate retries (success 1-p^4, load 1+p+p^2+p^3 attempts per call); the post's two models
+exactly as published, each per client: published-bucket (starts full at 5 tokens, +0.1 token on
+every first try whatever its outcome, a retry costs 1 and needs more than 1, at most 3 retries)
+and published-breaker (no retries, first tries still go out, while failures ÷ attempts exceed
+10%, counted over the client's whole run: no window, no open period). Beside them, the same ideas
+built from stormguard's own code: token-bucket (the real budget.Ratio: capacity 5, starting full,
++0.1 token per successful first try only, a retry costs 1 and needs more than 1 token) and
+retry-breaker (the real breaker: time window of 10s, 10% failure rate, at least 10 calls, open
+for 1s, then probes). They differ from the published models on purpose: budget.Ratio earns
+nothing from failed calls, so under heavy failure it grants fewer retries; the real breaker
+forgets old calls and half-opens, so it lets retries back sooner once failures subside.
+Reported: success rate and load, the attempts per call.`,
 		Model: Model{
 			Clients:  100,
 			Arrival:  Arrival{Kind: Poisson, Rate: 10},
@@ -69,8 +75,12 @@ open for 1s). Reported: success rate and load, the attempts per call.`,
 		},
 		Cases:      cases,
 		SweepLabel: "server failure probability (%)",
-		Policies:   []string{PolicyNoRetry, PolicyImmediate, "token-bucket", "retry-breaker"},
+		Policies:   []string{PolicyNoRetry, PolicyImmediate, "published-bucket", "token-bucket", "published-breaker", "retry-breaker"},
 		Custom: []Variant{
+			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}},
+			{Name: "published-breaker", Policies: []Policy{{
+				Name: "published-breaker", MaxAttempts: 4, BreakerRetriesOnly: true, Breaker: PublishedBreaker(),
+			}}},
 			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}}},
 			{Name: "retry-breaker", Policies: []Policy{{
 				Name: "retry-breaker", MaxAttempts: 4, BreakerRetriesOnly: true,

@@ -183,3 +183,35 @@ func TestStdErr(t *testing.T) {
 		t.Fatal("StdErr of fewer than two values must be 0")
 	}
 }
+
+// The retry-budget scenario's published models against their closed
+// forms: the bucket earns 0.1 per first try, so once its 5 starting
+// tokens are spent a failing server sees at most about 1.1 attempts per
+// call (here 100 calls per client: (5 + 10) / 100 extra at most); the
+// breaker stops retrying once a tenth of the attempts fail, and retries
+// freely below that.
+func TestRetryBudgetPublishedModels(t *testing.T) {
+	sc, _ := Lookup("retry-budget")
+	rep, err := sc.Run(context.Background(), Options{Seed: 1, Trials: 1, Policies: []string{"immediate", "published-bucket", "published-breaker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := []float64{0.01, 0.10, 0.20, 0.50, 0.75}
+	for i, c := range rep.Cases {
+		p := probs[i]
+		imm, bucket, brk := c.Rows[0].Metrics, c.Rows[1].Metrics, c.Rows[2].Metrics
+		want := 1 + p + p*p + p*p*p
+		if math.Abs(imm.AttemptsPerCall-want) > 0.05*want {
+			t.Errorf("%s immediate: %v attempts per call, want 1+p+p²+p³ = %.3f", c.Name, imm.AttemptsPerCall, want)
+		}
+		if bucket.AttemptsPerCall > 1.16 || bucket.AttemptsPerCall > imm.AttemptsPerCall+1e-9 {
+			t.Errorf("%s published bucket: %v attempts per call, want at most 1 + 15/100 and no more than immediate", c.Name, bucket.AttemptsPerCall)
+		}
+		switch {
+		case p <= 0.01 && math.Abs(brk.AttemptsPerCall-want) > 0.05*want:
+			t.Errorf("%s published breaker below its 10%% threshold: %v, want immediate's %.3f", c.Name, brk.AttemptsPerCall, want)
+		case p >= 0.5 && brk.AttemptsPerCall > 1.02:
+			t.Errorf("%s published breaker above its threshold: %v attempts per call, want about 1", c.Name, brk.AttemptsPerCall)
+		}
+	}
+}
