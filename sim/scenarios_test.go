@@ -277,7 +277,7 @@ func TestScenarioRunStopsOnCancel(t *testing.T) {
 func TestProgressReportsEveryUnit(t *testing.T) {
 	var calls, last, total int
 	runScenario(t, "retry-budget", Options{Seed: 1, Clients: 5, Progress: func(d, n int) { calls++; last, total = d, n }})
-	if total != 5*4 || last != total || calls != total {
+	if total != 5*6 || last != total || calls != total {
 		t.Fatalf("progress %d calls, last %d/%d", calls, last, total)
 	}
 }
