@@ -174,7 +174,7 @@ func New(cfg Config) *Collector {
 			"Duration of whole calls, every attempt and wait included, in seconds.",
 			"operation"),
 		activeDesc: desc("retries_active",
-			"Calls currently past their first attempt (running or waiting for a retry).",
+			"Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.",
 			"operation"),
 		budgetExhaustedDesc: desc("retry_budget_exhausted_total",
 			"Calls that stopped because the retry budget refused a retry.",

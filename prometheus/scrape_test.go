@@ -219,7 +219,7 @@ stormguard_retry_budget_tokens{operation="inventory.get"} %v
 # HELP stormguard_retry_budget_exhausted_total Calls that stopped because the retry budget refused a retry.
 # TYPE stormguard_retry_budget_exhausted_total counter
 stormguard_retry_budget_exhausted_total{operation="inventory.get"} %d
-# HELP stormguard_retries_active Calls currently past their first attempt (running or waiting for a retry).
+# HELP stormguard_retries_active Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.
 # TYPE stormguard_retries_active gauge
 stormguard_retries_active{operation="inventory.get"} 0
 `, bud.Available(), reasons["budget"])
@@ -256,11 +256,13 @@ stormguard_breaker_transitions_total{from="open",operation="inventory.get",to="c
 stormguard_breaker_transitions_total{from="open",operation="inventory.get",to="half-open"} 1
 # HELP stormguard_calls_total Calls that returned, by outcome: success or the reason the call gave up.
 # TYPE stormguard_calls_total counter
+stormguard_calls_total{operation="inventory.get",outcome="advice"} 0
 stormguard_calls_total{operation="inventory.get",outcome="attempts"} %d
 stormguard_calls_total{operation="inventory.get",outcome="breaker"} %d
 stormguard_calls_total{operation="inventory.get",outcome="budget"} %d
 stormguard_calls_total{operation="inventory.get",outcome="context"} 0
 stormguard_calls_total{operation="inventory.get",outcome="deadline"} 0
+stormguard_calls_total{operation="inventory.get",outcome="panic"} 0
 stormguard_calls_total{operation="inventory.get",outcome="permanent"} 0
 stormguard_calls_total{operation="inventory.get",outcome="success"} %d
 `, reasons["attempts"], reasons["breaker"], reasons["budget"], reasons["success"])
