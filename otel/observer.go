@@ -175,7 +175,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(buckets...))
 	add(err)
 	o.active, err = m.Int64UpDownCounter(name("retries.active"), metric.WithUnit("{call}"),
-		metric.WithDescription("Calls currently past their first attempt (running or waiting for a retry)."))
+		metric.WithDescription("Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up."))
 	add(err)
 	o.budgetExhausted, err = m.Int64Counter(name("retry_budget.exhausted"), metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that stopped because the retry budget refused a retry."))
@@ -251,21 +251,18 @@ func (s *opState) setName(name string) {
 }
 
 // AttemptStart starts the attempt's span as a child of the span in ctx and
-// returns a context carrying it, and counts a call into retries_active
-// when its second attempt starts.
+// returns a context carrying it.
 func (o *Observer) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
 	if o == nil {
 		return ctx
 	}
-	s := o.ops.Get(e.Operation)
-	if e.Attempt == 2 {
-		o.active.Add(ctx, 1, s.opAdd...)
-	}
-	return o.startSpan(ctx, s, e)
+	return o.startSpan(ctx, o.ops.Get(e.Operation), e)
 }
 
 // AttemptEnd ends the attempt's span with its outcome and counts the
-// attempt.
+// attempt. A call whose first attempt failed is counted into
+// retries.active: from then on it decides to retry, waits for a retry
+// (backoff, Retry-After) or runs one, until CallEnd.
 func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if o == nil {
 		return
@@ -275,7 +272,11 @@ func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if e.Attempt > 1 {
 		kind = 1
 	}
-	o.attempts.Add(ctx, 1, o.ops.Get(e.Operation).attempts[kind][min(int(e.Outcome), numOutcomes)]...)
+	s := o.ops.Get(e.Operation)
+	o.attempts.Add(ctx, 1, s.attempts[kind][min(int(e.Outcome), numOutcomes)]...)
+	if e.Attempt == 1 && e.Outcome != retry.OutcomeSuccess {
+		o.active.Add(ctx, 1, s.opAdd...)
+	}
 }
 
 // RetryScheduled adds a "stormguard.retry_scheduled" event to the
@@ -301,7 +302,7 @@ func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 }
 
 // CallEnd counts the call and its duration, takes it out of
-// retries_active if it had retried, counts a budget refusal, and adds a
+// retries.active if its first attempt had failed, counts a budget refusal, and adds a
 // "stormguard.gave_up" event to the caller's span when the call failed.
 func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	if o == nil {
@@ -310,7 +311,7 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	s := o.ops.Get(e.Operation)
 	o.calls.Add(ctx, 1, s.calls[min(int(e.Reason), numReasons)]...)
 	o.duration.Record(ctx, e.Duration.Seconds(), s.opRecord...)
-	if e.Attempts >= 2 {
+	if firstFailed(e) {
 		o.active.Add(ctx, -1, s.opAdd...)
 	}
 	if e.Reason == retry.ReasonBudget {
@@ -329,3 +330,14 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 }
 
 var _ retry.Observer = (*Observer)(nil)
+
+// firstFailed reports whether the call that e ends had a failed first
+// attempt, that is whether AttemptEnd counted it into retries.active: it
+// made a second attempt, or it made one attempt and did not succeed. (A
+// call succeeds only after an attempt that succeeded, and one refused
+// before its first attempt ends with Attempts 0.) The count then returns
+// to zero exactly however the call ends: success, giving up before or
+// after a scheduled retry (breaker, context), panic or Abandon.
+func firstFailed(e retry.CallEnd) bool {
+	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
+}

@@ -492,3 +492,22 @@ func TestWatchReplaceAndUnwatch(t *testing.T) {
 
 // The Observer is a queue.Observer.
 var _ queue.Observer = (*sgotel.Observer)(nil)
+
+// TestCallOutcomeValues: every reason of the core, panic and advice
+// included, is counted under its own outcome value.
+func TestCallOutcomeValues(t *testing.T) {
+	h := newHarness(t, sgotel.Config{})
+	ctx := context.Background()
+	names := []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"}
+	for r := range names {
+		h.obs.CallEnd(ctx, retry.CallEnd{Operation: "op", Attempts: 1, Reason: retry.Reason(r)})
+	}
+	for _, name := range names {
+		if got := h.value(t, "stormguard.calls", op("op"), attribute.String("outcome", name)); got != 1 {
+			t.Errorf("calls{outcome=%q} = %v, want 1", name, got)
+		}
+	}
+	if _, ok := h.point(t, "stormguard.calls", attribute.String("outcome", "unknown")); ok {
+		t.Error("a known reason was counted as unknown")
+	}
+}
