@@ -280,7 +280,8 @@ func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 }
 
 // RetryScheduled adds a "stormguard.retry_scheduled" event to the
-// caller's span, when it is recording.
+// caller's span, when it is recording: the attempt that will follow, the
+// wait, whether the server advised it, and the error.type of the failure.
 func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 	if o == nil {
 		return
@@ -290,20 +291,22 @@ func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 		return
 	}
 	attrs := []attribute.KeyValue{
-		AttrOperation.String(e.Operation),
+		o.ops.Get(e.Operation).opAttr,
 		AttrAttempt.Int(e.Attempt),
 		AttrDelayMS.Float64(ms(e.Delay)),
 		AttrAdvised.Bool(e.Advised),
 	}
 	if e.Err != nil {
-		attrs = append(attrs, attribute.String("error.message", e.Err.Error()))
+		attrs = append(attrs, AttrErrorType.String(ErrorType(e.Err)))
 	}
 	span.AddEvent("stormguard.retry_scheduled", trace.WithAttributes(attrs...))
 }
 
 // CallEnd counts the call and its duration, takes it out of
-// retries.active if its first attempt had failed, counts a budget refusal, and adds a
-// "stormguard.gave_up" event to the caller's span when the call failed.
+// retries.active if its first attempt had failed, counts a budget refusal,
+// and adds a "stormguard.gave_up" event to the caller's span when the call
+// failed: the reason as stormguard.outcome, the attempts made, and the
+// error.type of the last attempt's error (none when no attempt ran).
 func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	if o == nil {
 		return
@@ -319,12 +322,15 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	}
 	if e.Err != nil {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.AddEvent("stormguard.gave_up", trace.WithAttributes(
-				AttrOperation.String(e.Operation),
-				AttrReason.String(e.Reason.String()),
-				attribute.Int("stormguard.attempts", e.Attempts),
-				attribute.String("error.message", e.Err.Error()),
-			))
+			attrs := []attribute.KeyValue{
+				s.opAttr,
+				AttrOutcome.String(e.Reason.String()),
+				AttrAttempts.Int(e.Attempts),
+			}
+			if last := lastError(e.Err); last != nil {
+				attrs = append(attrs, AttrErrorType.String(ErrorType(last)))
+			}
+			span.AddEvent("stormguard.gave_up", trace.WithAttributes(attrs...))
 		}
 	}
 }
@@ -340,4 +346,14 @@ var _ retry.Observer = (*Observer)(nil)
 // after a scheduled retry (breaker, context), panic or Abandon.
 func firstFailed(e retry.CallEnd) bool {
 	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
+}
+
+// lastError returns the last attempt's error of a call's final error (a
+// *retry.Error), or nil when no attempt failed.
+func lastError(err error) error {
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return re.Last
+	}
+	return err
 }

@@ -126,8 +126,8 @@ func TestAttemptSpansUnderCallerSpan(t *testing.T) {
 	if got, ok := attrs(spans[0])[sgotel.AttrHTTPStatusCode]; !ok || got.AsInt64() != 503 {
 		t.Errorf("first span http.response.status_code = %v", got)
 	}
-	if got, ok := attrs(spans[1])[sgotel.AttrGRPCStatusCode]; !ok || got.AsInt64() != int64(grpccodes.Unavailable) {
-		t.Errorf("second span rpc.grpc.status_code = %v", got)
+	if got, ok := attrs(spans[1])[sgotel.AttrRPCStatusCode]; !ok || got.AsString() != "UNAVAILABLE" {
+		t.Errorf("second span rpc.response.status_code = %v", got)
 	}
 	for i, want := range []codes.Code{codes.Error, codes.Error, codes.Unset} {
 		if got := spans[i].Status().Code; got != want {
@@ -289,7 +289,7 @@ func TestBudgetAndBreaker(t *testing.T) {
 		for _, e := range s.Events() {
 			if e.Name == "stormguard.gave_up" {
 				for _, kv := range e.Attributes {
-					if kv.Key == sgotel.AttrReason {
+					if kv.Key == sgotel.AttrOutcome {
 						gaveUp = append(gaveUp, kv.Value.AsString())
 					}
 				}
