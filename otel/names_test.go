@@ -31,6 +31,8 @@ var contract = map[string][]string{
 	"stormguard_breaker_transitions_total":    {"from", "operation", "to"},
 	"stormguard_queue_dropped_records_total":  {"queue"},
 	"stormguard_queue_depth":                  {"queue"},
+	"stormguard_config_reloads_total":         {"result"},
+	"stormguard_config_info":                  {"version"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -70,6 +72,10 @@ func TestPrometheusExporterNames(t *testing.T) {
 	})
 	obs.QueueDropped("q", "full", 1)
 	obs.QueueDepth("q", 1)
+	if ro, ok := any(obs).(reloadObserver); ok {
+		ro.ConfigReload("aaaaaaaaaaaa", nil)
+		ro.ConfigReload("", errTransient)
+	}
 	obs.CallEnd(context.Background(), retry.CallEnd{Operation: "op", Attempts: 1, Duration: time.Second})
 
 	mfs, err := reg.Gather()

@@ -88,13 +88,15 @@ type Observer struct {
 	transitions     metric.Int64Counter
 	queueDropped    metric.Int64Counter
 	queueDepth      metric.Int64Gauge
+	configReloads   metric.Int64Counter
 
 	ops    *labels.Table[*opState]    // operation name -> state
 	queues *labels.Table[*queueState] // queue name -> state
 
 	mu       sync.Mutex
-	budgets  map[string]*budgetWatch
-	breakers map[string]*breakerWatch
+	budgets       map[string]*budgetWatch
+	breakers      map[string]*breakerWatch
+	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
@@ -196,6 +198,13 @@ func New(cfg Config) (*Observer, error) {
 	_, err = m.Int64ObservableGauge(name("breaker.state"), metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit breaker state: 0 closed, 1 half-open, 2 open."),
 		metric.WithInt64Callback(o.observeBreakers))
+	add(err)
+	o.configReloads, err = m.Int64Counter(name("config.reloads"), metric.WithUnit("{reload}"),
+		metric.WithDescription("Policy files applied (result=\"success\") or rejected (result=\"failure\"), the old policies serving on."))
+	add(err)
+	_, err = m.Int64ObservableGauge(name("config.info"),
+		metric.WithDescription("1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version."),
+		metric.WithInt64Callback(o.observeConfig))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
