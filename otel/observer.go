@@ -93,7 +93,7 @@ type Observer struct {
 	ops    *labels.Table[*opState]    // operation name -> state
 	queues *labels.Table[*queueState] // queue name -> state
 
-	mu       sync.Mutex
+	mu            sync.Mutex
 	budgets       map[string]*budgetWatch
 	breakers      map[string]*breakerWatch
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
