@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/internal/labels"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -72,7 +73,7 @@ type Config struct {
 //	stormguard_retries_active{operation}                                     gauge
 //	stormguard_retry_budget_exhausted_total{operation}                       counter
 //	stormguard_retry_budget_tokens{operation}                                gauge
-//	stormguard_breaker_state{operation}                                      gauge (0 closed, 1 half-open, 2 open)
+//	stormguard_breaker_state{operation,state}                                gauge (StateSet: 1 for the current state)
 //	stormguard_breaker_transitions_total{operation,from,to}                  counter
 //	stormguard_queue_dropped_records_total{queue}                            counter
 //	stormguard_queue_depth{queue}                                            gauge
@@ -183,8 +184,8 @@ func New(cfg Config) *Collector {
 			"Retries the retry budget would grant now (tokens), read at scrape time.",
 			"operation"),
 		breakerState: desc("breaker_state",
-			"Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.",
-			"operation"),
+			"Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.",
+			"operation", "state"),
 		transitions: prom.NewCounterVec(prom.CounterOpts(opts("breaker_transitions_total",
 			"Circuit breaker state changes, by previous and new state.")),
 			[]string{"operation", "from", "to"}),
@@ -246,12 +247,22 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 	budgets := slices.Collect(maps.Values(c.budgets))
 	breakers := slices.Collect(maps.Values(c.breakers))
 	c.mu.Unlock()
-	gauges := make([]prom.Metric, 0, len(budgets)+len(breakers))
+	gauges := make([]prom.Metric, 0, len(budgets)+numStates*len(breakers))
 	for _, w := range budgets {
 		gauges = append(gauges, prom.MustNewConstMetric(c.budgetTokens, prom.GaugeValue, w.src.Available(), w.op))
 	}
 	for _, w := range breakers {
-		gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, float64(w.src.State()), w.op))
+		st := w.src.State()
+		for s := range numStates {
+			v := 0.0
+			if breaker.State(s) == st {
+				v = 1
+			}
+			gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, v, w.op, breaker.State(s).String()))
+		}
+		if int(st) >= numStates { // a state of a newer core
+			gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, 1, w.op, st.String()))
+		}
 	}
 
 	for _, m := range c.ops.Values() {

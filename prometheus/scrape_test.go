@@ -210,9 +210,11 @@ func TestScrapeEndToEnd(t *testing.T) {
 		t.Fatalf("outage did not exhaust the budget and open the breaker: %v", reasons)
 	}
 	expected := fmt.Sprintf(`
-# HELP stormguard_breaker_state Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.
+# HELP stormguard_breaker_state Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.
 # TYPE stormguard_breaker_state gauge
-stormguard_breaker_state{operation="inventory.get"} 2
+stormguard_breaker_state{operation="inventory.get",state="closed"} 0
+stormguard_breaker_state{operation="inventory.get",state="half-open"} 0
+stormguard_breaker_state{operation="inventory.get",state="open"} 1
 # HELP stormguard_retry_budget_tokens Retries the retry budget would grant now (tokens), read at scrape time.
 # TYPE stormguard_retry_budget_tokens gauge
 stormguard_retry_budget_tokens{operation="inventory.get"} %v
@@ -243,9 +245,11 @@ stormguard_retries_active{operation="inventory.get"} 0
 		calls += n
 	}
 	expected = fmt.Sprintf(`
-# HELP stormguard_breaker_state Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.
+# HELP stormguard_breaker_state Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.
 # TYPE stormguard_breaker_state gauge
-stormguard_breaker_state{operation="inventory.get"} 0
+stormguard_breaker_state{operation="inventory.get",state="closed"} 1
+stormguard_breaker_state{operation="inventory.get",state="half-open"} 0
+stormguard_breaker_state{operation="inventory.get",state="open"} 0
 # HELP stormguard_breaker_transitions_total Circuit breaker state changes, by previous and new state.
 # TYPE stormguard_breaker_transitions_total counter
 stormguard_breaker_transitions_total{from="closed",operation="inventory.get",to="half-open"} 0
