@@ -27,7 +27,7 @@ var contract = map[string][]string{
 	"stormguard_retries_active":               {"operation"},
 	"stormguard_retry_budget_exhausted_total": {"operation"},
 	"stormguard_retry_budget_tokens":          {"operation"},
-	"stormguard_breaker_state":                {"operation"},
+	"stormguard_breaker_state":                {"operation", "state"},
 	"stormguard_breaker_transitions_total":    {"from", "operation", "to"},
 	"stormguard_queue_dropped_records_total":  {"queue"},
 	"stormguard_queue_depth":                  {"queue"},

@@ -196,7 +196,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithFloat64Callback(o.observeBudgets))
 	add(err)
 	_, err = m.Int64ObservableGauge(name("breaker.state"), metric.WithUnit("{state}"),
-		metric.WithDescription("Circuit breaker state: 0 closed, 1 half-open, 2 open."),
+		metric.WithDescription("Circuit breaker state, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others."),
 		metric.WithInt64Callback(o.observeBreakers))
 	add(err)
 	o.configReloads, err = m.Int64Counter(name("config.reloads"), metric.WithUnit("{reload}"),

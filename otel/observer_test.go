@@ -227,8 +227,8 @@ func TestBudgetAndBreaker(t *testing.T) {
 	if got := h.value(t, "stormguard.retry_budget.tokens", op("pay")); got != 2 {
 		t.Errorf("tokens = %v, want 2", got)
 	}
-	if got := h.value(t, "stormguard.breaker.state", op("pay")); got != 0 {
-		t.Errorf("breaker.state = %v, want 0", got)
+	if got := h.breakerState(t, "pay"); got != "closed" {
+		t.Errorf("breaker.state = %v, want closed", got)
 	}
 	ctx, parent := h.tp.Tracer("test").Start(context.Background(), "handler")
 	reasons := map[string]float64{}
@@ -265,16 +265,16 @@ func TestBudgetAndBreaker(t *testing.T) {
 	if got := h.value(t, "stormguard.retry_budget.tokens", op("pay")); got != bud.Available() || got != 0 {
 		t.Errorf("tokens = %v, budget has %v", got, bud.Available())
 	}
-	if got := h.value(t, "stormguard.breaker.state", op("pay")); got != 2 {
-		t.Errorf("breaker.state = %v, want 2 (open)", got)
+	if got := h.breakerState(t, "pay"); got != "open" {
+		t.Errorf("breaker.state = %v, want open", got)
 	}
 	if got := h.value(t, "stormguard.breaker.transitions", op("pay"),
 		attribute.String("from", "closed"), attribute.String("to", "open")); got != 1 {
 		t.Errorf("transitions closed->open = %v, want 1", got)
 	}
 	clk.Advance(time.Second)
-	if got := h.value(t, "stormguard.breaker.state", op("pay")); got != 1 {
-		t.Errorf("breaker.state after the open period = %v, want 1 (half-open)", got)
+	if got := h.breakerState(t, "pay"); got != "half-open" {
+		t.Errorf("breaker.state after the open period = %v, want half-open", got)
 	}
 	if got := h.value(t, "stormguard.breaker.transitions", op("pay"),
 		attribute.String("from", "open"), attribute.String("to", "half-open")); got != 1 {
