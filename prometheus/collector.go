@@ -63,7 +63,8 @@ type Config struct {
 // implements retry.Observer (set it as Policy.Observer) and
 // prometheus.Collector (register it with a prometheus.Registerer). Budgets
 // and breakers are attached with WatchBudget and WatchBreaker; background
-// retry queues report through QueueDropped and QueueDepth.
+// retry queues report through QueueDropped and QueueDepth (a Scheduler
+// through SchedulerObserver).
 //
 // The metrics, with the default namespace:
 //
@@ -76,6 +77,7 @@ type Config struct {
 //	stormguard_breaker_state{operation,state}                                gauge (StateSet: 1 for the current state)
 //	stormguard_breaker_transitions_total{operation,from,to}                  counter
 //	stormguard_queue_dropped_records_total{queue}                            counter
+//	stormguard_queue_refused_total{queue}                                    counter
 //	stormguard_queue_depth{queue}                                            gauge
 //	stormguard_config_reloads_total{result="success|failure"}                counter
 //	stormguard_config_info{version}                                          gauge
@@ -106,6 +108,7 @@ type Collector struct {
 
 	transitions   *prom.CounterVec
 	queueDropped  *prom.CounterVec
+	queueRefused  *prom.CounterVec
 	queueDepth    *prom.GaugeVec
 	configReloads *prom.CounterVec
 	configInfo    *prom.GaugeVec
@@ -192,6 +195,9 @@ func New(cfg Config) *Collector {
 		queueDropped: prom.NewCounterVec(prom.CounterOpts(opts("queue_dropped_records_total",
 			"Records a background retry queue dropped.")),
 			[]string{"queue"}),
+		queueRefused: prom.NewCounterVec(prom.CounterOpts(opts("queue_refused_total",
+			"Tasks a background retry Scheduler refused because it had MaxPending tasks; the caller kept them.")),
+			[]string{"queue"}),
 		queueDepth: prom.NewGaugeVec(prom.GaugeOpts(opts("queue_depth",
 			"Records waiting in a background retry queue.")),
 			[]string{"queue"}),
@@ -211,6 +217,7 @@ func New(cfg Config) *Collector {
 	c.queues = labels.New(maxOps, func(label string) *queueMetrics {
 		return &queueMetrics{
 			dropped: c.queueDropped.WithLabelValues(label),
+			refused: c.queueRefused.WithLabelValues(label),
 			depth:   c.queueDepth.WithLabelValues(label),
 		}
 	}, nil)
@@ -231,6 +238,7 @@ func (c *Collector) Describe(ch chan<- *prom.Desc) {
 	ch <- c.breakerState
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
+	c.queueRefused.Describe(ch)
 	c.queueDepth.Describe(ch)
 	c.configReloads.Describe(ch)
 	c.configInfo.Describe(ch)
@@ -270,6 +278,7 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 	}
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
+	c.queueRefused.Collect(ch)
 	c.queueDepth.Collect(ch)
 	c.configReloads.Collect(ch)
 	c.configInfo.Collect(ch)

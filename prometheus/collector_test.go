@@ -384,8 +384,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 12 {
-		t.Errorf("Describe sent %d descriptors, want 12 (the ten of DESIGN.md and the two config metrics)", n)
+	if n != 13 {
+		t.Errorf("Describe sent %d descriptors, want 13 (the ten of DESIGN.md, the two config metrics and queue_refused_total)", n)
 	}
 }
 
