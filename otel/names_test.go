@@ -16,6 +16,7 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	sgotel "github.com/stormguard/stormguard/otel"
+	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -31,6 +32,7 @@ var contract = map[string][]string{
 	"stormguard_breaker_transitions_total":    {"from", "operation", "to"},
 	"stormguard_queue_dropped_records_total":  {"queue"},
 	"stormguard_queue_depth":                  {"queue"},
+	"stormguard_queue_refused_total":          {"queue"},
 	"stormguard_config_reloads_total":         {"result"},
 	"stormguard_config_info":                  {"version"},
 }
@@ -72,6 +74,7 @@ func TestPrometheusExporterNames(t *testing.T) {
 	})
 	obs.QueueDropped("q", "full", 1)
 	obs.QueueDepth("q", 1)
+	obs.SchedulerObserver().QueueDropped("q", queue.DropFull, 1)
 	if ro, ok := any(obs).(reloadObserver); ok {
 		ro.ConfigReload("aaaaaaaaaaaa", nil)
 		ro.ConfigReload("", errTransient)

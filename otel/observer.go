@@ -87,6 +87,7 @@ type Observer struct {
 	budgetExhausted metric.Int64Counter
 	transitions     metric.Int64Counter
 	queueDropped    metric.Int64Counter
+	queueRefused    metric.Int64Counter
 	queueDepth      metric.Int64Gauge
 	configReloads   metric.Int64Counter
 
@@ -187,6 +188,9 @@ func New(cfg Config) (*Observer, error) {
 	add(err)
 	o.queueDropped, err = m.Int64Counter(name("queue.dropped_records"), metric.WithUnit("{record}"),
 		metric.WithDescription("Records a background retry queue dropped."))
+	add(err)
+	o.queueRefused, err = m.Int64Counter(name("queue.refused"), metric.WithUnit("{task}"),
+		metric.WithDescription("Tasks a background retry Scheduler refused because it had MaxPending tasks; the caller kept them."))
 	add(err)
 	o.queueDepth, err = m.Int64Gauge(name("queue.depth"), metric.WithUnit("{record}"),
 		metric.WithDescription("Records waiting in a background retry queue."))
