@@ -111,7 +111,8 @@ const (
 // opState holds one operation's span name and pre-built attribute sets.
 type opState struct {
 	label      string // the operation attribute on metrics
-	spanName   string
+	spanName   string // of attempt spans
+	callName   string // of call spans (StartCall)
 	opAttr     attribute.KeyValue      // the operation attribute on spans
 	firstStart []trace.SpanStartOption // span options of a first attempt
 
@@ -259,6 +260,7 @@ func newOpState(label string) *opState {
 // setName sets the operation name spans carry.
 func (s *opState) setName(name string) {
 	s.spanName = "stormguard.attempt " + name
+	s.callName = "stormguard.call " + name
 	s.opAttr = AttrOperation.String(name)
 	s.firstStart = startOptions(s.opAttr, 1, 0)
 }
@@ -319,7 +321,8 @@ func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 // retries.active if its first attempt had failed, counts a budget refusal,
 // and adds a "stormguard.gave_up" event to the caller's span when the call
 // failed: the reason as stormguard.outcome, the attempts made, and the
-// error.type of the last attempt's error (none when no attempt ran).
+// error.type of the last attempt's error (none when no attempt ran). It
+// ends the call span StartCall started, if any.
 func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	if o == nil {
 		return
@@ -346,6 +349,7 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 			span.AddEvent("stormguard.gave_up", trace.WithAttributes(attrs...))
 		}
 	}
+	o.endCall(ctx, e)
 }
 
 var _ retry.Observer = (*Observer)(nil)
