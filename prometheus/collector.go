@@ -87,9 +87,13 @@ type Config struct {
 // The attempts outcome label takes retry.Outcome's values (success, error,
 // permanent_error, timeout, canceled); the calls outcome label takes
 // retry.Reason's values (success, attempts, budget, breaker, permanent,
-// context, deadline). Every series of an operation is created, at zero, the
-// first time the operation is seen, so rate() and absent() behave from the
-// start.
+// context, deadline, panic, advice). stormguard_retries_active counts a
+// call from the end of its failed first attempt until it returns, so a
+// call waiting for a retry (backoff, Retry-After) is counted; it returns
+// to zero however the call ends. stormguard_breaker_state is a StateSet:
+// one series per state, 1 for the current one. Every series of an
+// operation is created, at zero, the first time the operation is seen, so
+// rate() and absent() behave from the start.
 //
 // A Collector is safe for concurrent use. Its observer methods do not
 // allocate once an operation has been seen, and a nil *Collector does
