@@ -110,9 +110,9 @@ const (
 
 // opState holds one operation's span name and pre-built attribute sets.
 type opState struct {
-	label      string // the operation attribute on metrics
-	spanName   string // of attempt spans
-	callName   string // of call spans (StartCall)
+	label      string                  // the operation attribute on metrics
+	spanName   string                  // of attempt spans
+	callName   string                  // of call spans (StartCall)
 	opAttr     attribute.KeyValue      // the operation attribute on spans
 	firstStart []trace.SpanStartOption // span options of a first attempt
 
