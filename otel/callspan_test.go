@@ -47,7 +47,7 @@ func TestCallSpanWithoutCallerSpan(t *testing.T) {
 		}
 		attempts++
 		if s.Parent().SpanID() != call.SpanContext().SpanID() || s.SpanContext().TraceID() != call.SpanContext().TraceID() {
-			t.Errorf("attempt %v is not under the call span", attrs(s)[sgotel.AttrAttempt].Emit())
+			t.Errorf("attempt %v is not under the call span", attrs(s)[sgotel.AttrAttempt].String())
 		}
 	}
 	if attempts != 3 {

@@ -130,7 +130,7 @@ func TestSpanAndMetricAttributesAgree(t *testing.T) {
 		for _, kv := range set.ToSlice() {
 			spanKey := attribute.Key("stormguard." + string(kv.Key))
 			if got, ok := a[spanKey]; !ok || got != kv.Value {
-				t.Errorf("span %d: %s = %v, metric %s = %v", i+1, spanKey, got.Emit(), kv.Key, kv.Value.Emit())
+				t.Errorf("span %d: %s = %v, metric %s = %v", i+1, spanKey, got.String(), kv.Key, kv.Value.String())
 			}
 		}
 	}
@@ -171,7 +171,7 @@ func TestSpanAndMetricAttributesAgree(t *testing.T) {
 		t.Errorf("gave_up %s outcome %q, calls outcome %q", events[1].Name, gaveUp[sgotel.AttrOutcome].AsString(), callOutcome)
 	}
 	if gaveUp[attribute.Key("stormguard.attempts")].AsInt64() != 2 {
-		t.Errorf("gave_up attempts = %v", gaveUp[attribute.Key("stormguard.attempts")].Emit())
+		t.Errorf("gave_up attempts = %v", gaveUp[attribute.Key("stormguard.attempts")].String())
 	}
 }
 
