@@ -3,6 +3,7 @@ package otel_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ func TestErrorType(t *testing.T) {
 		{retry.Permanent(status.Error(grpccodes.InvalidArgument, "bad")), "INVALID_ARGUMENT"},
 		{retry.After(&httpretry.StatusError{StatusCode: 429}, time.Second), "429"},
 		{errors.New("x"), "*errors.errorString"},
+		{retry.Permanent(errors.New("x")), "*errors.errorString"},
+		{retry.After(retry.Permanent(&net.OpError{Op: "dial", Err: errors.New("refused")}), time.Second), "*net.OpError"},
 		{retry.Permanent(fmt.Errorf("w: %w", &customError{})), "custom_failure"},
 		{retry.Permanent(&retry.PanicError{Value: 1}), "*retry.PanicError"},
 		{status.Error(grpccodes.Code(42), "odd"), "42"},
