@@ -77,3 +77,39 @@ func Example() {
 	// stormguard.attempts first error 1
 	// stormguard.attempts retry success 1
 }
+
+// A background job has no span of its own: StartCall gives its call one,
+// with both attempts under it in one trace.
+func ExampleObserver_StartCall() {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	obs, err := sgotel.New(sgotel.Config{TracerProvider: tp})
+	if err != nil {
+		panic(err)
+	}
+	policy := &retry.Policy{Operation: "report.build", MaxAttempts: 2, Backoff: backoff.Constant{}, Observer: obs}
+
+	ctx := obs.StartCall(context.Background(), "report.build")
+	failures := 1
+	err = retry.Run(ctx, policy, func(context.Context) error {
+		if failures > 0 {
+			failures--
+			return errors.New("connection reset")
+		}
+		return nil
+	})
+	fmt.Println("call error:", err)
+
+	ended := spans.Ended()
+	call := ended[len(ended)-1] // CallEnd ends it after the attempts
+	fmt.Println(call.Name(), "root:", !call.Parent().IsValid())
+	for _, s := range ended[:len(ended)-1] {
+		fmt.Println(s.Name(), "under the call span:", s.Parent().SpanID() == call.SpanContext().SpanID())
+	}
+	// Output:
+	// call error: <nil>
+	// stormguard.call report.build root: true
+	// stormguard.attempt report.build under the call span: true
+	// stormguard.attempt report.build under the call span: true
+}

@@ -121,3 +121,26 @@ func (h *harness) value(t *testing.T, name string, kv ...attribute.KeyValue) flo
 }
 
 func op(name string) attribute.KeyValue { return attribute.String("operation", name) }
+
+// breakerState returns the state the stormguard.breaker.state StateSet of
+// operation reports, after checking that it has a point per state and
+// exactly one at 1.
+func (h *harness) breakerState(t *testing.T, operation string) string {
+	t.Helper()
+	cur := ""
+	for _, s := range []string{"closed", "half-open", "open"} {
+		v, ok := h.point(t, "stormguard.breaker.state", op(operation), attribute.String("state", s))
+		switch {
+		case !ok:
+			t.Fatalf("breaker.state{%s} has no %s point", operation, s)
+		case v == 1 && cur == "":
+			cur = s
+		case v != 0:
+			t.Fatalf("breaker.state{%s,%s} = %v with %q at 1", operation, s, v, cur)
+		}
+	}
+	if cur == "" {
+		t.Fatalf("breaker.state{%s}: no state at 1", operation)
+	}
+	return cur
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	sgotel "github.com/stormguard/stormguard/otel"
+	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -27,10 +28,13 @@ var contract = map[string][]string{
 	"stormguard_retries_active":               {"operation"},
 	"stormguard_retry_budget_exhausted_total": {"operation"},
 	"stormguard_retry_budget_tokens":          {"operation"},
-	"stormguard_breaker_state":                {"operation"},
+	"stormguard_breaker_state":                {"operation", "state"},
 	"stormguard_breaker_transitions_total":    {"from", "operation", "to"},
 	"stormguard_queue_dropped_records_total":  {"queue"},
 	"stormguard_queue_depth":                  {"queue"},
+	"stormguard_queue_refused_total":          {"queue"},
+	"stormguard_config_reloads_total":         {"result"},
+	"stormguard_config_info":                  {"version"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -70,6 +74,11 @@ func TestPrometheusExporterNames(t *testing.T) {
 	})
 	obs.QueueDropped("q", "full", 1)
 	obs.QueueDepth("q", 1)
+	obs.SchedulerObserver().QueueDropped("q", queue.DropFull, 1)
+	if ro, ok := any(obs).(reloadObserver); ok {
+		ro.ConfigReload("aaaaaaaaaaaa", nil)
+		ro.ConfigReload("", errTransient)
+	}
 	obs.CallEnd(context.Background(), retry.CallEnd{Operation: "op", Attempts: 1, Duration: time.Second})
 
 	mfs, err := reg.Gather()

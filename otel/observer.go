@@ -87,14 +87,17 @@ type Observer struct {
 	budgetExhausted metric.Int64Counter
 	transitions     metric.Int64Counter
 	queueDropped    metric.Int64Counter
+	queueRefused    metric.Int64Counter
 	queueDepth      metric.Int64Gauge
+	configReloads   metric.Int64Counter
 
 	ops    *labels.Table[*opState]    // operation name -> state
 	queues *labels.Table[*queueState] // queue name -> state
 
-	mu       sync.Mutex
-	budgets  map[string]*budgetWatch
-	breakers map[string]*breakerWatch
+	mu            sync.Mutex
+	budgets       map[string]*budgetWatch
+	breakers      map[string]*breakerWatch
+	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
@@ -107,8 +110,9 @@ const (
 
 // opState holds one operation's span name and pre-built attribute sets.
 type opState struct {
-	label      string // the operation attribute on metrics
-	spanName   string
+	label      string                  // the operation attribute on metrics
+	spanName   string                  // of attempt spans
+	callName   string                  // of call spans (StartCall)
 	opAttr     attribute.KeyValue      // the operation attribute on spans
 	firstStart []trace.SpanStartOption // span options of a first attempt
 
@@ -175,7 +179,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(buckets...))
 	add(err)
 	o.active, err = m.Int64UpDownCounter(name("retries.active"), metric.WithUnit("{call}"),
-		metric.WithDescription("Calls currently past their first attempt (running or waiting for a retry)."))
+		metric.WithDescription("Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up."))
 	add(err)
 	o.budgetExhausted, err = m.Int64Counter(name("retry_budget.exhausted"), metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that stopped because the retry budget refused a retry."))
@@ -186,6 +190,9 @@ func New(cfg Config) (*Observer, error) {
 	o.queueDropped, err = m.Int64Counter(name("queue.dropped_records"), metric.WithUnit("{record}"),
 		metric.WithDescription("Records a background retry queue dropped."))
 	add(err)
+	o.queueRefused, err = m.Int64Counter(name("queue.refused"), metric.WithUnit("{task}"),
+		metric.WithDescription("Tasks a background retry Scheduler refused because it had MaxPending tasks; the caller kept them."))
+	add(err)
 	o.queueDepth, err = m.Int64Gauge(name("queue.depth"), metric.WithUnit("{record}"),
 		metric.WithDescription("Records waiting in a background retry queue."))
 	add(err)
@@ -194,8 +201,15 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithFloat64Callback(o.observeBudgets))
 	add(err)
 	_, err = m.Int64ObservableGauge(name("breaker.state"), metric.WithUnit("{state}"),
-		metric.WithDescription("Circuit breaker state: 0 closed, 1 half-open, 2 open."),
+		metric.WithDescription("Circuit breaker state, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others."),
 		metric.WithInt64Callback(o.observeBreakers))
+	add(err)
+	o.configReloads, err = m.Int64Counter(name("config.reloads"), metric.WithUnit("{reload}"),
+		metric.WithDescription("Policy files applied (result=\"success\") or rejected (result=\"failure\"), the old policies serving on."))
+	add(err)
+	_, err = m.Int64ObservableGauge(name("config.info"),
+		metric.WithDescription("1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version."),
+		metric.WithInt64Callback(o.observeConfig))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
@@ -246,26 +260,24 @@ func newOpState(label string) *opState {
 // setName sets the operation name spans carry.
 func (s *opState) setName(name string) {
 	s.spanName = "stormguard.attempt " + name
+	s.callName = "stormguard.call " + name
 	s.opAttr = AttrOperation.String(name)
 	s.firstStart = startOptions(s.opAttr, 1, 0)
 }
 
 // AttemptStart starts the attempt's span as a child of the span in ctx and
-// returns a context carrying it, and counts a call into retries_active
-// when its second attempt starts.
+// returns a context carrying it.
 func (o *Observer) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
 	if o == nil {
 		return ctx
 	}
-	s := o.ops.Get(e.Operation)
-	if e.Attempt == 2 {
-		o.active.Add(ctx, 1, s.opAdd...)
-	}
-	return o.startSpan(ctx, s, e)
+	return o.startSpan(ctx, o.ops.Get(e.Operation), e)
 }
 
 // AttemptEnd ends the attempt's span with its outcome and counts the
-// attempt.
+// attempt. A call whose first attempt failed is counted into
+// retries.active: from then on it decides to retry, waits for a retry
+// (backoff, Retry-After) or runs one, until CallEnd.
 func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if o == nil {
 		return
@@ -275,11 +287,16 @@ func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if e.Attempt > 1 {
 		kind = 1
 	}
-	o.attempts.Add(ctx, 1, o.ops.Get(e.Operation).attempts[kind][min(int(e.Outcome), numOutcomes)]...)
+	s := o.ops.Get(e.Operation)
+	o.attempts.Add(ctx, 1, s.attempts[kind][min(int(e.Outcome), numOutcomes)]...)
+	if e.Attempt == 1 && e.Outcome != retry.OutcomeSuccess {
+		o.active.Add(ctx, 1, s.opAdd...)
+	}
 }
 
 // RetryScheduled adds a "stormguard.retry_scheduled" event to the
-// caller's span, when it is recording.
+// caller's span, when it is recording: the attempt that will follow, the
+// wait, whether the server advised it, and the error.type of the failure.
 func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 	if o == nil {
 		return
@@ -289,20 +306,23 @@ func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 		return
 	}
 	attrs := []attribute.KeyValue{
-		AttrOperation.String(e.Operation),
+		o.ops.Get(e.Operation).opAttr,
 		AttrAttempt.Int(e.Attempt),
 		AttrDelayMS.Float64(ms(e.Delay)),
 		AttrAdvised.Bool(e.Advised),
 	}
 	if e.Err != nil {
-		attrs = append(attrs, attribute.String("error.message", e.Err.Error()))
+		attrs = append(attrs, AttrErrorType.String(ErrorType(e.Err)))
 	}
 	span.AddEvent("stormguard.retry_scheduled", trace.WithAttributes(attrs...))
 }
 
 // CallEnd counts the call and its duration, takes it out of
-// retries_active if it had retried, counts a budget refusal, and adds a
-// "stormguard.gave_up" event to the caller's span when the call failed.
+// retries.active if its first attempt had failed, counts a budget refusal,
+// and adds a "stormguard.gave_up" event to the caller's span when the call
+// failed: the reason as stormguard.outcome, the attempts made, and the
+// error.type of the last attempt's error (none when no attempt ran). It
+// ends the call span StartCall started, if any.
 func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	if o == nil {
 		return
@@ -310,7 +330,7 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	s := o.ops.Get(e.Operation)
 	o.calls.Add(ctx, 1, s.calls[min(int(e.Reason), numReasons)]...)
 	o.duration.Record(ctx, e.Duration.Seconds(), s.opRecord...)
-	if e.Attempts >= 2 {
+	if firstFailed(e) {
 		o.active.Add(ctx, -1, s.opAdd...)
 	}
 	if e.Reason == retry.ReasonBudget {
@@ -318,14 +338,39 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	}
 	if e.Err != nil {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.AddEvent("stormguard.gave_up", trace.WithAttributes(
-				AttrOperation.String(e.Operation),
-				AttrReason.String(e.Reason.String()),
-				attribute.Int("stormguard.attempts", e.Attempts),
-				attribute.String("error.message", e.Err.Error()),
-			))
+			attrs := []attribute.KeyValue{
+				s.opAttr,
+				AttrOutcome.String(e.Reason.String()),
+				AttrAttempts.Int(e.Attempts),
+			}
+			if last := lastError(e.Err); last != nil {
+				attrs = append(attrs, AttrErrorType.String(ErrorType(last)))
+			}
+			span.AddEvent("stormguard.gave_up", trace.WithAttributes(attrs...))
 		}
 	}
+	o.endCall(ctx, e)
 }
 
 var _ retry.Observer = (*Observer)(nil)
+
+// firstFailed reports whether the call that e ends had a failed first
+// attempt, that is whether AttemptEnd counted it into retries.active: it
+// made a second attempt, or it made one attempt and did not succeed. (A
+// call succeeds only after an attempt that succeeded, and one refused
+// before its first attempt ends with Attempts 0.) The count then returns
+// to zero exactly however the call ends: success, giving up before or
+// after a scheduled retry (breaker, context), panic or Abandon.
+func firstFailed(e retry.CallEnd) bool {
+	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
+}
+
+// lastError returns the last attempt's error of a call's final error (a
+// *retry.Error), or nil when no attempt failed.
+func lastError(err error) error {
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return re.Last
+	}
+	return err
+}

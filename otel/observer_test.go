@@ -126,8 +126,8 @@ func TestAttemptSpansUnderCallerSpan(t *testing.T) {
 	if got, ok := attrs(spans[0])[sgotel.AttrHTTPStatusCode]; !ok || got.AsInt64() != 503 {
 		t.Errorf("first span http.response.status_code = %v", got)
 	}
-	if got, ok := attrs(spans[1])[sgotel.AttrGRPCStatusCode]; !ok || got.AsInt64() != int64(grpccodes.Unavailable) {
-		t.Errorf("second span rpc.grpc.status_code = %v", got)
+	if got, ok := attrs(spans[1])[sgotel.AttrRPCStatusCode]; !ok || got.AsString() != "UNAVAILABLE" {
+		t.Errorf("second span rpc.response.status_code = %v", got)
 	}
 	for i, want := range []codes.Code{codes.Error, codes.Error, codes.Unset} {
 		if got := spans[i].Status().Code; got != want {
@@ -227,8 +227,8 @@ func TestBudgetAndBreaker(t *testing.T) {
 	if got := h.value(t, "stormguard.retry_budget.tokens", op("pay")); got != 2 {
 		t.Errorf("tokens = %v, want 2", got)
 	}
-	if got := h.value(t, "stormguard.breaker.state", op("pay")); got != 0 {
-		t.Errorf("breaker.state = %v, want 0", got)
+	if got := h.breakerState(t, "pay"); got != "closed" {
+		t.Errorf("breaker.state = %v, want closed", got)
 	}
 	ctx, parent := h.tp.Tracer("test").Start(context.Background(), "handler")
 	reasons := map[string]float64{}
@@ -265,16 +265,16 @@ func TestBudgetAndBreaker(t *testing.T) {
 	if got := h.value(t, "stormguard.retry_budget.tokens", op("pay")); got != bud.Available() || got != 0 {
 		t.Errorf("tokens = %v, budget has %v", got, bud.Available())
 	}
-	if got := h.value(t, "stormguard.breaker.state", op("pay")); got != 2 {
-		t.Errorf("breaker.state = %v, want 2 (open)", got)
+	if got := h.breakerState(t, "pay"); got != "open" {
+		t.Errorf("breaker.state = %v, want open", got)
 	}
 	if got := h.value(t, "stormguard.breaker.transitions", op("pay"),
 		attribute.String("from", "closed"), attribute.String("to", "open")); got != 1 {
 		t.Errorf("transitions closed->open = %v, want 1", got)
 	}
 	clk.Advance(time.Second)
-	if got := h.value(t, "stormguard.breaker.state", op("pay")); got != 1 {
-		t.Errorf("breaker.state after the open period = %v, want 1 (half-open)", got)
+	if got := h.breakerState(t, "pay"); got != "half-open" {
+		t.Errorf("breaker.state after the open period = %v, want half-open", got)
 	}
 	if got := h.value(t, "stormguard.breaker.transitions", op("pay"),
 		attribute.String("from", "open"), attribute.String("to", "half-open")); got != 1 {
@@ -289,7 +289,7 @@ func TestBudgetAndBreaker(t *testing.T) {
 		for _, e := range s.Events() {
 			if e.Name == "stormguard.gave_up" {
 				for _, kv := range e.Attributes {
-					if kv.Key == sgotel.AttrReason {
+					if kv.Key == sgotel.AttrOutcome {
 						gaveUp = append(gaveUp, kv.Value.AsString())
 					}
 				}
@@ -492,3 +492,22 @@ func TestWatchReplaceAndUnwatch(t *testing.T) {
 
 // The Observer is a queue.Observer.
 var _ queue.Observer = (*sgotel.Observer)(nil)
+
+// TestCallOutcomeValues: every reason of the core, panic and advice
+// included, is counted under its own outcome value.
+func TestCallOutcomeValues(t *testing.T) {
+	h := newHarness(t, sgotel.Config{})
+	ctx := context.Background()
+	names := []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"}
+	for r := range names {
+		h.obs.CallEnd(ctx, retry.CallEnd{Operation: "op", Attempts: 1, Reason: retry.Reason(r)})
+	}
+	for _, name := range names {
+		if got := h.value(t, "stormguard.calls", op("op"), attribute.String("outcome", name)); got != 1 {
+			t.Errorf("calls{outcome=%q} = %v, want 1", name, got)
+		}
+	}
+	if _, ok := h.point(t, "stormguard.calls", attribute.String("outcome", "unknown")); ok {
+		t.Error("a known reason was counted as unknown")
+	}
+}

@@ -35,10 +35,17 @@ type budgetWatch struct {
 
 type breakerWatch struct {
 	src         BreakerSource
-	opts        []metric.ObserveOption
+	op          attribute.KeyValue
+	states      [numStates][]metric.ObserveOption // {operation, state} per state
 	unsubscribe func()
 	once        sync.Once
 }
+
+// numStates is the number of breaker states known to this package.
+const numStates = int(breaker.Open) + 1
+
+// keyState is the state attribute of stormguard.breaker.state.
+const keyState = attribute.Key("state")
 
 func (w *breakerWatch) stop() {
 	w.once.Do(func() {
@@ -73,8 +80,10 @@ func (o *Observer) WatchBudget(operation string, b BudgetSource) (unwatch func()
 }
 
 // WatchBreaker reports b's state as the observable gauge
-// stormguard.breaker.state{operation} (0 closed, 1 half-open, 2 open), read
-// at every collection, and counts its changes in
+// stormguard.breaker.state{operation,state}, a StateSet read at every
+// collection: one point per state (closed, half-open, open), 1 for the
+// current state and 0 for the others, as the prometheus module exports
+// it. It counts its changes in
 // stormguard.breaker.transitions{operation,from,to} through b.Subscribe.
 // Watching another breaker under the same operation replaces the first
 // one. The returned function unsubscribes and stops reporting the state;
@@ -85,8 +94,11 @@ func (o *Observer) WatchBreaker(operation string, b BreakerSource) (unwatch func
 	}
 	label := o.ops.Get(operation).label
 	opAttr := keyOperation.String(label)
-	w := &breakerWatch{src: b, opts: []metric.ObserveOption{
-		metric.WithAttributeSet(attribute.NewSet(opAttr))}}
+	w := &breakerWatch{src: b, op: opAttr}
+	for st := range numStates {
+		w.states[st] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(opAttr,
+			keyState.String(breaker.State(st).String())))}
+	}
 	w.unsubscribe = b.Subscribe(func(from, to breaker.State) {
 		o.transitions.Add(context.Background(), 1, metric.WithAttributes(opAttr,
 			keyFrom.String(from.String()), keyTo.String(to.String())))
@@ -119,13 +131,23 @@ func (o *Observer) observeBudgets(_ context.Context, obs metric.Float64Observer)
 	return nil
 }
 
-// observeBreakers is the state gauge's callback.
+// observeBreakers is the state gauge's callback: a StateSet per breaker.
 func (o *Observer) observeBreakers(_ context.Context, obs metric.Int64Observer) error {
 	o.mu.Lock()
 	ws := slices.Collect(maps.Values(o.breakers))
 	o.mu.Unlock()
 	for _, w := range ws {
-		obs.Observe(int64(w.src.State()), w.opts...)
+		cur := w.src.State()
+		for st := range numStates {
+			v := int64(0)
+			if breaker.State(st) == cur {
+				v = 1
+			}
+			obs.Observe(v, w.states[st]...)
+		}
+		if int(cur) >= numStates { // a state of a newer core
+			obs.Observe(1, metric.WithAttributes(w.op, keyState.String(cur.String())))
+		}
 	}
 	return nil
 }

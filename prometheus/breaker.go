@@ -26,8 +26,11 @@ type breakerWatch struct {
 // numStates is the number of breaker states known to this package.
 const numStates = int(breaker.Open) + 1
 
-// WatchBreaker exports b's state as stormguard_breaker_state{operation},
-// read at every scrape, and counts its state changes in
+// WatchBreaker exports b's state as the StateSet
+// stormguard_breaker_state{operation,state}, read at every scrape: one
+// series per state (closed, half-open, open), 1 for the current state and
+// 0 for the others, so that stormguard_breaker_state{state="open"} == 1
+// selects open breakers. It counts its state changes in
 // stormguard_breaker_transitions_total{operation,from,to} through
 // b.Subscribe. Watching another breaker under the same operation replaces
 // the first one. The returned function unsubscribes and stops exporting

@@ -1,8 +1,12 @@
 package prometheus_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/clock/clocktest"
@@ -29,7 +33,22 @@ func TestCollectorWatchBreaker(t *testing.T) {
 	reg := registry(t, c)
 	unwatch := c.WatchBreaker("pay", b)
 
-	state := func() float64 { return value(t, reg, "stormguard_breaker_state", "operation", "pay") }
+	// state returns the state the StateSet reports, as the number of the
+	// breaker.State, after checking that it has one series per state and
+	// exactly one of them at 1.
+	state := func() float64 {
+		t.Helper()
+		cur := -1.0
+		for i, s := range []string{"closed", "half-open", "open"} {
+			switch v := value(t, reg, "stormguard_breaker_state", "operation", "pay", "state", s); {
+			case v == 1 && cur < 0:
+				cur = float64(i)
+			case v != 0:
+				t.Fatalf("breaker_state{state=%q} = %v with state %v", s, v, cur)
+			}
+		}
+		return cur
+	}
 	transitions := func(from, to string) float64 {
 		return value(t, reg, "stormguard_breaker_transitions_total", "operation", "pay", "from", from, "to", to)
 	}
@@ -88,4 +107,35 @@ func TestCollectorWatchBreaker(t *testing.T) {
 	var nilCollector *sgprom.Collector
 	nilCollector.WatchBreaker("x", b)()
 	c.WatchBreaker("x", nil)()
+}
+
+// TestBreakerStateSet is the regression test of issue 18 item 16
+// (StateSet): the state is exported as one series per state, 1 for the
+// current one, in the exposition format.
+func TestBreakerStateSet(t *testing.T) {
+	clk := clocktest.NewFake()
+	b := breaker.New(breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OpenJitter: -1, Clock: clk})
+	defer b.Close()
+	c := sgprom.New(sgprom.Config{})
+	defer c.WatchBreaker("pay", b)()
+	want := func(closed, halfOpen, open int) string {
+		return fmt.Sprintf(`
+# HELP stormguard_breaker_state Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.
+# TYPE stormguard_breaker_state gauge
+stormguard_breaker_state{operation="pay",state="closed"} %d
+stormguard_breaker_state{operation="pay",state="half-open"} %d
+stormguard_breaker_state{operation="pay",state="open"} %d
+`, closed, halfOpen, open)
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want(1, 0, 0)), "stormguard_breaker_state"); err != nil {
+		t.Error(err)
+	}
+	trip(t, b, 1)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want(0, 0, 1)), "stormguard_breaker_state"); err != nil {
+		t.Error(err)
+	}
+	clk.Advance(time.Second)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want(0, 1, 0)), "stormguard_breaker_state"); err != nil {
+		t.Error(err)
+	}
 }

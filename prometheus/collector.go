@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/internal/labels"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -62,7 +63,8 @@ type Config struct {
 // implements retry.Observer (set it as Policy.Observer) and
 // prometheus.Collector (register it with a prometheus.Registerer). Budgets
 // and breakers are attached with WatchBudget and WatchBreaker; background
-// retry queues report through QueueDropped and QueueDepth.
+// retry queues report through QueueDropped and QueueDepth (a Scheduler
+// through SchedulerObserver).
 //
 // The metrics, with the default namespace:
 //
@@ -72,9 +74,10 @@ type Config struct {
 //	stormguard_retries_active{operation}                                     gauge
 //	stormguard_retry_budget_exhausted_total{operation}                       counter
 //	stormguard_retry_budget_tokens{operation}                                gauge
-//	stormguard_breaker_state{operation}                                      gauge (0 closed, 1 half-open, 2 open)
+//	stormguard_breaker_state{operation,state}                                gauge (StateSet: 1 for the current state)
 //	stormguard_breaker_transitions_total{operation,from,to}                  counter
 //	stormguard_queue_dropped_records_total{queue}                            counter
+//	stormguard_queue_refused_total{queue}                                    counter
 //	stormguard_queue_depth{queue}                                            gauge
 //	stormguard_config_reloads_total{result="success|failure"}                counter
 //	stormguard_config_info{version}                                          gauge
@@ -84,9 +87,13 @@ type Config struct {
 // The attempts outcome label takes retry.Outcome's values (success, error,
 // permanent_error, timeout, canceled); the calls outcome label takes
 // retry.Reason's values (success, attempts, budget, breaker, permanent,
-// context, deadline). Every series of an operation is created, at zero, the
-// first time the operation is seen, so rate() and absent() behave from the
-// start.
+// context, deadline, panic, advice). stormguard_retries_active counts a
+// call from the end of its failed first attempt until it returns, so a
+// call waiting for a retry (backoff, Retry-After) is counted; it returns
+// to zero however the call ends. stormguard_breaker_state is a StateSet:
+// one series per state, 1 for the current one. Every series of an
+// operation is created, at zero, the first time the operation is seen, so
+// rate() and absent() behave from the start.
 //
 // A Collector is safe for concurrent use. Its observer methods do not
 // allocate once an operation has been seen, and a nil *Collector does
@@ -105,6 +112,7 @@ type Collector struct {
 
 	transitions   *prom.CounterVec
 	queueDropped  *prom.CounterVec
+	queueRefused  *prom.CounterVec
 	queueDepth    *prom.GaugeVec
 	configReloads *prom.CounterVec
 	configInfo    *prom.GaugeVec
@@ -174,7 +182,7 @@ func New(cfg Config) *Collector {
 			"Duration of whole calls, every attempt and wait included, in seconds.",
 			"operation"),
 		activeDesc: desc("retries_active",
-			"Calls currently past their first attempt (running or waiting for a retry).",
+			"Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.",
 			"operation"),
 		budgetExhaustedDesc: desc("retry_budget_exhausted_total",
 			"Calls that stopped because the retry budget refused a retry.",
@@ -183,13 +191,16 @@ func New(cfg Config) *Collector {
 			"Retries the retry budget would grant now (tokens), read at scrape time.",
 			"operation"),
 		breakerState: desc("breaker_state",
-			"Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.",
-			"operation"),
+			"Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.",
+			"operation", "state"),
 		transitions: prom.NewCounterVec(prom.CounterOpts(opts("breaker_transitions_total",
 			"Circuit breaker state changes, by previous and new state.")),
 			[]string{"operation", "from", "to"}),
 		queueDropped: prom.NewCounterVec(prom.CounterOpts(opts("queue_dropped_records_total",
 			"Records a background retry queue dropped.")),
+			[]string{"queue"}),
+		queueRefused: prom.NewCounterVec(prom.CounterOpts(opts("queue_refused_total",
+			"Tasks a background retry Scheduler refused because it had MaxPending tasks; the caller kept them.")),
 			[]string{"queue"}),
 		queueDepth: prom.NewGaugeVec(prom.GaugeOpts(opts("queue_depth",
 			"Records waiting in a background retry queue.")),
@@ -210,6 +221,7 @@ func New(cfg Config) *Collector {
 	c.queues = labels.New(maxOps, func(label string) *queueMetrics {
 		return &queueMetrics{
 			dropped: c.queueDropped.WithLabelValues(label),
+			refused: c.queueRefused.WithLabelValues(label),
 			depth:   c.queueDepth.WithLabelValues(label),
 		}
 	}, nil)
@@ -230,6 +242,7 @@ func (c *Collector) Describe(ch chan<- *prom.Desc) {
 	ch <- c.breakerState
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
+	c.queueRefused.Describe(ch)
 	c.queueDepth.Describe(ch)
 	c.configReloads.Describe(ch)
 	c.configInfo.Describe(ch)
@@ -246,12 +259,22 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 	budgets := slices.Collect(maps.Values(c.budgets))
 	breakers := slices.Collect(maps.Values(c.breakers))
 	c.mu.Unlock()
-	gauges := make([]prom.Metric, 0, len(budgets)+len(breakers))
+	gauges := make([]prom.Metric, 0, len(budgets)+numStates*len(breakers))
 	for _, w := range budgets {
 		gauges = append(gauges, prom.MustNewConstMetric(c.budgetTokens, prom.GaugeValue, w.src.Available(), w.op))
 	}
 	for _, w := range breakers {
-		gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, float64(w.src.State()), w.op))
+		st := w.src.State()
+		for s := range numStates {
+			v := 0.0
+			if breaker.State(s) == st {
+				v = 1
+			}
+			gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, v, w.op, breaker.State(s).String()))
+		}
+		if int(st) >= numStates { // a state of a newer core
+			gauges = append(gauges, prom.MustNewConstMetric(c.breakerState, prom.GaugeValue, 1, w.op, st.String()))
+		}
 	}
 
 	for _, m := range c.ops.Values() {
@@ -259,6 +282,7 @@ func (c *Collector) Collect(ch chan<- prom.Metric) {
 	}
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
+	c.queueRefused.Collect(ch)
 	c.queueDepth.Collect(ch)
 	c.configReloads.Collect(ch)
 	c.configInfo.Collect(ch)

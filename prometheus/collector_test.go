@@ -56,11 +56,13 @@ stormguard_attempts_total{attempt_kind="retry",operation="get",outcome="success"
 stormguard_attempts_total{attempt_kind="retry",operation="get",outcome="timeout"} 0
 # HELP stormguard_calls_total Calls that returned, by outcome: success or the reason the call gave up.
 # TYPE stormguard_calls_total counter
+stormguard_calls_total{operation="get",outcome="advice"} 0
 stormguard_calls_total{operation="get",outcome="attempts"} 1
 stormguard_calls_total{operation="get",outcome="breaker"} 0
 stormguard_calls_total{operation="get",outcome="budget"} 0
 stormguard_calls_total{operation="get",outcome="context"} 0
 stormguard_calls_total{operation="get",outcome="deadline"} 0
+stormguard_calls_total{operation="get",outcome="panic"} 0
 stormguard_calls_total{operation="get",outcome="permanent"} 1
 stormguard_calls_total{operation="get",outcome="success"} 1
 # HELP stormguard_call_duration_seconds Duration of whole calls, every attempt and wait included, in seconds.
@@ -81,7 +83,7 @@ stormguard_call_duration_seconds_bucket{operation="get",le="60"} 3
 stormguard_call_duration_seconds_bucket{operation="get",le="+Inf"} 3
 stormguard_call_duration_seconds_sum{operation="get"} 0.5078125
 stormguard_call_duration_seconds_count{operation="get"} 3
-# HELP stormguard_retries_active Calls currently past their first attempt (running or waiting for a retry).
+# HELP stormguard_retries_active Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.
 # TYPE stormguard_retries_active gauge
 stormguard_retries_active{operation="get"} 0
 # HELP stormguard_retry_budget_exhausted_total Calls that stopped because the retry budget refused a retry.
@@ -244,6 +246,21 @@ func TestCollectorGiveUpReasons(t *testing.T) {
 			reason: "deadline", attemptKind: "first", outcome: "error",
 		},
 		{
+			name: "advice",
+			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
+				p.MaxRetryAfter = time.Second
+				return context.Background(), scripted(clk, step{0, retry.After(errTransient, time.Minute)})
+			},
+			reason: "advice", attemptKind: "first", outcome: "error",
+		},
+		{
+			name: "panic",
+			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
+				return context.Background(), nil // driven through retry.Call below
+			},
+			reason: "panic", attemptKind: "first", outcome: "error",
+		},
+		{
 			name: "timeout",
 			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
 				p.MaxAttempts = 1
@@ -260,9 +277,13 @@ func TestCollectorGiveUpReasons(t *testing.T) {
 			reg := registry(t, c)
 			p := newPolicy("op", clk, c)
 			ctx, op := tt.setup(p, clk)
-			_, _ = retry.Do(ctx, p, op)
+			if op == nil {
+				panicInAttempt(t, ctx, p)
+			} else {
+				_, _ = retry.Do(ctx, p, op)
+			}
 
-			for _, reason := range []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline"} {
+			for _, reason := range []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"} {
 				want := 0.0
 				if reason == tt.reason {
 					want = 1
@@ -363,8 +384,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 12 {
-		t.Errorf("Describe sent %d descriptors, want 12 (the ten of DESIGN.md and the two config metrics)", n)
+	if n != 13 {
+		t.Errorf("Describe sent %d descriptors, want 13 (the ten of DESIGN.md, the two config metrics and queue_refused_total)", n)
 	}
 }
 
@@ -492,3 +513,27 @@ func TestCollectorDeclaredOperationsAndUnknownValues(t *testing.T) {
 
 // The Collector is a queue.Observer.
 var _ queue.Observer = (*sgprom.Collector)(nil)
+
+// panicInAttempt runs one call under p whose first attempt panics, as an
+// adapter reports it (retry.Call.Panic, then the panic goes on), and
+// recovers the panic.
+func panicInAttempt(t *testing.T, ctx context.Context, p *retry.Policy) {
+	t.Helper()
+	call := retry.NewCall(ctx, p)
+	a, err := call.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if v := recover(); v != "boom" {
+			t.Errorf("recovered %v, want boom", v)
+		}
+	}()
+	defer func() {
+		if v := recover(); v != nil {
+			call.Panic(&a, v)
+			panic(v)
+		}
+	}()
+	panic("boom")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	sgprom "github.com/stormguard/stormguard/prometheus"
+	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -65,4 +66,38 @@ func Example() {
 	// stormguard_attempts_total{attempt_kind="retry",operation="inventory.get",outcome="success"} 1
 	// stormguard_calls_total{operation="inventory.get",outcome="success"} 1
 	// stormguard_retry_budget_tokens{operation="inventory.get"} 9
+}
+
+// A Scheduler reports through SchedulerObserver: the task it refuses at
+// MaxPending, which the caller keeps, is a refusal, not a dropped record.
+func ExampleCollector_SchedulerObserver() {
+	metrics := sgprom.New(sgprom.Config{})
+	gate := make(chan struct{})
+	s := queue.NewScheduler(queue.SchedulerConfig{
+		Name:       "emails",
+		Workers:    1,
+		MaxPending: 1,
+		Policy:     &retry.Policy{MaxAttempts: 1},
+		Observer:   metrics.SchedulerObserver(),
+	})
+	send := func(context.Context) error { <-gate; return nil }
+	fmt.Println("first accepted:", s.Submit(send, nil))
+	fmt.Println("second accepted:", s.Submit(send, nil)) // the caller keeps it
+	close(gate)
+	_, _ = s.Close(context.Background())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics)
+	families, _ := reg.Gather()
+	for _, f := range families {
+		switch f.GetName() {
+		case "stormguard_queue_refused_total", "stormguard_queue_dropped_records_total":
+			fmt.Println(f.GetName(), f.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	// Output:
+	// first accepted: true
+	// second accepted: false
+	// stormguard_queue_dropped_records_total 0
+	// stormguard_queue_refused_total 1
 }

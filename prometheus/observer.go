@@ -8,16 +8,15 @@ import (
 
 var _ retry.Observer = (*Collector)(nil)
 
-// AttemptStart counts a call into stormguard_retries_active when its second
-// attempt starts. It returns ctx unchanged.
-func (c *Collector) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
-	if c != nil && e.Attempt == 2 {
-		c.ops.Get(e.Operation).active.Add(1)
-	}
+// AttemptStart returns ctx unchanged.
+func (c *Collector) AttemptStart(ctx context.Context, _ retry.AttemptStart) context.Context {
 	return ctx
 }
 
-// AttemptEnd counts the attempt in stormguard_attempts_total.
+// AttemptEnd counts the attempt in stormguard_attempts_total, and counts
+// a call whose first attempt failed into stormguard_retries_active: from
+// then on it decides to retry, waits for a retry (backoff, Retry-After) or
+// runs one, until CallEnd.
 func (c *Collector) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	if c == nil {
 		return
@@ -30,7 +29,11 @@ func (c *Collector) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	if o >= numOutcomes {
 		o = numOutcomes // unknown
 	}
-	c.ops.Get(e.Operation).attempts[kind][o].Add(1)
+	m := c.ops.Get(e.Operation)
+	m.attempts[kind][o].Add(1)
+	if e.Attempt == 1 && e.Outcome != retry.OutcomeSuccess {
+		m.active.Add(1)
+	}
 }
 
 // RetryScheduled does nothing: the retry shows in
@@ -39,7 +42,7 @@ func (c *Collector) RetryScheduled(context.Context, retry.RetryScheduled) {}
 
 // CallEnd counts the call in stormguard_calls_total and
 // stormguard_call_duration_seconds, takes it out of
-// stormguard_retries_active if it had retried, and counts a budget refusal
+// stormguard_retries_active if its first attempt had failed, and counts a budget refusal
 // in stormguard_retry_budget_exhausted_total.
 func (c *Collector) CallEnd(_ context.Context, e retry.CallEnd) {
 	if c == nil {
@@ -52,12 +55,21 @@ func (c *Collector) CallEnd(_ context.Context, e retry.CallEnd) {
 	}
 	m.calls[r].Add(1)
 	m.duration.observe(e.Duration)
-	// A call's second attempt started (AttemptStart counted it) exactly
-	// when it ends having made at least two attempts.
-	if e.Attempts >= 2 {
+	if firstFailed(e) {
 		m.active.Add(-1)
 	}
 	if e.Reason == retry.ReasonBudget {
 		m.budgetExhausted.Add(1)
 	}
+}
+
+// firstFailed reports whether the call that e ends had a failed first
+// attempt, that is whether AttemptEnd counted it into retries_active: it
+// made a second attempt, or it made one attempt and did not succeed. (A
+// call succeeds only after an attempt that succeeded, and one refused
+// before its first attempt ends with Attempts 0.) The count then returns
+// to zero exactly however the call ends: success, giving up before or
+// after a scheduled retry (breaker, context), panic or Abandon.
+func firstFailed(e retry.CallEnd) bool {
+	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
 }

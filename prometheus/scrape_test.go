@@ -210,16 +210,18 @@ func TestScrapeEndToEnd(t *testing.T) {
 		t.Fatalf("outage did not exhaust the budget and open the breaker: %v", reasons)
 	}
 	expected := fmt.Sprintf(`
-# HELP stormguard_breaker_state Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.
+# HELP stormguard_breaker_state Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.
 # TYPE stormguard_breaker_state gauge
-stormguard_breaker_state{operation="inventory.get"} 2
+stormguard_breaker_state{operation="inventory.get",state="closed"} 0
+stormguard_breaker_state{operation="inventory.get",state="half-open"} 0
+stormguard_breaker_state{operation="inventory.get",state="open"} 1
 # HELP stormguard_retry_budget_tokens Retries the retry budget would grant now (tokens), read at scrape time.
 # TYPE stormguard_retry_budget_tokens gauge
 stormguard_retry_budget_tokens{operation="inventory.get"} %v
 # HELP stormguard_retry_budget_exhausted_total Calls that stopped because the retry budget refused a retry.
 # TYPE stormguard_retry_budget_exhausted_total counter
 stormguard_retry_budget_exhausted_total{operation="inventory.get"} %d
-# HELP stormguard_retries_active Calls currently past their first attempt (running or waiting for a retry).
+# HELP stormguard_retries_active Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.
 # TYPE stormguard_retries_active gauge
 stormguard_retries_active{operation="inventory.get"} 0
 `, bud.Available(), reasons["budget"])
@@ -243,9 +245,11 @@ stormguard_retries_active{operation="inventory.get"} 0
 		calls += n
 	}
 	expected = fmt.Sprintf(`
-# HELP stormguard_breaker_state Circuit breaker state, read at scrape time: 0 closed, 1 half-open, 2 open.
+# HELP stormguard_breaker_state Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.
 # TYPE stormguard_breaker_state gauge
-stormguard_breaker_state{operation="inventory.get"} 0
+stormguard_breaker_state{operation="inventory.get",state="closed"} 1
+stormguard_breaker_state{operation="inventory.get",state="half-open"} 0
+stormguard_breaker_state{operation="inventory.get",state="open"} 0
 # HELP stormguard_breaker_transitions_total Circuit breaker state changes, by previous and new state.
 # TYPE stormguard_breaker_transitions_total counter
 stormguard_breaker_transitions_total{from="closed",operation="inventory.get",to="half-open"} 0
@@ -256,11 +260,13 @@ stormguard_breaker_transitions_total{from="open",operation="inventory.get",to="c
 stormguard_breaker_transitions_total{from="open",operation="inventory.get",to="half-open"} 1
 # HELP stormguard_calls_total Calls that returned, by outcome: success or the reason the call gave up.
 # TYPE stormguard_calls_total counter
+stormguard_calls_total{operation="inventory.get",outcome="advice"} 0
 stormguard_calls_total{operation="inventory.get",outcome="attempts"} %d
 stormguard_calls_total{operation="inventory.get",outcome="breaker"} %d
 stormguard_calls_total{operation="inventory.get",outcome="budget"} %d
 stormguard_calls_total{operation="inventory.get",outcome="context"} 0
 stormguard_calls_total{operation="inventory.get",outcome="deadline"} 0
+stormguard_calls_total{operation="inventory.get",outcome="panic"} 0
 stormguard_calls_total{operation="inventory.get",outcome="permanent"} 0
 stormguard_calls_total{operation="inventory.get",outcome="success"} %d
 `, reasons["attempts"], reasons["breaker"], reasons["budget"], reasons["success"])
