@@ -2,6 +2,7 @@ package otel
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -16,8 +17,9 @@ const (
 
 // The result attribute sets of stormguard.config.reloads, built once.
 var (
-	reloadSuccess = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(keyResult.String("success")))}
-	reloadFailure = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(keyResult.String("failure")))}
+	reloadSuccess    = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(keyResult.String("success")))}
+	reloadFailure    = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(keyResult.String("failure")))}
+	reloadWatchError = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(keyResult.String("watch_error")))}
 )
 
 // ConfigReload implements the config package's ReloadObserver, as the
@@ -32,7 +34,12 @@ func (o *Observer) ConfigReload(version string, err error) {
 		return
 	}
 	if err != nil {
-		o.configReloads.Add(context.Background(), 1, reloadFailure...)
+		opts := reloadFailure
+		var r interface{ ReloadResult() string }
+		if errors.As(err, &r) && r.ReloadResult() == "watch_error" {
+			opts = reloadWatchError
+		}
+		o.configReloads.Add(context.Background(), 1, opts...)
 		return
 	}
 	o.configReloads.Add(context.Background(), 1, reloadSuccess...)

@@ -40,7 +40,8 @@ func TestConfigReload(t *testing.T) {
 	if _, ok := h.point(t, "stormguard.config.info", attribute.String("version", "aaaaaaaaaaaa")); ok {
 		t.Error("the previous version is still reported")
 	}
-	for result, want := range map[string]float64{"success": 2, "failure": 1} {
+	ro.ConfigReload("", watchErr{})
+	for result, want := range map[string]float64{"success": 2, "failure": 1, "watch_error": 1} {
 		if got := h.value(t, "stormguard.config.reloads", attribute.String("result", result)); got != want {
 			t.Errorf("config.reloads{%s} = %v, want %v", result, got, want)
 		}
@@ -48,3 +49,9 @@ func TestConfigReload(t *testing.T) {
 	var nilObs *sgotel.Observer
 	any(nilObs).(reloadObserver).ConfigReload("x", nil) // a nil Observer does nothing
 }
+
+// watchErr stands for config's watcher error: it names its result label.
+type watchErr struct{}
+
+func (watchErr) Error() string        { return "config: file watcher error: overflow" }
+func (watchErr) ReloadResult() string { return "watch_error" }

@@ -205,7 +205,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithInt64Callback(o.observeBreakers))
 	add(err)
 	o.configReloads, err = m.Int64Counter(name("config.reloads"), metric.WithUnit("{reload}"),
-		metric.WithDescription("Policy files applied (result=\"success\") or rejected (result=\"failure\"), the old policies serving on."))
+		metric.WithDescription("Policy files applied (result=\"success\") or rejected (result=\"failure\", the old policies serving on), and file watcher errors (result=\"watch_error\", a reload from disk follows)."))
 	add(err)
 	_, err = m.Int64ObservableGauge(name("config.info"),
 		metric.WithDescription("1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version."),

@@ -206,7 +206,7 @@ func New(cfg Config) *Collector {
 			"Records waiting in a background retry queue.")),
 			[]string{"queue"}),
 		configReloads: prom.NewCounterVec(prom.CounterOpts(opts("config_reloads_total",
-			"Policy files applied (result=\"success\") or rejected (result=\"failure\"), the old policies serving on.")),
+			"Policy files applied (result=\"success\") or rejected (result=\"failure\", the old policies serving on), and file watcher errors (result=\"watch_error\", a reload from disk follows).")),
 			[]string{"result"}),
 		configInfo: prom.NewGaugeVec(prom.GaugeOpts(opts("config_info",
 			"1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version.")),
