@@ -19,17 +19,18 @@ const DefaultMaxReplayBytes = 256 << 10
 // Options tunes the interceptors. The zero value is the documented default
 // for every field; pass at most one Options to UnaryClientInterceptor or
 // StreamClientInterceptor.
+//
+// A method is retried after its request may have reached a server only
+// when it is declared idempotent: listed in IdempotentMethods, part of a
+// service listed in IdempotentServices, declared NO_SIDE_EFFECTS or
+// IDEMPOTENT by its proto idempotency_level (read from ProtoFiles), or
+// accepted by Idempotent — and not listed in NonIdempotent, which
+// overrides all of them. Any other method is attempted once, and again
+// only when the failure proves that the request never reached a server
+// (see the package documentation). The zero Options therefore retries,
+// once they may have reached the server, only the methods whose protos
+// declare them safe to repeat.
 type Options struct {
-	// A method is retried after its request may have reached a server only
-	// when it is declared idempotent: listed in IdempotentMethods, part of
-	// a service listed in IdempotentServices, declared NO_SIDE_EFFECTS or
-	// IDEMPOTENT by its proto idempotency_level (read from ProtoFiles), or
-	// accepted by Idempotent — and not listed in NonIdempotent, which
-	// overrides all of them. Any other method is attempted once, and again
-	// only when the failure proves that the request never reached a server
-	// (see the package documentation). The zero Options therefore retries
-	// only what the protos declare safe to repeat.
-
 	// IdempotentMethods lists full method names ("/package.Service/Method")
 	// that may be sent more than once.
 	IdempotentMethods []string

@@ -14,8 +14,10 @@ import (
 )
 
 // StreamClientInterceptor returns an interceptor that retries streaming
-// calls under p (nil: the zero Policy) while no response message has been
-// received, replaying the messages the client sent. Pass at most one
+// calls under p (nil: the zero Policy, so retry.DefaultMaxAttempts
+// attempts) while the stream is not committed, replaying the messages the
+// client sent. Only methods declared idempotent (see Options) are retried
+// once the stream has been created. Pass at most one
 // Options; a second one panics.
 //
 // The stream's attempts go through the same checks as retry.Do, made by

@@ -11,9 +11,14 @@ import (
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
-// under p (nil: the zero Policy), classifying failures by status code and
-// honouring server pushback. See the package documentation for the rules.
-// Pass at most one Options; a second one panics.
+// under p (nil: the zero Policy, so retry.DefaultMaxAttempts attempts),
+// classifying failures by status code and honouring server pushback. Only
+// methods declared idempotent (see Options) are retried once the request
+// may have reached the server, and a call whose server sent response
+// headers is committed: its failure is final (gRFC A6). grpc.OnFinish
+// callbacks among the call options run once per call, with its error. See
+// the package documentation for the rules. Pass at most one Options; a
+// second one panics.
 //
 // Each call runs retry.Run with a copy of p whose Backoff also obeys server
 // pushback and whose Classify is replaced by the gRPC rules of Options, so
