@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 )
 
 // halfOpen returns a breaker that is half-open on f, admitting one probe.
@@ -35,9 +36,14 @@ type panicStream struct{ grpc.ClientStream }
 
 func (panicStream) RecvMsg(any) error { panic("inner RecvMsg") }
 
+// panicHeader wraps a stream whose Header panics.
+type panicHeader struct{ grpc.ClientStream }
+
+func (panicHeader) Header() (metadata.MD, error) { panic("inner Header") }
+
 // TestStreamPanicReleasesProbe (issue 17 item 1): code of the caller's that
 // panics inside a stream attempt — an inner interceptor's streamer, an
-// inner stream's RecvMsg, the Retryable classifier — ends the attempt as
+// inner stream's RecvMsg or Header, the Retryable classifier — ends the attempt as
 // failed through retry.Call.Panic before the panic goes on, so the
 // half-open breaker's probe permit is released (the breaker reopens)
 // instead of being held forever, and the Observer hears ReasonPanic.
@@ -50,6 +56,7 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 	}{
 		{name: "inner streamer", inner: "streamer"},
 		{name: "inner RecvMsg", inner: "recv"},
+		{name: "inner Header", inner: "header"},
 		{name: "Retryable", o: Options{Retryable: func(codes.Code) bool { panic("classifier") }}, script: []outcome{{code: codes.Unavailable}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -64,8 +71,12 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 					panic("inner streamer")
 				}
 				cs, err := streamer(ctx, desc, cc, method, opts...)
-				if c.inner == "recv" && err == nil {
+				switch {
+				case err != nil:
+				case c.inner == "recv":
 					cs = panicStream{cs}
+				case c.inner == "header":
+					cs = panicHeader{cs}
 				}
 				return cs, err
 			}
@@ -80,8 +91,12 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 				if stream, err = client.StreamingOutputCall(ctx, outputRequest(1)); err != nil {
 					t.Fatalf("NewStream: %v", err)
 				}
-				_, err = stream.Recv()
-				t.Fatalf("Recv returned %v instead of panicking", err)
+				if c.inner == "header" {
+					_, err = stream.Header()
+				} else {
+					_, err = stream.Recv()
+				}
+				t.Fatalf("the stream returned %v instead of panicking", err)
 				return nil
 			}()
 			if v == nil {

@@ -240,15 +240,31 @@ func (s *clientStream) recoverPanic() {
 	if v == nil {
 		return
 	}
-	s.panicked(v)
+	s.panicked(v, nil)
 	panic(v)
 }
 
-func (s *clientStream) panicked(v any) {
+// recoverPanicOf is recoverPanic for code that ran on attempt a only: if
+// a has ended meanwhile (another goroutine moved the call on), the panic
+// goes on without ending the attempt that followed.
+func (s *clientStream) recoverPanicOf(a *retry.Attempt) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.panicked(v, a)
+	panic(v)
+}
+
+func (s *clientStream) panicked(v any, of *retry.Attempt) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	s.mu.Lock()
 	finished, live := s.finished, s.live
+	if of != nil && live != of {
+		s.mu.Unlock()
+		return
+	}
 	s.live = nil
 	s.mu.Unlock()
 	if finished {
@@ -447,10 +463,10 @@ func (s *clientStream) attemptOver(cur grpc.ClientStream, st *retry.Attempt, err
 // stream: the caller has seen this attempt's. (Headers read from an attempt
 // that has already failed, while RecvMsg retries, commit nothing.)
 func (s *clientStream) Header() (metadata.MD, error) {
-	defer s.recoverPanic()
 	s.mu.Lock()
-	cur := s.cur
+	cur, st := s.cur, s.step
 	s.mu.Unlock()
+	defer s.recoverPanicOf(st)
 	md, err := cur.Header()
 	if err == nil && md != nil {
 		s.mu.Lock()
