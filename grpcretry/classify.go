@@ -25,7 +25,7 @@ type attemptResult struct {
 func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *pushbackBackoff) error {
 	timedOut := ctx.Err() == nil && actx.Err() != nil
 	ae := newAttemptError(r.err, timedOut)
-	ae.NotSent = r.notSent
+	ae.NotSent, ae.Committed = r.notSent, r.committed
 	ae.Pushback, ae.HasPushback = ParsePushback(r.trailer[PushbackKey])
 	if ctx.Err() != nil {
 		return ae // the caller gave up; the loop stops on its own

@@ -4,10 +4,11 @@
 // pushback, and an Observer that sees every attempt.
 //
 //	p := &retry.Policy{Operation: "inventory", MaxAttempts: 4, AttemptTimeout: time.Second, Budget: b, Breaker: br}
+//	o := grpcretry.Options{IdempotentServices: []string{"shop.Inventory"}} // or idempotency_level in the proto
 //	conn, err := grpc.NewClient(target,
 //		grpc.WithDisableRetry(), // this package retries; grpc-go must not as well
-//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p)),
-//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p)),
+//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, o)),
+//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p, o)),
 //	)
 //
 // # What is retried
@@ -41,40 +42,72 @@
 // sees the earlier of the two as its grpc-timeout; the caller's deadline
 // also stops retries whose wait cannot fit before it.
 //
-// # Idempotency
+// # Idempotency: unsafe methods are sent once
 //
-// Every method is taken as idempotent unless Options.NonIdempotent lists it
-// or Options.Idempotent says otherwise (IdempotentByProto reads the
-// methods' idempotency_level). A method that is not idempotent is attempted
-// once, unless the failure proves that the request never reached a server:
-// for a unary call, the attempt was never given a transport (no peer: the
-// connection was refused or never ready, and the call failed fast); for a
-// stream, the stream could not be created. Below the interceptor, grpc-go
-// itself retries, transparently and even with grpc.WithDisableRetry, a
-// stream that it could not start on a transport or that the server provably
-// did not process (refused, or cut by GOAWAY before it was read) on the
-// call's first attempt; those retries are invisible here, and a failure
-// after the request reached a transport is final for such a method.
+// A method is retried after its request may have reached a server only
+// when it is declared idempotent: by its proto idempotency_level
+// (NO_SIDE_EFFECTS or IDEMPOTENT, read from the registered descriptors,
+// Options.ProtoFiles), by name (Options.IdempotentMethods), by service
+// (Options.IdempotentServices: the explicit opt-in of owners who want every
+// method retried, as a service config's retryPolicy does), or by
+// Options.Idempotent; Options.NonIdempotent overrides them all. Any other
+// method is attempted once, unless the failure proves that the request
+// never reached a server: for a unary call, the attempt was never given a
+// transport (no peer: the connection was refused or never ready, and the
+// call failed fast); for a stream, the stream could not be created. Below
+// the interceptor, grpc-go itself retries, transparently and even with
+// grpc.WithDisableRetry, a stream that it could not start on a transport or
+// that the server provably did not process (refused, or cut by GOAWAY
+// before it was read) on the call's first attempt; those retries are
+// invisible here, and a failure after the request reached a transport is
+// final for such a method.
+//
+// # Commit on response headers (gRFC A6)
+//
+// Once the server has sent response headers — any response that is not
+// Trailers-Only: headers sent with grpc.SendHeader, set with grpc.SetHeader,
+// or sent with a first message — the call is committed: its failure is
+// final, whatever its code, as with grpc-go's own retries. This holds for
+// unary calls (read through a grpc.Header call option of the
+// interceptor's) and for streams (read from the failed attempt), whether
+// or not the caller looked at the headers. AttemptError.Committed reports
+// it.
 //
 // # Streams
 //
-// A stream is retried while no response message has been received: the
-// interceptor keeps every message the client sent (up to
-// Options.MaxReplayBytes, 256 KiB by default, measured with proto.Size) and,
-// when the stream fails with a retryable status, opens a new one and sends
-// them again, followed by CloseSend if the client had closed. Past the
-// limit, or once a response message, headers (Header) or the stream's
-// Context have been seen, the stream is committed and its failure is final.
-// A send that fails while the stream may still be retried returns nil: the
-// message is kept, and RecvMsg reports the outcome. Messages must not be
-// modified after SendMsg (grpc-go's rule too).
+// A stream is retried while it is not committed: the interceptor keeps
+// every message the client sent (up to Options.MaxReplayBytes, 256 KiB by
+// default, measured with proto.Size) and, when the stream fails with a
+// retryable status, opens a new one and sends them again, followed by
+// CloseSend if the client had closed. Response headers, a response
+// message, or messages past the limit commit the stream, and its failure
+// is final. A send that fails while the stream may still be retried
+// returns nil: the message is kept, and RecvMsg reports the outcome.
+// Messages must not be modified after SendMsg (grpc-go's rule too).
+//
+// The stream's Context is the call's: the caller's values, done when the
+// caller's context is or when the call has ended. Unlike grpc-go's, it does
+// not commit the stream, so middleware may log from it without turning
+// retries off; once the stream is committed, its values are the committed
+// attempt's (peer.FromContext finds that attempt's server).
 //
 // A stream's attempts are driven through the same checks as retry.Do, in
 // the same order — MaxAttempts, deadline, breaker, budget, AttemptTimeout,
 // Observer — one attempt per underlying stream, reported when that stream
 // ends (or when the caller's context ends, for a stream its caller
 // abandons). Policy.AttemptTimeout bounds every stream attempt, a
-// long-lived one too: give long streams a Policy of their own.
+// long-lived one too: give long streams a Policy of their own. When code
+// of the caller's panics inside an attempt — an inner interceptor or
+// stream, an Options callback — the attempt ends as failed for the
+// breaker (a half-open probe is released), the budget and the Observer
+// (retry.Call.Panic, ReasonPanic) before the panic goes on; the stream then
+// returns a retry.ErrPanicked error from every method.
+//
+// # Call options
+//
+// The caller's call options reach every attempt, except grpc.OnFinish:
+// its callbacks run once, when the call ends, with the call's error.
+// grpc.Header, grpc.Trailer and grpc.Peer describe the last attempt.
 //
 // # Errors and observation
 //
@@ -98,10 +131,12 @@
 // is the storm this library exists to prevent. With these interceptors,
 // dial with grpc.WithDisableRetry() (or give the service config no
 // retryPolicy); grpc-go's transparent retry of unprocessed streams stays on
-// either way and is harmless. Prefer the interceptors when the Budget,
-// Breaker, Observer or deadline rules must be shared with other clients
-// (HTTP through httpretry, code through retry.Do); prefer the service
-// config when the retry policy must be pushed to clients by the server's
-// owners through name resolution. grpc-go's hedging has no counterpart
-// here.
+// either way and is harmless. The README's migration section maps every
+// field of a retryPolicy to a Policy and Options; tests compare the
+// interceptors' attempts with grpc-go's on one server. Prefer the
+// interceptors when the Budget, Breaker, Observer or deadline rules must be
+// shared with other clients (HTTP through httpretry, code through
+// retry.Do); prefer the service config when the retry policy must be
+// pushed to clients by the server's owners through name resolution.
+// grpc-go's hedging has no counterpart here.
 package grpcretry

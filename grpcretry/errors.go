@@ -33,6 +33,11 @@ type AttemptError struct {
 	// idempotent, or the stream could not be created), so that even a method
 	// that is not idempotent may be retried.
 	NotSent bool
+	// Committed reports that the attempt could not be retried whatever its
+	// code: the server had sent response headers (a response that is not
+	// Trailers-Only, gRFC A6), or, for a stream, a response message had
+	// been received, the replay limit passed or the client failed a send.
+	Committed bool
 
 	err error // what the invoker or stream returned
 }

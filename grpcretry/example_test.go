@@ -40,13 +40,18 @@ func Example() {
 		Observer:       codePrinter{}, // in production: the prometheus or otel Observer
 		// Budget and Breaker: shared by every client of this downstream.
 	}
+	// Only methods declared idempotent are retried once they may have
+	// reached the server: by proto idempotency_level (read by default), by
+	// name, or, as here, a whole service whose owners want it retried.
+	opts := grpcretry.Options{
+		IdempotentServices: []string{"grpc.testing.TestService"},
+		MaxReplayBytes:     64 << 10,
+	}
 	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableRetry(), // the interceptors retry; grpc-go must not as well
-		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy)),
-		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, grpcretry.Options{
-			MaxReplayBytes: 64 << 10,
-		})),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy, opts)),
+		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, opts)),
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -154,12 +159,12 @@ func ExampleParsePushback() {
 }
 
 func ExampleIdempotentByProto() {
-	// Methods declared with option idempotency_level = NO_SIDE_EFFECTS or
-	// IDEMPOTENT are retried; the others are sent once (unless provably not
-	// sent at all).
+	// The interceptors read idempotency_level from Options.ProtoFiles
+	// already; IdempotentByProto asks a second registry (here the global
+	// one, for the example's sake).
 	opts := grpcretry.Options{
 		Idempotent:    grpcretry.IdempotentByProto(nil),
-		NonIdempotent: []string{"/shop.Orders/Place"}, // checked first
+		NonIdempotent: []string{"/shop.Orders/Place"}, // overrides every declaration
 	}
 	_ = grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3}, opts)
 	fmt.Println(opts.Idempotent("/grpc.testing.TestService/UnaryCall"))

@@ -34,6 +34,7 @@ type outcome struct {
 	recv     int        // streaming input/duplex: messages read before failing (0: until EOF)
 	block    bool       // wait for the call's context to end
 	header   bool       // send headers ("attempt": n) before failing
+	set      bool       // set headers with grpc.SetHeader (sent with the status, not Trailers-Only)
 }
 
 // server is grpc-go's interop TestService, scripted: each attempt, of any
@@ -84,6 +85,11 @@ func (s *server) begin(ctx context.Context) (int, outcome) {
 
 // fail ends an attempt as scripted; nil for success.
 func (s *server) fail(ctx context.Context, n int, o outcome) error {
+	if o.set {
+		if err := grpc.SetHeader(ctx, metadata.Pairs("attempt", strconv.Itoa(n))); err != nil {
+			return err
+		}
+	}
 	if o.header {
 		if err := grpc.SendHeader(ctx, metadata.Pairs("attempt", strconv.Itoa(n))); err != nil {
 			return err
@@ -129,6 +135,17 @@ func (s *server) record(n int, body []byte) {
 	s.mu.Lock()
 	s.received[n-1] = append(s.received[n-1], string(body))
 	s.mu.Unlock()
+}
+
+// reset starts the server over with a new script.
+func (s *server) reset(script ...outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script, s.attempts = script, 0
+	s.prev, s.left, s.received = nil, nil, nil
+	for len(s.started) > 0 {
+		<-s.started
+	}
 }
 
 func (s *server) stats() (attempts int, prev []string, left []time.Duration, received [][]string) {
@@ -247,8 +264,24 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) testpb.TestService
 	return testpb.NewTestServiceClient(conn)
 }
 
-// dialRetry connects with both interceptors under p and o.
+// testService is the interop service's name, as IdempotentServices takes it.
+const testService = "grpc.testing.TestService"
+
+// dialRetry connects with both interceptors under p and o. Unless o
+// declares idempotency of its own (Idempotent, IdempotentMethods,
+// IdempotentServices), the whole test service is declared idempotent, as
+// most tests are about what is retried when retrying is safe;
+// dialRetryAsIs does not add that.
 func dialRetry(t testing.TB, addr string, p *retry.Policy, o Options) testpb.TestServiceClient {
+	t.Helper()
+	if o.Idempotent == nil && o.IdempotentMethods == nil && o.IdempotentServices == nil {
+		o.IdempotentServices = []string{testService}
+	}
+	return dialRetryAsIs(t, addr, p, o)
+}
+
+// dialRetryAsIs connects with both interceptors under p and o, unchanged.
+func dialRetryAsIs(t testing.TB, addr string, p *retry.Policy, o Options) testpb.TestServiceClient {
 	t.Helper()
 	return dial(t, addr,
 		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o)),

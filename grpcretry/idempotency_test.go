@@ -3,17 +3,21 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 	"testing"
 
 	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
-	_ "google.golang.org/protobuf/types/known/emptypb" // registers google/protobuf/empty.proto
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // TestNonIdempotentSentOnce: a failure from the server is final for a
@@ -81,8 +85,10 @@ func TestNotSentRetried(t *testing.T) {
 	}
 }
 
-// TestIdempotentByProto reads idempotency_level from descriptors.
-func TestIdempotentByProto(t *testing.T) {
+// itemsFiles returns a registry holding stormguard.test.Items, whose Get
+// is NO_SIDE_EFFECTS, Put IDEMPOTENT and Create undeclared.
+func itemsFiles(t testing.TB) *protoregistry.Files {
+	t.Helper()
 	level := func(l descriptorpb.MethodOptions_IdempotencyLevel) *descriptorpb.MethodOptions {
 		return &descriptorpb.MethodOptions{IdempotencyLevel: l.Enum()}
 	}
@@ -115,6 +121,12 @@ func TestIdempotentByProto(t *testing.T) {
 	if err := files.RegisterFile(file); err != nil {
 		t.Fatal(err)
 	}
+	return files
+}
+
+// TestIdempotentByProto reads idempotency_level from descriptors.
+func TestIdempotentByProto(t *testing.T) {
+	files := itemsFiles(t)
 	idem := IdempotentByProto(files)
 	for m, want := range map[string]bool{
 		"/stormguard.test.Items/Get":    true,
@@ -135,5 +147,160 @@ func TestIdempotentByProto(t *testing.T) {
 	// The interop service declares no levels: nothing is idempotent by proto.
 	if IdempotentByProto(nil)(unaryMethod) {
 		t.Error("UnaryCall declares no idempotency level")
+	}
+}
+
+// TestUnsafeByDefault (issue 18 item 8): with the zero Options a method is
+// sent once when its request may have reached the server, and retried
+// only once declared idempotent — by name, by service, by predicate —
+// unless NonIdempotent says otherwise.
+func TestUnsafeByDefault(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    Options
+		want int // attempts of each call
+	}{
+		{"zero Options", Options{}, 1},
+		{"IdempotentMethods", Options{IdempotentMethods: []string{unaryMethod, outputMethod, inputMethod}}, 2},
+		{"IdempotentServices", Options{IdempotentServices: []string{testService}}, 2},
+		{"IdempotentServices with slashes", Options{IdempotentServices: []string{"/" + testService + "/"}}, 2},
+		{"another service", Options{IdempotentServices: []string{"grpc.testing.Other"}}, 1},
+		{"Idempotent", Options{Idempotent: func(string) bool { return true }}, 2},
+		{"NonIdempotent overrides", Options{IdempotentServices: []string{testService}, Idempotent: func(string) bool { return true },
+			NonIdempotent: []string{unaryMethod, outputMethod, inputMethod}}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer()
+			client := dialRetryAsIs(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, c.o)
+			check := func(what string, err error) {
+				t.Helper()
+				attempts, _, _, _ := srv.stats()
+				if attempts != c.want || (c.want == 1) != (status.Code(err) == codes.Unavailable) {
+					t.Fatalf("%s: %d attempts (err %v), want %d", what, attempts, err, c.want)
+				}
+			}
+			srv.reset(outcome{code: codes.Unavailable})
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			check("unary", err)
+
+			srv.reset(outcome{code: codes.Unavailable})
+			out, err := client.StreamingOutputCall(context.Background(), outputRequest(1))
+			if err == nil {
+				_, err = readAll(out)
+			}
+			check("server stream", err)
+
+			srv.reset(outcome{code: codes.Unavailable})
+			in, err := client.StreamingInputCall(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Send(inputMessages(1, 10)[0]); err != nil {
+				t.Fatal(err)
+			}
+			_, err = in.CloseAndRecv()
+			check("client stream", err)
+		})
+	}
+	t.Run("nothing sent is retried", func(t *testing.T) {
+		rec := newRecorder()
+		client := dialRetryAsIs(t, closedAddr(t), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec}, Options{})
+		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); !errors.Is(err, retry.ErrAttemptsExhausted) {
+			t.Fatalf("unary: %v", err)
+		}
+		if _, err := client.StreamingOutputCall(context.Background(), outputRequest(1)); !errors.Is(err, retry.ErrAttemptsExhausted) {
+			t.Fatalf("stream: %v", err)
+		}
+		if n := len(rec.Ends()); n != 6 {
+			t.Fatalf("%d attempts, want 3 per call", n)
+		}
+	})
+}
+
+// itemsServer serves stormguard.test.Items (see itemsFiles) on a loopback
+// port: every method fails its first attempt with Unavailable and then
+// succeeds; it counts attempts per method.
+type itemsServer struct {
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func serveItems(t *testing.T) (*itemsServer, string) {
+	t.Helper()
+	is := &itemsServer{attempts: map[string]int{}}
+	desc := grpc.ServiceDesc{ServiceName: "stormguard.test.Items", HandlerType: (*any)(nil)}
+	for _, m := range []string{"Get", "Put", "Create"} {
+		desc.Methods = append(desc.Methods, grpc.MethodDesc{
+			MethodName: m,
+			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				if err := dec(new(emptypb.Empty)); err != nil {
+					return nil, err
+				}
+				is.mu.Lock()
+				is.attempts[m]++
+				n := is.attempts[m]
+				is.mu.Unlock()
+				if n == 1 {
+					return nil, status.Error(codes.Unavailable, "first attempt")
+				}
+				return new(emptypb.Empty), nil
+			},
+		})
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	gs.RegisterService(&desc, struct{}{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = gs.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		gs.Stop()
+		<-done
+	})
+	return is, lis.Addr().String()
+}
+
+// TestIdempotencyLevelOnServer (issue 18 item 8): the interceptor reads
+// idempotency_level from the method descriptors by itself: against a real
+// server, Get (NO_SIDE_EFFECTS) and Put (IDEMPOTENT) are retried, Create
+// (undeclared) is sent once, and nothing is retried for a registry that
+// does not know the service.
+func TestIdempotencyLevelOnServer(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files *protoregistry.Files
+		want  map[string]int
+	}{
+		{"ProtoFiles", itemsFiles(t), map[string]int{"Get": 2, "Put": 2, "Create": 1}},
+		{"GlobalFiles", nil, map[string]int{"Get": 1, "Put": 1, "Create": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is, addr := serveItems(t)
+			conn, err := grpc.NewClient("passthrough:///"+addr,
+				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDisableRetry(),
+				grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{ProtoFiles: c.files})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			for m, want := range c.want {
+				err := conn.Invoke(context.Background(), "/stormguard.test.Items/"+m, new(emptypb.Empty), new(emptypb.Empty))
+				if (want == 1) != (status.Code(err) == codes.Unavailable) {
+					t.Fatalf("%s: err %v", m, err)
+				}
+				is.mu.Lock()
+				got := is.attempts[m]
+				is.mu.Unlock()
+				if got != want {
+					t.Fatalf("%s: %d attempts, want %d", m, got, want)
+				}
+			}
+		})
 	}
 }

@@ -19,20 +19,42 @@ const DefaultMaxReplayBytes = 256 << 10
 // Options tunes the interceptors. The zero value is the documented default
 // for every field; pass at most one Options to UnaryClientInterceptor or
 // StreamClientInterceptor.
+//
+// A method is retried after its request may have reached a server only
+// when it is declared idempotent: listed in IdempotentMethods, part of a
+// service listed in IdempotentServices, declared NO_SIDE_EFFECTS or
+// IDEMPOTENT by its proto idempotency_level (read from ProtoFiles), or
+// accepted by Idempotent — and not listed in NonIdempotent, which
+// overrides all of them. Any other method is attempted once, and again
+// only when the failure proves that the request never reached a server
+// (see the package documentation). The zero Options therefore retries,
+// once they may have reached the server, only the methods whose protos
+// declare them safe to repeat.
 type Options struct {
-	// Idempotent reports whether the method with the given full name
-	// ("/package.Service/Method") may be sent more than once. A method that is
-	// not idempotent is attempted once, and again only when the failure
-	// proves that the request never reached a server (see the package
-	// documentation). nil: every method is idempotent, except those listed in
-	// NonIdempotent — the same contract as a gRPC service config, which
-	// retries every method it names. IdempotentByProto reads the methods'
-	// idempotency_level option instead.
+	// IdempotentMethods lists full method names ("/package.Service/Method")
+	// that may be sent more than once.
+	IdempotentMethods []string
+
+	// IdempotentServices lists services ("package.Service", as in a service
+	// config's name entries) every method of which may be sent more than
+	// once: the explicit opt-in of owners who want everything retried, as
+	// a gRPC service config's retryPolicy does for the methods it names.
+	IdempotentServices []string
+
+	// Idempotent, when set, is asked about methods that the lists and the
+	// protos do not declare idempotent; true makes the method idempotent.
+	// It is called on every call of such a method (its answers are not
+	// cached) and must be safe for concurrent use.
 	Idempotent func(fullMethod string) bool
 
-	// NonIdempotent lists full method names that are never sent twice. It is
-	// checked before Idempotent.
+	// NonIdempotent lists full method names that are never sent twice,
+	// whatever the other fields and the protos say.
 	NonIdempotent []string
+
+	// ProtoFiles is where methods' idempotency_level options are looked up
+	// (by the method's full name). nil: protoregistry.GlobalFiles, where
+	// generated code registers itself. Answers are cached per method.
+	ProtoFiles *protoregistry.Files
 
 	// Retryable, when set, decides which status codes are retried and
 	// replaces the default table below, RetryInternal and
@@ -66,11 +88,15 @@ type Options struct {
 	MaxReplayBytes int
 }
 
-// interceptor is the shared, immutable state of one pair of interceptors.
+// interceptor is the shared, immutable state of one pair of interceptors
+// (and a cache that only grows).
 type interceptor struct {
 	p         *retry.Policy
 	o         Options
 	nonIdem   map[string]struct{}
+	idemNames map[string]struct{} // IdempotentMethods, and "/service/" for IdempotentServices
+	files     *protoregistry.Files
+	declared  sync.Map // full method name → bool: declared idempotent by the lists or the protos
 	base      backoff.Strategy
 	maxReplay int // Options.MaxReplayBytes, or its default
 }
@@ -91,11 +117,11 @@ func newInterceptor(p *retry.Policy, opts []Options) *interceptor {
 	if ic.base == nil {
 		ic.base = retry.DefaultBackoff
 	}
-	if len(ic.o.NonIdempotent) > 0 {
-		ic.nonIdem = make(map[string]struct{}, len(ic.o.NonIdempotent))
-		for _, m := range ic.o.NonIdempotent {
-			ic.nonIdem[m] = struct{}{}
-		}
+	ic.nonIdem = nameSet(ic.o.NonIdempotent, nil)
+	ic.idemNames = nameSet(ic.o.IdempotentMethods, ic.o.IdempotentServices)
+	ic.files = ic.o.ProtoFiles
+	if ic.files == nil {
+		ic.files = protoregistry.GlobalFiles
 	}
 	ic.maxReplay = ic.o.MaxReplayBytes
 	if ic.maxReplay == 0 {
@@ -104,15 +130,52 @@ func newInterceptor(p *retry.Policy, opts []Options) *interceptor {
 	return ic
 }
 
+// nameSet returns the set of methods, and of services as "/service/", or
+// nil when both are empty.
+func nameSet(methods, services []string) map[string]struct{} {
+	if len(methods)+len(services) == 0 {
+		return nil
+	}
+	set := make(map[string]struct{}, len(methods)+len(services))
+	for _, m := range methods {
+		set[m] = struct{}{}
+	}
+	for _, s := range services {
+		set["/"+strings.Trim(s, "/")+"/"] = struct{}{}
+	}
+	return set
+}
+
 // idempotent reports whether method may be sent more than once.
 func (ic *interceptor) idempotent(method string) bool {
 	if _, ok := ic.nonIdem[method]; ok {
 		return false
 	}
-	if ic.o.Idempotent != nil {
-		return ic.o.Idempotent(method)
+	if ic.isDeclared(method) {
+		return true
 	}
-	return true
+	return ic.o.Idempotent != nil && ic.o.Idempotent(method)
+}
+
+// isDeclared reports whether the lists or the protos declare method
+// idempotent, and caches the answer.
+func (ic *interceptor) isDeclared(method string) bool {
+	if v, ok := ic.declared.Load(method); ok {
+		return v.(bool)
+	}
+	v := false
+	if _, ok := ic.idemNames[method]; ok {
+		v = true
+	} else if i := strings.LastIndexByte(method, '/'); i > 0 {
+		if _, ok := ic.idemNames[method[:i+1]]; ok {
+			v = true
+		}
+	}
+	if !v {
+		v = protoIdempotent(ic.files, method)
+	}
+	ic.declared.Store(method, v)
+	return v
 }
 
 // codeRetryable applies the code table. pushback reports a server pushback
@@ -138,7 +201,8 @@ func (ic *interceptor) codeRetryable(c codes.Code, pushback, ownDeadline bool) b
 // IdempotentByProto returns an Options.Idempotent predicate that reads each
 // method's idempotency_level option from the proto descriptors registered in
 // files (nil: protoregistry.GlobalFiles, where generated code registers
-// itself). A method declared NO_SIDE_EFFECTS or IDEMPOTENT is idempotent;
+// itself). The interceptors read Options.ProtoFiles this way already; the
+// predicate serves a second registry, or code of its own. A method declared NO_SIDE_EFFECTS or IDEMPOTENT is idempotent;
 // one declared otherwise, or not found, is not:
 //
 //	rpc Get(GetRequest) returns (Item) { option idempotency_level = NO_SIDE_EFFECTS; }

@@ -113,22 +113,23 @@ func TestPushbackStops(t *testing.T) {
 }
 
 func TestPushbackCapsAndLimits(t *testing.T) {
-	t.Run("capped by MaxRetryAfter", func(t *testing.T) {
+	t.Run("beyond MaxRetryAfter stops the call", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"60000"}})
 		f := clocktest.NewFake()
-		p := pushbackPolicy(f, newRecorder())
+		rec := newRecorder()
+		p := pushbackPolicy(f, rec)
 		p.MaxRetryAfter = 2 * time.Second
 		client := dialRetry(t, serve(t, srv), p, Options{})
-		err := driveWaits(t, f, func() error {
-			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-			return err
-		}, func(_ int, d time.Duration) {
-			if d < 1800*time.Millisecond || d > 2*time.Second {
-				t.Errorf("wait %v, want the 2s cap, jittered down by at most a tenth", d)
-			}
-		}, 1)
-		if err != nil {
-			t.Fatal(err)
+		var err error
+		within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
+		if !errors.Is(err, retry.ErrAdviceExceedsCap) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v (code %v), want ErrAdviceExceedsCap with the attempt's Unavailable", err, status.Code(err))
+		}
+		if attempts, _, _, _ := srv.stats(); attempts != 1 {
+			t.Fatalf("%d attempts, want 1: coming back at the cap is sooner than the server asked", attempts)
+		}
+		if c := rec.lastCall(t); c.Reason != retry.ReasonAdvice {
+			t.Fatalf("reason %v, want ReasonAdvice", c.Reason)
 		}
 	})
 	t.Run("ignored with a negative MaxRetryAfter", func(t *testing.T) {

@@ -14,8 +14,10 @@ import (
 )
 
 // StreamClientInterceptor returns an interceptor that retries streaming
-// calls under p (nil: the zero Policy) while no response message has been
-// received, replaying the messages the client sent. Pass at most one
+// calls under p (nil: the zero Policy, so retry.DefaultMaxAttempts
+// attempts) while the stream is not committed, replaying the messages the
+// client sent. Only methods declared idempotent (see Options) are retried
+// once the stream has been created. Pass at most one
 // Options; a second one panics.
 //
 // The stream's attempts go through the same checks as retry.Do, made by
@@ -26,11 +28,15 @@ import (
 // consulted, and a failed stream returns, from NewStream or RecvMsg, an
 // error that carries the last attempt's status and wraps a *retry.Error.
 //
-// An attempt is committed, and no longer retried, once a response message
-// has been received, once Header has returned headers or Context has been
-// called (both expose one attempt's state to the caller, as in grpc-go),
-// once the client's messages outgrow Options.MaxReplayBytes, or at once
-// for a method that is not idempotent.
+// An attempt is committed, and no longer retried, once the server has sent
+// response headers (a response that is not Trailers-Only, as in gRFC A6),
+// once a response message has been received, once the client's messages
+// outgrow Options.MaxReplayBytes, or at once for a method that is not
+// idempotent. The stream's Context does not commit it (grpc-go's does): it
+// is the call's context, not one attempt's.
+//
+// grpc.OnFinish callbacks among the call options run once, when the call
+// ends, with the call's error; the attempts do not run them.
 func StreamClientInterceptor(p *retry.Policy, opts ...Options) grpc.StreamClientInterceptor {
 	return newInterceptor(p, opts).stream
 }
@@ -40,8 +46,12 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		ic: ic, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		idempotent: ic.idempotent(method),
 	}
+	if hasOnFinish(opts) {
+		s.opts, s.onFinish = splitOnFinish(make([]grpc.CallOption, 0, len(opts)), opts)
+	}
 	ic.callPolicy(&s.pol, &s.bo)
 	s.d = retry.NewCall(ctx, &s.pol)
+	defer s.recoverPanic() // runs after callMu is released
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	s.stopWatch = context.AfterFunc(ctx, s.callerDone)
@@ -49,6 +59,15 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		return nil, err
 	}
 	return s, nil
+}
+
+func hasOnFinish(opts []grpc.CallOption) bool {
+	for _, o := range opts {
+		if _, ok := o.(grpc.OnFinishCallOption); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // clientStream is the grpc.ClientStream the interceptor returns. It keeps
@@ -70,7 +89,8 @@ type clientStream struct {
 	cc         *grpc.ClientConn
 	method     string
 	streamer   grpc.Streamer
-	opts       []grpc.CallOption
+	opts       []grpc.CallOption // the caller's, without OnFinish
+	onFinish   []grpc.CallOption // the caller's OnFinish, run once by finish
 	idempotent bool
 	stopWatch  func() bool // stops the context.AfterFunc watching ctx
 
@@ -85,13 +105,16 @@ type clientStream struct {
 	mu        sync.Mutex
 	cur       grpc.ClientStream // the current attempt's stream
 	step      *retry.Attempt    // the current attempt
+	live      *retry.Attempt    // the attempt begun and not yet ended, if any
 	ended     bool              // the current attempt is over (a retry may follow)
 	committed bool
 	closeSent bool
 	buf       []any // messages kept for replay
 	bufBytes  int
 	finished  bool
-	final     error // the call's error once finished (nil: success)
+	final     error              // the call's error once finished (nil: success)
+	callCtx   *streamContext     // made by the first Context call
+	cancelCtx context.CancelFunc // ends callCtx when the call finishes
 }
 
 // connect makes attempts until one stream is up (nil) or the call ends (its
@@ -137,6 +160,7 @@ func (s *clientStream) open() (failed, final error) {
 		return nil, s.finish(gerr)
 	}
 	st := &a
+	s.setLive(st)
 	s.bo.clear()
 	sctx := st.Context
 	if st.N > 1 {
@@ -147,6 +171,7 @@ func (s *clientStream) open() (failed, final error) {
 		// No stream, so nothing of the request left: even a method that is
 		// not idempotent may be tried again.
 		aerr := s.ic.classify(s.ctx, st.Context, attemptResult{err: err, idempotent: s.idempotent, notSent: true}, &s.bo)
+		s.setLive(nil)
 		return s.d.End(st, aerr), nil
 	}
 	s.mu.Lock()
@@ -170,16 +195,86 @@ func (s *clientStream) open() (failed, final error) {
 	return nil, nil
 }
 
+// setLive records the attempt in flight (nil: none), the one a panic ends.
+func (s *clientStream) setLive(a *retry.Attempt) {
+	s.mu.Lock()
+	s.live = a
+	s.mu.Unlock()
+}
+
 // finish ends the call with the retry.Call's verdict gerr (nil: success) and
 // returns the error the caller sees.
 func (s *clientStream) finish(gerr error) error {
-	final := finalError(gerr)
+	return s.finishWith(finalError(gerr))
+}
+
+// finishWith ends the call with the error the caller sees (nil: success),
+// once: it ends the call's context and runs the caller's OnFinish callbacks.
+func (s *clientStream) finishWith(final error) error {
 	s.mu.Lock()
-	s.finished, s.final = true, final
+	if s.finished {
+		final = s.final
+		s.mu.Unlock()
+		return final
+	}
+	s.finished, s.final, s.live = true, final, nil
 	s.commitLocked()
+	cancel := s.cancelCtx
 	s.mu.Unlock()
 	s.stopWatch()
+	if cancel != nil {
+		cancel()
+	}
+	runOnFinish(s.onFinish, final)
 	return final
+}
+
+// recoverPanic, deferred by every method that runs code of the caller's
+// (inner interceptors and streams, Options callbacks) inside an attempt,
+// before any lock it takes, ends the attempt in flight and the call when
+// that code panics — so that a breaker's probe permit, a budget's slot and
+// the Observer's view are released (retry.Call.Panic) — and lets the panic
+// go on. The stream then reports the panic from every method.
+func (s *clientStream) recoverPanic() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.panicked(v, nil)
+	panic(v)
+}
+
+// recoverPanicOf is recoverPanic for code that ran on attempt a only: if
+// a has ended meanwhile (another goroutine moved the call on), the panic
+// goes on without ending the attempt that followed.
+func (s *clientStream) recoverPanicOf(a *retry.Attempt) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.panicked(v, a)
+	panic(v)
+}
+
+func (s *clientStream) panicked(v any, of *retry.Attempt) {
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	s.mu.Lock()
+	finished, live := s.finished, s.live
+	if of != nil && live != of {
+		s.mu.Unlock()
+		return
+	}
+	s.live = nil
+	s.mu.Unlock()
+	if finished {
+		return
+	}
+	if live != nil {
+		s.d.Panic(live, v)
+	}
+	pe := &retry.PanicError{Value: v}
+	s.finishWith(finalError(&retry.Error{Attempts: s.d.Attempts(), Reason: retry.ErrPanicked, Last: pe}))
 }
 
 // commitLocked stops retrying and releases the kept messages.
@@ -209,6 +304,7 @@ func (s *clientStream) end(r attemptResult) {
 	}
 	r.idempotent = s.idempotent
 	aerr := s.ic.classify(s.ctx, st.Context, r, &s.bo)
+	s.setLive(nil)
 	_, gerr := s.d.Next(s.d.End(st, aerr))
 	s.finish(gerr)
 }
@@ -218,7 +314,19 @@ func (s *clientStream) end(r attemptResult) {
 // send returns nil (the message will be sent again on the next attempt);
 // RecvMsg reports the stream's fate.
 func (s *clientStream) SendMsg(m any) error {
+	defer s.recoverPanic()
+	err, clientErr := s.send(m)
+	if clientErr {
+		s.end(attemptResult{err: err, committed: true})
+	}
+	return err
+}
+
+// send is SendMsg under sendMu. clientErr reports an error of the
+// client's own, which ends the call.
+func (s *clientStream) send(m any) (err error, clientErr bool) {
 	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	s.mu.Lock()
 	cur, finished := s.cur, s.finished
 	if !s.committed && !finished {
@@ -233,14 +341,13 @@ func (s *clientStream) SendMsg(m any) error {
 	committed := s.committed
 	s.mu.Unlock()
 	if s.sendBroken && !finished {
-		s.sendMu.Unlock()
 		if committed {
-			return io.EOF
+			return io.EOF, false
 		}
-		return nil
+		return nil, false
 	}
-	err := cur.SendMsg(m)
-	clientErr := err != nil && err != io.EOF && !finished
+	err = cur.SendMsg(m)
+	clientErr = err != nil && err != io.EOF && !finished
 	switch {
 	case err == io.EOF && !committed && !finished:
 		s.sendBroken = true
@@ -253,15 +360,12 @@ func (s *clientStream) SendMsg(m any) error {
 		s.commitLocked()
 		s.mu.Unlock()
 	}
-	s.sendMu.Unlock()
-	if clientErr {
-		s.end(attemptResult{err: err, committed: true})
-	}
-	return err
+	return err, clientErr
 }
 
 // CloseSend closes the send direction, now and on any later attempt.
 func (s *clientStream) CloseSend() error {
+	defer s.recoverPanic()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.mu.Lock()
@@ -278,6 +382,7 @@ func (s *clientStream) CloseSend() error {
 // the stream is committed, and the Policy allows, it opens a new stream,
 // replays the kept messages and goes on receiving from it.
 func (s *clientStream) RecvMsg(m any) error {
+	defer s.recoverPanic()
 	for {
 		s.mu.Lock()
 		if s.finished {
@@ -324,10 +429,22 @@ func (s *clientStream) attemptOver(cur grpc.ClientStream, st *retry.Attempt, err
 		}
 		return true, final
 	case err == nil || err == io.EOF:
+		s.setLive(nil)
 		s.d.End(st, nil)
 		s.d.Succeed()
 		s.finish(nil)
 		return true, err
+	}
+	// Response headers commit the attempt (gRFC A6), whether or not the
+	// caller read them: Header returns nil metadata for a Trailers-Only
+	// response, or when the stream ended before any headers.
+	if !committed {
+		if md, _ := cur.Header(); md != nil {
+			committed = true
+			s.mu.Lock()
+			s.commitLocked()
+			s.mu.Unlock()
+		}
 	}
 	aerr := s.ic.classify(s.ctx, st.Context, attemptResult{
 		err:        err,
@@ -335,6 +452,7 @@ func (s *clientStream) attemptOver(cur grpc.ClientStream, st *retry.Attempt, err
 		idempotent: s.idempotent,
 		committed:  committed,
 	}, &s.bo)
+	s.setLive(nil)
 	if ferr := s.connect(s.d.End(st, aerr)); ferr != nil {
 		return true, ferr
 	}
@@ -346,8 +464,9 @@ func (s *clientStream) attemptOver(cur grpc.ClientStream, st *retry.Attempt, err
 // that has already failed, while RecvMsg retries, commit nothing.)
 func (s *clientStream) Header() (metadata.MD, error) {
 	s.mu.Lock()
-	cur := s.cur
+	cur, st := s.cur, s.step
 	s.mu.Unlock()
+	defer s.recoverPanicOf(st)
 	md, err := cur.Header()
 	if err == nil && md != nil {
 		s.mu.Lock()
@@ -368,16 +487,43 @@ func (s *clientStream) Trailer() metadata.MD {
 	return cur.Trailer()
 }
 
-// Context returns the current attempt's stream context and, as in grpc-go,
-// commits the stream: the context belongs to this attempt.
+// Context returns the call's context, which, unlike grpc-go's, does not
+// commit the stream: middleware may log from it without turning retries
+// off. It carries the caller's values and is done when the caller's
+// context is, or when the call has ended (its last attempt over, as
+// grpc-go's stream context ends with the stream). Once the stream is
+// committed, its values are those of the committed attempt's stream
+// context (peer.FromContext finds that attempt's server); before, the
+// caller's. grpc.Peer gives the server of the last attempt too.
 func (s *clientStream) Context() context.Context {
 	s.mu.Lock()
-	if !s.ended {
-		s.commitLocked()
+	defer s.mu.Unlock()
+	if s.callCtx == nil {
+		ctx, cancel := context.WithCancel(s.ctx)
+		s.callCtx, s.cancelCtx = &streamContext{Context: ctx, s: s}, cancel
+		if s.finished {
+			cancel()
+		}
 	}
-	cur := s.cur
-	s.mu.Unlock()
-	return cur.Context()
+	return s.callCtx
+}
+
+// streamContext is the context Context returns.
+type streamContext struct {
+	context.Context // the caller's, ended with the call
+	s               *clientStream
+}
+
+// Value looks key up in the committed attempt's stream context once there
+// is one, and in the caller's context before.
+func (c *streamContext) Value(key any) any {
+	c.s.mu.Lock()
+	cur, committed := c.s.cur, c.s.committed
+	c.s.mu.Unlock()
+	if committed && cur != nil {
+		return cur.Context().Value(key)
+	}
+	return c.Context.Value(key)
 }
 
 // msgSize measures a message for the replay limit. Messages that are not

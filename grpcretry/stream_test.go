@@ -16,6 +16,8 @@ import (
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -245,40 +247,114 @@ func TestBidiStreamReplay(t *testing.T) {
 	}
 }
 
-// TestStreamHeaderAndContextCommit: a caller that has read an attempt's
-// headers, or its context, is not switched to another attempt; one that has
-// not is.
-func TestStreamHeaderAndContextCommit(t *testing.T) {
+// TestStreamCommittedOnHeaders (issue 18 item 7): a stream whose server
+// sent response headers before failing is committed (gRFC A6), whether or
+// not the caller read them; a Trailers-Only failure is retried.
+func TestStreamCommittedOnHeaders(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		look func(testpb.TestService_FullDuplexCallClient)
+		o    outcome
+		look bool // the caller reads the headers before receiving
 		want int
 	}{
-		{"nothing seen", func(testpb.TestService_FullDuplexCallClient) {}, 2},
-		{"Header", func(s testpb.TestService_FullDuplexCallClient) {
-			if md, err := s.Header(); err != nil || md.Get("attempt")[0] != "1" {
-				t.Errorf("Header: %v, %v", md, err)
-			}
-		}, 1},
-		{"Context", func(s testpb.TestService_FullDuplexCallClient) { _ = s.Context() }, 1},
+		{"Trailers-Only", outcome{code: codes.Unavailable}, false, 2},
+		{"Trailers-Only, Header read", outcome{code: codes.Unavailable}, true, 2},
+		{"SendHeader, nothing read", outcome{code: codes.Unavailable, header: true}, false, 1},
+		{"SendHeader, Header read", outcome{code: codes.Unavailable, header: true}, true, 1},
+		{"SetHeader, nothing read", outcome{code: codes.Unavailable, set: true}, false, 1},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			srv := newServer(outcome{code: codes.Unavailable, header: true})
-			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{})
-			stream, err := client.FullDuplexCall(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stream.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
-			c.look(stream)
-			_, err = readAll(stream)
-			attempts, _, _, _ := srv.stats()
-			if attempts != c.want || (c.want == 1) != (status.Code(err) == codes.Unavailable) {
-				t.Fatalf("%d attempts (err %v), want %d", attempts, err, c.want)
-			}
-		})
+		for _, method := range []string{"server stream", "bidi"} {
+			t.Run(c.name+"/"+method, func(t *testing.T) {
+				srv := newServer(c.o)
+				rec := newRecorder()
+				client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec}, Options{})
+				var stream interface {
+					Recv() (*testpb.StreamingOutputCallResponse, error)
+					Header() (metadata.MD, error)
+				}
+				if method == "bidi" {
+					s, err := client.FullDuplexCall(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.CloseSend(); err != nil {
+						t.Fatal(err)
+					}
+					stream = s
+				} else {
+					s, err := client.StreamingOutputCall(context.Background(), outputRequest(1))
+					if err != nil {
+						t.Fatal(err)
+					}
+					stream = s
+				}
+				if c.look {
+					md, err := stream.Header()
+					if c.o.header && (err != nil || md.Get("attempt")[0] != "1") {
+						t.Errorf("Header: %v, %v", md, err)
+					}
+				}
+				got, err := readAll(stream)
+				attempts, _, _, _ := srv.stats()
+				if attempts != c.want {
+					t.Fatalf("%d attempts (err %v), want %d", attempts, err, c.want)
+				}
+				if c.want == 1 {
+					if status.Code(err) != codes.Unavailable {
+						t.Fatalf("err = %v, want the attempt's Unavailable", err)
+					}
+					if o := rec.outcomes(); !slices.Equal(o, []retry.Outcome{retry.OutcomePermanent}) {
+						t.Fatalf("outcomes %v", o)
+					}
+					var ae *AttemptError
+					if !errors.As(err, &ae) || !ae.Committed {
+						t.Fatalf("AttemptError %+v does not say it was committed", ae)
+					}
+				} else if err != nil || (method != "bidi" && len(got) != 1) {
+					t.Fatalf("received %q, err %v", got, err)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamContextDoesNotCommit (issue 18 item 9): middleware that reads
+// the stream's Context, before and while the stream is retried, does not
+// turn retries off; the context carries the caller's values, ends with the
+// call and then reads the committed attempt's values (its peer).
+func TestStreamContextDoesNotCommit(t *testing.T) {
+	type key struct{}
+	srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{})
+	ctx := context.WithValue(context.Background(), key{}, "caller")
+	stream, err := client.StreamingOutputCall(ctx, outputRequest(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx := stream.Context() // as a logging interceptor would
+	if sctx.Value(key{}) != "caller" || sctx.Err() != nil {
+		t.Fatalf("Context: value %v, err %v", sctx.Value(key{}), sctx.Err())
+	}
+	got, err := readAll(stream)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("received %q, err %v: reading Context turned retries off", got, err)
+	}
+	if attempts, _, _, _ := srv.stats(); attempts != 3 {
+		t.Fatalf("%d attempts, want 3", attempts)
+	}
+	if stream.Context() != sctx {
+		t.Fatal("Context changed between calls")
+	}
+	select {
+	case <-sctx.Done():
+	default:
+		t.Fatal("the stream's context is not done after the call ended")
+	}
+	if sctx.Value(key{}) != "caller" {
+		t.Fatal("the caller's value is gone")
+	}
+	if p, ok := peer.FromContext(sctx); !ok || p.Addr == nil {
+		t.Fatalf("no peer in the ended stream's context: %v", p)
 	}
 }
 

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -230,4 +234,160 @@ func TestNilPolicyAndTooManyOptions(t *testing.T) {
 		}
 	}()
 	UnaryClientInterceptor(nil, Options{}, Options{})
+}
+
+// TestUnaryCommittedOnHeaders (issue 18 item 7): a unary call whose server
+// sent response headers before failing is committed (gRFC A6, as grpc-go's
+// own retry does), whether the headers were sent (grpc.SendHeader) or set
+// and sent with the status (grpc.SetHeader); a Trailers-Only failure is
+// retried.
+func TestUnaryCommittedOnHeaders(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    outcome
+		want int
+	}{
+		{"Trailers-Only", outcome{code: codes.Unavailable}, 2},
+		{"SendHeader", outcome{code: codes.Unavailable, header: true}, 1},
+		{"SetHeader", outcome{code: codes.Unavailable, set: true}, 1},
+		{"SendHeader, attempt timeout", outcome{header: true, block: true}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(c.o)
+			f := clocktest.NewFake()
+			rec := newRecorder()
+			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: time.Minute, Clock: f, Observer: rec}
+			headers := make(chan struct{}, 4)
+			client := dial(t, serve(t, srv),
+				grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, Options{IdempotentServices: []string{testService}})),
+				grpc.WithStatsHandler(headerSignal(headers)))
+			if c.o.block {
+				go func() {
+					<-headers // the client has the headers
+					f.Advance(time.Minute)
+				}()
+			}
+			var md metadata.MD
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.Header(&md))
+			attempts, _, _, _ := srv.stats()
+			if attempts != c.want {
+				t.Fatalf("%d attempts (err %v), want %d", attempts, err, c.want)
+			}
+			if c.want == 2 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("the committed attempt's failure was not returned")
+			}
+			if got := md.Get("attempt"); !slices.Equal(got, []string{"1"}) {
+				t.Fatalf("caller's grpc.Header saw %q", got)
+			}
+			var ae *AttemptError
+			if !errors.As(err, &ae) || !ae.Committed {
+				t.Fatalf("AttemptError %+v does not say it was committed", ae)
+			}
+			if c := rec.lastCall(t); c.Reason != retry.ReasonPermanent {
+				t.Fatalf("CallEnd %+v", c)
+			}
+		})
+	}
+}
+
+// TestOnFinishOncePerCall (issue 18 item 9): grpc.OnFinish callbacks run
+// once per call, with the call's error, not once per attempt.
+func TestOnFinishOncePerCall(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		srv := newServer()
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 2, Backoff: noWait}, Options{})
+		var mu sync.Mutex
+		var got []error
+		onFinish := grpc.OnFinish(func(err error) {
+			mu.Lock()
+			got = append(got, err)
+			mu.Unlock()
+		})
+		check := func(what string, callErr error) {
+			t.Helper()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 || (got[0] == nil) != (callErr == nil) || status.Code(got[0]) != status.Code(callErr) {
+				t.Fatalf("fail %v, %s: OnFinish saw %v, want once the call's %v", fail, what, got, callErr)
+			}
+			got = nil
+		}
+		script := []outcome{{code: codes.Unavailable}}
+		if fail {
+			script = append(script, outcome{code: codes.Unavailable})
+		}
+
+		srv.reset(script...)
+		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, onFinish)
+		check("unary", err)
+		if attempts, _, _, _ := srv.stats(); attempts != 2 {
+			t.Fatalf("unary: %d attempts", attempts)
+		}
+
+		srv.reset(script...)
+		stream, err := client.StreamingOutputCall(context.Background(), outputRequest(1), onFinish)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = readAll(stream)
+		check("stream", err)
+		if attempts, _, _, _ := srv.stats(); attempts != 2 {
+			t.Fatalf("stream: %d attempts", attempts)
+		}
+	}
+}
+
+// TestNilPolicyDefaultAttempts (issue 18 item 8): a nil Policy makes the
+// core's DefaultMaxAttempts, never "until the context ends" — here a call
+// without a deadline against a server that always fails, asking (pushback
+// 0) for an immediate retry.
+func TestNilPolicyDefaultAttempts(t *testing.T) {
+	var script []outcome
+	for range 10 {
+		script = append(script, outcome{code: codes.Unavailable, pushback: []string{"0"}})
+	}
+	srv := newServer(script...)
+	client := dialRetry(t, serve(t, srv), nil, Options{})
+	var err error
+	within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
+	if !errors.Is(err, retry.ErrAttemptsExhausted) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("unary: %v", err)
+	}
+	if attempts, _, _, _ := srv.stats(); attempts != retry.DefaultMaxAttempts {
+		t.Fatalf("unary: %d attempts, want %d", attempts, retry.DefaultMaxAttempts)
+	}
+	srv.reset(script...)
+	within(t, func() {
+		var stream testpb.TestService_StreamingOutputCallClient
+		if stream, err = client.StreamingOutputCall(context.Background(), outputRequest(1)); err == nil {
+			_, err = readAll(stream)
+		}
+	})
+	if !errors.Is(err, retry.ErrAttemptsExhausted) {
+		t.Fatalf("stream: %v", err)
+	}
+	if attempts, _, _, _ := srv.stats(); attempts != retry.DefaultMaxAttempts {
+		t.Fatalf("stream: %d attempts, want %d", attempts, retry.DefaultMaxAttempts)
+	}
+}
+
+// headerSignal is a client stats handler that signals every response
+// header the client receives (not a Trailers-Only response).
+type headerSignal chan struct{}
+
+func (h headerSignal) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h headerSignal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (h headerSignal) HandleConn(context.Context, stats.ConnStats) {}
+func (h headerSignal) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InHeader); ok {
+		h <- struct{}{}
+	}
 }
