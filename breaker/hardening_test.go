@@ -81,8 +81,11 @@ func TestPanickingListenerDoesNotStopOthers(t *testing.T) {
 // probe must not deadlock (the probe goroutine used to deliver before it
 // left the group Close waits for).
 func TestCloseFromListener(t *testing.T) {
-	p := &prober{}
-	b, fc := newProbed(t, Config{OpenTimeout: 10 * time.Second}, p)
+	// Made by hand, without newTest's cleanup: a Close that hangs must not
+	// hang the cleanup too.
+	fc := clocktest.NewFake()
+	p := &prober{fc: fc}
+	b := New(Config{Clock: fc, OpenJitter: -1, ConsecutiveFailures: 1, OpenTimeout: 10 * time.Second, Probe: p.probe})
 	b.Subscribe(func(from, to State) {
 		if from == Open && to == HalfOpen {
 			b.Close()
