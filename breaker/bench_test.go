@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/clock/clocktest"
 )
 
 // benchConfigs are the trip conditions measured by the benchmarks, all on
@@ -84,6 +86,30 @@ func BenchmarkDoParallel(b *testing.B) {
 	})
 }
 
+// benchRefusal measures op, a refusal that must return want, serially and
+// from GOMAXPROCS goroutines.
+func benchRefusal(b *testing.B, want error, op func() error) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := op(); err != want {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := op(); err != want {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
 // BenchmarkAllowOpen measures the refusal of an open breaker.
 func BenchmarkAllowOpen(b *testing.B) {
 	br := New(Config{ConsecutiveFailures: 1})
@@ -92,15 +118,23 @@ func BenchmarkAllowOpen(b *testing.B) {
 	if br.State() != Open {
 		b.Fatal("breaker did not open")
 	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := br.Allow(); err != ErrOpen {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	benchRefusal(b, ErrOpen, func() error { _, err := br.Allow(); return err })
+}
+
+// BenchmarkAllowTooManyProbes measures the refusal of a half-open breaker
+// whose probe slot is taken.
+func BenchmarkAllowTooManyProbes(b *testing.B) {
+	fc := clocktest.NewFake()
+	br := New(Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OpenJitter: -1, Clock: fc})
+	done, _ := br.Allow()
+	done(errBench)
+	fc.Advance(time.Second)
+	probe, err := br.Allow()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe(nil)
+	benchRefusal(b, ErrTooManyProbes, func() error { _, err := br.Allow(); return err })
 }
 
 type benchError struct{}

@@ -293,10 +293,12 @@ func (b *Breaker) current() *epoch {
 // returns the current epoch.
 func (b *Breaker) expire(e *epoch, now time.Time) *epoch {
 	b.mu.Lock()
-	if b.cur.Load() == e && !now.Before(e.until) && !b.probing() {
-		b.setLocked(e, HalfOpen, now)
-	}
-	b.unlock()
+	func() {
+		defer b.unlock()
+		if b.cur.Load() == e && !now.Before(e.until) && !b.probing() {
+			b.setLocked(e, HalfOpen, now)
+		}
+	}()
 	return b.cur.Load()
 }
 
@@ -343,16 +345,19 @@ func (b *Breaker) setLocked(from *epoch, to State, now time.Time) *epoch {
 }
 
 // unlock releases b.mu, then starts a pending probe timer and delivers
-// queued transitions to the listeners.
+// queued transitions to the listeners, in that order: the state machine's
+// own work is done before any listener runs, so that a listener that
+// panics (the panic goes on once every listener has heard every change)
+// cannot leave an actively probed breaker open for good.
 func (b *Breaker) unlock() {
 	pe, queued := b.pendingProbe, b.queued
 	b.pendingProbe, b.queued = nil, false
 	b.mu.Unlock()
-	if queued {
-		b.ev.Deliver()
-	}
 	if pe != nil {
 		b.scheduleProbe(pe)
+	}
+	if queued {
+		b.ev.Deliver()
 	}
 }
 
@@ -372,7 +377,7 @@ func (b *Breaker) openPeriod(n int) time.Duration {
 	if j := b.s.jitter; j > 0 {
 		var r uint64
 		if b.s.rand != nil {
-			r = b.s.rand.Uint64()
+			r = b.s.rand.Uint64() // a lockedSource
 		} else {
 			r = rand.Uint64()
 		}
@@ -385,8 +390,8 @@ func (b *Breaker) openPeriod(n int) time.Duration {
 // trip opens the breaker if e is still the current epoch.
 func (b *Breaker) trip(e *epoch) {
 	b.mu.Lock()
+	defer b.unlock() // even if Config.Rand or Clock panics
 	if b.cur.Load() == e {
 		b.setLocked(e, Open, b.clk.Now())
 	}
-	b.unlock()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/stormguard/stormguard/retry"
 )
 
 // Done functions. In the closed state, unless slow calls are timed, every
@@ -64,6 +66,10 @@ func (c *call) finish(err error) {
 // record counts the result err of a call admitted in epoch e at start
 // (zero unless slow calls are timed).
 func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
+	if probe {
+		b.recordProbe(e, start, err)
+		return
+	}
 	o := b.classify(err)
 	var now time.Time
 	if o != outExcluded && (b.s.slowDur > 0 || b.win != nil) {
@@ -73,8 +79,6 @@ func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
 		}
 	}
 	switch {
-	case probe:
-		b.finishProbe(e, o, now)
 	case b.s.mode == tripConsecutive:
 		b.recordConsecutive(e, o)
 	default:
@@ -82,10 +86,39 @@ func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
 	}
 }
 
+// recordProbe is record for a half-open probe call. If Config.IsFailure,
+// IsExcluded or Clock panics, the probe still releases its slot, as a
+// failure, before the panic goes on.
+func (b *Breaker) recordProbe(e *epoch, start time.Time, err error) {
+	counted := false
+	defer func() {
+		if !counted {
+			b.finishProbe(e, outFailure, time.Time{})
+		}
+	}()
+	o := b.classify(err)
+	var now time.Time
+	if o != outExcluded && b.s.slowDur > 0 {
+		now = b.clk.Now()
+		if now.Sub(start) >= b.s.slowDur {
+			o |= outSlow
+		}
+	}
+	counted = true
+	b.finishProbe(e, o, now)
+}
+
+// classify judges a call's result. A call that panicked (Do's errPanicked,
+// or the retry.PanicError that retry.Do and retry.Call.Panic report) is
+// always a failure, whatever Config.IsFailure and IsExcluded say.
 func (b *Breaker) classify(err error) outcome {
 	switch {
 	case err == nil:
 		return outSuccess
+	case err == errPanicked:
+		return outFailure
+	case isPanic(err):
+		return outFailure
 	case b.s.isExcluded(err):
 		return outExcluded
 	case b.s.isFailure(err):
@@ -112,10 +145,19 @@ func (b *Breaker) recordConsecutive(e *epoch, o outcome) {
 	tag := genTag(e.gen) << 32
 	if !o.failed() {
 		st.successes.Add(1)
-		if w := b.streak.Load(); w&streakMask != 0 && w&^streakMask == tag {
-			b.streak.CompareAndSwap(w, tag)
+		// End the run of failures. A failure that changes the streak
+		// between the load and the compare-and-swap must not make the
+		// success vanish: try again until the streak is 0 or the
+		// generation changed.
+		for {
+			w := b.streak.Load()
+			if w&streakMask == 0 || w&^streakMask != tag {
+				return
+			}
+			if b.streak.CompareAndSwap(w, tag) {
+				return
+			}
 		}
-		return
 	}
 	st.failures.Add(1)
 	b.succAtFail.Store(sumStripes(&b.stripes).successes)
@@ -200,11 +242,19 @@ func (b *Breaker) finishProbe(e *epoch, o outcome, now time.Time) {
 // errPanicked is the outcome recorded for a call whose function panicked.
 var errPanicked = errors.New("breaker: call panicked")
 
+// isPanic reports whether err is a *retry.PanicError, as retry hands it to
+// done for an attempt that panicked.
+func isPanic(err error) bool {
+	_, ok := err.(*retry.PanicError)
+	return ok
+}
+
 // Do calls fn if the breaker admits a call, and records its result. When
 // the breaker refuses, Do returns ErrOpen or ErrTooManyProbes at once
 // without calling fn; when ctx has already ended it returns ctx.Err()
-// without taking a slot. A panic in fn counts as a failure and is
-// propagated. A nil b calls fn.
+// without taking a slot. A panic in fn counts as a failure (whatever
+// Config.IsFailure says) and releases a half-open probe slot, then goes
+// on. A nil b calls fn.
 func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {

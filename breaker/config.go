@@ -3,8 +3,10 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
@@ -113,9 +115,11 @@ type Config struct {
 
 	// Rand draws the jitter of open periods. nil: math/rand/v2's global
 	// generator. Set a seeded source (rand.NewPCG) for reproducible runs.
-	// The breaker draws from it under its own lock; a source shared by
-	// several breakers must be safe for concurrent use (backoff.NewSource
-	// is).
+	// Any source will do, safe for concurrent use or not: every breaker
+	// draws from it under one lock of this package (see LockedSource), so
+	// a Config, and its Rand, may be shared by any number of breakers.
+	// Code outside this package that draws from the same source must do
+	// so through LockedSource.
 	Rand rand.Source
 
 	// OnStateChange, if set, is called on every state change, like a
@@ -224,7 +228,7 @@ func (c Config) Validate() error {
 	case c.OpenTimeoutMultiplier != 0 && !(c.OpenTimeoutMultiplier >= 1 && c.OpenTimeoutMultiplier <= 1e6):
 		return errors.New("breaker: OpenTimeoutMultiplier must be between 1 and 1e6")
 	case c.OpenJitter > 1 || math.IsNaN(c.OpenJitter):
-		return errors.New("breaker: OpenJitter must be at most 1")
+		return fmt.Errorf("breaker: OpenJitter is %v, want a fraction of at most 1 (0.1 is 10%%; negative: none)", c.OpenJitter)
 	case c.MaxProbes < 0:
 		return errors.New("breaker: MaxProbes must not be negative")
 	case c.SuccessThreshold < 0:
@@ -246,9 +250,9 @@ func (c Config) Validate() error {
 	case w.SlowCallDuration < 0:
 		return errors.New("breaker: Window.SlowCallDuration must not be negative")
 	case !validRatio(w.FailureRatio):
-		return errors.New("breaker: Window.FailureRatio must be a fraction from 0 to 1 (0.5 is 50%)")
+		return ratioError("Window.FailureRatio", w.FailureRatio)
 	case !validRatio(w.SlowCallRatio):
-		return errors.New("breaker: Window.SlowCallRatio must be a fraction from 0 to 1 (0.5 is 50%)")
+		return ratioError("Window.SlowCallRatio", w.SlowCallRatio)
 	case w.SlowCallRatio > 0 && w.SlowCallDuration == 0:
 		return errors.New("breaker: Window.SlowCallRatio needs Window.SlowCallDuration")
 	case w.Calls > 0 && w.Duration > 0:
@@ -265,6 +269,11 @@ func (c Config) Validate() error {
 		return errors.New("breaker: choose one trip condition: ReadyToTrip or Window rates")
 	}
 	return nil
+}
+
+// ratioError reports a share outside [0, 1], naming the field and the unit.
+func ratioError(field string, v float64) error {
+	return fmt.Errorf("breaker: %s is %v, want a fraction from 0 to 1 (0.5 is 50%%)", field, v)
 }
 
 func validRatio(p float64) bool { return p >= 0 && p <= 1 } // false for NaN
@@ -401,7 +410,7 @@ func (c *Config) settings() settings {
 		isFailure:     d.IsFailure,
 		isExcluded:    d.IsExcluded,
 		clk:           clock.Or(d.Clock),
-		rand:          d.Rand,
+		rand:          LockedSource(d.Rand),
 		onStateChange: d.OnStateChange,
 	}
 	switch {
@@ -413,4 +422,29 @@ func (c *Config) settings() settings {
 		s.mode = tripTimeWindow
 	}
 	return s
+}
+
+// randMu serialises every draw from a Config.Rand, by every breaker.
+var randMu sync.Mutex
+
+// lockedSource draws from src under randMu.
+type lockedSource struct{ src rand.Source }
+
+func (l *lockedSource) Uint64() uint64 {
+	randMu.Lock()
+	defer randMu.Unlock() // a panicking source must not wedge every breaker
+	return l.src.Uint64()
+}
+
+// LockedSource returns a source that draws from src under the lock every
+// Breaker takes to draw from its Config.Rand, so that code which draws from
+// a source also set as a Config.Rand (redisstore's shared breaker, say)
+// cannot race with the breakers. It returns nil for nil, and src itself if
+// it already is such a source.
+func LockedSource(src rand.Source) rand.Source {
+	switch src.(type) {
+	case nil, *lockedSource:
+		return src
+	}
+	return &lockedSource{src}
 }

@@ -46,7 +46,7 @@ func TestValidate(t *testing.T) {
 		{Config{Window: Window{Calls: 10, SlowCallDuration: -1}}, "SlowCallDuration"},
 		{Config{Window: Window{Calls: 10, FailureRatio: 1.01}}, "FailureRatio"},
 		{Config{Window: Window{Calls: 10, FailureRatio: math.NaN()}}, "FailureRatio"},
-		{Config{Window: Window{Calls: 10, SlowCallRatio: -1}}, "SlowCallRatio must be"},
+		{Config{Window: Window{Calls: 10, SlowCallRatio: -1}}, "SlowCallRatio is -1, want a fraction from 0 to 1"},
 		{Config{Window: Window{Calls: 10, SlowCallRatio: 0.5}}, "needs Window.SlowCallDuration"},
 		{Config{Window: Window{Calls: 10, Duration: time.Minute}}, "not both"},
 		{Config{Window: Window{FailureRatio: 0.5}}, "needs Calls or Duration"},

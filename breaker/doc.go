@@ -6,7 +6,7 @@
 //	    Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailureRatio: 0.3},
 //	})
 //	v, err := breaker.Do(ctx, b, func(ctx context.Context) (T, error) { ... })
-//	if errors.Is(err, breaker.ErrOpen) { ... } // not called: failing fast
+//	if errors.Is(err, breaker.ErrOpen) { ... } // not called: failing fast (ErrTooManyProbes too)
 //
 // One Breaker guards one downstream and is shared by all its callers.
 //
@@ -84,6 +84,39 @@
 // the breaker before every attempt and, through Ready, before it spends
 // budget on a wait: once the breaker is open, Do returns at once with an
 // error that wraps both ErrOpen and the last attempt's error.
+//
+// # Refusals
+//
+// A breaker refuses a call with ErrOpen (open) or ErrTooManyProbes
+// (half-open, every probe slot taken), returned as they are, without
+// allocation. errors.Is(err, ErrOpen) is true for both, so one check
+// catches every fast failure of a breaker (and retry.Do's error wraps
+// it); errors.Is(err, ErrTooManyProbes) is true only for the second.
+//
+// # Units
+//
+// Shares are fractions from 0 to 1 throughout, as in the rest of
+// stormguard: Window.FailureRatio and Window.SlowCallRatio (0.5 is 50%,
+// resilience4j's thresholds divided by 100) and Config.OpenJitter (0.1 is
+// 10%). Validate rejects a value outside that range with a message naming
+// the field, the value and the unit, so a percentage written by mistake
+// (50 for 50%) fails at once instead of never tripping.
+//
+// # Panics and sharing
+//
+// User code the breaker runs cannot wedge it. A function passed to Do that
+// panics counts as a failure (whatever Config.IsFailure says) and
+// releases its half-open slot before the panic goes on; so does a
+// retry.PanicError reported to a done function. A Config.Probe that panics
+// counts as a failed probe: the open period restarts and the next probe
+// is scheduled. A listener that panics runs after the breaker's own work
+// (the probe timer is already started); the other listeners still hear
+// that change and every later one, and the panic goes on afterwards.
+// Listeners may call the breaker, Close included.
+//
+// A Config may be shared by any number of breakers whatever its Rand
+// holds: every draw from a Config.Rand is made under one lock of this
+// package (see LockedSource), so even a plain rand.NewPCG cannot race.
 //
 // # Observing
 //

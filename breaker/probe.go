@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/stormguard/stormguard/clock"
 )
@@ -22,7 +23,9 @@ func (b *Breaker) scheduleProbe(pe *epoch) {
 }
 
 // runProbe runs the active probe for the open epoch pe and applies its
-// verdict if pe is still current.
+// verdict if pe is still current. A probe that panics counts as failed
+// (the open period restarts and the next probe is scheduled) before the
+// panic goes on.
 func (b *Breaker) runProbe(pe *epoch) {
 	b.mu.Lock()
 	if b.closed || b.cur.Load() != pe {
@@ -32,16 +35,44 @@ func (b *Breaker) runProbe(pe *epoch) {
 	b.probeTimer = nil
 	b.probeWG.Add(1)
 	b.mu.Unlock()
-	defer b.probeWG.Done()
 
+	finished := false
+	defer func() {
+		if !finished { // the probe panicked
+			b.probeVerdict(pe, errProbePanicked)
+		}
+	}()
+	err := b.callProbe()
+	finished = true
+	b.probeVerdict(pe, err)
+}
+
+// errProbePanicked is the verdict of a probe that panicked.
+var errProbePanicked = errors.New("breaker: probe panicked")
+
+// callProbe runs Config.Probe once under Config.ProbeTimeout.
+func (b *Breaker) callProbe() error {
 	ctx, cancel := clock.WithTimeout(b.probeCtx, b.clk, b.s.probeTimeout, ErrProbeTimeout)
+	defer cancel()
 	err := b.s.probe(ctx)
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx) // answered too late
 	}
-	cancel()
+	return err
+}
 
+// probeVerdict applies the result of the active probe of pe, then ends the
+// probe for Close before the listeners hear of the change: a listener may
+// call Close.
+func (b *Breaker) probeVerdict(pe *epoch, err error) {
 	b.mu.Lock()
+	ended := false
+	defer func() {
+		if !ended { // Config.Clock or Rand panicked
+			b.probeWG.Done()
+		}
+		b.unlock()
+	}()
 	if !b.closed && b.cur.Load() == pe {
 		if err == nil {
 			b.setLocked(pe, HalfOpen, b.clk.Now())
@@ -49,14 +80,16 @@ func (b *Breaker) runProbe(pe *epoch) {
 			b.setLocked(pe, Open, b.clk.Now()) // a repeated trip: the period may grow
 		}
 	}
-	b.unlock()
+	ended = true
+	b.probeWG.Done()
 }
 
 // Close stops active probing: it stops the pending probe timer, cancels a
 // running probe and waits for it to return. The breaker keeps working;
-// open periods then end on time, as without a Probe. Close must not be
-// called from the probe itself. It is safe to call more than once, and on
-// a nil Breaker.
+// open periods then end on time, as without a Probe. A listener (see
+// Subscribe) may call Close, also while it hears a change the probe made;
+// the probe function itself must not. Close is safe to call more than
+// once, and on a nil Breaker.
 func (b *Breaker) Close() {
 	if b == nil {
 		return

@@ -35,15 +35,29 @@ func (s State) String() string {
 }
 
 // Errors returned by Allow, Ready and Do when a call is refused. Both are
-// returned as they are (never wrapped) so that a refusal costs no
-// allocation; callers test them with errors.Is.
+// returned as they are (never wrapped, package-level values) so that a
+// refusal costs no allocation; callers test them with errors.Is.
+//
+// Every refusal by a breaker matches ErrOpen: errors.Is(err, ErrOpen) is
+// true for ErrTooManyProbes too, so one check catches every fast failure.
+// ErrTooManyProbes stays distinguishable: errors.Is(err, ErrTooManyProbes)
+// is true only for it.
 var (
-	// ErrOpen: the breaker is open and refuses calls.
-	ErrOpen = errors.New("breaker: open")
+	// ErrOpen: the breaker is open and refuses calls. Every refusal by a
+	// breaker matches it.
+	ErrOpen error = &refusal{"breaker: open"}
 	// ErrTooManyProbes: the breaker is half-open and already has
-	// Config.MaxProbes calls in flight.
-	ErrTooManyProbes = errors.New("breaker: too many probes")
+	// Config.MaxProbes calls in flight. It matches ErrOpen as well.
+	ErrTooManyProbes error = &refusal{"breaker: too many probes"}
 )
+
+// refusal is the type of ErrOpen and ErrTooManyProbes.
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string { return e.msg }
+
+// Is makes every refusal match ErrOpen.
+func (e *refusal) Is(target error) bool { return target == ErrOpen }
 
 // ErrProbeTimeout is the cause of the context handed to Config.Probe when
 // Config.ProbeTimeout runs out; a probe that answers after it counts as

@@ -70,6 +70,9 @@ func BenchmarkRatio(b *testing.B) {
 	b.Run("Refused", func(b *testing.B) {
 		r := NewRatio(RatioConfig{StartEmpty: true})
 		benchBoth(b, func() { r.Withdraw(errBench) })
+		if s := r.Stats(); s.Granted != 0 {
+			b.Fatalf("%d granted: the benchmark measured grants", s.Granted)
+		}
 	})
 	b.Run("WithdrawFree", func(b *testing.B) {
 		// gRPC A6: failures pay, a retry costs nothing and is granted
@@ -111,6 +114,9 @@ func BenchmarkWindow(b *testing.B) {
 	b.Run("Refused", func(b *testing.B) {
 		w := NewWindow(WindowConfig{Ratio: -1, MinRetriesPerSecond: -1})
 		benchBoth(b, func() { w.Withdraw(errBench) })
+		if s := w.Stats(); s.Granted != 0 {
+			b.Fatalf("%d granted: the benchmark measured grants", s.Granted)
+		}
 	})
 	b.Run("Retry", func(b *testing.B) {
 		w := NewWindow(WindowConfig{})
@@ -139,6 +145,9 @@ func BenchmarkConcurrency(b *testing.B) {
 	b.Run("Refused", func(b *testing.B) {
 		c := NewConcurrency(ConcurrencyConfig{Ratio: -1, MinConcurrency: -1})
 		benchBoth(b, func() { c.Withdraw(errBench) })
+		if s := c.Stats(); s.Granted != 0 {
+			b.Fatalf("%d granted: the benchmark measured grants", s.Granted)
+		}
 	})
 }
 

@@ -47,6 +47,12 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
+// ratioError reports a share outside its range, naming the field and the
+// unit.
+func ratioError(field string, v float64) error {
+	return invalid("%s is %v, want a fraction from 0 to 1 (0.2 is 20%%; negative: none)", field, v)
+}
+
 // finite reports whether x is neither NaN nor infinite.
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 

@@ -16,7 +16,8 @@ const (
 // flight, and never fewer than 3 allowed.
 type ConcurrencyConfig struct {
 	// Ratio is the share of active requests that may be active retries,
-	// as a fraction: 0.2 is 20%, kept to a millionth.
+	// as a fraction from 0 to MaxRatio (1): 0.2 is 20%, kept to a
+	// millionth; Validate rejects larger values (20 is not 20%).
 	// 0: DefaultConcurrencyRatio (0.2). Negative: none, only
 	// MinConcurrency.
 	Ratio float64
@@ -36,7 +37,7 @@ func (c ConcurrencyConfig) Validate() error {
 
 func (c ConcurrencyConfig) resolve() (percent, minimum int64, err error) {
 	if !finite(c.Ratio) || c.Ratio > MaxRatio {
-		return 0, 0, invalid("ConcurrencyConfig.Ratio is %v, want a finite number <= %v", c.Ratio, MaxRatio)
+		return 0, 0, ratioError("ConcurrencyConfig.Ratio", c.Ratio)
 	}
 	switch {
 	case c.Ratio == 0:

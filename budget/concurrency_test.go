@@ -85,7 +85,7 @@ func TestConcurrencyNoMinimum(t *testing.T) {
 }
 
 func TestConcurrencyConfigValidate(t *testing.T) {
-	for _, c := range []budget.ConcurrencyConfig{{}, {Ratio: -1, MinConcurrency: -1}, {Ratio: 10, MinConcurrency: 1000}} {
+	for _, c := range []budget.ConcurrencyConfig{{}, {Ratio: -1, MinConcurrency: -1}, {Ratio: budget.MaxRatio, MinConcurrency: 1000}} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", c, err)
 		}
@@ -93,6 +93,7 @@ func TestConcurrencyConfigValidate(t *testing.T) {
 	for name, c := range map[string]budget.ConcurrencyConfig{
 		"NaN percent":  {Ratio: math.NaN()},
 		"huge percent": {Ratio: math.Inf(1)},
+		"a percentage": {Ratio: 20},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := c.Validate()

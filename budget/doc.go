@@ -24,14 +24,14 @@
 // return — and needs no clock. Start with TenPercent; use GRPC to behave
 // as a gRPC client with retryThrottling, AWSStandard as an AWS SDK client.
 //
-// Window (Finagle's RetryBudget) allows retries up to a percentage of the
-// requests of the last few seconds, plus a floor of retries per second. It
+// Window (Finagle's RetryBudget) allows retries up to a share (a fraction)
+// of the requests of the last few seconds, plus a floor of retries per second. It
 // budgets on traffic rather than outcomes, so the retry share is the same in
 // good times and bad, and the floor lets quiet clients retry. It reads the
 // clock; its memory is the window.
 //
 // Concurrency (Envoy's retry_budget) limits retries in flight, as a
-// percentage of requests in flight with a minimum. Choose it when what hurts
+// share (a fraction) of requests in flight with a minimum. Choose it when what hurts
 // the downstream is concurrency — long or slow calls, connection pools,
 // queues — rather than rate. It relies on the Start and Refund calls that
 // retry.Do makes (retry.BudgetTracker).
@@ -39,6 +39,27 @@
 // Budgets combine with a circuit breaker: the breaker stops all calls to a
 // dead dependency, the budget bounds the extra load of retries while it is
 // merely struggling.
+//
+// # Units
+//
+// Shares are fractions from 0 to 1, as everywhere in stormguard:
+// WindowConfig.Ratio and ConcurrencyConfig.Ratio (0.2 is 20%) are at most
+// MaxRatio (1, as many retries as requests), and Validate rejects a larger
+// value with a message naming the field and the unit, so that a percentage
+// written by mistake (Ratio: 20) fails instead of allowing 2000% retries.
+// A Ratio bucket's amounts are tokens: Refill/RetryCost is its share
+// (0.1/1 is 10%).
+//
+// # Which failures are charged
+//
+// retry.Do hands Record an error marked retry.Permanent when its Policy
+// would not retry it. Ratio charges FailureCost only for failures
+// CountsAsFailure accepts (never a retry.Permanent error nor the caller's
+// cancellation) and pays in only for successes, so such a failure leaves
+// the bucket as it was, as gRPC A6 prescribes (tokens fall on retryable
+// failures only). Window counts every first attempt as a request whatever
+// its result, and Concurrency ends the attempt's active request, as their
+// models say.
 //
 // # Using budgets
 //

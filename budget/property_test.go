@@ -287,7 +287,7 @@ func TestWindowProperties(t *testing.T) {
 		cfg := budget.WindowConfig{
 			Window:              time.Duration(rapid.IntRange(1, 30_000).Draw(t, "window ms")) * time.Millisecond,
 			Buckets:             rapid.IntRange(0, 20).Draw(t, "Buckets"),
-			Ratio:               milli(t, -100, 2000, "Ratio"),
+			Ratio:               milli(t, -100, 1000, "Ratio"), // a fraction, at most MaxRatio
 			MinRetriesPerSecond: milli(t, -1000, 20_000, "MinRetriesPerSecond"),
 			Clock:               clk,
 		}

@@ -124,7 +124,8 @@ func TestDoBudgetRefusalReturnsAtOnce(t *testing.T) {
 		Budget:    b,
 		Clock:     clk,
 		Observer:  obs,
-		// MaxAttempts 0: only the budget can stop this call.
+		// No count limit: only the budget can stop this call.
+		MaxAttempts: retry.Unlimited,
 	}
 	var attemptErrs []error
 	t0 := clk.Now()

@@ -19,8 +19,12 @@ const (
 
 // Limits Validate enforces on WindowConfig and ConcurrencyConfig.
 const (
-	MaxRatio   = 1000.0 // WindowConfig.Ratio and ConcurrencyConfig.Ratio, as a fraction
-	MaxBuckets = 1000   // WindowConfig.Buckets
+	// MaxRatio is the largest WindowConfig.Ratio and ConcurrencyConfig.Ratio:
+	// shares are fractions, and 1 (100%) allows as many retries as
+	// requests. A percentage written where a fraction belongs (20 for 20%)
+	// is rejected rather than allowing twenty retries per request.
+	MaxRatio   = 1.0
+	MaxBuckets = 1000 // WindowConfig.Buckets
 )
 
 // WindowConfig configures a Window budget. The zero value is Finagle's
@@ -31,8 +35,9 @@ type WindowConfig struct {
 	// 0: DefaultWindow (10s).
 	Window time.Duration
 
-	// Ratio is the share of requests that may be retried, as a fraction:
-	// 0.2 is 20%, kept to a millionth. 0: DefaultWindowRatio (0.2).
+	// Ratio is the share of requests that may be retried, as a fraction
+	// from 0 to MaxRatio (1): 0.2 is 20%, kept to a millionth; Validate
+	// rejects larger values (20 is not 20%). 0: DefaultWindowRatio (0.2).
 	// Negative: none, only the MinRetriesPerSecond floor.
 	Ratio float64
 
@@ -76,7 +81,7 @@ func (c WindowConfig) resolve() (windowParams, error) {
 	case c.Buckets < 0 || c.Buckets > MaxBuckets:
 		return windowParams{}, invalid("WindowConfig.Buckets is %d, want 0 to %d", c.Buckets, MaxBuckets)
 	case !finite(c.Ratio) || c.Ratio > MaxRatio:
-		return windowParams{}, invalid("WindowConfig.Ratio is %v, want a finite number <= %v", c.Ratio, MaxRatio)
+		return windowParams{}, ratioError("WindowConfig.Ratio", c.Ratio)
 	case !finite(c.MinRetriesPerSecond):
 		return windowParams{}, invalid("WindowConfig.MinRetriesPerSecond is %v, want a finite number", c.MinRetriesPerSecond)
 	}

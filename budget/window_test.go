@@ -139,6 +139,7 @@ func TestWindowConfigValidate(t *testing.T) {
 		"too many buckets":  {Buckets: budget.MaxBuckets + 1},
 		"NaN percent":       {Ratio: math.NaN()},
 		"huge percent":      {Ratio: budget.MaxRatio * 2},
+		"a percentage":      {Ratio: 20},
 		"infinite floor":    {MinRetriesPerSecond: math.Inf(1)},
 		"huge floor":        {MinRetriesPerSecond: 1e12},
 		"buckets too small": {Window: 5 * time.Nanosecond, Buckets: 10},

@@ -11,7 +11,7 @@ import "sync"
 // held; Deliver must be called without it. The goroutine that finds no
 // delivery running delivers everything queued, including events queued
 // meanwhile by other goroutines or by a subscriber that caused one; a
-// subscriber that panics does not stop later deliveries.
+// subscriber that panics stops no delivery (see Deliver).
 type Queue[E any] struct {
 	mu         sync.Mutex
 	queue      []E
@@ -35,6 +35,12 @@ func (q *Queue[E]) Push(e E) {
 
 // Deliver hands every queued event to every subscriber, unless another
 // goroutine is already doing so.
+//
+// A subscriber that panics stops nothing: the other subscribers still hear
+// that event, and every subscriber hears every event queued after it, in
+// this same Deliver. Once the queue is empty, Deliver panics with the
+// value of the first panic it caught (the producer's state is settled by
+// then: it calls Deliver after its own work).
 func (q *Queue[E]) Deliver() {
 	q.mu.Lock()
 	if q.delivering {
@@ -44,18 +50,21 @@ func (q *Queue[E]) Deliver() {
 	q.delivering = true
 	finished := false
 	defer func() {
-		if !finished { // a subscriber panicked: the next Deliver goes on
+		if !finished { // a subscriber called runtime.Goexit: the next Deliver goes on
 			q.mu.Lock()
 			q.delivering = false
 			q.mu.Unlock()
 		}
 	}()
+	var first *caught
 	for q.head < len(q.queue) {
 		e, subs := q.queue[q.head], q.subs
 		q.head++
 		q.mu.Unlock()
 		for _, s := range subs {
-			s.fn(e)
+			if p := call(s.fn, e); p != nil && first == nil {
+				first = p
+			}
 		}
 		q.mu.Lock()
 	}
@@ -63,6 +72,28 @@ func (q *Queue[E]) Deliver() {
 	q.delivering = false
 	finished = true
 	q.mu.Unlock()
+	if first != nil {
+		panic(first.v)
+	}
+}
+
+// caught is a panic recovered from a subscriber.
+type caught struct{ v any }
+
+// call runs fn(e) and returns the panic it recovered, or nil. A
+// runtime.Goexit is not stopped.
+func call[E any](fn func(E), e E) (p *caught) {
+	ok := false
+	defer func() {
+		if !ok {
+			if v := recover(); v != nil { // nil: Goexit (since Go 1.21 panic(nil) recovers a *runtime.PanicNilError)
+				p = &caught{v}
+			}
+		}
+	}()
+	fn(e)
+	ok = true
+	return nil
 }
 
 // Subscribe adds fn and returns a function that removes it again (once;

@@ -81,3 +81,37 @@ func TestConcurrentPushersDeliverEverythingOnce(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber that panics stops neither the other subscribers of that
+// event nor the events queued after it; Deliver panics with its value
+// once everything was delivered, and the queue keeps working.
+func TestPanickingSubscriberStopsNoDelivery(t *testing.T) {
+	var q Queue[int]
+	var seen []string
+	q.Subscribe(func(e int) {
+		if e == 1 {
+			panic("boom")
+		}
+		seen = append(seen, fmt.Sprint("a", e))
+	})
+	q.Subscribe(func(e int) { seen = append(seen, fmt.Sprint("b", e)) })
+	q.Push(1)
+	q.Push(2)
+	var v any
+	func() {
+		defer func() { v = recover() }()
+		q.Deliver()
+	}()
+	if v != "boom" {
+		t.Fatalf("Deliver panicked with %v, want the subscriber's value", v)
+	}
+	if fmt.Sprint(seen) != "[b1 a2 b2]" {
+		t.Fatalf("delivered %v, want [b1 a2 b2]", seen)
+	}
+	seen = nil
+	q.Push(3)
+	q.Deliver()
+	if fmt.Sprint(seen) != "[a3 b3]" {
+		t.Fatalf("after the panic: %v", seen)
+	}
+}
