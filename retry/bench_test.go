@@ -38,6 +38,23 @@ func BenchmarkDoSuccessParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkDoSuccessBudgetBreaker is the first-try success path with a
+// ratio budget and a closed breaker, which takes the panic guard.
+func BenchmarkDoSuccessBudgetBreaker(b *testing.B) {
+	ctx := context.Background()
+	p := &retry.Policy{
+		MaxAttempts: 4,
+		Backoff:     backoff.Constant{},
+		Budget:      budget.NewRatio(budget.TenPercent()),
+		Breaker:     breaker.New(breaker.Config{ConsecutiveFailures: 1 << 20}),
+	}
+	op := func(context.Context) (int, error) { return 1, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		retry.Do(ctx, p, op)
+	}
+}
+
 func BenchmarkDoOneFailureThenSuccess(b *testing.B) {
 	ctx := context.Background()
 	p := &retry.Policy{MaxAttempts: 4, Backoff: backoff.Constant{}}

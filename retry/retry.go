@@ -30,30 +30,30 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	}
 	// With no observer, attempt timeout, time allowance, breaker or budget
 	// there is nothing to set up or report around the first attempt, and
-	// nothing it could leak by panicking: make it inline, which keeps the
-	// success path at a few ns, and hand over to loop only when it fails.
+	// nothing a panic could leak: make it inline, with no guard, which
+	// keeps the success path at a few ns.
 	if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && p.Breaker == nil && p.Budget == nil && ctx.Err() == nil {
 		v, err := op(ctx)
 		if err == nil {
 			return v, nil
 		}
-		return loop(ctx, p, op, v, err)
+		return guarded(ctx, p, op, v, err)
 	}
 	var zero T
-	return loop(ctx, p, op, zero, nil)
+	return guarded(ctx, p, op, zero, nil)
 }
 
-// loop runs the call after run's inline first attempt failed with (v,
-// err), or from the start when err is nil. It reports an attempt whose op
-// panics (or calls runtime.Goexit) as failed to the breaker, the budget
-// and the Observer before the panic goes on.
-func loop[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), v T, err error) (T, error) {
+// guarded runs the call from its first attempt (err nil) or after run's
+// inline first attempt failed with (v, err). An attempt whose op panics
+// (or calls runtime.Goexit) is reported as failed to the breaker, the
+// budget and the Observer before the panic goes on.
+func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), v T, err error) (T, error) {
 	var c Call
 	var a Attempt
 	var done func(error)
-	// inOp says which attempt is running when op panics: 1 an inline first
-	// attempt, 2 an attempt of the Call. The deferred function does work
-	// only then.
+	// inOp says which attempt runs: 1 an inline first attempt, 2 an
+	// attempt of the Call. The deferred function does work only when op
+	// did not return.
 	inOp := 0
 	defer func() {
 		if inOp != 0 {
@@ -61,7 +61,7 @@ func loop[T any](ctx context.Context, p *Policy, op func(context.Context) (T, er
 			if inOp == 1 {
 				c.init(ctx, p)
 				c.n = 1
-				a.N, a.Context, a.actx, a.done = 1, ctx, ctx, done
+				a = Attempt{N: 1, Context: ctx, actx: ctx, done: done}
 			}
 			c.Panic(&a, r)
 			if r != nil { // nil: runtime.Goexit, which goes on by itself
@@ -75,7 +75,8 @@ func loop[T any](ctx context.Context, p *Policy, op func(context.Context) (T, er
 		c.n, c.last = 1, err
 	} else if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && ctx.Err() == nil {
 		// Only a breaker or a budget to tell: the same steps as Call.begin
-		// and Call.End, without the Call's setup unless the attempt fails.
+		// and Call.End, made inline, handing over to the Call only when
+		// the attempt fails.
 		if p.Breaker != nil {
 			var berr error
 			if done, berr = p.Breaker.Allow(); berr != nil {
