@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -83,7 +84,7 @@ type Exponential struct {
 	Multiplier float64
 	Jitter     Jitter
 	Factor     float64     // Proportional jitter: ±Factor·T (default 0.2)
-	Rand       rand.Source // nil: math/rand/v2's global generator
+	Rand       rand.Source // nil: math/rand/v2's global generator; any source may be shared (see Uniform)
 }
 
 // Delay implements Strategy.
@@ -206,34 +207,78 @@ func jitter(j Jitter, t, base, max, prev time.Duration, factor float64, src rand
 		if factor > 1 {
 			factor = 1
 		}
+		// t is already capped; the window [t−spread, t+spread] is cut at
+		// max before drawing, not after, so that no share of the draws
+		// piles up on max (at the cap the wait is uniform in
+		// [max·(1−f), max]).
 		spread := time.Duration(float64(t) * factor)
 		lo := t - spread
-		d := lo + time.Duration(uniform(src, 2*uint64(spread)))
-		if d > max || d < 0 {
-			return max
+		hi := max
+		if spread <= max-t {
+			hi = t + spread
 		}
-		return d
+		return lo + time.Duration(uniform(src, uint64(hi-lo)))
 	default:
 		return t
 	}
 }
+
+// Uniform returns a uniform integer in [0, n] drawn from src (nil: the
+// global generator of math/rand/v2). It is safe for concurrent use whatever
+// src is, and does not allocate: a source made by NewSource is drawn from
+// without a lock; any other source (rand.NewPCG, rand.NewChaCha8, a user's
+// type) is drawn from under a process-wide lock, since rand.Source does not
+// say whether it may be shared. The strategies of this package and
+// retry.Policy.Rand draw through it.
+func Uniform(src rand.Source, n uint64) uint64 { return uniform(src, n) }
+
+// sourceMu serialises draws from sources not known to be safe for
+// concurrent use.
+var sourceMu sync.Mutex
 
 // uniform returns a uniform integer in [0, n].
 func uniform(src rand.Source, n uint64) uint64 {
 	if n == 0 {
 		return 0
 	}
-	if n == math.MaxUint64 {
-		if src == nil {
+	if src == nil {
+		if n == math.MaxUint64 {
 			return rand.Uint64()
 		}
+		return rand.Uint64N(n + 1)
+	}
+	if sm, ok := src.(*splitMix); ok {
+		return uniformSplitMix(sm, n)
+	}
+	sourceMu.Lock()
+	v := uniformFrom(src, n)
+	sourceMu.Unlock()
+	return v
+}
+
+// uniformFrom returns a uniform integer in [0, n], n > 0, from src.
+func uniformFrom(src rand.Source, n uint64) uint64 {
+	if n == math.MaxUint64 {
 		return src.Uint64()
 	}
 	bound := n + 1
-	if src == nil {
-		return rand.Uint64N(bound)
-	}
 	// Lemire's multiply-shift with rejection, as in math/rand/v2.
+	hi, lo := bits.Mul64(src.Uint64(), bound)
+	if lo < bound {
+		thresh := -bound % bound
+		for lo < thresh {
+			hi, lo = bits.Mul64(src.Uint64(), bound)
+		}
+	}
+	return hi
+}
+
+// uniformSplitMix is uniformFrom for NewSource's type, with direct calls.
+func uniformSplitMix(src *splitMix, n uint64) uint64 {
+	if n == math.MaxUint64 {
+		return src.Uint64()
+	}
+	bound := n + 1
 	hi, lo := bits.Mul64(src.Uint64(), bound)
 	if lo < bound {
 		thresh := -bound % bound

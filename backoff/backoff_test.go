@@ -115,7 +115,7 @@ func TestJitterIntervals(t *testing.T) {
 			}
 		}
 	}
-	// Decorrelated: min(Max, U[Base, 3·prev]).
+	// Decorrelated: U[Base, min(Max, 3·prev)].
 	e := Exponential{Base: base, Max: maxD, Jitter: Decorrelated, Rand: src}
 	prev := time.Duration(0)
 	for i := 0; i < 10000; i++ {

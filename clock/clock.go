@@ -8,6 +8,7 @@ package clock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -75,8 +76,14 @@ func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 // On the Real clock it is context.WithTimeoutCause, so the returned context
 // carries a deadline that net/http and gRPC propagate. On any other clock the
 // context is cancelled by a c.AfterFunc timer and reports the deadline
-// c.Now()+d through Deadline (if that is earlier than the parent's); its
-// Err is context.DeadlineExceeded and context.Cause returns cause.
+// c.Now()+d through Deadline (if that is earlier than the parent's). Either
+// way it keeps the context contract of context.WithTimeoutCause: when d
+// passes its Err is context.DeadlineExceeded and context.Cause returns
+// cause (context.DeadlineExceeded if cause is nil); when the parent ends
+// first it reports the parent's Err and cause; after the returned cancel it
+// reports context.Canceled. Contexts derived from it (WithCancel,
+// WithTimeout, WithCancelCause, nested WithTimeout on the same clock)
+// inherit its Err and cause as they would from a real timeout.
 func WithTimeout(parent context.Context, c Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
 	if c == nil || c == Real {
 		return context.WithTimeoutCause(parent, d, cause)
@@ -84,35 +91,91 @@ func WithTimeout(parent context.Context, c Clock, d time.Duration, cause error) 
 	if cause == nil {
 		cause = context.DeadlineExceeded
 	}
-	ctx, cancel := context.WithCancelCause(parent)
-	vc := &virtualDeadline{Context: ctx, deadline: c.Now().Add(d), cause: cause}
-	t := c.AfterFunc(d, func() { cancel(cause) })
-	return vc, func() {
+	v := &virtualDeadline{deadline: c.Now().Add(d)}
+	v.holder, v.cancelHolder = context.WithCancelCause(parent)
+	v.sig, v.cancelSig = context.WithCancel(context.Background())
+	v.Context = v.holder
+	// The parent's end reaches v through holder.
+	v.mu.Lock()
+	v.stopParent = context.AfterFunc(v.holder, func() { v.finish(nil, nil) })
+	v.mu.Unlock()
+	if v.holder.Err() != nil { // the parent has ended already: end now, as context does
+		v.finish(nil, nil)
+	}
+	t := c.AfterFunc(d, func() { v.finish(context.DeadlineExceeded, cause) })
+	return v, func() {
 		t.Stop()
-		cancel(context.Canceled)
+		v.finish(context.Canceled, context.Canceled)
 	}
 }
 
-// virtualDeadline is a context whose deadline is measured on a non-real clock.
+// virtualDeadline is a context whose deadline is measured on a non-real
+// clock. It is built from two standard contexts so that the context
+// package treats it as it treats its own:
+//
+//   - holder, context.WithCancelCause(parent), holds the cause: Value
+//     reaches it, so context.Cause(v) — and the cause a child inherits —
+//     is holder's;
+//   - sig, a context of its own, is what Done returns and what AfterFunc
+//     registers on. Since Done is not holder's channel, a child made by
+//     context.WithCancel(v) is not attached to holder (which ends with
+//     Err Canceled) but to v through AfterFunc, and takes v.Err() —
+//     context.DeadlineExceeded once the timer fired — and Cause(v).
 type virtualDeadline struct {
-	context.Context
-	deadline time.Time
-	cause    error
+	context.Context // holder, for Value
+	holder          context.Context
+	cancelHolder    context.CancelCauseFunc
+	sig             context.Context
+	cancelSig       context.CancelFunc
+	deadline        time.Time
+
+	mu         sync.Mutex
+	stopParent func() bool
+	err        error
+}
+
+// finish ends v with err and cause, unless the parent has ended already:
+// then v takes the parent's Err and cause. Only the first call counts.
+func (v *virtualDeadline) finish(err, cause error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err != nil {
+		return
+	}
+	if v.stopParent != nil {
+		v.stopParent()
+	}
+	if herr := v.holder.Err(); herr != nil {
+		err = herr // the parent ended first: report its end and cause
+	} else if cause != nil {
+		v.cancelHolder(cause)
+	}
+	v.err = err
+	v.cancelSig()
 }
 
 func (v *virtualDeadline) Deadline() (time.Time, bool) {
-	if d, ok := v.Context.Deadline(); ok && d.Before(v.deadline) {
+	if d, ok := v.holder.Deadline(); ok && d.Before(v.deadline) {
 		return d, true
 	}
 	return v.deadline, true
 }
 
-// Err reports context.DeadlineExceeded when this context's own timer
-// expired, like a context made by context.WithTimeout.
+func (v *virtualDeadline) Done() <-chan struct{} { return v.sig.Done() }
+
+// Err reports context.DeadlineExceeded once this context's own timer
+// expired, like a context made by context.WithTimeout, the parent's error
+// if the parent ended first, and context.Canceled after cancel.
 func (v *virtualDeadline) Err() error {
-	err := v.Context.Err()
-	if err != nil && err == context.Canceled && context.Cause(v.Context) == v.cause {
-		return context.DeadlineExceeded
-	}
-	return err
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.err
 }
+
+// AfterFunc lets contexts derived from v follow it without a goroutine of
+// their own (the context package looks for this method).
+func (v *virtualDeadline) AfterFunc(f func()) func() bool {
+	return context.AfterFunc(v.sig, f)
+}
+
+func (v *virtualDeadline) String() string { return "clock.WithTimeout(virtual)" }

@@ -14,8 +14,8 @@ package queue
 // costs nothing.
 type Observer interface {
 	// QueueDropped reports that n records (or tasks) were dropped for the
-	// given reason: one of DropFull, DropPermanent, DropExhausted or
-	// DropClosed. queue is Config.Name or SchedulerConfig.Name.
+	// given reason: one of DropFull, DropPermanent, DropExhausted,
+	// DropClosed or DropPanicked. queue is Config.Name or SchedulerConfig.Name.
 	QueueDropped(queue string, reason string, n int)
 	// QueueDepth reports the number of pending records (buffered plus in
 	// flight; see Stats.Pending) or pending tasks. A Queue calls it when
@@ -42,4 +42,7 @@ const (
 	// DropClosed: Close's context ended before the record was delivered or
 	// the task finished (Stats.Pending after Close, SchedulerStats.Abandoned).
 	DropClosed = "closed"
+	// DropPanicked: a scheduled task panicked; it is not retried
+	// (SchedulerStats.Failed).
+	DropPanicked = "panicked"
 )

@@ -35,7 +35,7 @@ func TestCollectorOutage(t *testing.T) {
 		// evict it.
 		heldBatch bool
 	}{
-		{"RetryForever", 0, true},
+		{"RetryForever", retry.Unlimited, true},
 		{"GiveUpAndRequeue", 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -255,7 +255,7 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	if cfg.MaxBatchBytes == 0 {
 		q.size = nil
 	}
-	q.pacing = retry.Policy{Clock: clk, Classify: retryAll}
+	q.pacing = retry.Policy{Clock: clk, Classify: retryAll, MaxAttempts: retry.Unlimited}
 	if policy != nil {
 		q.pacing.Backoff, q.pacing.MaxRetryAfter, q.pacing.Rand = policy.Backoff, policy.MaxRetryAfter, policy.Rand
 	}

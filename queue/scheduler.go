@@ -33,8 +33,9 @@ type SchedulerConfig struct {
 	MaxPending int
 
 	// Policy says how each task is retried; see Scheduler for how its
-	// fields are applied. nil: the zero retry.Policy (retry until success,
-	// a permanent error or Close).
+	// fields are applied. nil: the zero retry.Policy (at most
+	// retry.DefaultMaxAttempts attempts; set MaxAttempts: retry.Unlimited
+	// to retry until success, a permanent error or Close).
 	Policy *retry.Policy
 
 	// Clock times the waits between attempts, AttemptTimeout and
@@ -68,9 +69,9 @@ type SchedulerStats struct {
 	Submitted uint64
 	// Succeeded counts tasks whose last attempt returned nil.
 	Succeeded uint64
-	// Failed counts tasks given up on: a permanent error, or a stop
+	// Failed counts tasks given up on: a permanent error, a stop
 	// condition of the Policy (MaxAttempts, MaxElapsed, a Budget or Breaker
-	// refusal).
+	// refusal), or a panic in the task.
 	Failed uint64
 	// Abandoned counts tasks Close gave up on when its context ended.
 	Abandoned uint64
@@ -121,6 +122,16 @@ type SchedulerStats struct {
 //     Policy (Workers and the backoff already bound the load the
 //     Scheduler puts on a downstream), or resubmit later what done hands
 //     back.
+//
+// A task that panics (or calls runtime.Goexit) is not retried: its call
+// reports the attempt as failed (retry.Call.Panic: the Breaker's probe
+// permit and the Budget's slot are released, the Observer hears
+// retry.ReasonPanic), done receives a *retry.Error whose Reason is
+// retry.ErrPanicked and whose Last is the *retry.PanicError, and the task
+// counts in SchedulerStats.Failed (QueueDropped with DropPanicked). The
+// panic is recovered there rather than re-raised: no caller is waiting
+// on a scheduled task, and re-raising it would end the program. The worker
+// goes on, so no worker, slot or goroutine is lost.
 //
 // A task stops when it succeeds, fails with an error not worth retrying,
 // has made MaxAttempts attempts, cannot fit the next wait plus

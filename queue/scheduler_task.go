@@ -19,7 +19,11 @@ func (s *Scheduler) execute(t *task) {
 	s.mu.Lock()
 	s.st.Attempts++
 	s.mu.Unlock()
-	if err = t.call.End(&a, t.fn(a.Context)); err == nil {
+	err, ok := s.attempt(t, &a)
+	if !ok {
+		return // the task panicked: attempt has ended it
+	}
+	if err = t.call.End(&a, err); err == nil {
 		t.call.Succeed()
 		s.finish(t, nil, "")
 		return
@@ -30,6 +34,37 @@ func (s *Scheduler) execute(t *task) {
 		return
 	}
 	s.park(t, d)
+}
+
+// attempt runs t's task for attempt a. If the task panics (or calls
+// runtime.Goexit), its call reports the attempt as failed through
+// retry.Call.Panic — so the Breaker's probe permit and the Budget's slot
+// are released and the Observer hears the call end with
+// retry.ReasonPanic — and the task fails, its done function receiving a
+// *retry.Error whose Reason is retry.ErrPanicked and whose Last is the
+// *retry.PanicError. The panic does not go on: it would take the
+// Scheduler's goroutine, and the whole program, with it. ok is false then.
+func (s *Scheduler) attempt(t *task, a *retry.Attempt) (err error, ok bool) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		v := recover()
+		if v == nil {
+			// runtime.Goexit: this worker goroutine ends; start another in
+			// its place before exit counts this one out.
+			s.mu.Lock()
+			s.live++
+			s.mu.Unlock()
+			go s.work()
+		}
+		t.call.Panic(a, v)
+		s.finish(t, &retry.Error{Attempts: t.call.Attempts(), Reason: retry.ErrPanicked, Last: &retry.PanicError{Value: v}}, DropPanicked)
+	}()
+	err = t.fn(a.Context)
+	returned = true
+	return err, true
 }
 
 // giveUp ends running task t, whose call gave up with err (a *retry.Error,

@@ -638,14 +638,14 @@ func TestSchedulerCloseRefundsWaitingRetry(t *testing.T) {
 func TestSchedulerTaskMatchesDo(t *testing.T) {
 	errs := []error{
 		errDown,
-		retry.After(errDown, 3*time.Second),  // advice below the cap
-		retry.After(errDown, 10*time.Second), // advice above it
+		retry.After(errDown, 3*time.Second), // advice below the cap
 		fmt.Errorf("reset: %w", errDown),
 		errDown,
+		retry.After(errDown, 10*time.Second), // advice above it: the call stops
 	}
 	policy := func(fake *clocktest.Fake) (*retry.Policy, *eventLog, *trackingBudget) {
 		log, bud := &eventLog{}, &trackingBudget{gateBudget{grant: true}}
-		p := noJitter(fake, len(errs))
+		p := noJitter(fake, len(errs)+1)
 		p.Operation, p.Observer, p.Budget = "sync", log, bud
 		p.MaxRetryAfter = 5 * time.Second
 		p.Rand = rand.NewPCG(1, 2) // the advice's jitter
@@ -685,7 +685,7 @@ func TestSchedulerTaskMatchesDo(t *testing.T) {
 	got := res.get(t)
 	closeAll(t, s)
 
-	if got.Error() != want.Error() || !errors.Is(got, retry.ErrAttemptsExhausted) {
+	if got.Error() != want.Error() || !errors.Is(got, retry.ErrAdviceExceedsCap) {
 		t.Fatalf("done(%v), retry.Run returned %v", got, want)
 	}
 	if g, w := fmt.Sprint(sLog.log), fmt.Sprint(doLog.log); g != w {

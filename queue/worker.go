@@ -2,8 +2,10 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -255,7 +257,18 @@ func (q *Queue[T]) pause(err error) {
 	if stop == nil {
 		d, stop = q.pacer.Next(q.pacer.End(&a, err))
 	}
-	if stop != nil { // only when Close gave up: nothing is delivered any more
+	if stop != nil && errors.Is(stop, retry.ErrAdviceExceedsCap) {
+		// The server asked for longer than MaxRetryAfter: pause for about
+		// the cap, the longest the Policy allows, rather than not at all —
+		// spread down by up to a tenth, so that queues told the same large
+		// value do not all resume at once.
+		q.pacer = nil
+		d = q.pacing.MaxRetryAfter
+		if d == 0 {
+			d = retry.DefaultMaxRetryAfter
+		}
+		d -= time.Duration(backoff.Uniform(q.pacing.Rand, uint64(d/10)))
+	} else if stop != nil { // only when Close gave up: nothing is delivered any more
 		q.pacer = nil
 		return
 	}

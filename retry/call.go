@@ -2,9 +2,9 @@ package retry
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock"
 )
 
@@ -141,6 +141,10 @@ func (c *Call) begin(a *Attempt) error {
 // hears the outcome, then the breaker, then the budget. It returns err as
 // the loop sees it — an attempt cut by AttemptTimeout is marked so that
 // errors.Is(err, ErrAttemptTimeout) — and releases the attempt's context.
+// When the Policy would not retry err (Permanent, Classify or
+// DefaultClassifier), the budget's Record receives it marked Permanent,
+// so that retry.IsPermanent reports true and the budget does not charge
+// the failure.
 func (c *Call) End(a *Attempt, err error) error {
 	if err != nil && a.actx != c.ctx && c.ctx.Err() == nil && a.actx.Err() != nil {
 		err = &attemptTimeoutError{err}
@@ -156,10 +160,21 @@ func (c *Call) End(a *Attempt, err error) error {
 		a.done(err)
 	}
 	if c.p.Budget != nil {
-		c.p.Budget.Record(a.N > 1, err)
+		c.p.Budget.Record(a.N > 1, c.budgetErr(err))
 	}
 	c.last = err
 	return err
+}
+
+// budgetErr is the error Budget.Record hears for an attempt that ended with
+// err: err itself when the Policy would retry it, marked Permanent when
+// its classification would not (so that a budget charges only failures
+// that cost retries). It allocates only on that path.
+func (c *Call) budgetErr(err error) error {
+	if err == nil || IsPermanent(err) || c.retryable(err) {
+		return err
+	}
+	return Permanent(err)
 }
 
 func (c *Call) outcome(err error) Outcome {
@@ -287,6 +302,11 @@ func (c *Call) refund() {
 
 func (c *Call) giveUp(attempts int, reason Reason, sentinel error) error {
 	err := &Error{Attempts: attempts, Reason: sentinel, Last: c.last}
+	if reason == ReasonContext {
+		if cause := context.Cause(c.ctx); cause != sentinel {
+			err.Cause = cause
+		}
+	}
 	if c.obs != nil {
 		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: attempts, Reason: reason, Err: err, Duration: c.clk.Since(c.start)})
 	}
@@ -298,6 +318,11 @@ func (c *Call) retryable(err error) bool {
 		return false
 	}
 	if c.p.Classify != nil {
+		// An attempt cut by its own timer is retryable whatever Classify
+		// says, as Policy.AttemptTimeout promises.
+		if walk(err, isTimeoutMarker) {
+			return true
+		}
 		return c.p.Classify(err)
 	}
 	return DefaultClassifier(err)
@@ -329,10 +354,7 @@ func (c *Call) uniform(n time.Duration) time.Duration {
 	if n <= 0 {
 		return 0
 	}
-	if c.p.Rand != nil {
-		return time.Duration(c.p.Rand.Uint64() % uint64(n+1))
-	}
-	return time.Duration(rand.Int64N(int64(n) + 1))
+	return time.Duration(backoff.Uniform(c.p.Rand, uint64(n)))
 }
 
 // fits reports whether a wait of d followed by MinAttemptTime ends before
@@ -350,7 +372,7 @@ func (c *Call) fits(d time.Duration) (Reason, error) {
 		}
 	}
 	if hasDL && !need.Before(dl) {
-		return ReasonDeadline, context.DeadlineExceeded
+		return ReasonDeadline, ErrDeadlineTooClose
 	}
 	return 0, nil
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,11 +25,27 @@ var (
 	// pushback) longer than Policy.MaxRetryAfter. Do stops rather than
 	// come back sooner than the server asked.
 	ErrAdviceExceedsCap = errors.New("retry: server asked to wait longer than MaxRetryAfter")
+	// ErrDeadlineTooClose: the caller's context was still live, but its
+	// deadline could not hold the next wait plus Policy.MinAttemptTime, so
+	// Do stopped early rather than sleep only to fail. For compatibility
+	// errors.Is(ErrDeadlineTooClose, context.DeadlineExceeded) is true;
+	// test for ErrDeadlineTooClose to tell this predictive stop from a
+	// deadline that has passed.
+	ErrDeadlineTooClose error = deadlineTooClose{}
 	// ErrPanicked marks an attempt that panicked (see PanicError). Do
 	// reports such an attempt as a failure to the Observer, the breaker and
 	// the budget, then lets the panic go on.
 	ErrPanicked = errors.New("retry: attempt panicked")
 )
+
+type deadlineTooClose struct{}
+
+func (deadlineTooClose) Error() string {
+	return "retry: deadline too close: it cannot hold the next wait and attempt"
+}
+
+// Is makes a predictive stop match context.DeadlineExceeded too.
+func (deadlineTooClose) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // PanicError is the error an attempt that panicked is recorded with: the
 // breaker, the budget and the Observer see it as the attempt's failure.
@@ -45,16 +62,27 @@ func (p *PanicError) Is(target error) bool { return target == ErrPanicked }
 
 // Error is returned by Do when the call fails. It wraps the reason Do
 // stopped (Reason, one sentinel; nil when the last error was simply not
-// retryable) and the last attempt's error (Last; nil when no attempt ran).
+// retryable), the last attempt's error (Last; nil when no attempt ran) and,
+// when the caller's context ended with a cause of its own
+// (context.WithCancelCause, WithDeadlineCause, WithTimeoutCause), that
+// cause (Cause), so that errors.Is finds each of them.
 type Error struct {
 	Attempts int   // attempts made, the first included
-	Reason   error // ErrAttemptsExhausted, ErrBudgetExhausted, ErrElapsed, the breaker's or the context's error, or nil
+	Reason   error // ErrAttemptsExhausted, ErrBudgetExhausted, ErrElapsed, ErrDeadlineTooClose, ErrAdviceExceedsCap, the breaker's or the context's error, or nil
 	Last     error // the last attempt's error
+	Cause    error // context.Cause of the caller's context when Reason is its Err and the cause differs; else nil
 }
 
 // Error describes the reason and the last error.
 func (e *Error) Error() string {
 	n := strconv.Itoa(e.Attempts)
+	if e.Cause != nil && e.Reason != nil {
+		reason := e.Reason.Error() + " (cause: " + e.Cause.Error() + ")"
+		if e.Last == nil {
+			return reason + " (after " + n + " attempts)"
+		}
+		return reason + " after " + n + " attempts: " + e.Last.Error()
+	}
 	switch {
 	case e.Reason == nil && e.Last == nil:
 		return "retry: failed after " + n + " attempts"
@@ -67,9 +95,15 @@ func (e *Error) Error() string {
 	}
 }
 
-// Unwrap returns the reason and the last error, so that errors.Is and
+// Unwrap returns the reason, the context's cause and the last error, so that errors.Is and
 // errors.As find either.
 func (e *Error) Unwrap() []error {
+	if e.Cause != nil {
+		if e.Last == nil {
+			return []error{e.Reason, e.Cause}
+		}
+		return []error{e.Reason, e.Cause, e.Last}
+	}
 	switch {
 	case e.Reason == nil:
 		return []error{e.Last}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -52,15 +53,59 @@ func ExamplePermanent() {
 }
 
 func ExampleAfter() {
-	// A server said "Retry-After: 1"; the next wait is at least 1s, capped
-	// by MaxRetryAfter. Here the caller's deadline cannot hold it, so Do
-	// stops at once instead of sleeping only to fail.
+	// A server said "Retry-After: 1"; the next wait is at least 1s (advice
+	// beyond MaxRetryAfter would stop the call with ErrAdviceExceedsCap).
+	// Here the caller's deadline cannot hold it, so Do stops at once
+	// instead of sleeping only to fail, and says the stop was predictive.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := retry.Do(ctx, nil, func(ctx context.Context) (int, error) {
 		return 0, retry.After(errors.New("429 too many requests"), time.Second)
 	})
-	fmt.Println(errors.Is(err, context.DeadlineExceeded), time.Since(start) < 400*time.Millisecond)
-	// Output: true true
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, retry.ErrDeadlineTooClose), errors.Is(err, context.DeadlineExceeded), time.Since(start) < 400*time.Millisecond)
+	// Output:
+	// retry: deadline too close: it cannot hold the next wait and attempt after 1 attempts: 429 too many requests
+	// true true true
+}
+
+// A zero MaxAttempts means DefaultMaxAttempts (3): no Policy retries
+// forever unless it asks for retry.Unlimited.
+func ExamplePolicy_defaultMaxAttempts() {
+	calls := 0
+	_, err := retry.Do(context.Background(), &retry.Policy{Backoff: backoff.Constant{}}, func(ctx context.Context) (int, error) {
+		calls++
+		return 0, errors.New("connection refused")
+	})
+	fmt.Println(calls, errors.Is(err, retry.ErrAttemptsExhausted))
+	// Output: 3 true
+}
+
+// A panicking operation is reported as a failed attempt to the breaker,
+// the budget and the Observer, then the panic goes on to the caller.
+func ExampleDo_panic() {
+	b := budget.NewConcurrency(budget.ConcurrencyConfig{})
+	defer func() {
+		active, _ := b.Active()
+		fmt.Println("recovered:", recover(), "active attempts:", active)
+	}()
+	retry.Do(context.Background(), &retry.Policy{Budget: b}, func(ctx context.Context) (int, error) {
+		panic("boom")
+	})
+	// Output: recovered: boom active attempts: 0
+}
+
+// When the caller's context ends with a cause of its own, errors.Is finds
+// the cause in Do's error.
+func ExampleError_cause() {
+	errShutdown := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errShutdown)
+	_, err := retry.Do(ctx, nil, func(ctx context.Context) (int, error) { return 1, nil })
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, context.Canceled), errors.Is(err, errShutdown))
+	// Output:
+	// context canceled (cause: shutting down) (after 0 attempts)
+	// true true
 }

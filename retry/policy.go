@@ -37,12 +37,16 @@ type Policy struct {
 	Backoff backoff.Strategy
 
 	// AttemptTimeout bounds each attempt. An attempt that runs out of its own
-	// time is retryable; the caller's deadline never is. 0: no bound.
+	// time (its error matches ErrAttemptTimeout) is retryable whatever
+	// Classify says, unless it is marked Permanent; the caller's deadline
+	// never is. 0: no bound.
 	AttemptTimeout time.Duration
 
 	// MinAttemptTime is the least time worth giving an attempt. When the
 	// caller's deadline cannot hold the next wait plus MinAttemptTime, Do
-	// stops at once. 0: stop only when the wait alone does not fit.
+	// stops at once with ErrDeadlineTooClose (which also matches
+	// context.DeadlineExceeded). 0: stop only when the wait alone does not
+	// fit.
 	MinAttemptTime time.Duration
 
 	// MaxRetryAfter caps a server's advised delay (After, Retry-After,
@@ -55,7 +59,10 @@ type Policy struct {
 
 	// Classify reports whether a failed attempt's error is worth retrying.
 	// nil: DefaultClassifier. Errors marked Permanent are never retried and
-	// the caller's own cancellation never is, whatever Classify says.
+	// the caller's own cancellation never is, whatever Classify says; an
+	// attempt cut by AttemptTimeout always is (Classify is not asked). The
+	// Budget hears an error Classify rejects marked Permanent, so it does
+	// not charge it.
 	Classify func(error) bool
 
 	// Budget, shared by all callers of one downstream, caps retries as a
@@ -70,6 +77,8 @@ type Policy struct {
 	Clock clock.Clock
 
 	// Rand jitters server-advised delays. nil: math/rand/v2's generator.
+	// Any source may be shared by concurrent calls: backoff.NewSource's is
+	// drawn from without a lock, any other under a lock (backoff.Uniform).
 	Rand rand.Source
 
 	// Observer is told about every attempt, wait and give-up. nil: none,

@@ -24,56 +24,99 @@ func Run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 	return err
 }
 
-func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (v T, err error) {
+func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
 	if p == nil {
 		p = &zeroPolicy
 	}
-	var c Call
-	// With no observer, attempt timeout or time allowance there is nothing
-	// to set up or report around the first attempt: make it inline (the
-	// same steps as Call.begin and Call.End), which keeps the success path
-	// at a few ns, and hand over to the Call only when it fails.
-	firstDone := false
-	if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && ctx.Err() == nil {
-		if p.Breaker == nil && p.Budget == nil {
-			v, err = op(ctx)
-		} else {
-			var done func(error)
-			if p.Breaker != nil {
-				var berr error
-				if done, berr = p.Breaker.Allow(); berr != nil {
-					c.init(ctx, p)
-					return v, c.giveUp(0, ReasonBreaker, berr)
-				}
-			}
-			if p.Budget != nil {
-				if tracker, ok := p.Budget.(BudgetTracker); ok {
-					tracker.Start(false)
-				}
-			}
-			v, err = op(ctx)
-			if done != nil {
-				done(err)
-			}
-			if p.Budget != nil {
-				p.Budget.Record(false, err)
-			}
-		}
+	// With no observer, attempt timeout, time allowance, breaker or budget
+	// there is nothing to set up or report around the first attempt, and
+	// nothing a panic could leak: make it inline, with no guard, which
+	// keeps the success path at a few ns.
+	if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && p.Breaker == nil && p.Budget == nil && ctx.Err() == nil {
+		v, err := op(ctx)
 		if err == nil {
 			return v, nil
 		}
+		return guarded(ctx, p, op, v, err)
+	}
+	var zero T
+	return guarded(ctx, p, op, zero, nil)
+}
+
+// guarded runs the call from its first attempt (err nil) or after run's
+// inline first attempt failed with (v, err). An attempt whose op panics
+// (or calls runtime.Goexit) is reported as failed to the breaker, the
+// budget and the Observer before the panic goes on.
+func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), v T, err error) (T, error) {
+	var c Call
+	var a Attempt
+	var done func(error)
+	// inOp says which attempt runs: 1 an inline first attempt, 2 an
+	// attempt of the Call. The deferred function does work only when op
+	// did not return.
+	inOp := 0
+	defer func() {
+		if inOp != 0 {
+			r := recover()
+			if inOp == 1 {
+				c.init(ctx, p)
+				c.n = 1
+				a = Attempt{N: 1, Context: ctx, actx: ctx, done: done}
+			}
+			c.Panic(&a, r)
+			if r != nil { // nil: runtime.Goexit, which goes on by itself
+				panic(r)
+			}
+		}
+	}()
+	firstDone := err != nil
+	if firstDone {
 		c.init(ctx, p)
+		c.n, c.last = 1, err
+	} else if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && ctx.Err() == nil {
+		// Only a breaker or a budget to tell: the same steps as Call.begin
+		// and Call.End, made inline, handing over to the Call only when
+		// the attempt fails.
+		if p.Breaker != nil {
+			var berr error
+			if done, berr = p.Breaker.Allow(); berr != nil {
+				c.init(ctx, p)
+				return v, c.giveUp(0, ReasonBreaker, berr)
+			}
+		}
+		if p.Budget != nil {
+			if tracker, ok := p.Budget.(BudgetTracker); ok {
+				tracker.Start(false)
+			}
+		}
+		inOp = 1
+		v, err = op(ctx)
+		inOp = 0
+		if done != nil {
+			done(err)
+		}
+		if err == nil {
+			if p.Budget != nil {
+				p.Budget.Record(false, nil)
+			}
+			return v, nil
+		}
+		c.init(ctx, p)
+		if p.Budget != nil {
+			p.Budget.Record(false, c.budgetErr(err))
+		}
 		c.n, c.last, firstDone = 1, err, true
 	} else {
 		c.init(ctx, p)
 	}
-	var a Attempt
 	for {
 		if !firstDone {
 			if gerr := c.begin(&a); gerr != nil {
 				return v, gerr
 			}
+			inOp = 2
 			v, err = op(a.Context)
+			inOp = 0
 			if err = c.End(&a, err); err == nil {
 				c.Succeed()
 				return v, nil

@@ -11,7 +11,9 @@ import (
 
 // Fake is a clock.Clock whose time moves only when Advance or Set is
 // called. Timers fire, in deadline order, from within Advance: channel
-// timers send without blocking (their channel has room for one value), and
+// timers send without blocking (their channel has room for one value, and
+// as with time.Timer since Go 1.23, Stop and Reset discard a value not yet
+// received, so no stale tick is ever delivered after them), and
 // AfterFunc callbacks run synchronously in the goroutine calling Advance,
 // after the clock's lock has been released.
 //
@@ -134,16 +136,18 @@ func (f *Fake) advanceTo(target time.Time) {
 			f.now = next.when
 		}
 		f.remove(next)
-		now := f.now
-		f.mu.Unlock()
-		if next.fn != nil {
-			next.fn()
-		} else {
+		if next.fn == nil {
+			// Send under the lock, so that a Stop or Reset that returns
+			// after this point drains the value: no stale tick escapes.
 			select {
-			case next.ch <- now:
+			case next.ch <- f.now:
 			default:
 			}
+			f.mu.Unlock()
+			continue
 		}
+		f.mu.Unlock()
+		next.fn()
 	}
 }
 
@@ -208,21 +212,35 @@ type fakeTimer struct {
 
 func (t *fakeTimer) C() <-chan time.Time { return t.ch }
 
+// Stop stops the timer. As a time.Timer since Go 1.23, no value sent
+// before Stop can be received after it returns, and a timer that fired
+// but whose value was not received yet counts as stopped by this call
+// (Stop returns true).
 func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	return t.f.remove(t)
+	return t.stopLocked()
 }
 
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.f.mu.Lock()
+// stopLocked must be called with t.f.mu held.
+func (t *fakeTimer) stopLocked() bool {
 	was := t.f.remove(t)
 	if t.ch != nil {
-		select { // like time.Timer since Go 1.23: no stale value after Reset
+		select { // drop an undelivered tick
 		case <-t.ch:
+			was = true
 		default:
 		}
 	}
+	return was
+}
+
+// Reset restarts the timer for d. As a time.Timer since Go 1.23, no value
+// sent before Reset can be received after it returns; it reports whether
+// the timer was active, a fired but unreceived timer included.
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.f.mu.Lock()
+	was := t.stopLocked()
 	t.f.schedule(t, d)
 	t.f.mu.Unlock()
 	if d <= 0 {
