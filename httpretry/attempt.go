@@ -132,10 +132,10 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		if !c.classify(nil, err) {
 			return nil, retry.Permanent(err)
 		}
-		if !c.repeat && refusedStream(err) && c.mode != bodyOnce && (c.limit < 0 || c.n < c.limit) {
-			// REFUSED_STREAM: the server did not process the request, so
-			// even one that may not be repeated is sent again, once more
-			// at a time, within the policy's attempt limit.
+		if !c.repeat && neverSent(err) && c.mode != bodyOnce && (c.limit < 0 || c.n < c.limit) {
+			// The server did not get or did not process the request, so
+			// even one that may not be repeated is sent again, one more
+			// attempt at a time, within the policy's attempt limit.
 			c.policy.MaxAttempts = c.n + 1
 		}
 		return nil, err

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"errors"
+	"net"
 	"reflect"
 )
 
@@ -77,6 +78,16 @@ func h2StreamCode(err error) (h2Code, bool) {
 func refusedStream(err error) bool {
 	code, ok := h2StreamCode(err)
 	return ok && code == h2RefusedStream
+}
+
+// neverSent reports whether err says the request never reached a server
+// that could act on it: the stream was refused (REFUSED_STREAM), or over
+// HTTP/1.1 the connection could not be made (a dial error such as
+// connection refused). Such a request is retried even when it may not be
+// repeated.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	return refusedStream(err) || errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // h2Reset reports whether err is an HTTP/2 failure worth retrying for a
