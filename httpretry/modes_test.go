@@ -110,11 +110,11 @@ func checkProto(t testing.TB, m mode, resp *http.Response) {
 type h2Action int
 
 const (
-	h2OK              h2Action = iota // respond 200 "ok"
-	h2Refuse                          // RST_STREAM REFUSED_STREAM
-	h2ResetInternal                   // RST_STREAM INTERNAL_ERROR
-	h2GoAwayClose                     // GOAWAY (last stream = this one, NO_ERROR), then close the connection
-	h2HeadersThenRST                  // respond 200 without ending the stream, then RST_STREAM with rstCode
+	h2OK             h2Action = iota // respond 200 "ok"
+	h2Refuse                         // RST_STREAM REFUSED_STREAM
+	h2ResetInternal                  // RST_STREAM INTERNAL_ERROR
+	h2GoAwayClose                    // GOAWAY (last stream = this one, NO_ERROR), then close the connection
+	h2HeadersThenRST                 // respond 200 without ending the stream, then RST_STREAM with rstCode
 )
 
 // rawH2 is a scripted HTTP/2 peer on a real TLS loopback listener (ALPN
