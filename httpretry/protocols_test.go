@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/retry/retrytest"
@@ -44,7 +45,7 @@ func TestAttemptTimeoutRetriedOverEveryProtocol(t *testing.T) {
 		}()
 		<-arrived
 		fc.Advance(time.Second) // the attempt's timeout
-		fc.BlockUntil(1)        // the backoff wait
+		waitOrDone(t, fc, done) // the backoff wait
 		fc.Advance(100 * time.Millisecond)
 		r := <-done
 		if r.err != nil {
@@ -58,6 +59,29 @@ func TestAttemptTimeoutRetriedOverEveryProtocol(t *testing.T) {
 			t.Errorf("events %s, want %s", got, want)
 		}
 	})
+}
+
+// waitOrDone waits until the code under test waits on fc, and fails the
+// test if the RoundTrip running in the background ends instead.
+func waitOrDone(t *testing.T, fc *clocktest.Fake, done chan result) {
+	t.Helper()
+	blocked := make(chan struct{})
+	go func() {
+		fc.BlockUntil(1)
+		close(blocked)
+	}()
+	select {
+	case <-blocked:
+	case r := <-done:
+		// Release the watcher goroutine.
+		tm := fc.NewTimer(time.Hour)
+		<-blocked
+		tm.Stop()
+		if r.resp != nil {
+			readAll(t, r.resp)
+		}
+		t.Fatalf("RoundTrip ended without a retry: %v, %v", r.resp, r.err)
+	}
 }
 
 // Issue #18 item 2: a protocol upgrade works through the transport, with
