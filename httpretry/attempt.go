@@ -22,7 +22,6 @@ type call struct {
 	repeat  bool          // the request may be sent more than once
 	sameCtx bool          // attempts run with req's own context
 	policy  retry.Policy  // the caller's policy, adapted to this request
-	rc      retry.Call    // the retry loop, driven by run
 
 	mode bodyMode
 	buf  []byte        // bodyBuffered: the whole body
@@ -33,6 +32,8 @@ type call struct {
 	lastErr error          // the last transport error, as the transport below returned it
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
 	held    *http.Response // the response being classified
+
+	op func(context.Context) (*http.Response, error) // c.attempt, made once per pooled call
 }
 
 // run drives the retry loop, step by step as retry.Do does, so that a
@@ -42,15 +43,19 @@ type call struct {
 // the last attempt's response (nil when none came back) and nil, or the
 // *retry.Error the loop gave up with.
 func (c *call) run(ctx context.Context) (*http.Response, error) {
-	rc := &c.rc
-	*rc = *retry.NewCall(ctx, &c.policy) // inlined: the Call lives in c, no allocation
+	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil {
+		// No permit, slot or observer for a panic to leak: retry.Do, whose
+		// first attempt costs less than a Call's, makes the same calls.
+		return retry.Do(ctx, p, c.op)
+	}
+	rc := retry.NewCall(ctx, &c.policy) // inlined, and kept on the stack
 	var resp *http.Response
 	for {
 		a, err := rc.Begin()
 		if err != nil {
 			return resp, err
 		}
-		resp, err = c.try(&a)
+		resp, err = c.try(rc, &a)
 		if err = rc.End(&a, err); err == nil {
 			rc.Succeed()
 			return resp, nil
@@ -65,7 +70,7 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 
 // try runs one attempt; if it panics, the attempt and the call are ended
 // with Call.Panic (D1) and the panic goes on.
-func (c *call) try(a *retry.Attempt) (*http.Response, error) {
+func (c *call) try(rc *retry.Call, a *retry.Attempt) (*http.Response, error) {
 	defer func() {
 		if v := recover(); v != nil {
 			if c.actx != nil {
@@ -75,7 +80,7 @@ func (c *call) try(a *retry.Attempt) (*http.Response, error) {
 			discard(c.prev)
 			discard(c.held)
 			c.prev, c.held = nil, nil
-			c.rc.Panic(a, v)
+			rc.Panic(a, v)
 			panic(v)
 		}
 	}()

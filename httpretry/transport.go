@@ -141,11 +141,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // (BenchmarkOverhead). Nothing keeps a call after RoundTrip returns:
 // request copies, response bodies, attempt contexts and timers do not
 // refer to it.
-var calls = sync.Pool{New: func() any { return new(call) }}
+var calls = sync.Pool{New: func() any {
+	c := new(call)
+	c.op = c.attempt
+	return c
+}}
 
 func getCall() *call { return calls.Get().(*call) }
 
 func putCall(c *call) {
-	*c = call{}
+	*c = call{op: c.op}
 	calls.Put(c)
 }
