@@ -33,7 +33,7 @@ type call struct {
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
 	held    *http.Response // the response being classified
 
-	op func(context.Context) (*http.Response, error) // c.attempt, made once per pooled call
+	op func(context.Context) (*http.Response, error) // c.guarded, made once per pooled call
 }
 
 // run drives the retry loop, step by step as retry.Do does, so that a
@@ -73,18 +73,37 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 func (c *call) try(rc *retry.Call, a *retry.Attempt) (*http.Response, error) {
 	defer func() {
 		if v := recover(); v != nil {
-			if c.actx != nil {
-				c.actx.stop()
-				c.actx.cancel(context.Canceled)
-			}
-			discard(c.prev)
-			discard(c.held)
-			c.prev, c.held = nil, nil
+			c.release()
 			rc.Panic(a, v)
 			panic(v)
 		}
 	}()
 	return c.attempt(a.Context)
+}
+
+// guarded is the operation retry.Do runs when there is no breaker, budget
+// or observer: a panic releases what the attempt holds and goes on.
+func (c *call) guarded(ctx context.Context) (*http.Response, error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.release()
+			panic(v)
+		}
+	}()
+	return c.attempt(ctx)
+}
+
+// release frees what a panicking attempt holds: its timer and context,
+// the response being classified, the previous response kept for a retry.
+func (c *call) release() {
+	if c.actx != nil {
+		c.actx.stop()
+		c.actx.cancel(context.Canceled)
+		c.actx = nil
+	}
+	discard(c.prev)
+	discard(c.held)
+	c.prev, c.held = nil, nil
 }
 
 // errLate is the error of an attempt whose response headers came just as

@@ -206,3 +206,33 @@ func TestPanicReleasesProbeAndBudget(t *testing.T) {
 		})
 	}
 }
+
+// With no breaker, budget or observer a panic still releases what the
+// attempt held: the previous response, kept for the retry, is closed when
+// GetBody panics.
+func TestPanicReleasesHeldResponse(t *testing.T) {
+	type boom struct{}
+	var closed atomic.Int32
+	calls := 0
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		body := io.NopCloser(strings.NewReader(strings.Repeat("x", 64<<10))) // longer than what is drained
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: closeSignal{body, &closed}}, nil
+	})
+	req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:1/", strings.NewReader("doc"))
+	req.GetBody = func() (io.ReadCloser, error) { panic(boom{}) }
+	rt := httpretry.New(next, noWait(3))
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		rt.RoundTrip(req)
+		return nil
+	}()
+	if _, ok := v.(boom); !ok {
+		t.Fatalf("recovered %v, want GetBody's panic", v)
+	}
+	if calls != 1 || closed.Load() != 1 {
+		t.Errorf("%d calls, %d bodies closed; want 1 and 1", calls, closed.Load())
+	}
+}

@@ -143,7 +143,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // refer to it.
 var calls = sync.Pool{New: func() any {
 	c := new(call)
-	c.op = c.attempt
+	c.op = c.guarded
 	return c
 }}
 
