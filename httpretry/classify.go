@@ -75,8 +75,16 @@ func RetryableStatus(code int) bool {
 // closed after GOAWAY, and a stream refused with REFUSED_STREAM. The
 // request may have reached the server, which is why only repeatable
 // requests are ever retried — except after REFUSED_STREAM, which says the
-// server did not process the request: the transport retries that one for
-// any request whose body it can replay.
+// server did not process the request, and a refused dial, which never
+// reached it: the transport retries those for any request whose body it
+// can replay.
+//
+// net/http's HTTP/2 errors are unexported types. A stream error is read
+// with errors.As into a struct of the same shape (StreamID, Code, Cause),
+// through the As method net/http gives it for golang.org/x/net/http2
+// compatibility; the GOAWAY error, which has no such hook, is recognised by
+// its type's package path and name (net/http.http2GoAwayError, or
+// golang.org/x/net/http2.GoAwayError), never by its message.
 //
 // Not retried: context.Canceled (the caller's own cancellation or
 // deadline is in any case never retried, whatever the classifier says), DNS "no such host", TLS and
