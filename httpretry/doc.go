@@ -61,7 +61,8 @@
 //     timeouts, net.Error sees them, and errors.Is finds the context's
 //     error, the retry sentinel (retry.ErrAttemptsExhausted, ...) and the
 //     last attempt's error; errors.As finds the *retry.Error. A request
-//     sent once returns the next RoundTripper's error unchanged.
+//     sent once returns the next RoundTripper's error unchanged (marked as
+//     an attempt timeout when AttemptTimeout cut it).
 //   - A protocol upgrade (101 Switching Protocols) works through the
 //     transport: the response body stays the io.ReadWriteCloser that
 //     net/http returns, AttemptTimeout or not.
