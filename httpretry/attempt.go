@@ -3,7 +3,6 @@ package httpretry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,6 +18,7 @@ type call struct {
 	req     *http.Request
 	clock   clock.Clock   // the policy's Clock, or clock.Real
 	timeout time.Duration // the policy's AttemptTimeout
+	limit   int           // the policy's attempt limit: DefaultMaxAttempts for 0, -1 for none
 	repeat  bool          // the request may be sent more than once
 	sameCtx bool          // attempts run with req's own context
 	policy  retry.Policy  // the caller's policy, adapted to this request
@@ -27,35 +27,110 @@ type call struct {
 	buf  []byte        // bodyBuffered: the whole body
 	body io.ReadCloser // bodyOnce: what the single attempt sends, when not req.Body
 
-	n    int            // attempts started
-	prev *http.Response // the last response, retryable, not yet released
+	n       int            // attempts started
+	prev    *http.Response // the last response, retryable, not yet released
+	lastErr error          // the last transport error, as the transport below returned it
+	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
+	held    *http.Response // the response being classified
 
-	op func(context.Context) (*http.Response, error) // c.attempt, made once per pooled call
+	op func(context.Context) (*http.Response, error) // c.guarded, made once per pooled call
 }
 
-// attempt is the operation retry.Do runs: one round trip through the next
-// RoundTripper, classified. A response that should be retried comes back
-// with a *StatusError (wrapped with retry.After when the server sent a
-// usable Retry-After); the response itself is always returned, so that Do
-// hands the last one back when it gives up.
+// run drives the retry loop, step by step as retry.Do does, so that a
+// panic in code the attempt calls (the next RoundTripper, a classifier, a
+// GetBody) can be reported with Call.Panic before it goes on: the
+// breaker's probe permit and the budget's slot are released. It returns
+// the last attempt's response (nil when none came back) and nil, or the
+// *retry.Error the loop gave up with.
+func (c *call) run(ctx context.Context) (*http.Response, error) {
+	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil {
+		// No permit, slot or observer for a panic to leak: retry.Do, whose
+		// first attempt costs less than a Call's, makes the same calls.
+		return retry.Do(ctx, p, c.op)
+	}
+	rc := retry.NewCall(ctx, &c.policy) // inlined, and kept on the stack
+	var resp *http.Response
+	for {
+		a, err := rc.Begin()
+		if err != nil {
+			return resp, err
+		}
+		resp, err = c.try(rc, &a)
+		if err = rc.End(&a, err); err == nil {
+			rc.Succeed()
+			return resp, nil
+		}
+		d, err := rc.Next(err)
+		if err != nil {
+			return resp, err
+		}
+		rc.Wait(d)
+	}
+}
+
+// try runs one attempt; if it panics, the attempt and the call are ended
+// with Call.Panic (D1) and the panic goes on.
+func (c *call) try(rc *retry.Call, a *retry.Attempt) (*http.Response, error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.release()
+			rc.Panic(a, v)
+			panic(v)
+		}
+	}()
+	return c.attempt(a.Context)
+}
+
+// guarded is the operation retry.Do runs when there is no breaker, budget
+// or observer: a panic releases what the attempt holds and goes on.
+func (c *call) guarded(ctx context.Context) (*http.Response, error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.release()
+			panic(v)
+		}
+	}()
+	return c.attempt(ctx)
+}
+
+// release frees what a panicking attempt holds: its timer and context,
+// the response being classified, the previous response kept for a retry.
+func (c *call) release() {
+	if c.actx != nil {
+		c.actx.stop()
+		c.actx.cancel(context.Canceled)
+		c.actx = nil
+	}
+	discard(c.prev)
+	discard(c.held)
+	c.prev, c.held = nil, nil
+}
+
+// errLate is the error of an attempt whose response headers came just as
+// its AttemptTimeout ran out.
+var errLate = errors.New("response headers came too late")
+
+// attempt is one round trip through the next RoundTripper, classified. A
+// response that should be retried comes back with a *StatusError (wrapped
+// with retry.After when the server sent a usable Retry-After); the
+// response itself is always returned, so that run hands the last one back
+// when it gives up.
 func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	c.n++
 	rctx := ctx
-	var (
-		timer  clock.Timer
-		cancel context.CancelCauseFunc
-	)
+	var actx *attemptCtx
 	if c.timeout > 0 {
-		rctx, cancel = context.WithCancelCause(ctx)
-		timer = c.clock.AfterFunc(c.timeout, func() { cancel(retry.ErrAttemptTimeout) })
+		actx = newAttemptCtx(ctx, c.clock, c.timeout)
+		c.actx, rctx = actx, actx
 	}
 	r, err := c.request(rctx)
 	if err != nil {
-		if cancel != nil {
-			timer.Stop()
-			cancel(context.Canceled)
+		if actx != nil {
+			actx.stop()
+			actx.cancel(context.Canceled)
+			c.actx = nil
 		}
-		// The body cannot be replayed: stop, and let Do hand back the
+		// The body cannot be replayed: stop, and let run hand back the
 		// previous response, which is still intact.
 		return c.prev, retry.Permanent(err)
 	}
@@ -64,37 +139,60 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 
 	resp, err := c.t.next.RoundTrip(r)
 	if err != nil {
-		if cancel != nil {
-			if !timer.Stop() && ctx.Err() == nil && !errors.Is(err, retry.ErrAttemptTimeout) {
-				err = fmt.Errorf("%w: %w", retry.ErrAttemptTimeout, err)
+		if actx != nil {
+			if actx.stop() && ctx.Err() == nil {
+				// Cut by AttemptTimeout. HTTP/1 reports the context's cause
+				// (errAttemptTimeout), HTTP/2 its Err (DeadlineExceeded), a
+				// dial its own error: mark them all alike.
+				err = markTimedOut(err)
 			}
-			cancel(context.Canceled)
+			actx.cancel(context.Canceled)
+			c.actx = nil
 		}
-		if ctx.Err() != nil || c.classify(nil, err) {
-			return nil, err // the caller's end is never retried: Do checks ctx first
+		c.lastErr = err
+		if ctx.Err() != nil {
+			return nil, err // the caller's end is never retried: Next checks ctx first
 		}
-		return nil, retry.Permanent(err)
+		if !c.classify(nil, err) {
+			return nil, retry.Permanent(err)
+		}
+		if !c.repeat && neverSent(err) && c.mode != bodyOnce && (c.limit < 0 || c.n < c.limit) {
+			// The server did not get or did not process the request, so
+			// even one that may not be repeated is sent again, one more
+			// attempt at a time, within the policy's attempt limit.
+			c.policy.MaxAttempts = c.n + 1
+		}
+		return nil, err
 	}
 
+	c.held = resp // released if the classifier panics
 	again := c.classify(resp, nil)
-	if again && c.repeat && (c.policy.MaxAttempts <= 0 || c.n < c.policy.MaxAttempts) {
+	c.held = nil
+	if again && c.repeat && (c.limit < 0 || c.n < c.limit) {
 		keepBody(resp)
 	}
-	if cancel != nil {
-		if !timer.Stop() && ctx.Err() == nil {
+	if actx != nil {
+		c.actx = nil
+		if actx.stop() && ctx.Err() == nil {
 			// Time ran out just as the response came: its body is cut.
-			cancel(context.Canceled)
+			actx.cancel(context.Canceled)
 			discard(resp)
-			err := fmt.Errorf("%w: response headers came too late", retry.ErrAttemptTimeout)
+			err := markTimedOut(errLate)
+			c.lastErr = err
 			if c.classify(nil, err) {
 				return nil, err
 			}
 			return nil, retry.Permanent(err)
 		}
-		if resp.Body != nil {
-			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-		} else {
-			cancel(context.Canceled)
+		switch body := resp.Body.(type) {
+		case nil:
+			actx.cancel(context.Canceled)
+		case io.ReadWriteCloser:
+			// A protocol upgrade (101 Switching Protocols): the body is the
+			// connection, and stays one.
+			resp.Body = &cancelRWBody{ReadWriteCloser: body, cancel: actx.cancel}
+		default:
+			resp.Body = &cancelBody{ReadCloser: body, cancel: actx.cancel}
 		}
 	}
 

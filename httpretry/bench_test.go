@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -105,6 +107,20 @@ func BenchmarkOverhead(b *testing.B) {
 	})
 	b.Run("stormguard", func(b *testing.B) {
 		rt := httpretry.New(next, &retry.Policy{MaxAttempts: 3})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := rt.RoundTrip(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// With the shared breaker and budget a production policy has.
+	b.Run("guarded", func(b *testing.B) {
+		rt := httpretry.New(next, &retry.Policy{
+			MaxAttempts: 3,
+			Breaker:     breaker.New(breaker.Config{}),
+			Budget:      budget.NewRatio(budget.TenPercent()),
+		})
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := rt.RoundTrip(req); err != nil {

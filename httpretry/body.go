@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
 )
 
 // bodyMode says how a request's body is supplied to each attempt.
@@ -26,6 +29,9 @@ func (c *call) prepareBody() error {
 	switch {
 	case r.Body == nil || r.Body == http.NoBody:
 		c.mode = bodyNone
+		return nil
+	case !c.repeat && r.GetBody != nil:
+		c.mode = bodyGetBody // replayed only after REFUSED_STREAM
 		return nil
 	case !c.repeat:
 		c.mode = bodyOnce
@@ -157,5 +163,52 @@ type cancelBody struct {
 func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel(context.Canceled)
+	return err
+}
+
+// cancelRWBody is cancelBody for the body of a protocol upgrade, which is
+// the connection itself: it stays an io.ReadWriteCloser, as WebSocket and
+// other upgrading clients require.
+type cancelRWBody struct {
+	io.ReadWriteCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelRWBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	b.cancel(context.Canceled)
+	return err
+}
+
+// attemptCtx is the context of an attempt bounded by AttemptTimeout. When
+// the attempt's timer fires it is cancelled with cause errAttemptTimeout
+// and its Err is context.DeadlineExceeded, as for a context past its
+// deadline: net/http returns the cause over HTTP/1 and Err over HTTP/2, so
+// either way the attempt's error says it timed out. Unlike a
+// context.WithDeadline, the timer is stopped once the response headers
+// arrive, so the returned body outlives it (bounded by the caller's
+// context alone); for the same reason it reports no deadline of its own.
+type attemptCtx struct {
+	context.Context
+	cancel context.CancelCauseFunc
+	timer  clock.Timer
+}
+
+func newAttemptCtx(parent context.Context, clk clock.Clock, d time.Duration) *attemptCtx {
+	ctx, cancel := context.WithCancelCause(parent)
+	a := &attemptCtx{Context: ctx, cancel: cancel}
+	a.timer = clk.AfterFunc(d, func() { cancel(errAttemptTimeout) })
+	return a
+}
+
+// stop stops the attempt's timer and reports whether it had fired.
+func (a *attemptCtx) stop() (expired bool) { return !a.timer.Stop() }
+
+// Err is context.DeadlineExceeded once the attempt's own time ran out.
+func (a *attemptCtx) Err() error {
+	err := a.Context.Err()
+	if err == context.Canceled && context.Cause(a.Context) == errAttemptTimeout {
+		return context.DeadlineExceeded
+	}
 	return err
 }

@@ -59,28 +59,50 @@ func RetryableStatus(code int) bool {
 
 // RetryableError reports whether a transport error (no response came back)
 // is worth another try of a repeatable request. It looks at typed errors
-// with errors.Is and errors.As, never at error strings.
+// with errors.Is and errors.As, never at error strings, and judges a
+// failure the same over HTTP/1.1 and HTTP/2.
 //
 // Retried: attempts cut by the policy's AttemptTimeout
-// (retry.ErrAttemptTimeout), network timeouts, connection refused, reset or
-// aborted, broken pipe, unreachable hosts, temporary DNS failures (all of
-// retry.IsTransientNetError), and io.EOF or io.ErrUnexpectedEOF: net/http
-// reports those when the server closed the connection before a complete
-// response, which is how a crashing or overloaded server, or a proxy that
-// dropped the connection, looks from the client. The request may have
-// reached the server, which is why only repeatable requests are ever
-// retried.
+// (retry.ErrAttemptTimeout, checked first: over HTTP/2 such an attempt
+// also ends as a context error), network timeouts, connection refused,
+// reset or aborted, broken pipe, unreachable hosts, temporary DNS failures
+// (all of retry.IsTransientNetError), and io.EOF or io.ErrUnexpectedEOF:
+// net/http reports those when the server closed the connection before a
+// complete response, which is how a crashing or overloaded server, or a
+// proxy that dropped the connection, looks from the client over HTTP/1.1.
+// Their HTTP/2 counterparts are retried too: a stream reset by the server
+// with INTERNAL_ERROR or CANCEL (a handler that aborted), a connection
+// closed after GOAWAY, and a stream refused with REFUSED_STREAM. The
+// request may have reached the server, which is why only repeatable
+// requests are ever retried — except after REFUSED_STREAM, which says the
+// server did not process the request, and a refused dial, which never
+// reached it: the transport retries those for any request whose body it
+// can replay.
 //
-// Not retried: context.Canceled (the caller's cancellation is in any case
-// never retried), DNS "no such host", TLS and certificate errors, malformed
-// responses, and any other error.
+// net/http's HTTP/2 errors are unexported types. A stream error is read
+// with errors.As into a struct of the same shape (StreamID, Code, Cause),
+// through the As method net/http gives it for golang.org/x/net/http2
+// compatibility; the GOAWAY error, which has no such hook, is recognised by
+// its type's package path and name (net/http.http2GoAwayError, or
+// golang.org/x/net/http2.GoAwayError), never by its message.
+//
+// Not retried: context.Canceled (the caller's own cancellation or
+// deadline is in any case never retried, whatever the classifier says), DNS "no such host", TLS and
+// certificate errors, malformed responses, other HTTP/2 error codes
+// (PROTOCOL_ERROR, FLOW_CONTROL_ERROR, ...), and any other error.
 func RetryableError(err error) bool {
 	switch {
-	case err == nil, errors.Is(err, context.Canceled):
+	case err == nil:
 		return false
-	case errors.Is(err, retry.ErrAttemptTimeout), retry.IsTransientNetError(err):
+	case errors.Is(err, retry.ErrAttemptTimeout):
+		return true
+	case errors.Is(err, context.Canceled):
+		return false
+	case retry.IsTransientNetError(err):
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case h2Reset(err):
 		return true
 	}
 	return false

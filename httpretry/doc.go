@@ -6,7 +6,9 @@
 //
 // The policy's backoff, attempt limit, AttemptTimeout, Budget, Breaker,
 // MaxRetryAfter, Clock and Observer all apply; share one policy (and so one
-// Budget and one Breaker) between every client of the same downstream.
+// Budget and one Breaker) between every client of the same downstream. A
+// zero MaxAttempts means retry.DefaultMaxAttempts (3 attempts in all);
+// retrying without a count limit takes MaxAttempts: retry.Unlimited.
 //
 // # What is retried
 //
@@ -25,6 +27,16 @@
 // attempt timeouts, temporary DNS failures. Never 400, 401, 403, 404, 409,
 // 422 or 501, and never the caller's own cancellation or deadline.
 //
+// A failure is judged the same over HTTP/1.1 and HTTP/2: a stream reset by
+// the server with INTERNAL_ERROR or CANCEL (an aborted handler) is the
+// counterpart of a connection closed mid-request, and so is a connection
+// closed after GOAWAY; both are retried for repeatable requests only. A
+// request that never reached a server able to act on it — its stream
+// refused with REFUSED_STREAM, or its connection refused at dial — is
+// retried even when it may not be repeated, provided its body can be
+// replayed (GetBody). See RetryableError for how net/http's unexported
+// HTTP/2 errors are recognised without reading messages.
+//
 // # What the RoundTripper contract asks, and how it is kept
 //
 //   - The caller's request is never modified: an attempt that needs its own
@@ -37,20 +49,41 @@
 //     body without GetBody is read into memory, up to WithBodyLimit
 //     (default 1 MiB); a larger one is streamed and the request sent once.
 //   - When a response came back, RoundTrip returns it with a nil error. When
-//     the policy stops on a retryable status (attempts, budget, breaker, or a
-//     Retry-After that the caller's deadline cannot hold), the last response
-//     is returned with its body intact.
+//     the policy stops on a retryable status (attempts, budget, breaker, a
+//     Retry-After beyond MaxRetryAfter or one that the caller's deadline
+//     cannot hold), the last response is returned with its body intact.
+//   - When the caller's context ends — during a backoff wait, typically —
+//     RoundTrip returns the context's error (the message names the last
+//     status), as net/http does for a cancelled request, and closes the
+//     response it held for the retry.
+//   - Errors behave as net/http's: wrapped in a *url.Error by http.Client,
+//     Timeout reports true for the caller's deadline and for attempt
+//     timeouts, net.Error sees them, and errors.Is finds the context's
+//     error, the retry sentinel (retry.ErrAttemptsExhausted, ...) and the
+//     last attempt's error; errors.As finds the *retry.Error. A request
+//     sent once returns the next RoundTripper's error unchanged (marked as
+//     an attempt timeout when AttemptTimeout cut it).
+//   - A protocol upgrade (101 Switching Protocols) works through the
+//     transport: the response body stays the io.ReadWriteCloser that
+//     net/http returns, AttemptTimeout or not.
+//   - A panic in code an attempt runs (the next RoundTripper, a classifier,
+//     GetBody) is reported to the breaker, budget and observer with
+//     retry.(*Call).Panic — a half-open probe permit or a concurrency
+//     slot is released, the call ends with retry.ReasonPanic — and goes on.
 //
 // # Retry-After
 //
 // On 429 and 503 a Retry-After header, in delta-seconds or any of the three
 // HTTP-date formats (see ParseRetryAfter; dates are compared with the
-// policy's clock), makes the next wait at least that long. retry.Do caps it
-// at Policy.MaxRetryAfter (default 30s) and adds up to a tenth of jitter
-// below the cap; when the caller's deadline cannot hold the wait, the
-// response is returned at once instead of waiting. A malformed, negative or
-// absurd value (beyond what time.Duration holds) is ignored and the computed
-// backoff applies.
+// policy's clock), makes the next wait at least that long, plus up to a
+// tenth of jitter kept below Policy.MaxRetryAfter (default 30s). A client
+// never comes back sooner than the server asked: when the advice exceeds
+// MaxRetryAfter the call stops and the response is returned at once, body
+// intact and error nil, and the Observer's CallEnd carries
+// retry.ReasonAdvice (and retry.ErrAdviceExceedsCap). Likewise, when the
+// caller's deadline cannot hold the wait, the response is returned at once
+// instead of waiting. A malformed, negative or absurd value (beyond what
+// time.Duration holds) is ignored and the computed backoff applies.
 //
 // # Connections, timeouts and cancellation
 //
@@ -58,10 +91,12 @@
 // closed, so that its connection returns to the pool; a small body is read
 // as soon as the attempt is classified, so the connection is free during
 // the wait. Policy.AttemptTimeout bounds each attempt until its response
-// headers arrive (an attempt cut by it is retried); the body of the
-// returned response is bounded by the request's context alone. The
-// request's context reaches every attempt: when the caller gives up, the
-// attempt in flight is cancelled and no further one starts.
+// headers arrive (an attempt cut by it is retried, over HTTP/1.1 and
+// HTTP/2 alike: the attempt's context ends with context.DeadlineExceeded
+// and the cause retry.ErrAttemptTimeout); the body of the returned
+// response is bounded by the request's context alone. The request's
+// context reaches every attempt: when the caller gives up, the attempt in
+// flight is cancelled and no further one starts.
 //
 // # What the policy sees
 //

@@ -156,32 +156,8 @@ func TestCallerDeadlineCancelsTheAttempt(t *testing.T) {
 	}
 }
 
-// The caller giving up during a retry wait ends the call at once with the
-// last response.
-func TestCallerCancelDuringWait(t *testing.T) {
-	srv := newServer(t, statuses(503))
-	p, fc := fakePolicy(0)
-	rt := httpretry.New(newBase(t), p)
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	done := make(chan result, 1)
-	go func() {
-		resp, err := rt.RoundTrip(req)
-		done <- result{resp: resp, err: err}
-	}()
-	fc.BlockUntil(1) // waiting before the second attempt
-	cancel()
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("err %v", r.err)
-	}
-	if r.resp.StatusCode != 503 || readAll(t, r.resp) != "Service Unavailable body" {
-		t.Errorf("want the 503 intact")
-	}
-	if srv.hits.Load() != 1 || fc.Pending() != 0 {
-		t.Errorf("hits %d, pending timers %d; want 1 and 0", srv.hits.Load(), fc.Pending())
-	}
-}
+// The caller giving up during a retry wait: see
+// TestCancelDuringWaitReturnsContextError.
 
 // Policy.AttemptTimeout cuts a slow attempt (the server sees the
 // cancellation), which is retried; the returned response's body outlives

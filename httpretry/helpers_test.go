@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 // connections.
 type server struct {
 	*httptest.Server
+	mode  mode
 	hits  atomic.Int64
 	conns atomic.Int64
 }
@@ -53,6 +55,10 @@ func statuses(codes ...int) func(http.ResponseWriter, *http.Request, int) {
 		io.WriteString(w, http.StatusText(code)+" body")
 	}
 }
+
+// quietLog is a server error log that drops what the tests provoke on
+// purpose (aborted handlers, dropped connections).
+func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
 // newBase returns a fresh http.Transport whose idle connections are closed
 // when the test ends, so that goleak sees no connection goroutines.

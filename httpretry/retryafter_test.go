@@ -126,8 +126,9 @@ func TestRetryAfterSetsTheWait(t *testing.T) {
 		{"asctime date", 503, func(fc *clocktest.Fake) string {
 			return fc.Now().Add(6 * time.Second).UTC().Format(time.ANSIC)
 		}, 6 * time.Second, 6600 * time.Millisecond, 0},
-		{"capped at MaxRetryAfter, jittered below it", 429, func(*clocktest.Fake) string { return "86400" }, 27 * time.Second, 30 * time.Second, 0},
-		{"capped at a custom MaxRetryAfter", 429, func(*clocktest.Fake) string { return "60" }, 9 * time.Second, 10 * time.Second, 10 * time.Second},
+		// Advice beyond MaxRetryAfter stops the call: see
+		// TestRetryAfterBeyondCapReturnsResponse.
+		{"at a custom MaxRetryAfter", 429, func(*clocktest.Fake) string { return "10" }, 10 * time.Second, 10 * time.Second, 10 * time.Second},
 		{"jitter stays below the cap", 429, func(*clocktest.Fake) string { return "29" }, 29 * time.Second, 30 * time.Second, 0},
 		{"absurd 99999999999", 429, func(*clocktest.Fake) string { return "99999999999" }, backoff, backoff, 0},
 		{"absurd 10^12", 503, func(*clocktest.Fake) string { return "1000000000000" }, backoff, backoff, 0},

@@ -90,40 +90,60 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p := &c.policy
 	c.clock, c.timeout = clock.Or(p.Clock), p.AttemptTimeout
+	switch c.limit = p.MaxAttempts; {
+	case c.limit == 0:
+		c.limit = retry.DefaultMaxAttempts
+	case c.limit < 0:
+		c.limit = -1
+	}
 	// The transport classifies every attempt itself and runs the attempt
 	// timeout itself, so that the returned response's body outlives it.
 	p.Classify = policyClassify
 	p.AttemptTimeout = 0
 	if !c.repeat {
-		p.MaxAttempts = 1
+		p.MaxAttempts = 1 // raised only after REFUSED_STREAM (see attempt)
 	}
 	c.sameCtx = c.timeout <= 0 && p.Observer == nil
 
-	resp, err := retry.Do(req.Context(), p, c.op)
+	ctx := req.Context()
+	resp, err := c.run(ctx)
 	c.closeUnsent()
+	if err == nil {
+		resp.Request = req
+		return resp, nil
+	}
+	if resp != nil && ctx.Err() != nil {
+		// The caller gave up (during a wait, typically): as net/http does
+		// for a cancelled request, return the context's error, not the
+		// response held for a retry that will not come.
+		discard(resp)
+		resp = nil
+	}
 	if resp != nil {
 		// A response came back: the RoundTripper contract wants it with a
 		// nil error, whatever the policy's reason to stop.
 		resp.Request = req
 		return resp, nil
 	}
-	if !c.repeat {
-		var re *retry.Error
-		if errors.As(err, &re) && re.Reason == retry.ErrAttemptsExhausted && re.Last != nil {
-			return nil, re.Last // a single send is not an exhausted retry
-		}
+	if c.n == 1 && c.lastErr != nil && !c.repeat {
+		// A single send: the transport's own error, as net/http returns it.
+		return nil, c.lastErr
+	}
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return nil, &callError{re}
 	}
 	return nil, err
 }
 
 // calls recycles the per-request state, so that a request that succeeds at
 // once costs no allocation beyond what the next RoundTripper makes
-// (BenchmarkOverhead). Nothing keeps a call after RoundTrip returns: the
-// attempt function is only used by retry.Do, and request copies, response
-// bodies and timers do not refer to it.
+// (BenchmarkOverhead). Nothing keeps a call after RoundTrip returns:
+// request copies, response bodies, attempt contexts and timers do not
+// refer to it.
 var calls = sync.Pool{New: func() any {
 	c := new(call)
-	c.op = c.attempt
+	c.op = c.guarded
 	return c
 }}
 
