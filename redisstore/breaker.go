@@ -43,6 +43,7 @@ type Breaker struct {
 	pool  sync.Pool // *timedCall, for the closed state when slow calls are timed
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
+	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
 	unsubLocal func()
 	claiming   atomic.Bool // a probe permit is being asked for
 
@@ -106,6 +107,13 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	}
 	b.unsubLocal = b.local.Subscribe(func(_, to breaker.State) {
 		b.localState.Store(uint32(to))
+		switch to {
+		case breaker.Open:
+			b.localTrip.Store(true)
+			b.l.poke()
+		case breaker.Closed:
+			b.localTrip.Store(false)
+		}
 		b.settle()
 	})
 	b.snap.Store(&snapshot{state: breaker.Closed})
@@ -156,12 +164,28 @@ func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 
 // allowLocal decides a call while the process is not using the shared
 // state: an open period last seen in Redis is honoured until it ends, then
-// the local breaker decides.
+// the local breaker decides. The outcome is also counted for Redis, so
+// that the next exchange carries it.
 func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 	if s.state == breaker.Open && b.clk.Now().Before(s.until) {
 		return nil, breaker.ErrOpen
 	}
-	return b.local.Allow()
+	done, err := b.local.Allow()
+	if err != nil {
+		return nil, err
+	}
+	var start time.Time
+	if b.s.slowDur > 0 {
+		start = b.clk.Now()
+	}
+	var once atomic.Bool
+	return func(err error) {
+		if once.Swap(true) {
+			return
+		}
+		done(err)
+		b.count(start, err, true)
+	}, nil
 }
 
 // timedCall is the done of one closed-state call when slow calls are timed.
@@ -191,10 +215,21 @@ func (c *timedCall) finish(err error) {
 }
 
 // record counts the result of a closed-state call admitted under snapshot
-// s, unless the shared state has moved on since.
+// s, unless the shared state has moved on since. A result that comes back
+// after the process fell back to local state counts as a local outcome.
 func (b *Breaker) record(s *snapshot, start time.Time, err error) {
-	if cur := b.snap.Load(); cur.gen != s.gen || !cur.shared {
-		return // a result from an earlier generation, or from before a fallback
+	cur := b.snap.Load()
+	if cur.shared && cur.gen != s.gen {
+		return // a result from an earlier generation
+	}
+	b.count(start, err, !cur.shared)
+}
+
+// count adds one outcome to the batch of the next exchange; local marks
+// an outcome seen while the process did not follow the shared state.
+func (b *Breaker) count(start time.Time, err error, local bool) {
+	if local {
+		b.acc.local.Store(true)
 	}
 	c := b.acc.cell()
 	failed := false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -65,33 +64,15 @@ func (b *Breaker) sync(ctx context.Context) error {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
 	s := b.snap.Load()
+	trip := b.localTrip.Swap(false)
 	bt := b.acc.take()
-	now := b.clk.Now()
-	ms := millis(now)
-	keys := make([]string, 2, 2+b.s.buckets)
-	keys[0], keys[1] = b.stateKey, b.probesKey
-	if b.s.window {
-		width := b.s.width.Milliseconds()
-		idx := ms / width
-		gen := strconv.FormatUint(s.gen, 10) + ":"
-		for i := range int64(b.s.buckets) {
-			keys = append(keys, b.windowPrefix+gen+strconv.FormatInt(idx-i, 10))
-		}
-	}
-	saw := 0
-	if bt.saw {
-		saw = 1
-	}
-	win := 0
-	if b.s.window {
-		win = 1
-	}
-	bucketTTL := (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
-	v, err := syncScript.Run(ctx, b.s.link.client, keys,
-		ms, s.gen, bt.requests, bt.successes, bt.failures, bt.slow, saw, bt.run,
-		win, b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
+	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+		millis(b.clk.Now()), s.gen, bt.requests, bt.successes, bt.failures, bt.slow,
+		flag(bt.saw), bt.lead, bt.longest, bt.trail,
+		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
 		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-		b.s.link.ttl.Milliseconds(), bucketTTL, b.s.maxProbes,
+		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
+		flag(bt.local || !s.shared), flag(trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets,
 	).Int64Slice()
 	var st sharedState
 	if err == nil {
@@ -111,12 +92,27 @@ func (b *Breaker) sync(ctx context.Context) error {
 		b.cntMu.Lock()
 		b.counts = c
 		b.cntMu.Unlock()
+	} else if trip {
+		b.localTrip.Store(true) // still to tell Redis
 	}
 	if err := b.conclude(st, err); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
 	b.l.succeeded()
 	return nil
+}
+
+func flag(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// bucketTTL is how long a window bucket key lives: the window and one
+// bucket, and a second of slack.
+func (b *Breaker) bucketTTL() int64 {
+	return (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
 }
 
 // acquire takes the right to call Redis, within ctx. Each process makes
@@ -158,6 +154,12 @@ func (b *Breaker) apply(st sharedState) {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
 	cur := b.snap.Load()
+	if !cur.shared && st.st == breaker.Closed && b.localTrip.Load() {
+		// The local breaker opened while this call was in flight: keep it
+		// until the next exchange tells Redis, rather than close it.
+		b.l.poke()
+		return
+	}
 	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
 		return
 	}
@@ -166,7 +168,7 @@ func (b *Breaker) apply(st sharedState) {
 		n.done = func(err error) { b.record(n, time.Time{}, err) }
 	}
 	b.snap.Store(n)
-	if cur.gen != st.gen {
+	if cur.shared && cur.gen != st.gen && !b.acc.local.Load() {
 		b.acc.take() // counts of an earlier generation are void
 	}
 }

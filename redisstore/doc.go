@@ -54,7 +54,10 @@
 //     generation) are ignored, in Go and in Redis.
 //   - The consecutive-failures condition counts failures in a row across
 //     the fleet, in the order the batches reach Redis: a success anywhere
-//     ends the run. The time window (Window.Duration) sums every process's
+//     ends the run. Each batch carries its leading, longest and trailing
+//     runs of failures, so a run inside one batch (fail, fail, fail,
+//     succeed) trips as a local breaker would, and a batch's leading run
+//     continues the run other processes left in Redis. The time window (Window.Duration) sums every process's
 //     outcomes per bucket, by the time of the flush; prefer it for large
 //     fleets. Count windows, ReadyToTrip and active probes cannot run in
 //     Redis and are rejected.
@@ -121,6 +124,15 @@
 // succeeds re-joins the shared state, logged and reported likewise. Until
 // the first exchange after NewBreaker or NewBudget, calls are decided on
 // local state too.
+//
+// Outcomes are kept from the moment a Breaker is made: those of calls
+// decided on local state (before the first exchange, or while degraded)
+// are flushed at the next exchange that succeeds and count in the shared
+// state if it is closed, whatever its generation. A trip of the local
+// breaker reaches Redis too: the next exchange opens a closed shared
+// breaker, and until it has, the exchange does not turn the process's
+// open breaker back to closed. A process restarting into an outage (a
+// crash loop) thus opens the breaker for the fleet with its first calls.
 //
 // # Keys
 //

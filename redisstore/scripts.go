@@ -78,73 +78,86 @@ end
 
 // syncScript applies one process's batch of outcomes and returns the state.
 //
-// KEYS: state, probes, then (time-window condition) the window buckets of
-// the caller's generation, current bucket first.
-// ARGV: now, gen, requests, successes, failures, slow, saw (1 if a success
-// ended the batch's failure runs), run (failures since the last success or
-// the previous batch), window (1: time-window condition), consecutive
-// limit, minCalls, failPct, slowPct, open base, open max, multiplier,
-// jitter, rnd, ttl, bucket ttl, maxProbes.
+// KEYS: state, probes. The window buckets (time-window condition) are
+// "<window prefix><generation>:<bucket>", in the same hash slot.
+// ARGV: now, gen, requests, successes, failures, slow, saw (1 if a
+// success came in the batch), lead, longest and trail (the batch's
+// leading, longest and trailing runs of failures), window (1: time-window
+// condition), consecutive limit, minCalls, failPct, slowPct, open base,
+// open max, multiplier, jitter, rnd, ttl, bucket ttl, maxProbes, anygen
+// (1: the batch was counted without following the shared state, and
+// applies to the current closed state whatever its generation), trip
+// (1: the process's local breaker opened: open a closed breaker), window
+// prefix, bucket width, buckets.
 // Returns: st, gen, until, probes in use, requests, successes, failures,
 // slow, consec.
 var syncScript = redis.NewScript(breakerLib + `
 local now, cgen = tonumber(ARGV[1]), tonumber(ARGV[2])
 local req, suc, fai, slo = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local saw, run = tonumber(ARGV[7]), tonumber(ARGV[8])
-local win, limit, minc = ARGV[9] == '1', tonumber(ARGV[10]), tonumber(ARGV[11])
-local fpct, spct = tonumber(ARGV[12]), tonumber(ARGV[13])
-local ttl, bttl, maxp = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+local saw, lead, longest, trail = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local win, limit, minc = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
+local fpct, spct = tonumber(ARGV[14]), tonumber(ARGV[15])
+local ttl, bttl, maxp = tonumber(ARGV[21]), tonumber(ARGV[22]), tonumber(ARGV[23])
+local anygen, ltrip = ARGV[24] == '1', ARGV[25] == '1'
+local wprefix, width, nb = ARGV[26], tonumber(ARGV[27]), tonumber(ARGV[28])
 
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
 if expire(b, KEYS[2], now) then dirty = true end
 
 local r, s, f, l = b.r, b.s, b.f, b.l
-local current = b.st == 0 and b.gen == cgen
+local current = b.st == 0 and (b.gen == cgen or anygen)
+local trip = false
 if win then
   r, s, f, l = 0, 0, 0, 0
-  if current then
-    if req + suc + fai + slo > 0 then
-      local k = KEYS[3]
+  if b.st == 0 then
+    local idx = math.floor(now / width)
+    local wp = wprefix .. string.format('%d', b.gen) .. ':'
+    if current and req + suc + fai + slo > 0 then
+      local k = wp .. string.format('%d', idx)
       redis.call('HINCRBY', k, 'r', req)
       redis.call('HINCRBY', k, 's', suc)
       redis.call('HINCRBY', k, 'f', fai)
       redis.call('HINCRBY', k, 'l', slo)
       redis.call('PEXPIRE', k, bttl)
     end
-    for i = 3, #KEYS do
-      local v = redis.call('HMGET', KEYS[i], 'r', 's', 'f', 'l')
+    for i = 0, nb - 1 do
+      local v = redis.call('HMGET', wp .. string.format('%d', idx - i), 'r', 's', 'f', 'l')
       r = r + (tonumber(v[1]) or 0)
       s = s + (tonumber(v[2]) or 0)
       f = f + (tonumber(v[3]) or 0)
       l = l + (tonumber(v[4]) or 0)
     end
+    if current and (fai > 0 or slo > 0) then
+      local n = s + f
+      trip = n > 0 and n >= minc and ((fpct > 0 and f * 100 >= fpct * n) or (spct > 0 and l * 100 >= spct * n))
+    end
   end
-elseif current and req + suc + fai + slo + run + saw > 0 then
+elseif current and req + suc + fai + slo + longest + saw > 0 then
   b.r, b.s, b.f, b.l = b.r + req, b.s + suc, b.f + fai, b.l + slo
   r, s, f, l = b.r, b.s, b.f, b.l
-  if saw == 1 then b.consec = run else b.consec = b.consec + run end
+  if saw == 1 then
+    -- the leading run continues the fleet's run; the longest run stands
+    -- alone; the trailing run is the fleet's run from now on
+    trip = b.consec + lead >= limit or longest >= limit
+    b.consec = trail
+  else
+    b.consec = b.consec + trail
+  end
+  trip = trip or b.consec >= limit
   dirty = true
 end
 
-if current and (fai > 0 or slo > 0) then
-  local trip = false
-  if win then
-    local n = s + f
-    trip = n > 0 and n >= minc and ((fpct > 0 and f * 100 >= fpct * n) or (spct > 0 and l * 100 >= spct * n))
-  else
-    trip = b.consec >= limit
-  end
-  if trip then
-    open(b, KEYS[2], now, tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18]))
-    dirty = true
-  end
+if ltrip and b.st == 0 then trip = true end
+if trip then
+  open(b, KEYS[2], now, tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20]))
+  dirty = true
 end
 
 if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
 local n = 0
 if b.st == 1 then n = inuse(KEYS[2], now) end
-if b.st ~= 0 or b.gen ~= cgen then r, s, f, l = 0, 0, 0, 0 end
+if b.st ~= 0 or (b.gen ~= cgen and not anygen) then r, s, f, l = 0, 0, 0, 0 end
 return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec}
 `)
 
