@@ -47,9 +47,12 @@ type Breaker struct {
 	unsubLocal func()
 	claiming   atomic.Bool // a probe permit is being asked for
 
-	stateKey, probesKey, windowPrefix string
-	member                            string // prefix of this process's probe permit names
-	seq                               atomic.Uint64
+	stateKey, probesKey, windowPrefix, seenKey string
+	member                                     string // prefix of this process's probe permit names
+	seq                                        atomic.Uint64
+
+	batchSeq uint64 // number of the last batch made; guarded by sem
+	retained *flush // a batch whose exchange failed, to send again; guarded by sem
 
 	randMu sync.Mutex
 	rnd    rand.Source // nil: the global generator
@@ -97,6 +100,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		member:       fmt.Sprintf("%016x:", rand.Uint64()),
 		sem:          make(chan struct{}, 1),
 	}
+	b.seenKey = s.link.prefix + "seen:" + b.member[:16]
 	b.pool.New = func() any {
 		c := &timedCall{b: b}
 		c.done = c.finish

@@ -57,49 +57,88 @@ func (b *Breaker) loopSync() { _ = b.sync(context.Background()) }
 
 func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
 
+// flush is one batch of outcomes on its way to Redis. A flush whose
+// exchange failed is kept and sent again, under the same number, before
+// any newer outcome: Redis applies each number once, so a batch whose
+// script ran but whose reply was lost is not counted twice.
+type flush struct {
+	seq    uint64
+	gen    uint64
+	bt     batch
+	trip   bool
+	anygen bool
+}
+
 func (b *Breaker) sync(ctx context.Context) error {
 	ctx, cancel := b.l.context(ctx)
 	defer cancel()
 	if err := b.acquire(ctx); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
-	s := b.snap.Load()
-	trip := b.localTrip.Swap(false)
-	bt := b.acc.take()
-	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-		millis(b.clk.Now()), s.gen, bt.requests, bt.successes, bt.failures, bt.slow,
-		flag(bt.saw), bt.lead, bt.longest, bt.trail,
-		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
-		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
-		flag(bt.local || !s.shared), flag(trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets,
-	).Int64Slice()
 	var st sharedState
-	if err == nil {
-		st, err = decodeState(v)
-		if err == nil && len(v) != 9 {
-			err = fmt.Errorf("%w: %v", errReply, v)
+	var err error
+	for {
+		f := b.retained
+		if f == nil {
+			s := b.snap.Load()
+			b.batchSeq++
+			f = &flush{seq: b.batchSeq, gen: s.gen, trip: b.localTrip.Swap(false), bt: b.acc.take()}
+			f.anygen = f.bt.local || !s.shared
 		}
-	}
-	if err == nil {
-		c := breaker.Counts{
-			Requests:            uint64(max(v[4], 0)),
-			Successes:           uint64(max(v[5], 0)),
-			Failures:            uint64(max(v[6], 0)),
-			SlowCalls:           uint64(max(v[7], 0)),
-			ConsecutiveFailures: uint64(max(v[8], 0)),
+		st, err = b.exchange(ctx, f)
+		if err != nil {
+			if !f.bt.empty() || f.trip {
+				b.retained = f
+			}
+			break
 		}
-		b.cntMu.Lock()
-		b.counts = c
-		b.cntMu.Unlock()
-	} else if trip {
-		b.localTrip.Store(true) // still to tell Redis
+		if b.retained == nil {
+			break
+		}
+		// The batch kept from a failed exchange is in; now the newer ones.
+		b.retained = nil
+		b.apply(st)
 	}
 	if err := b.conclude(st, err); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
 	b.l.succeeded()
 	return nil
+}
+
+// exchange runs the sync script for f. The caller holds the right to call
+// Redis.
+func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
+	bt := f.bt
+	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey, b.seenKey},
+		millis(b.clk.Now()), f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
+		flag(bt.saw), bt.lead, bt.longest, bt.trail,
+		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
+		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
+		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
+		flag(f.anygen), flag(f.trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets, f.seq,
+	).Int64Slice()
+	if err != nil {
+		return sharedState{}, err
+	}
+	if len(v) != 9 {
+		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
+	}
+	st, err := decodeState(v)
+	if err != nil {
+		return st, err
+	}
+	c := breaker.Counts{
+		Requests:            uint64(max(v[4], 0)),
+		Successes:           uint64(max(v[5], 0)),
+		Failures:            uint64(max(v[6], 0)),
+		SlowCalls:           uint64(max(v[7], 0)),
+		ConsecutiveFailures: uint64(max(v[8], 0)),
+	}
+	b.cntMu.Lock()
+	b.counts = c
+	b.cntMu.Unlock()
+	return st, nil
 }
 
 func flag(v bool) int {

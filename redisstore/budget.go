@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -44,7 +45,20 @@ type Budget struct {
 
 	requests, retries, deposits, granted, refused atomic.Uint64
 
-	syncMu sync.Mutex
+	syncMu   sync.Mutex
+	seenKey  string
+	seq      uint64          // number of the last exchange made; guarded by syncMu
+	retained *budgetExchange // an exchange that failed, to send again; guarded by syncMu
+}
+
+// budgetExchange is one exchange's deposits and lease request. One that
+// failed is sent again, under the same number, before anything newer:
+// Redis applies each number once and answers a replay with the reply it
+// gave, so deposits count once and a granted lease reaches the process.
+type budgetExchange struct {
+	seq         uint64
+	delta, want int64
+	closing     bool
 }
 
 var _ retry.Budget = (*Budget)(nil)
@@ -70,6 +84,7 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		return nil, err
 	}
 	b := &Budget{s: s, l: newLink(s.link, "budget"), local: budget.NewRatio(s.local)}
+	b.seenKey = s.link.prefix + "seen:" + fmt.Sprintf("%016x", rand.Uint64())
 	go b.l.run(b.loopSync)
 	return b, nil
 }
@@ -233,33 +248,56 @@ func (b *Budget) Close() {
 func (b *Budget) sync(ctx context.Context, closing bool) error {
 	b.syncMu.Lock()
 	defer b.syncMu.Unlock()
-	delta := b.pending.Swap(0)
-	var want int64
-	switch {
-	case closing:
-		delta += b.lease.Swap(0)
-	case b.s.retryCost > 0 || b.s.timeoutCost > 0:
-		want = max(b.s.lease-b.lease.Load(), 0)
-	}
 	ctx, cancel := b.l.context(ctx)
-	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget"},
-		delta, want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(),
-	).Int64Slice()
-	cancel()
-	if err == nil && (len(v) != 2 || v[0] < 0 || v[0] > want || v[1] < 0) {
-		err = fmt.Errorf("%w: %v", errReply, v)
+	defer cancel()
+	var err error
+	for {
+		x := b.retained
+		if x == nil {
+			b.seq++
+			x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
+			switch {
+			case closing:
+				x.delta += b.lease.Swap(0)
+			case b.s.retryCost > 0 || b.s.timeoutCost > 0:
+				x.want = max(b.s.lease-b.lease.Load(), 0)
+			}
+		}
+		if err = b.exchange(ctx, x); err != nil {
+			if x.delta != 0 || x.want > 0 {
+				b.retained = x
+			}
+			break
+		}
+		if b.retained == nil {
+			break
+		}
+		b.retained = nil // the failed exchange is in; now the newer one
 	}
 	if err != nil {
-		// The batch is dropped: it may or may not have been applied.
 		b.joined.Store(false)
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
 	}
-	b.lease.Add(v[0])
-	b.shared.Store(v[1])
 	if !closing {
 		b.joined.Store(true)
 	}
 	b.l.succeeded()
+	return nil
+}
+
+// exchange runs the budget script for x and takes the lease it grants.
+func (b *Budget) exchange(ctx context.Context, x *budgetExchange) error {
+	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget", b.seenKey},
+		x.delta, x.want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(), x.seq,
+	).Int64Slice()
+	if err == nil && (len(v) != 2 || v[0] < 0 || v[0] > x.want || v[1] < 0) {
+		err = fmt.Errorf("%w: %v", errReply, v)
+	}
+	if err != nil {
+		return err
+	}
+	b.lease.Add(v[0])
+	b.shared.Store(v[1])
 	return nil
 }

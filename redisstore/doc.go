@@ -103,9 +103,22 @@
 // process then keeps granting retries for up to one RefreshInterval after
 // the shared balance falls to the threshold; that is the slack.
 //
-// Deposits whose flush failed are dropped (the script may or may not have
-// run): the budget errs on the side of fewer retries. Close gives an unused
-// lease back.
+// Close gives an unused lease back.
+//
+// # Replays
+//
+// A script whose reply was lost may have run: go-redis runs a command
+// again after a dropped connection (MaxRetries), and a timeout says
+// nothing of whether Redis ran it. Every script is therefore idempotent.
+// Each exchange of a Breaker or a Budget carries a number, increasing per
+// process, and Redis remembers the last number it applied for the process
+// (the ":seen:<process>" key): a replay changes nothing, and a budget
+// replay returns the lease its first run granted. An exchange that failed
+// is sent again, under its number, before anything newer, so its outcomes
+// and deposits count exactly once whether or not the first run happened.
+// A replayed probe claim finds its permit (permits are named per call) and
+// is granted it again; a replayed probe report finds its permit gone and
+// changes nothing.
 //
 // # When Redis is slow or down
 //
@@ -137,7 +150,8 @@
 // # Keys
 //
 // Keys are "<Namespace>:{<Name>}:state", ":probes", ":window:<generation>:<bucket>"
-// (breaker) and ":budget" (budget), with Namespace "stormguard" by default.
+// (breaker), ":budget" (budget) and ":seen:<process>" (the last exchange
+// applied for each process), with Namespace "stormguard" by default.
 // The braces are a Redis Cluster hash tag: all keys of one name live in
 // one slot, as the scripts need. Every key is given a TTL at every write
 // (KeyTTL, 24h by default; window buckets live one window), so the keys of

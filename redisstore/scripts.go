@@ -78,8 +78,9 @@ end
 
 // syncScript applies one process's batch of outcomes and returns the state.
 //
-// KEYS: state, probes. The window buckets (time-window condition) are
-// "<window prefix><generation>:<bucket>", in the same hash slot.
+// KEYS: state, probes, seen (this process's last batch number). The window
+// buckets (time-window condition) are "<window prefix><generation>:<bucket>",
+// in the same hash slot.
 // ARGV: now, gen, requests, successes, failures, slow, saw (1 if a
 // success came in the batch), lead, longest and trail (the batch's
 // leading, longest and trailing runs of failures), window (1: time-window
@@ -88,7 +89,9 @@ end
 // (1: the batch was counted without following the shared state, and
 // applies to the current closed state whatever its generation), trip
 // (1: the process's local breaker opened: open a closed breaker), window
-// prefix, bucket width, buckets.
+// prefix, bucket width, buckets, seq (the batch's number: a batch whose
+// number is not above the last one applied for this process is a replay,
+// and changes nothing).
 // Returns: st, gen, until, probes in use, requests, successes, failures,
 // slow, consec.
 var syncScript = redis.NewScript(breakerLib + `
@@ -100,6 +103,15 @@ local fpct, spct = tonumber(ARGV[14]), tonumber(ARGV[15])
 local ttl, bttl, maxp = tonumber(ARGV[21]), tonumber(ARGV[22]), tonumber(ARGV[23])
 local anygen, ltrip = ARGV[24] == '1', ARGV[25] == '1'
 local wprefix, width, nb = ARGV[26], tonumber(ARGV[27]), tonumber(ARGV[28])
+local seq = tonumber(ARGV[29])
+if req + suc + fai + slo + longest + saw > 0 or ltrip then
+  if seq <= tonumber(redis.call('HGET', KEYS[3], 'seq') or '0') then
+    req, suc, fai, slo, saw, lead, longest, trail, ltrip = 0, 0, 0, 0, 0, 0, 0, 0, false -- a replay
+  else
+    redis.call('HSET', KEYS[3], 'seq', string.format('%d', seq))
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
 
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
@@ -162,7 +174,8 @@ return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec}
 `)
 
 // claimScript takes a half-open probe permit, moving an open breaker whose
-// period has ended to half-open first.
+// period has ended to half-open first. A replayed claim finds its permit
+// and is granted it again.
 //
 // KEYS: state, probes. ARGV: now, member, lease, maxProbes, ttl.
 // Returns: granted (0 or 1), st, gen, until, probes in use.
@@ -174,7 +187,9 @@ if expire(b, KEYS[2], now) then dirty = true end
 local granted, n = 0, 0
 if b.st == 1 then
   n = inuse(KEYS[2], now)
-  if n < maxp then
+  if redis.call('ZSCORE', KEYS[2], member) then
+    granted = 1 -- a replay of a claim that was granted
+  elseif n < maxp then
     redis.call('ZADD', KEYS[2], now + lease, member)
     redis.call('PEXPIRE', KEYS[2], ttl)
     granted, n = 1, n + 1
@@ -187,7 +202,8 @@ return {granted, b.st, b.gen, b.untl, n}
 // reportScript releases a probe permit with the probe's outcome: a failure
 // reopens the breaker, enough successes close it, an excluded outcome only
 // releases the permit. A permit whose lease ran out, or that belongs to an
-// earlier generation, changes nothing.
+// earlier generation, changes nothing; nor does a replayed report, whose
+// permit is gone.
 //
 // KEYS: state, probes. ARGV: now, member, gen, outcome (0 success,
 // 1 failure, 2 excluded), success threshold, open base, open max,
@@ -223,14 +239,21 @@ return {b.st, b.gen, b.untl, n}
 // budgetScript applies one process's net deposits to the shared bucket and
 // grants it a lease of tokens.
 //
-// KEYS: bucket. ARGV: delta (net deposits, may be negative), want (lease
-// asked for), max, initial, threshold, ttl.
+// KEYS: bucket, seen (this process's last exchange). ARGV: delta (net
+// deposits, may be negative), want (lease asked for), max, initial,
+// threshold, ttl, seq (the exchange's number: a replay of the last one
+// applied returns its reply again and changes nothing).
 // The bucket starts with initial tokens and holds 0 to max. A lease is
 // granted, up to want, while the bucket holds more than threshold.
 // Returns: granted, tokens left.
 var budgetScript = redis.NewScript(`
 local delta, want = tonumber(ARGV[1]), tonumber(ARGV[2])
 local maxt, initial, threshold, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local seq = tonumber(ARGV[7])
+local last = redis.call('HMGET', KEYS[2], 'seq', 'grant', 'tokens')
+if last[1] and seq <= tonumber(last[1]) then
+  return {tonumber(last[2]), tonumber(last[3])}
+end
 local v = redis.call('HGET', KEYS[1], 'tokens')
 local t = initial
 if v then t = tonumber(v) end
@@ -242,5 +265,9 @@ if want > 0 and t > threshold then
 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%d', t))
 redis.call('PEXPIRE', KEYS[1], ttl)
+if delta ~= 0 or grant > 0 then
+  redis.call('HSET', KEYS[2], 'seq', string.format('%d', seq), 'grant', string.format('%d', grant), 'tokens', string.format('%d', t))
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 return {grant, t}
 `)
