@@ -39,12 +39,11 @@ type Breaker struct {
 	s     breakerSettings
 	clk   clock.Clock
 	l     *link
-	local *breaker.Breaker
+	local atomic.Pointer[localBreaker] // replaced at every fallback
 	pool  sync.Pool // *timedCall, for the closed state when slow calls are timed
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
 	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
-	unsubLocal func()
 	claiming   atomic.Bool // a probe permit is being asked for
 
 	stateKey, probesKey, windowPrefix, seenKey string
@@ -92,7 +91,6 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		s:            s,
 		clk:          s.link.clk,
 		l:            newLink(s.link, "breaker"),
-		local:        breaker.New(s.local),
 		rnd:          c.Breaker.Rand,
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
@@ -109,17 +107,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	if s.onTransition != nil {
 		b.ev.subscribe(s.onTransition)
 	}
-	b.unsubLocal = b.local.Subscribe(func(_, to breaker.State) {
-		b.localState.Store(uint32(to))
-		switch to {
-		case breaker.Open:
-			b.localTrip.Store(true)
-			b.l.poke()
-		case breaker.Closed:
-			b.localTrip.Store(false)
-		}
-		b.settle()
-	})
+	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
 	go b.l.run(b.loopSync)
 	return b, nil
@@ -174,7 +162,7 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 	if s.state == breaker.Open && b.clk.Now().Before(s.until) {
 		return nil, breaker.ErrOpen
 	}
-	done, err := b.local.Allow()
+	done, err := b.local.Load().b.Allow()
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +260,7 @@ func (b *Breaker) Ready() error {
 		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
 			return breaker.ErrOpen
 		}
-		return b.local.Ready()
+		return b.local.Load().b.Ready()
 	}
 	switch s.state {
 	case breaker.Open:
@@ -308,7 +296,7 @@ func (b *Breaker) State() breaker.State {
 	case s.state == breaker.Open && now.Before(s.until):
 		return breaker.Open
 	}
-	return b.local.State()
+	return b.local.Load().b.State()
 }
 
 // Generation returns the generation of the cached shared state: a number
@@ -331,7 +319,7 @@ func (b *Breaker) Counts() breaker.Counts {
 		return breaker.Counts{}
 	}
 	if !b.snap.Load().shared {
-		return b.local.Counts()
+		return b.local.Load().b.Counts()
 	}
 	b.cntMu.Lock()
 	defer b.cntMu.Unlock()
@@ -367,8 +355,45 @@ func (b *Breaker) Close() {
 	if b.snap.Load().shared {
 		b.flushOnClose()
 	}
-	b.unsubLocal()
-	b.local.Close()
+	b.local.Load().close()
+}
+
+// localBreaker is the local breaker.Breaker of one stretch of local state,
+// with its listener.
+type localBreaker struct {
+	b     *breaker.Breaker
+	unsub func()
+}
+
+func (lb *localBreaker) close() {
+	lb.unsub()
+	lb.b.Close()
+}
+
+// resetLocal starts a fresh local breaker, closed: the process's local
+// state starts again from the shared state (an open period last seen in
+// Redis is honoured by the snapshot until it ends). The caller holds stMu,
+// or is NewBreaker.
+func (b *Breaker) resetLocal() {
+	lb := &localBreaker{b: breaker.New(b.s.local)}
+	lb.unsub = lb.b.Subscribe(func(_, to breaker.State) {
+		if b.local.Load() != lb {
+			return // an earlier stretch's breaker, finishing its calls
+		}
+		b.localState.Store(uint32(to))
+		switch to {
+		case breaker.Open:
+			b.localTrip.Store(true)
+			b.l.poke()
+		case breaker.Closed:
+			b.localTrip.Store(false)
+		}
+		b.settle()
+	})
+	b.localState.Store(uint32(breaker.Closed))
+	if old := b.local.Swap(lb); old != nil {
+		old.close()
+	}
 }
 
 // effective returns the state this process acts on, as listeners see it.

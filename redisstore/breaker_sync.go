@@ -218,6 +218,7 @@ func (b *Breaker) fallBack() {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
 	if cur := b.snap.Load(); cur.shared {
+		b.resetLocal() // from the shared state, not from an earlier outage's
 		n := *cur
 		n.shared, n.done = false, nil
 		b.snap.Store(&n)

@@ -36,7 +36,7 @@ import (
 type Budget struct {
 	s     budgetSettings
 	l     *link
-	local *budget.Ratio
+	local atomic.Pointer[budget.Ratio] // the private budget; replaced at every fallback
 
 	joined  atomic.Bool  // the last exchange with Redis succeeded
 	lease   atomic.Int64 // tokens this process may spend, in token units
@@ -83,7 +83,8 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Budget{s: s, l: newLink(s.link, "budget"), local: budget.NewRatio(s.local)}
+	b := &Budget{s: s, l: newLink(s.link, "budget")}
+	b.local.Store(budget.NewRatio(s.local))
 	b.seenKey = s.link.prefix + "seen:" + fmt.Sprintf("%016x", rand.Uint64())
 	go b.l.run(b.loopSync)
 	return b, nil
@@ -114,7 +115,7 @@ func (b *Budget) Record(retry bool, err error) {
 		}
 	}
 	if !b.joined.Load() {
-		b.local.Record(retry, err)
+		b.local.Load().Record(retry, err)
 		return
 	}
 	var delta int64
@@ -145,7 +146,7 @@ func (b *Budget) Withdraw(err error) bool {
 	var ok bool
 	switch cost := b.cost(err); {
 	case !b.joined.Load():
-		ok = b.local.Withdraw(err)
+		ok = b.local.Load().Withdraw(err)
 	case cost == 0:
 		ok = b.shared.Load()+b.pending.Load() > b.s.threshold
 	default:
@@ -185,7 +186,7 @@ func (b *Budget) Available() float64 {
 		return math.Inf(1)
 	}
 	if !b.joined.Load() {
-		return b.local.Available()
+		return b.local.Load().Available()
 	}
 	return fromUnits(b.lease.Load() + b.shared.Load())
 }
@@ -275,7 +276,9 @@ func (b *Budget) sync(ctx context.Context, closing bool) error {
 		b.retained = nil // the failed exchange is in; now the newer one
 	}
 	if err != nil {
-		b.joined.Store(false)
+		if b.joined.Swap(false) {
+			b.resetLocal()
+		}
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
 	}
@@ -284,6 +287,21 @@ func (b *Budget) sync(ctx context.Context, closing bool) error {
 	}
 	b.l.succeeded()
 	return nil
+}
+
+// resetLocal starts a fresh private budget holding the tokens this process
+// could spend when it last followed the shared bucket (its lease and the
+// shared balance, at most the private MaxTokens), instead of resuming the
+// private bucket where an earlier outage left it.
+func (b *Budget) resetLocal() {
+	c := b.s.local
+	d, err := c.WithDefaults()
+	if err != nil {
+		return // validated by NewBudget
+	}
+	tokens := min(max(fromUnits(b.lease.Load()+b.shared.Load()), 0), d.MaxTokens)
+	c.InitialTokens, c.StartEmpty = tokens, tokens == 0
+	b.local.Store(budget.NewRatio(c))
 }
 
 // exchange runs the budget script for x and takes the lease it grants.

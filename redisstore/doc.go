@@ -129,7 +129,12 @@
 // BreakerConfig.Local (or the same breaker.Config), honouring an open
 // period last seen in Redis until it ends; a budget.Ratio made from
 // BudgetConfig.Local (or the same RatioConfig), which is private, so the
-// fleet may retry as much as N private budgets while Redis is down. The
+// fleet may retry as much as N private budgets while Redis is down. Both
+// are made afresh at every fallback, from the last shared state seen: the
+// local breaker starts closed (after an open period seen in Redis ends),
+// the private budget with the tokens the process could spend then (its
+// lease and the shared balance, at most the private MaxTokens), never
+// where an earlier outage left them. The
 // process keeps serving, logs one warning (Logger), calls OnDegraded, and
 // counts the event in Stats: LinkStats.Degraded, RedisErrors, Fallbacks
 // (for metrics such as a stormguard_redis_degraded gauge). The background
