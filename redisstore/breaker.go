@@ -40,11 +40,11 @@ type Breaker struct {
 	clk   clock.Clock
 	l     *link
 	local atomic.Pointer[localBreaker] // replaced at every fallback
-	pool  sync.Pool // *timedCall, for the closed state when slow calls are timed
+	pool  sync.Pool                    // *timedCall, for the closed state when slow calls are timed
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
 	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
-	claiming   atomic.Bool // a probe permit is being asked for
+	claiming   atomic.Bool   // a probe permit is being asked for
 
 	stateKey, probesKey, windowPrefix, seenKey string
 	member                                     string // prefix of this process's probe permit names
