@@ -38,6 +38,7 @@ type Breaker struct {
 
 	s     breakerSettings
 	clk   clock.Clock
+	tc    *scriptTime // the time the scripts compare
 	l     *link
 	local atomic.Pointer[localBreaker] // replaced at every fallback
 	pool  sync.Pool                    // *timedCall, for the closed state when slow calls are timed
@@ -90,6 +91,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	b := &Breaker{
 		s:            s,
 		clk:          s.link.clk,
+		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
 		rnd:          c.Breaker.Rand,
 		stateKey:     s.link.prefix + "state",

@@ -21,20 +21,19 @@ type sharedState struct {
 	inuse int64 // probe permits held (half-open)
 }
 
-// decodeState reads st, gen, until, probes-in-use from v.
-func decodeState(v []int64) (sharedState, error) {
-	if len(v) < 4 || v[0] < 0 || v[0] > int64(breaker.Open) || v[1] < 0 || v[3] < 0 {
+// decodeState reads st, gen, until, probes-in-use from v, whose element
+// at nowAt is the script's now.
+func (b *Breaker) decodeState(v []int64, nowAt int) (sharedState, error) {
+	if len(v) <= nowAt || len(v) < 4 || v[0] < 0 || v[0] > int64(breaker.Open) || v[1] < 0 || v[3] < 0 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	return sharedState{
 		st:    breaker.State(v[0]),
 		gen:   uint64(v[1]),
-		until: time.UnixMilli(v[2]),
+		until: b.tc.local(v[nowAt], v[2]),
 		inuse: v[3],
 	}, nil
 }
-
-func millis(t time.Time) int64 { return t.UnixMilli() }
 
 func durMillis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -110,8 +109,12 @@ func (b *Breaker) sync(ctx context.Context) error {
 // Redis.
 func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 	bt := f.bt
+	now, err := b.tc.now(ctx, b.s.link.client)
+	if err != nil {
+		return sharedState{}, err
+	}
 	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey, b.seenKey},
-		millis(b.clk.Now()), f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
+		now, f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
 		flag(bt.saw), bt.lead, bt.longest, bt.trail,
 		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
 		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
@@ -121,10 +124,10 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 	if err != nil {
 		return sharedState{}, err
 	}
-	if len(v) != 9 {
+	if len(v) != 10 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
-	st, err := decodeState(v)
+	st, err := b.decodeState(v, 9)
 	if err != nil {
 		return st, err
 	}
@@ -238,15 +241,19 @@ func (b *Breaker) claim() (func(error), error) {
 	if b.acquire(ctx) != nil {
 		return nil, breaker.ErrTooManyProbes // an exchange is stuck: it will fall back
 	}
-	v, err := claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-		millis(b.clk.Now()), member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(),
-	).Int64Slice()
+	now, err := b.tc.now(ctx, b.s.link.client)
+	var v []int64
+	if err == nil {
+		v, err = claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+			now, member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(),
+		).Int64Slice()
+	}
 	var st sharedState
 	if err == nil {
-		if len(v) != 5 || v[0] < 0 || v[0] > 1 {
+		if len(v) != 6 || v[0] < 0 || v[0] > 1 {
 			err = fmt.Errorf("%w: %v", errReply, v)
 		} else {
-			st, err = decodeState(v[1:])
+			st, err = b.decodeState(v[1:], 4)
 		}
 	}
 	if b.conclude(st, err) != nil {
@@ -304,14 +311,22 @@ func (p *probe) finish(err error) {
 	if b.acquire(ctx) != nil {
 		return // an exchange is stuck: the permit's lease will run out
 	}
-	v, rerr := reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-		millis(b.clk.Now()), p.member, p.gen, outcome, b.s.successes,
-		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-		b.s.link.ttl.Milliseconds(),
-	).Int64Slice()
+	now, rerr := b.tc.now(ctx, b.s.link.client)
+	var v []int64
+	if rerr == nil {
+		v, rerr = reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+			now, p.member, p.gen, outcome, b.s.successes,
+			durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
+			b.s.link.ttl.Milliseconds(),
+		).Int64Slice()
+	}
 	var st sharedState
 	if rerr == nil {
-		st, rerr = decodeState(v)
+		if len(v) != 5 {
+			rerr = fmt.Errorf("%w: %v", errReply, v)
+		} else {
+			st, rerr = b.decodeState(v, 4)
+		}
 	}
 	_ = b.conclude(st, rerr)
 }

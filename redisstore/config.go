@@ -91,8 +91,11 @@ type BreakerConfig struct {
 	// after the lease is ignored. 0: DefaultProbeLease (10s).
 	ProbeLease time.Duration
 
-	// Clock measures open periods, windows and refresh intervals.
-	// nil: Breaker.Clock, and clock.Real if that is nil too.
+	// Clock paces refresh intervals and times slow calls; open periods,
+	// windows and probe leases are measured on Redis's clock (TIME), to
+	// which a Clock other than clock.Real is anchored at the first exchange
+	// (see the package documentation). nil: Breaker.Clock, and clock.Real
+	// if that is nil too.
 	Clock clock.Clock
 
 	// Logger receives one warning when the process loses Redis and one

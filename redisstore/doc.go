@@ -61,9 +61,14 @@
 //     outcomes per bucket, by the time of the flush; prefer it for large
 //     fleets. Count windows, ReadyToTrip and active probes cannot run in
 //     Redis and are rejected.
-//   - Times come from each process's Clock: the process that trips the
-//     breaker sets the end of the open period, so clock skew between hosts
-//     moves the end of the period by that skew for the others.
+//   - Times come from Redis: every script that compares times reads
+//     Redis's clock (TIME), so clock skew between the hosts of the fleet
+//     moves no open period and frees no live probe permit. A process keeps
+//     its own Clock only for durations (refresh intervals, slow calls) and
+//     maps the end of an open period onto it. A Clock other than the real
+//     one (a fake clock in tests) is anchored to Redis's clock at the first
+//     exchange and then drives the scripts' time from there, so a constant
+//     offset between it and Redis does not matter either.
 //
 // Each process makes one Redis call of a Breaker at a time, so its cache
 // follows the order in which Redis executed them.

@@ -7,8 +7,8 @@ import "github.com/redis/go-redis/v9"
 // with EVALSHA and fall back to EVAL when Redis does not know them yet
 // (after a restart, for instance).
 //
-// Times are milliseconds on the callers' clocks; amounts of tokens are
-// integer millionths. Lua numbers are doubles, exact up to 2^53, which
+// Times are milliseconds on Redis's clock (TIME; see scriptTime); amounts
+// of tokens are integer millionths. Lua numbers are doubles, exact up to 2^53, which
 // holds both. Integers are written back with %d so that no digit is lost to
 // Lua's default number format.
 
@@ -22,6 +22,15 @@ import "github.com/redis/go-redis/v9"
 // sorted set holds the probe permits of the half-open state, scored by the
 // end of their lease.
 const breakerLib = `
+-- clock returns the scripts' now in ms: Redis's TIME, unless the caller
+-- passed a time of its own on Redis's time line (an anchored test clock).
+local function clock(arg)
+  local n = tonumber(arg)
+  if n and n >= 0 then return n end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 local function load(key, now)
   local v = redis.call('HMGET', key, 'st', 'gen', 'until', 'trips', 'consec', 'succ', 'r', 's', 'f', 'l')
   if not v[1] then
@@ -81,7 +90,7 @@ end
 // KEYS: state, probes, seen (this process's last batch number). The window
 // buckets (time-window condition) are "<window prefix><generation>:<bucket>",
 // in the same hash slot.
-// ARGV: now, gen, requests, successes, failures, slow, saw (1 if a
+// ARGV: now (-1: TIME), gen, requests, successes, failures, slow, saw (1 if a
 // success came in the batch), lead, longest and trail (the batch's
 // leading, longest and trailing runs of failures), window (1: time-window
 // condition), consecutive limit, minCalls, failPct, slowPct, open base,
@@ -93,9 +102,9 @@ end
 // number is not above the last one applied for this process is a replay,
 // and changes nothing).
 // Returns: st, gen, until, probes in use, requests, successes, failures,
-// slow, consec.
+// slow, consec, now.
 var syncScript = redis.NewScript(breakerLib + `
-local now, cgen = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now, cgen = clock(ARGV[1]), tonumber(ARGV[2])
 local req, suc, fai, slo = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local saw, lead, longest, trail = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local win, limit, minc = ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13])
@@ -170,17 +179,17 @@ if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
 local n = 0
 if b.st == 1 then n = inuse(KEYS[2], now) end
 if b.st ~= 0 or (b.gen ~= cgen and not anygen) then r, s, f, l = 0, 0, 0, 0 end
-return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec}
+return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec, now}
 `)
 
 // claimScript takes a half-open probe permit, moving an open breaker whose
 // period has ended to half-open first. A replayed claim finds its permit
 // and is granted it again.
 //
-// KEYS: state, probes. ARGV: now, member, lease, maxProbes, ttl.
-// Returns: granted (0 or 1), st, gen, until, probes in use.
+// KEYS: state, probes. ARGV: now (-1: TIME), member, lease, maxProbes, ttl.
+// Returns: granted (0 or 1), st, gen, until, probes in use, now.
 var claimScript = redis.NewScript(breakerLib + `
-local now, member, lease, maxp, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now, member, lease, maxp, ttl = clock(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
 if expire(b, KEYS[2], now) then dirty = true end
@@ -196,7 +205,7 @@ if b.st == 1 then
   end
 end
 if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
-return {granted, b.st, b.gen, b.untl, n}
+return {granted, b.st, b.gen, b.untl, n, now}
 `)
 
 // reportScript releases a probe permit with the probe's outcome: a failure
@@ -205,12 +214,12 @@ return {granted, b.st, b.gen, b.untl, n}
 // earlier generation, changes nothing; nor does a replayed report, whose
 // permit is gone.
 //
-// KEYS: state, probes. ARGV: now, member, gen, outcome (0 success,
+// KEYS: state, probes. ARGV: now (-1: TIME), member, gen, outcome (0 success,
 // 1 failure, 2 excluded), success threshold, open base, open max,
 // multiplier, jitter, rnd, ttl.
-// Returns: st, gen, until, probes in use.
+// Returns: st, gen, until, probes in use, now.
 var reportScript = redis.NewScript(breakerLib + `
-local now, member, pgen, outcome = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now, member, pgen, outcome = clock(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ttl = tonumber(ARGV[11])
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
@@ -233,7 +242,7 @@ if expire(b, KEYS[2], now) then dirty = true end
 if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
 local n = 0
 if b.st == 1 then n = inuse(KEYS[2], now) end
-return {b.st, b.gen, b.untl, n}
+return {b.st, b.gen, b.untl, n, now}
 `)
 
 // budgetScript applies one process's net deposits to the shared bucket and
