@@ -185,6 +185,8 @@ func (b *Breaker) conclude(st sharedState, err error) error {
 	b.settle()
 	if err != nil {
 		b.l.failed(err)
+	} else {
+		b.l.reached()
 	}
 	return err
 }

@@ -47,6 +47,7 @@ type Budget struct {
 
 	syncMu   sync.Mutex
 	seenKey  string
+	epoch    atomic.Int64    // the bucket's epoch at the last exchange: changes when Redis lost it
 	seq      uint64          // number of the last exchange made; guarded by syncMu
 	retained *budgetExchange // an exchange that failed, to send again; guarded by syncMu
 }
@@ -58,6 +59,7 @@ type Budget struct {
 type budgetExchange struct {
 	seq         uint64
 	delta, want int64
+	returned    int64 // the lease given back by Close
 	closing     bool
 }
 
@@ -233,22 +235,35 @@ func (b *Budget) Sync(ctx context.Context) error {
 func (b *Budget) loopSync() { _ = b.sync(context.Background(), false) }
 
 // Close stops the background exchange, waits for it, and gives the unused
-// lease and unflushed deposits back to the shared bucket (within Timeout).
-// Withdraw then grants retries only from the private budget. Close is safe
-// to call more than once, and on a nil Budget.
+// lease and unflushed deposits back to the shared bucket (within Timeout),
+// even if the last exchange failed. Withdraw then grants retries only from
+// the private budget. Close is safe to call more than once, on a nil
+// Budget, and from OnDegraded.
 func (b *Budget) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
-	if b.joined.Load() {
-		_ = b.sync(context.Background(), true)
-	}
+	_ = b.sync(context.Background(), true)
 	b.joined.Store(false)
 }
 
 func (b *Budget) sync(ctx context.Context, closing bool) error {
+	err := b.syncLocked(ctx, closing)
+	// Outside syncMu: OnDegraded may call Close.
+	if err != nil {
+		b.l.failed(err)
+		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
+	}
+	b.l.succeeded()
+	return nil
+}
+
+func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 	b.syncMu.Lock()
 	defer b.syncMu.Unlock()
+	if closing && b.retained == nil && b.pending.Load() == 0 && b.lease.Load() == 0 {
+		return nil // nothing to give back
+	}
 	ctx, cancel := b.l.context(ctx)
 	defer cancel()
 	var err error
@@ -259,13 +274,13 @@ func (b *Budget) sync(ctx context.Context, closing bool) error {
 			x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
 			switch {
 			case closing:
-				x.delta += b.lease.Swap(0)
+				x.returned = b.lease.Swap(0)
 			case b.s.retryCost > 0 || b.s.timeoutCost > 0:
 				x.want = max(b.s.lease-b.lease.Load(), 0)
 			}
 		}
 		if err = b.exchange(ctx, x); err != nil {
-			if x.delta != 0 || x.want > 0 {
+			if x.delta != 0 || x.want > 0 || x.returned != 0 {
 				b.retained = x
 			}
 			break
@@ -279,13 +294,11 @@ func (b *Budget) sync(ctx context.Context, closing bool) error {
 		if b.joined.Swap(false) {
 			b.resetLocal()
 		}
-		b.l.failed(err)
-		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
+		return err
 	}
 	if !closing {
 		b.joined.Store(true)
 	}
-	b.l.succeeded()
 	return nil
 }
 
@@ -305,17 +318,32 @@ func (b *Budget) resetLocal() {
 }
 
 // exchange runs the budget script for x and takes the lease it grants.
+// If Redis lost the bucket this process leased from (a new epoch), the
+// lease is void: it is replaced by the one granted from the new bucket.
 func (b *Budget) exchange(ctx context.Context, x *budgetExchange) error {
+	full := int64(0)
+	if b.s.retryCost > 0 || b.s.timeoutCost > 0 {
+		full = b.s.lease
+	}
+	if x.closing {
+		full = 0
+	}
 	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget", b.seenKey},
 		x.delta, x.want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(), x.seq,
+		b.epoch.Load(), full, x.returned,
 	).Int64Slice()
-	if err == nil && (len(v) != 2 || v[0] < 0 || v[0] > x.want || v[1] < 0) {
+	if err == nil && (len(v) != 4 || v[0] < 0 || v[0] > max(x.want, full) || v[1] < 0 || v[3] < 0 || v[3] > 1) {
 		err = fmt.Errorf("%w: %v", errReply, v)
 	}
 	if err != nil {
 		return err
 	}
-	b.lease.Add(v[0])
+	if v[3] == 1 {
+		b.lease.Store(v[0])
+	} else {
+		b.lease.Add(v[0])
+	}
 	b.shared.Store(v[1])
+	b.epoch.Store(v[2])
 	return nil
 }

@@ -251,32 +251,50 @@ return {b.st, b.gen, b.untl, n, now}
 // KEYS: bucket, seen (this process's last exchange). ARGV: delta (net
 // deposits, may be negative), want (lease asked for), max, initial,
 // threshold, ttl, seq (the exchange's number: a replay of the last one
-// applied returns its reply again and changes nothing).
-// The bucket starts with initial tokens and holds 0 to max. A lease is
-// granted, up to want, while the bucket holds more than threshold.
-// Returns: granted, tokens left.
+// applied returns its reply again and changes nothing), epoch (of the
+// bucket the process last saw; 0: none), full (the whole lease, asked for
+// instead of want when the bucket was lost), returned (lease given back by
+// Close, added to the bucket unless it was lost).
+// The bucket starts with initial tokens and holds 0 to max; it carries an
+// epoch, made when the bucket is made, so that a process notices a bucket
+// Redis lost (restart, FLUSHALL, eviction, failover) and drops a lease taken
+// from it. A lease is granted, up to want, while the bucket holds more than
+// threshold.
+// Returns: granted, tokens left, epoch, lost (1: the process's lease is void).
 var budgetScript = redis.NewScript(`
 local delta, want = tonumber(ARGV[1]), tonumber(ARGV[2])
 local maxt, initial, threshold, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local seq = tonumber(ARGV[7])
-local last = redis.call('HMGET', KEYS[2], 'seq', 'grant', 'tokens')
+local seq, known, full, returned = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local last = redis.call('HMGET', KEYS[2], 'seq', 'grant', 'tokens', 'epoch', 'lost')
 if last[1] and seq <= tonumber(last[1]) then
-  return {tonumber(last[2]), tonumber(last[3])}
+  return {tonumber(last[2]), tonumber(last[3]), tonumber(last[4]), tonumber(last[5])}
 end
-local v = redis.call('HGET', KEYS[1], 'tokens')
-local t = initial
-if v then t = tonumber(v) end
+local v = redis.call('HMGET', KEYS[1], 'tokens', 'epoch')
+local t, epoch = initial, tonumber(v[2])
+if v[1] then t = tonumber(v[1]) end
+if not v[1] or not epoch then
+  local tm = redis.call('TIME')
+  epoch = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+end
+local lost = 0
+if known ~= 0 and known ~= epoch then
+  lost = 1
+  want = full
+else
+  delta = delta + returned
+end
 t = math.min(math.max(t + delta, 0), maxt)
 local grant = 0
 if want > 0 and t > threshold then
   grant = math.min(want, t)
   t = t - grant
 end
-redis.call('HSET', KEYS[1], 'tokens', string.format('%d', t))
+redis.call('HSET', KEYS[1], 'tokens', string.format('%d', t), 'epoch', string.format('%d', epoch))
 redis.call('PEXPIRE', KEYS[1], ttl)
-if delta ~= 0 or grant > 0 then
-  redis.call('HSET', KEYS[2], 'seq', string.format('%d', seq), 'grant', string.format('%d', grant), 'tokens', string.format('%d', t))
+if delta ~= 0 or grant > 0 or lost == 1 then
+  redis.call('HSET', KEYS[2], 'seq', string.format('%d', seq), 'grant', string.format('%d', grant),
+             'tokens', string.format('%d', t), 'epoch', string.format('%d', epoch), 'lost', lost)
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
-return {grant, t}
+return {grant, t, epoch, lost}
 `)
