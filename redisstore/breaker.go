@@ -41,7 +41,6 @@ type Breaker struct {
 	tc    *scriptTime // the time the scripts compare
 	l     *link
 	local atomic.Pointer[localBreaker] // replaced at every fallback
-	pool  sync.Pool                    // *timedCall, for the closed state when slow calls are timed
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
 	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
@@ -52,6 +51,7 @@ type Breaker struct {
 	seq                                        atomic.Uint64
 
 	batchSeq uint64 // number of the last batch made; guarded by sem
+	epoch    int64  // epoch of the shared state at the last exchange (0: none yet); guarded by sem
 	retained *flush // a batch whose exchange failed, to send again; guarded by sem
 
 	randMu sync.Mutex
@@ -101,11 +101,6 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		sem:          make(chan struct{}, 1),
 	}
 	b.seenKey = s.link.prefix + "seen:" + b.member[:16]
-	b.pool.New = func() any {
-		c := &timedCall{b: b}
-		c.done = c.finish
-		return c
-	}
 	if s.onTransition != nil {
 		b.ev.subscribe(s.onTransition)
 	}
@@ -183,29 +178,27 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 }
 
 // timedCall is the done of one closed-state call when slow calls are timed.
+// Each call gets its own (two small allocations), so that calling a done
+// twice can never end another call: a pooled record could be handed out
+// again between the two calls.
 type timedCall struct {
 	b     *Breaker
 	s     *snapshot
 	start time.Time
 	armed atomic.Bool
-	done  func(error) // c.finish, bound once
 }
 
 func (b *Breaker) admitTimed(s *snapshot) func(error) {
-	c := b.pool.Get().(*timedCall)
-	c.s, c.start = s, b.clk.Now()
+	c := &timedCall{b: b, s: s, start: b.clk.Now()}
 	c.armed.Store(true)
-	return c.done
+	return c.finish
 }
 
 func (c *timedCall) finish(err error) {
 	if !c.armed.CompareAndSwap(true, false) {
 		return // done called again
 	}
-	b, s, start := c.b, c.s, c.start
-	c.s = nil
-	b.pool.Put(c)
-	b.record(s, start, err)
+	c.b.record(c.s, c.start, err)
 }
 
 // record counts the result of a closed-state call admitted under snapshot

@@ -113,6 +113,16 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 	if err != nil {
 		return sharedState{}, err
 	}
+	// What this process last saw, for Redis to restore if it lost the state.
+	held, rem := 0, int64(0)
+	if s := b.snap.Load(); b.epoch != 0 {
+		switch d := s.until.Sub(b.clk.Now()); {
+		case s.state == breaker.Open && d > 0:
+			held, rem = int(breaker.Open), d.Milliseconds()
+		case s.state != breaker.Closed:
+			held = int(breaker.HalfOpen)
+		}
+	}
 	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey, b.seenKey},
 		now, f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
 		flag(bt.saw), bt.lead, bt.longest, bt.trail,
@@ -120,17 +130,19 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
 		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
 		flag(f.anygen), flag(f.trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets, f.seq,
+		b.epoch, held, rem,
 	).Int64Slice()
 	if err != nil {
 		return sharedState{}, err
 	}
-	if len(v) != 10 {
+	if len(v) != 11 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	st, err := b.decodeState(v, 9)
 	if err != nil {
 		return st, err
 	}
+	b.epoch = v[10]
 	c := breaker.Counts{
 		Requests:            uint64(max(v[4], 0)),
 		Successes:           uint64(max(v[5], 0)),
@@ -230,6 +242,15 @@ func (b *Breaker) fallBack() {
 	}
 }
 
+// stateLost ends a claim or report that found Redis had lost the state
+// this process saw: it changes nothing, and the next exchange (brought
+// forward) restores the state. The caller holds the right to call Redis.
+func (b *Breaker) stateLost() {
+	b.release()
+	b.l.reached()
+	b.l.poke()
+}
+
 // claim asks Redis for a half-open probe permit. One goroutine of the
 // process asks at a time; the others are refused meanwhile.
 func (b *Breaker) claim() (func(error), error) {
@@ -247,23 +268,39 @@ func (b *Breaker) claim() (func(error), error) {
 	var v []int64
 	if err == nil {
 		v, err = claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-			now, member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(),
+			now, member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(), b.epoch,
 		).Int64Slice()
 	}
 	var st sharedState
 	if err == nil {
-		if len(v) != 6 || v[0] < 0 || v[0] > 1 {
+		if len(v) != 7 || v[0] < 0 || v[0] > 1 {
 			err = fmt.Errorf("%w: %v", errReply, v)
+		} else if v[6] == 1 {
+			b.stateLost()
+			return nil, breaker.ErrTooManyProbes
 		} else {
 			st, err = b.decodeState(v[1:], 4)
 		}
 	}
+	var p *probe
+	if err == nil && v[0] == 1 {
+		p = &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
+		p.armed.Store(true)
+		defer func() {
+			// A listener or OnDegraded panicked after the permit was granted:
+			// release it (as excluded) before the panic goes on.
+			if r := recover(); r != nil {
+				if p.armed.CompareAndSwap(true, false) {
+					p.report(2)
+				}
+				panic(r)
+			}
+		}()
+	}
 	if b.conclude(st, err) != nil {
 		return b.allowLocal(b.snap.Load())
 	}
-	if v[0] == 1 {
-		p := &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
-		p.armed.Store(true)
+	if p != nil {
 		return p.finish, nil
 	}
 	switch st.st {
@@ -296,8 +333,24 @@ func (p *probe) finish(err error) {
 	if !p.armed.CompareAndSwap(true, false) {
 		return
 	}
+	outcome, panicked := p.classify(err)
+	p.report(outcome)
+	if panicked != nil {
+		panic(panicked) // after the permit is released
+	}
+}
+
+// classify returns the probe's outcome (0 success, 1 failure, 2 excluded).
+// A panic in the user's IsExcluded or IsFailure makes it a failure, as a
+// panicking call is (retry.PanicError), and is handed back to re-raise
+// once the permit is released.
+func (p *probe) classify(err error) (outcome int, panicked any) {
 	b := p.b
-	outcome := 0
+	defer func() {
+		if v := recover(); v != nil {
+			outcome, panicked = 1, v
+		}
+	}()
 	switch {
 	case err == nil:
 	case b.s.isExcluded(err):
@@ -308,6 +361,12 @@ func (p *probe) finish(err error) {
 	if outcome == 0 && b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
 		outcome = 1 // a slow probe fails when the slow-call rate can trip
 	}
+	return outcome, nil
+}
+
+// report sends the probe's outcome to Redis and releases its permit.
+func (p *probe) report(outcome int) {
+	b := p.b
 	ctx, cancel := b.l.context(context.Background())
 	defer cancel()
 	if b.acquire(ctx) != nil {
@@ -319,13 +378,16 @@ func (p *probe) finish(err error) {
 		v, rerr = reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
 			now, p.member, p.gen, outcome, b.s.successes,
 			durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-			b.s.link.ttl.Milliseconds(),
+			b.s.link.ttl.Milliseconds(), b.epoch,
 		).Int64Slice()
 	}
 	var st sharedState
 	if rerr == nil {
-		if len(v) != 5 {
+		if len(v) != 6 {
 			rerr = fmt.Errorf("%w: %v", errReply, v)
+		} else if v[5] == 1 {
+			b.stateLost()
+			return
 		} else {
 			st, rerr = b.decodeState(v, 4)
 		}

@@ -35,6 +35,7 @@ func TestClusterWindowAndBudget(t *testing.T) {
 		mustSync(t, b)
 		bs = append(bs, b)
 	}
+	fc.BlockUntil(2) // both loops have made their first exchange and wait for the clock
 	for i := range 10 {
 		_ = call(bs[i%2], errDown)
 	}

@@ -88,9 +88,6 @@ func TestAllowClosedAllocs(t *testing.T) {
 		{Window: breaker.Window{Duration: time.Minute, SlowCallDuration: time.Second, SlowCallRatio: 0.5}},
 	} {
 		timed := bc.Window.SlowCallDuration > 0
-		if timed && raceEnabled {
-			continue // the race detector makes sync.Pool drop objects at random
-		}
 		f := newFleet(t, 1, bc)
 		b := f.bs[0]
 		allocs := testing.AllocsPerRun(1000, func() {
@@ -102,8 +99,12 @@ func TestAllowClosedAllocs(t *testing.T) {
 			done, _ = b.Allow()
 			done(errDown)
 		})
-		if allocs != 0 {
-			t.Fatalf("%+v: %v allocs per Allow+done, want 0", bc.Window, allocs)
+		want := 0.0
+		if timed {
+			want = 4 // a record and its done per timed call, so a repeated done cannot end another call
+		}
+		if allocs != want {
+			t.Fatalf("%+v: %v allocs per two Allow+done, want %v", bc.Window, allocs, want)
 		}
 	}
 }

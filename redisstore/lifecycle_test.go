@@ -2,8 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -280,4 +280,39 @@ func TestStateLossBudget(t *testing.T) {
 	}
 }
 
-var _ = strings.Contains
+var errPanicky = errors.New("classification panics")
+
+// TestProbePanicReleasesPermit: the user's IsFailure panics while a
+// probe's result is classified. The permit is not leaked: the probe counts
+// as failed (D1: a panicking call is a failed attempt), which reopens the
+// breaker at once, and the panic goes on.
+func TestProbePanicReleasesPermit(t *testing.T) {
+	f := newFleet(t, 1, breaker.Config{
+		ConsecutiveFailures: 1, OpenTimeout: time.Minute,
+		IsFailure: func(err error) bool {
+			if errors.Is(err, errPanicky) {
+				panic("IsFailure panicked")
+			}
+			return err != nil
+		},
+	})
+	a := f.bs[0]
+	_ = call(a, errDown)
+	mustSync(t, a)
+	f.fc.Advance(time.Minute)
+	f.fc.BlockUntil(1)
+	mustSync(t, a)
+	done, err := a.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not go on")
+			}
+		}()
+		done(errPanicky)
+	}()
+	wantState(t, a, breaker.Open)
+}

@@ -32,21 +32,34 @@ local function clock(arg)
 end
 
 local function load(key, now)
-  local v = redis.call('HMGET', key, 'st', 'gen', 'until', 'trips', 'consec', 'succ', 'r', 's', 'f', 'l')
+  local v = redis.call('HMGET', key, 'st', 'gen', 'until', 'trips', 'consec', 'succ', 'r', 's', 'f', 'l', 'epoch', 'born')
   if not v[1] then
-    return {st = 0, gen = now, untl = 0, trips = 0, consec = 0, succ = 0, r = 0, s = 0, f = 0, l = 0}, true
+    local tm = redis.call('TIME')
+    return {st = 0, gen = now, untl = 0, trips = 0, consec = 0, succ = 0, r = 0, s = 0, f = 0, l = 0,
+            epoch = tonumber(tm[1]) * 1000000 + tonumber(tm[2]), born = now}, true
   end
   return {st = tonumber(v[1]), gen = tonumber(v[2]), untl = tonumber(v[3]), trips = tonumber(v[4]),
           consec = tonumber(v[5]), succ = tonumber(v[6]), r = tonumber(v[7]) or 0, s = tonumber(v[8]) or 0,
-          f = tonumber(v[9]) or 0, l = tonumber(v[10]) or 0}, false
+          f = tonumber(v[9]) or 0, l = tonumber(v[10]) or 0, epoch = tonumber(v[11]) or 0,
+          born = tonumber(v[12]) or -1}, false
 end
 
 local function save(key, b, ttl)
   redis.call('HSET', key, 'st', b.st, 'gen', string.format('%d', b.gen), 'until', string.format('%d', b.untl),
              'trips', b.trips, 'consec', b.consec, 'succ', b.succ,
              'r', string.format('%d', b.r), 's', string.format('%d', b.s),
-             'f', string.format('%d', b.f), 'l', string.format('%d', b.l))
+             'f', string.format('%d', b.f), 'l', string.format('%d', b.l),
+             'epoch', string.format('%d', b.epoch), 'born', string.format('%d', b.born))
   redis.call('PEXPIRE', key, ttl)
+end
+
+-- lostState reports whether the state hash is not the one the caller last
+-- saw (epoch known, 0 if none): Redis lost it (restart, FLUSHALL,
+-- eviction, failover) and made a new one.
+local function lostState(key, known)
+  if known == 0 then return false end
+  local e = redis.call('HGET', key, 'epoch')
+  return not e or tonumber(e) ~= known
 end
 
 local function reset(b, pkey, st)
@@ -102,7 +115,10 @@ end
 // number is not above the last one applied for this process is a replay,
 // and changes nothing).
 // Returns: st, gen, until, probes in use, requests, successes, failures,
-// slow, consec, now.
+// slow, consec, now, epoch. ARGV 30-32: the epoch of the state the caller
+// last saw (0: none), the state it saw (0 closed, 1 half-open, 2 open) and
+// the rest of its open period (ms): if Redis lost that state, a new closed
+// one is set back to it.
 var syncScript = redis.NewScript(breakerLib + `
 local now, cgen = clock(ARGV[1]), tonumber(ARGV[2])
 local req, suc, fai, slo = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -122,8 +138,17 @@ if req + suc + fai + slo + longest + saw > 0 or ltrip then
   end
 end
 
+local known, held, rem = tonumber(ARGV[30]), tonumber(ARGV[31]), tonumber(ARGV[32])
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
+if known ~= 0 and known ~= b.epoch and b.st == 0 and b.gen == b.born and held > 0 then
+  -- Redis lost the state this process saw open or half-open, and made a
+  -- closed one: restore what the process saw.
+  reset(b, KEYS[2], held)
+  b.trips = 1
+  if held == 2 then b.untl = now + math.max(rem, 1) end
+  dirty = true
+end
 if expire(b, KEYS[2], now) then dirty = true end
 
 local r, s, f, l = b.r, b.s, b.f, b.l
@@ -179,7 +204,7 @@ if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
 local n = 0
 if b.st == 1 then n = inuse(KEYS[2], now) end
 if b.st ~= 0 or (b.gen ~= cgen and not anygen) then r, s, f, l = 0, 0, 0, 0 end
-return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec, now}
+return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec, now, b.epoch}
 `)
 
 // claimScript takes a half-open probe permit, moving an open breaker whose
@@ -187,9 +212,12 @@ return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec, now}
 // and is granted it again.
 //
 // KEYS: state, probes. ARGV: now (-1: TIME), member, lease, maxProbes, ttl.
-// Returns: granted (0 or 1), st, gen, until, probes in use, now.
+// ARGV 6: the epoch of the state the caller last saw; if Redis lost that
+// state, nothing is done and lost is 1.
+// Returns: granted (0 or 1), st, gen, until, probes in use, now, lost.
 var claimScript = redis.NewScript(breakerLib + `
 local now, member, lease, maxp, ttl = clock(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if lostState(KEYS[1], tonumber(ARGV[6])) then return {0, 0, 0, 0, 0, now, 1} end
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
 if expire(b, KEYS[2], now) then dirty = true end
@@ -205,7 +233,7 @@ if b.st == 1 then
   end
 end
 if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
-return {granted, b.st, b.gen, b.untl, n, now}
+return {granted, b.st, b.gen, b.untl, n, now, 0}
 `)
 
 // reportScript releases a probe permit with the probe's outcome: a failure
@@ -216,11 +244,12 @@ return {granted, b.st, b.gen, b.untl, n, now}
 //
 // KEYS: state, probes. ARGV: now (-1: TIME), member, gen, outcome (0 success,
 // 1 failure, 2 excluded), success threshold, open base, open max,
-// multiplier, jitter, rnd, ttl.
-// Returns: st, gen, until, probes in use, now.
+// multiplier, jitter, rnd, ttl, epoch (as for claimScript).
+// Returns: st, gen, until, probes in use, now, lost.
 var reportScript = redis.NewScript(breakerLib + `
 local now, member, pgen, outcome = clock(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ttl = tonumber(ARGV[11])
+if lostState(KEYS[1], tonumber(ARGV[12])) then return {0, 0, 0, 0, now, 1} end
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
 local held = redis.call('ZSCORE', KEYS[2], member)
@@ -242,7 +271,7 @@ if expire(b, KEYS[2], now) then dirty = true end
 if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
 local n = 0
 if b.st == 1 then n = inuse(KEYS[2], now) end
-return {b.st, b.gen, b.untl, n, now}
+return {b.st, b.gen, b.untl, n, now, 0}
 `)
 
 // budgetScript applies one process's net deposits to the shared bucket and
