@@ -115,7 +115,8 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 // refused; otherwise done must be called once with the call's result.
 //
 // In the shared closed state every call of one generation gets the same
-// done function, so calling it twice counts twice. In the half-open state
+// done function, so calling it twice counts twice; when slow calls are
+// timed each call gets its own, and a second call does nothing. In the half-open state
 // Allow asks Redis for a probe permit (at most Timeout); one process in the
 // fleet gets each permit, and the others get ErrTooManyProbes without
 // asking again until the next refresh.
@@ -339,7 +340,8 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 	return b.ev.subscribe(fn)
 }
 
-// Close stops the background exchange and waits for it, then flushes the
+// Close stops the background exchange and waits for it (unless called
+// from OnDegraded or a listener while it runs them), then flushes the
 // outcomes counted since the last exchange (within Timeout). The Breaker
 // keeps deciding calls on its last cached state afterwards. Close is safe
 // to call more than once, and on a nil Breaker.

@@ -157,6 +157,21 @@
 // open breaker back to closed. A process restarting into an outage (a
 // crash loop) thus opens the breaker for the fleet with its first calls.
 //
+// # When Redis loses the state
+//
+// A restart without persistence, FLUSHALL, eviction or a failover to a
+// replica that had not received the last writes make Redis start again
+// with a closed breaker and a full bucket while processes still act on
+// the old state. The state hash and the bucket each carry an epoch, made
+// with them; every script compares it with the epoch the process last
+// saw. A process that saw the breaker open (or half-open) sets a new
+// closed state back to what it saw, with the rest of its open period; its
+// probe claims and reports change nothing until then. A process holding
+// a lease of a lost bucket drops it and leases again from the new one,
+// so the fleet never holds more than MaxTokens plus its deposits. The
+// README's "Operating on Redis" says which maxmemory-policy values are
+// safe and what each failure costs.
+//
 // # Keys
 //
 // Keys are "<Namespace>:{<Name>}:state", ":probes", ":window:<generation>:<bucket>"
