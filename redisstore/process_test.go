@@ -228,6 +228,35 @@ func testThreeProcesses(t *testing.T, mode, addr string) {
 	t.Logf("processes 1 and 2 saw the breaker open %v after process 0 opened it (RefreshInterval %v)",
 		time.Since(opened).Round(time.Millisecond), procRefresh)
 
+	// Redis loses the state (FLUSHALL on every node) while the breaker is
+	// open: the processes restore it at their next exchange, and none
+	// turns closed.
+	ctx := context.Background()
+	var rdb redis.Cmdable
+	nodes := strings.Split(addr, ",")
+	if mode == "cluster" {
+		rdb = newClusterClient(t, nodes)
+	} else {
+		rdb = newClient(t, addr)
+	}
+	for _, n := range nodes {
+		if err := newClient(t, n).FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushed := time.Now()
+	stateKey := ns + ":{orders}:state"
+	waitFor(t, "the open state to be restored in Redis", func() bool {
+		st, _ := rdb.HGet(ctx, stateKey, "st").Result()
+		return st == "1" || st == "2"
+	})
+	t.Logf("state restored %v after FLUSHALL (RefreshInterval %v)", time.Since(flushed).Round(time.Millisecond), procRefresh)
+	for i, h := range hs {
+		if got := h.do(t, "sync"); got == "closed" {
+			t.Fatalf("process %d after FLUSHALL: %s, want the breaker still open", i, got)
+		}
+	}
+
 	for i, h := range hs {
 		waitFor(t, "process "+strconv.Itoa(i)+" to see the open period end", func() bool { return h.do(t, "state") == "half-open" })
 	}
