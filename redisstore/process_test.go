@@ -93,6 +93,8 @@ func TestHelperProcess(t *testing.T) {
 			reply("%v", b.State())
 		case "state":
 			reply("%v", b.State())
+		case "degraded":
+			reply("%v", b.Stats().Degraded)
 		case "probe":
 			done, err := b.Allow()
 			if err != nil {
@@ -204,7 +206,11 @@ func TestThreeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	t.Run("single", func(t *testing.T) { testThreeProcesses(t, "single", sharedRedis(t).addr) })
+	t.Run("single", func(t *testing.T) {
+		srv := ownRedis(t)
+		testThreeProcesses(t, "single", srv.addr)
+		testThreeProcessesStopped(t, srv)
+	})
 	t.Run("cluster", func(t *testing.T) {
 		rc := newRedisCluster(t)
 		testThreeProcesses(t, "cluster", strings.Join(rc.addrs, ","))
@@ -291,6 +297,38 @@ func testThreeProcesses(t *testing.T, mode, addr string) {
 	}
 	for i, h := range hs {
 		waitFor(t, "process "+strconv.Itoa(i)+" to see the breaker closed", func() bool { return h.do(t, "state") == "closed" })
+		_, _ = h.in.Write([]byte("quit\n"))
+	}
+}
+
+// testThreeProcessesStopped: Redis stops answering (SIGSTOP) while three
+// processes run; all fall back, process 0's failures open its local
+// breaker, and when Redis answers again that trip opens the shared breaker
+// for all three.
+func testThreeProcessesStopped(t *testing.T, srv *redisServer) {
+	ns := namespace(t)
+	hs := make([]*helper, 3)
+	for i := range hs {
+		hs[i] = startHelper(t, "single", srv.addr, ns, 0)
+	}
+	srv.pause()
+	for i, h := range hs {
+		waitFor(t, "process "+strconv.Itoa(i)+" to fall back", func() bool { return h.do(t, "degraded") == "true" })
+	}
+	if got := hs[0].do(t, "fail 5"); got != "ok" {
+		t.Fatal(got)
+	}
+	if got := hs[0].do(t, "state"); got != "open" {
+		t.Fatalf("process 0's local breaker after 5 failures: %s", got)
+	}
+	srv.resume()
+	resumed := time.Now()
+	for i, h := range hs {
+		waitFor(t, "process "+strconv.Itoa(i)+" to see the breaker open", func() bool { return h.do(t, "state") == "open" })
+	}
+	t.Logf("after SIGCONT every process saw process 0's trip within %v (RefreshInterval %v)",
+		time.Since(resumed).Round(time.Millisecond), procRefresh)
+	for _, h := range hs {
 		_, _ = h.in.Write([]byte("quit\n"))
 	}
 }
