@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"pgregory.net/rapid"
 )
 
 // sharedField reads one field of the shared state hash of f's breaker.
@@ -123,4 +124,64 @@ func TestConsecutiveRunAcrossBatches(t *testing.T) {
 	if got := c.Counts().ConsecutiveFailures; got != 1 {
 		t.Fatalf("run after a success = %d, want 1", got)
 	}
+}
+
+// TestConsecutiveRunsMatchLocal (issue #26 item 1), a property: whatever
+// the outcomes and wherever the flushes fall between them, the shared
+// breaker of one process is open after a flush exactly when a local
+// breaker.Breaker with the same ConsecutiveFailures, fed the same outcomes
+// (until it opens), is.
+func TestConsecutiveRunsMatchLocal(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newClient(t, srv.addr)
+	rapid.Check(t, func(rt *rapid.T) {
+		limit := rapid.IntRange(1, 5).Draw(rt, "limit")
+		steps := rapid.SliceOfN(rapid.IntRange(0, 2), 1, 40).Draw(rt, "steps") // 0 success, 1 failure, 2 flush
+		bc := breaker.Config{ConsecutiveFailures: limit, OpenTimeout: time.Hour, OpenJitter: -1}
+		fc := clocktest.NewFake()
+		a, err := NewBreaker(BreakerConfig{
+			Client: rdb, Name: "prop", Namespace: namespace(t), Clock: fc, Breaker: bc,
+			RefreshInterval: time.Hour, Timeout: time.Second,
+		})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer a.Close()
+		for start := time.Now(); a.Stats().Syncs == 0; { // the loop's first exchange
+			if time.Since(start) > 10*time.Second {
+				rt.Fatal("no first exchange within 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fc.BlockUntil(1)
+		local := breaker.New(bc)
+		defer local.Close()
+		for i, step := range steps {
+			if step == 2 {
+				if err := a.Sync(context.Background()); err != nil {
+					rt.Fatal(err)
+				}
+				if got, want := a.State(), local.State(); got != want {
+					rt.Fatalf("after step %d: shared %v, local %v", i, got, want)
+				}
+				continue
+			}
+			var err error
+			if step == 1 {
+				err = errDown
+			}
+			if local.State() == breaker.Closed {
+				_ = call(local, err)
+			}
+			// The shared breaker admits calls on its cached state until the
+			// next flush, after the local one has tripped too.
+			_ = call(a, err)
+		}
+		if err := a.Sync(context.Background()); err != nil {
+			rt.Fatal(err)
+		}
+		if got, want := a.State(), local.State(); got != want {
+			rt.Fatalf("at the end: shared %v, local %v", got, want)
+		}
+	})
 }

@@ -27,7 +27,9 @@
 // process's cached copy: in the closed state Allow is one atomic load, and
 // its done function one more load and one striped counter increment; they
 // allocate nothing and take no lock (BenchmarkAllowClosed compares them
-// with breaker.Breaker).
+// with breaker.Breaker). With slow-call timing each call gets its own
+// done record instead (two small allocations), so that calling a done
+// twice can never end another call.
 // The only calls that reach Redis are the half-open breaker's: asking for
 // a probe permit and reporting the probe's result, each bounded by Timeout.
 //
