@@ -141,6 +141,12 @@ end
 local known, held, rem = tonumber(ARGV[30]), tonumber(ARGV[31]), tonumber(ARGV[32])
 local b, fresh = load(KEYS[1], now)
 local dirty = fresh
+if b.epoch == 0 then
+  -- a state written before epochs existed: give it one
+  local tm = redis.call('TIME')
+  b.epoch = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  dirty = true
+end
 if known ~= 0 and known ~= b.epoch and b.st == 0 and b.gen == b.born and held > 0 then
   -- Redis lost the state this process saw open or half-open, and made a
   -- closed one: restore what the process saw.
