@@ -15,16 +15,39 @@ import (
 type accumulator struct {
 	cells stripe.Array[cell]
 
-	// run is the consecutive condition's word: sawSuccess | failures in a
-	// row since the last success (or the last flush).
+	// run is the consecutive condition's word (see runWord): what Redis
+	// needs to judge runs of failures exactly across batches.
 	_   [64]byte
 	run atomic.Uint64
-	_   [64]byte
+	// local is set when an outcome was counted while the process was not
+	// following the shared state (before its first exchange, or degraded):
+	// the batch then applies to whatever closed state Redis holds.
+	local atomic.Bool
+	_     [64]byte
 }
 
-// sawSuccess is set in accumulator.run once a success has ended the
-// failure runs of the current batch.
-const sawSuccess = 1 << 63
+// The run word packs, for the failures counted since the last flush:
+// sawSuccess (a success came in the batch), the leading run (failures
+// before the first success; all of them if none), the longest run, and the
+// trailing run (failures since the last success). Each run saturates at
+// runMax.
+const (
+	sawSuccess = 1 << 63
+	runBits    = 21
+	runMax     = 1<<runBits - 1
+)
+
+func runWord(saw bool, lead, longest, trail uint64) uint64 {
+	w := lead<<(2*runBits) | longest<<runBits | trail
+	if saw {
+		w |= sawSuccess
+	}
+	return w
+}
+
+func splitRun(w uint64) (saw bool, lead, longest, trail uint64) {
+	return w&sawSuccess != 0, w >> (2 * runBits) & runMax, w >> runBits & runMax, w & runMax
+}
 
 type cell struct {
 	excluded  atomic.Uint64 // outcomes that count neither way (still requests)
@@ -37,21 +60,45 @@ type cell struct {
 type batch struct {
 	requests, successes, failures, slow uint64
 	saw                                 bool
-	run                                 uint64
+	lead, longest, trail                uint64
+	local                               bool
+}
+
+func (b batch) empty() bool {
+	return b.requests+b.successes+b.failures+b.slow == 0 && !b.saw && b.longest == 0
 }
 
 func (a *accumulator) cell() *cell { return a.cells.Local() }
 
 // success notes a success for the consecutive condition. It writes shared
-// memory only when it ends a run of failures.
+// memory only when it ends a run of failures (or is the batch's first).
 func (a *accumulator) success() {
-	if w := a.run.Load(); w != sawSuccess {
-		a.run.CompareAndSwap(w, sawSuccess)
+	for {
+		w := a.run.Load()
+		if w&sawSuccess != 0 && w&runMax == 0 {
+			return
+		}
+		if a.run.CompareAndSwap(w, (w|sawSuccess)&^runMax) {
+			return
+		}
 	}
 }
 
 // failure notes a failure for the consecutive condition.
-func (a *accumulator) failure() { a.run.Add(1) }
+func (a *accumulator) failure() {
+	for {
+		w := a.run.Load()
+		saw, lead, longest, trail := splitRun(w)
+		trail = min(trail+1, runMax)
+		longest = max(longest, trail)
+		if !saw {
+			lead = trail
+		}
+		if a.run.CompareAndSwap(w, runWord(saw, lead, longest, trail)) {
+			return
+		}
+	}
+}
 
 // take empties the accumulator and returns what it held.
 func (a *accumulator) take() batch {
@@ -64,7 +111,7 @@ func (a *accumulator) take() batch {
 		b.slow += c.slow.Swap(0)
 	}
 	b.requests += b.successes + b.failures
-	w := a.run.Swap(0)
-	b.saw, b.run = w&sawSuccess != 0, w&^sawSuccess
+	b.saw, b.lead, b.longest, b.trail = splitRun(a.run.Swap(0))
+	b.local = a.local.Swap(false)
 	return b
 }

@@ -38,17 +38,21 @@ type Breaker struct {
 
 	s     breakerSettings
 	clk   clock.Clock
+	tc    *scriptTime // the time the scripts compare
 	l     *link
-	local *breaker.Breaker
-	pool  sync.Pool // *timedCall, for the closed state when slow calls are timed
+	local atomic.Pointer[localBreaker] // replaced at every fallback
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
-	unsubLocal func()
-	claiming   atomic.Bool // a probe permit is being asked for
+	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
+	claiming   atomic.Bool   // a probe permit is being asked for
 
-	stateKey, probesKey, windowPrefix string
-	member                            string // prefix of this process's probe permit names
-	seq                               atomic.Uint64
+	stateKey, probesKey, windowPrefix, seenKey string
+	member                                     string // prefix of this process's probe permit names
+	seq                                        atomic.Uint64
+
+	batchSeq uint64 // number of the last batch made; guarded by sem
+	epoch    int64  // epoch of the shared state at the last exchange (0: none yet); guarded by sem
+	retained *flush // a batch whose exchange failed, to send again; guarded by sem
 
 	randMu sync.Mutex
 	rnd    rand.Source // nil: the global generator
@@ -87,8 +91,8 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	b := &Breaker{
 		s:            s,
 		clk:          s.link.clk,
+		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
-		local:        breaker.New(s.local),
 		rnd:          c.Breaker.Rand,
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
@@ -96,18 +100,11 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		member:       fmt.Sprintf("%016x:", rand.Uint64()),
 		sem:          make(chan struct{}, 1),
 	}
-	b.pool.New = func() any {
-		c := &timedCall{b: b}
-		c.done = c.finish
-		return c
-	}
+	b.seenKey = s.link.prefix + "seen:" + b.member[:16]
 	if s.onTransition != nil {
 		b.ev.subscribe(s.onTransition)
 	}
-	b.unsubLocal = b.local.Subscribe(func(_, to breaker.State) {
-		b.localState.Store(uint32(to))
-		b.settle()
-	})
+	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
 	go b.l.run(b.loopSync)
 	return b, nil
@@ -118,7 +115,8 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 // refused; otherwise done must be called once with the call's result.
 //
 // In the shared closed state every call of one generation gets the same
-// done function, so calling it twice counts twice. In the half-open state
+// done function, so calling it twice counts twice; when slow calls are
+// timed each call gets its own, and a second call does nothing. In the half-open state
 // Allow asks Redis for a probe permit (at most Timeout); one process in the
 // fleet gets each permit, and the others get ErrTooManyProbes without
 // asking again until the next refresh.
@@ -156,45 +154,70 @@ func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 
 // allowLocal decides a call while the process is not using the shared
 // state: an open period last seen in Redis is honoured until it ends, then
-// the local breaker decides.
+// the local breaker decides. The outcome is also counted for Redis, so
+// that the next exchange carries it.
 func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 	if s.state == breaker.Open && b.clk.Now().Before(s.until) {
 		return nil, breaker.ErrOpen
 	}
-	return b.local.Allow()
+	done, err := b.local.Load().b.Allow()
+	if err != nil {
+		return nil, err
+	}
+	var start time.Time
+	if b.s.slowDur > 0 {
+		start = b.clk.Now()
+	}
+	var once atomic.Bool
+	return func(err error) {
+		if once.Swap(true) {
+			return
+		}
+		done(err)
+		b.count(start, err, true)
+	}, nil
 }
 
 // timedCall is the done of one closed-state call when slow calls are timed.
+// Each call gets its own (two small allocations), so that calling a done
+// twice can never end another call: a pooled record could be handed out
+// again between the two calls.
 type timedCall struct {
 	b     *Breaker
 	s     *snapshot
 	start time.Time
 	armed atomic.Bool
-	done  func(error) // c.finish, bound once
 }
 
 func (b *Breaker) admitTimed(s *snapshot) func(error) {
-	c := b.pool.Get().(*timedCall)
-	c.s, c.start = s, b.clk.Now()
+	c := &timedCall{b: b, s: s, start: b.clk.Now()}
 	c.armed.Store(true)
-	return c.done
+	return c.finish
 }
 
 func (c *timedCall) finish(err error) {
 	if !c.armed.CompareAndSwap(true, false) {
 		return // done called again
 	}
-	b, s, start := c.b, c.s, c.start
-	c.s = nil
-	b.pool.Put(c)
-	b.record(s, start, err)
+	c.b.record(c.s, c.start, err)
 }
 
 // record counts the result of a closed-state call admitted under snapshot
-// s, unless the shared state has moved on since.
+// s, unless the shared state has moved on since. A result that comes back
+// after the process fell back to local state counts as a local outcome.
 func (b *Breaker) record(s *snapshot, start time.Time, err error) {
-	if cur := b.snap.Load(); cur.gen != s.gen || !cur.shared {
-		return // a result from an earlier generation, or from before a fallback
+	cur := b.snap.Load()
+	if cur.shared && cur.gen != s.gen {
+		return // a result from an earlier generation
+	}
+	b.count(start, err, !cur.shared)
+}
+
+// count adds one outcome to the batch of the next exchange; local marks
+// an outcome seen while the process did not follow the shared state.
+func (b *Breaker) count(start time.Time, err error, local bool) {
+	if local {
+		b.acc.local.Store(true)
 	}
 	c := b.acc.cell()
 	failed := false
@@ -233,7 +256,7 @@ func (b *Breaker) Ready() error {
 		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
 			return breaker.ErrOpen
 		}
-		return b.local.Ready()
+		return b.local.Load().b.Ready()
 	}
 	switch s.state {
 	case breaker.Open:
@@ -269,7 +292,7 @@ func (b *Breaker) State() breaker.State {
 	case s.state == breaker.Open && now.Before(s.until):
 		return breaker.Open
 	}
-	return b.local.State()
+	return b.local.Load().b.State()
 }
 
 // Generation returns the generation of the cached shared state: a number
@@ -292,7 +315,7 @@ func (b *Breaker) Counts() breaker.Counts {
 		return breaker.Counts{}
 	}
 	if !b.snap.Load().shared {
-		return b.local.Counts()
+		return b.local.Load().b.Counts()
 	}
 	b.cntMu.Lock()
 	defer b.cntMu.Unlock()
@@ -317,7 +340,8 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 	return b.ev.subscribe(fn)
 }
 
-// Close stops the background exchange and waits for it, then flushes the
+// Close stops the background exchange and waits for it (unless called
+// from OnDegraded or a listener while it runs them), then flushes the
 // outcomes counted since the last exchange (within Timeout). The Breaker
 // keeps deciding calls on its last cached state afterwards. Close is safe
 // to call more than once, and on a nil Breaker.
@@ -328,8 +352,45 @@ func (b *Breaker) Close() {
 	if b.snap.Load().shared {
 		b.flushOnClose()
 	}
-	b.unsubLocal()
-	b.local.Close()
+	b.local.Load().close()
+}
+
+// localBreaker is the local breaker.Breaker of one stretch of local state,
+// with its listener.
+type localBreaker struct {
+	b     *breaker.Breaker
+	unsub func()
+}
+
+func (lb *localBreaker) close() {
+	lb.unsub()
+	lb.b.Close()
+}
+
+// resetLocal starts a fresh local breaker, closed: the process's local
+// state starts again from the shared state (an open period last seen in
+// Redis is honoured by the snapshot until it ends). The caller holds stMu,
+// or is NewBreaker.
+func (b *Breaker) resetLocal() {
+	lb := &localBreaker{b: breaker.New(b.s.local)}
+	lb.unsub = lb.b.Subscribe(func(_, to breaker.State) {
+		if b.local.Load() != lb {
+			return // an earlier stretch's breaker, finishing its calls
+		}
+		b.localState.Store(uint32(to))
+		switch to {
+		case breaker.Open:
+			b.localTrip.Store(true)
+			b.l.poke()
+		case breaker.Closed:
+			b.localTrip.Store(false)
+		}
+		b.settle()
+	})
+	b.localState.Store(uint32(breaker.Closed))
+	if old := b.local.Swap(lb); old != nil {
+		old.close()
+	}
 }
 
 // effective returns the state this process acts on, as listeners see it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -22,20 +21,19 @@ type sharedState struct {
 	inuse int64 // probe permits held (half-open)
 }
 
-// decodeState reads st, gen, until, probes-in-use from v.
-func decodeState(v []int64) (sharedState, error) {
-	if len(v) < 4 || v[0] < 0 || v[0] > int64(breaker.Open) || v[1] < 0 || v[3] < 0 {
+// decodeState reads st, gen, until, probes-in-use from v, whose element
+// at nowAt is the script's now.
+func (b *Breaker) decodeState(v []int64, nowAt int) (sharedState, error) {
+	if len(v) <= nowAt || len(v) < 4 || v[0] < 0 || v[0] > int64(breaker.Open) || v[1] < 0 || v[3] < 0 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	return sharedState{
 		st:    breaker.State(v[0]),
 		gen:   uint64(v[1]),
-		until: time.UnixMilli(v[2]),
+		until: b.tc.local(v[nowAt], v[2]),
 		inuse: v[3],
 	}, nil
 }
-
-func millis(t time.Time) int64 { return t.UnixMilli() }
 
 func durMillis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -58,65 +56,117 @@ func (b *Breaker) loopSync() { _ = b.sync(context.Background()) }
 
 func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
 
+// flush is one batch of outcomes on its way to Redis. A flush whose
+// exchange failed is kept and sent again, under the same number, before
+// any newer outcome: Redis applies each number once, so a batch whose
+// script ran but whose reply was lost is not counted twice.
+type flush struct {
+	seq    uint64
+	gen    uint64
+	bt     batch
+	trip   bool
+	anygen bool
+}
+
 func (b *Breaker) sync(ctx context.Context) error {
 	ctx, cancel := b.l.context(ctx)
 	defer cancel()
 	if err := b.acquire(ctx); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
-	s := b.snap.Load()
-	bt := b.acc.take()
-	now := b.clk.Now()
-	ms := millis(now)
-	keys := make([]string, 2, 2+b.s.buckets)
-	keys[0], keys[1] = b.stateKey, b.probesKey
-	if b.s.window {
-		width := b.s.width.Milliseconds()
-		idx := ms / width
-		gen := strconv.FormatUint(s.gen, 10) + ":"
-		for i := range int64(b.s.buckets) {
-			keys = append(keys, b.windowPrefix+gen+strconv.FormatInt(idx-i, 10))
-		}
-	}
-	saw := 0
-	if bt.saw {
-		saw = 1
-	}
-	win := 0
-	if b.s.window {
-		win = 1
-	}
-	bucketTTL := (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
-	v, err := syncScript.Run(ctx, b.s.link.client, keys,
-		ms, s.gen, bt.requests, bt.successes, bt.failures, bt.slow, saw, bt.run,
-		win, b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
-		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-		b.s.link.ttl.Milliseconds(), bucketTTL, b.s.maxProbes,
-	).Int64Slice()
 	var st sharedState
-	if err == nil {
-		st, err = decodeState(v)
-		if err == nil && len(v) != 9 {
-			err = fmt.Errorf("%w: %v", errReply, v)
+	var err error
+	for {
+		f := b.retained
+		if f == nil {
+			s := b.snap.Load()
+			b.batchSeq++
+			f = &flush{seq: b.batchSeq, gen: s.gen, trip: b.localTrip.Swap(false), bt: b.acc.take()}
+			f.anygen = f.bt.local || !s.shared
 		}
-	}
-	if err == nil {
-		c := breaker.Counts{
-			Requests:            uint64(max(v[4], 0)),
-			Successes:           uint64(max(v[5], 0)),
-			Failures:            uint64(max(v[6], 0)),
-			SlowCalls:           uint64(max(v[7], 0)),
-			ConsecutiveFailures: uint64(max(v[8], 0)),
+		st, err = b.exchange(ctx, f)
+		if err != nil {
+			if !f.bt.empty() || f.trip {
+				b.retained = f
+			}
+			break
 		}
-		b.cntMu.Lock()
-		b.counts = c
-		b.cntMu.Unlock()
+		if b.retained == nil {
+			break
+		}
+		// The batch kept from a failed exchange is in; now the newer ones.
+		b.retained = nil
+		b.apply(st)
 	}
 	if err := b.conclude(st, err); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
 	b.l.succeeded()
 	return nil
+}
+
+// exchange runs the sync script for f. The caller holds the right to call
+// Redis.
+func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
+	bt := f.bt
+	now, err := b.tc.now(ctx, b.s.link.client)
+	if err != nil {
+		return sharedState{}, err
+	}
+	// What this process last saw, for Redis to restore if it lost the state.
+	held, rem := 0, int64(0)
+	if s := b.snap.Load(); b.epoch != 0 {
+		switch d := s.until.Sub(b.clk.Now()); {
+		case s.state == breaker.Open && d > 0:
+			held, rem = int(breaker.Open), d.Milliseconds()
+		case s.state != breaker.Closed:
+			held = int(breaker.HalfOpen)
+		}
+	}
+	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey, b.seenKey},
+		now, f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
+		flag(bt.saw), bt.lead, bt.longest, bt.trail,
+		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
+		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
+		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
+		flag(f.anygen), flag(f.trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets, f.seq,
+		b.epoch, held, rem,
+	).Int64Slice()
+	if err != nil {
+		return sharedState{}, err
+	}
+	if len(v) != 11 {
+		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
+	}
+	st, err := b.decodeState(v, 9)
+	if err != nil {
+		return st, err
+	}
+	b.epoch = v[10]
+	c := breaker.Counts{
+		Requests:            uint64(max(v[4], 0)),
+		Successes:           uint64(max(v[5], 0)),
+		Failures:            uint64(max(v[6], 0)),
+		SlowCalls:           uint64(max(v[7], 0)),
+		ConsecutiveFailures: uint64(max(v[8], 0)),
+	}
+	b.cntMu.Lock()
+	b.counts = c
+	b.cntMu.Unlock()
+	return st, nil
+}
+
+func flag(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// bucketTTL is how long a window bucket key lives: the window and one
+// bucket, and a second of slack.
+func (b *Breaker) bucketTTL() int64 {
+	return (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
 }
 
 // acquire takes the right to call Redis, within ctx. Each process makes
@@ -147,6 +197,8 @@ func (b *Breaker) conclude(st sharedState, err error) error {
 	b.settle()
 	if err != nil {
 		b.l.failed(err)
+	} else {
+		b.l.reached()
 	}
 	return err
 }
@@ -158,6 +210,12 @@ func (b *Breaker) apply(st sharedState) {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
 	cur := b.snap.Load()
+	if !cur.shared && st.st == breaker.Closed && b.localTrip.Load() {
+		// The local breaker opened while this call was in flight: keep it
+		// until the next exchange tells Redis, rather than close it.
+		b.l.poke()
+		return
+	}
 	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
 		return
 	}
@@ -166,7 +224,7 @@ func (b *Breaker) apply(st sharedState) {
 		n.done = func(err error) { b.record(n, time.Time{}, err) }
 	}
 	b.snap.Store(n)
-	if cur.gen != st.gen {
+	if cur.shared && cur.gen != st.gen && !b.acc.local.Load() {
 		b.acc.take() // counts of an earlier generation are void
 	}
 }
@@ -177,10 +235,20 @@ func (b *Breaker) fallBack() {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
 	if cur := b.snap.Load(); cur.shared {
+		b.resetLocal() // from the shared state, not from an earlier outage's
 		n := *cur
 		n.shared, n.done = false, nil
 		b.snap.Store(&n)
 	}
+}
+
+// stateLost ends a claim or report that found Redis had lost the state
+// this process saw: it changes nothing, and the next exchange (brought
+// forward) restores the state. The caller holds the right to call Redis.
+func (b *Breaker) stateLost() {
+	b.release()
+	b.l.reached()
+	b.l.poke()
 }
 
 // claim asks Redis for a half-open probe permit. One goroutine of the
@@ -196,23 +264,43 @@ func (b *Breaker) claim() (func(error), error) {
 	if b.acquire(ctx) != nil {
 		return nil, breaker.ErrTooManyProbes // an exchange is stuck: it will fall back
 	}
-	v, err := claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-		millis(b.clk.Now()), member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(),
-	).Int64Slice()
+	now, err := b.tc.now(ctx, b.s.link.client)
+	var v []int64
+	if err == nil {
+		v, err = claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+			now, member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(), b.epoch,
+		).Int64Slice()
+	}
 	var st sharedState
 	if err == nil {
-		if len(v) != 5 || v[0] < 0 || v[0] > 1 {
+		if len(v) != 7 || v[0] < 0 || v[0] > 1 {
 			err = fmt.Errorf("%w: %v", errReply, v)
+		} else if v[6] == 1 {
+			b.stateLost()
+			return nil, breaker.ErrTooManyProbes
 		} else {
-			st, err = decodeState(v[1:])
+			st, err = b.decodeState(v[1:], 4)
 		}
+	}
+	var p *probe
+	if err == nil && v[0] == 1 {
+		p = &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
+		p.armed.Store(true)
+		defer func() {
+			// A listener or OnDegraded panicked after the permit was granted:
+			// release it (as excluded) before the panic goes on.
+			if r := recover(); r != nil {
+				if p.armed.CompareAndSwap(true, false) {
+					p.report(2)
+				}
+				panic(r)
+			}
+		}()
 	}
 	if b.conclude(st, err) != nil {
 		return b.allowLocal(b.snap.Load())
 	}
-	if v[0] == 1 {
-		p := &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
-		p.armed.Store(true)
+	if p != nil {
 		return p.finish, nil
 	}
 	switch st.st {
@@ -245,8 +333,24 @@ func (p *probe) finish(err error) {
 	if !p.armed.CompareAndSwap(true, false) {
 		return
 	}
+	outcome, panicked := p.classify(err)
+	p.report(outcome)
+	if panicked != nil {
+		panic(panicked) // after the permit is released
+	}
+}
+
+// classify returns the probe's outcome (0 success, 1 failure, 2 excluded).
+// A panic in the user's IsExcluded or IsFailure makes it a failure, as a
+// panicking call is (retry.PanicError), and is handed back to re-raise
+// once the permit is released.
+func (p *probe) classify(err error) (outcome int, panicked any) {
 	b := p.b
-	outcome := 0
+	defer func() {
+		if v := recover(); v != nil {
+			outcome, panicked = 1, v
+		}
+	}()
 	switch {
 	case err == nil:
 	case b.s.isExcluded(err):
@@ -257,19 +361,36 @@ func (p *probe) finish(err error) {
 	if outcome == 0 && b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
 		outcome = 1 // a slow probe fails when the slow-call rate can trip
 	}
+	return outcome, nil
+}
+
+// report sends the probe's outcome to Redis and releases its permit.
+func (p *probe) report(outcome int) {
+	b := p.b
 	ctx, cancel := b.l.context(context.Background())
 	defer cancel()
 	if b.acquire(ctx) != nil {
 		return // an exchange is stuck: the permit's lease will run out
 	}
-	v, rerr := reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-		millis(b.clk.Now()), p.member, p.gen, outcome, b.s.successes,
-		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-		b.s.link.ttl.Milliseconds(),
-	).Int64Slice()
+	now, rerr := b.tc.now(ctx, b.s.link.client)
+	var v []int64
+	if rerr == nil {
+		v, rerr = reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
+			now, p.member, p.gen, outcome, b.s.successes,
+			durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
+			b.s.link.ttl.Milliseconds(), b.epoch,
+		).Int64Slice()
+	}
 	var st sharedState
 	if rerr == nil {
-		st, rerr = decodeState(v)
+		if len(v) != 6 {
+			rerr = fmt.Errorf("%w: %v", errReply, v)
+		} else if v[5] == 1 {
+			b.stateLost()
+			return
+		} else {
+			st, rerr = b.decodeState(v, 4)
+		}
 	}
 	_ = b.conclude(st, rerr)
 }

@@ -72,7 +72,7 @@ func (f *fleet) refresh() {
 }
 
 // call makes one call through b and reports Allow's error.
-func call(b *Breaker, err error) error {
+func call(b interface{ Allow() (func(error), error) }, err error) error {
 	done, aerr := b.Allow()
 	if aerr != nil {
 		return aerr

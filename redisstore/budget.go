@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -35,7 +36,7 @@ import (
 type Budget struct {
 	s     budgetSettings
 	l     *link
-	local *budget.Ratio
+	local atomic.Pointer[budget.Ratio] // the private budget; replaced at every fallback
 
 	joined  atomic.Bool  // the last exchange with Redis succeeded
 	lease   atomic.Int64 // tokens this process may spend, in token units
@@ -44,7 +45,22 @@ type Budget struct {
 
 	requests, retries, deposits, granted, refused atomic.Uint64
 
-	syncMu sync.Mutex
+	syncMu   sync.Mutex
+	seenKey  string
+	epoch    atomic.Int64    // the bucket's epoch at the last exchange: changes when Redis lost it
+	seq      uint64          // number of the last exchange made; guarded by syncMu
+	retained *budgetExchange // an exchange that failed, to send again; guarded by syncMu
+}
+
+// budgetExchange is one exchange's deposits and lease request. One that
+// failed is sent again, under the same number, before anything newer:
+// Redis applies each number once and answers a replay with the reply it
+// gave, so deposits count once and a granted lease reaches the process.
+type budgetExchange struct {
+	seq         uint64
+	delta, want int64
+	returned    int64 // the lease given back by Close
+	closing     bool
 }
 
 var _ retry.Budget = (*Budget)(nil)
@@ -69,7 +85,9 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Budget{s: s, l: newLink(s.link, "budget"), local: budget.NewRatio(s.local)}
+	b := &Budget{s: s, l: newLink(s.link, "budget")}
+	b.local.Store(budget.NewRatio(s.local))
+	b.seenKey = s.link.prefix + "seen:" + fmt.Sprintf("%016x", rand.Uint64())
 	go b.l.run(b.loopSync)
 	return b, nil
 }
@@ -99,7 +117,7 @@ func (b *Budget) Record(retry bool, err error) {
 		}
 	}
 	if !b.joined.Load() {
-		b.local.Record(retry, err)
+		b.local.Load().Record(retry, err)
 		return
 	}
 	var delta int64
@@ -130,7 +148,7 @@ func (b *Budget) Withdraw(err error) bool {
 	var ok bool
 	switch cost := b.cost(err); {
 	case !b.joined.Load():
-		ok = b.local.Withdraw(err)
+		ok = b.local.Load().Withdraw(err)
 	case cost == 0:
 		ok = b.shared.Load()+b.pending.Load() > b.s.threshold
 	default:
@@ -170,7 +188,7 @@ func (b *Budget) Available() float64 {
 		return math.Inf(1)
 	}
 	if !b.joined.Load() {
-		return b.local.Available()
+		return b.local.Load().Available()
 	}
 	return fromUnits(b.lease.Load() + b.shared.Load())
 }
@@ -217,49 +235,115 @@ func (b *Budget) Sync(ctx context.Context) error {
 func (b *Budget) loopSync() { _ = b.sync(context.Background(), false) }
 
 // Close stops the background exchange, waits for it, and gives the unused
-// lease and unflushed deposits back to the shared bucket (within Timeout).
-// Withdraw then grants retries only from the private budget. Close is safe
-// to call more than once, and on a nil Budget.
+// lease and unflushed deposits back to the shared bucket (within Timeout),
+// even if the last exchange failed. Withdraw then grants retries only from
+// the private budget. Close is safe to call more than once, on a nil
+// Budget, and from OnDegraded.
 func (b *Budget) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
-	if b.joined.Load() {
-		_ = b.sync(context.Background(), true)
-	}
+	_ = b.sync(context.Background(), true)
 	b.joined.Store(false)
 }
 
 func (b *Budget) sync(ctx context.Context, closing bool) error {
-	b.syncMu.Lock()
-	defer b.syncMu.Unlock()
-	delta := b.pending.Swap(0)
-	var want int64
-	switch {
-	case closing:
-		delta += b.lease.Swap(0)
-	case b.s.retryCost > 0 || b.s.timeoutCost > 0:
-		want = max(b.s.lease-b.lease.Load(), 0)
-	}
-	ctx, cancel := b.l.context(ctx)
-	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget"},
-		delta, want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(),
-	).Int64Slice()
-	cancel()
-	if err == nil && (len(v) != 2 || v[0] < 0 || v[0] > want || v[1] < 0) {
-		err = fmt.Errorf("%w: %v", errReply, v)
-	}
+	err := b.syncLocked(ctx, closing)
+	// Outside syncMu: OnDegraded may call Close.
 	if err != nil {
-		// The batch is dropped: it may or may not have been applied.
-		b.joined.Store(false)
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
 	}
-	b.lease.Add(v[0])
-	b.shared.Store(v[1])
+	b.l.succeeded()
+	return nil
+}
+
+func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
+	if closing && b.retained == nil && b.pending.Load() == 0 && b.lease.Load() == 0 {
+		return nil // nothing to give back
+	}
+	ctx, cancel := b.l.context(ctx)
+	defer cancel()
+	var err error
+	for {
+		x := b.retained
+		if x == nil {
+			b.seq++
+			x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
+			switch {
+			case closing:
+				x.returned = b.lease.Swap(0)
+			case b.s.retryCost > 0 || b.s.timeoutCost > 0:
+				x.want = max(b.s.lease-b.lease.Load(), 0)
+			}
+		}
+		if err = b.exchange(ctx, x); err != nil {
+			if x.delta != 0 || x.want > 0 || x.returned != 0 {
+				b.retained = x
+			}
+			break
+		}
+		if b.retained == nil {
+			break
+		}
+		b.retained = nil // the failed exchange is in; now the newer one
+	}
+	if err != nil {
+		if b.joined.Swap(false) {
+			b.resetLocal()
+		}
+		return err
+	}
 	if !closing {
 		b.joined.Store(true)
 	}
-	b.l.succeeded()
+	return nil
+}
+
+// resetLocal starts a fresh private budget holding the tokens this process
+// could spend when it last followed the shared bucket (its lease and the
+// shared balance, at most the private MaxTokens), instead of resuming the
+// private bucket where an earlier outage left it.
+func (b *Budget) resetLocal() {
+	c := b.s.local
+	d, err := c.WithDefaults()
+	if err != nil {
+		return // validated by NewBudget
+	}
+	tokens := min(max(fromUnits(b.lease.Load()+b.shared.Load()), 0), d.MaxTokens)
+	c.InitialTokens, c.StartEmpty = tokens, tokens == 0
+	b.local.Store(budget.NewRatio(c))
+}
+
+// exchange runs the budget script for x and takes the lease it grants.
+// If Redis lost the bucket this process leased from (a new epoch), the
+// lease is void: it is replaced by the one granted from the new bucket.
+func (b *Budget) exchange(ctx context.Context, x *budgetExchange) error {
+	full := int64(0)
+	if b.s.retryCost > 0 || b.s.timeoutCost > 0 {
+		full = b.s.lease
+	}
+	if x.closing {
+		full = 0
+	}
+	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget", b.seenKey},
+		x.delta, x.want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(), x.seq,
+		b.epoch.Load(), full, x.returned,
+	).Int64Slice()
+	if err == nil && (len(v) != 4 || v[0] < 0 || v[0] > max(x.want, full) || v[1] < 0 || v[3] < 0 || v[3] > 1) {
+		err = fmt.Errorf("%w: %v", errReply, v)
+	}
+	if err != nil {
+		return err
+	}
+	if v[3] == 1 {
+		b.lease.Store(v[0])
+	} else {
+		b.lease.Add(v[0])
+	}
+	b.shared.Store(v[1])
+	b.epoch.Store(v[2])
 	return nil
 }

@@ -64,7 +64,8 @@ type BreakerConfig struct {
 	Breaker breaker.Config
 
 	// Local, if set, configures the local breaker used while Redis cannot be
-	// reached, instead of Breaker. Its OnStateChange is not called.
+	// reached, instead of Breaker. Its OnStateChange is not called. A fresh
+	// local breaker is made at every fallback.
 	Local *breaker.Config
 
 	// RefreshInterval is how often the process flushes the outcomes it has
@@ -90,8 +91,11 @@ type BreakerConfig struct {
 	// after the lease is ignored. 0: DefaultProbeLease (10s).
 	ProbeLease time.Duration
 
-	// Clock measures open periods, windows and refresh intervals.
-	// nil: Breaker.Clock, and clock.Real if that is nil too.
+	// Clock paces refresh intervals and times slow calls; open periods,
+	// windows and probe leases are measured on Redis's clock (TIME), to
+	// which a Clock other than clock.Real is anchored at the first exchange
+	// (see the package documentation). nil: Breaker.Clock, and clock.Real
+	// if that is nil too.
 	Clock clock.Clock
 
 	// Logger receives one warning when the process loses Redis and one
@@ -123,7 +127,10 @@ type BudgetConfig struct {
 	Ratio budget.RatioConfig
 
 	// Local, if set, configures the private bucket used while Redis cannot
-	// be reached, instead of Ratio.
+	// be reached, instead of Ratio. A fresh private bucket is made at every
+	// fallback, holding what the process could spend from the shared bucket
+	// when it last reached it (its InitialTokens and StartEmpty are ignored
+	// then).
 	Local *budget.RatioConfig
 
 	// LeaseTokens is how many tokens a process takes from the shared bucket

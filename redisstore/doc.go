@@ -27,7 +27,9 @@
 // process's cached copy: in the closed state Allow is one atomic load, and
 // its done function one more load and one striped counter increment; they
 // allocate nothing and take no lock (BenchmarkAllowClosed compares them
-// with breaker.Breaker).
+// with breaker.Breaker). With slow-call timing each call gets its own
+// done record instead (two small allocations), so that calling a done
+// twice can never end another call.
 // The only calls that reach Redis are the half-open breaker's: asking for
 // a probe permit and reporting the probe's result, each bounded by Timeout.
 //
@@ -54,13 +56,21 @@
 //     generation) are ignored, in Go and in Redis.
 //   - The consecutive-failures condition counts failures in a row across
 //     the fleet, in the order the batches reach Redis: a success anywhere
-//     ends the run. The time window (Window.Duration) sums every process's
+//     ends the run. Each batch carries its leading, longest and trailing
+//     runs of failures, so a run inside one batch (fail, fail, fail,
+//     succeed) trips as a local breaker would, and a batch's leading run
+//     continues the run other processes left in Redis. The time window (Window.Duration) sums every process's
 //     outcomes per bucket, by the time of the flush; prefer it for large
 //     fleets. Count windows, ReadyToTrip and active probes cannot run in
 //     Redis and are rejected.
-//   - Times come from each process's Clock: the process that trips the
-//     breaker sets the end of the open period, so clock skew between hosts
-//     moves the end of the period by that skew for the others.
+//   - Times come from Redis: every script that compares times reads
+//     Redis's clock (TIME), so clock skew between the hosts of the fleet
+//     moves no open period and frees no live probe permit. A process keeps
+//     its own Clock only for durations (refresh intervals, slow calls) and
+//     maps the end of an open period onto it. A Clock other than the real
+//     one (a fake clock in tests) is anchored to Redis's clock at the first
+//     exchange and then drives the scripts' time from there, so a constant
+//     offset between it and Redis does not matter either.
 //
 // Each process makes one Redis call of a Breaker at a time, so its cache
 // follows the order in which Redis executed them.
@@ -100,9 +110,22 @@
 // process then keeps granting retries for up to one RefreshInterval after
 // the shared balance falls to the threshold; that is the slack.
 //
-// Deposits whose flush failed are dropped (the script may or may not have
-// run): the budget errs on the side of fewer retries. Close gives an unused
-// lease back.
+// Close gives an unused lease back.
+//
+// # Replays
+//
+// A script whose reply was lost may have run: go-redis runs a command
+// again after a dropped connection (MaxRetries), and a timeout says
+// nothing of whether Redis ran it. Every script is therefore idempotent.
+// Each exchange of a Breaker or a Budget carries a number, increasing per
+// process, and Redis remembers the last number it applied for the process
+// (the ":seen:<process>" key): a replay changes nothing, and a budget
+// replay returns the lease its first run granted. An exchange that failed
+// is sent again, under its number, before anything newer, so its outcomes
+// and deposits count exactly once whether or not the first run happened.
+// A replayed probe claim finds its permit (permits are named per call) and
+// is granted it again; a replayed probe report finds its permit gone and
+// changes nothing.
 //
 // # When Redis is slow or down
 //
@@ -113,7 +136,12 @@
 // BreakerConfig.Local (or the same breaker.Config), honouring an open
 // period last seen in Redis until it ends; a budget.Ratio made from
 // BudgetConfig.Local (or the same RatioConfig), which is private, so the
-// fleet may retry as much as N private budgets while Redis is down. The
+// fleet may retry as much as N private budgets while Redis is down. Both
+// are made afresh at every fallback, from the last shared state seen: the
+// local breaker starts closed (after an open period seen in Redis ends),
+// the private budget with the tokens the process could spend then (its
+// lease and the shared balance, at most the private MaxTokens), never
+// where an earlier outage left them. The
 // process keeps serving, logs one warning (Logger), calls OnDegraded, and
 // counts the event in Stats: LinkStats.Degraded, RedisErrors, Fallbacks
 // (for metrics such as a stormguard_redis_degraded gauge). The background
@@ -122,10 +150,35 @@
 // the first exchange after NewBreaker or NewBudget, calls are decided on
 // local state too.
 //
+// Outcomes are kept from the moment a Breaker is made: those of calls
+// decided on local state (before the first exchange, or while degraded)
+// are flushed at the next exchange that succeeds and count in the shared
+// state if it is closed, whatever its generation. A trip of the local
+// breaker reaches Redis too: the next exchange opens a closed shared
+// breaker, and until it has, the exchange does not turn the process's
+// open breaker back to closed. A process restarting into an outage (a
+// crash loop) thus opens the breaker for the fleet with its first calls.
+//
+// # When Redis loses the state
+//
+// A restart without persistence, FLUSHALL, eviction or a failover to a
+// replica that had not received the last writes make Redis start again
+// with a closed breaker and a full bucket while processes still act on
+// the old state. The state hash and the bucket each carry an epoch, made
+// with them; every script compares it with the epoch the process last
+// saw. A process that saw the breaker open (or half-open) sets a new
+// closed state back to what it saw, with the rest of its open period; its
+// probe claims and reports change nothing until then. A process holding
+// a lease of a lost bucket drops it and leases again from the new one,
+// so the fleet never holds more than MaxTokens plus its deposits. The
+// README's "Operating on Redis" says which maxmemory-policy values are
+// safe and what each failure costs.
+//
 // # Keys
 //
 // Keys are "<Namespace>:{<Name>}:state", ":probes", ":window:<generation>:<bucket>"
-// (breaker) and ":budget" (budget), with Namespace "stormguard" by default.
+// (breaker), ":budget" (budget) and ":seen:<process>" (the last exchange
+// applied for each process), with Namespace "stormguard" by default.
 // The braces are a Redis Cluster hash tag: all keys of one name live in
 // one slot, as the scripts need. Every key is given a TTL at every write
 // (KeyTTL, 24h by default; window buckets live one window), so the keys of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,12 +65,16 @@ func TestKeysNamespacedAndExpire(t *testing.T) {
 				t.Fatalf("window bucket %q lives %v, want about the window", k, ttl)
 			}
 		}
+		if strings.HasPrefix(kind, "seen:") {
+			kind = "seen"
+		}
 		if kind == "budget" && ttl > time.Hour {
 			t.Fatalf("budget key TTL %v above its KeyTTL", ttl)
 		}
 		kinds = append(kinds, kind)
 	}
-	if want := []string{"budget", "probes", "state", "window"}; !slices.Equal(kinds, want) {
+	slices.Sort(kinds)
+	if want := []string{"budget", "probes", "seen", "seen", "state", "window"}; !slices.Equal(kinds, want) {
 		t.Fatalf("keys %v, want one of each of %v", keys, want)
 	}
 	done(nil)
@@ -83,9 +88,6 @@ func TestAllowClosedAllocs(t *testing.T) {
 		{Window: breaker.Window{Duration: time.Minute, SlowCallDuration: time.Second, SlowCallRatio: 0.5}},
 	} {
 		timed := bc.Window.SlowCallDuration > 0
-		if timed && raceEnabled {
-			continue // the race detector makes sync.Pool drop objects at random
-		}
 		f := newFleet(t, 1, bc)
 		b := f.bs[0]
 		allocs := testing.AllocsPerRun(1000, func() {
@@ -97,8 +99,12 @@ func TestAllowClosedAllocs(t *testing.T) {
 			done, _ = b.Allow()
 			done(errDown)
 		})
-		if allocs != 0 {
-			t.Fatalf("%+v: %v allocs per Allow+done, want 0", bc.Window, allocs)
+		want := 0.0
+		if timed {
+			want = 4 // a record and its done per timed call, so a repeated done cannot end another call
+		}
+		if allocs != want {
+			t.Fatalf("%+v: %v allocs per two Allow+done, want %v", bc.Window, allocs, want)
 		}
 	}
 }

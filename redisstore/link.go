@@ -39,6 +39,7 @@ type link struct {
 	stopped   chan struct{}
 	closeOnce sync.Once
 	closed    atomic.Bool
+	inLoop    atomic.Bool // the loop is running an exchange (and maybe the callbacks it causes)
 }
 
 type note struct {
@@ -88,6 +89,13 @@ func (l *link) failed(err error) bool {
 // has just re-joined the shared state.
 func (l *link) succeeded() bool {
 	l.syncs.Add(1)
+	return l.reached()
+}
+
+// reached records a Redis call that succeeded (an exchange, or a probe's
+// claim or report). It reports whether the process has just re-joined
+// the shared state.
+func (l *link) reached() bool {
 	if !l.degraded.CompareAndSwap(true, false) {
 		return false
 	}
@@ -150,20 +158,27 @@ func (l *link) run(sync func()) {
 			}
 		}
 		last, synced = clk.Now(), true
+		l.inLoop.Store(true)
 		sync()
+		l.inLoop.Store(false)
 		t.Reset(l.cfg.interval)
 	}
 }
 
 // shut stops the loop and waits for it; only the first call does anything
-// and reports true.
+// and reports true. While the loop runs an exchange, shut does not wait:
+// it may be called from a callback (OnDegraded, a listener) the exchange
+// runs on the loop's goroutine, and the loop then returns as soon as the
+// exchange ends.
 func (l *link) shut() bool {
 	first := false
 	l.closeOnce.Do(func() {
 		first = true
 		l.closed.Store(true)
 		close(l.stop)
-		<-l.stopped
+		if !l.inLoop.Load() {
+			<-l.stopped
+		}
 	})
 	return first
 }

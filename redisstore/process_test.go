@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stormguard/stormguard/breaker"
 )
 
@@ -21,6 +22,8 @@ const (
 	helperEnv   = "REDISSTORE_TEST_HELPER"
 	helperAddr  = "REDISSTORE_TEST_ADDR"
 	helperNS    = "REDISSTORE_TEST_NAMESPACE"
+	helperMode  = "REDISSTORE_TEST_MODE"  // "cluster": helperAddr is a comma-separated list of nodes
+	helperEarly = "REDISSTORE_TEST_EARLY" // failing calls to make at once, before the first exchange
 	procRefresh = 50 * time.Millisecond
 	procOpen    = 500 * time.Millisecond
 )
@@ -34,7 +37,12 @@ func TestHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) == "" {
 		t.Skip("helper process for TestThreeProcesses")
 	}
-	rdb := newClient(t, os.Getenv(helperAddr))
+	var rdb redis.Scripter
+	if os.Getenv(helperMode) == "cluster" {
+		rdb = newClusterClient(t, strings.Split(os.Getenv(helperAddr), ","))
+	} else {
+		rdb = newClient(t, os.Getenv(helperAddr))
+	}
 	b, err := NewBreaker(BreakerConfig{
 		Client: rdb, Name: "orders", Namespace: os.Getenv(helperNS),
 		Breaker:         breaker.Config{ConsecutiveFailures: 5, OpenTimeout: procOpen, OpenJitter: -1},
@@ -45,10 +53,25 @@ func TestHelperProcess(t *testing.T) {
 	}
 	defer b.Close()
 	reply := func(format string, args ...any) { fmt.Printf("@ "+format+"\n", args...) }
-	if err := b.Sync(context.Background()); err != nil {
-		t.Fatal(err)
+	if n, _ := strconv.Atoi(os.Getenv(helperEarly)); n > 0 {
+		// A process restarting during an incident: its first calls fail,
+		// before it has exchanged with Redis.
+		var dones []func(error)
+		for range n {
+			if done, err := b.Allow(); err == nil {
+				dones = append(dones, done)
+			}
+		}
+		for _, done := range dones {
+			done(errDown)
+		}
+		reply("ready %v", b.State())
+	} else {
+		if err := b.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		reply("ready")
 	}
-	reply("ready")
 	var pending func(error)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -70,6 +93,8 @@ func TestHelperProcess(t *testing.T) {
 			reply("%v", b.State())
 		case "state":
 			reply("%v", b.State())
+		case "degraded":
+			reply("%v", b.Stats().Degraded)
 		case "probe":
 			done, err := b.Allow()
 			if err != nil {
@@ -96,10 +121,11 @@ type helper struct {
 	out *bufio.Scanner
 }
 
-func startHelper(t *testing.T, addr, ns string) *helper {
+func startHelper(t *testing.T, mode, addr, ns string, early int) *helper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", helperAddr+"="+addr, helperNS+"="+ns)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", helperAddr+"="+addr, helperNS+"="+ns,
+		helperMode+"="+mode, helperEarly+"="+strconv.Itoa(early))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -124,8 +150,12 @@ func startHelper(t *testing.T, addr, ns string) *helper {
 			<-done
 		}
 	})
-	if got := h.read(t); got != "ready" {
-		t.Fatalf("helper said %q, want ready", got)
+	want := "ready"
+	if early >= 5 {
+		want = "ready open" // the local breaker opened after 5 failures
+	}
+	if got := h.read(t); got != want {
+		t.Fatalf("helper said %q, want %q", got, want)
 	}
 	return h
 }
@@ -167,23 +197,35 @@ func (h *helper) do(t *testing.T, cmd string) string {
 }
 
 // TestThreeProcesses: three operating-system processes share one breaker
-// through Redis: failures seen by one open it for all, and one probe runs
-// in the whole fleet in the half-open state.
+// through Redis, a single redis-server and a three-node Redis Cluster:
+// failures seen by one open it for all, and one probe runs in the whole
+// fleet in the half-open state. Process 0 starts during an incident: its
+// 10 calls fail at once before its first exchange with Redis (issue #26
+// item 0), and they open the breaker for every process.
 func TestThreeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	srv := sharedRedis(t)
+	t.Run("single", func(t *testing.T) {
+		srv := ownRedis(t)
+		testThreeProcesses(t, "single", srv.addr)
+		testThreeProcessesStopped(t, srv)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		rc := newRedisCluster(t)
+		testThreeProcesses(t, "cluster", strings.Join(rc.addrs, ","))
+	})
+}
+
+func testThreeProcesses(t *testing.T, mode, addr string) {
 	ns := namespace(t)
 	hs := make([]*helper, 3)
-	for i := range hs {
-		hs[i] = startHelper(t, srv.addr, ns)
-	}
-	if got := hs[0].do(t, "fail 5"); got != "ok" {
-		t.Fatal(got)
+	hs[0] = startHelper(t, mode, addr, ns, 10)
+	for i := 1; i < len(hs); i++ {
+		hs[i] = startHelper(t, mode, addr, ns, 0)
 	}
 	if got := hs[0].do(t, "sync"); got != "open" {
-		t.Fatalf("process 0 after 5 failures: %s, want open", got)
+		t.Fatalf("process 0 after 10 failures and an exchange: %s, want open", got)
 	}
 	opened := time.Now()
 	for i, h := range hs[1:] {
@@ -191,6 +233,35 @@ func TestThreeProcesses(t *testing.T) {
 	}
 	t.Logf("processes 1 and 2 saw the breaker open %v after process 0 opened it (RefreshInterval %v)",
 		time.Since(opened).Round(time.Millisecond), procRefresh)
+
+	// Redis loses the state (FLUSHALL on every node) while the breaker is
+	// open: the processes restore it at their next exchange, and none
+	// turns closed.
+	ctx := context.Background()
+	var rdb redis.Cmdable
+	nodes := strings.Split(addr, ",")
+	if mode == "cluster" {
+		rdb = newClusterClient(t, nodes)
+	} else {
+		rdb = newClient(t, addr)
+	}
+	for _, n := range nodes {
+		if err := newClient(t, n).FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushed := time.Now()
+	stateKey := ns + ":{orders}:state"
+	waitFor(t, "the open state to be restored in Redis", func() bool {
+		st, _ := rdb.HGet(ctx, stateKey, "st").Result()
+		return st == "1" || st == "2"
+	})
+	t.Logf("state restored %v after FLUSHALL (RefreshInterval %v)", time.Since(flushed).Round(time.Millisecond), procRefresh)
+	for i, h := range hs {
+		if got := h.do(t, "sync"); got == "closed" {
+			t.Fatalf("process %d after FLUSHALL: %s, want the breaker still open", i, got)
+		}
+	}
 
 	for i, h := range hs {
 		waitFor(t, "process "+strconv.Itoa(i)+" to see the open period end", func() bool { return h.do(t, "state") == "half-open" })
@@ -226,6 +297,38 @@ func TestThreeProcesses(t *testing.T) {
 	}
 	for i, h := range hs {
 		waitFor(t, "process "+strconv.Itoa(i)+" to see the breaker closed", func() bool { return h.do(t, "state") == "closed" })
+		_, _ = h.in.Write([]byte("quit\n"))
+	}
+}
+
+// testThreeProcessesStopped: Redis stops answering (SIGSTOP) while three
+// processes run; all fall back, process 0's failures open its local
+// breaker, and when Redis answers again that trip opens the shared breaker
+// for all three.
+func testThreeProcessesStopped(t *testing.T, srv *redisServer) {
+	ns := namespace(t)
+	hs := make([]*helper, 3)
+	for i := range hs {
+		hs[i] = startHelper(t, "single", srv.addr, ns, 0)
+	}
+	srv.pause()
+	for i, h := range hs {
+		waitFor(t, "process "+strconv.Itoa(i)+" to fall back", func() bool { return h.do(t, "degraded") == "true" })
+	}
+	if got := hs[0].do(t, "fail 5"); got != "ok" {
+		t.Fatal(got)
+	}
+	if got := hs[0].do(t, "state"); got != "open" {
+		t.Fatalf("process 0's local breaker after 5 failures: %s", got)
+	}
+	srv.resume()
+	resumed := time.Now()
+	for i, h := range hs {
+		waitFor(t, "process "+strconv.Itoa(i)+" to see the breaker open", func() bool { return h.do(t, "state") == "open" })
+	}
+	t.Logf("after SIGCONT every process saw process 0's trip within %v (RefreshInterval %v)",
+		time.Since(resumed).Round(time.Millisecond), procRefresh)
+	for _, h := range hs {
 		_, _ = h.in.Write([]byte("quit\n"))
 	}
 }

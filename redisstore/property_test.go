@@ -128,12 +128,14 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add(int64(1), int64(9), int64(-1), int64(3), uint8(4))
 	f.Add(int64(3), int64(-1), int64(0), int64(-5), uint8(2))
 	f.Fuzz(func(t *testing.T, st, gen, until, inuse int64, n uint8) {
+		b := &Breaker{tc: newScriptTime(clocktest.NewFake())}
+		b.tc.own = &anchor{clk0: time.UnixMilli(0)} // script times are Unix ms
 		v := []int64{st, gen, until, inuse, 0, 0, 0, 0, 0}[:min(int(n%10), 9)]
-		s, err := decodeState(v)
+		s, err := b.decodeState(v, 4)
 		if err != nil {
 			return
 		}
-		if len(v) < 4 || s.st > breaker.Open || s.gen != uint64(gen) || gen < 0 || inuse < 0 || s.inuse != inuse || s.until.UnixMilli() != until {
+		if len(v) < 5 || s.st > breaker.Open || s.gen != uint64(gen) || gen < 0 || inuse < 0 || s.inuse != inuse || s.until.UnixMilli() != until {
 			t.Fatalf("decodeState(%v) = %+v, accepted an invalid reply", v, s)
 		}
 	})
