@@ -93,7 +93,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		clk:          s.link.clk,
 		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
-		rnd:          c.Breaker.Rand,
+		rnd:          breaker.LockedSource(c.Breaker.Rand), // drawn under the lock the local breaker uses for the same source
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
 		windowPrefix: s.link.prefix + "window:",
