@@ -28,95 +28,129 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
-	// With no observer, attempt timeout, time allowance, breaker or budget
-	// there is nothing to set up or report around the first attempt, and
-	// nothing a panic could leak: make it inline, with no guard, which
-	// keeps the success path at a few ns.
-	if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && p.Breaker == nil && p.Budget == nil && ctx.Err() == nil {
+	if p.Observer != nil || p.AttemptTimeout > 0 || p.MaxElapsed > 0 || ctx.Err() != nil {
+		var zero T
+		return guarded(ctx, p, op, zero, nil)
+	}
+	if p.Breaker == nil && p.Budget == nil {
+		// Nothing to set up or report around the first attempt, and
+		// nothing a panic could leak: make it inline, with no guard,
+		// which keeps the success path at a few ns.
 		v, err := op(ctx)
 		if err == nil {
 			return v, nil
 		}
 		return guarded(ctx, p, op, v, err)
 	}
-	var zero T
-	return guarded(ctx, p, op, zero, nil)
+	// Only a breaker or a budget to tell: the first attempt inline, with
+	// a guard of its own, handing over to the Call only when it fails.
+	v, err, refused := first(ctx, p, op)
+	switch {
+	case refused != nil:
+		var c Call
+		c.init(ctx, p)
+		return v, c.giveUp(0, ReasonBreaker, refused)
+	case err == nil:
+		return v, nil
+	}
+	return guarded(ctx, p, op, v, err)
 }
 
-// guarded runs the call from its first attempt (err nil) or after run's
-// inline first attempt failed with (v, err). An attempt whose op panics
+// first makes the first attempt of a call whose Policy has only a breaker
+// or a budget to tell (the same steps as Call.begin and Call.End), and
+// reports it to both. refused is the breaker's refusal, when it made no
+// attempt. An op that panics (or calls runtime.Goexit) is reported as a
+// failed attempt before the panic goes on.
+func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (v T, err error, refused error) {
+	var g firstGuard
+	if p.Breaker != nil {
+		if g.done, refused = p.Breaker.Allow(); refused != nil {
+			return v, nil, refused
+		}
+	}
+	if p.Budget != nil {
+		if tracker, ok := p.Budget.(BudgetTracker); ok {
+			tracker.Start(false)
+		}
+	}
+	g.ctx, g.p = ctx, p
+	defer g.check()
+	v, err = op(ctx)
+	g.p = nil // returned: nothing for check to do
+	if g.done != nil {
+		g.done(err)
+	}
+	if p.Budget != nil {
+		if err == nil {
+			p.Budget.Record(false, nil)
+		} else {
+			var c Call
+			c.init(ctx, p)
+			p.Budget.Record(false, c.budgetErr(err))
+		}
+	}
+	return v, err, nil
+}
+
+// firstGuard is what first's deferred check needs to report a panicking
+// first attempt; p is nil once op returned.
+type firstGuard struct {
+	ctx  context.Context
+	p    *Policy
+	done func(error)
+}
+
+// check, deferred by first, reports the attempt as failed when op did not
+// return (a panic, or runtime.Goexit when recover gives nil), and lets the
+// panic go on.
+func (g *firstGuard) check() {
+	if g.p == nil {
+		return
+	}
+	r := recover()
+	var c Call
+	c.init(g.ctx, g.p)
+	c.n = 1
+	a := Attempt{N: 1, Context: g.ctx, actx: g.ctx, done: g.done}
+	c.Panic(&a, r)
+	if r != nil {
+		panic(r)
+	}
+}
+
+// guarded runs the call from its first attempt (err nil) or after an
+// inline first attempt (run's or first's, already reported to the breaker
+// and the budget) failed with (v, err). An attempt whose op panics
 // (or calls runtime.Goexit) is reported as failed to the breaker, the
 // budget and the Observer before the panic goes on.
 func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), v T, err error) (T, error) {
 	var c Call
 	var a Attempt
-	var done func(error)
-	// inOp says which attempt runs: 1 an inline first attempt, 2 an
-	// attempt of the Call. The deferred function does work only when op
-	// did not return.
-	inOp := 0
+	// inOp is set while an attempt of the Call runs: the deferred function
+	// does work only when op did not return.
+	inOp := false
 	defer func() {
-		if inOp != 0 {
+		if inOp {
 			r := recover()
-			if inOp == 1 {
-				c.init(ctx, p)
-				c.n = 1
-				a = Attempt{N: 1, Context: ctx, actx: ctx, done: done}
-			}
 			c.Panic(&a, r)
 			if r != nil { // nil: runtime.Goexit, which goes on by itself
 				panic(r)
 			}
 		}
 	}()
+	c.init(ctx, p)
 	firstDone := err != nil
 	if firstDone {
-		c.init(ctx, p)
 		c.n, c.last = 1, err
-	} else if p.Observer == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && ctx.Err() == nil {
-		// Only a breaker or a budget to tell: the same steps as Call.begin
-		// and Call.End, made inline, handing over to the Call only when
-		// the attempt fails.
-		if p.Breaker != nil {
-			var berr error
-			if done, berr = p.Breaker.Allow(); berr != nil {
-				c.init(ctx, p)
-				return v, c.giveUp(0, ReasonBreaker, berr)
-			}
-		}
-		if p.Budget != nil {
-			if tracker, ok := p.Budget.(BudgetTracker); ok {
-				tracker.Start(false)
-			}
-		}
-		inOp = 1
-		v, err = op(ctx)
-		inOp = 0
-		if done != nil {
-			done(err)
-		}
-		if err == nil {
-			if p.Budget != nil {
-				p.Budget.Record(false, nil)
-			}
-			return v, nil
-		}
-		c.init(ctx, p)
-		if p.Budget != nil {
-			p.Budget.Record(false, c.budgetErr(err))
-		}
-		c.n, c.last, firstDone = 1, err, true
-	} else {
-		c.init(ctx, p)
 	}
 	for {
 		if !firstDone {
 			if gerr := c.begin(&a); gerr != nil {
 				return v, gerr
 			}
-			inOp = 2
+			inOp = true
 			v, err = op(a.Context)
-			inOp = 0
+			inOp = false
 			if err = c.End(&a, err); err == nil {
 				c.Succeed()
 				return v, nil
