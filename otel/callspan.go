@@ -47,3 +47,10 @@ func (o *Observer) endCall(ctx context.Context, e retry.CallEnd) {
 	}
 	span.End()
 }
+
+// CallStart implements retry.CallStarter: every call observed by o that
+// starts without a span gets one call span (see StartCall), so plain
+// retry.Do calls from background code make one trace per call.
+func (o *Observer) CallStart(ctx context.Context, e retry.CallStart) context.Context {
+	return o.StartCall(ctx, e.Operation)
+}

@@ -77,6 +77,9 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 		p = &zeroPolicy
 	}
 	c.ctx, c.p, c.clk, c.obs = ctx, p, clock.Or(p.Clock), p.Observer
+	if cs, ok := c.obs.(CallStarter); ok {
+		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
+	}
 	if p.Budget != nil {
 		c.tracker, _ = p.Budget.(BudgetTracker)
 	}

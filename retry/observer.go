@@ -149,7 +149,35 @@ func Multi(observers ...Observer) Observer {
 	return list
 }
 
+// CallStarter is implemented by Observers that want a context of their own
+// for a whole call, such as a tracer's call span for a caller that has no
+// span: when a call starts (Do, Run, NewCall), CallStart gets the caller's
+// context, and the context it returns is the call's from then on: its
+// attempts start from it, and RetryScheduled and CallEnd receive it. It
+// must return a context derived from ctx (or ctx itself), so that the
+// caller's cancellation and deadline still hold. CallEnd comes once for
+// every CallStart, including calls that end with a panic.
+type CallStarter interface {
+	CallStart(ctx context.Context, e CallStart) context.Context
+}
+
+// CallStart is the event of CallStarter.
+type CallStart struct {
+	Operation string
+}
+
 type multi []Observer
+
+// CallStart passes ctx through the observers that implement CallStarter,
+// in order.
+func (m multi) CallStart(ctx context.Context, e CallStart) context.Context {
+	for _, o := range m {
+		if cs, ok := o.(CallStarter); ok {
+			ctx = cs.CallStart(ctx, e)
+		}
+	}
+	return ctx
+}
 
 func (m multi) AttemptStart(ctx context.Context, e AttemptStart) context.Context {
 	for _, o := range m {
