@@ -55,8 +55,8 @@
 //
 // retries.active counts a call from the end of its failed first attempt
 // until it returns, waits for a retry included. breaker.state has one
-// point per state, 1 for the current one. A Scheduler reports through
-// SchedulerObserver, so that the tasks it refuses (which their callers
+// point per state, 1 for the current one. A Scheduler reports to the
+// Observer as a queue.RefusedObserver, so that the tasks it refuses (which their callers
 // keep) count in queue.refused rather than as dropped records. The config
 // metrics are fed by ConfigReload (pass the Observer as
 // config.Options.Observer).

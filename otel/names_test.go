@@ -16,7 +16,6 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	sgotel "github.com/stormguard/stormguard/otel"
-	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -74,7 +73,7 @@ func TestPrometheusExporterNames(t *testing.T) {
 	})
 	obs.QueueDropped("q", "full", 1)
 	obs.QueueDepth("q", 1)
-	obs.SchedulerObserver().QueueDropped("q", queue.DropFull, 1)
+	obs.QueueRefused("q", 1)
 	if ro, ok := any(obs).(reloadObserver); ok {
 		ro.ConfigReload("aaaaaaaaaaaa", nil)
 		ro.ConfigReload("", errTransient)

@@ -13,7 +13,7 @@ import (
 
 // TestSchedulerRefusalsApartFromDrops is the regression test of issue 18
 // item 16 (refusals) for this module: a real Scheduler at MaxPending
-// refuses tasks, which their callers keep; with SchedulerObserver they are
+// refuses tasks, which their callers keep; the Observer is a queue.RefusedObserver, so they are
 // counted in stormguard.queue.refused, not as dropped records.
 func TestSchedulerRefusalsApartFromDrops(t *testing.T) {
 	h := newHarness(t, sgotel.Config{})
@@ -24,7 +24,7 @@ func TestSchedulerRefusalsApartFromDrops(t *testing.T) {
 		Workers:    1,
 		MaxPending: 2,
 		Policy:     &retry.Policy{MaxAttempts: 1},
-		Observer:   h.obs.SchedulerObserver(),
+		Observer:   h.obs, // a queue.RefusedObserver: refusals are counted apart
 	})
 	for i := range 5 {
 		accepted := s.Submit(func(context.Context) error {

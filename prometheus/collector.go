@@ -64,7 +64,7 @@ type Config struct {
 // prometheus.Collector (register it with a prometheus.Registerer). Budgets
 // and breakers are attached with WatchBudget and WatchBreaker; background
 // retry queues report through QueueDropped and QueueDepth (a Scheduler
-// through SchedulerObserver).
+// through QueueRefused, as a queue.RefusedObserver).
 //
 // The metrics, with the default namespace:
 //

@@ -68,9 +68,10 @@ func Example() {
 	// stormguard_retry_budget_tokens{operation="inventory.get"} 9
 }
 
-// A Scheduler reports through SchedulerObserver: the task it refuses at
-// MaxPending, which the caller keeps, is a refusal, not a dropped record.
-func ExampleCollector_SchedulerObserver() {
+// A Scheduler reports to the Collector, a queue.RefusedObserver: the task
+// it refuses at MaxPending, which the caller keeps, is a refusal, not a
+// dropped record.
+func ExampleCollector_QueueRefused() {
 	metrics := sgprom.New(sgprom.Config{})
 	gate := make(chan struct{})
 	s := queue.NewScheduler(queue.SchedulerConfig{
@@ -78,7 +79,7 @@ func ExampleCollector_SchedulerObserver() {
 		Workers:    1,
 		MaxPending: 1,
 		Policy:     &retry.Policy{MaxAttempts: 1},
-		Observer:   metrics.SchedulerObserver(),
+		Observer:   metrics,
 	})
 	send := func(context.Context) error { <-gate; return nil }
 	fmt.Println("first accepted:", s.Submit(send, nil))

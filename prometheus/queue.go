@@ -2,7 +2,6 @@ package prometheus
 
 import (
 	prom "github.com/prometheus/client_golang/prometheus"
-	"github.com/stormguard/stormguard/queue"
 )
 
 // queueMetrics holds one queue's series, resolved once.
@@ -16,7 +15,8 @@ type queueMetrics struct {
 // stormguard_queue_dropped_records_total{queue}. The reason is not a label
 // (it would multiply the series); n <= 0 does nothing. With QueueDepth it
 // implements queue.Observer: set the Collector as a queue's
-// Config.Observer, and SchedulerObserver as a Scheduler's.
+// Config.Observer, and as a Scheduler's (it is a queue.RefusedObserver, so a Scheduler's
+// refusals count apart from dropped records).
 //
 // The reason "refused" (a task a Scheduler refused, which the caller
 // keeps) counts in stormguard_queue_refused_total instead, as
@@ -56,28 +56,3 @@ func (c *Collector) QueueDepth(queue string, depth int) {
 	}
 	c.queues.Get(queue).depth.Set(float64(depth))
 }
-
-// SchedulerObserver returns the queue.Observer to set as a
-// queue.SchedulerConfig's Observer. It is the Collector, except that a task
-// the Scheduler refused counts in stormguard_queue_refused_total, not in
-// stormguard_queue_dropped_records_total: a Scheduler reports a refusal as
-// QueueDropped with queue.DropFull, its only use of that reason (it never
-// drops a task it accepted), and the caller keeps a refused task. Use the
-// Collector itself for a queue.Queue, whose DropFull records are dropped.
-// A nil Collector gives an Observer that does nothing.
-func (c *Collector) SchedulerObserver() queue.Observer { return schedulerObserver{c} }
-
-// schedulerObserver is a Collector seen by a Scheduler.
-type schedulerObserver struct{ c *Collector }
-
-func (o schedulerObserver) QueueDropped(name, reason string, n int) {
-	if reason == queue.DropFull {
-		reason = ReasonRefused
-	}
-	o.c.QueueDropped(name, reason, n)
-}
-
-func (o schedulerObserver) QueueDepth(name string, depth int) { o.c.QueueDepth(name, depth) }
-
-// QueueRefused forwards a refusal reported as such.
-func (o schedulerObserver) QueueRefused(name string, n int) { o.c.QueueRefused(name, n) }

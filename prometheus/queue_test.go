@@ -52,7 +52,7 @@ func TestCollectorObservesQueue(t *testing.T) {
 
 // TestSchedulerRefusalsApartFromDrops is the regression test of issue 18
 // item 16 (refusals): a real Scheduler at MaxPending refuses tasks, which
-// their callers keep; with SchedulerObserver they are counted in
+// their callers keep; the Collector is a queue.RefusedObserver, so they are counted in
 // stormguard_queue_refused_total, not as dropped records, while a
 // queue.Queue observed by the Collector itself still counts its drops.
 func TestSchedulerRefusalsApartFromDrops(t *testing.T) {
@@ -64,7 +64,7 @@ func TestSchedulerRefusalsApartFromDrops(t *testing.T) {
 		Workers:    1,
 		MaxPending: 2,
 		Policy:     &retry.Policy{MaxAttempts: 1},
-		Observer:   c.SchedulerObserver(),
+		Observer:   c, // a queue.RefusedObserver: refusals are counted apart
 	})
 	task := func(context.Context) error {
 		started <- struct{}{}

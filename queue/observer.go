@@ -26,11 +26,22 @@ type Observer interface {
 	QueueDepth(queue string, depth int)
 }
 
+// RefusedObserver is implemented by Observers that count a Scheduler's
+// refusals apart from dropped records: a task Submit refused (MaxPending
+// tasks were pending) was never taken, and its caller still holds it.
+// A Scheduler whose Observer implements it calls QueueRefused instead of
+// QueueDropped with DropFull.
+type RefusedObserver interface {
+	QueueRefused(queue string, n int)
+}
+
 // Drop reasons passed to Observer.QueueDropped, usable as metric label
 // values.
 const (
 	// DropFull: the buffer was full and the record was evicted or refused
-	// (Stats.DroppedFull, SchedulerStats.Refused).
+	// (Stats.DroppedFull); a Scheduler reports its refusals
+	// (SchedulerStats.Refused) with it only to an Observer that is not a
+	// RefusedObserver.
 	DropFull = "full"
 	// DropPermanent: delivery failed with an error the Policy does not
 	// retry, such as HTTP 400 (Stats.DroppedPermanent, SchedulerStats.Failed).

@@ -242,7 +242,9 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 	if s.pendingLocked() >= uint64(s.maxPending) {
 		s.st.Refused++
 		s.mu.Unlock()
-		if s.obs != nil {
+		if r, ok := s.obs.(RefusedObserver); ok {
+			r.QueueRefused(s.name, 1)
+		} else if s.obs != nil {
 			s.obs.QueueDropped(s.name, DropFull, 1)
 		}
 		return false
