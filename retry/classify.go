@@ -23,19 +23,59 @@ import (
 // is never retried. DefaultClassifier inspects wrapped errors by type, never
 // by message, and does not allocate.
 func DefaultClassifier(err error) bool {
-	if err == nil || IsPermanent(err) {
+	if err == nil {
 		return false
 	}
-	if walk(err, isTimeout) {
-		return true
-	}
-	if walk(err, isCanceled) {
+	// One pass over the chain collects what each wrapped error says; the
+	// verdict then follows the precedence above, as if the chain were
+	// searched once per question.
+	var f classFlags
+	walk(err, func(e error) bool {
+		f |= flagsOf(e)
+		return f&flagPermanent != 0 // nothing outranks Permanent
+	})
+	switch {
+	case f&flagPermanent != 0:
 		return false
-	}
-	if IsTransientNetError(err) {
+	case f&flagTimeout != 0:
+		return true
+	case f&flagCanceled != 0:
+		return false
+	case f&flagTransient != 0:
 		return true
 	}
-	return !walk(err, isFatal)
+	return f&flagFatal == 0
+}
+
+// classFlags are what DefaultClassifier learns from one error of a chain.
+type classFlags uint8
+
+const (
+	flagPermanent classFlags = 1 << iota
+	flagTimeout
+	flagCanceled
+	flagTransient
+	flagFatal
+)
+
+func flagsOf(e error) classFlags {
+	var f classFlags
+	if _, ok := e.(*permanentError); ok {
+		f |= flagPermanent
+	}
+	if isTimeout(e) {
+		f |= flagTimeout
+	}
+	if isCanceled(e) {
+		f |= flagCanceled
+	}
+	if isTransientNet(e) {
+		f |= flagTransient
+	}
+	if isFatal(e) {
+		f |= flagFatal
+	}
+	return f
 }
 
 // IsTransientNetError reports whether err is a network failure that a new

@@ -1,0 +1,63 @@
+package retry
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// referenceClassifier is DefaultClassifier as it was written before the
+// one-pass version: one search of the chain per question, in order.
+func referenceClassifier(err error) bool {
+	if err == nil || IsPermanent(err) {
+		return false
+	}
+	if walk(err, isTimeout) {
+		return true
+	}
+	if walk(err, isCanceled) {
+		return false
+	}
+	if IsTransientNetError(err) {
+		return true
+	}
+	return !walk(err, isFatal)
+}
+
+func TestDefaultClassifierMatchesReference(t *testing.T) {
+	leaves := []error{
+		context.Canceled, context.DeadlineExceeded, ErrAttemptTimeout, syscall.ECONNRESET, syscall.ECONNREFUSED,
+		&net.DNSError{Err: "no such host", IsNotFound: true}, &net.DNSError{Err: "try again", IsTemporary: true},
+		x509.HostnameError{}, errors.New("plain"), &attemptTimeoutError{errors.New("x")}, syscall.EINVAL,
+	}
+	var gen func(depth int) *rapid.Generator[error]
+	gen = func(depth int) *rapid.Generator[error] {
+		return rapid.Custom(func(t *rapid.T) error {
+			kind := 0
+			if depth > 0 {
+				kind = rapid.IntRange(0, 3).Draw(t, "kind")
+			}
+			switch kind {
+			case 1:
+				return fmt.Errorf("wrap: %w", gen(depth-1).Draw(t, "inner"))
+			case 2:
+				return errors.Join(gen(depth-1).Draw(t, "a"), gen(depth-1).Draw(t, "b"))
+			case 3:
+				return Permanent(gen(depth-1).Draw(t, "perm"))
+			}
+			return leaves[rapid.IntRange(0, len(leaves)-1).Draw(t, "leaf")]
+		})
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		err := gen(4).Draw(t, "err")
+		if got, want := DefaultClassifier(err), referenceClassifier(err); got != want {
+			t.Fatalf("DefaultClassifier(%v) = %v, the reference says %v", err, got, want)
+		}
+	})
+}
