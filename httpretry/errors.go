@@ -105,7 +105,7 @@ func attempts(n int) string {
 // Timeout reports whether the call ended on a timeout: the caller's
 // deadline, an attempt timeout, or a network timeout.
 func (e *callError) Timeout() bool {
-	return anyErr(e.re, func(err error) bool {
+	return retry.Find(e.re, func(err error) bool {
 		t, ok := err.(interface{ Timeout() bool })
 		return ok && t.Timeout()
 	})
@@ -114,32 +114,8 @@ func (e *callError) Timeout() bool {
 // Temporary reports whether an error it wraps says it is temporary, as
 // net.Error's (deprecated) Temporary does.
 func (e *callError) Temporary() bool {
-	return anyErr(e.re, func(err error) bool {
+	return retry.Find(e.re, func(err error) bool {
 		t, ok := err.(interface{ Temporary() bool })
 		return ok && t.Temporary()
 	})
-}
-
-// anyErr reports whether f holds for err or an error it wraps, through both
-// forms of Unwrap.
-func anyErr(err error, f func(error) bool) bool {
-	for err != nil {
-		if f(err) {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if anyErr(e, f) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
 }

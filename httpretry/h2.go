@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"errors"
+	"github.com/stormguard/stormguard/retry"
 	"net"
 	"reflect"
 )
@@ -101,7 +102,7 @@ func h2Reset(err error) bool {
 		}
 		return false
 	}
-	return anyErr(err, isGoAway)
+	return retry.Find(err, isGoAway)
 }
 
 func isGoAway(err error) bool {

@@ -61,3 +61,16 @@ func TestDefaultClassifierMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+func TestFindSearchesBothUnwrapForms(t *testing.T) {
+	target := syscall.ECONNRESET
+	isReset := func(e error) bool { return e == target }
+	for _, err := range []error{target, fmt.Errorf("a: %w", target), errors.Join(errors.New("x"), fmt.Errorf("b: %w", target))} {
+		if !Find(err, isReset) {
+			t.Errorf("Find(%v) = false", err)
+		}
+	}
+	if Find(errors.Join(errors.New("x"), errors.New("y")), isReset) || Find(nil, isReset) {
+		t.Error("Find matched what is not there")
+	}
+}

@@ -24,3 +24,9 @@ func walk(err error, visit func(error) bool) bool {
 	}
 	return false
 }
+
+// Find reports whether match holds for err or any error it wraps, through
+// both forms of Unwrap, in the order errors.Is searches. It is errors.Is
+// for a predicate (an interface an error implements, a field it holds),
+// and unlike errors.As it does not allocate.
+func Find(err error, match func(error) bool) bool { return walk(err, match) }
