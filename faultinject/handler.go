@@ -4,11 +4,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 )
 
 // HeaderFault names the response header the Injector sets on the error
-// responses it makes up: "abort", "outage", "reject" or "closed". Real
-// responses of the wrapped handler or transport never carry it.
+// responses it makes up: "abort", "outage", "reject", "closed" or
+// "canceled". Real responses of the wrapped handler or transport never
+// carry it.
 const HeaderFault = "X-Faultinject"
 
 // Handler returns a middleware that injects faults in front of next, the
@@ -21,9 +23,19 @@ const HeaderFault = "X-Faultinject"
 // which makes the server abort the response without logging.
 //
 // Hang waits for the request's context: the server cancels it when the
-// client closes the connection or its HTTP/2 stream. A request the
-// Injector cancels (its caller gave up while queued or delayed) gets no
-// response at all, since no one is there to read it.
+// client closes the connection or its HTTP/2 stream. Over HTTP/1.x the
+// server watches the connection only once the request body has been read,
+// so a hang reads and discards the body in the background: a hung POST
+// ends, and frees its Limit slot, when its client leaves.
+//
+// A request whose context ends while it is queued, delayed or hanging
+// (Cancel, or a Hang that the caller ended) is answered with the status it
+// was to get (the Limit's Status for a queued request, the Abort status
+// for a drawn abort, an outage window's Status) or DefaultStatus, with
+// HeaderFault "canceled": never with an empty 200. When the client has
+// left nobody reads it; when a middleware's deadline ended the context
+// while the client is still connected, the client learns that the request
+// failed.
 //
 // Handler on a nil *Injector returns next (or the empty handler).
 func (in *Injector) Handler(next http.Handler) http.Handler {
@@ -56,11 +68,55 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Reset:
 		resetConn(w)
 	case Hang:
-		if in.hang(r.Context()) {
+		stop := drainBody(w, r)
+		closed := in.hang(r.Context())
+		stop()
+		if closed {
 			writeError(w, "closed", DefaultStatus, "")
+		} else {
+			writeCanceled(w, &v)
 		}
 	case Cancel:
-		// The caller is gone; nothing to answer.
+		writeCanceled(w, &v)
+	}
+}
+
+// writeCanceled answers a request whose context ended in the Injector.
+func writeCanceled(w http.ResponseWriter, v *verdict) {
+	writeError(w, "canceled", statusOr(v.status), retryAfterValue(v.retryAfter))
+}
+
+// aLongTimeAgo is a read deadline in the past: it ends a blocked read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// drainBody reads and discards r's body in the background, so that an
+// HTTP/1.x server, which starts watching the connection for the client
+// leaving only once the body has been read to its end, cancels r's context
+// when the client goes away. stop ends the drain (with a read deadline in
+// the past, if the body is not read yet) and waits for it, so that no
+// goroutine outlives the handler. HTTP/2 and later watch their streams
+// anyway: their bodies are left alone.
+func drainBody(w http.ResponseWriter, r *http.Request) (stop func()) {
+	if r.Body == nil || r.Body == http.NoBody || r.ProtoMajor >= 2 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(io.Discard, r.Body)
+	}()
+	return func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if err := http.NewResponseController(w).SetReadDeadline(aLongTimeAgo); err != nil {
+			// The read cannot be interrupted; the server ends it when it
+			// closes the body after the handler returns.
+			return
+		}
+		<-done
 	}
 }
 
@@ -89,6 +145,8 @@ func faultBody(kind string) string {
 		return "faultinject: injected outage\n"
 	case "reject":
 		return "faultinject: over capacity\n"
+	case "canceled":
+		return "faultinject: request canceled\n"
 	default:
 		return "faultinject: closed\n"
 	}
