@@ -326,14 +326,16 @@ func applyFile(c *config, data []byte) error {
 }
 
 // parseRulesYAML reads rules written in YAML (or JSON, which is YAML too)
-// and validates them.
+// and validates them. An empty document (nothing but blanks, comments,
+// "---" or null) is refused with errEmptyRules: "{}" asks for no faults.
 func parseRulesYAML(data []byte) (faultinject.Rules, error) {
 	var n yaml.Node
 	if err := yaml.Unmarshal(data, &n); err != nil {
 		return faultinject.Rules{}, fmt.Errorf("yaml: %w", trimYAMLError(err))
 	}
-	if n.Kind == 0 { // empty document
-		return faultinject.Rules{}, nil
+	var v any
+	if n.Kind == 0 || (n.Decode(&v) == nil && v == nil) { // empty or null document
+		return faultinject.Rules{}, errEmptyRules
 	}
 	return rulesFromNode(&n)
 }
