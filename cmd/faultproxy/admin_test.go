@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -90,5 +94,146 @@ func TestPutRulesRestartIsAtomic(t *testing.T) {
 	}
 	if r := get(c, p.proxyURL+"/after"); r.status != 502 || r.header.Get(faultinject.HeaderFault) != "outage" {
 		t.Fatalf("after the PUT: %+v, want the outage", r)
+	}
+}
+
+// adminDo sends method path to the admin API with the given Host header
+// ("" keeps the URL's) and Authorization header ("" sends none).
+func adminDo(t *testing.T, c *http.Client, p *proxy, method, path, host, auth, body string) result {
+	t.Helper()
+	req, err := http.NewRequest(method, p.adminURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return result{resp.StatusCode, resp.Header, string(b), nil}
+}
+
+// The admin API answers only requests whose Host names it: a page whose
+// name is re-pointed at 127.0.0.1 (DNS rebinding) is refused (#26 item 9).
+func TestAdminRefusesForeignHostHeaders(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, config{Upstream: mustURL(t, up.URL), Admin: "localhost:0"}, nil)
+	c := client(t)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.adminURL, "http://"))
+	for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1.nip.io:" + port, "localhost.evil.example", "10.1.2.3:" + port, "[::]:" + port} {
+		if r := adminDo(t, c, p, http.MethodGet, "/rules", host, "", ""); r.status != http.StatusForbidden {
+			t.Errorf("GET /rules with Host %q: %d, want 403", host, r.status)
+		}
+		if r := adminDo(t, c, p, http.MethodPut, "/rules", host, "", "abort: {percent: 100}"); r.status != http.StatusForbidden {
+			t.Errorf("PUT /rules with Host %q: %d, want 403", host, r.status)
+		}
+	}
+	if rules := getRules(t, c, p, ""); !rules.IsZero() {
+		t.Fatalf("a refused PUT changed the rules: %+v", rules)
+	}
+	for _, host := range []string{"", "localhost:" + port, "LocalHost.:" + port, "app.localhost:" + port, "127.0.0.1:" + port, "127.0.0.2", "[::1]:" + port, "localhost:9999"} {
+		if r := adminDo(t, c, p, http.MethodGet, "/rules", host, "", ""); r.status != http.StatusOK {
+			t.Errorf("GET /rules with Host %q: %d, want 200", host, r.status)
+		}
+	}
+}
+
+func getRules(t *testing.T, c *http.Client, p *proxy, auth string) faultinject.Rules {
+	t.Helper()
+	r := adminDo(t, c, p, http.MethodGet, "/rules", "", auth, "")
+	rules, err := faultinject.ParseRules([]byte(r.body))
+	if r.status != 200 || err != nil {
+		t.Fatalf("GET /rules: %+v (%v)", r, err)
+	}
+	return rules
+}
+
+// With a token, every admin request but GET /healthz must carry it as a
+// bearer token (#26 item 9).
+func TestAdminRequiresTheToken(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, config{Upstream: mustURL(t, up.URL), AdminToken: "s3cret-token"}, nil)
+	c := client(t)
+	for _, auth := range []string{"", "Bearer", "Bearer wrong", "Bearer s3cret-toke", "Bearer s3cret-token2", "Basic czNjcmV0LXRva2Vu", "s3cret-token"} {
+		for _, path := range []string{"/rules", "/counters"} {
+			r := adminDo(t, c, p, http.MethodGet, path, "", auth, "")
+			if r.status != http.StatusUnauthorized || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("GET %s with Authorization %q: %d %v, want 401 with WWW-Authenticate", path, auth, r.status, r.header)
+			}
+		}
+		if r := adminDo(t, c, p, http.MethodPut, "/rules", "", auth, "abort: {percent: 100}"); r.status != http.StatusUnauthorized {
+			t.Errorf("PUT /rules with Authorization %q: %d, want 401", auth, r.status)
+		}
+	}
+	if r := get(c, p.proxyURL+"/a"); r.status != 200 {
+		t.Fatalf("an unauthorized PUT changed the rules: %+v", r)
+	}
+	if r := adminDo(t, c, p, http.MethodGet, "/healthz", "", "", ""); r.status != 200 {
+		t.Errorf("GET /healthz without a token: %+v", r)
+	}
+	for _, auth := range []string{"Bearer s3cret-token", "bearer  s3cret-token "} {
+		if r := adminDo(t, c, p, http.MethodPut, "/rules", "", auth, "abort: {percent: 100}"); r.status != 200 {
+			t.Fatalf("PUT /rules with Authorization %q: %+v", auth, r)
+		}
+	}
+	if rules := getRules(t, c, p, "Bearer s3cret-token"); rules.Abort.Percent != 100 {
+		t.Fatalf("rules %+v", rules)
+	}
+	// The Host check applies with a token too.
+	if r := adminDo(t, c, p, http.MethodGet, "/rules", "evil.example", "Bearer s3cret-token", ""); r.status != http.StatusForbidden {
+		t.Errorf("foreign Host with the token: %d, want 403", r.status)
+	}
+}
+
+// -allow-non-loopback covers the proxy listener only; the admin listener
+// has its own flag, which needs a token; the token comes from
+// -admin-token-file or $STORMGUARD_ADMIN_TOKEN (#26 item 9).
+func TestAdminListenerFlagsAndToken(t *testing.T) {
+	t.Setenv(envAdminToken, "")
+	tokenFile := writeFile(t, "token", "file-token\n")
+	up := []string{"-upstream", "http://127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string // an error mentioning it, or "" for success
+	}{
+		{args: []string{"-admin", "0.0.0.0:0", "-allow-non-loopback"}, want: "-allow-non-loopback-admin"},
+		{args: []string{"-listen", "0.0.0.0:0", "-allow-non-loopback-admin", "-admin-token-file", tokenFile}, want: "-allow-non-loopback"},
+		{args: []string{"-admin", "0.0.0.0:0", "-allow-non-loopback-admin"}, want: "requires a token"},
+		{args: []string{"-admin", "0.0.0.0:0", "-allow-non-loopback-admin", "-admin-token-file", tokenFile}},
+		{args: []string{"-admin", "0.0.0.0:0", "-allow-non-loopback-admin"}, env: "env-token"},
+		{args: []string{"-admin-token-file", writeFile(t, "empty", " \n")}, want: "is empty"},
+		{args: []string{"-admin-token-file", writeFile(t, "two", "a\nb\n")}, want: "more than one line"},
+		{args: []string{"-admin-token-file", "/nonexistent/token"}, want: "no such file"},
+		{args: []string{"-config", writeFile(t, "c.yaml", "admin: 0.0.0.0:0\nallow_non_loopback_admin: true\nadmin_token_file: "+tokenFile+"\n")}},
+	} {
+		t.Setenv(envAdminToken, tc.env)
+		_, err := parseArgs(append(append([]string{}, up...), tc.args...), io.Discard)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("parseArgs(%q) with $%s=%q: %v, want %q", tc.args, envAdminToken, tc.env, err, tc.want)
+		}
+	}
+	t.Setenv(envAdminToken, " env-token\n")
+	if c, err := parseArgs(up, io.Discard); err != nil || c.AdminToken != "env-token" {
+		t.Fatalf("token from the environment: %q, %v", c.AdminToken, err)
+	}
+	if c, err := parseArgs(append(up, "-admin-token-file", tokenFile), io.Discard); err != nil || c.AdminToken != "file-token" {
+		t.Fatalf("-admin-token-file wins over the environment: %q, %v", c.AdminToken, err)
+	}
+	var help strings.Builder
+	if _, err := parseArgs([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"-allow-non-loopback-admin", "-admin-token-file", envAdminToken, "Authorization: Bearer", "DNS rebinding"} {
+		if !strings.Contains(help.String(), s) {
+			t.Errorf("-h does not mention %q:\n%s", s, help.String())
+		}
 	}
 }
