@@ -237,3 +237,34 @@ func TestAdminListenerFlagsAndToken(t *testing.T) {
 		}
 	}
 }
+
+// Through the proxy, a hung POST whose client leaves frees its slot: the
+// next request is not rejected, nor queued behind it (#26 item 6).
+func TestProxyHungPostFreesItsSlotWhenTheClientLeaves(t *testing.T) {
+	up := newUpstream(t)
+	ev := newEvents()
+	p := startProxy(t, config{Upstream: mustURL(t, up.URL), onEvent: ev.record,
+		Rules: faultinject.Rules{HangPercent: 100, Limit: faultinject.Limit{Concurrency: 1}}}, nil)
+	c := client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	hung := make(chan result, 1)
+	go func() { hung <- send(ctx, c, http.MethodPost, p.proxyURL+"/upload", "text/plain", "a body nobody reads") }()
+	ev.waitFor(t, faultinject.Hang)
+	cancel()
+	if r := recv(t, hung); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("hung POST: %+v", r)
+	}
+	// No hang any more, and room for one waiter: if the hung POST still
+	// held the slot, the GET would wait behind it until the watchdog.
+	if r := putRules(t, c, p, "", "limit: {concurrency: 1, queue: 1}"); r.status != 200 {
+		t.Fatalf("PUT: %+v", r)
+	}
+	gctx, gcancel := context.WithTimeout(context.Background(), testTimeout)
+	defer gcancel()
+	if r := send(gctx, c, http.MethodGet, p.proxyURL+"/next", "", ""); r.err != nil || r.status != 200 {
+		t.Fatalf("next GET: %+v, want 200", r)
+	}
+	if got := counters(t, c, p); got.Hanging != 0 || got.InFlight != 0 || got.Rejected != 0 {
+		t.Fatalf("counters %+v", got)
+	}
+}
