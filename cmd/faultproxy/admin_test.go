@@ -248,7 +248,9 @@ func TestProxyHungPostFreesItsSlotWhenTheClientLeaves(t *testing.T) {
 	c := client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	hung := make(chan result, 1)
-	go func() { hung <- send(ctx, c, http.MethodPost, p.proxyURL+"/upload", "text/plain", "a body nobody reads") }()
+	go func() {
+		hung <- send(ctx, c, http.MethodPost, p.proxyURL+"/upload", "text/plain", "a body nobody reads")
+	}()
 	ev.waitFor(t, faultinject.Hang)
 	cancel()
 	if r := recv(t, hung); !errors.Is(r.err, context.Canceled) {
