@@ -169,3 +169,26 @@ func TestHandlerAnswersRequestsCanceledByAMiddleware(t *testing.T) {
 		})
 	}
 }
+
+func TestUpdateWithEpochRefusesInvalidRules(t *testing.T) {
+	clk := clocktest.NewFake()
+	in := faultinject.New(faultinject.Config{Clock: clk, Rules: faultinject.Rules{Latency: time.Second}})
+	old := in.Epoch()
+	if err := in.UpdateWithEpoch(faultinject.Rules{Latency: -1}, old.Add(time.Hour)); !errors.Is(err, faultinject.ErrInvalidRules) {
+		t.Fatalf("UpdateWithEpoch(invalid) = %v", err)
+	}
+	if in.Rules().Latency != time.Second || !in.Epoch().Equal(old) {
+		t.Fatal("a refused UpdateWithEpoch changed the rules or the epoch")
+	}
+	at := old.Add(time.Minute)
+	if err := in.UpdateWithEpoch(faultinject.Rules{Jitter: time.Second}, at); err != nil {
+		t.Fatal(err)
+	}
+	if r := in.Rules(); r.Jitter != time.Second || r.Latency != 0 || !in.Epoch().Equal(at) {
+		t.Fatalf("rules %+v, epoch %v", r, in.Epoch())
+	}
+	var nilIn *faultinject.Injector
+	if err := nilIn.UpdateWithEpoch(faultinject.Rules{}, at); err != nil {
+		t.Fatal(err)
+	}
+}
