@@ -92,7 +92,7 @@ func New(cfg Config) *Injector {
 	}
 	st := newState(cfg.Rules, epoch)
 	in.state.Store(st)
-	in.lim.limit = st.rules.Limit
+	in.lim.limit = &st.rules.Limit
 	return in
 }
 
@@ -139,7 +139,7 @@ func (in *Injector) UpdateWithEpoch(r Rules, epoch time.Time) error {
 
 // publish puts st in force together with its Limit. in.update must be held.
 func (in *Injector) publish(st *state) {
-	in.lim.setLimit(st.rules.Limit, func() { in.state.Store(st) })
+	in.lim.setLimit(&st.rules.Limit, func() { in.state.Store(st) })
 }
 
 // Rules returns a copy of the rules in force.

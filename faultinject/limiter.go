@@ -16,7 +16,7 @@ import (
 // finish, a raised one admits waiters at once.
 type limiter struct {
 	mu           sync.Mutex
-	limit        Limit // in force
+	limit        *Limit // in force (immutable; nil: no limit)
 	inFlight     int
 	peakInFlight int
 	peakWaiting  int
@@ -41,14 +41,20 @@ const (
 	queued                // wait on the returned waiter
 )
 
+// noLimit is the Limit of a limiter that was never given one.
+var noLimit Limit
+
 // enter takes a slot if one is free and nobody waits, queues the caller if
 // the queue has room, and otherwise reports full. It returns the Limit in
 // force at that moment, whose Status, RetryAfter and QueueTimeout apply
-// to the caller.
-func (l *limiter) enter() (entry, *waiter, Limit) {
+// to the caller; the caller must not modify it.
+func (l *limiter) enter() (entry, *waiter, *Limit) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim := l.limit
+	if lim == nil {
+		lim = &noLimit
+	}
 	if lim.Concurrency <= 0 || (l.inFlight < lim.Concurrency && len(l.waiters) == 0) {
 		l.take()
 		return admitted, nil, lim
@@ -95,10 +101,11 @@ func (l *limiter) release() {
 	l.mu.Unlock()
 }
 
-// setLimit puts lim in force and hands the slots it frees to waiters.
-// publish, when not nil, is called in the same step (with l.mu held), so
-// that whatever it publishes changes together with the limit.
-func (l *limiter) setLimit(lim Limit, publish func()) {
+// setLimit puts lim in force and hands the slots it frees to waiters. lim
+// must not change afterwards. publish, when not nil, is called in the same
+// step (with l.mu held), so that whatever it publishes changes together
+// with the limit.
+func (l *limiter) setLimit(lim *Limit, publish func()) {
 	l.mu.Lock()
 	l.limit = lim
 	if publish != nil {
@@ -110,7 +117,7 @@ func (l *limiter) setLimit(lim Limit, publish func()) {
 
 // grant must be called with l.mu held.
 func (l *limiter) grant() {
-	for len(l.waiters) > 0 && (l.limit.Concurrency <= 0 || l.inFlight < l.limit.Concurrency) {
+	for len(l.waiters) > 0 && (l.limit == nil || l.limit.Concurrency <= 0 || l.inFlight < l.limit.Concurrency) {
 		w := l.waiters[0]
 		l.waiters[0] = nil
 		l.waiters = l.waiters[1:]

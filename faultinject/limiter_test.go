@@ -16,7 +16,7 @@ func TestLimiterModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var l limiter
 		lim := Limit{Concurrency: rapid.IntRange(1, 4).Draw(t, "concurrency"), Queue: rapid.IntRange(0, 4).Draw(t, "queue")}
-		l.setLimit(lim, nil)
+		l.setLimit(&lim, nil)
 		var running int     // the model's running count
 		var queue []*waiter // the model's FIFO queue
 		var holders int     // slots held (granted or admitted) not yet released
@@ -104,7 +104,7 @@ func TestLimiterModel(t *testing.T) {
 			},
 			"change limit": func(t *rapid.T) {
 				lim = Limit{Concurrency: rapid.IntRange(1, 4).Draw(t, "concurrency"), Queue: rapid.IntRange(0, 4).Draw(t, "queue")}
-				l.setLimit(lim, nil)
+				l.setLimit(&lim, nil)
 				settle()
 				check()
 			},
@@ -121,7 +121,7 @@ func TestLimiterModel(t *testing.T) {
 // as it is granted a slot: leave reports the grant so the slot is not lost.
 func TestLimiterLeaveAfterGrant(t *testing.T) {
 	var l limiter
-	l.setLimit(Limit{Concurrency: 1, Queue: 1}, nil)
+	l.setLimit(&Limit{Concurrency: 1, Queue: 1}, nil)
 	if e, _, _ := l.enter(); e != admitted {
 		t.Fatal("first enter not admitted")
 	}
