@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -191,4 +192,97 @@ func TestUpdateWithEpochRefusesInvalidRules(t *testing.T) {
 	if err := nilIn.UpdateWithEpoch(faultinject.Rules{}, at); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// echo answers with the request body it reads.
+var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_, _ = w.Write(b)
+})
+
+// A queued or delayed POST whose body was never read leaves the queue or
+// the latency when its client leaves (#26 item 6, the limiter's queue);
+// one that passes hands its body on intact, whether it was read ahead (up
+// to 64 KiB of known length) or not.
+func TestHandlerQueuedOrDelayedPostEndsWhenClientLeaves(t *testing.T) {
+	runModes(t, func(t *testing.T, m mode) {
+		clk := clocktest.NewFake()
+		ev := newEvents()
+		g := newGate()
+		in := faultinject.New(faultinject.Config{Clock: clk, OnEvent: ev.record, Rules: faultinject.Rules{
+			Limit: faultinject.Limit{Concurrency: 1, Queue: 2},
+		}})
+		h, returned := signalReturn(in.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/gate" {
+				g.ServeHTTP(w, r)
+				return
+			}
+			echo.ServeHTTP(w, r)
+		})))
+		srv, c := serveMode(t, m, h)
+		t.Cleanup(in.Close)
+		t.Cleanup(func() { close(g.release) })
+		post := func(ctx context.Context, body string) <-chan result {
+			ch := make(chan result, 1)
+			go func() { ch <- doBody(ctx, c, http.MethodPost, srv.URL+"/echo", strings.NewReader(body)) }()
+			return ch
+		}
+
+		// Queued, then the client leaves.
+		first := goDo(context.Background(), c, srv.URL+"/gate")
+		recv(t, g.entered)
+		ctx, cancel := context.WithCancel(context.Background())
+		queued := post(ctx, "a queued body")
+		ev.waitFor(t, faultinject.Queue)
+		cancel()
+		if r := recv(t, queued); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("queued POST: %+v", r)
+		}
+		ev.waitFor(t, faultinject.Cancel)
+		recv(t, returned)
+		if s := in.Snapshot(); s.Waiting != 0 || s.Canceled != 1 || s.InFlight != 1 {
+			t.Fatalf("after the queued client left: %+v", s)
+		}
+
+		// Queued, then granted: the bodies arrive intact, read ahead or not.
+		small, large := strings.Repeat("s", 1000), strings.Repeat("L", 200<<10)
+		smallRes := post(context.Background(), small)
+		ev.waitFor(t, faultinject.Queue)
+		largeRes := post(context.Background(), large)
+		ev.waitFor(t, faultinject.Queue)
+		g.release <- struct{}{}
+		for _, tc := range []struct {
+			ch   <-chan result
+			want string
+		}{{first, "ok"}, {smallRes, small}, {largeRes, large}} {
+			if r := recv(t, tc.ch); r.err != nil || r.status != 200 || r.body != tc.want {
+				t.Fatalf("got status %d, %d bytes, %v; want %d bytes", r.status, len(r.body), r.err, len(tc.want))
+			}
+		}
+
+		// Delayed, then the client leaves: the latency ends without the
+		// clock moving.
+		if err := in.Update(faultinject.Rules{Latency: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			recv(t, returned)
+		}
+		ctx, cancel = context.WithCancel(context.Background())
+		delayed := post(ctx, "a delayed body")
+		clk.BlockUntil(1)
+		cancel()
+		recv(t, delayed)
+		if e := ev.waitFor(t, faultinject.Cancel); e.Delay != 0 {
+			t.Fatalf("cancel event %+v", e)
+		}
+		recv(t, returned)
+		if s := in.Snapshot(); s.InFlight != 0 || s.Canceled != 2 || s.Passed != 3 {
+			t.Fatalf("counters %+v", s)
+		}
+	})
 }

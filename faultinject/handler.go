@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"time"
 )
 
 // HeaderFault names the response header the Injector sets on the error
@@ -26,7 +25,10 @@ const HeaderFault = "X-Faultinject"
 // client closes the connection or its HTTP/2 stream. Over HTTP/1.x the
 // server watches the connection only once the request body has been read,
 // so a hang reads and discards the body in the background: a hung POST
-// ends, and frees its Limit slot, when its client leaves.
+// ends, and frees its Limit slot, when its client leaves. A queued or
+// delayed HTTP/1.x request reads its body ahead (when its length is known
+// and at most 64 KiB) for the same reason, and hands it on intact if it
+// passes.
 //
 // A request whose context ends while it is queued, delayed or hanging
 // (Cancel, or a Hang that the caller ended) is answered with the status it
@@ -55,22 +57,33 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := h.in
-	v := in.decide(r.Context(), r)
+	pf := prefetch{w: w, r: r}
+	v := in.decide(r.Context(), r, &pf)
 	if v.slot {
 		defer in.release()
 	}
 	in.settle(&v, r)
+	if v.action != Pass && v.action != Hang {
+		pf.stop()
+	}
 	switch v.action {
 	case Pass:
+		pf.handOn()
 		h.next.ServeHTTP(w, r)
+		pf.stop() // the handler may have left the body unread
 	case Abort, Reject:
 		writeFault(w, &v)
 	case Reset:
 		resetConn(w)
 	case Hang:
-		stop := drainBody(w, r)
+		br := pf.br
+		if br == nil {
+			br = drainBody(r)
+		}
 		closed := in.hang(r.Context())
-		stop()
+		if br != nil {
+			br.stop(w)
+		}
 		if closed {
 			writeError(w, "closed", DefaultStatus, "")
 		} else {
@@ -84,40 +97,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // writeCanceled answers a request whose context ended in the Injector.
 func writeCanceled(w http.ResponseWriter, v *verdict) {
 	writeError(w, "canceled", statusOr(v.status), retryAfterValue(v.retryAfter))
-}
-
-// aLongTimeAgo is a read deadline in the past: it ends a blocked read.
-var aLongTimeAgo = time.Unix(1, 0)
-
-// drainBody reads and discards r's body in the background, so that an
-// HTTP/1.x server, which starts watching the connection for the client
-// leaving only once the body has been read to its end, cancels r's context
-// when the client goes away. stop ends the drain (with a read deadline in
-// the past, if the body is not read yet) and waits for it, so that no
-// goroutine outlives the handler. HTTP/2 and later watch their streams
-// anyway: their bodies are left alone.
-func drainBody(w http.ResponseWriter, r *http.Request) (stop func()) {
-	if r.Body == nil || r.Body == http.NoBody || r.ProtoMajor >= 2 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(io.Discard, r.Body)
-	}()
-	return func() {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		if err := http.NewResponseController(w).SetReadDeadline(aLongTimeAgo); err != nil {
-			// The read cannot be interrupted; the server ends it when it
-			// closes the body after the handler returns.
-			return
-		}
-		<-done
-	}
 }
 
 // writeFault writes the error response of an Abort or Reject verdict.

@@ -233,7 +233,10 @@ func (v *verdict) kind() string {
 // decide runs the request through outages, the limit, the random draw and
 // the latency, and returns what to do with it. The caller must call settle,
 // then carry out the action, then release the slot if verdict.slot.
-func (in *Injector) decide(ctx context.Context, r *http.Request) verdict {
+//
+// pf, on the server side, reads the body ahead before the request waits
+// (see prefetch); the client side passes nil.
+func (in *Injector) decide(ctx context.Context, r *http.Request, pf *prefetch) verdict {
 	in.c.requests.Add(1)
 	if in.closed.Load() {
 		return verdict{action: Pass}
@@ -255,6 +258,7 @@ func (in *Injector) decide(ctx context.Context, r *http.Request) verdict {
 	case queued:
 		in.c.queued.Add(1)
 		in.emit(Event{Action: Queue, Request: r})
+		pf.start()
 		start := in.clk.Now()
 		a := in.await(ctx, w, lim.QueueTimeout)
 		v.waited = in.clk.Since(start)
@@ -290,6 +294,7 @@ func (in *Injector) decide(ctx context.Context, r *http.Request) verdict {
 
 	if d := rules.Latency + jitter; d > 0 {
 		in.c.delayed.Add(1)
+		pf.start()
 		waited, ok := in.sleep(ctx, d)
 		in.c.delayTotal.Add(int64(waited))
 		v.delay = waited
