@@ -24,9 +24,18 @@
 //     an optional Retry-After — a server with finite capacity.
 //
 // The Rules type documents the order in which they apply. Update swaps the
-// rules atomically while traffic flows; Snapshot returns the counters and
-// the in-flight and queue gauges; Config.OnEvent reports each decision as it
-// is made.
+// rules atomically while traffic flows (UpdateWithEpoch also restarts the
+// outage schedule, in the same step); the Limit in force, admissions and
+// releases change under one lock, so no request is admitted beyond the
+// limit in force at that moment. Snapshot returns the counters and the
+// in-flight and queue gauges; Config.OnEvent reports each decision as it is
+// made.
+//
+// On the server side a hang ends when its client leaves (over HTTP/1.x the
+// hung request's body is drained in the background, since net/http
+// watches the connection only once the body has been read), and a request
+// whose context ends inside the Injector is answered with its injected
+// status or 503 (HeaderFault "canceled"), never with an empty 200.
 //
 // Decisions are reproducible: the random draws come from a PCG generator
 // seeded by Config.Seed, so the same seed, rules and order of requests give

@@ -97,3 +97,30 @@ func ExampleLimit() {
 	// Output:
 	// 200 1 0 1
 }
+
+// Replacing the rules and restarting their outage schedule in one step: an
+// outage from now for 30s. With Update followed by SetEpoch, a request in
+// between would meet the new rules measured from the old epoch.
+func ExampleInjector_UpdateWithEpoch() {
+	clk := clocktest.NewFake()
+	in := faultinject.New(faultinject.Config{Clock: clk})
+	rt := in.Transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	}))
+	status := func() int {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://127.0.0.1:9/", nil)
+		resp, _ := rt.RoundTrip(req)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	clk.Advance(time.Hour) // the epoch is an hour old
+	err := in.UpdateWithEpoch(faultinject.Rules{
+		Outages: []faultinject.Window{{End: 30 * time.Second, Status: 503}},
+	}, clk.Now())
+	fmt.Println(err, status())
+	clk.Advance(30 * time.Second)
+	fmt.Println(status())
+	// Output:
+	// <nil> 503
+	// 200
+}

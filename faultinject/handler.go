@@ -7,8 +7,9 @@ import (
 )
 
 // HeaderFault names the response header the Injector sets on the error
-// responses it makes up: "abort", "outage", "reject" or "closed". Real
-// responses of the wrapped handler or transport never carry it.
+// responses it makes up: "abort", "outage", "reject", "closed" or
+// "canceled". Real responses of the wrapped handler or transport never
+// carry it.
 const HeaderFault = "X-Faultinject"
 
 // Handler returns a middleware that injects faults in front of next, the
@@ -21,9 +22,22 @@ const HeaderFault = "X-Faultinject"
 // which makes the server abort the response without logging.
 //
 // Hang waits for the request's context: the server cancels it when the
-// client closes the connection or its HTTP/2 stream. A request the
-// Injector cancels (its caller gave up while queued or delayed) gets no
-// response at all, since no one is there to read it.
+// client closes the connection or its HTTP/2 stream. Over HTTP/1.x the
+// server watches the connection only once the request body has been read,
+// so a hang reads and discards the body in the background: a hung POST
+// ends, and frees its Limit slot, when its client leaves. A queued or
+// delayed HTTP/1.x request reads its body ahead (when its length is known
+// and at most 64 KiB) for the same reason, and hands it on intact if it
+// passes.
+//
+// A request whose context ends while it is queued, delayed or hanging
+// (Cancel, or a Hang that the caller ended) is answered with the status it
+// was to get (the Limit's Status for a queued request, the Abort status
+// for a drawn abort, an outage window's Status) or DefaultStatus, with
+// HeaderFault "canceled": never with an empty 200. When the client has
+// left nobody reads it; when a middleware's deadline ended the context
+// while the client is still connected, the client learns that the request
+// failed.
 //
 // Handler on a nil *Injector returns next (or the empty handler).
 func (in *Injector) Handler(next http.Handler) http.Handler {
@@ -43,25 +57,46 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := h.in
-	v := in.decide(r.Context(), r)
+	pf := prefetch{w: w, r: r}
+	v := in.decide(r.Context(), r, &pf)
 	if v.slot {
 		defer in.release()
 	}
 	in.settle(&v, r)
+	if v.action != Pass && v.action != Hang {
+		pf.stop()
+	}
 	switch v.action {
 	case Pass:
+		pf.handOn()
 		h.next.ServeHTTP(w, r)
+		pf.stop() // the handler may have left the body unread
 	case Abort, Reject:
 		writeFault(w, &v)
 	case Reset:
 		resetConn(w)
 	case Hang:
-		if in.hang(r.Context()) {
+		br := pf.br
+		if br == nil {
+			br = drainBody(r)
+		}
+		closed := in.hang(r.Context())
+		if br != nil {
+			br.stop(w)
+		}
+		if closed {
 			writeError(w, "closed", DefaultStatus, "")
+		} else {
+			writeCanceled(w, &v)
 		}
 	case Cancel:
-		// The caller is gone; nothing to answer.
+		writeCanceled(w, &v)
 	}
+}
+
+// writeCanceled answers a request whose context ended in the Injector.
+func writeCanceled(w http.ResponseWriter, v *verdict) {
+	writeError(w, "canceled", statusOr(v.status), retryAfterValue(v.retryAfter))
 }
 
 // writeFault writes the error response of an Abort or Reject verdict.
@@ -89,6 +124,8 @@ func faultBody(kind string) string {
 		return "faultinject: injected outage\n"
 	case "reject":
 		return "faultinject: over capacity\n"
+	case "canceled":
+		return "faultinject: request canceled\n"
 	default:
 		return "faultinject: closed\n"
 	}

@@ -36,6 +36,7 @@ func serve(t *testing.T, h http.Handler) *httptest.Server {
 
 // result is what a request ended with.
 type result struct {
+	proto  string
 	status int
 	header http.Header
 	body   string
@@ -43,7 +44,12 @@ type result struct {
 }
 
 func do(ctx context.Context, c *http.Client, method, url string) result {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	return doBody(ctx, c, method, url, nil)
+}
+
+// doBody sends a request with body (nil: none) and reads the response.
+func doBody(ctx context.Context, c *http.Client, method, url string, body io.Reader) result {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return result{err: err}
 	}
@@ -53,7 +59,7 @@ func do(ctx context.Context, c *http.Client, method, url string) result {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return result{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
+	return result{proto: resp.Proto, status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
 }
 
 func get(t *testing.T, c *http.Client, url string) result {

@@ -40,8 +40,10 @@ type Config struct {
 // Injector injects faults into HTTP traffic, on the server side as a
 // middleware (Handler) and on the client side as a RoundTripper
 // (Transport). Its rules can be replaced at any time with Update; a request
-// uses the rules in force when it arrived (the Limit in force when it
-// leaves). Snapshot reports what it injected.
+// uses the rules in force when it arrived, except the Limit: the one in
+// force when it reaches the limiter decides whether it is admitted, queued
+// or rejected, and the one in force when a slot is freed decides who gets
+// it. Snapshot reports what it injected.
 //
 // An Injector is safe for concurrent use. A nil *Injector injects nothing:
 // Handler and Transport return their argument unchanged, Update and
@@ -88,7 +90,9 @@ func New(cfg Config) *Injector {
 		rnd:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		done:    make(chan struct{}),
 	}
-	in.state.Store(newState(cfg.Rules, epoch))
+	st := newState(cfg.Rules, epoch)
+	in.state.Store(st)
+	in.lim.limit = &st.rules.Limit
 	return in
 }
 
@@ -102,17 +106,40 @@ func newState(r Rules, epoch time.Time) *state {
 // or the new rules, never a mix. Invalid rules are refused with an error
 // wrapping ErrInvalidRules and the old ones stay. A raised Limit admits
 // queued requests at once; a lowered one lets running requests finish.
-// The outage schedule keeps its epoch (see SetEpoch).
+// The outage schedule keeps its epoch (see SetEpoch and UpdateWithEpoch).
+//
+// The rule change and the limiter's accounting are one linearizable step:
+// concurrent Updates, and Updates racing requests that arrive or finish,
+// never admit a request beyond the Limit in force at the moment it is
+// admitted.
 func (in *Injector) Update(r Rules) error {
 	if err := r.Validate(); err != nil || in == nil {
 		return err
 	}
 	in.update.Lock()
-	st := newState(r, in.state.Load().epoch)
-	in.state.Store(st)
-	in.update.Unlock()
-	in.lim.admit(&st.rules.Limit)
+	defer in.update.Unlock()
+	in.publish(newState(r, in.state.Load().epoch))
 	return nil
+}
+
+// UpdateWithEpoch is Update that also moves the start of the outage
+// schedule to epoch (see SetEpoch), in the same atomic step: no request
+// sees the new rules measured from the old epoch, or the old rules from
+// the new one. Use it with the injector clock's Now() to replace the rules
+// and start their outage schedule afresh.
+func (in *Injector) UpdateWithEpoch(r Rules, epoch time.Time) error {
+	if err := r.Validate(); err != nil || in == nil {
+		return err
+	}
+	in.update.Lock()
+	defer in.update.Unlock()
+	in.publish(newState(r, epoch))
+	return nil
+}
+
+// publish puts st in force together with its Limit. in.update must be held.
+func (in *Injector) publish(st *state) {
+	in.lim.setLimit(&st.rules.Limit, func() { in.state.Store(st) })
 }
 
 // Rules returns a copy of the rules in force.
@@ -206,7 +233,10 @@ func (v *verdict) kind() string {
 // decide runs the request through outages, the limit, the random draw and
 // the latency, and returns what to do with it. The caller must call settle,
 // then carry out the action, then release the slot if verdict.slot.
-func (in *Injector) decide(ctx context.Context, r *http.Request) verdict {
+//
+// pf, on the server side, reads the body ahead before the request waits
+// (see prefetch); the client side passes nil.
+func (in *Injector) decide(ctx context.Context, r *http.Request, pf *prefetch) verdict {
 	in.c.requests.Add(1)
 	if in.closed.Load() {
 		return verdict{action: Pass}
@@ -222,17 +252,18 @@ func (in *Injector) decide(ctx context.Context, r *http.Request) verdict {
 	}
 
 	var v verdict
-	switch e, w := in.lim.enter(&rules.Limit); e {
+	switch e, w, lim := in.lim.enter(); e {
 	case full:
-		return verdict{action: Reject, status: statusOr(rules.Limit.Status), retryAfter: rules.Limit.RetryAfter}
+		return verdict{action: Reject, status: statusOr(lim.Status), retryAfter: lim.RetryAfter}
 	case queued:
 		in.c.queued.Add(1)
 		in.emit(Event{Action: Queue, Request: r})
+		pf.start()
 		start := in.clk.Now()
-		a := in.await(ctx, w, rules.Limit.QueueTimeout)
+		a := in.await(ctx, w, lim.QueueTimeout)
 		v.waited = in.clk.Since(start)
 		if a != Pass {
-			return verdict{action: a, waited: v.waited, status: statusOr(rules.Limit.Status), retryAfter: rules.Limit.RetryAfter}
+			return verdict{action: a, waited: v.waited, status: statusOr(lim.Status), retryAfter: lim.RetryAfter}
 		}
 	}
 	v.slot = true
@@ -263,6 +294,7 @@ func (in *Injector) decide(ctx context.Context, r *http.Request) verdict {
 
 	if d := rules.Latency + jitter; d > 0 {
 		in.c.delayed.Add(1)
+		pf.start()
 		waited, ok := in.sleep(ctx, d)
 		in.c.delayTotal.Add(int64(waited))
 		v.delay = waited
@@ -351,5 +383,5 @@ func (in *Injector) emit(e Event) {
 
 // release frees a limiter slot under the limit now in force.
 func (in *Injector) release() {
-	in.lim.release(&in.state.Load().rules.Limit)
+	in.lim.release()
 }

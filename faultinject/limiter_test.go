@@ -16,6 +16,7 @@ func TestLimiterModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var l limiter
 		lim := Limit{Concurrency: rapid.IntRange(1, 4).Draw(t, "concurrency"), Queue: rapid.IntRange(0, 4).Draw(t, "queue")}
+		l.setLimit(&lim, nil)
 		var running int     // the model's running count
 		var queue []*waiter // the model's FIFO queue
 		var holders int     // slots held (granted or admitted) not yet released
@@ -59,7 +60,7 @@ func TestLimiterModel(t *testing.T) {
 
 		t.Repeat(map[string]func(*rapid.T){
 			"enter": func(t *rapid.T) {
-				e, w := l.enter(&lim)
+				e, w, _ := l.enter()
 				switch {
 				case running < lim.Concurrency && len(queue) == 0:
 					if e != admitted {
@@ -83,7 +84,7 @@ func TestLimiterModel(t *testing.T) {
 				if holders == 0 {
 					t.Skip("nothing running")
 				}
-				l.release(&lim)
+				l.release()
 				running--
 				holders--
 				settle()
@@ -103,7 +104,7 @@ func TestLimiterModel(t *testing.T) {
 			},
 			"change limit": func(t *rapid.T) {
 				lim = Limit{Concurrency: rapid.IntRange(1, 4).Draw(t, "concurrency"), Queue: rapid.IntRange(0, 4).Draw(t, "queue")}
-				l.admit(&lim)
+				l.setLimit(&lim, nil)
 				settle()
 				check()
 			},
@@ -120,15 +121,15 @@ func TestLimiterModel(t *testing.T) {
 // as it is granted a slot: leave reports the grant so the slot is not lost.
 func TestLimiterLeaveAfterGrant(t *testing.T) {
 	var l limiter
-	lim := Limit{Concurrency: 1, Queue: 1}
-	if e, _ := l.enter(&lim); e != admitted {
+	l.setLimit(&Limit{Concurrency: 1, Queue: 1}, nil)
+	if e, _, _ := l.enter(); e != admitted {
 		t.Fatal("first enter not admitted")
 	}
-	e, w := l.enter(&lim)
+	e, w, _ := l.enter()
 	if e != queued {
 		t.Fatal("second enter not queued")
 	}
-	l.release(&lim)
+	l.release()
 	if !l.leave(w) {
 		t.Fatal("leave after the grant reported no grant")
 	}

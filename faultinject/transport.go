@@ -46,7 +46,7 @@ type transport struct {
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	in := t.in
 	ctx := req.Context()
-	v := in.decide(ctx, req)
+	v := in.decide(ctx, req, nil)
 	if v.slot {
 		defer in.release()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -22,7 +23,8 @@ const maxRulesBody = 1 << 20
 //
 //	GET  /rules              the rules in force, JSON (?format=yaml or Accept: application/yaml for YAML)
 //	PUT  /rules              replace the rules: a YAML or JSON body, validated, applied atomically;
-//	                         ?restart=true also restarts the outage schedule now
+//	                         ?restart=true also restarts the outage schedule now, in the same step;
+//	                         an empty body (or only blanks and comments) is refused: send {} to clear
 //	GET  /counters           the injector's counters and gauges, JSON
 //	GET  /healthz            "ok"
 func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) http.Handler {
@@ -46,6 +48,12 @@ func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) h
 			writeError(w, http.StatusRequestEntityTooLarge, errors.New("faultproxy: rules body too large or unreadable"))
 			return
 		}
+		if isEmptyRules(body) {
+			// curl --data-binary @missing-file sends nothing after a
+			// warning: that must not wipe every fault.
+			writeError(w, http.StatusBadRequest, errEmptyRules)
+			return
+		}
 		var rules faultinject.Rules
 		if isJSON(r.Header.Get("Content-Type")) {
 			rules, err = faultinject.ParseRules(body)
@@ -53,14 +61,17 @@ func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) h
 			rules, err = parseRulesYAML(body)
 		}
 		if err == nil {
-			err = in.Update(rules)
+			if restart {
+				// One step: no request sees the new rules on the old
+				// schedule.
+				err = in.UpdateWithEpoch(rules, clk.Now())
+			} else {
+				err = in.Update(rules)
+			}
 		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err)
 			return
-		}
-		if restart {
-			in.SetEpoch(clk.Now())
 		}
 		log.Info("rules updated", "rules", jsonString(rules), "restart", restart)
 		writeRules(w, r, rules)
@@ -116,6 +127,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+// errEmptyRules refuses a PUT /rules without rules.
+var errEmptyRules = errors.New("faultproxy: empty rules body refused (was a file missing?); send {} to clear every fault")
+
+// isEmptyRules reports whether body holds no rules document at all: only
+// blanks and YAML comments.
+func isEmptyRules(body []byte) bool {
+	for line := range bytes.Lines(body) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 func isJSON(contentType string) bool {

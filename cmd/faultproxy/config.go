@@ -21,13 +21,23 @@ import (
 
 // config is everything faultproxy runs with.
 type config struct {
-	Listen           string
-	Upstream         *url.URL
-	Admin            string // "" or "off": no admin endpoint
+	Listen   string
+	Upstream *url.URL
+	Admin    string // "" or "off": no admin endpoint
+	// AllowNonLoopback allows a -listen address that is not loopback.
 	AllowNonLoopback bool
-	Seed             uint64
-	Rules            faultinject.Rules
-	LogFaults        bool
+	// AllowNonLoopbackAdmin allows an -admin address that is not
+	// loopback; it then needs an admin token.
+	AllowNonLoopbackAdmin bool
+	// AdminTokenFile names the file holding the admin token.
+	AdminTokenFile string
+	// AdminToken, when set, is the bearer token every admin request but
+	// GET /healthz must carry: read from AdminTokenFile, else from
+	// $STORMGUARD_ADMIN_TOKEN.
+	AdminToken string
+	Seed       uint64
+	Rules      faultinject.Rules
+	LogFaults  bool
 
 	// Set by tests only.
 	clock   clock.Clock             // nil: the real clock
@@ -40,16 +50,22 @@ const (
 	defaultAdmin  = "127.0.0.1:0"
 )
 
+// envAdminToken names the environment variable that may hold the admin
+// token (-admin-token-file wins over it).
+const envAdminToken = "STORMGUARD_ADMIN_TOKEN"
+
 // fileConfig is the YAML file given with -config. Every key is optional;
 // flags given on the command line override it.
 type fileConfig struct {
-	Listen           *string   `yaml:"listen"`
-	Upstream         *string   `yaml:"upstream"`
-	Admin            *string   `yaml:"admin"`
-	AllowNonLoopback *bool     `yaml:"allow_non_loopback"`
-	Seed             *uint64   `yaml:"seed"`
-	LogFaults        *bool     `yaml:"log_faults"`
-	Rules            yaml.Node `yaml:"rules"`
+	Listen                *string   `yaml:"listen"`
+	Upstream              *string   `yaml:"upstream"`
+	Admin                 *string   `yaml:"admin"`
+	AllowNonLoopback      *bool     `yaml:"allow_non_loopback"`
+	AllowNonLoopbackAdmin *bool     `yaml:"allow_non_loopback_admin"`
+	AdminTokenFile        *string   `yaml:"admin_token_file"`
+	Seed                  *uint64   `yaml:"seed"`
+	LogFaults             *bool     `yaml:"log_faults"`
+	Rules                 yaml.Node `yaml:"rules"`
 }
 
 // parseArgs reads the command line (and the -config file it names) into a
@@ -61,7 +77,13 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: faultproxy -upstream URL [flags]\n\n"+
 			"A reverse proxy on loopback that injects faults into the traffic to URL.\n"+
-			"Flags override the -config file. Durations: 250ms, 1m30s. Percentages: 12.5 or 12.5%%.\n\n")
+			"Flags override the -config file. Durations: 250ms, 1m30s. Percentages: 12.5 or 12.5%%.\n\n"+
+			"Both listeners bind loopback addresses only, unless -allow-non-loopback (proxy)\n"+
+			"or -allow-non-loopback-admin (admin, which then requires a token) is given.\n"+
+			"The admin API answers only requests whose Host header names its address,\n"+
+			"localhost or an IP address (a guard against DNS rebinding). With a token\n"+
+			"(-admin-token-file, or $%s) every admin request but GET /healthz\n"+
+			"must send \"Authorization: Bearer TOKEN\".\n\n", envAdminToken)
 		fs.PrintDefaults()
 	}
 	var (
@@ -111,7 +133,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 
-	fs.StringVar(&configPath, "config", "", "YAML `file` with listen, upstream, admin, allow_non_loopback, seed, log_faults and rules (see README)")
+	fs.StringVar(&configPath, "config", "", "YAML `file` with listen, upstream, admin, allow_non_loopback, allow_non_loopback_admin, admin_token_file, seed, log_faults and rules (see README)")
 	set("listen", "proxy listen `address` (default "+defaultListen+")", func(c *config, v string) error { c.Listen = v; return nil })
 	set("upstream", "upstream base `URL` (http or https), required", func(c *config, v string) error {
 		u, err := parseUpstream(v)
@@ -119,10 +141,19 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return err
 	})
 	set("admin", "admin endpoint listen `address`, or off (default "+defaultAdmin+")", func(c *config, v string) error { c.Admin = v; return nil })
-	setBool("allow-non-loopback", "allow listen and admin addresses that are not loopback", func(c *config, v string) error {
+	setBool("allow-non-loopback", "allow a -listen address that is not loopback (the proxy only; see -allow-non-loopback-admin)", func(c *config, v string) error {
 		b, err := strconv.ParseBool(v)
 		c.AllowNonLoopback = b
 		return err
+	})
+	setBool("allow-non-loopback-admin", "allow an -admin address that is not loopback; requires an admin token", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.AllowNonLoopbackAdmin = b
+		return err
+	})
+	set("admin-token-file", "`file` holding the bearer token the admin API requires (default: $"+envAdminToken+"; none: no token)", func(c *config, v string) error {
+		c.AdminTokenFile = v
+		return nil
 	})
 	set("seed", "random `seed` for fault decisions", func(c *config, v string) error {
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
@@ -176,6 +207,9 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	if len(outages) > 0 {
 		c.Rules.Outages = outages
 	}
+	if err := c.loadAdminToken(); err != nil {
+		return config{}, err
+	}
 	if err := c.validate(); err != nil {
 		return config{}, err
 	}
@@ -194,21 +228,53 @@ func (c *config) validate() error {
 	}
 	if !c.AllowNonLoopback {
 		if err := checkLoopback(c.Listen); err != nil {
-			return fmt.Errorf("faultproxy: -listen: %w", err)
+			return fmt.Errorf("faultproxy: -listen: %w (pass -allow-non-loopback to allow it)", err)
 		}
-		if c.adminEnabled() {
-			if err := checkLoopback(c.Admin); err != nil {
-				return fmt.Errorf("faultproxy: -admin: %w", err)
+	}
+	if c.adminEnabled() {
+		if err := checkLoopback(c.Admin); err != nil {
+			if !c.AllowNonLoopbackAdmin {
+				return fmt.Errorf("faultproxy: -admin: %w (pass -allow-non-loopback-admin, with a token, to allow it)", err)
+			}
+			if c.AdminToken == "" {
+				return fmt.Errorf("faultproxy: -admin %s is not loopback: %w", c.Admin, errNeedToken)
 			}
 		}
 	}
 	return nil
 }
 
+// errNeedToken refuses an admin API reachable from other hosts without a
+// token.
+var errNeedToken = errors.New("an admin API beyond loopback requires a token (-admin-token-file or $" + envAdminToken + ")")
+
+// loadAdminToken reads the admin token from AdminTokenFile, else from the
+// environment. A token file that is empty, or holds more than one line, is
+// refused, so that a typo never means "no token".
+func (c *config) loadAdminToken() error {
+	if c.AdminTokenFile == "" {
+		c.AdminToken = strings.TrimSpace(os.Getenv(envAdminToken))
+		return nil
+	}
+	b, err := os.ReadFile(c.AdminTokenFile)
+	if err != nil {
+		return fmt.Errorf("faultproxy: -admin-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case tok == "":
+		return fmt.Errorf("faultproxy: -admin-token-file %s is empty", c.AdminTokenFile)
+	case strings.ContainsAny(tok, "\r\n"):
+		return fmt.Errorf("faultproxy: -admin-token-file %s holds more than one line", c.AdminTokenFile)
+	}
+	c.AdminToken = tok
+	return nil
+}
+
 func (c *config) adminEnabled() bool { return c.Admin != "" && c.Admin != "off" }
 
 // errNotLoopback is wrapped when an address is not a loopback one.
-var errNotLoopback = errors.New("not a loopback address (pass -allow-non-loopback to allow it)")
+var errNotLoopback = errors.New("not a loopback address")
 
 // checkLoopback accepts host:port addresses whose host is a loopback IP
 // (127.0.0.0/8, ::1) or "localhost".
@@ -302,6 +368,12 @@ func applyFile(c *config, data []byte) error {
 	if f.AllowNonLoopback != nil {
 		c.AllowNonLoopback = *f.AllowNonLoopback
 	}
+	if f.AllowNonLoopbackAdmin != nil {
+		c.AllowNonLoopbackAdmin = *f.AllowNonLoopbackAdmin
+	}
+	if f.AdminTokenFile != nil {
+		c.AdminTokenFile = *f.AdminTokenFile
+	}
 	if f.Seed != nil {
 		c.Seed = *f.Seed
 	}
@@ -326,14 +398,16 @@ func applyFile(c *config, data []byte) error {
 }
 
 // parseRulesYAML reads rules written in YAML (or JSON, which is YAML too)
-// and validates them.
+// and validates them. An empty document (nothing but blanks, comments,
+// "---" or null) is refused with errEmptyRules: "{}" asks for no faults.
 func parseRulesYAML(data []byte) (faultinject.Rules, error) {
 	var n yaml.Node
 	if err := yaml.Unmarshal(data, &n); err != nil {
 		return faultinject.Rules{}, fmt.Errorf("yaml: %w", trimYAMLError(err))
 	}
-	if n.Kind == 0 { // empty document
-		return faultinject.Rules{}, nil
+	var v any
+	if n.Kind == 0 || (n.Decode(&v) == nil && v == nil) { // empty or null document
+		return faultinject.Rules{}, errEmptyRules
 	}
 	return rulesFromNode(&n)
 }

@@ -197,8 +197,13 @@ func TestRulesYAMLRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(back, rules) {
 		t.Fatalf("round trip\n got %+v\nwant %+v", back, rules)
 	}
-	if r, err := parseRulesYAML(nil); err != nil || !r.IsZero() {
-		t.Fatalf("empty document: %+v, %v", r, err)
+	for _, empty := range []string{"", " \n", "# nothing\n", "---\n"} {
+		if _, err := parseRulesYAML([]byte(empty)); !errors.Is(err, errEmptyRules) {
+			t.Fatalf("empty document %q: %v, want errEmptyRules", empty, err)
+		}
+	}
+	if r, err := parseRulesYAML([]byte("{}")); err != nil || !r.IsZero() {
+		t.Fatalf("{}: %+v, %v", r, err)
 	}
 	for _, bad := range []string{"latency: [", "1: 2", "- a", "abort: {percent: 101}", "? [a]\n: b\n"} {
 		if _, err := parseRulesYAML([]byte(bad)); err == nil {

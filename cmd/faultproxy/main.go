@@ -7,8 +7,10 @@
 //	faultproxy -upstream http://127.0.0.1:9000 -latency 50ms -jitter 20ms -abort 5% -abort-status 503
 //	faultproxy -config chaos.yaml
 //
-// It listens on loopback only unless -allow-non-loopback is given, and
-// prints its addresses on standard output:
+// It listens on loopback only unless allowed per listener
+// (-allow-non-loopback for the proxy, -allow-non-loopback-admin for the
+// admin API, which then requires a token), and prints its addresses on
+// standard output:
 //
 //	proxy=http://127.0.0.1:41234 admin=http://127.0.0.1:41235
 //
@@ -18,6 +20,12 @@
 //	curl -s $ADMIN/rules                       # JSON; ?format=yaml for YAML
 //	curl -s -X PUT --data-binary @rules.yaml $ADMIN/rules
 //	curl -s $ADMIN/counters
+//
+// The admin API answers only requests whose Host header names it
+// (localhost, its IP, the -admin host: a guard against DNS rebinding), and,
+// given a token (-admin-token-file or $STORMGUARD_ADMIN_TOKEN), only
+// requests carrying "Authorization: Bearer TOKEN" (GET /healthz excepted).
+// An empty PUT /rules is refused; send {} to clear every fault.
 //
 // SIGINT or SIGTERM releases hanging requests and shuts down gracefully.
 package main

@@ -74,20 +74,24 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 
 	proxyLn, err := listen(cfg.Listen, cfg.AllowNonLoopback)
 	if err != nil {
-		return nil, fmt.Errorf("faultproxy: -listen: %w", err)
+		return nil, fmt.Errorf("faultproxy: -listen: %w (pass -allow-non-loopback to allow it)", err)
 	}
 	p.proxyURL = "http://" + proxyLn.Addr().String()
 	lns := []net.Listener{proxyLn}
 	handlers := []http.Handler{p.in.Handler(rp)}
 	if cfg.adminEnabled() {
-		adminLn, err := listen(cfg.Admin, cfg.AllowNonLoopback)
+		adminLn, err := listen(cfg.Admin, cfg.AllowNonLoopbackAdmin)
+		if err == nil && cfg.AdminToken == "" && !isLoopback(adminLn.Addr()) {
+			_ = adminLn.Close()
+			err = fmt.Errorf("%s bound to %s: %w", cfg.Admin, adminLn.Addr(), errNeedToken)
+		}
 		if err != nil {
 			_ = proxyLn.Close()
-			return nil, fmt.Errorf("faultproxy: -admin: %w", err)
+			return nil, fmt.Errorf("faultproxy: -admin: %w (pass -allow-non-loopback-admin, with a token, to allow it)", err)
 		}
 		p.adminURL = "http://" + adminLn.Addr().String()
 		lns = append(lns, adminLn)
-		handlers = append(handlers, adminHandler(p.in, cfg.clock, log))
+		handlers = append(handlers, guardAdmin(adminHandler(p.in, cfg.clock, log), adminLn.Addr(), cfg.Admin, cfg.AdminToken))
 	}
 	for i, ln := range lns {
 		srv := &http.Server{
@@ -112,11 +116,17 @@ func listen(addr string, allowNonLoopback bool) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); !allowNonLoopback && (!ok || !ta.IP.IsLoopback()) {
+	if !allowNonLoopback && !isLoopback(ln.Addr()) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("%s bound to %s: %w", addr, ln.Addr(), errNotLoopback)
 	}
 	return ln, nil
+}
+
+// isLoopback reports whether a is a TCP address on a loopback IP.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // shutdown releases hanging and queued requests, then shuts the servers
