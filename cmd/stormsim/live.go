@@ -13,6 +13,10 @@ import (
 	"github.com/stormguard/stormguard/sim"
 )
 
+// liveStableClients is the client count below which a live run warns
+// that its figures are not stable from run to run.
+const liveStableClients = 200
+
 // runLive is "stormsim live": each named live scenario (every one when
 // none is named) runs on real loopback traffic, its tables printed as they
 // come, then the JSON or the --out report.
@@ -58,6 +62,10 @@ func runLive(ctx context.Context, cfg *config, stdout, stderr io.Writer, tty boo
 		if rep.FaultEndS > rep.DurationS {
 			fmt.Fprintf(stderr, "stormsim live: %s: note: the faults (%gs to %gs) do not end within the %gs of traffic, so recovery cannot be judged\n",
 				sc.Name, rep.FaultStartS, rep.FaultEndS, rep.DurationS)
+		}
+		if rep.Clients < liveStableClients {
+			fmt.Fprintf(stderr, "stormsim live: %s: warning: %d clients is a small scale: peaks and recovery move by tens of percent from run to run below about %d (the shared-budget peak of gateway-restart read 1.07x at 500 clients and 1.35x at 50)\n",
+				sc.Name, rep.Clients, liveStableClients)
 		}
 		if lag := worstLag(rep); lag >= live.LagWarning {
 			fmt.Fprintf(stderr, "stormsim live: %s: warning: clients started calls up to %s late; the machine did not keep up and the peaks may be the harness catching up (try --sequential, fewer --clients or a quieter machine)\n",

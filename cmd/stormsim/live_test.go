@@ -35,7 +35,8 @@ func TestLiveRunWritesTablesAndReport(t *testing.T) {
 		t.Error("the legend explains a column the live tables do not have (kurt)")
 	}
 	// The 3s run ends before the fault of 5s to 8s: the command says so.
-	if !strings.Contains(errOut, "recovery cannot be judged") || !strings.Contains(errOut, "of wall time") {
+	if !strings.Contains(errOut, "recovery cannot be judged") || !strings.Contains(errOut, "of wall time") ||
+		!strings.Contains(errOut, "50 clients is a small scale") {
 		t.Errorf("stderr %q", errOut)
 	}
 
