@@ -233,8 +233,31 @@ func jitter(j Jitter, t, base, max, prev time.Duration, factor float64, src rand
 func Uniform(src rand.Source, n uint64) uint64 { return uniform(src, n) }
 
 // sourceMu serialises draws from sources not known to be safe for
-// concurrent use.
+// concurrent use: Uniform's and Shared's, so that one source used in both
+// ways is still drawn from by one goroutine at a time.
 var sourceMu sync.Mutex
+
+// Shared returns a source safe for concurrent use that draws from src under
+// the lock Uniform takes for it, for code that draws from a source it also
+// hands to a strategy of this package, to retry.Policy.Rand or to
+// breaker.Config.Rand (the breaker draws through Shared). It returns src
+// itself when src is nil, made by NewSource, or already returned by Shared.
+func Shared(src rand.Source) rand.Source {
+	switch src.(type) {
+	case nil, *splitMix, *lockedSource:
+		return src
+	}
+	return &lockedSource{src}
+}
+
+// lockedSource is a source drawn from under sourceMu (see Shared).
+type lockedSource struct{ src rand.Source }
+
+func (l *lockedSource) Uint64() uint64 {
+	sourceMu.Lock()
+	defer sourceMu.Unlock() // a panicking source must not wedge every draw
+	return l.src.Uint64()
+}
 
 // uniform returns a uniform integer in [0, n].
 func uniform(src rand.Source, n uint64) uint64 {
@@ -247,8 +270,11 @@ func uniform(src rand.Source, n uint64) uint64 {
 		}
 		return rand.Uint64N(n + 1)
 	}
-	if sm, ok := src.(*splitMix); ok {
-		return uniformSplitMix(sm, n)
+	switch x := src.(type) {
+	case *splitMix:
+		return uniformSplitMix(x, n)
+	case *lockedSource:
+		src = x.src // drawn under sourceMu below, not twice
 	}
 	sourceMu.Lock()
 	v := uniformFrom(src, n)

@@ -377,7 +377,7 @@ func (b *Breaker) openPeriod(n int) time.Duration {
 	if j := b.s.jitter; j > 0 {
 		var r uint64
 		if b.s.rand != nil {
-			r = b.s.rand.Uint64() // a lockedSource
+			r = b.s.rand.Uint64() // safe: backoff.Shared
 		} else {
 			r = rand.Uint64()
 		}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -116,10 +116,11 @@ type Config struct {
 	// Rand draws the jitter of open periods. nil: math/rand/v2's global
 	// generator. Set a seeded source (rand.NewPCG) for reproducible runs.
 	// Any source will do, safe for concurrent use or not: every breaker
-	// draws from it under one lock of this package (see LockedSource), so
-	// a Config, and its Rand, may be shared by any number of breakers.
-	// Code outside this package that draws from the same source must do
-	// so through LockedSource.
+	// draws from it through backoff.Shared, under the lock backoff and
+	// retry take for such a source, so a Config, and its Rand, may be
+	// shared by any number of breakers, backoff strategies and policies.
+	// Other code that draws from the same source must do so through
+	// backoff.Shared.
 	Rand rand.Source
 
 	// OnStateChange, if set, is called on every state change, like a
@@ -410,7 +411,7 @@ func (c *Config) settings() settings {
 		isFailure:     d.IsFailure,
 		isExcluded:    d.IsExcluded,
 		clk:           clock.Or(d.Clock),
-		rand:          LockedSource(d.Rand),
+		rand:          backoff.Shared(d.Rand),
 		onStateChange: d.OnStateChange,
 	}
 	switch {
@@ -422,29 +423,4 @@ func (c *Config) settings() settings {
 		s.mode = tripTimeWindow
 	}
 	return s
-}
-
-// randMu serialises every draw from a Config.Rand, by every breaker.
-var randMu sync.Mutex
-
-// lockedSource draws from src under randMu.
-type lockedSource struct{ src rand.Source }
-
-func (l *lockedSource) Uint64() uint64 {
-	randMu.Lock()
-	defer randMu.Unlock() // a panicking source must not wedge every breaker
-	return l.src.Uint64()
-}
-
-// LockedSource returns a source that draws from src under the lock every
-// Breaker takes to draw from its Config.Rand, so that code which draws from
-// a source also set as a Config.Rand (redisstore's shared breaker, say)
-// cannot race with the breakers. It returns nil for nil, and src itself if
-// it already is such a source.
-func LockedSource(src rand.Source) rand.Source {
-	switch src.(type) {
-	case nil, *lockedSource:
-		return src
-	}
-	return &lockedSource{src}
 }

@@ -115,8 +115,9 @@
 // Listeners may call the breaker, Close included.
 //
 // A Config may be shared by any number of breakers whatever its Rand
-// holds: every draw from a Config.Rand is made under one lock of this
-// package (see LockedSource), so even a plain rand.NewPCG cannot race.
+// holds: every draw from a Config.Rand goes through backoff.Shared, the
+// lock backoff and retry take for such a source too, so even a plain
+// rand.NewPCG shared with a backoff strategy or a retry.Policy cannot race.
 //
 // # Observing
 //

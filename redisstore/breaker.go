@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
@@ -93,7 +94,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		clk:          s.link.clk,
 		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
-		rnd:          breaker.LockedSource(c.Breaker.Rand), // drawn under the lock the local breaker uses for the same source
+		rnd:          backoff.Shared(c.Breaker.Rand), // drawn under the lock the local breaker uses for the same source
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
 		windowPrefix: s.link.prefix + "window:",
