@@ -90,12 +90,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p := &c.policy
 	c.clock, c.timeout = clock.Or(p.Clock), p.AttemptTimeout
-	switch c.limit = p.MaxAttempts; {
-	case c.limit == 0:
-		c.limit = retry.DefaultMaxAttempts
-	case c.limit < 0:
-		c.limit = -1
-	}
+	c.limit = p.AttemptLimit()
 	// The transport classifies every attempt itself and runs the attempt
 	// timeout itself, so that the returned response's body outlives it.
 	p.Classify = policyClassify

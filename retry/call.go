@@ -231,11 +231,7 @@ func (c *Call) Next(err error) (time.Duration, error) {
 	if !c.retryable(err) {
 		return 0, c.giveUp(c.n, ReasonPermanent, nil)
 	}
-	limit := c.p.MaxAttempts
-	if limit == 0 {
-		limit = DefaultMaxAttempts
-	}
-	if limit > 0 && c.n >= limit {
+	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
 		return 0, c.giveUp(c.n, ReasonAttempts, ErrAttemptsExhausted)
 	}
 	b := c.p.Backoff

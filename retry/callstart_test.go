@@ -65,3 +65,22 @@ func TestCallStarterGivesTheCallItsContext(t *testing.T) {
 		t.Fatalf("cancelled caller: %v", err)
 	}
 }
+
+func TestAttemptLimit(t *testing.T) {
+	var nilPolicy *retry.Policy
+	for _, tc := range []struct {
+		p    *retry.Policy
+		want int
+	}{
+		{nilPolicy, retry.DefaultMaxAttempts},
+		{&retry.Policy{}, retry.DefaultMaxAttempts},
+		{&retry.Policy{MaxAttempts: 1}, 1},
+		{&retry.Policy{MaxAttempts: 7}, 7},
+		{&retry.Policy{MaxAttempts: retry.Unlimited}, -1},
+		{&retry.Policy{MaxAttempts: -5}, -1},
+	} {
+		if got := tc.p.AttemptLimit(); got != tc.want {
+			t.Errorf("AttemptLimit(%+v) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+}

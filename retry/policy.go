@@ -96,6 +96,19 @@ const (
 	Unlimited = -1
 )
 
+// AttemptLimit returns the most attempts p allows, the first included, as
+// Do reads MaxAttempts: DefaultMaxAttempts for 0, -1 for no count limit
+// (Unlimited or any negative value). A nil Policy is the zero Policy.
+func (p *Policy) AttemptLimit() int {
+	switch {
+	case p == nil || p.MaxAttempts == 0:
+		return DefaultMaxAttempts
+	case p.MaxAttempts < 0:
+		return -1
+	}
+	return p.MaxAttempts
+}
+
 // DefaultBackoff is used when Policy.Backoff is nil: exponential from 100ms,
 // doubling, capped at 10s, with full jitter.
 var DefaultBackoff backoff.Strategy = backoff.Exponential{
