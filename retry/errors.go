@@ -76,41 +76,32 @@ type Error struct {
 // Error describes the reason and the last error.
 func (e *Error) Error() string {
 	n := strconv.Itoa(e.Attempts)
-	if e.Cause != nil && e.Reason != nil {
-		reason := e.Reason.Error() + " (cause: " + e.Cause.Error() + ")"
+	if e.Reason == nil {
 		if e.Last == nil {
-			return reason + " (after " + n + " attempts)"
+			return "retry: failed after " + n + " attempts"
 		}
-		return reason + " after " + n + " attempts: " + e.Last.Error()
-	}
-	switch {
-	case e.Reason == nil && e.Last == nil:
-		return "retry: failed after " + n + " attempts"
-	case e.Reason == nil:
 		return e.Last.Error()
-	case e.Last == nil:
-		return e.Reason.Error() + " (after " + n + " attempts)"
-	default:
-		return e.Reason.Error() + " after " + n + " attempts: " + e.Last.Error()
 	}
+	reason := e.Reason.Error()
+	if e.Cause != nil {
+		reason += " (cause: " + e.Cause.Error() + ")"
+	}
+	if e.Last == nil {
+		return reason + " (after " + n + " attempts)"
+	}
+	return reason + " after " + n + " attempts: " + e.Last.Error()
 }
 
-// Unwrap returns the reason, the context's cause and the last error, so that errors.Is and
-// errors.As find either.
+// Unwrap returns the reason, the context's cause and the last error that
+// are set, so that errors.Is and errors.As find each.
 func (e *Error) Unwrap() []error {
-	if e.Cause != nil {
-		if e.Last == nil {
-			return []error{e.Reason, e.Cause}
+	errs := make([]error, 0, 3)
+	for _, err := range [...]error{e.Reason, e.Cause, e.Last} {
+		if err != nil {
+			errs = append(errs, err)
 		}
-		return []error{e.Reason, e.Cause, e.Last}
 	}
-	switch {
-	case e.Reason == nil:
-		return []error{e.Last}
-	case e.Last == nil:
-		return []error{e.Reason}
-	}
-	return []error{e.Reason, e.Last}
+	return errs
 }
 
 // Permanent marks err as not worth retrying: Do returns at once. It returns
