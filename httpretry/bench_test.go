@@ -147,3 +147,36 @@ func TestAllocationsOnSuccess(t *testing.T) {
 		t.Errorf("%.1f allocations per request, want at most 2", allocs)
 	}
 }
+
+// BenchmarkResult measures reading a call's Outcome: a response without a
+// record (a first-attempt success, which costs RoundTrip no allocation)
+// and one the budget stopped (the record costs that RoundTrip two
+// allocations: the request copy and the context node holding it).
+func BenchmarkResult(b *testing.B) {
+	req := get(b, "http://127.0.0.1/")
+	ok := &http.Response{StatusCode: 200, Body: http.NoBody}
+	refused := &http.Response{StatusCode: 503, Body: http.NoBody}
+	next := roundTripFunc(func(*http.Request) (*http.Response, error) { return refused, nil })
+	b.Run("none", func(b *testing.B) {
+		ok.Request = req
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, found := httpretry.Result(ok); found {
+				b.Fatal("record on a first-attempt success")
+			}
+		}
+	})
+	b.Run("refused", func(b *testing.B) {
+		p := &retry.Policy{MaxAttempts: 3, Budget: &refusingBudget{}}
+		resp, err := httpretry.New(next, p).RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if o, found := httpretry.Result(resp); !found || o.Reason != retry.ReasonBudget {
+				b.Fatal(o, found)
+			}
+		}
+	})
+}

@@ -52,6 +52,13 @@
 //     the policy stops on a retryable status (attempts, budget, breaker, a
 //     Retry-After beyond MaxRetryAfter or one that the caller's deadline
 //     cannot hold), the last response is returned with its body intact.
+//     Result(resp) then tells why the policy stopped (retry.ReasonBudget,
+//     ...), after how many attempts, and the *retry.Error it gave up with,
+//     so that errors.Is(o.Err, retry.ErrBudgetExhausted) works over HTTP as
+//     it does for retry.Do. The record rides on resp.Request (a shallow
+//     copy of the caller's request whose context carries it), so it
+//     survives an http.Client and the body's reading and wrapping; a
+//     first-attempt success carries none and costs no allocation.
 //   - When the caller's context ends — during a backoff wait, typically —
 //     RoundTrip returns the context's error (the message names the last
 //     status), as net/http does for a cancelled request, and closes the

@@ -104,6 +104,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.run(ctx)
 	c.closeUnsent()
 	if err == nil {
+		if c.n > 1 {
+			return withOutcome(resp, req, Outcome{Reason: retry.ReasonSuccess, Attempts: c.n}), nil
+		}
 		resp.Request = req
 		return resp, nil
 	}
@@ -114,9 +117,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		resp = nil
 	}
+	var re *retry.Error
 	if resp != nil {
 		// A response came back: the RoundTripper contract wants it with a
-		// nil error, whatever the policy's reason to stop.
+		// nil error, whatever the policy's reason to stop; Result tells
+		// the caller that reason.
+		if errors.As(err, &re) {
+			return withOutcome(resp, req, Outcome{Reason: reasonOf(re), Attempts: re.Attempts, Err: re}), nil
+		}
 		resp.Request = req
 		return resp, nil
 	}
@@ -124,7 +132,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A single send: the transport's own error, as net/http returns it.
 		return nil, c.lastErr
 	}
-	var re *retry.Error
 	if errors.As(err, &re) {
 		return nil, &callError{re}
 	}
