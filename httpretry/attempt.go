@@ -23,6 +23,8 @@ type call struct {
 	sameCtx bool          // attempts run with req's own context
 	policy  retry.Policy  // the caller's policy, adapted to this request
 
+	classifyPolicy func(error) bool // the policy's own Classify, when WithClassifier is not given
+
 	mode bodyMode
 	buf  []byte        // bodyBuffered: the whole body
 	body io.ReadCloser // bodyOnce: what the single attempt sends, when not req.Body
@@ -43,7 +45,7 @@ type call struct {
 // the last attempt's response (nil when none came back) and nil, or the
 // *retry.Error the loop gave up with.
 func (c *call) run(ctx context.Context) (*http.Response, error) {
-	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil {
+	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil && p.Limiter == nil {
 		// No permit, slot or observer for a panic to leak: retry.Do, whose
 		// first attempt costs less than a Call's, makes the same calls.
 		return retry.Do(ctx, p, c.op)
@@ -219,12 +221,26 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
-// classify applies the transport's classifier and WithRetry500.
+// classify applies WithRetry500 and the classifier in force: the
+// transport's (WithClassifier), else the policy's Classify (asked with a
+// *StatusError for a status of 400 or above), else DefaultClassifier.
 func (c *call) classify(resp *http.Response, err error) bool {
 	if c.t.opts.retry500 && resp != nil && resp.StatusCode == http.StatusInternalServerError {
 		return true
 	}
-	return c.t.opts.classify(resp, err)
+	if f := c.t.opts.classify; f != nil {
+		return f(resp, err)
+	}
+	if f := c.classifyPolicy; f != nil {
+		if resp == nil {
+			return f(err)
+		}
+		if resp.StatusCode < 400 {
+			return false
+		}
+		return f(&StatusError{StatusCode: resp.StatusCode, Response: resp})
+	}
+	return DefaultClassifier(resp, err)
 }
 
 // request returns the request for the attempt about to run, with context

@@ -146,3 +146,24 @@ func policyClassify(err error) bool {
 	}
 	return true
 }
+
+// PolicyClassifier turns an HTTP classifier (such as DefaultClassifier or
+// config's PolicySpec.HTTPClassifier) into a retry.Policy.Classify, so
+// that it travels with the policy: a Transport whose source gives a
+// reloaded policy then classifies by the reloaded rule (see New). The
+// Transport asks it with a *StatusError for a response of status 400 or
+// above, whose Response f receives, and with the transport error
+// otherwise; any other error reaches f as (nil, err), so retry.Do under
+// the same policy retries what f accepts as a transport error.
+func PolicyClassifier(f func(resp *http.Response, err error) bool) func(error) bool {
+	if f == nil {
+		f = DefaultClassifier
+	}
+	return func(err error) bool {
+		var se *StatusError
+		if errors.As(err, &se) && se.Response != nil {
+			return f(se.Response, nil)
+		}
+		return f(nil, err)
+	}
+}

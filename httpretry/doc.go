@@ -10,6 +10,17 @@
 // zero MaxAttempts means retry.DefaultMaxAttempts (3 attempts in all);
 // retrying without a count limit takes MaxAttempts: retry.Unlimited.
 //
+// # Policies that change
+//
+// New and NewClient take a retry.PolicySource: a *retry.Policy, or a
+// *config.Handle whose policy follows a reloaded file. The transport asks
+// the source once at the start of every request, so every setting of the
+// next request follows a reload — attempts, backoff, timeouts, Budget,
+// Breaker, Observer and the classifier, when it rides in the policy's
+// Classify (PolicyClassifier turns an HTTP classifier into one; a
+// classifier given with WithClassifier is fixed for the transport's life
+// and takes precedence).
+//
 // # What is retried
 //
 // Only requests that are safe to repeat: GET, HEAD, OPTIONS, TRACE, PUT and
@@ -19,8 +30,10 @@
 // says, though still through the policy's Breaker, Budget and Observer (as a
 // call limited to one attempt), so an open breaker fails it fast.
 //
-// Of those requests, an attempt is retried when DefaultClassifier (or the
-// function given to WithClassifier) says so: the statuses 408, 429, 502,
+// Of those requests, an attempt is retried when the classifier in force
+// says so — the function given to WithClassifier, else the policy's
+// Classify (asked with a *StatusError for a status of 400 or above, or the
+// transport error), else DefaultClassifier, which retries the statuses 408, 429, 502,
 // 503 and 504 (500 with WithRetry500), and transport errors that speak of a
 // transient failure — connection refused or reset, a connection closed by
 // the server before the response (io.EOF, io.ErrUnexpectedEOF), network and

@@ -40,7 +40,10 @@ func WithRetryable(f func(*http.Request) bool) Option {
 }
 
 // WithClassifier replaces the rule that says which outcomes of an attempt
-// are worth another try (default: DefaultClassifier). f is called after
+// are worth another try (default: the policy's Classify when set, else
+// DefaultClassifier; see New). A classifier given here is fixed for the
+// transport's life: to have it follow a reloaded policy, set it as the
+// policy's Classify with PolicyClassifier instead. f is called after
 // every attempt, with the response and a nil error when one came back, or
 // with a nil response and the transport error; its verdict matters only for
 // requests that may be repeated (see WithRetryable), and decides which
