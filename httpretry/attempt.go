@@ -24,6 +24,7 @@ type call struct {
 	policy  retry.Policy  // the caller's policy, adapted to this request
 
 	classifyPolicy func(error) bool // the policy's own Classify, when WithClassifier is not given
+	lim            limiterSpy       // stands in for the policy's Limiter
 
 	mode bodyMode
 	buf  []byte        // bodyBuffered: the whole body

@@ -90,8 +90,10 @@ func withOutcome(resp *http.Response, req *http.Request, o Outcome) *http.Respon
 }
 
 // reasonOf names the retry.Reason of a *retry.Error from its sentinel;
-// what has no sentinel of the retry package is the breaker's refusal.
-func reasonOf(re *retry.Error) retry.Reason {
+// throttled says that the policy's Limiter refused the last attempt (its
+// error, the sentinel, is the limiter's own); any other sentinel the retry
+// package does not define is the breaker's refusal.
+func reasonOf(re *retry.Error, throttled bool) retry.Reason {
 	switch r := re.Reason; {
 	case r == nil:
 		return retry.ReasonPermanent
@@ -103,10 +105,29 @@ func reasonOf(re *retry.Error) retry.Reason {
 		return retry.ReasonDeadline
 	case r == retry.ErrAdviceExceedsCap:
 		return retry.ReasonAdvice
+	case r == retry.ErrNestedRetry:
+		return retry.ReasonNested
+	case r == retry.ErrOverloaded:
+		return retry.ReasonOverloaded
 	case errors.Is(r, retry.ErrPanicked):
 		return retry.ReasonPanic
 	case r == context.Canceled, r == context.DeadlineExceeded:
 		return retry.ReasonContext
+	case throttled:
+		return retry.ReasonThrottled
 	}
 	return retry.ReasonBreaker
+}
+
+// limiterSpy stands in for the policy's Limiter during one call, to tell
+// its refusal from the breaker's.
+type limiterSpy struct {
+	inner   retry.Limiter
+	refused bool
+}
+
+func (l *limiterSpy) Acquire(ctx context.Context, retry bool) (func(error), error) {
+	done, err := l.inner.Acquire(ctx, retry)
+	l.refused = err != nil
+	return done, err
 }

@@ -1,8 +1,10 @@
 package httpretry_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,6 +125,38 @@ func TestResultReasons(t *testing.T) {
 				t.Errorf("Result = %+v, %v; want advice", o, ok)
 			}
 		})
+		t.Run("throttled", func(t *testing.T) {
+			srv := newModeServer(t, m, statuses(503))
+			p := noWait(3)
+			lim := &retryRefuser{}
+			p.Limiter = lim
+			resp, err := httpretry.New(srv.base(t), p).RoundTrip(get(t, srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			o, ok := httpretry.Result(resp)
+			if !ok || o.Reason != retry.ReasonThrottled || o.Attempts != 1 || !errors.Is(o.Err, errThrottled) {
+				t.Errorf("Result = %+v, %v; want throttled after 1", o, ok)
+			}
+			if lim.done.Load() != 1 {
+				t.Errorf("the limiter heard %d results, want 1", lim.done.Load())
+			}
+		})
+		t.Run("nested", func(t *testing.T) {
+			srv := newModeServer(t, m, statuses(503))
+			ctx := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+			resp, err := httpretry.New(srv.base(t), noWait(3)).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			o, ok := httpretry.Result(resp)
+			if !ok || o.Reason != retry.ReasonNested || o.Attempts != 1 || !errors.Is(o.Err, retry.ErrNestedRetry) {
+				t.Errorf("Result = %+v, %v; want nested after 1", o, ok)
+			}
+		})
 		t.Run("success after a retry", func(t *testing.T) {
 			srv := newModeServer(t, m, statuses(503, 200))
 			resp, err := httpretry.New(srv.base(t), noWait(3)).RoundTrip(get(t, srv.URL))
@@ -157,4 +191,16 @@ func TestResultReasons(t *testing.T) {
 	if _, ok := httpretry.Result(&http.Response{}); ok {
 		t.Error("Result of a response without Request reported a record")
 	}
+}
+
+var errThrottled = errors.New("stub limiter: throttled")
+
+// retryRefuser is a retry.Limiter that admits first attempts only.
+type retryRefuser struct{ done atomic.Int32 }
+
+func (l *retryRefuser) Acquire(_ context.Context, retry bool) (func(error), error) {
+	if retry {
+		return nil, errThrottled
+	}
+	return func(error) { l.done.Add(1) }, nil
 }

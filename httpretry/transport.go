@@ -106,6 +106,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer putCall(c)
 	c.t, c.req, c.policy = t, req, *t.policy() // the one read of the source
 	c.classifyPolicy = c.policy.Classify
+	if c.policy.Limiter != nil {
+		c.lim.inner = c.policy.Limiter
+		c.policy.Limiter = &c.lim
+	}
 	c.repeat = t.opts.repeatable(req)
 	if err := c.prepareBody(); err != nil {
 		return nil, err
@@ -145,7 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// nil error, whatever the policy's reason to stop; Result tells
 		// the caller that reason.
 		if errors.As(err, &re) {
-			return withOutcome(resp, req, Outcome{Reason: reasonOf(re), Attempts: re.Attempts, Err: re}), nil
+			return withOutcome(resp, req, Outcome{Reason: reasonOf(re, c.lim.refused), Attempts: re.Attempts, Err: re}), nil
 		}
 		resp.Request = req
 		return resp, nil
