@@ -134,6 +134,16 @@ func (e *StatusError) Error() string {
 	return "httpretry: " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
 }
 
+// DownstreamFault reports whether the status speaks against the
+// downstream's health: 5xx and 429 do, other statuses (a 404, a 409, a
+// 408 that is retried) do not. It makes StatusError a
+// retry.FaultReporter, so a breaker behind the transport
+// (breaker.DefaultIsFailure, retry.IsDownstreamFault) opens for a server
+// that answers 500 and stays closed for one that answers 404.
+func (e *StatusError) DownstreamFault() bool {
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests
+}
+
 // policyClassify is installed as the per-request Policy.Classify: the
 // transport has already classified every attempt, marking what must not be
 // retried either with retry.Permanent or, for failures that should still

@@ -122,7 +122,11 @@
 //
 // Each attempt reports to the Breaker, Budget and Observer: nil for a
 // success (2xx, 3xx, 1xx), a *StatusError for a retryable status or any 5xx,
-// retry.Permanent(*StatusError) for other 4xx (so breakers that ignore
-// permanent errors do not count a client's mistakes against the downstream),
-// or the transport error.
+// retry.Permanent(*StatusError) for other 4xx, or the transport error.
+// Whether an outcome counts against the downstream's health is a separate
+// question (retry.IsDownstreamFault, a breaker's default): StatusError
+// implements retry.FaultReporter, so 5xx and 429 are faults and every
+// other status is not — a 404, a 409, and a 408 even though it is
+// retried. A breaker behind the transport opens for a server that answers
+// 500 and stays closed for one that answers 404.
 package httpretry
