@@ -55,8 +55,8 @@
 //   - The caller's request is never modified: an attempt that needs its own
 //     context, body or header gets a shallow copy (Request.WithContext).
 //     Every header of the original (Authorization, traceparent, tracestate,
-//     ...) is sent on every attempt; WithAttemptHeader adds the attempt
-//     number.
+//     ...) is sent on every attempt, with the layer headers added (see
+//     below).
 //   - The request body is closed exactly once. It is replayed through
 //     Request.GetBody, which http.NewRequest sets for in-memory bodies. A
 //     body without GetBody is read into memory, up to WithBodyLimit
@@ -90,6 +90,28 @@
 //     GetBody) is reported to the breaker, budget and observer with
 //     retry.(*Call).Panic — a half-open probe permit or a concurrency
 //     slot is released, the call ends with retry.ReasonPanic — and goes on.
+//
+// # Retry at one layer: what each attempt announces
+//
+// Every attempt tells the server, in headers (names in Headers, defaults
+// in the layer package), its number (Stormguard-Attempt: 1, 2, ...),
+// whether the transport may retry it (Stormguard-Will-Retry: 1 or 0, from
+// (*retry.Call).WillRetry: the attempt limit and the policy's layer rule),
+// and the milliseconds left before its end (Stormguard-Deadline-Ms: the
+// request's deadline or AttemptTimeout, the earlier; only when there is
+// one). A server using layer.Middleware then makes one attempt per call
+// of its own while the caller retries (retry.NestedOneLayer), so a chain
+// of services does not multiply retries. WithHeaders renames or drops
+// them; WithoutAnnounce sends none (for third parties). Announcing costs
+// an attempt three allocations: a request copy holding the values, and
+// the new header map net/http needs (BenchmarkAnnounce).
+//
+// A response carrying Stormguard-Overloaded: 1 (layer.Overload sends it
+// with 503 and Retry-After) says "overloaded; don't retry": the attempt
+// reports retry.Overloaded(*StatusError), which is never retried, counts
+// against the breaker and not against the budget; Result gives
+// retry.ReasonOverloaded and an Err matching retry.ErrOverloaded, which a
+// handler returns for layer.Middleware to pass the marker up.
 //
 // # Retry-After
 //

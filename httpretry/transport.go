@@ -58,6 +58,7 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 	if t.opts.repeatable == nil {
 		t.opts.repeatable = Idempotent
 	}
+	t.opts.defaultHeaders()
 	if t.opts.bodyLimit <= 0 {
 		t.opts.bodyLimit = DefaultBodyLimit
 	}
