@@ -218,4 +218,3 @@ func allDigits(s string) bool {
 	}
 	return s != ""
 }
-
