@@ -93,10 +93,13 @@ func WithClock(c clock.Clock) Option {
 //
 //   - the caller's attempt number: Stormguard-Attempt, else Envoy's
 //     x-envoy-attempt-count; at most WithMaxAttempt's bound;
-//   - whether the caller retries the request itself: Stormguard-Will-Retry
-//     "1" (and "0" that it does not); without it, a request that carries
-//     x-envoy-attempt-count is taken to come from Envoy's retry policy,
-//     which retries;
+//   - whether the caller retries the request itself (retry.Inbound.Retries):
+//     Stormguard-Will-Retry "1", or an attempt number above 1 — a caller
+//     that has already retried the call is the layer that retries it, so
+//     on its last attempt ("0") the calls made here still make one attempt
+//     each and the chain retries at one layer only; without
+//     Stormguard-Will-Retry, a request that carries x-envoy-attempt-count
+//     is taken to come from Envoy's retry policy, which retries;
 //   - the caller's remaining time: Stormguard-Deadline-Ms, else Envoy's
 //     x-envoy-expected-rq-timeout-ms; at most WithMaxDeadline's bound.
 //
@@ -164,6 +167,12 @@ func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok boo
 		}
 	} else if envoy {
 		in.Retries, ok = true, true
+	}
+	if in.Attempt > 1 {
+		// A caller that has retried this call is the layer that retries
+		// it, on its last attempt too: retrying here as well would
+		// multiply that attempt.
+		in.Retries = true
 	}
 	ms := h[HeaderDeadline]
 	if len(ms) == 0 {
