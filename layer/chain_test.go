@@ -120,7 +120,9 @@ func (c *chain) call(t *testing.T) (int, httpretry.Outcome) {
 	return resp.StatusCode, o
 }
 
-func unavailable(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }
+func unavailable(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
 
 func overloaded(w http.ResponseWriter, r *http.Request) { layer.Overload(w, time.Second) }
 
