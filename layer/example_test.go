@@ -141,4 +141,3 @@ func ExampleLimit() {
 	<-done
 	// Output: 503 1 1 overloaded 1
 }
-
