@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/layer"
@@ -58,7 +59,7 @@ func TestAnnounceEveryAttempt(t *testing.T) {
 		fc := clocktest.NewFake()
 		p := noWait(3)
 		p.Clock = fc
-		ctx, cancel := context.WithDeadline(context.Background(), fc.Now().Add(1500*time.Millisecond))
+		ctx, cancel := clock.WithTimeout(context.Background(), fc, 1500*time.Millisecond, nil) // a deadline on the fake clock
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		req.Header.Set(layer.HeaderAttempt, "99") // replaced, not appended
@@ -93,7 +94,7 @@ func equalAnn(a, b []announcement) bool {
 func TestAnnounceTable(t *testing.T) {
 	fc := clocktest.NewFake()
 	deadline := func(d time.Duration) context.Context {
-		ctx, cancel := context.WithDeadline(context.Background(), fc.Now().Add(d))
+		ctx, cancel := clock.WithTimeout(context.Background(), fc, d, nil)
 		t.Cleanup(cancel)
 		return ctx
 	}
