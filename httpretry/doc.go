@@ -95,8 +95,11 @@
 //
 // Every attempt tells the server, in headers (names in Headers, defaults
 // in the layer package), its number (Stormguard-Attempt: 1, 2, ...),
-// whether the transport may retry it (Stormguard-Will-Retry: 1 or 0, from
-// (*retry.Call).WillRetry: the attempt limit and the policy's layer rule),
+// whether a failure of it may be retried (Stormguard-Will-Retry: 1 when
+// (*retry.Call).WillRetry says another attempt may follow — the attempt
+// limit and the policy's layer rule — or when the inbound call being
+// served comes from a caller that retries, so that the next tier leaves
+// retrying to that caller too; else 0),
 // and the milliseconds left before its end (Stormguard-Deadline-Ms: the
 // request's deadline or AttemptTimeout, the earlier; only when there is
 // one). A server using layer.Middleware then makes one attempt per call
