@@ -86,6 +86,22 @@ func BenchmarkTransport(b *testing.B) {
 		aSG := testing.AllocsPerRun(200, func() { do(b, sg) })
 		b.ReportMetric(aSG-aBare, "extra-allocs/req")
 	})
+	// The allocations the layer headers cost on the wire: the same
+	// transport, announcing and silent.
+	b.Run("announce-allocs", func(b *testing.B) {
+		loud := httpretry.New(newBase(b), policy)
+		silent := httpretry.New(newBase(b), policy, httpretry.WithoutAnnounce())
+		bare := newBase(b)
+		do(b, loud)
+		do(b, silent)
+		do(b, bare)
+		for b.Loop() {
+			do(b, loud)
+		}
+		aBare := testing.AllocsPerRun(200, func() { do(b, bare) })
+		b.ReportMetric(testing.AllocsPerRun(200, func() { do(b, silent) })-aBare, "silent-extra-allocs/req")
+		b.ReportMetric(testing.AllocsPerRun(200, func() { do(b, loud) })-aBare, "announced-extra-allocs/req")
+	})
 }
 
 func median(ds []time.Duration) time.Duration {
