@@ -112,7 +112,23 @@ func (h *Handle) Spec() *PolicySpec { return h.spec.Load() }
 // Name returns the name the handle was asked for.
 func (h *Handle) Name() string { return h.name }
 
+// Open reads, validates and applies the policy file at path and returns a
+// Registry serving it. It is the safe start: it returns an error (with
+// every problem of the file, each with its line) and no Registry unless a
+// valid file was read, so a process never serves calls without the
+// policies it was given. Follow later edits with Registry.Watch.
+func Open(path string, opts Options) (*Registry, error) {
+	r := NewRegistry(opts)
+	if err := r.Reload(path); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // NewRegistry returns an empty Registry; Apply or Reload give it policies.
+// Until one does, its handles serve the zero Policy (retry.DefaultMaxAttempts,
+// no budget, no breaker): prefer Open, which returns a Registry only with a
+// valid file.
 func NewRegistry(opts Options) *Registry {
 	return &Registry{
 		opts:     opts,
@@ -138,7 +154,9 @@ func (r *Registry) Policy(name string) *Handle {
 	h := &Handle{name: name}
 	r.handles[name] = h
 	r.assign(h, r.file, r.set)
-	if r.file != nil && h.spec.Load() == nil {
+	if r.file == nil {
+		r.logger().Warn("config: no policy file loaded yet; the operation gets the zero policy until one is (use config.Open)", "operation", name)
+	} else if h.spec.Load() == nil {
 		r.logger().Warn("config: no policy in the file for this operation; it gets the zero policy", "operation", name, "version", r.file.Version)
 	}
 	return h
