@@ -362,7 +362,7 @@ func (r *Registry) report(version string, err error) {
 		r.loads.Add(1)
 		log.Info("config: policies loaded", "version", version)
 	}
-	eachObserver(r.opts.Observer, func(o retry.Observer) {
+	retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
 		if ro, ok := o.(ReloadObserver); ok {
 			ro.ConfigReload(version, err)
 		}
@@ -518,7 +518,7 @@ func (r *Registry) watchOp(op string, p *retry.Policy) {
 			if r.opts.OnBudget != nil {
 				un = appendFunc(un, r.opts.OnBudget(op, bud))
 			}
-			eachObserver(r.opts.Observer, func(o retry.Observer) {
+			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
 				if bw, ok := o.(BudgetWatcher); ok {
 					un = appendFunc(un, bw.WatchBudget(op, bud))
 				}
@@ -535,7 +535,7 @@ func (r *Registry) watchOp(op string, p *retry.Policy) {
 			if r.opts.OnBreaker != nil {
 				un = appendFunc(un, r.opts.OnBreaker(op, brk))
 			}
-			eachObserver(r.opts.Observer, func(o retry.Observer) {
+			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
 				if bw, ok := o.(BreakerWatcher); ok {
 					un = appendFunc(un, bw.WatchBreaker(op, brk))
 				}

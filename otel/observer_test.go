@@ -461,7 +461,48 @@ func TestUnknownOutcomeAndReason(t *testing.T) {
 
 type tokens struct{ v float64 }
 
-func (t *tokens) Available() float64 { return t.v }
+func (t *tokens) Available() float64  { return t.v }
+func (t *tokens) Record(bool, error)  {}
+func (t *tokens) Withdraw(error) bool { return true }
+
+// bareBudget is a retry.Budget that exposes nothing more (a Redis-backed
+// or user budget without Available).
+type bareBudget struct{}
+
+func (bareBudget) Record(bool, error)  {}
+func (bareBudget) Withdraw(error) bool { return false }
+
+// stateOnly is a breaker that reports its state but no state changes.
+type stateOnly struct{ st breaker.State }
+
+func (s stateOnly) Allow() (func(error), error) { return func(error) {}, nil }
+func (s stateOnly) Ready() error                { return nil }
+func (s stateOnly) State() breaker.State        { return s.st }
+
+// bareBreaker is a retry.Breaker that exposes nothing more.
+type bareBreaker struct{}
+
+func (bareBreaker) Allow() (func(error), error) { return func(error) {}, nil }
+func (bareBreaker) Ready() error                { return nil }
+
+// TestWatchDegradesGracefully (issue #25 papercut 6): WatchBudget and
+// WatchBreaker take the retry interfaces and report what each budget or
+// breaker can tell, without a type assertion that could panic.
+func TestWatchDegradesGracefully(t *testing.T) {
+	h := newHarness(t, sgotel.Config{})
+	defer h.obs.WatchBudget("bare", bareBudget{})()
+	defer h.obs.WatchBreaker("state-only", stateOnly{breaker.Open})()
+	defer h.obs.WatchBreaker("bare", bareBreaker{})()
+	if _, ok := h.point(t, "stormguard.retry_budget.tokens", op("bare")); ok {
+		t.Error("tokens reported for a budget without Available")
+	}
+	if got := h.value(t, "stormguard.breaker.state", op("state-only"), attribute.String("state", "open")); got != 1 {
+		t.Errorf("state-only breaker: open = %v, want 1", got)
+	}
+	if _, ok := h.point(t, "stormguard.breaker.state", op("bare")); ok {
+		t.Error("state reported for a breaker without State")
+	}
+}
 
 func TestWatchReplaceAndUnwatch(t *testing.T) {
 	h := newHarness(t, sgotel.Config{})

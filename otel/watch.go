@@ -10,19 +10,30 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/retry"
 )
 
-// BudgetSource is what WatchBudget reads: the budget package's Ratio,
-// Window and Concurrency implement it.
+// BudgetSource is what WatchBudget reads from a budget that has it: the
+// budget package's Ratio, Window and Concurrency and redisstore's Budget
+// implement it.
 type BudgetSource interface {
 	// Available returns the retries the budget would grant now (tokens).
 	Available() float64
 }
 
-// BreakerSource is what WatchBreaker reads: *breaker.Breaker implements it.
-type BreakerSource interface {
+// BreakerState is what WatchBreaker reads for stormguard.breaker.state
+// from a breaker that has it: *breaker.Breaker and redisstore's Breaker
+// implement it.
+type BreakerState interface {
 	// State returns the breaker's current state.
 	State() breaker.State
+}
+
+// BreakerSource is a BreakerState that also announces its state changes,
+// which WatchBreaker counts in stormguard.breaker.transitions:
+// *breaker.Breaker implements it.
+type BreakerSource interface {
+	BreakerState
 	// Subscribe registers a listener for state changes and returns a
 	// function that removes it.
 	Subscribe(func(from, to breaker.State)) (unsubscribe func())
@@ -34,7 +45,7 @@ type budgetWatch struct {
 }
 
 type breakerWatch struct {
-	src         BreakerSource
+	src         BreakerState
 	op          attribute.KeyValue
 	states      [numStates][]metric.ObserveOption // {operation, state} per state
 	unsubscribe func()
@@ -57,15 +68,22 @@ func (w *breakerWatch) stop() {
 
 // WatchBudget reports b's Available tokens as the observable gauge
 // stormguard.retry_budget.tokens{operation}, read at every collection.
-// Watching another budget under the same operation replaces the first one.
-// The returned function stops watching; it is safe to call more than once.
-// A nil Observer or source does nothing.
-func (o *Observer) WatchBudget(operation string, b BudgetSource) (unwatch func()) {
-	if o == nil || b == nil {
+// It takes any retry.Budget and degrades gracefully: a budget that is not
+// a BudgetSource reports no tokens (its refusals are still counted from
+// the calls). Watching another budget under the same operation replaces
+// the first one. The returned function stops watching; it is safe to call
+// more than once. A nil Observer or budget does nothing.
+//
+// The Observer is a config.BudgetWatcher: given as config.Options.Observer
+// (alone or in a retry.Multi), it is told each operation's budget under
+// the operation's name, so the tokens join the call metrics on operation.
+func (o *Observer) WatchBudget(operation string, b retry.Budget) (unwatch func()) {
+	src, ok := b.(BudgetSource)
+	if o == nil || !ok {
 		return func() {}
 	}
 	label := o.ops.Get(operation).label
-	w := &budgetWatch{src: b, opts: []metric.ObserveOption{
+	w := &budgetWatch{src: src, opts: []metric.ObserveOption{
 		metric.WithAttributeSet(attribute.NewSet(keyOperation.String(label)))}}
 	o.mu.Lock()
 	o.budgets[label] = w
@@ -87,22 +105,32 @@ func (o *Observer) WatchBudget(operation string, b BudgetSource) (unwatch func()
 // stormguard.breaker.transitions{operation,from,to} through b.Subscribe.
 // Watching another breaker under the same operation replaces the first
 // one. The returned function unsubscribes and stops reporting the state;
-// it is safe to call more than once. A nil Observer or source does nothing.
-func (o *Observer) WatchBreaker(operation string, b BreakerSource) (unwatch func()) {
-	if o == nil || b == nil {
+// it is safe to call more than once. It takes any retry.Breaker and
+// degrades gracefully: one that is a BreakerState but not a BreakerSource
+// reports its state and no transitions, one that is neither nothing. A nil
+// Observer or breaker does nothing.
+//
+// The Observer is a config.BreakerWatcher: given as
+// config.Options.Observer, it is told each operation's breaker under the
+// operation's name (see WatchBudget).
+func (o *Observer) WatchBreaker(operation string, b retry.Breaker) (unwatch func()) {
+	st, ok := b.(BreakerState)
+	if o == nil || !ok {
 		return func() {}
 	}
 	label := o.ops.Get(operation).label
 	opAttr := keyOperation.String(label)
-	w := &breakerWatch{src: b, op: opAttr}
+	w := &breakerWatch{src: st, op: opAttr}
 	for st := range numStates {
 		w.states[st] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(opAttr,
 			keyState.String(breaker.State(st).String())))}
 	}
-	w.unsubscribe = b.Subscribe(func(from, to breaker.State) {
-		o.transitions.Add(context.Background(), 1, metric.WithAttributes(opAttr,
-			keyFrom.String(from.String()), keyTo.String(to.String())))
-	})
+	if sub, ok := b.(BreakerSource); ok {
+		w.unsubscribe = sub.Subscribe(func(from, to breaker.State) {
+			o.transitions.Add(context.Background(), 1, metric.WithAttributes(opAttr,
+				keyFrom.String(from.String()), keyTo.String(to.String())))
+		})
+	}
 	o.mu.Lock()
 	prev := o.breakers[label]
 	o.breakers[label] = w

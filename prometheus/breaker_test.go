@@ -139,3 +139,48 @@ stormguard_breaker_state{operation="pay",state="open"} %d
 		t.Error(err)
 	}
 }
+
+// bareBudget is a retry.Budget that exposes nothing more (a Redis-backed
+// or user budget without Available).
+type bareBudget struct{}
+
+func (bareBudget) Record(bool, error)  {}
+func (bareBudget) Withdraw(error) bool { return false }
+
+// stateOnly is a breaker that reports its state but no state changes.
+type stateOnly struct{ st breaker.State }
+
+func (s stateOnly) Allow() (func(error), error) { return func(error) {}, nil }
+func (s stateOnly) Ready() error                { return nil }
+func (s stateOnly) State() breaker.State        { return s.st }
+
+// bareBreaker is a retry.Breaker that exposes nothing more.
+type bareBreaker struct{}
+
+func (bareBreaker) Allow() (func(error), error) { return func(error) {}, nil }
+func (bareBreaker) Ready() error                { return nil }
+
+// TestWatchDegradesGracefully (issue #25 papercut 6): WatchBudget and
+// WatchBreaker take the retry interfaces, so config can hand over any
+// budget or breaker without a type assertion, and export what each one
+// can tell: a budget without Available exports no tokens, a breaker
+// without Subscribe its state but no transitions, a bare breaker nothing.
+func TestWatchDegradesGracefully(t *testing.T) {
+	c := sgprom.New(sgprom.Config{})
+	reg := registry(t, c)
+	defer c.WatchBudget("bare", bareBudget{})()
+	defer c.WatchBreaker("state-only", stateOnly{breaker.Open})()
+	defer c.WatchBreaker("bare", bareBreaker{})()
+	if m := find(t, reg, "stormguard_retry_budget_tokens"); m != nil {
+		t.Errorf("tokens of a budget without Available: %v", m)
+	}
+	if got := value(t, reg, "stormguard_breaker_state", "operation", "state-only", "state", "open"); got != 1 {
+		t.Errorf("state-only breaker: open = %v, want 1", got)
+	}
+	if got := value(t, reg, "stormguard_breaker_state", "operation", "state-only", "state", "closed"); got != 0 {
+		t.Errorf("state-only breaker: closed = %v, want 0", got)
+	}
+	if n := testutil.CollectAndCount(c, "stormguard_breaker_state"); n != 3 {
+		t.Errorf("%d breaker_state series, want the state-only breaker's 3 (nothing for the bare one)", n)
+	}
+}

@@ -450,10 +450,12 @@ stormguard_queue_dropped_records_total{queue="unnamed"} 0
 	}
 }
 
-// tokens is a budget source whose level the test sets.
+// tokens is a budget whose level the test sets.
 type tokens struct{ v float64 }
 
-func (t *tokens) Available() float64 { return t.v }
+func (t *tokens) Available() float64  { return t.v }
+func (t *tokens) Record(bool, error)  {}
+func (t *tokens) Withdraw(error) bool { return true }
 
 func TestCollectorWatchBudget(t *testing.T) {
 	c := sgprom.New(sgprom.Config{})

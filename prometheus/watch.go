@@ -1,7 +1,10 @@
 package prometheus
 
-// BudgetSource is what WatchBudget reads: the budget package's Ratio,
-// Window and Concurrency implement it.
+import "github.com/stormguard/stormguard/retry"
+
+// BudgetSource is what WatchBudget reads from a budget that has it: the
+// budget package's Ratio, Window and Concurrency and redisstore's Budget
+// implement it.
 type BudgetSource interface {
 	// Available returns the retries the budget would grant now (tokens).
 	Available() float64
@@ -13,16 +16,24 @@ type budgetWatch struct {
 }
 
 // WatchBudget exports b's Available tokens as
-// stormguard_retry_budget_tokens{operation}, read at every scrape. Watching
+// stormguard_retry_budget_tokens{operation}, read at every scrape. It
+// takes any retry.Budget and degrades gracefully: a budget that is not a
+// BudgetSource exports no tokens series (its refusals are still counted
+// in stormguard_retry_budget_exhausted_total from the calls). Watching
 // another budget under the same operation replaces the first one. The
 // returned function stops watching (it is safe to call more than once).
-// A nil Collector or source does nothing.
-func (c *Collector) WatchBudget(operation string, b BudgetSource) (unwatch func()) {
-	if c == nil || b == nil {
+// A nil Collector or budget does nothing.
+//
+// The Collector is a config.BudgetWatcher: given as config.Options.Observer
+// (alone or in a retry.Multi), it is told each operation's budget, under
+// the operation's name, so the tokens join the call metrics on operation.
+func (c *Collector) WatchBudget(operation string, b retry.Budget) (unwatch func()) {
+	src, ok := b.(BudgetSource)
+	if c == nil || !ok {
 		return func() {}
 	}
 	label := c.ops.Get(operation).name
-	w := &budgetWatch{op: label, src: b}
+	w := &budgetWatch{op: label, src: src}
 	c.mu.Lock()
 	c.budgets[label] = w
 	c.mu.Unlock()
