@@ -104,7 +104,7 @@ type Observer struct {
 // Values past them (from a newer core) are counted under "unknown".
 const (
 	numOutcomes = int(retry.OutcomeCanceled) + 1
-	numReasons  = int(retry.ReasonAdvice) + 1
+	numReasons  = int(retry.ReasonThrottled) + 1
 	unknown     = "unknown"
 )
 

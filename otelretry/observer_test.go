@@ -551,7 +551,11 @@ var _ queue.Observer = (*otelretry.Observer)(nil)
 func TestCallOutcomeValues(t *testing.T) {
 	h := newHarness(t, otelretry.Config{})
 	ctx := context.Background()
-	names := []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"}
+	names := []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice",
+		"nested", "overloaded", "throttled"}
+	if got := retry.Reason(len(names)).String(); got != "unknown" {
+		t.Fatalf("the core defines a reason past this list (%q): add it here and to the Observer", got)
+	}
 	for r := range names {
 		h.obs.CallEnd(ctx, retry.CallEnd{Operation: "op", Attempts: 1, Reason: retry.Reason(r)})
 	}
@@ -562,5 +566,41 @@ func TestCallOutcomeValues(t *testing.T) {
 	}
 	if _, ok := h.point(t, "stormguard.calls", attribute.String("outcome", "unknown")); ok {
 		t.Error("a known reason was counted as unknown")
+	}
+}
+
+// refuseLimiter refuses every attempt.
+type refuseLimiter struct{}
+
+func (refuseLimiter) Acquire(context.Context, bool) (func(error), error) {
+	return nil, errors.New("test: throttled")
+}
+
+// TestLayerReasonsCounted (issue #25 item 6): real calls stopped by the
+// layer rule, an "overloaded; don't retry" answer and the client-side
+// limiter are counted as calls{outcome="nested"|"overloaded"|"throttled"},
+// and the gave_up event names the same reason.
+func TestLayerReasonsCounted(t *testing.T) {
+	h := newHarness(t, otelretry.Config{})
+	fail := errors.New("connection reset")
+	p := &retry.Policy{Operation: "op", MaxAttempts: 3, Backoff: backoff.Constant{}, Observer: h.obs}
+	nested := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+	if err := retry.Run(nested, p, func(context.Context) error { return fail }); !errors.Is(err, retry.ErrNestedRetry) {
+		t.Fatalf("nested: %v", err)
+	}
+	if err := retry.Run(context.Background(), p, func(context.Context) error { return retry.Overloaded(fail) }); !errors.Is(err, retry.ErrOverloaded) {
+		t.Fatalf("overloaded: %v", err)
+	}
+	p.Limiter = refuseLimiter{}
+	if err := retry.Run(context.Background(), p, func(context.Context) error { return nil }); err == nil {
+		t.Fatal("throttled: the limiter's refusal was not returned")
+	}
+	for _, name := range []string{"nested", "overloaded", "throttled"} {
+		if got := h.value(t, "stormguard.calls", op("op"), attribute.String("outcome", name)); got != 1 {
+			t.Errorf("calls{outcome=%q} = %v, want 1", name, got)
+		}
+	}
+	if _, ok := h.point(t, "stormguard.calls", attribute.String("outcome", "unknown")); ok {
+		t.Error("a layer reason was counted as unknown")
 	}
 }

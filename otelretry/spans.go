@@ -42,7 +42,8 @@ const (
 	// AttrOutcome is, on an attempt span, the attempt's retry.Outcome
 	// (success, error, permanent_error, timeout, canceled); on a gave_up
 	// event, the retry.Reason the call gave up for (attempts, budget,
-	// breaker, permanent, context, deadline, panic, advice).
+	// breaker, permanent, context, deadline, panic, advice, nested,
+	// overloaded, throttled).
 	AttrOutcome = attribute.Key("stormguard.outcome")
 	// AttrAttempts is, on a gave_up event, the number of attempts the
 	// call made.

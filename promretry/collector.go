@@ -87,7 +87,8 @@ type Config struct {
 // The attempts outcome label takes retry.Outcome's values (success, error,
 // permanent_error, timeout, canceled); the calls outcome label takes
 // retry.Reason's values (success, attempts, budget, breaker, permanent,
-// context, deadline, panic, advice). stormguard_retries_active counts a
+// context, deadline, panic, advice, nested, overloaded, throttled).
+// stormguard_retries_active counts a
 // call from the end of its failed first attempt until it returns, so a
 // call waiting for a retry (backoff, Retry-After) is counted; it returns
 // to zero however the call ends. stormguard_breaker_state is a StateSet:
@@ -135,7 +136,7 @@ const (
 // Values past them (from a newer core) are counted under "unknown".
 const (
 	numOutcomes = int(retry.OutcomeCanceled) + 1
-	numReasons  = int(retry.ReasonAdvice) + 1
+	numReasons  = int(retry.ReasonThrottled) + 1
 	unknown     = "unknown"
 )
 

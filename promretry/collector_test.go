@@ -62,9 +62,12 @@ stormguard_calls_total{operation="get",outcome="breaker"} 0
 stormguard_calls_total{operation="get",outcome="budget"} 0
 stormguard_calls_total{operation="get",outcome="context"} 0
 stormguard_calls_total{operation="get",outcome="deadline"} 0
+stormguard_calls_total{operation="get",outcome="nested"} 0
+stormguard_calls_total{operation="get",outcome="overloaded"} 0
 stormguard_calls_total{operation="get",outcome="panic"} 0
 stormguard_calls_total{operation="get",outcome="permanent"} 1
 stormguard_calls_total{operation="get",outcome="success"} 1
+stormguard_calls_total{operation="get",outcome="throttled"} 0
 # HELP stormguard_call_duration_seconds Duration of whole calls, every attempt and wait included, in seconds.
 # TYPE stormguard_call_duration_seconds histogram
 stormguard_call_duration_seconds_bucket{operation="get",le="0.005"} 1
@@ -177,6 +180,24 @@ type refuseBreaker struct{}
 
 var errOpen = errors.New("test: breaker open")
 
+// refuseLimiter refuses every attempt.
+type refuseLimiter struct{}
+
+var errThrottled = errors.New("test: throttled")
+
+func (refuseLimiter) Acquire(context.Context, bool) (func(error), error) { return nil, errThrottled }
+
+// allReasons returns the label of every retry.Reason the core defines: a
+// reason added to the core and not to the Collector's table fails the
+// tests that expect each one at zero.
+func allReasons() []string {
+	var out []string
+	for r := retry.Reason(0); r.String() != "unknown"; r++ {
+		out = append(out, r.String())
+	}
+	return out
+}
+
 // TestCollectorGiveUpReasons drives one call per way Do can give up and
 // checks calls_total{outcome}, the attempt outcome and the budget counter.
 func TestCollectorGiveUpReasons(t *testing.T) {
@@ -260,6 +281,29 @@ func TestCollectorGiveUpReasons(t *testing.T) {
 			},
 			reason: "panic", attemptKind: "first", outcome: "error",
 		},
+		{ // issue #25 item 6: the layer rule stops the retry
+			name: "nested",
+			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
+				ctx := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+				return ctx, scripted(clk, step{0, errTransient})
+			},
+			reason: "nested", attemptKind: "first", outcome: "error",
+		},
+		{ // the downstream said "overloaded; don't retry"
+			name: "overloaded",
+			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
+				return context.Background(), scripted(clk, step{0, retry.Overloaded(errTransient)})
+			},
+			reason: "overloaded", attemptKind: "first", outcome: "permanent_error",
+		},
+		{ // the client-side limiter refused the first attempt
+			name: "throttled",
+			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
+				p.Limiter = refuseLimiter{}
+				return context.Background(), scripted(clk)
+			},
+			reason: "throttled",
+		},
 		{
 			name: "timeout",
 			setup: func(p *retry.Policy, clk *clocktest.Fake) (context.Context, func(context.Context) (int, error)) {
@@ -283,7 +327,7 @@ func TestCollectorGiveUpReasons(t *testing.T) {
 				_, _ = retry.Do(ctx, p, op)
 			}
 
-			for _, reason := range []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"} {
+			for _, reason := range allReasons() {
 				want := 0.0
 				if reason == tt.reason {
 					want = 1

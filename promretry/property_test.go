@@ -144,7 +144,7 @@ func TestCollectorMatchesEvents(t *testing.T) {
 		if total != float64(tl.made) {
 			rt.Fatalf("attempts counted %v, calls report %d attempts", total, tl.made)
 		}
-		for _, reason := range []string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"} {
+		for _, reason := range allReasons() {
 			if got, want := value(rt, reg, "stormguard_calls_total", "operation", "op", "outcome", reason), tl.calls[reason]; got != want {
 				rt.Fatalf("calls_total{%s} = %v, want %v", reason, got, want)
 			}

@@ -266,9 +266,12 @@ stormguard_calls_total{operation="inventory.get",outcome="breaker"} %d
 stormguard_calls_total{operation="inventory.get",outcome="budget"} %d
 stormguard_calls_total{operation="inventory.get",outcome="context"} 0
 stormguard_calls_total{operation="inventory.get",outcome="deadline"} 0
+stormguard_calls_total{operation="inventory.get",outcome="nested"} 0
+stormguard_calls_total{operation="inventory.get",outcome="overloaded"} 0
 stormguard_calls_total{operation="inventory.get",outcome="panic"} 0
 stormguard_calls_total{operation="inventory.get",outcome="permanent"} 0
 stormguard_calls_total{operation="inventory.get",outcome="success"} %d
+stormguard_calls_total{operation="inventory.get",outcome="throttled"} 0
 `, reasons["attempts"], reasons["breaker"], reasons["budget"], reasons["success"])
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(expected),
 		"stormguard_breaker_state", "stormguard_breaker_transitions_total", "stormguard_calls_total"); err != nil {
