@@ -88,10 +88,10 @@ type Config struct {
 // permanent_error, timeout, canceled); the calls outcome label takes
 // retry.Reason's values (success, attempts, budget, breaker, permanent,
 // context, deadline, panic, advice, nested, overloaded, throttled).
-// stormguard_retries_active counts a
-// call from the end of its failed first attempt until it returns, so a
-// call waiting for a retry (backoff, Retry-After) is counted; it returns
-// to zero however the call ends. stormguard_breaker_state is a StateSet:
+// stormguard_retries_active counts a call from the end of its failed
+// first attempt until it returns, so a call waiting for a retry
+// (backoff, Retry-After) is counted; it returns to zero however the call
+// ends. stormguard_breaker_state is a StateSet:
 // one series per state, 1 for the current one. Every series of an
 // operation is created, at zero, the first time the operation is seen, so
 // rate() and absent() behave from the start.
