@@ -34,6 +34,11 @@
 //	      min_calls: 20            #   slow_call_duration, slow_call_ratio (0,1]
 //	      failure_ratio: 0.3       # count_window: calls, min_calls, failure_ratio, slow_call_*
 //	                               # consecutive: failures
+//	    nested: one_layer          # the layer rule, for calls made while serving a request whose
+//	                               #   caller retries it (retry.Policy.Nested): one_layer (left out:
+//	                               #   the same) makes one attempt and leaves retrying to that caller;
+//	                               #   ignore retries as usual; {rule: budget, budget: {kind: ...}}
+//	                               #   retries only while that budget (a spec as above) grants it
 //	operations:                    # operation name -> policy name
 //	  charge-card: payments
 //	default: payments              # for names not listed (default: a policy named "default")

@@ -103,6 +103,7 @@ type Registry struct {
 	set      builtSet
 	handles  map[string]*Handle
 	budgets  map[string]keyed[retry.Budget]
+	nested   map[string]keyed[retry.Budget] // policy -> its NestedBudget
 	breakers map[string]keyed[*breaker.Breaker]
 	watches  map[string]*opWatch // operation -> its watched budget and breaker
 	version  atomic.Pointer[string]
@@ -170,6 +171,7 @@ func NewRegistry(opts Options) *Registry {
 		opts:     opts,
 		handles:  map[string]*Handle{},
 		budgets:  map[string]keyed[retry.Budget]{},
+		nested:   map[string]keyed[retry.Budget]{},
 		breakers: map[string]keyed[*breaker.Breaker]{},
 		watches:  map[string]*opWatch{},
 	}
@@ -380,6 +382,7 @@ type builtSet map[string]*retry.Policy
 func (r *Registry) build(f *File) builtSet {
 	out := builtSet{}
 	keepBudgets := map[string]keyed[retry.Budget]{}
+	keepNested := map[string]keyed[retry.Budget]{}
 	keepBreakers := map[string]keyed[*breaker.Breaker]{}
 	for name, s := range f.Policies {
 		b, _ := backoff.New(s.Backoff.Strategy, s.Backoff.Params) // validated by Parse
@@ -390,6 +393,7 @@ func (r *Registry) build(f *File) builtSet {
 			AttemptTimeout: s.AttemptTimeout,
 			MinAttemptTime: s.MinAttemptTime,
 			MaxRetryAfter:  s.MaxRetryAfter,
+			Nested:         s.Nested.Rule,
 			Clock:          r.opts.Clock,
 			Observer:       r.opts.Observer,
 		}
@@ -397,13 +401,22 @@ func (r *Registry) build(f *File) builtSet {
 			p.Classify = r.opts.Classify(s)
 		}
 		if s.Budget != nil {
-			key := fmt.Sprintf("%s %+v %+v %+v", s.Budget.Kind, s.Budget.Ratio, s.Budget.Window, s.Budget.Concurrency)
+			key := budgetKey(s.Budget)
 			old, ok := r.budgets[name]
 			if !ok || old.key != key {
 				old = keyed[retry.Budget]{key, r.newBudget(s.Budget)}
 			}
 			keepBudgets[name] = old
 			p.Budget = old.v
+		}
+		if nb := s.Nested.Budget; nb != nil {
+			key := budgetKey(nb)
+			old, ok := r.nested[name]
+			if !ok || old.key != key {
+				old = keyed[retry.Budget]{key, r.newBudget(nb)}
+			}
+			keepNested[name] = old
+			p.NestedBudget = old.v
 		}
 		if s.Breaker != nil {
 			key := fmt.Sprintf("%s %+v", s.Breaker.Kind, s.Breaker.Config)
@@ -421,8 +434,14 @@ func (r *Registry) build(f *File) builtSet {
 			old.v.Close() // stops its active probing, if any
 		}
 	}
-	r.budgets, r.breakers = keepBudgets, keepBreakers
+	r.budgets, r.nested, r.breakers = keepBudgets, keepNested, keepBreakers
 	return out
+}
+
+// budgetKey identifies a budget's settings: a budget is kept across a
+// reload while its key is unchanged.
+func budgetKey(s *BudgetSpec) string {
+	return fmt.Sprintf("%s %+v %+v %+v", s.Kind, s.Ratio, s.Window, s.Concurrency)
 }
 
 func (r *Registry) newBudget(s *BudgetSpec) retry.Budget {
