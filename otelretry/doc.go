@@ -57,9 +57,11 @@
 // until it returns, waits for a retry included. breaker.state has one
 // point per state, 1 for the current one. A Scheduler reports to the
 // Observer as a queue.RefusedObserver, so that the tasks it refuses (which their callers
-// keep) count in queue.refused rather than as dropped records. The config
-// metrics are fed by ConfigReload (pass the Observer as
-// config.Options.Observer).
+// keep) count in queue.refused rather than as dropped records. Passed as
+// config.Options.Observer (alone or in a retry.Multi), the Observer hears
+// every reload (ConfigReload) and is told each operation's budget and
+// breaker (WatchBudget, WatchBreaker) under the operation's name, so they
+// join the call metrics on operation.
 //
 // Operation names become attribute values on metrics, so they must come
 // from the program, not from requests; Config.MaxOperations caps them.
