@@ -1,0 +1,26 @@
+package throttle
+
+import "errors"
+
+// ErrThrottled is the error of a request rejected locally by a Throttler:
+// it was never sent. retry.Do stops the call with it as the sentinel
+// (reason "throttled"); errors.Is finds it in the call's error.
+var ErrThrottled = errors.New("throttle: rejected locally by adaptive throttling")
+
+// ErrInvalidConfig is wrapped by every error a config's Validate returns.
+var ErrInvalidConfig = errors.New("throttle: invalid config")
+
+// ErrWaitTooLong is the error of an attempt refused by a RateLimiter because
+// the wait for its token would not end before the context's deadline. It
+// matches context.DeadlineExceeded too, as retry.ErrDeadlineTooClose does,
+// so the call reads as having run out of time, not as a fault of the
+// downstream.
+var ErrWaitTooLong error = waitTooLong{}
+
+type waitTooLong struct{}
+
+func (waitTooLong) Error() string {
+	return "throttle: the wait for a send token does not fit before the deadline"
+}
+
+func (waitTooLong) Is(target error) bool { return target == deadlineExceeded }

@@ -1,0 +1,339 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/internal/stripe"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultWindow       = 2 * time.Minute // Config.Window, the SRE book's
+	DefaultBuckets      = 12              // Config.Buckets: 10 s each with DefaultWindow
+	DefaultK            = 2.0             // Config.K, the SRE book's
+	DefaultMaxRejection = 1.0             // Config.MaxRejection: the formula alone
+)
+
+// Limits Validate enforces on Config.
+const (
+	MaxBuckets = 1000
+	MinK       = 1.0  // below 1 a healthy backend's traffic would be shed
+	MaxK       = 1e6  // beyond it the throttler never rejects anything
+	minWidth   = time.Millisecond
+)
+
+// Config configures a Throttler. Every zero field takes its documented
+// default: the zero Config is the SRE book's client-side throttling with
+// K = 2 over the last two minutes.
+type Config struct {
+	// Window is how far back requests and accepts are counted.
+	// 0: DefaultWindow (2 minutes).
+	Window time.Duration
+
+	// Buckets is the number of slices the window is split into; a slice's
+	// counts are forgotten at once when it leaves the window. Each spans
+	// Window/Buckets (at least 1 ms). 0: DefaultBuckets (12).
+	Buckets int
+
+	// K is the multiplier of the accepts: the throttler lets through about
+	// K requests per request the backend accepts, and rejects the rest
+	// locally. 2 wastes some of the backend's capacity on rejected
+	// requests and reacts gently; 1.1 rejects sooner. At least MinK (1).
+	// 0: DefaultK (2).
+	K float64
+
+	// MaxRejection caps the local rejection probability, a fraction in
+	// (0, 1]: with 0.9, at least one request in ten is sent whatever the
+	// counts (Envoy's admission control caps at 0.8 by default).
+	// 0: DefaultMaxRejection (1, the formula alone, which stays below 1).
+	MaxRejection float64
+
+	// Overload reports whether an attempt's error is an overload signal of
+	// the backend (the request was not accepted). nil: IsOverload (HTTP
+	// 429 and 503, errors implementing OverloadReporter, the retry
+	// package's overload marker).
+	Overload func(error) bool
+
+	// Clock tells the time. nil: clock.Real.
+	Clock clock.Clock
+
+	// Rand draws the rejections. nil: math/rand/v2's generator. Any source
+	// may be shared (see backoff.Uniform); a source from backoff.NewSource
+	// is drawn from without a lock.
+	Rand rand.Source
+}
+
+// Validate reports whether c can make a Throttler. Errors wrap
+// ErrInvalidConfig.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+type params struct {
+	width    time.Duration
+	buckets  int
+	k, maxP  float64
+	overload func(error) bool
+	clock    clock.Clock
+	rand     rand.Source
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+func (c Config) resolve() (params, error) {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case c.Window < 0:
+		return params{}, invalid("Config.Window is %v, want >= 0", c.Window)
+	case c.Buckets < 0 || c.Buckets > MaxBuckets:
+		return params{}, invalid("Config.Buckets is %d, want 0 to %d", c.Buckets, MaxBuckets)
+	case !finite(c.K) || c.K != 0 && (c.K < MinK || c.K > MaxK):
+		return params{}, invalid("Config.K is %v, want 0 (default 2) or a number from %v to %v", c.K, MinK, MaxK)
+	case !finite(c.MaxRejection) || c.MaxRejection < 0 || c.MaxRejection > 1:
+		return params{}, invalid("Config.MaxRejection is %v, want a fraction in (0, 1] (0: default 1)", c.MaxRejection)
+	}
+	p := params{
+		buckets: c.Buckets, k: c.K, maxP: c.MaxRejection,
+		overload: c.Overload, clock: clock.Or(c.Clock), rand: c.Rand,
+	}
+	window := c.Window
+	if window == 0 {
+		window = DefaultWindow
+	}
+	if p.buckets == 0 {
+		p.buckets = DefaultBuckets
+	}
+	if p.width = window / time.Duration(p.buckets); p.width < minWidth {
+		return params{}, invalid("Config.Window %v is too short for %d buckets of at least %v", window, p.buckets, minWidth)
+	}
+	if p.k == 0 {
+		p.k = DefaultK
+	}
+	if p.maxP == 0 {
+		p.maxP = DefaultMaxRejection
+	}
+	if p.overload == nil {
+		p.overload = IsOverload
+	}
+	return p, nil
+}
+
+// Throttler is the client-side adaptive throttling of Google's SRE book
+// (chapter 21, "Handling Overload"): each client remembers, over the last
+// Window, how many requests it made and how many of them the backend
+// accepted, and rejects a new request locally, without sending it, with
+// probability
+//
+//	max(0, (requests − K·accepts) / (requests + 1))
+//
+// capped at MaxRejection. While the backend accepts everything the
+// probability is 0; when it refuses most requests, the client sends about K
+// requests per accepted one, so the backend's offered load settles near K
+// times what it can take instead of the full demand, and the rejected
+// requests cost it nothing.
+//
+// A request counts when Allow is called, before it is sent (counting at
+// the answer undercounts exactly when answers are slow: under load); a
+// local rejection counts as a request too, so the probability keeps
+// following the demand. An accept counts when done hears an answer that
+// is not an overload signal (Config.Overload). A request the breaker then
+// refuses (done hears breaker.ErrOpen) was never sent, and is taken back.
+//
+// Make one with New, share it between every caller of one downstream, and
+// set it as a retry.Policy's Limiter: retry.Do, httpretry and grpcretry
+// then ask it before every attempt, and a rejected attempt ends the call
+// with ErrThrottled. A Throttler is safe for concurrent use; Allow and done
+// take no lock and do not allocate. A nil *Throttler allows everything.
+//
+// The counts are exact when calls do not overlap. Under concurrency each
+// count is exact too (every request and accept is added to one bucket by
+// an atomic operation), but a decision reads the buckets one by one, so it
+// may see some of the concurrent requests and not others.
+type Throttler struct {
+	p     params
+	start time.Time
+	done  func(error) // t.record, made once so Allow does not allocate
+	_     [64]byte
+
+	// head is the newest slot Allow has seen; done counts accepts in it,
+	// so it need not read the clock.
+	head atomic.Int64
+	_    [56]byte
+
+	// buckets[k % len] holds slot k's counts. Each word packs the slot
+	// number (high 32 bits, modulo 2^32) and the count (low 32 bits), so
+	// that a count moves to a new slot and restarts at one atomic step.
+	buckets []bucket
+
+	rejected stripe.Counter // local rejections since New
+}
+
+type bucket struct{ req, acc atomic.Uint64 }
+
+// New returns a Throttler configured by c. It panics if c.Validate fails.
+func New(c Config) *Throttler {
+	p, err := c.resolve()
+	if err != nil {
+		panic(err)
+	}
+	t := &Throttler{p: p, start: p.clock.Now(), buckets: make([]bucket, p.buckets)}
+	t.done = t.record
+	return t
+}
+
+func nop(error) {}
+
+// Allow asks to send one request. It counts the request, then rejects it
+// with the probability above: it returns ErrThrottled, and the request must
+// not be sent. Otherwise done must be called once with the request's
+// result (nil on success). Allow on a nil Throttler allows every request.
+func (t *Throttler) Allow() (done func(err error), err error) {
+	if t == nil {
+		return nop, nil
+	}
+	k := t.slot()
+	req, acc := t.sums(k)
+	add(&t.buckets[k%int64(len(t.buckets))].req, k)
+	if p := t.probability(req, acc); p > 0 && t.draw() < p {
+		t.rejected.Add(1)
+		return nil, ErrThrottled
+	}
+	return t.done, nil
+}
+
+// record is done: it counts an accept, or takes back a request that was
+// never sent.
+func (t *Throttler) record(err error) {
+	k := t.head.Load()
+	b := &t.buckets[k%int64(len(t.buckets))]
+	switch {
+	case err == nil:
+		add(&b.acc, k)
+	case notSent(err):
+		sub(&b.req, k)
+	case !t.p.overload(err):
+		add(&b.acc, k)
+	}
+}
+
+// slot returns the number of the current slot and makes it the head.
+func (t *Throttler) slot() int64 {
+	h := t.head.Load()
+	d := t.p.clock.Since(t.start)
+	if d < 0 {
+		return h
+	}
+	k := int64(d / t.p.width)
+	for k > h {
+		if t.head.CompareAndSwap(h, k) {
+			return k
+		}
+		h = t.head.Load()
+	}
+	return h // a slot older than the head (a slow caller) counts in the head
+}
+
+// sums returns the requests and accepts of the window ending with slot k.
+func (t *Throttler) sums(k int64) (req, acc uint64) {
+	oldest := uint32(k - int64(len(t.buckets))) // the last slot out of the window
+	for i := range t.buckets {
+		b := &t.buckets[i]
+		if w := b.req.Load(); int32(uint32(w>>32)-oldest) > 0 {
+			req += w & countMask
+		}
+		if w := b.acc.Load(); int32(uint32(w>>32)-oldest) > 0 {
+			acc += w & countMask
+		}
+	}
+	return req, acc
+}
+
+func (t *Throttler) probability(req, acc uint64) float64 {
+	r := float64(req)
+	p := (r - t.p.k*float64(acc)) / (r + 1)
+	if p <= 0 {
+		return 0
+	}
+	return min(p, t.p.maxP)
+}
+
+// draw returns a uniform number in [0, 1).
+func (t *Throttler) draw() float64 {
+	if t.p.rand == nil {
+		return rand.Float64()
+	}
+	return float64(backoff.Uniform(t.p.rand, 1<<53-1)) / (1 << 53)
+}
+
+const countMask = 1<<32 - 1
+
+// add counts one in w for slot k: it restarts the count at 1 if w holds an
+// older slot.
+func add(w *atomic.Uint64, k int64) {
+	e := uint32(k)
+	for {
+		old := w.Load()
+		if int32(uint32(old>>32)-e) >= 0 {
+			if old&countMask != countMask { // saturate rather than carry into the slot
+				w.Add(1)
+			}
+			return
+		}
+		if w.CompareAndSwap(old, uint64(e)<<32|1) {
+			return
+		}
+	}
+}
+
+// sub takes one from w if it still holds slot k and a count.
+func sub(w *atomic.Uint64, k int64) {
+	e := uint32(k)
+	for {
+		old := w.Load()
+		if uint32(old>>32) != e || old&countMask == 0 || w.CompareAndSwap(old, old-1) {
+			return
+		}
+	}
+}
+
+// RejectionProbability returns the probability with which Allow would
+// reject a request now, for metrics (a gauge). A nil Throttler reports 0.
+func (t *Throttler) RejectionProbability() float64 {
+	if t == nil {
+		return 0
+	}
+	req, acc := t.sums(t.slot())
+	return t.probability(req, acc)
+}
+
+// Stats are a Throttler's counts.
+type Stats struct {
+	// Requests and Accepts are the counts of the current window: requests
+	// asked for (local rejections included) and answers that were not an
+	// overload signal.
+	Requests, Accepts uint64
+	// Rejected counts the requests rejected locally since New.
+	Rejected uint64
+	// Probability is the current rejection probability.
+	Probability float64
+}
+
+// Stats returns the Throttler's counts. Read while calls are under way,
+// they may count some of the concurrent calls and not others. A nil
+// Throttler reports zeros.
+func (t *Throttler) Stats() Stats {
+	if t == nil {
+		return Stats{}
+	}
+	req, acc := t.sums(t.slot())
+	return Stats{Requests: req, Accepts: acc, Rejected: t.rejected.Load(), Probability: t.probability(req, acc)}
+}
