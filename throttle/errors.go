@@ -1,8 +1,13 @@
 package throttle
 
-import "errors"
+import (
+	"context"
+	"errors"
 
-// ErrThrottled is the error of a request rejected locally by a Throttler:
+	"github.com/stormguard/stormguard/retry"
+)
+
+// ErrThrottled is the error of a request rejected locally by a SRE:
 // it was never sent. retry.Do stops the call with it as the sentinel
 // (reason "throttled"); errors.Is finds it in the call's error.
 var ErrThrottled = errors.New("throttle: rejected locally by adaptive throttling")
@@ -12,8 +17,8 @@ var ErrInvalidConfig = errors.New("throttle: invalid config")
 
 // ErrWaitTooLong is the error of an attempt refused by a RateLimiter because
 // the wait for its token would not end before the context's deadline. It
-// matches context.DeadlineExceeded too, as retry.ErrDeadlineTooClose does,
-// so the call reads as having run out of time, not as a fault of the
+// matches retry.ErrDeadlineTooClose and context.DeadlineExceeded, so the
+// call reads as a predictive stop for lack of time, not as a fault of the
 // downstream.
 var ErrWaitTooLong error = waitTooLong{}
 
@@ -23,4 +28,6 @@ func (waitTooLong) Error() string {
 	return "throttle: the wait for a send token does not fit before the deadline"
 }
 
-func (waitTooLong) Is(target error) bool { return target == deadlineExceeded }
+func (waitTooLong) Is(target error) bool {
+	return target == retry.ErrDeadlineTooClose || target == context.DeadlineExceeded
+}

@@ -10,16 +10,19 @@ import (
 
 // scripted is a rand.Source whose draws the test chooses: Uniform(src,
 // 2^53-1) returns the top 53 bits of a draw, so next(u) makes the
-// throttler's next draw exactly u (in [0, 1)).
+// throttler's next draw u (in [0, 1)) rounded down to 53 bits; next
+// returns the draw as the throttler will see it.
 type scripted struct {
 	mu sync.Mutex
 	q  []uint64
 }
 
-func (s *scripted) next(u float64) {
+func (s *scripted) next(u float64) float64 {
+	n := uint64(u * (1 << 53))
 	s.mu.Lock()
-	s.q = append(s.q, uint64(u*(1<<53))<<11)
+	s.q = append(s.q, n<<11)
 	s.mu.Unlock()
+	return float64(n) / (1 << 53)
 }
 
 func (s *scripted) Uint64() uint64 {

@@ -1,15 +1,12 @@
 package throttle
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/httpretry"
 )
-
-var deadlineExceeded = context.DeadlineExceeded
 
 // OverloadReporter is implemented by errors that know whether they are an
 // overload signal of the downstream (the backend refused the request
@@ -21,15 +18,17 @@ type OverloadReporter interface {
 	Overload() bool
 }
 
-// IsOverload is the default overload classification of a Throttler and a
+// IsOverload is the default overload classification of a SRE and a
 // RateLimiter: whether err says the downstream refused a request for lack
 // of capacity. In order:
 //
 //   - nil is not an overload;
+//   - an error carrying the retry package's overload marker
+//     (retry.Overloaded, retry.ErrOverloaded: "overloaded, don't retry")
+//     is one;
 //   - the first error in the chain implementing OverloadReporter decides;
 //   - an httpretry.StatusError with status 429 (Too Many Requests) or 503
 //     (Service Unavailable) is one;
-//   - an error marked with the overload marker (see overloadMarked) is one;
 //   - anything else is not (a timeout, a reset, a 500, the caller's
 //     cancellation: the backend answered, or did not, but did not say it
 //     is overloaded).
@@ -38,6 +37,9 @@ type OverloadReporter interface {
 func IsOverload(err error) bool {
 	if err == nil {
 		return false
+	}
+	if overloadMarked(err) {
+		return true
 	}
 	if r, ok := errors.AsType[overloadError](err); ok {
 		return r.Overload()
@@ -48,7 +50,7 @@ func IsOverload(err error) bool {
 			return true
 		}
 	}
-	return overloadMarked(err)
+	return false
 }
 
 // overloadError is an error implementing OverloadReporter.

@@ -12,26 +12,26 @@ import (
 	"github.com/stormguard/stormguard/internal/stripe"
 )
 
-// Defaults for zero Config fields.
+// Defaults for zero SREConfig fields.
 const (
-	DefaultWindow       = 2 * time.Minute // Config.Window, the SRE book's
-	DefaultBuckets      = 12              // Config.Buckets: 10 s each with DefaultWindow
-	DefaultK            = 2.0             // Config.K, the SRE book's
-	DefaultMaxRejection = 1.0             // Config.MaxRejection: the formula alone
+	DefaultWindow       = 2 * time.Minute // SREConfig.Window, the SRE book's
+	DefaultBuckets      = 12              // SREConfig.Buckets: 10 s each with DefaultWindow
+	DefaultK            = 2.0             // SREConfig.K, the SRE book's
+	DefaultMaxRejection = 1.0             // SREConfig.MaxRejection: the formula alone
 )
 
-// Limits Validate enforces on Config.
+// Limits Validate enforces on SREConfig.
 const (
 	MaxBuckets = 1000
-	MinK       = 1.0  // below 1 a healthy backend's traffic would be shed
-	MaxK       = 1e6  // beyond it the throttler never rejects anything
+	MinK       = 1.0 // below 1 a healthy backend's traffic would be shed
+	MaxK       = 1e6 // beyond it the throttler never rejects anything
 	minWidth   = time.Millisecond
 )
 
-// Config configures a Throttler. Every zero field takes its documented
-// default: the zero Config is the SRE book's client-side throttling with
+// SREConfig configures an SRE throttler. Every zero field takes its documented
+// default: the zero SREConfig is the SRE book's client-side throttling with
 // K = 2 over the last two minutes.
-type Config struct {
+type SREConfig struct {
 	// Window is how far back requests and accepts are counted.
 	// 0: DefaultWindow (2 minutes).
 	Window time.Duration
@@ -69,9 +69,9 @@ type Config struct {
 	Rand rand.Source
 }
 
-// Validate reports whether c can make a Throttler. Errors wrap
+// Validate reports whether c can make a SRE. Errors wrap
 // ErrInvalidConfig.
-func (c Config) Validate() error {
+func (c SREConfig) Validate() error {
 	_, err := c.resolve()
 	return err
 }
@@ -89,17 +89,17 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-func (c Config) resolve() (params, error) {
+func (c SREConfig) resolve() (params, error) {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
 	case c.Window < 0:
-		return params{}, invalid("Config.Window is %v, want >= 0", c.Window)
+		return params{}, invalid("SREConfig.Window is %v, want >= 0", c.Window)
 	case c.Buckets < 0 || c.Buckets > MaxBuckets:
-		return params{}, invalid("Config.Buckets is %d, want 0 to %d", c.Buckets, MaxBuckets)
+		return params{}, invalid("SREConfig.Buckets is %d, want 0 to %d", c.Buckets, MaxBuckets)
 	case !finite(c.K) || c.K != 0 && (c.K < MinK || c.K > MaxK):
-		return params{}, invalid("Config.K is %v, want 0 (default 2) or a number from %v to %v", c.K, MinK, MaxK)
+		return params{}, invalid("SREConfig.K is %v, want 0 (default 2) or a number from %v to %v", c.K, MinK, MaxK)
 	case !finite(c.MaxRejection) || c.MaxRejection < 0 || c.MaxRejection > 1:
-		return params{}, invalid("Config.MaxRejection is %v, want a fraction in (0, 1] (0: default 1)", c.MaxRejection)
+		return params{}, invalid("SREConfig.MaxRejection is %v, want a fraction in (0, 1] (0: default 1)", c.MaxRejection)
 	}
 	p := params{
 		buckets: c.Buckets, k: c.K, maxP: c.MaxRejection,
@@ -113,7 +113,7 @@ func (c Config) resolve() (params, error) {
 		p.buckets = DefaultBuckets
 	}
 	if p.width = window / time.Duration(p.buckets); p.width < minWidth {
-		return params{}, invalid("Config.Window %v is too short for %d buckets of at least %v", window, p.buckets, minWidth)
+		return params{}, invalid("SREConfig.Window %v is too short for %d buckets of at least %v", window, p.buckets, minWidth)
 	}
 	if p.k == 0 {
 		p.k = DefaultK
@@ -127,7 +127,7 @@ func (c Config) resolve() (params, error) {
 	return p, nil
 }
 
-// Throttler is the client-side adaptive throttling of Google's SRE book
+// SRE is the client-side adaptive throttling of Google's SRE book
 // (chapter 21, "Handling Overload"): each client remembers, over the last
 // Window, how many requests it made and how many of them the backend
 // accepted, and rejects a new request locally, without sending it, with
@@ -145,29 +145,36 @@ func (c Config) resolve() (params, error) {
 // the answer undercounts exactly when answers are slow: under load); a
 // local rejection counts as a request too, so the probability keeps
 // following the demand. An accept counts when done hears an answer that
-// is not an overload signal (Config.Overload). A request the breaker then
+// is not an overload signal (SREConfig.Overload). A request the breaker then
 // refuses (done hears breaker.ErrOpen) was never sent, and is taken back.
 //
 // Make one with New, share it between every caller of one downstream, and
 // set it as a retry.Policy's Limiter: retry.Do, httpretry and grpcretry
 // then ask it before every attempt, and a rejected attempt ends the call
-// with ErrThrottled. A Throttler is safe for concurrent use; Allow and done
-// take no lock and do not allocate. A nil *Throttler allows everything.
+// with ErrThrottled. A SRE is safe for concurrent use; Allow and done
+// take no lock and do not allocate. A nil *SRE allows everything.
 //
 // The counts are exact when calls do not overlap. Under concurrency each
 // count is exact too (every request and accept is added to one bucket by
 // an atomic operation), but a decision reads the buckets one by one, so it
 // may see some of the concurrent requests and not others.
-type Throttler struct {
+type SRE struct {
 	p     params
 	start time.Time
 	done  func(error) // t.record, made once so Allow does not allocate
+	timer clock.Timer // runs tick at each slot boundary while requests come
 	_     [64]byte
 
-	// head is the newest slot Allow has seen; done counts accepts in it,
-	// so it need not read the clock.
-	head atomic.Int64
-	_    [56]byte
+	// head is the current slot with the sums of the window's earlier
+	// slots, replaced at each slot boundary by tick (while requests come)
+	// or by the first Allow after a quiet spell, so that Allow and done
+	// neither read the clock (a clock read costs more than the rest of
+	// Allow on many machines) nor add up the buckets.
+	head atomic.Pointer[head]
+	// ticking: the timer is armed. active: a request came since the last
+	// tick. Both are read far more often than written.
+	ticking, active atomic.Bool
+	_               [54]byte
 
 	// buckets[k % len] holds slot k's counts. Each word packs the slot
 	// number (high 32 bits, modulo 2^32) and the count (low 32 bits), so
@@ -179,14 +186,24 @@ type Throttler struct {
 
 type bucket struct{ req, acc atomic.Uint64 }
 
-// New returns a Throttler configured by c. It panics if c.Validate fails.
-func New(c Config) *Throttler {
+// head is a current slot and the counts of the slots of its window before
+// it, which no longer change.
+type head struct {
+	slot     int64
+	req, acc uint64
+}
+
+// New returns a SRE configured by c. It panics if c.Validate fails.
+func NewSRE(c SREConfig) *SRE {
 	p, err := c.resolve()
 	if err != nil {
 		panic(err)
 	}
-	t := &Throttler{p: p, start: p.clock.Now(), buckets: make([]bucket, p.buckets)}
+	t := &SRE{p: p, start: p.clock.Now(), buckets: make([]bucket, p.buckets)}
 	t.done = t.record
+	t.head.Store(&head{})
+	t.timer = p.clock.AfterFunc(time.Hour, t.tick)
+	t.timer.Stop() // armed by the first request
 	return t
 }
 
@@ -195,14 +212,20 @@ func nop(error) {}
 // Allow asks to send one request. It counts the request, then rejects it
 // with the probability above: it returns ErrThrottled, and the request must
 // not be sent. Otherwise done must be called once with the request's
-// result (nil on success). Allow on a nil Throttler allows every request.
-func (t *Throttler) Allow() (done func(err error), err error) {
+// result (nil on success). Allow on a nil SRE allows every request.
+func (t *SRE) Allow() (done func(err error), err error) {
 	if t == nil {
 		return nop, nil
 	}
-	k := t.slot()
-	req, acc := t.sums(k)
-	add(&t.buckets[k%int64(len(t.buckets))].req, k)
+	if !t.ticking.Load() {
+		t.wake()
+	}
+	if !t.active.Load() {
+		t.active.Store(true)
+	}
+	h := t.head.Load()
+	req, acc := t.sums(h)
+	add(&t.buckets[h.slot%int64(len(t.buckets))].req, h.slot)
 	if p := t.probability(req, acc); p > 0 && t.draw() < p {
 		t.rejected.Add(1)
 		return nil, ErrThrottled
@@ -212,8 +235,8 @@ func (t *Throttler) Allow() (done func(err error), err error) {
 
 // record is done: it counts an accept, or takes back a request that was
 // never sent.
-func (t *Throttler) record(err error) {
-	k := t.head.Load()
+func (t *SRE) record(err error) {
+	k := t.head.Load().slot
 	b := &t.buckets[k%int64(len(t.buckets))]
 	switch {
 	case err == nil:
@@ -225,39 +248,80 @@ func (t *Throttler) record(err error) {
 	}
 }
 
-// slot returns the number of the current slot and makes it the head.
-func (t *Throttler) slot() int64 {
-	h := t.head.Load()
+// slot reads the clock, makes the current slot the head and returns it,
+// and the time until the next slot begins.
+func (t *SRE) slot() (*head, time.Duration) {
 	d := t.p.clock.Since(t.start)
+	h := t.head.Load()
 	if d < 0 {
-		return h
+		return h, t.p.width
 	}
 	k := int64(d / t.p.width)
-	for k > h {
-		if t.head.CompareAndSwap(h, k) {
-			return k
+	for k > h.slot {
+		n := &head{slot: k}
+		n.req, n.acc = t.past(k)
+		if t.head.CompareAndSwap(h, n) {
+			h = n
+			break
 		}
 		h = t.head.Load()
 	}
-	return h // a slot older than the head (a slow caller) counts in the head
+	return h, t.p.width - d%t.p.width
 }
 
-// sums returns the requests and accepts of the window ending with slot k.
-func (t *Throttler) sums(k int64) (req, acc uint64) {
+// wake starts the ticks after a quiet spell: it brings the head up to date
+// and arms the timer for the next slot boundary.
+func (t *SRE) wake() {
+	_, next := t.slot()
+	if t.ticking.CompareAndSwap(false, true) {
+		t.timer.Reset(next)
+	}
+}
+
+// tick runs at each slot boundary while requests come: it moves the head
+// on, and stops ticking when no request came since the previous tick (the
+// next Allow wakes it), so that an idle SRE holds no armed timer.
+func (t *SRE) tick() {
+	_, next := t.slot()
+	if t.active.Swap(false) {
+		t.timer.Reset(next)
+		return
+	}
+	t.ticking.Store(false)
+}
+
+// past returns the requests and accepts of the slots of slot k's window
+// before k.
+func (t *SRE) past(k int64) (req, acc uint64) {
 	oldest := uint32(k - int64(len(t.buckets))) // the last slot out of the window
+	in := func(w uint64) uint64 {
+		if e := uint32(w >> 32); int32(e-oldest) > 0 && e != uint32(k) {
+			return w & countMask
+		}
+		return 0
+	}
 	for i := range t.buckets {
-		b := &t.buckets[i]
-		if w := b.req.Load(); int32(uint32(w>>32)-oldest) > 0 {
-			req += w & countMask
-		}
-		if w := b.acc.Load(); int32(uint32(w>>32)-oldest) > 0 {
-			acc += w & countMask
-		}
+		req += in(t.buckets[i].req.Load())
+		acc += in(t.buckets[i].acc.Load())
 	}
 	return req, acc
 }
 
-func (t *Throttler) probability(req, acc uint64) float64 {
+// sums returns the requests and accepts of the window ending with head h.
+func (t *SRE) sums(h *head) (req, acc uint64) {
+	b := &t.buckets[h.slot%int64(len(t.buckets))]
+	return h.req + count(&b.req, h.slot), h.acc + count(&b.acc, h.slot)
+}
+
+// count returns w's count if it holds slot k, else 0.
+func count(w *atomic.Uint64, k int64) uint64 {
+	if v := w.Load(); uint32(v>>32) == uint32(k) {
+		return v & countMask
+	}
+	return 0
+}
+
+func (t *SRE) probability(req, acc uint64) float64 {
 	r := float64(req)
 	p := (r - t.p.k*float64(acc)) / (r + 1)
 	if p <= 0 {
@@ -267,7 +331,7 @@ func (t *Throttler) probability(req, acc uint64) float64 {
 }
 
 // draw returns a uniform number in [0, 1).
-func (t *Throttler) draw() float64 {
+func (t *SRE) draw() float64 {
 	if t.p.rand == nil {
 		return rand.Float64()
 	}
@@ -306,16 +370,17 @@ func sub(w *atomic.Uint64, k int64) {
 }
 
 // RejectionProbability returns the probability with which Allow would
-// reject a request now, for metrics (a gauge). A nil Throttler reports 0.
-func (t *Throttler) RejectionProbability() float64 {
+// reject a request now, for metrics (a gauge). A nil SRE reports 0.
+func (t *SRE) RejectionProbability() float64 {
 	if t == nil {
 		return 0
 	}
-	req, acc := t.sums(t.slot())
+	h, _ := t.slot()
+	req, acc := t.sums(h)
 	return t.probability(req, acc)
 }
 
-// Stats are a Throttler's counts.
+// Stats are a SRE's counts.
 type Stats struct {
 	// Requests and Accepts are the counts of the current window: requests
 	// asked for (local rejections included) and answers that were not an
@@ -327,13 +392,14 @@ type Stats struct {
 	Probability float64
 }
 
-// Stats returns the Throttler's counts. Read while calls are under way,
+// Stats returns the SRE's counts. Read while calls are under way,
 // they may count some of the concurrent calls and not others. A nil
-// Throttler reports zeros.
-func (t *Throttler) Stats() Stats {
+// SRE reports zeros.
+func (t *SRE) Stats() Stats {
 	if t == nil {
 		return Stats{}
 	}
-	req, acc := t.sums(t.slot())
+	h, _ := t.slot()
+	req, acc := t.sums(h)
 	return Stats{Requests: req, Accepts: acc, Rejected: t.rejected.Load(), Probability: t.probability(req, acc)}
 }

@@ -18,12 +18,12 @@ import (
 
 func formula(req, acc, k float64) float64 { return max(0, (req-k*acc)/(req+1)) }
 
-// TestThrottlerFormula drives a throttler through a fixed sequence and
+// TestSREFormula drives a throttler through a fixed sequence and
 // checks the probability and the decisions after every request.
-func TestThrottlerFormula(t *testing.T) {
+func TestSREFormula(t *testing.T) {
 	clk := clocktest.NewFake()
 	src := &scripted{}
-	th := throttle.New(throttle.Config{Clock: clk, Rand: src})
+	th := throttle.NewSRE(throttle.SREConfig{Clock: clk, Rand: src})
 
 	// 10 accepted requests: probability 0 throughout, no draw made.
 	for range 10 {
@@ -76,11 +76,11 @@ func TestThrottlerFormula(t *testing.T) {
 	}
 }
 
-// TestThrottlerWindow checks that counts leave the window with their
+// TestSREWindow checks that counts leave the window with their
 // bucket: 12 buckets of 10 s by default.
-func TestThrottlerWindow(t *testing.T) {
+func TestSREWindow(t *testing.T) {
 	clk := clocktest.NewFake()
-	th := throttle.New(throttle.Config{Clock: clk, Rand: backoff.NewSource(1)})
+	th := throttle.NewSRE(throttle.SREConfig{Clock: clk, Rand: backoff.NewSource(1)})
 	overload := func(n int) {
 		for range n {
 			if done, err := th.Allow(); err == nil {
@@ -104,8 +104,8 @@ func TestThrottlerWindow(t *testing.T) {
 	}
 }
 
-// TestThrottlerClassification checks which answers count as accepted.
-func TestThrottlerClassification(t *testing.T) {
+// TestSREClassification checks which answers count as accepted.
+func TestSREClassification(t *testing.T) {
 	status := func(code int) error { return &httpretry.StatusError{StatusCode: code} }
 	cases := []struct {
 		name     string
@@ -127,7 +127,7 @@ func TestThrottlerClassification(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			th := throttle.New(throttle.Config{Clock: clocktest.NewFake()})
+			th := throttle.NewSRE(throttle.SREConfig{Clock: clocktest.NewFake()})
 			done, err := th.Allow()
 			if err != nil {
 				t.Fatal(err)
@@ -139,7 +139,7 @@ func TestThrottlerClassification(t *testing.T) {
 		})
 	}
 	t.Run("custom", func(t *testing.T) {
-		th := throttle.New(throttle.Config{Clock: clocktest.NewFake(), Overload: func(err error) bool { return errors.Is(err, errPlain) }})
+		th := throttle.NewSRE(throttle.SREConfig{Clock: clocktest.NewFake(), Overload: func(err error) bool { return errors.Is(err, errPlain) }})
 		done, _ := th.Allow()
 		done(errOverload) // accepted by this classification
 		done, err := th.Allow()
@@ -158,10 +158,10 @@ type reporter bool
 func (r reporter) Error() string  { return "reporter" }
 func (r reporter) Overload() bool { return bool(r) }
 
-// TestThrottlerMaxRejection: the cap holds when the formula is above it.
-func TestThrottlerMaxRejection(t *testing.T) {
+// TestSREMaxRejection: the cap holds when the formula is above it.
+func TestSREMaxRejection(t *testing.T) {
 	src := &scripted{}
-	th := throttle.New(throttle.Config{Clock: clocktest.NewFake(), Rand: src, MaxRejection: 0.5, K: 1.1})
+	th := throttle.NewSRE(throttle.SREConfig{Clock: clocktest.NewFake(), Rand: src, MaxRejection: 0.5, K: 1.1})
 	for i := range 20 {
 		if th.RejectionProbability() > 0 {
 			src.next(0.5) // at the cap: not below it, so sent
@@ -177,8 +177,8 @@ func TestThrottlerMaxRejection(t *testing.T) {
 	}
 }
 
-func TestThrottlerNil(t *testing.T) {
-	var th *throttle.Throttler
+func TestSRENil(t *testing.T) {
+	var th *throttle.SRE
 	done, err := th.Allow()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestThrottlerNil(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	bad := []throttle.Config{
+	bad := []throttle.SREConfig{
 		{Window: -1}, {Buckets: -1}, {Buckets: throttle.MaxBuckets + 1}, {K: 0.5}, {K: math.NaN()},
 		{K: math.Inf(1)}, {MaxRejection: -0.1}, {MaxRejection: 1.5}, {MaxRejection: math.NaN()},
 		{Window: time.Millisecond, Buckets: 12},
@@ -204,7 +204,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v: Validate = %v, want ErrInvalidConfig", c, err)
 		}
 	}
-	good := []throttle.Config{{}, {K: 1.1}, {K: 1}, {MaxRejection: 1}, {MaxRejection: 0.8}, {Window: time.Minute, Buckets: 60}}
+	good := []throttle.SREConfig{{}, {K: 1.1}, {K: 1}, {MaxRejection: 1}, {MaxRejection: 0.8}, {Window: time.Minute, Buckets: 60}}
 	for _, c := range good {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)
@@ -215,12 +215,12 @@ func TestConfigValidate(t *testing.T) {
 			t.Error("New of a bad config did not panic")
 		}
 	}()
-	throttle.New(throttle.Config{K: 0.5})
+	throttle.NewSRE(throttle.SREConfig{K: 0.5})
 }
 
-// TestThrottlerAllocs: Allow and done allocate nothing, throttled or not.
-func TestThrottlerAllocs(t *testing.T) {
-	th := throttle.New(throttle.Config{Rand: backoff.NewSource(1)})
+// TestSREAllocs: Allow and done allocate nothing, throttled or not.
+func TestSREAllocs(t *testing.T) {
+	th := throttle.NewSRE(throttle.SREConfig{Rand: backoff.NewSource(1)})
 	n := testing.AllocsPerRun(1000, func() {
 		if done, err := th.Allow(); err == nil {
 			done(errOverload)
