@@ -154,10 +154,13 @@ func (c SREConfig) resolve() (params, error) {
 // with ErrThrottled. A SRE is safe for concurrent use; Allow and done
 // take no lock and do not allocate. A nil *SRE allows everything.
 //
-// The counts are exact when calls do not overlap. Under concurrency each
-// count is exact too (every request and accept is added to one bucket by
-// an atomic operation), but a decision reads the buckets one by one, so it
-// may see some of the concurrent requests and not others.
+// The window moves on at each slot boundary (Window/Buckets) by a timer of
+// the Clock that runs while requests come and stops after a slot without
+// any; Allow and done read no clock. The counts are exact when calls do
+// not overlap. Under concurrency every request and accept is added to one
+// bucket by an atomic operation, but a decision may see some of the
+// concurrent requests and not others, and a request or answer racing with
+// a slot change may be missed by the decisions of the slots after it.
 type SRE struct {
 	p     params
 	start time.Time
