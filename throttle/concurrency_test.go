@@ -12,7 +12,9 @@ import (
 
 // TestSREConcurrentCounts: requests and accepts from many goroutines are
 // all counted (no lost update) while the slot does not change, and counts
-// never exceed what was made while another goroutine moves time on.
+// never exceed what was made while another goroutine moves time on (an
+// accept counts in the slot of its answer, its request in the slot it was
+// sent in, so the two need not be in one window).
 func TestSREConcurrentCounts(t *testing.T) {
 	const g, n = 8, 2000
 	t.Run("one slot", func(t *testing.T) {
@@ -45,7 +47,7 @@ func TestSREConcurrentCounts(t *testing.T) {
 				default:
 				}
 				clk.Advance(10 * time.Millisecond)
-				if s := th.Stats(); s.Requests > g*n || s.Accepts > s.Requests+g {
+				if s := th.Stats(); s.Requests > g*n || s.Accepts > g*n {
 					t.Errorf("stats %+v beyond what was made", s)
 					return
 				}

@@ -14,7 +14,8 @@
 //
 //   - SRE rejects an attempt locally with probability
 //     max(0, (requests − K·accepts)/(requests + 1)) over the last two
-//     minutes, so the backend is offered about K times what it accepts.
+//     minutes (once the window holds 16 requests), so the backend is
+//     offered about K times what it accepts.
 //     A rejection ends the call at once with ErrThrottled.
 //   - Adaptive makes each attempt wait for a token of a bucket whose rate
 //     CUBIC drives from throttling answers (decrease to 0.7×, cubic

@@ -31,7 +31,7 @@ func ExampleNewSRE() {
 	}
 	fmt.Println("sent:", sent, "rejected locally:", throttled, "requests counted:", users.Stats().Requests)
 	// Output:
-	// sent: 6 rejected locally: 994 requests counted: 1000
+	// sent: 18 rejected locally: 982 requests counted: 1000
 }
 
 // ExampleNewAdaptive shows the AWS adaptive rate limiter taking over after

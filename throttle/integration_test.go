@@ -22,7 +22,7 @@ import (
 func TestSREWithDo(t *testing.T) {
 	clk := clocktest.NewFake()
 	src := &scripted{}
-	th := throttle.NewSRE(throttle.SREConfig{Clock: clk, Rand: src})
+	th := throttle.NewSRE(throttle.SREConfig{Clock: clk, Rand: src, MinRequests: -1})
 	p := &retry.Policy{MaxAttempts: 1, Limiter: th, Clock: clk}
 	calls := 0
 	overloaded := func(context.Context) (int, error) { calls++; return 0, retry.Overloaded(errPlain) }

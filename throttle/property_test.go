@@ -19,6 +19,7 @@ type sreModel struct {
 	width    time.Duration
 	buckets  int64
 	k, maxP  float64
+	minReq   uint64
 	req, acc map[int64]uint64
 	rejected uint64
 }
@@ -33,6 +34,9 @@ func (m *sreModel) sums(slot int64) (r, a uint64) {
 
 func (m *sreModel) p(slot int64) float64 {
 	r, a := m.sums(slot)
+	if r < m.minReq {
+		return 0
+	}
 	return min(formula(float64(r), float64(a), m.k), m.maxP)
 }
 
@@ -49,6 +53,7 @@ func TestSREProperties(t *testing.T) {
 			Buckets:      rapid.IntRange(1, 20).Draw(t, "buckets"),
 			K:            float64(rapid.IntRange(1000, 4000).Draw(t, "k_milli")) / 1000,
 			MaxRejection: float64(rapid.IntRange(0, 1000).Draw(t, "maxp_milli")) / 1000,
+			MinRequests:  rapid.IntRange(-1, 30).Draw(t, "min_requests"),
 		}
 		clk := clocktest.NewFake()
 		src := &scripted{}
@@ -60,6 +65,12 @@ func TestSREProperties(t *testing.T) {
 		}
 		if m.maxP == 0 {
 			m.maxP = 1
+		}
+		switch {
+		case c.MinRequests == 0:
+			m.minReq = throttle.DefaultMinRequests
+		case c.MinRequests > 0:
+			m.minReq = uint64(c.MinRequests)
 		}
 		start := clk.Now()
 		slot := func() int64 { return int64(clk.Since(start) / m.width) }

@@ -18,6 +18,7 @@ const (
 	DefaultBuckets      = 12              // SREConfig.Buckets: 10 s each with DefaultWindow
 	DefaultK            = 2.0             // SREConfig.K, the SRE book's
 	DefaultMaxRejection = 1.0             // SREConfig.MaxRejection: the formula alone
+	DefaultMinRequests  = 16              // SREConfig.MinRequests
 )
 
 // Limits Validate enforces on SREConfig.
@@ -54,6 +55,16 @@ type SREConfig struct {
 	// 0: DefaultMaxRejection (1, the formula alone, which stays below 1).
 	MaxRejection float64
 
+	// MinRequests is the least number of requests the window must hold
+	// before any is rejected. Requests are counted before they are sent,
+	// so a client that starts with C calls in flight counts C requests
+	// and no accept yet: by the formula alone (MinRequests negative) its
+	// second concurrent call is rejected with probability 1/2. The floor
+	// lets a cold client through its first calls; under a sustained
+	// overload it is reached within a few requests. 0: DefaultMinRequests
+	// (16). Negative: none.
+	MinRequests int
+
 	// Overload reports whether an attempt's error is an overload signal of
 	// the backend (the request was not accepted). nil: IsOverload (HTTP
 	// 429 and 503, errors implementing OverloadReporter, the retry
@@ -80,6 +91,7 @@ type params struct {
 	width    time.Duration
 	buckets  int
 	k, maxP  float64
+	minReq   uint64
 	overload func(error) bool
 	clock    clock.Clock
 	rand     rand.Source
@@ -124,6 +136,12 @@ func (c SREConfig) resolve() (params, error) {
 	if p.overload == nil {
 		p.overload = IsOverload
 	}
+	switch {
+	case c.MinRequests == 0:
+		p.minReq = DefaultMinRequests
+	case c.MinRequests > 0:
+		p.minReq = uint64(c.MinRequests)
+	}
 	return p, nil
 }
 
@@ -135,7 +153,8 @@ func (c SREConfig) resolve() (params, error) {
 //
 //	max(0, (requests − K·accepts) / (requests + 1))
 //
-// capped at MaxRejection. While the backend accepts everything the
+// capped at MaxRejection, and 0 while the window holds fewer than
+// MinRequests requests (16 by default). While the backend accepts everything the
 // probability is 0; when it refuses most requests, the client sends about K
 // requests per accepted one, so the backend's offered load settles near K
 // times what it can take instead of the full demand, and the rejected
@@ -325,6 +344,9 @@ func count(w *atomic.Uint64, k int64) uint64 {
 }
 
 func (t *SRE) probability(req, acc uint64) float64 {
+	if req < t.p.minReq {
+		return 0
+	}
 	r := float64(req)
 	p := (r - t.p.k*float64(acc)) / (r + 1)
 	if p <= 0 {

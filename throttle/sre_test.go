@@ -233,3 +233,24 @@ func TestSREAllocs(t *testing.T) {
 		t.Fatal("no rejection happened: the throttled path was not measured")
 	}
 }
+
+// TestSREMinRequests: a cold client's concurrent first calls are counted
+// before any answer; the floor lets them through, the bare formula does
+// not.
+func TestSREMinRequests(t *testing.T) {
+	src := &scripted{}
+	cold := throttle.NewSRE(throttle.SREConfig{Clock: clocktest.NewFake(), Rand: src})
+	for i := range throttle.DefaultMinRequests {
+		if _, err := cold.Allow(); err != nil { // in flight: no done yet
+			t.Fatalf("call %d of a cold start rejected: %v", i, err)
+		}
+	}
+	if p := cold.RejectionProbability(); p != formula(throttle.DefaultMinRequests, 0, 2) {
+		t.Fatalf("at the floor: p %v", p)
+	}
+	bare := throttle.NewSRE(throttle.SREConfig{Clock: clocktest.NewFake(), Rand: src, MinRequests: -1})
+	bare.Allow()
+	if p := bare.RejectionProbability(); p != 0.5 {
+		t.Fatalf("bare formula, one call in flight: p %v, want 0.5", p)
+	}
+}

@@ -4,7 +4,9 @@
 //
 // The two are configured alike: K = 2 is failsafe-go's failure-rate
 // threshold 0.5 (it lets through successes/0.5 executions), both over a
-// two-minute window and capped at a 0.9 rejection rate.
+// two-minute window, capped at a 0.9 rejection rate, and rejecting nothing
+// below 16 requests (stormguard's MinRequests, failsafe-go's execution
+// threshold).
 // TestEquivalentRejection checks that they then compute the same
 // probability from the same counts. They differ in what they count:
 // failsafe-go counts an execution when its result is recorded and does not

@@ -20,7 +20,7 @@ func newSRE() *throttle.SRE {
 
 func newFailsafe() adaptivethrottler.AdaptiveThrottler[any] {
 	return adaptivethrottler.NewBuilder[any]().
-		WithFailureRateThreshold(0.5, 0, 2*time.Minute).
+		WithFailureRateThreshold(0.5, throttle.DefaultMinRequests, 2*time.Minute).
 		WithMaxRejectionRate(0.9).
 		Build()
 }
@@ -35,7 +35,7 @@ func (admitAll) Uint64() uint64 { return math.MaxUint64 }
 // TestEquivalentRejection: fed the same counts, with every request
 // admitted, the two compute the same rejection probability.
 func TestEquivalentRejection(t *testing.T) {
-	for _, tc := range []struct{ ok, failed int }{{10, 0}, {10, 10}, {10, 30}, {5, 100}, {0, 50}} {
+	for _, tc := range []struct{ ok, failed int }{{10, 0}, {5, 5}, {10, 10}, {10, 30}, {5, 100}, {0, 50}} {
 		sg := throttle.NewSRE(throttle.SREConfig{K: 2, Window: 2 * time.Minute, MaxRejection: 0.9, Rand: admitAll{}})
 		fs := newFailsafe()
 		for range tc.ok {
