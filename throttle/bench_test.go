@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stormguard/stormguard/backoff"
@@ -50,6 +51,25 @@ func BenchmarkSREThrottledParallel(b *testing.B) {
 			if done, err := th.Allow(); err == nil {
 				done(errOverload)
 			}
+		}
+	})
+}
+
+// BenchmarkAdaptiveAcquireDone measures Adaptive's Acquire and done(nil)
+// from GOMAXPROCS goroutines, before any throttle (the bucket unused: one
+// lock for the answer) — the SDKs' common case.
+func BenchmarkAdaptiveAcquireDoneParallel(b *testing.B) {
+	a := throttle.NewAdaptive(throttle.AdaptiveConfig{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			done, err := a.Acquire(ctx, false)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			done(nil)
 		}
 	})
 }
