@@ -381,3 +381,31 @@ func TestIsThrottle(t *testing.T) {
 		t.Errorf("negative x-amz-retry-after read as %v", d)
 	}
 }
+
+// FuzzAWSRetryAfter feeds arbitrary x-amz-retry-after values: the header
+// never makes a wait below the backoff or above the backoff plus 5 s, and
+// a value that is not milliseconds >= 0 is ignored.
+func FuzzAWSRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "1500", "10000", "invalid", "-1", " 42 ", "99999999999999999999", "1e3", ""} {
+		f.Add(s, 1)
+	}
+	r := budget.AWSRules{Rand: maxJitter{}}
+	f.Fuzz(func(t *testing.T, header string, n int) {
+		n = n%30 + 1
+		if n < 1 {
+			n += 30
+		}
+		plain := r.DelayAfter(n, 0, awsResponse{status: 500}.err())
+		err := &httpretry.StatusError{StatusCode: 500, Response: &http.Response{Header: http.Header{"X-Amz-Retry-After": {header}}}}
+		got := r.DelayAfter(n, 0, err)
+		advice, ok := budget.AWSRetryAfter(err)
+		switch {
+		case !ok && got != plain:
+			t.Fatalf("ignored header %q changed the wait: %v, want %v", header, got, plain)
+		case ok && (advice < 0 || got < plain || got > plain+budget.AWSMaxAdviceExtra):
+			t.Fatalf("header %q (advice %v): wait %v outside [%v, %v+5s]", header, advice, got, plain, plain)
+		case plain < 0 || plain > budget.AWSMaxBackoff:
+			t.Fatalf("backoff %v outside [0, 20s]", plain)
+		}
+	})
+}
