@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
@@ -137,6 +139,76 @@ func TestSREOverHTTP(t *testing.T) {
 			}
 			if s := th.Stats(); s.Requests != 10+n || s.Accepts != 10 || s.Rejected != uint64(throttled) {
 				t.Fatalf("stats %+v", s)
+			}
+		})
+	}
+}
+
+// TestAdaptiveOverHTTP runs httpretry against a real loopback server
+// (HTTP/1.1 and HTTP/2 over TLS): 200s leave the bucket unused, a 429
+// turns it on, and from then on an attempt that finds it empty waits for a
+// token on the policy's clock before it reaches the server.
+func TestAdaptiveOverHTTP(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		name := "http1"
+		if h2 {
+			name = "http2-tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			var hits atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				if r.URL.Path == "/slow-down" {
+					w.WriteHeader(http.StatusTooManyRequests)
+				}
+			}))
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			clk := clocktest.NewFake()
+			lim := throttle.NewAdaptive(throttle.AdaptiveConfig{Clock: clk})
+			p := &retry.Policy{MaxAttempts: 1, Limiter: lim, Clock: clk}
+			client := &http.Client{Transport: httpretry.New(srv.Client().Transport, p)}
+			get := func(path string) error {
+				resp, err := client.Get(srv.URL + path)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				return err
+			}
+			for range 5 {
+				if err := get("/"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if lim.Stats().Enabled {
+				t.Fatal("bucket in use before any throttle")
+			}
+			if err := get("/slow-down"); err != nil {
+				t.Fatal(err)
+			}
+			st := lim.Stats()
+			if !st.Enabled || st.Tokens >= 1 {
+				t.Fatalf("after a 429: %+v, want the bucket in use and empty", st)
+			}
+			before := hits.Load()
+			got := make(chan error, 1)
+			go func() { got <- get("/") }()
+			clk.BlockUntil(1) // the attempt waits for its token
+			if hits.Load() != before {
+				t.Fatal("the attempt reached the server before its token")
+			}
+			clk.Advance(time.Duration(math.Ceil((1-st.Tokens)/st.FillRate*1e9)) * time.Nanosecond)
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			if hits.Load() != before+1 || lim.Stats().Waits != 1 {
+				t.Fatalf("hits %d (want %d), stats %+v", hits.Load(), before+1, lim.Stats())
 			}
 		})
 	}
