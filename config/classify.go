@@ -7,14 +7,16 @@ import (
 	"github.com/stormguard/stormguard/httpretry"
 )
 
-// HTTPClassifier returns the classifier for httpretry.WithClassifier that
-// this policy's retry_on.http_status asks for: a response is retried when
-// its status is listed; errors (no response) are classified by
+// HTTPClassifier returns the HTTP classifier that this policy's
+// retry_on.http_status asks for: a response is retried when its status is
+// listed; errors (no response) are classified by
 // httpretry.DefaultClassifier. Without an http_status list it returns
 // httpretry.DefaultClassifier itself. A nil spec gives the default too.
+// The Registry already puts it in the built policy's Classify (through
+// httpretry.PolicyClassifier), so a transport built once over the Handle
+// follows the list across reloads:
 //
-//	h := reg.Policy("charge-card")
-//	rt := httpretry.New(nil, h.Policy(), httpretry.WithClassifier(h.Spec().HTTPClassifier()))
+//	rt := httpretry.New(nil, reg.Policy("charge-card"))
 func (s *PolicySpec) HTTPClassifier() func(*http.Response, error) bool {
 	if s == nil || len(s.RetryOn.HTTPStatus) == 0 {
 		return httpretry.DefaultClassifier

@@ -12,6 +12,7 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -51,9 +52,12 @@ type Options struct {
 	// *budget.Concurrency).
 	OnBudget func(operation string, b retry.Budget) (unwatch func())
 	// Classify, if set, builds a policy's Classify function from its
-	// spec, e.g. from its retry_on lists. nil: retry.DefaultClassifier.
-	// (For the HTTP and gRPC adapters, PolicySpec.HTTPClassifier and
-	// GRPCRetryable turn retry_on into their classifiers; see Handle.Spec.)
+	// spec, e.g. from its retry_on lists. nil: a policy with
+	// retry_on.http_status gets httpretry.PolicyClassifier of its
+	// PolicySpec.HTTPClassifier, so httpretry.New(nil, handle) follows the
+	// list across reloads; any other gets retry.DefaultClassifier. (For
+	// gRPC, PolicySpec.GRPCRetryable turns retry_on.grpc_codes into the
+	// interceptor's classifier; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
 }
 
@@ -399,6 +403,10 @@ func (r *Registry) build(f *File) builtSet {
 		}
 		if r.opts.Classify != nil {
 			p.Classify = r.opts.Classify(s)
+		} else if len(s.RetryOn.HTTPStatus) > 0 {
+			// retry_on travels with the policy, so a transport built once
+			// over the Handle classifies by the file's current list.
+			p.Classify = httpretry.PolicyClassifier(s.HTTPClassifier())
 		}
 		if s.Budget != nil {
 			key := budgetKey(s.Budget)
