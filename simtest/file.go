@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -354,7 +355,16 @@ func parseSections(name string, data []byte, policyFile bool) (Sections, error) 
 		problems = decodeProblems(name, &root, err)
 	}
 	out, more := s.build(name, &root)
-	problems = append(problems, more...)
+	reported := map[string]bool{}
+	for _, p := range problems {
+		reported[p.Path] = true
+	}
+	for _, p := range more {
+		if !reported[p.Path] { // a value the decoder refused is not judged again
+			problems = append(problems, p)
+		}
+	}
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
 	if len(problems) > 0 {
 		return Sections{}, &Error{problems}
 	}

@@ -143,13 +143,13 @@ type cmdline struct {
 	seed                  uint64
 	set                   map[string]bool // flags given
 
-	maxAmp, minSuccess  float64
-	maxRecovery         time.Duration
-	clients, workers    int
-	queue               int
-	rate, capacity      float64
-	service, latency    sim.Dist
-	timeout             time.Duration
+	maxAmp, minSuccess float64
+	maxRecovery        time.Duration
+	clients, workers   int
+	queue              int
+	rate, capacity     float64
+	service, latency   sim.Dist
+	timeout            time.Duration
 }
 
 // listFlag collects comma-separated values, over repeated flags.

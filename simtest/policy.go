@@ -3,8 +3,8 @@ package simtest
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
