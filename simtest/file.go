@@ -336,8 +336,18 @@ func parseSections(name string, data []byte, policyFile bool) (Sections, error) 
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return Sections{}, &Error{[]Problem{{File: name, Msg: "the file is empty: it needs a downstream or gates mapping"}}}
 	}
-	if doc := root.Content[0]; doc.Kind != yaml.MappingNode {
+	doc := root.Content[0]
+	if doc.Kind != yaml.MappingNode {
 		return Sections{}, &Error{[]Problem{{File: name, Line: doc.Line, Msg: "must be a mapping with downstream and gates keys"}}}
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if k := doc.Content[i]; contains(sectionKeys, k.Value) {
+			if seen[k.Value] {
+				return Sections{}, &Error{[]Problem{{File: name, Line: k.Line, Column: k.Column, Path: k.Value, Msg: "appears twice"}}}
+			}
+			seen[k.Value] = true
+		}
 	}
 	var s sectionsYAML
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -388,11 +398,11 @@ func decodeProblems(name string, root *yaml.Node, err error) []Problem {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Msg = m[2]
 		}
-		p.Path = pathAt(root, p.Line)
+		p.Path = pathAt(root, p.Line, "")
 		if m := reUnknown.FindStringSubmatch(p.Msg); m != nil {
 			if f, ok := yamlFields[m[2]]; ok {
 				p.Msg = "unknown field (known: " + f.fields + ")"
-				if p.Path == "" {
+				if p.Path = pathAt(root, p.Line, m[1]); p.Path == "" {
 					p.Path = join(f.path, m[1])
 				}
 			}
@@ -419,8 +429,9 @@ func kindWanted(path string) string {
 	return "a number"
 }
 
-// pathAt returns the dotted path of the key on line, or "".
-func pathAt(root *yaml.Node, line int) string {
+// pathAt returns the dotted path of the key on line (named key, if
+// given), or "".
+func pathAt(root *yaml.Node, line int, key string) string {
 	if line == 0 {
 		return ""
 	}
@@ -440,7 +451,11 @@ func pathAt(root *yaml.Node, line int) string {
 				if deeper := walk(v, p); deeper != "" {
 					return deeper
 				}
-				if k.Line == line || (v.Line == line && v.Kind == yaml.ScalarNode) {
+				if key != "" {
+					if k.Line == line && k.Value == key {
+						return p
+					}
+				} else if k.Line == line || (v.Line == line && v.Kind == yaml.ScalarNode) {
 					return p
 				}
 			}

@@ -123,7 +123,7 @@ func judge(policy string, r *StormResult, g Gates) []Failure {
 		switch {
 		case !r.Recovered:
 			fail(GateRecovery, limit, -1,
-				"the downstream did not recover in the %s observed after the trigger ended (limit %s)",
+				"no recovery in the %s observed after the trigger ended (limit %s)",
 				fmtSeconds(r.observed), g.MaxRecovery)
 		case r.RecoveryS > limit:
 			fail(GateRecovery, limit, r.RecoveryS,

@@ -49,6 +49,10 @@ type StormResult struct {
 	// StormAttemptsPerCall is the same while the trigger lasts: offered
 	// load over the baseline's call rate.
 	StormAttemptsPerCall float64 `json:"storm_attempts_per_call"`
+	// AfterAttemptsPerCall is attempts sent over calls ended, from the end
+	// of the trigger to the end of the run: well below 1 when a breaker
+	// fails calls without trying the downstream.
+	AfterAttemptsPerCall float64 `json:"after_attempts_per_call"`
 	// Failures are the gates this run failed.
 	Failures []Failure `json:"failures,omitempty"`
 	// Metrics are every measure of the run.
@@ -228,6 +232,15 @@ func runOne(ctx context.Context, p sim.Policy, d Downstream, s Storm, seed uint6
 		mean := sum / float64(to-from)
 		r.MeanAmplification = mean / mt.BaselineLoad
 		r.StormAttemptsPerCall = mean / d.Rate
+	}
+	from, to = int((stormStart+s.Length)/step), min(int(stormDuration/step), len(res.Series.Load))
+	var att, calls float64
+	for i := from; i < to; i++ {
+		att += res.Series.Load[i]
+		calls += res.Series.Goodput[i] + res.Series.Failed[i]
+	}
+	if calls > 0 {
+		r.AfterAttemptsPerCall = att / calls
 	}
 	return r, nil
 }

@@ -31,6 +31,10 @@ func weakest(f features, storms []Storm, rs []StormResult) string {
 			continue
 		}
 		switch {
+		case f.breaker && r.AfterAttemptsPerCall < 0.97:
+			return fmt.Sprintf("the breaker: after the %s, open breakers keep failing calls fast while the downstream could serve them "+
+				"(at least %.0f%% of later calls never reach it); a shorter open_timeout lets them probe sooner",
+				title(r.Storm), 100*(1-r.AfterAttemptsPerCall))
 		case !f.budget && !f.breaker:
 			return fmt.Sprintf("no budget or breaker: after the %s, retries keep the downstream overloaded (load ×%.1f) and it does not recover", title(r.Storm), r.PeakAmplification)
 		case !f.budget:
