@@ -153,12 +153,21 @@ func (d Downstream) model(s Storm) sim.Model {
 			Degrade: d.Degrade,
 			Timeout: d.Timeout,
 		}},
-		MaxEvents: maxEvents,
+		MaxEvents: d.maxEvents(),
 	}
 	m.Faults = s.faults(d)
 	return m
 }
 
-// maxEvents bounds one run: far above what the default downstream needs
-// (a few hundred thousand events), it stops a runaway model in seconds.
-const maxEvents = 200_000_000
+// RunawayFactor bounds the work of one storm run: a run that needs more
+// than RunawayFactor times the events steady traffic would (about 8 per
+// call) is stopped, and the policy fails that storm as a runaway. No
+// policy with a backoff or an attempt limit comes near it; retries in a
+// tight loop without a count limit reach it within seconds.
+const RunawayFactor = 20
+
+// maxEvents is the event cap of one run of d.
+func (d Downstream) maxEvents() uint64 {
+	steady := d.Rate * (stormDuration + stormDrain).Seconds() * 8
+	return uint64(max(1e5, RunawayFactor*steady))
+}

@@ -232,14 +232,14 @@ type degradeYAML struct {
 }
 
 type gatesYAML struct {
-	MaxAmplification *float64              `yaml:"max_amplification"`
+	MaxAmplification *ampYAML              `yaml:"max_amplification"`
 	MaxRecovery      *recoveryYAML         `yaml:"max_recovery"`
 	MinSuccess       *float64              `yaml:"min_success"`
 	Storms           map[string]*stormGate `yaml:"storms"`
 }
 
 type stormGate struct {
-	MaxAmplification *float64      `yaml:"max_amplification"`
+	MaxAmplification *ampYAML      `yaml:"max_amplification"`
 	MaxRecovery      *recoveryYAML `yaml:"max_recovery"`
 	MinSuccess       *float64      `yaml:"min_success"`
 }
@@ -296,6 +296,25 @@ func (r *recoveryYAML) UnmarshalYAML(n *yaml.Node) error {
 		return lineError(n, "0 is not a limit: leave max_recovery out for the default (%s), or write none", DefaultMaxRecovery)
 	}
 	*r = recoveryYAML(d)
+	return nil
+}
+
+// ampYAML is an amplification limit or "none".
+type ampYAML float64
+
+func (a *ampYAML) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "none" {
+		*a = NoAmplificationLimit
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return lineError(n, "must be a number of at least 1, or none")
+	}
+	v, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil || !finite(v) {
+		return lineError(n, "%q is not a number (a limit of at least 1, or none)", n.Value)
+	}
+	*a = ampYAML(v)
 	return nil
 }
 
@@ -534,11 +553,11 @@ func (s *sectionsYAML) build(name string, root *yaml.Node) (Sections, []Problem)
 	}
 	if g := s.Gates; g != nil {
 		out.HasGates = true
-		gate := func(path string, amp *float64, rec *recoveryYAML, succ *float64) Gates {
+		gate := func(path string, amp *ampYAML, rec *recoveryYAML, succ *float64) Gates {
 			var out Gates
 			if amp != nil {
-				if out.MaxAmplification = *amp; !finite(*amp) || *amp < 1 || *amp > 1e6 {
-					bad(path+"max_amplification", "%g must be at least 1 (the baseline load itself)", *amp)
+				if out.MaxAmplification = float64(*amp); out.MaxAmplification != NoAmplificationLimit && (out.MaxAmplification < 1 || out.MaxAmplification > 1e6) {
+					bad(path+"max_amplification", "%g must be at least 1 (the baseline load itself), or none", out.MaxAmplification)
 				}
 			}
 			if rec != nil {

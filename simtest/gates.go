@@ -6,12 +6,16 @@ import (
 )
 
 // Gates are the limits a policy must keep in every storm. A zero
-// MaxAmplification or MinSuccess sets no limit; a zero MaxRecovery means
+// MaxAmplification means DefaultMaxAmplification and a zero MaxRecovery
 // DefaultMaxRecovery, so that a check with no gates at all still fails a
-// policy that leaves the downstream down after a storm.
+// policy that multiplies the load tenfold or leaves the downstream down
+// after a storm; NoAmplificationLimit and NoRecoveryLimit turn them off.
+// A zero MinSuccess sets no limit (what share of calls can succeed
+// depends on the storm: at 50% failures, half of them without retries).
 type Gates struct {
 	// MaxAmplification bounds the peak amplification: the highest offered
-	// load over any 1s window, divided by the baseline load.
+	// load over any 1s window, divided by the baseline load. At least 1.
+	// 0: DefaultMaxAmplification; NoAmplificationLimit: not gated.
 	MaxAmplification float64 `json:"max_amplification,omitempty"`
 	// MaxRecovery bounds the time from the end of the trigger until the
 	// downstream has recovered (sim.Metrics.RecoveryS); a storm after which
@@ -28,6 +32,14 @@ type Gates struct {
 
 // DefaultMaxRecovery is the recovery limit of a zero Gates.MaxRecovery.
 const DefaultMaxRecovery = 10 * time.Second
+
+// DefaultMaxAmplification is the limit of a zero Gates.MaxAmplification:
+// callers sending ten times their steady load are an outage of their own.
+const DefaultMaxAmplification = 10
+
+// NoAmplificationLimit, as Gates.MaxAmplification, leaves the peak
+// amplification ungated.
+const NoAmplificationLimit = -1
 
 // NoRecoveryLimit, as Gates.MaxRecovery, leaves recovery ungated.
 const NoRecoveryLimit time.Duration = -1
@@ -50,14 +62,17 @@ func (g Gates) For(storm string) Gates {
 	if out.MaxRecovery == 0 {
 		out.MaxRecovery = DefaultMaxRecovery
 	}
+	if out.MaxAmplification == 0 {
+		out.MaxAmplification = DefaultMaxAmplification
+	}
 	return out
 }
 
 // validate reports the first gate out of range.
 func (g Gates) validate() error {
 	check := func(where string, g Gates) error {
-		if !finite(g.MaxAmplification) || g.MaxAmplification < 0 || (g.MaxAmplification > 0 && g.MaxAmplification < 1) {
-			return fmt.Errorf("%smax amplification %g must be at least 1 (the baseline itself)", where, g.MaxAmplification)
+		if a := g.MaxAmplification; !finite(a) || (a != 0 && a != NoAmplificationLimit && a < 1) {
+			return fmt.Errorf("%smax amplification %g must be at least 1 (the baseline itself), or NoAmplificationLimit", where, g.MaxAmplification)
 		}
 		if !finite(g.MinSuccess) || g.MinSuccess < 0 || g.MinSuccess > 1 {
 			return fmt.Errorf("%smin success %g must be a share in [0, 1] (0.95 is 95%%)", where, g.MinSuccess)
@@ -89,6 +104,9 @@ const (
 	GateAmplification = "max-amplification"
 	GateRecovery      = "max-recovery"
 	GateSuccess       = "min-success"
+	// GateRunaway is failed by a storm run stopped for its work (see
+	// StormResult.Runaway), whatever the gates.
+	GateRunaway = "runaway"
 )
 
 // Failure is one gate a policy failed in one storm.
@@ -111,6 +129,12 @@ func judge(policy string, r *StormResult, g Gates) []Failure {
 	fail := func(gate string, limit, value float64, format string, args ...any) {
 		out = append(out, Failure{Policy: policy, Storm: r.Storm, Gate: gate, Limit: limit, Value: value,
 			Message: fmt.Sprintf("%s failed %s: ", policy, r.Storm) + fmt.Sprintf(format, args...)})
+	}
+	if r.Runaway != "" {
+		fail(GateRunaway, RunawayFactor, 0,
+			"its retries ran away: the simulation stopped after more than %d times the work of steady traffic, "+
+				"so every gate fails (give the policy a backoff, an attempt limit or a budget)", RunawayFactor)
+		return out
 	}
 	if g.MaxAmplification > 0 && r.PeakAmplification > g.MaxAmplification {
 		over := r.PeakAmplification - g.MaxAmplification

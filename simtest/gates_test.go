@@ -90,7 +90,7 @@ func TestDefaultRecoveryGate(t *testing.T) {
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
 	}
-	mustContain(t, "stdout", out, "gates: recovery within 10s", "stuck")
+	mustContain(t, "stdout", out, "gates: peak amplification ≤ 10×, recovery within 10s", "stuck")
 	mustContain(t, "stderr", errs, "nobudget failed latency-spike: no recovery")
 }
 
@@ -125,7 +125,7 @@ func TestGatesInFile(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
 	}
 	mustContain(t, "stdout", out, "40 workers × service exp(20ms)", "fleet of 20 clients at 1000 calls/s",
-		"peak amplification ≤ 1.50×", "outage: peak ≤ 5.00×", "PASS budgeted", "FAIL nobudget")
+		"peak amplification ≤ 1.5×", "outage: peak ≤ 5×", "PASS budgeted", "FAIL nobudget")
 	mustContain(t, "stderr", errs, "check: FAIL nobudget failed errors-50: peak amplification",
 		"holds downstream or gates sections, which the service's loader (config) refuses")
 	mustNotContain(t, "stderr", errs, "failed outage", "budgeted failed")
@@ -159,7 +159,7 @@ func TestDownstreamFileAndFlags(t *testing.T) {
 	if d.Workers != 24 || d.Queue != 3000 || d.Rate != 200 || d.Clients != 10 || d.Service != "uniform(60ms,100ms)" || d.Timeout != "1s" {
 		t.Errorf("downstream from the file: %+v", d)
 	}
-	if rep.Gates.MaxAmplification != 2 || rep.Gates.MinSuccess != 0.8 || rep.Gates.MaxRecovery != "10s" {
+	if rep.Gates.MaxAmplification != "2" || rep.Gates.MinSuccess != 0.8 || rep.Gates.MaxRecovery != "10s" {
 		t.Errorf("gates from the file: %+v", rep.Gates)
 	}
 	mustNotContain(t, "stderr", errs, "refuses")
@@ -191,4 +191,34 @@ func TestDownstreamFileAndFlags(t *testing.T) {
 	if rep.Downstream.Workers != 20 || rep.Downstream.Rate != 300 || rep.Downstream.Queue != 1000 {
 		t.Errorf("capacity 500/s at 40ms: %+v, want 20 workers, 300 calls/s (60%%), queue 1000 (2s of work)", rep.Downstream)
 	}
+}
+
+// Retries in a tight loop without a count limit: the run is stopped for
+// its work and the policy fails those storms as a runaway (exit 1, not a
+// bad-input 2), whatever the gates.
+func TestRunaway(t *testing.T) {
+	path := writeFile(t, "tight.yaml", "policies:\n  tight:\n    max_attempts: unlimited\n    backoff: {strategy: constant, base: 0s}\n")
+	code, out, errs := run(t, "--storms", "outage", "--max-recovery", "none", "--clients", "2", "--rate", "100", "--workers", "5", path)
+	if code != simtest.ExitFail {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
+	}
+	mustContain(t, "stdout", out, "runaway", "runaway retries: in the short outage")
+	mustContain(t, "stderr", errs, "check: FAIL tight failed outage: its retries ran away")
+}
+
+// With no gates given, a storm may not multiply the load more than
+// tenfold either: twenty immediate attempts per call fail the outage;
+// none turns the gate off.
+func TestDefaultAmplificationGate(t *testing.T) {
+	path := writeFile(t, "hammer.yaml", "policies:\n  hammer:\n    max_attempts: 20\n    backoff: {strategy: constant, base: 0s}\n")
+	code, out, errs := run(t, "--storms", "outage", "--max-recovery", "none", path)
+	if code != simtest.ExitFail {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
+	}
+	mustContain(t, "stderr", errs, "check: FAIL hammer failed outage: peak amplification ", "× is above the limit 10.00× by ")
+	code, out, errs = run(t, "--storms", "outage", "--max-recovery", "none", "--max-amplification", "none", path)
+	if code != simtest.ExitPass {
+		t.Fatalf("--max-amplification none: exit %d, want 0\n%s\n%s", code, out, errs)
+	}
+	mustContain(t, "stdout", out, "amplification not gated, recovery not gated")
 }

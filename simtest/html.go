@@ -20,7 +20,7 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 	"ms":    fmtMS,
 	"rec":   recoveryCell,
 	"chart": chart,
-	"gates": func(g gatesJSON) string { return g.describe() },
+	"gates": func(g GatesReport) string { return g.describe() },
 	"gatelist": func(fs []Failure) string {
 		var out []string
 		for _, f := range fs {

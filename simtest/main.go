@@ -214,6 +214,32 @@ func (f recoveryFlag) Set(s string) error {
 	return nil
 }
 
+// ampFlag reads an amplification limit, or none.
+type ampFlag struct{ v *float64 }
+
+func (f ampFlag) String() string {
+	if f.v == nil || *f.v == 0 {
+		return ""
+	}
+	if *f.v == NoAmplificationLimit {
+		return "none"
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f ampFlag) Set(s string) error {
+	if s == "none" {
+		*f.v = NoAmplificationLimit
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !finite(v) || v < 1 {
+		return errors.New("want at least 1 (the baseline load itself), or none")
+	}
+	*f.v = v
+	return nil
+}
+
 // shareFlag reads a share as a fraction (0.95) or a percentage (95%).
 type shareFlag struct{ v *float64 }
 
@@ -247,7 +273,7 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 	}
 	fs.Var(listFlag{&cl.operations}, "operation", "check only the policies serving these operations (comma-separated, repeatable)")
 	fs.Var(listFlag{&cl.storms}, "storms", "run only these storms (comma-separated): "+strings.Join(StormNames(), ", "))
-	fs.Float64Var(&cl.maxAmp, "max-amplification", 0, "gate: the most peak amplification (offered load over baseline) a storm may cause")
+	fs.Var(ampFlag{&cl.maxAmp}, "max-amplification", "gate: the most peak amplification (offered load over baseline) a storm may cause, or none (default 10)")
 	fs.Var(recoveryFlag{&cl.maxRecovery}, "max-recovery", "gate: the longest recovery after a storm's trigger ends, or none (default 10s)")
 	fs.Var(shareFlag{&cl.minSuccess}, "min-success", "gate: the least share of calls that must succeed in each storm (0.95 or 95%)")
 	fs.BoolVar(&cl.json, "json", false, "print the report as JSON")
@@ -288,9 +314,6 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 		cl.file = files[0]
 	default:
 		return bad("one policy file at a time, got %d: %s", len(files), strings.Join(files, " "))
-	}
-	if cl.set["max-amplification"] && (!finite(cl.maxAmp) || cl.maxAmp < 1) {
-		return bad("-max-amplification %g: want at least 1 (the baseline load itself)", cl.maxAmp)
 	}
 	if _, err := pickStorms(cl.storms); err != nil {
 		return bad("-storms: %v", err)

@@ -4,14 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// downstreamJSON is Downstream as the report prints it, defaults filled
+// DownstreamReport is Downstream as the report prints it, defaults filled
 // in, distributions and durations in the file's syntax.
-type downstreamJSON struct {
+type DownstreamReport struct {
 	Clients  int     `json:"clients"`
 	Rate     float64 `json:"rate_per_s"`
 	Workers  int     `json:"workers"`
@@ -27,8 +28,9 @@ type downstreamJSON struct {
 	} `json:"degrade,omitempty"`
 }
 
-func (d Downstream) json() downstreamJSON {
-	out := downstreamJSON{Clients: d.Clients, Rate: d.Rate, Workers: d.Workers, Capacity: d.Capacity,
+// json returns the report's view of the resolved d.
+func (d Downstream) json() DownstreamReport {
+	out := DownstreamReport{Clients: d.Clients, Rate: d.Rate, Workers: d.Workers, Capacity: d.Capacity,
 		Service: d.Service.String(), Queue: d.Queue, Latency: d.Latency.String(), Timeout: d.Timeout.String()}
 	if d.Degrade.Slope > 0 {
 		out.Degrade = &struct {
@@ -40,16 +42,17 @@ func (d Downstream) json() downstreamJSON {
 	return out
 }
 
-// gatesJSON is Gates as the report prints them (recovery in the file's
-// syntax, "none" when not gated).
-type gatesJSON struct {
-	MaxAmplification float64              `json:"max_amplification,omitempty"`
-	MaxRecovery      string               `json:"max_recovery"`
+// GatesReport is Gates as the report prints them, in the file's syntax:
+// defaults filled in at the top, "none" when not gated, "" (left out) in
+// a storm's gates for a limit it takes from the top.
+type GatesReport struct {
+	MaxAmplification string               `json:"max_amplification,omitempty"`
+	MaxRecovery      string               `json:"max_recovery,omitempty"`
 	MinSuccess       float64              `json:"min_success,omitempty"`
-	Storms           map[string]gatesJSON `json:"storms,omitempty"`
+	Storms           map[string]GatesReport `json:"storms,omitempty"`
 }
 
-func (g Gates) json() gatesJSON {
+func (g Gates) json() GatesReport {
 	rec := func(d time.Duration, top bool) string {
 		switch {
 		case d == NoRecoveryLimit:
@@ -61,17 +64,30 @@ func (g Gates) json() gatesJSON {
 		}
 		return d.String()
 	}
-	out := gatesJSON{MaxAmplification: g.MaxAmplification, MaxRecovery: rec(g.MaxRecovery, true), MinSuccess: g.MinSuccess}
+	amp := func(a float64, top bool) string {
+		switch {
+		case a == NoAmplificationLimit:
+			return "none"
+		case a == 0 && top:
+			return strconv.Itoa(DefaultMaxAmplification)
+		case a == 0:
+			return ""
+		}
+		return strconv.FormatFloat(a, 'g', -1, 64)
+	}
+	out := GatesReport{MaxAmplification: amp(g.MaxAmplification, true), MaxRecovery: rec(g.MaxRecovery, true), MinSuccess: g.MinSuccess}
 	for name, s := range g.Storms {
 		if out.Storms == nil {
-			out.Storms = map[string]gatesJSON{}
+			out.Storms = map[string]GatesReport{}
 		}
-		out.Storms[name] = gatesJSON{MaxAmplification: s.MaxAmplification, MaxRecovery: rec(s.MaxRecovery, false), MinSuccess: s.MinSuccess}
+		out.Storms[name] = GatesReport{MaxAmplification: amp(s.MaxAmplification, false), MaxRecovery: rec(s.MaxRecovery, false), MinSuccess: s.MinSuccess}
 	}
 	return out
 }
 
-type stormJSON struct {
+// StormInfo describes a storm of the report: its name, title, what
+// happens, and when the trigger starts and ends (seconds of the run).
+type StormInfo struct {
 	Name   string  `json:"name"`
 	Title  string  `json:"title"`
 	Doc    string  `json:"doc"`
@@ -116,6 +132,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			if s.P99Open {
 				p99 = "> " + p99
 			}
+			if s.Runaway != "" {
+				fmt.Fprintf(tw, "  %s\t–\t–\trunaway\t–\t–\t%s\n", s.Storm, verdict)
+				continue
+			}
 			fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t%s\t%.1f%%\t%s\t%s\n", s.Storm, s.PeakAmplification, s.MeanAmplification,
 				recoveryCell(s), 100*s.SuccessRate, p99, verdict)
 		}
@@ -138,6 +158,9 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 func recoveryCell(s StormResult) string {
+	if s.Runaway != "" {
+		return "runaway"
+	}
 	if !s.Recovered {
 		return "stuck"
 	}
@@ -148,10 +171,12 @@ func fmtMS(ms float64) string {
 	return time.Duration(ms * float64(time.Millisecond)).Round(time.Millisecond).String()
 }
 
-func (g gatesJSON) describe() string {
+func (g GatesReport) describe() string {
 	var parts []string
-	if g.MaxAmplification > 0 {
-		parts = append(parts, fmt.Sprintf("peak amplification ≤ %.2f×", g.MaxAmplification))
+	if g.MaxAmplification == "none" {
+		parts = append(parts, "amplification not gated")
+	} else {
+		parts = append(parts, "peak amplification ≤ "+g.MaxAmplification+"×")
 	}
 	if g.MaxRecovery == "none" {
 		parts = append(parts, "recovery not gated")
@@ -165,8 +190,8 @@ func (g gatesJSON) describe() string {
 	for _, name := range sortedKeys(g.Storms) {
 		sg := g.Storms[name]
 		var sp []string
-		if sg.MaxAmplification > 0 {
-			sp = append(sp, fmt.Sprintf("peak ≤ %.2f×", sg.MaxAmplification))
+		if sg.MaxAmplification != "" {
+			sp = append(sp, "peak ≤ "+sg.MaxAmplification+"×")
 		}
 		if sg.MaxRecovery != "" {
 			sp = append(sp, "recovery "+sg.MaxRecovery)

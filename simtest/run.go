@@ -53,10 +53,17 @@ type StormResult struct {
 	// of the trigger to the end of the run: well below 1 when a breaker
 	// fails calls without trying the downstream.
 	AfterAttemptsPerCall float64 `json:"after_attempts_per_call"`
+	// Runaway, when set, says why the run was stopped: the policy's
+	// retries needed more than RunawayFactor times the work of steady
+	// traffic (or made no progress in virtual time). Such a storm fails
+	// whatever the gates, and the measures above are zero.
+	Runaway string `json:"runaway,omitempty"`
 	// Failures are the gates this run failed.
 	Failures []Failure `json:"failures,omitempty"`
 	// Metrics are every measure of the run.
 	Metrics sim.Metrics `json:"metrics"`
+	// Events is how many events the simulation processed.
+	Events uint64 `json:"events"`
 	// Load is the offered load per second at ChartStep (100ms) steps, for
 	// charts.
 	Load []float64 `json:"-"`
@@ -83,9 +90,9 @@ type Report struct {
 	Version string `json:"version,omitempty"`
 	Seed    uint64 `json:"seed"`
 	// Downstream is the model, defaults filled in.
-	Downstream downstreamJSON `json:"downstream"`
-	Gates      gatesJSON      `json:"gates"`
-	Storms     []stormJSON    `json:"storms"`
+	Downstream DownstreamReport `json:"downstream"`
+	Gates      GatesReport      `json:"gates"`
+	Storms     []StormInfo    `json:"storms"`
 	Policies   []PolicyResult `json:"policies"`
 	// Failures lists every failed gate, policy by policy.
 	Failures []Failure `json:"failures"`
@@ -175,7 +182,7 @@ feed:
 
 	rep := &Report{Seed: o.Seed, Downstream: d.json(), Gates: g.json(), Pass: true, Failures: []Failure{}}
 	for _, s := range storms {
-		rep.Storms = append(rep.Storms, stormJSON{Name: s.Name, Title: s.Title, Doc: s.Doc,
+		rep.Storms = append(rep.Storms, StormInfo{Name: s.Name, Title: s.Title, Doc: s.Doc,
 			StartS: stormStart.Seconds(), EndS: (stormStart + s.Length).Seconds()})
 	}
 	for i, p := range policies {
@@ -201,6 +208,9 @@ func runOne(ctx context.Context, p sim.Policy, d Downstream, s Storm, seed uint6
 		return StormResult{}, err
 	}
 	res, err := sim.RunContext(ctx, &m, sim.Single(p), seed)
+	if errors.Is(err, sim.ErrNoProgress) && ctx.Err() == nil {
+		return StormResult{Storm: s.Name, Runaway: err.Error()}, nil
+	}
 	if err != nil {
 		return StormResult{}, err
 	}
@@ -216,6 +226,7 @@ func runOne(ctx context.Context, p sim.Policy, d Downstream, s Storm, seed uint6
 		AttemptsPerCall:   mt.AttemptsPerCall,
 		Metrics:           mt,
 		Load:              res.Series.Load,
+		Events:            res.Events,
 		observed:          (stormDuration - stormStart - s.Length).Seconds(),
 	}
 	if !r.Recovered {

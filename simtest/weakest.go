@@ -25,6 +25,13 @@ func weakest(f features, storms []Storm, rs []StormResult) string {
 		}
 		return fmt.Sprintf("%d attempts", f.attempts)
 	}
+	// 0. A runaway.
+	for _, r := range rs {
+		if r.Runaway != "" {
+			return fmt.Sprintf("runaway retries: in the %s its retries multiply without bound (%s and %s) until the simulation stops them",
+				title(r.Storm), attempts(), map[bool]string{true: "no wait between them", false: "no budget to cap them"}[f.noBackoff])
+		}
+	}
 	// 1. No recovery.
 	for _, r := range rs {
 		if r.Recovered {
