@@ -46,9 +46,9 @@ func (d Downstream) json() DownstreamReport {
 // defaults filled in at the top, "none" when not gated, "" (left out) in
 // a storm's gates for a limit it takes from the top.
 type GatesReport struct {
-	MaxAmplification string               `json:"max_amplification,omitempty"`
-	MaxRecovery      string               `json:"max_recovery,omitempty"`
-	MinSuccess       float64              `json:"min_success,omitempty"`
+	MaxAmplification string                 `json:"max_amplification,omitempty"`
+	MaxRecovery      string                 `json:"max_recovery,omitempty"`
+	MinSuccess       float64                `json:"min_success,omitempty"`
 	Storms           map[string]GatesReport `json:"storms,omitempty"`
 }
 

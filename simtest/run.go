@@ -92,8 +92,8 @@ type Report struct {
 	// Downstream is the model, defaults filled in.
 	Downstream DownstreamReport `json:"downstream"`
 	Gates      GatesReport      `json:"gates"`
-	Storms     []StormInfo    `json:"storms"`
-	Policies   []PolicyResult `json:"policies"`
+	Storms     []StormInfo      `json:"storms"`
+	Policies   []PolicyResult   `json:"policies"`
 	// Failures lists every failed gate, policy by policy.
 	Failures []Failure `json:"failures"`
 	Pass     bool      `json:"pass"`
