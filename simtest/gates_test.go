@@ -2,6 +2,8 @@ package simtest_test
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"regexp"
 	"strconv"
 	"testing"
@@ -156,10 +158,10 @@ func TestDownstreamFileAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := rep.Downstream
-	if d.Workers != 24 || d.Queue != 3000 || d.Rate != 200 || d.Clients != 10 || d.Service != "uniform(60ms,100ms)" || d.Timeout != "1s" {
+	if d.Workers != 24 || d.Queue != 600 || d.Rate != 200 || d.Clients != 10 || d.Service != "uniform(60ms,100ms)" || d.Timeout != "1s" || d.Latency != "1ms" {
 		t.Errorf("downstream from the file: %+v", d)
 	}
-	if rep.Gates.MaxAmplification != "2" || rep.Gates.MinSuccess != 0.8 || rep.Gates.MaxRecovery != "10s" {
+	if rep.Gates.MaxAmplification != "2" || rep.Gates.MinSuccess != 0.85 || rep.Gates.MaxRecovery != "10s" {
 		t.Errorf("gates from the file: %+v", rep.Gates)
 	}
 	mustNotContain(t, "stderr", errs, "refuses")
@@ -221,4 +223,30 @@ func TestDefaultAmplificationGate(t *testing.T) {
 		t.Fatalf("--max-amplification none: exit %d, want 0\n%s\n%s", code, out, errs)
 	}
 	mustContain(t, "stdout", out, "amplification not gated, recovery not gated")
+}
+
+// The README's example policy against the README's CI downstream: its
+// time-window breaker keeps the default 60s open period, so breakers that
+// trip in the outage keep failing calls long after the downstream is
+// back; the weakest point says so, and open_timeout: 5s passes.
+func TestReadmeExampleBreakerFinding(t *testing.T) {
+	code, out, errs := run(t, "--storms", "outage", "--downstream", "testdata/downstream.yaml", "testdata/policies.yaml")
+	if code != simtest.ExitFail {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
+	}
+	mustContain(t, "stdout", out, "stuck", "weakest point: the breaker: after the short outage, open breakers keep failing calls fast")
+	mustContain(t, "stderr", errs, "check: FAIL payments failed outage: no recovery")
+
+	data, err := os.ReadFile("testdata/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := strings.Replace(string(data), "failure_ratio: 0.3}", "failure_ratio: 0.3, open_timeout: 5s}", 1)
+	if fixed == string(data) {
+		t.Fatal("the example's breaker line changed")
+	}
+	code, out, errs = run(t, "--storms", "outage", "--downstream", "testdata/downstream.yaml", writeFile(t, "policies.yaml", fixed))
+	if code != simtest.ExitPass {
+		t.Fatalf("open_timeout 5s: exit %d, want 0\n%s\n%s", code, out, errs)
+	}
 }
