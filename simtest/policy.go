@@ -32,8 +32,9 @@ type Policy struct {
 	// The simulator runs the policy's MaxAttempts, MaxElapsed, Backoff,
 	// AttemptTimeout, MinAttemptTime, Budget and Breaker, in retry.Do's
 	// order. It does not consult Classify (every simulated failure, a 503,
-	// a 500 or a timeout, is retryable) and sends no server advice, so
-	// MaxRetryAfter has no effect; Observer is not called.
+	// a 500 or a timeout, is retryable), nor Limiter, and sends no server
+	// advice, so MaxRetryAfter has no effect; the clients' calls carry no
+	// inbound call, so Nested has no effect; Observer is not called.
 	New func(env sim.Env) *retry.Policy
 }
 
@@ -178,6 +179,9 @@ func simPolicy(p Policy) (sim.Policy, features) {
 	}
 	if probe.Breaker != nil {
 		sp.Breaker = func(env sim.Env) retry.Breaker { return build(env).Breaker }
+	}
+	if probe.Limiter != nil {
+		f.notes = append(f.notes, "Limiter is not consulted: the simulator sends every attempt the policy would make")
 	}
 	if probe.Classify != nil {
 		f.notes = append(f.notes, "Classify is not consulted: every simulated failure (503, 500, timeout) is retried")
