@@ -3,9 +3,9 @@ package simtest_test
 import (
 	"encoding/json"
 	"os"
-	"strings"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stormguard/stormguard/simtest"
