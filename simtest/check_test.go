@@ -84,6 +84,8 @@ func TestFromFileSettings(t *testing.T) {
   four: {max_attempts: 4, backoff: {strategy: constant, base: 10ms}}
   one: {max_attempts: 1}
   default3: {backoff: {strategy: constant, base: 10ms}}
+operations:
+  one: four
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +103,7 @@ func TestFromFileSettings(t *testing.T) {
 		got[p.Policy] = p.Storms[0].StormAttemptsPerCall
 	}
 	// Attempts per call at failure share 0.5 with limit n: 1 + 0.5 + ... + 0.5^(n-1).
+	// The operation named "one" does not stand in for the policy "one".
 	want := map[string]float64{"one": 1, "default3": 1.75, "four": 1.875}
 	for name, w := range want {
 		if g := got[name]; g < w-0.08 || g > w+0.08 {

@@ -333,6 +333,15 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 	if cl.set["capacity"] && (!finite(cl.capacity) || cl.capacity <= 0) {
 		return bad("-capacity %g: want a positive number of requests/s", cl.capacity)
 	}
+	if cl.set["workers"] && cl.set["capacity"] {
+		return bad("-workers and -capacity: set one (capacity = workers / mean service time)")
+	}
+	if cl.set["service"] && cl.service.Mean() <= 0 {
+		return bad("-service %s: want a mean above 0", cl.service)
+	}
+	if cl.set["latency"] && cl.latency == (sim.Dist{}) {
+		return bad("-latency 0: the model takes at least 1µs")
+	}
 	if cl.set["timeout"] && cl.timeout <= 0 {
 		return bad("-timeout %s: want a positive duration", cl.timeout)
 	}

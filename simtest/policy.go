@@ -65,16 +65,21 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 		for _, op := range operations {
 			spec := reg.Policy(op).Spec()
 			if spec == nil {
-				return nil, fmt.Errorf("%w: operation %q has no policy in the file: it is not listed under operations, is not a policy's name, and the file has no default", ErrOperation, op)
+				return nil, fmt.Errorf("%w %q: the file gives it no policy (it is not listed under operations, is not a policy's name, and there is no default)", ErrOperation, op)
 			}
 			picks = append(picks, pick{name: spec.Name, op: op})
 		}
 	}
+	// A policy picked by name is served from a copy of the file without
+	// its operations, so that an operation named like another policy does
+	// not stand in for it.
+	byName := *f
+	byName.Operations = map[string]string{}
 	out := make([]Policy, 0, len(picks))
 	for _, p := range picks {
-		name, key := p.name, p.op
+		name, key, file := p.name, p.op, f
 		if key == "" {
-			key = name
+			key, file = name, &byName
 		}
 		spec := f.Policies[name]
 		label := name
@@ -83,7 +88,7 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 		}
 		out = append(out, Policy{Name: label, Operation: p.op, New: func(env sim.Env) *retry.Policy {
 			r := config.NewRegistry(config.Options{Clock: env.Clock})
-			if err := r.Apply(f); err != nil {
+			if err := r.Apply(file); err != nil {
 				return nil // f was applied above; cannot happen
 			}
 			cp := *r.Policy(key).Policy()
