@@ -111,3 +111,32 @@ operations:
 		}
 	}
 }
+
+// FromSpec: one policy of a file, as Handle.Spec gives it, checked with
+// Check.
+func TestFromSpec(t *testing.T) {
+	pf, err := simtest.LoadPolicyFile("testdata/infile.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := config.NewRegistry(config.Options{})
+	if err := reg.Apply(pf.File); err != nil {
+		t.Fatal(err)
+	}
+	spec := reg.Policy("charge-card").Spec()
+	p := simtest.FromSpec(spec)
+	if p.Name != "budgeted" {
+		t.Fatalf("name %q", p.Name)
+	}
+	d, g := pf.Sections.Downstream, pf.Sections.Gates
+	rec := &recorder{TB: t}
+	rep := simtest.Check(rec, p, d, g)
+	if rec.fatal != "" || len(rec.errors) > 0 || !rep.Pass {
+		t.Fatalf("budgeted with the file's downstream and gates: %q %s", rec.errors, rec.fatal)
+	}
+	rec = &recorder{TB: t}
+	simtest.Check(rec, simtest.FromSpec(reg.Policy("get-profile").Spec()), d, g)
+	if len(rec.errors) == 0 || !strings.Contains(strings.Join(rec.errors, "\n"), "nobudget failed errors-50: peak amplification") {
+		t.Fatalf("nobudget: %q", rec.errors)
+	}
+}

@@ -111,6 +111,22 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 	return out, nil
 }
 
+// FromSpec returns the policy of one spec, as config.Parse read it (a
+// File's Policies, or Handle.Spec), built like FromFile's.
+func FromSpec(spec *config.PolicySpec) Policy {
+	name := spec.Name
+	if name == "" {
+		name = "policy"
+	}
+	s := *spec
+	s.Name = name
+	ps, err := FromFile(&config.File{Policies: map[string]*config.PolicySpec{name: &s}, Operations: map[string]string{}})
+	if err != nil || len(ps) != 1 { // a one-policy file always applies
+		return Policy{Name: name}
+	}
+	return ps[0]
+}
+
 // ErrOperation is wrapped by the error of FromFile for an operation the
 // file gives no policy.
 var ErrOperation = errors.New("simtest: unknown operation")
