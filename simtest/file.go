@@ -158,14 +158,8 @@ func stripSections(name string, data []byte) ([]byte, error) {
 	if len(spans) == 0 {
 		return data, nil
 	}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	blank := func(i int) {
-		if bytes.HasSuffix(lines[i], []byte("\n")) {
-			lines[i] = []byte("\n")
-		} else {
-			lines[i] = nil
-		}
-	}
+	lines := splitLines(data)
+	blank := func(i int) { lines[i] = lines[i][len(bytes.TrimRight(lines[i], "\r\n\u0085\u2028\u2029")):] }
 	for _, s := range spans {
 		to := s.to
 		if to == 0 {
@@ -182,6 +176,34 @@ func stripSections(name string, data []byte) ([]byte, error) {
 		}
 	}
 	return bytes.Join(lines, nil), nil
+}
+
+// splitLines splits data after each line break as YAML counts them (CR
+// LF, CR, LF, NEL, LS, PS), each line keeping its break.
+func splitLines(data []byte) [][]byte {
+	var out [][]byte
+	start := 0
+	for i := 0; i < len(data); {
+		n := 0
+		switch {
+		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			n = 2
+		case data[i] == '\r' || data[i] == '\n':
+			n = 1
+		case bytes.HasPrefix(data[i:], []byte("\u0085")):
+			n = 2
+		case bytes.HasPrefix(data[i:], []byte("\u2028")), bytes.HasPrefix(data[i:], []byte("\u2029")):
+			n = 3
+		}
+		if n == 0 {
+			i++
+			continue
+		}
+		i += n
+		out = append(out, data[start:i])
+		start = i
+	}
+	return append(out, data[start:])
 }
 
 // ParseSections reads a file of downstream and gates sections (the

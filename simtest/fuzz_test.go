@@ -1,10 +1,11 @@
 package simtest
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stormguard/stormguard/config"
 )
 
 // FuzzParseSections: the downstream and gates parser never panics, every
@@ -67,8 +68,50 @@ func FuzzParseSections(f *testing.F) {
 		// the policies' lines where they were.
 		file := append([]byte("policies:\n  p: {max_attempts: 2}\n"), data...)
 		rest, err := stripSections("p.yaml", file)
-		if err == nil && bytes.Count(rest, []byte("\n")) != bytes.Count(file, []byte("\n")) {
+		if err == nil && len(splitLines(rest)) != len(splitLines(file)) {
 			t.Fatalf("stripping changed the number of lines:\n%q\n%q", file, rest)
+		}
+	})
+}
+
+// FuzzParsePolicyFile: a policy file, sections or not, never panics the
+// reader; a file it accepts keeps its line count once the sections are
+// out, and every problem of a refused one points into the file.
+func FuzzParsePolicyFile(f *testing.F) {
+	for _, s := range []string{
+		"policies:\n  p: {max_attempts: 4}\ndownstream:\n  workers: 3\ngates: {min_success: 0.5}\n",
+		"downstream:\n  workers: 3\npolicies:\n  p:\n    backoff: {strategy: nosuch}\n",
+		"{\"policies\": {\"p\": {}}, \"gates\": {}}",
+		"policies:\n  p: {}\n---\ndownstream: {}\n",
+		"gates: {}\ngates: {}\npolicies: {p: {}}\n",
+		"policies:\n  p: &x {max_attempts: 2}\ndownstream: *x\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lines := len(splitLines(data))
+		pf, err := ParsePolicyFile("p.yaml", data)
+		if err != nil {
+			var ce *config.Error
+			var se *Error
+			var probs []Problem
+			switch {
+			case errors.As(err, &ce):
+				probs = ce.Problems
+			case errors.As(err, &se):
+				probs = se.Problems
+			default:
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			for _, p := range probs {
+				if p.Line < 0 || p.Line > lines+1 {
+					t.Fatalf("problem on line %d of a %d-line file: %v", p.Line, lines, p)
+				}
+			}
+			return
+		}
+		if len(pf.File.Policies) == 0 {
+			t.Fatal("a file without policies accepted")
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package simtest
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stormguard/stormguard/config"
@@ -16,7 +15,9 @@ func TestStripSections(t *testing.T) {
 		{"between", "policies:\n  p: {}\ngates:\n  min_success: 0.5\noperations:\n  o: p\n", "policies:\n  p: {}\n\n\noperations:\n  o: p\n"},
 		{"last, no final newline", "policies:\n  p: {}\ngates:\n  min_success: 0.5", "policies:\n  p: {}\n\n"},
 		{"before a second document", "policies:\n  p: {}\ngates: {}\n---\nother: 1\n", "policies:\n  p: {}\n\n---\nother: 1\n"},
-		{"crlf", "gates: {}\r\npolicies:\r\n  p: {}\r\n", "\npolicies:\r\n  p: {}\r\n"},
+		{"crlf", "gates: {}\r\npolicies:\r\n  p: {}\r\n", "\r\npolicies:\r\n  p: {}\r\n"},
+		{"cr", "gates: {}\rpolicies:\r  p: {}\r", "\rpolicies:\r  p: {}\r"},
+		{"nel", "gates: {}\u0085policies:\u0085  p: {}\n", "\u0085policies:\u0085  p: {}\n"},
 		{"none", "policies:\n  p: {}\n", "policies:\n  p: {}\n"},
 		{"not yaml", "policies: [\n", "policies: [\n"},
 	}
@@ -29,7 +30,7 @@ func TestStripSections(t *testing.T) {
 			if string(got) != c.want {
 				t.Fatalf("got %q, want %q", got, c.want)
 			}
-			if strings.Count(string(got), "\n") != strings.Count(c.in, "\n") {
+			if len(splitLines(got)) != len(splitLines([]byte(c.in))) {
 				t.Fatal("line count changed")
 			}
 		})
