@@ -263,14 +263,12 @@ func (r AWSRules) DelayAfter(n int, prev time.Duration, err error) time.Duration
 // Budget returns the quota of the rules, AWSStandard2026.
 func (r AWSRules) Budget() RatioConfig { return AWSStandard2026() }
 
-// Policy returns a retry.Policy following the rules as far as a Policy
-// can today: the attempt limit, the quota (a new Ratio: share the Policy,
-// or set its Budget to a Ratio shared by every client of the service),
-// the AWS classification (IsAWSRetryable) and the transient-error
-// backoff. What a Policy cannot express yet: the 1 s base after a
-// throttling answer and the x-amz-retry-after clamp (DelayAfter), which
-// need the retry package to hand the failed attempt's error to its
-// Backoff.
+// Policy returns a retry.Policy following the rules: the attempt limit,
+// the quota (a new Ratio: share the Policy, or set its Budget to a Ratio
+// shared by every client of the service), the AWS classification
+// (IsAWSRetryable) and the rules' backoff, which implements
+// retry.ErrorBackoff so that Do waits as DelayAfter says: the 1 s base
+// after a throttling answer and the x-amz-retry-after clamp.
 func (r AWSRules) Policy() *retry.Policy {
 	return &retry.Policy{
 		MaxAttempts: r.Attempts(),

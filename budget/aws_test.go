@@ -11,6 +11,7 @@ import (
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -409,3 +410,61 @@ func FuzzAWSRetryAfter(f *testing.F) {
 		}
 	})
 }
+
+// Through retry.Do the rules' backoff hears the failed attempt's error
+// (retry.ErrorBackoff): after a throttling answer the wait is drawn from
+// the 1 s base, after a 500 from the 50 ms base.
+func TestAWSPolicyWaitsByTheError(t *testing.T) {
+	clk := clocktest.NewFake()
+	for _, c := range []struct {
+		name string
+		resp awsResponse
+		want time.Duration
+	}{
+		{"transient", awsResponse{status: 500}, budget.AWSRules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 500}.err())},
+		{"throttle", awsResponse{status: 400, code: "ThrottlingException"}, budget.AWSRules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err())},
+	} {
+		p := budget.AWSRules{Rand: maxJitter{}}.Policy()
+		p.Clock = clk
+		var waits []time.Duration
+		p.Observer = waitRecorder{&waits}
+		n := 0
+		done := make(chan error)
+		go func() {
+			_, err := retry.Do(context.Background(), p, func(context.Context) (int, error) {
+				n++
+				if n == 1 {
+					return 0, c.resp.err()
+				}
+				return 1, nil
+			})
+			done <- err
+		}()
+		clk.BlockUntil(1) // the wait's timer
+		if d := clk.Deadlines(); len(d) != 1 || d[0] != c.want {
+			t.Fatalf("%s: the wait's timer is due in %v, want %v", c.name, d, c.want)
+		}
+		clk.Advance(c.want)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(waits) != 1 || waits[0] != c.want {
+			t.Fatalf("%s: waits %v, want [%v]", c.name, waits, c.want)
+		}
+	}
+	r := budget.AWSRules{Rand: maxJitter{}}
+	if a, b := r.DelayAfter(1, 0, awsResponse{status: 500}.err()), r.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err()); a >= b {
+		t.Fatalf("test premise: a throttle waits longer (%v) than a 500 (%v)", b, a)
+	}
+}
+
+type waitRecorder struct{ waits *[]time.Duration }
+
+func (waitRecorder) AttemptStart(ctx context.Context, _ retry.AttemptStart) context.Context {
+	return ctx
+}
+func (waitRecorder) AttemptEnd(context.Context, retry.AttemptEnd) {}
+func (w waitRecorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
+	*w.waits = append(*w.waits, e.Delay)
+}
+func (waitRecorder) CallEnd(context.Context, retry.CallEnd) {}

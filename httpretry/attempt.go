@@ -62,7 +62,7 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		if err != nil {
 			return resp, err
 		}
-		c.will = rc.WillRetry() || retriedAbove(ctx)
+		c.will = rc.WillRetry()
 		resp, err = c.try(rc, &a)
 		if err = rc.End(&a, err); err == nil {
 			rc.Succeed()
@@ -252,14 +252,6 @@ func (c *call) classify(resp *http.Response, err error) bool {
 		return f(&StatusError{StatusCode: resp.StatusCode, Response: resp})
 	}
 	return DefaultClassifier(resp, err)
-}
-
-// retriedAbove reports whether the inbound call being served retries: a
-// failure of this call will then be retried, by a layer above, so the
-// server it goes to must not retry either (Headers.WillRetry).
-func retriedAbove(ctx context.Context) bool {
-	in, ok := retry.InboundOf(ctx)
-	return ok && in.Retries
 }
 
 // overloaded reports whether resp carries the overload marker.

@@ -81,13 +81,10 @@ type Headers struct {
 	// Attempt carries the attempt number: "1" for the first attempt, "2"
 	// for the first retry, ... (default layer.HeaderAttempt).
 	Attempt string
-	// WillRetry is "1" when a failure of this attempt may be retried:
-	// another attempt may follow it as far as the attempt limit and the
-	// layer rule say ((*retry.Call).WillRetry), or the inbound call being
-	// served comes from a caller that retries (retry.InboundOf(ctx).Retries),
-	// which will retry the whole chain; "0" otherwise. The second half keeps
-	// a chain retrying at its outermost layer only: a tier that leaves
-	// retrying to its caller tells the next tier so (default
+	// WillRetry is "1" when a failure of this attempt may be retried, here
+	// or by a caller above ((*retry.Call).WillRetry), "0" otherwise; a
+	// tier that leaves retrying to its caller thus tells the next tier so,
+	// and a chain retries at its outermost layer only (default
 	// layer.HeaderWillRetry).
 	WillRetry string
 	// Deadline carries the milliseconds left before the attempt's end —
