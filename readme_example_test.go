@@ -36,7 +36,7 @@ func Example_quickStart() {
 		Backoff:        backoff.Exponential{Base: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.Full},
 		AttemptTimeout: 2 * time.Second,
 		Budget:         budget.NewRatio(budget.TenPercent()), // share one per downstream
-		Breaker:        breaker.New(breaker.Config{}),       // likewise
+		Breaker:        breaker.New(breaker.Config{}),        // likewise
 	}
 	user, err := retry.Do(ctx, p, func(ctx context.Context) (User, error) {
 		return fetchUser(ctx, id)
