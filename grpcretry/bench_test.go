@@ -43,7 +43,7 @@ func benchServe(b *testing.B) (plain, retrying testpb.TestServiceClient) {
 	srv.started = make(chan int, 1024)
 	drain(b, srv)
 	addr := serve(b, srv)
-	return dial(b, addr), dialRetry(b, addr, benchPolicy(), Options{})
+	return dial(b, addr), dialRetry(b, addr, benchPolicy())
 }
 
 // benchBoth runs call in a loop as two sub-benchmarks, without and with

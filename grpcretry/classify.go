@@ -39,7 +39,7 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	if !timedOut && !ic.codeRetryable(ae.Code(), ae.HasPushback, ownDeadline(ctx, actx)) {
 		return retry.Permanent(ae)
 	}
-	if ae.HasPushback && ic.p.MaxRetryAfter >= 0 { // negative: delays ignored
+	if ae.HasPushback && !bo.ignoreAdvice { // a negative MaxRetryAfter ignores delays
 		bo.push()
 		return retry.After(ae, ae.Pushback)
 	}
@@ -65,10 +65,11 @@ func ownDeadline(ctx, actx context.Context) bool {
 // and no wait at all for a pushback of 0 — and the schedule then restarts
 // from its first step, as gRFC A6 says. It is used by one call at a time.
 type pushbackBackoff struct {
-	base   backoff.Strategy
-	pushed bool          // the last attempt carried a pushback
-	offset int           // retries made up to the last pushback
-	prev   time.Duration // the last delay base returned
+	base         backoff.Strategy
+	ignoreAdvice bool          // the call's Policy.MaxRetryAfter is negative
+	pushed       bool          // the last attempt carried a pushback
+	offset       int           // retries made up to the last pushback
+	prev         time.Duration // the last delay base returned
 }
 
 // push makes the next wait the server's.

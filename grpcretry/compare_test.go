@@ -30,10 +30,10 @@ const grpcRetryConfig = `{"methodConfig": [{
 
 // interceptorLikeConfig is the same policy as the interceptor's: the
 // migration of grpcRetryConfig the README describes.
-func interceptorLikeConfig() (*retry.Policy, Options) {
-	return &retry.Policy{MaxAttempts: 4, Backoff: noWait}, Options{
-		IdempotentServices: []string{testService},
-		Retryable:          func(c codes.Code) bool { return c == codes.Unavailable || c == codes.ResourceExhausted },
+func interceptorLikeConfig() (*retry.Policy, []Option) {
+	return &retry.Policy{MaxAttempts: 4, Backoff: noWait}, []Option{
+		WithIdempotentServices(testService),
+		WithRetryable(func(c codes.Code) bool { return c == codes.Unavailable || c == codes.ResourceExhausted }),
 	}
 }
 
@@ -80,7 +80,7 @@ func TestAgainstGRPCRetry(t *testing.T) {
 				srv := newServer()
 				addr := serve(t, srv)
 				p, o := interceptorLikeConfig()
-				ours := dialRetryAsIs(t, addr, p, o)
+				ours := dialRetryAsIs(t, addr, p, o...)
 				theirs := dialGRPCRetry(t, addr)
 				got := map[string]string{}
 				for name, client := range map[string]testpb.TestServiceClient{"interceptor": ours, "grpc-go": theirs} {

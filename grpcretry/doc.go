@@ -4,23 +4,31 @@
 // pushback, and an Observer that sees every attempt.
 //
 //	p := &retry.Policy{Operation: "inventory", MaxAttempts: 4, AttemptTimeout: time.Second, Budget: b, Breaker: br}
-//	o := grpcretry.Options{IdempotentServices: []string{"shop.Inventory"}} // or idempotency_level in the proto
+//	idem := grpcretry.WithIdempotentServices("shop.Inventory") // or idempotency_level in the proto
 //	conn, err := grpc.NewClient(target,
 //		grpc.WithDisableRetry(), // this package retries; grpc-go must not as well
-//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, o)),
-//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p, o)),
+//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, idem)),
+//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p, idem)),
 //	)
+//
+// The interceptors take functional Options (WithIdempotentMethods,
+// WithRetryable, WithMaxReplayBytes, …), as grpc-go's constructors do; any
+// number may be given. One call can change its attempts or its whole
+// Policy with a CallOption among its grpc.CallOptions:
+//
+//	item, err := inventory.Get(ctx, req, grpcretry.WithMaxAttempts(1)) // never retried
+//	item, err = inventory.Get(ctx, req, grpcretry.WithPolicy(batchPolicy))
 //
 // # What is retried
 //
 // By status code: Unavailable and Aborted; ResourceExhausted only when the
-// server sent a pushback allowing a retry (or Options.RetryResourceExhausted);
+// server sent a pushback allowing a retry (or WithRetryResourceExhausted);
 // DeadlineExceeded only when the attempt had a deadline of its own, earlier
 // than the caller's (Policy.AttemptTimeout) — never the caller's deadline.
 // Never: Canceled, InvalidArgument, NotFound, AlreadyExists,
 // PermissionDenied, Unauthenticated, FailedPrecondition, OutOfRange,
 // Unimplemented, Unknown, DataLoss, and Internal unless
-// Options.RetryInternal. Options.Retryable replaces the table. The caller's
+// WithRetryInternal. WithRetryable replaces the table. The caller's
 // own cancellation or deadline ends the call at once, whatever the code.
 //
 // # Server pushback (gRFC A6)
@@ -47,10 +55,10 @@
 // A method is retried after its request may have reached a server only
 // when it is declared idempotent: by its proto idempotency_level
 // (NO_SIDE_EFFECTS or IDEMPOTENT, read from the registered descriptors,
-// Options.ProtoFiles), by name (Options.IdempotentMethods), by service
-// (Options.IdempotentServices: the explicit opt-in of owners who want every
+// WithProtoFiles), by name (WithIdempotentMethods), by service
+// (WithIdempotentServices: the explicit opt-in of owners who want every
 // method retried, as a service config's retryPolicy does), or by
-// Options.Idempotent; Options.NonIdempotent overrides them all. Any other
+// WithIdempotent's predicate; WithNonIdempotent overrides them all. Any other
 // method is attempted once, unless the failure proves that the request
 // never reached a server: for a unary call, the attempt was never given a
 // transport (no peer: the connection was refused or never ready, and the
@@ -76,7 +84,7 @@
 // # Streams
 //
 // A stream is retried while it is not committed: the interceptor keeps
-// every message the client sent (up to Options.MaxReplayBytes, 256 KiB by
+// every message the client sent (up to WithMaxReplayBytes, 256 KiB by
 // default, measured with proto.Size) and, when the stream fails with a
 // retryable status, opens a new one and sends them again, followed by
 // CloseSend if the client had closed. Response headers, a response
@@ -98,15 +106,16 @@
 // abandons). Policy.AttemptTimeout bounds every stream attempt, a
 // long-lived one too: give long streams a Policy of their own. When code
 // of the caller's panics inside an attempt — an inner interceptor or
-// stream, an Options callback — the attempt ends as failed for the
+// stream, an Option's callback — the attempt ends as failed for the
 // breaker (a half-open probe is released), the budget and the Observer
 // (retry.Call.Panic, ReasonPanic) before the panic goes on; the stream then
 // returns a retry.ErrPanicked error from every method.
 //
 // # Call options
 //
-// The caller's call options reach every attempt, except grpc.OnFinish:
-// its callbacks run once, when the call ends, with the call's error.
+// The caller's call options reach every attempt, except grpc.OnFinish —
+// its callbacks run once, when the call ends, with the call's error — and
+// this package's CallOptions, which the interceptors consume.
 // grpc.Header, grpc.Trailer and grpc.Peer describe the last attempt.
 //
 // # Errors and observation
@@ -120,7 +129,7 @@
 // Unavailable when the breaker refused before any attempt) and wraps the
 // *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
 // retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
-// Policy.Classify is not used: gRPC failures are classified by Options.
+// Policy.Classify is not used: gRPC failures are classified by the Options.
 //
 // # grpc-go's own retries
 //

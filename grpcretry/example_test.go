@@ -43,15 +43,15 @@ func Example() {
 	// Only methods declared idempotent are retried once they may have
 	// reached the server: by proto idempotency_level (read by default), by
 	// name, or, as here, a whole service whose owners want it retried.
-	opts := grpcretry.Options{
-		IdempotentServices: []string{"grpc.testing.TestService"},
-		MaxReplayBytes:     64 << 10,
+	opts := []grpcretry.Option{
+		grpcretry.WithIdempotentServices("grpc.testing.TestService"),
+		grpcretry.WithMaxReplayBytes(64 << 10),
 	}
 	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableRetry(), // the interceptors retry; grpc-go must not as well
-		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy, opts)),
-		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, opts)),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy, opts...)),
+		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, opts...)),
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -159,15 +159,49 @@ func ExampleParsePushback() {
 }
 
 func ExampleIdempotentByProto() {
-	// The interceptors read idempotency_level from Options.ProtoFiles
-	// already; IdempotentByProto asks a second registry (here the global
-	// one, for the example's sake).
-	opts := grpcretry.Options{
-		Idempotent:    grpcretry.IdempotentByProto(nil),
-		NonIdempotent: []string{"/shop.Orders/Place"}, // overrides every declaration
-	}
-	_ = grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3}, opts)
-	fmt.Println(opts.Idempotent("/grpc.testing.TestService/UnaryCall"))
+	// The interceptors read idempotency_level from WithProtoFiles's
+	// registry already; IdempotentByProto asks a second registry (here the
+	// global one, for the example's sake).
+	idempotent := grpcretry.IdempotentByProto(nil)
+	_ = grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3},
+		grpcretry.WithIdempotent(idempotent),
+		grpcretry.WithNonIdempotent("/shop.Orders/Place"), // overrides every declaration
+	)
+	fmt.Println(idempotent("/grpc.testing.TestService/UnaryCall"))
 	// Output:
 	// false
+}
+
+// ExampleWithMaxAttempts changes one call's attempts with a CallOption
+// among its grpc.CallOptions: under a Policy of 3 attempts, the call is
+// sent once, and the server's Unavailable (with a pushback of 0, "retry
+// now") is final.
+func ExampleWithMaxAttempts() {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, &flakyServer{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	policy := &retry.Policy{MaxAttempts: 3, Observer: codePrinter{}}
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy,
+			grpcretry.WithIdempotentServices("grpc.testing.TestService"))),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+
+	_, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.WithMaxAttempts(1))
+	fmt.Println("sent once:", status.Code(err))
+	// Output:
+	// attempt 1: Unavailable
+	// sent once: Unavailable
 }

@@ -264,28 +264,32 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) testpb.TestService
 	return testpb.NewTestServiceClient(conn)
 }
 
-// testService is the interop service's name, as IdempotentServices takes it.
+// testService is the interop service's name, as WithIdempotentServices takes it.
 const testService = "grpc.testing.TestService"
 
 // dialRetry connects with both interceptors under p and o. Unless o
-// declares idempotency of its own (Idempotent, IdempotentMethods,
-// IdempotentServices), the whole test service is declared idempotent, as
+// declares idempotency of its own (WithIdempotent, WithIdempotentMethods,
+// WithIdempotentServices), the whole test service is declared idempotent, as
 // most tests are about what is retried when retrying is safe;
 // dialRetryAsIs does not add that.
-func dialRetry(t testing.TB, addr string, p *retry.Policy, o Options) testpb.TestServiceClient {
+func dialRetry(t testing.TB, addr string, p *retry.Policy, o ...Option) testpb.TestServiceClient {
 	t.Helper()
-	if o.Idempotent == nil && o.IdempotentMethods == nil && o.IdempotentServices == nil {
-		o.IdempotentServices = []string{testService}
+	var set options
+	for _, opt := range o {
+		opt.apply(&set)
 	}
-	return dialRetryAsIs(t, addr, p, o)
+	if set.idempotent == nil && set.idempotentMethods == nil && set.idempotentServices == nil {
+		o = append(o, WithIdempotentServices(testService))
+	}
+	return dialRetryAsIs(t, addr, p, o...)
 }
 
 // dialRetryAsIs connects with both interceptors under p and o, unchanged.
-func dialRetryAsIs(t testing.TB, addr string, p *retry.Policy, o Options) testpb.TestServiceClient {
+func dialRetryAsIs(t testing.TB, addr string, p *retry.Policy, o ...Option) testpb.TestServiceClient {
 	t.Helper()
 	return dial(t, addr,
-		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o)),
-		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, o)))
+		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o...)),
+		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, o...)))
 }
 
 // closedAddr returns a loopback address where nothing listens.

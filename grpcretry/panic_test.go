@@ -51,13 +51,13 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		inner  string // "streamer" or "recv": where the inner interceptor panics
-		o      Options
+		o      []Option
 		script []outcome
 	}{
 		{name: "inner streamer", inner: "streamer"},
 		{name: "inner RecvMsg", inner: "recv"},
 		{name: "inner Header", inner: "header"},
-		{name: "Retryable", o: Options{Retryable: func(codes.Code) bool { panic("classifier") }}, script: []outcome{{code: codes.Unavailable}}},
+		{name: "Retryable", o: []Option{WithRetryable(func(codes.Code) bool { panic("classifier") })}, script: []outcome{{code: codes.Unavailable}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newServer(c.script...)
@@ -65,7 +65,7 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 			br := halfOpen(t, f)
 			rec := newRecorder()
 			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec, Clock: f}
-			c.o.IdempotentServices = []string{testService}
+			o := append(c.o, WithIdempotentServices(testService))
 			inner := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 				if c.inner == "streamer" {
 					panic("inner streamer")
@@ -80,7 +80,7 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 				}
 				return cs, err
 			}
-			client := dial(t, serve(t, srv), grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, c.o), inner))
+			client := dial(t, serve(t, srv), grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, o...), inner))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 

@@ -41,7 +41,7 @@ func TestPushbackZeroRetriesAtOnce(t *testing.T) {
 			srv := newServer(outcome{code: code, pushback: []string{"0"}})
 			f := clocktest.NewFake()
 			rec := newRecorder()
-			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec), Options{})
+			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec))
 			within(t, func() {
 				if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
 					t.Errorf("call failed: %v", err)
@@ -67,7 +67,7 @@ func TestPushbackDelay(t *testing.T) {
 	srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"300"}})
 	f := clocktest.NewFake()
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec), Options{})
+	client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec))
 	err := driveWaits(t, f, func() error {
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		return err
@@ -92,7 +92,7 @@ func TestPushbackStops(t *testing.T) {
 			srv := newServer(outcome{code: codes.Unavailable, pushback: values})
 			f := clocktest.NewFake()
 			rec := newRecorder()
-			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec), Options{})
+			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec))
 			var err error
 			within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
 			if attempts, _, _, _ := srv.stats(); attempts != 1 {
@@ -119,7 +119,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 		rec := newRecorder()
 		p := pushbackPolicy(f, rec)
 		p.MaxRetryAfter = 2 * time.Second
-		client := dialRetry(t, serve(t, srv), p, Options{})
+		client := dialRetry(t, serve(t, srv), p)
 		var err error
 		within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
 		if !errors.Is(err, retry.ErrAdviceExceedsCap) || status.Code(err) != codes.Unavailable {
@@ -138,7 +138,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 		p := pushbackPolicy(f, newRecorder())
 		p.MaxRetryAfter = -1
 		p.Backoff = backoff.Constant{Interval: time.Second}
-		client := dialRetry(t, serve(t, srv), p, Options{})
+		client := dialRetry(t, serve(t, srv), p)
 		err := driveWaits(t, f, func() error {
 			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 			return err
@@ -153,7 +153,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 	})
 	t.Run("does not make a final code retryable", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.InvalidArgument, pushback: []string{"0"}})
-		client := dialRetry(t, serve(t, srv), pushbackPolicy(clocktest.NewFake(), nil), Options{})
+		client := dialRetry(t, serve(t, srv), pushbackPolicy(clocktest.NewFake(), nil))
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("err = %v", err)
@@ -165,7 +165,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 	t.Run("deadline cannot hold the wait", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"5000"}})
 		f := clocktest.NewFake()
-		client := dialRetry(t, serve(t, srv), pushbackPolicy(f, nil), Options{})
+		client := dialRetry(t, serve(t, srv), pushbackPolicy(f, nil))
 		ctx, cancel := context.WithDeadline(context.Background(), f.Now().Add(time.Second))
 		defer cancel()
 		_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})

@@ -13,20 +13,24 @@ import (
 // UnaryClientInterceptor returns an interceptor that retries unary calls
 // under p (nil: the zero Policy, so retry.DefaultMaxAttempts attempts),
 // classifying failures by status code and honouring server pushback. Only
-// methods declared idempotent (see Options) are retried once the request
+// methods declared idempotent (see Option) are retried once the request
 // may have reached the server, and a call whose server sent response
 // headers is committed: its failure is final (gRFC A6). grpc.OnFinish
 // callbacks among the call options run once per call, with its error. See
-// the package documentation for the rules. Pass at most one Options; a
-// second one panics.
+// the package documentation for the rules.
 //
-// Each call runs retry.Run with a copy of p whose Backoff also obeys server
-// pushback and whose Classify is replaced by the gRPC rules of Options, so
-// p.Classify is not consulted. A failed call returns an error that carries
-// the last attempt's status for status.FromError and status.Code and wraps
-// a *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
-// retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
-func UnaryClientInterceptor(p *retry.Policy, opts ...Options) grpc.UnaryClientInterceptor {
+// A call's CallOptions (WithMaxAttempts, WithPolicy) change that call only:
+//
+//	resp, err := client.Get(ctx, req, grpcretry.WithMaxAttempts(1))
+//
+// Each call runs retry.Run with a copy of its Policy whose Backoff also
+// obeys server pushback and whose Classify is replaced by the gRPC rules
+// of the Options, so p.Classify is not consulted. A failed call returns an
+// error that carries the last attempt's status for status.FromError and
+// status.Code and wraps a *retry.Error, so errors.Is finds
+// retry.ErrAttemptsExhausted, retry.ErrBudgetExhausted, breaker.ErrOpen or
+// the context's error.
+func UnaryClientInterceptor(p *retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	return newInterceptor(p, opts).unary
 }
 
@@ -36,53 +40,21 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 		idempotent: ic.idempotent(method),
 	}
 	// The attempt options: the caller's but their OnFinish callbacks (run
-	// once, when the call ends), then ours to read the headers (commit),
-	// the trailer (pushback) and, for a method that is not idempotent, the
-	// peer (to learn whether the request left).
+	// once, when the call ends) and this package's CallOptions, then ours
+	// to read the headers (commit), the trailer (pushback) and, for a
+	// method that is not idempotent, the peer (to learn whether the
+	// request left).
 	var onFinish []grpc.CallOption
-	c.opts, onFinish = splitOnFinish(c.optBuf[:0], callOpts)
+	var cs callSettings
+	c.opts, onFinish = splitCallOptions(c.optBuf[:0], callOpts, &cs)
 	c.opts = append(c.opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer))
 	if !c.idempotent {
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
 	}
-	ic.callPolicy(&c.pol, &c.bo)
+	ic.callPolicy(&c.pol, &c.bo, &cs)
 	err := finalError(retry.Run(ctx, &c.pol, c.attempt))
 	runOnFinish(onFinish, err)
 	return err
-}
-
-// splitOnFinish appends to dst the options of opts other than
-// grpc.OnFinish, which it returns apart: the interceptor runs those once
-// per call rather than letting every attempt run them.
-func splitOnFinish(dst, opts []grpc.CallOption) (rest, onFinish []grpc.CallOption) {
-	for _, o := range opts {
-		if _, ok := o.(grpc.OnFinishCallOption); ok {
-			onFinish = append(onFinish, o)
-			continue
-		}
-		dst = append(dst, o)
-	}
-	return dst, onFinish
-}
-
-// runOnFinish calls the grpc.OnFinish callbacks with the call's error.
-func runOnFinish(opts []grpc.CallOption, err error) {
-	for _, o := range opts {
-		o.(grpc.OnFinishCallOption).OnFinish(err)
-	}
-}
-
-// notPermanent is the Classify of the per-call Policy: classify has already
-// marked with retry.Permanent every error that must not be retried.
-func notPermanent(error) bool { return true }
-
-// callPolicy sets up one call's Policy in pol: the caller's, with bo (the
-// Policy's backoff, obeying server pushback) and notPermanent.
-func (ic *interceptor) callPolicy(pol *retry.Policy, bo *pushbackBackoff) {
-	bo.base = ic.base
-	*pol = *ic.p
-	pol.Backoff = bo
-	pol.Classify = notPermanent
 }
 
 // unaryCall is the state of one intercepted unary call.
