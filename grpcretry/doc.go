@@ -19,6 +19,21 @@
 //	item, err := inventory.Get(ctx, req, grpcretry.WithMaxAttempts(1)) // never retried
 //	item, err = inventory.Get(ctx, req, grpcretry.WithPolicy(batchPolicy))
 //
+// # Policies that change
+//
+// The interceptors take a retry.PolicySource: a *retry.Policy, which never
+// changes, or a *config.Handle, which follows a hot-reloaded policy file.
+// They ask it once per call, when the call starts (one atomic load for a
+// Handle), so a reload reaches every setting of the next call on the same
+// connection — no new dial — and a call in flight keeps the Policy it
+// started with:
+//
+//	h := reg.Policy("inventory") // reg: a *config.Registry, loaded and watched
+//	grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(h, idem))
+//
+// The Options (idempotency, the code table) are fixed when the interceptor
+// is built.
+//
 // # What is retried
 //
 // By status code: Unavailable and Aborted; ResourceExhausted only when the

@@ -230,12 +230,20 @@ func (s *server) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) 
 // stops when the test ends.
 func serve(t testing.TB, s *server) string {
 	t.Helper()
+	return serveWith(t, nil, s)
+}
+
+// serveWith starts impl on a loopback port, with the server options opts
+// (interceptors, say), and returns its address; the server stops when the
+// test ends.
+func serveWith(t testing.TB, opts []grpc.ServerOption, impl testpb.TestServiceServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
-	testpb.RegisterTestServiceServer(gs, s)
+	gs := grpc.NewServer(opts...)
+	testpb.RegisterTestServiceServer(gs, impl)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -144,7 +144,7 @@ type options struct {
 type CallOption struct {
 	grpc.EmptyCallOption
 	kind        callOptionKind
-	policy      *retry.Policy
+	policy      retry.PolicySource
 	maxAttempts int
 }
 
@@ -164,16 +164,18 @@ func WithMaxAttempts(n int) CallOption {
 	return CallOption{kind: callMaxAttempts, maxAttempts: n}
 }
 
-// WithPolicy runs the call under p (nil: the zero Policy) instead of the
-// Policy the interceptor was built with; p's Classify is not consulted,
-// as for the interceptor's own. The interceptor's Options still apply.
-func WithPolicy(p *retry.Policy) CallOption {
-	return CallOption{kind: callPolicy, policy: p}
+// WithPolicy runs the call under the Policy src gives (a *retry.Policy, a
+// *config.Handle; nil: the zero Policy) instead of the interceptor's
+// source; it is asked once, when the call starts. The Policy's Classify is
+// not consulted, as for the interceptor's own; the interceptor's Options
+// still apply.
+func WithPolicy(src retry.PolicySource) CallOption {
+	return CallOption{kind: callPolicy, policy: src}
 }
 
 // callSettings is what a call's CallOptions asked for.
 type callSettings struct {
-	policy         *retry.Policy
+	policy         retry.PolicySource
 	policySet      bool
 	maxAttempts    int
 	maxAttemptsSet bool
@@ -191,7 +193,7 @@ func (cs *callSettings) add(o CallOption) {
 // interceptor is the shared, immutable state of one pair of interceptors
 // (and a cache that only grows).
 type interceptor struct {
-	p         *retry.Policy
+	src       retry.PolicySource // nil: the zero Policy
 	o         options
 	nonIdem   map[string]struct{}
 	idemNames map[string]struct{} // idempotent methods, and "/service/" for idempotent services
@@ -202,11 +204,8 @@ type interceptor struct {
 
 var zeroPolicy retry.Policy
 
-func newInterceptor(p *retry.Policy, opts []Option) *interceptor {
-	if p == nil {
-		p = &zeroPolicy
-	}
-	ic := &interceptor{p: p}
+func newInterceptor(src retry.PolicySource, opts []Option) *interceptor {
+	ic := &interceptor{src: src}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&ic.o)
@@ -225,17 +224,16 @@ func newInterceptor(p *retry.Policy, opts []Option) *interceptor {
 	return ic
 }
 
-// callPolicy sets up one call's Policy in pol: the interceptor's, or the
-// one WithPolicy gave, with WithMaxAttempts applied, bo (the Policy's
-// backoff, obeying server pushback) and notPermanent.
+// callPolicy sets up one call's Policy in pol: a copy of the one the
+// interceptor's source (or WithPolicy's) gives now — asked once per call,
+// so a reload reaches the next call whole — with WithMaxAttempts applied,
+// bo (the Policy's backoff, obeying server pushback) and notPermanent.
 func (ic *interceptor) callPolicy(pol *retry.Policy, bo *pushbackBackoff, cs *callSettings) {
-	p := ic.p
+	src := ic.src
 	if cs.policySet {
-		p = cs.policy
-		if p == nil {
-			p = &zeroPolicy
-		}
+		src = cs.policy
 	}
+	p := policyOf(src)
 	*pol = *p
 	if cs.maxAttemptsSet {
 		pol.MaxAttempts = cs.maxAttempts
@@ -247,6 +245,18 @@ func (ic *interceptor) callPolicy(pol *retry.Policy, bo *pushbackBackoff, cs *ca
 	bo.ignoreAdvice = pol.MaxRetryAfter < 0
 	pol.Backoff = bo
 	pol.Classify = notPermanent
+}
+
+// policyOf asks src for the Policy of a call starting now; a nil source or
+// a nil Policy is the zero Policy.
+func policyOf(src retry.PolicySource) *retry.Policy {
+	if src == nil {
+		return &zeroPolicy
+	}
+	if p := src.Policy(); p != nil {
+		return p
+	}
+	return &zeroPolicy
 }
 
 // notPermanent is the Classify of the per-call Policy: classify has already

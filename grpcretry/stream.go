@@ -14,8 +14,9 @@ import (
 )
 
 // StreamClientInterceptor returns an interceptor that retries streaming
-// calls under p (nil: the zero Policy, so retry.DefaultMaxAttempts
-// attempts) while the stream is not committed, replaying the messages the
+// calls under the Policy src gives (nil, or a nil Policy: the zero Policy,
+// so retry.DefaultMaxAttempts attempts; asked once per call, as
+// UnaryClientInterceptor does) while the stream is not committed, replaying the messages the
 // client sent. Only methods declared idempotent (see Option) are retried
 // once the stream has been created. A call's CallOptions (WithMaxAttempts,
 // WithPolicy) change that call only.
@@ -24,9 +25,10 @@ import (
 // the same retry.Call in the same order — MaxAttempts, deadline, breaker,
 // budget, AttemptTimeout, Observer — one attempt per underlying stream,
 // from its creation to its end (which, once committed, may be long after
-// the retries are over). As with UnaryClientInterceptor, p.Classify is not
-// consulted, and a failed stream returns, from NewStream or RecvMsg, an
-// error that carries the last attempt's status and wraps a *retry.Error.
+// the retries are over). As with UnaryClientInterceptor, the Policy's
+// Classify is not consulted, and a failed stream returns, from NewStream
+// or RecvMsg, an error that carries the last attempt's status and wraps a
+// *retry.Error.
 //
 // An attempt is committed, and no longer retried, once the server has sent
 // response headers (a response that is not Trailers-Only, as in gRFC A6),
@@ -37,8 +39,8 @@ import (
 //
 // grpc.OnFinish callbacks among the call options run once, when the call
 // ends, with the call's error; the attempts do not run them.
-func StreamClientInterceptor(p *retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
-	return newInterceptor(p, opts).stream
+func StreamClientInterceptor(src retry.PolicySource, opts ...Option) grpc.StreamClientInterceptor {
+	return newInterceptor(src, opts).stream
 }
 
 func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {

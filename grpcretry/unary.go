@@ -11,13 +11,19 @@ import (
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
-// under p (nil: the zero Policy, so retry.DefaultMaxAttempts attempts),
-// classifying failures by status code and honouring server pushback. Only
+// under the Policy src gives (nil, or a nil Policy: the zero Policy, so
+// retry.DefaultMaxAttempts attempts), classifying failures by status code and honouring server pushback. Only
 // methods declared idempotent (see Option) are retried once the request
 // may have reached the server, and a call whose server sent response
 // headers is committed: its failure is final (gRFC A6). grpc.OnFinish
 // callbacks among the call options run once per call, with its error. See
 // the package documentation for the rules.
+//
+// src is a *retry.Policy, which never changes, or a source whose Policy
+// may: a *config.Handle follows its policy file. The interceptor asks src
+// once per call, when the call starts, so a reload reaches every setting
+// of the next call without a new connection, and a call in flight keeps
+// the Policy it started with.
 //
 // A call's CallOptions (WithMaxAttempts, WithPolicy) change that call only:
 //
@@ -25,13 +31,13 @@ import (
 //
 // Each call runs retry.Run with a copy of its Policy whose Backoff also
 // obeys server pushback and whose Classify is replaced by the gRPC rules
-// of the Options, so p.Classify is not consulted. A failed call returns an
+// of the Options, so the Policy's Classify is not consulted. A failed call returns an
 // error that carries the last attempt's status for status.FromError and
 // status.Code and wraps a *retry.Error, so errors.Is finds
 // retry.ErrAttemptsExhausted, retry.ErrBudgetExhausted, breaker.ErrOpen or
 // the context's error.
-func UnaryClientInterceptor(p *retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
-	return newInterceptor(p, opts).unary
+func UnaryClientInterceptor(src retry.PolicySource, opts ...Option) grpc.UnaryClientInterceptor {
+	return newInterceptor(src, opts).unary
 }
 
 func (ic *interceptor) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
