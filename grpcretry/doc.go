@@ -146,6 +146,18 @@
 // retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
 // Policy.Classify is not used: gRPC failures are classified by the Options.
 //
+// # Health: what a breaker counts
+//
+// Whether an attempt is retried and whether it speaks against the server's
+// health are separate questions. AttemptError implements
+// retry.FaultReporter, so a breaker with the default IsFailure
+// (retry.IsDownstreamFault) counts as failures Unavailable, Internal,
+// Unknown, DeadlineExceeded (an attempt that ran out of time),
+// ResourceExhausted and DataLoss — also when they are not retried, so a
+// breaker opens for a server that crashes with Internal — and as
+// successes every other code (the request was at fault) and the caller's
+// cancellation. IsFault gives the table.
+//
 // # grpc-go's own retries
 //
 // grpc-go can retry by itself when a service config carries a retryPolicy
