@@ -171,14 +171,23 @@ func BenchmarkClientStream(b *testing.B) {
 
 // BenchmarkUnaryInterceptorOnly measures the interceptor around an invoker
 // that succeeds at once: its own cost per call, without the network.
+// "announce" is the default; "quiet" sends no stormguard metadata
+// (WithAnnounce(false)), which is the cost of the loop alone.
 func BenchmarkUnaryInterceptorOnly(b *testing.B) {
-	ic := UnaryClientInterceptor(benchPolicy())
-	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := ic(ctx, unaryMethod, nil, nil, nil, invoker); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"announce", nil}, {"quiet", []Option{WithAnnounce(false)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			ic := UnaryClientInterceptor(benchPolicy(), c.opts...)
+			invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ic(ctx, unaryMethod, nil, nil, nil, invoker); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

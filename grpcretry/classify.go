@@ -26,9 +26,15 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	timedOut := ctx.Err() == nil && actx.Err() != nil
 	ae := newAttemptError(r.err, timedOut)
 	ae.NotSent, ae.Committed = r.notSent, r.committed
-	ae.Pushback, ae.HasPushback = ParsePushback(r.trailer[PushbackKey])
+	ae.Pushback, ae.HasPushback, ae.Overloaded = parsePushback(r.trailer[PushbackKey])
 	if ctx.Err() != nil {
 		return ae // the caller gave up; the loop stops on its own
+	}
+	if ae.Overloaded {
+		// The overload marker: no retry here, and none above — the call's
+		// error wraps retry.ErrOverloaded, which a server interceptor
+		// passes up as the marker again.
+		return retry.Overloaded(ae)
 	}
 	if r.committed || (!r.idempotent && !r.notSent) {
 		return retry.Permanent(ae)

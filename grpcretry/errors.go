@@ -32,6 +32,14 @@ type AttemptError struct {
 	// valid when HasPushback; negative when it asked not to retry.
 	Pushback    time.Duration
 	HasPushback bool
+	// Overloaded reports the overload marker: a pushback of a negative
+	// integer (grpc-retry-pushback-ms: -1, gRFC A6's "do not retry"), as
+	// Overloaded builds it. Such an attempt is marked retry.Overloaded, so
+	// that no layer retries the call: the call's error wraps
+	// retry.ErrOverloaded, and a server interceptor that meets it passes
+	// the marker up on its own response. (A malformed or repeated pushback
+	// also stops the call, but is no marker.)
+	Overloaded bool
 	// NotSent reports that the request provably never reached a server (no
 	// transport was assigned to a unary attempt of a method that is not
 	// idempotent, or the stream could not be created), so that even a method

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,8 @@ type server struct {
 	prev     []string        // grpc-previous-rpc-attempts of each attempt ("" if absent)
 	left     []time.Duration // time to the deadline at the start of each attempt (-1: none)
 	received [][]string      // payload bodies the client sent, per attempt
+	incoming []metadata.MD   // each attempt's request metadata
+	inbound  []inboundSeen   // what retry.InboundOf found in each attempt's context
 	started  chan int        // attempt numbers, as handlers start (buffered)
 	canceled chan int        // attempt numbers whose blocking handler saw cancellation
 }
@@ -78,6 +81,9 @@ func (s *server) begin(ctx context.Context) (int, outcome) {
 	}
 	s.left = append(s.left, left)
 	s.received = append(s.received, nil)
+	s.incoming = append(s.incoming, md.Copy())
+	in, ok := retry.InboundOf(ctx)
+	s.inbound = append(s.inbound, inboundSeen{in, ok})
 	s.mu.Unlock()
 	s.started <- n
 	return n, o
@@ -143,6 +149,7 @@ func (s *server) reset(script ...outcome) {
 	defer s.mu.Unlock()
 	s.script, s.attempts = script, 0
 	s.prev, s.left, s.received = nil, nil, nil
+	s.incoming, s.inbound = nil, nil
 	for len(s.started) > 0 {
 		<-s.started
 	}
@@ -152,6 +159,36 @@ func (s *server) stats() (attempts int, prev []string, left []time.Duration, rec
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.attempts, append([]string(nil), s.prev...), append([]time.Duration(nil), s.left...), append([][]string(nil), s.received...)
+}
+
+// inboundSeen is what retry.InboundOf returned in a handler.
+type inboundSeen struct {
+	in retry.Inbound
+	ok bool
+}
+
+// announced returns, per attempt, the announcement the server received:
+// "attempt/will-retry/previous", with "-" for a key that was absent.
+func (s *server) announced() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.incoming))
+	for i, md := range s.incoming {
+		get := func(k string) string {
+			if v := md.Get(k); len(v) > 0 {
+				return strings.Join(v, ",")
+			}
+			return "-"
+		}
+		out[i] = get(AttemptKey) + "/" + get(WillRetryKey) + "/" + get(PreviousAttemptsKey)
+	}
+	return out
+}
+
+func (s *server) inbounds() []inboundSeen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]inboundSeen(nil), s.inbound...)
 }
 
 func (s *server) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {

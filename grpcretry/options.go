@@ -130,6 +130,7 @@ type options struct {
 	retryInternal          bool
 	retryResourceExhausted bool
 	maxReplayBytes         int
+	noAnnounce             bool
 }
 
 // CallOption is a setting of the interceptors for one call, passed among

@@ -122,3 +122,51 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestUnaryPanicReleasesProbe: code of the caller's that panics inside a
+// unary attempt — an inner interceptor, the Retryable classifier — ends
+// the attempt as failed (retry.Call.Panic) before the panic goes on: the
+// half-open breaker's probe is released as a failure, and the Observer
+// hears ReasonPanic.
+func TestUnaryPanicReleasesProbe(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		inner  bool
+		o      []Option
+		script []outcome
+	}{
+		{name: "inner interceptor", inner: true},
+		{name: "Retryable", o: []Option{WithRetryable(func(codes.Code) bool { panic("classifier") })}, script: []outcome{{code: codes.Unavailable}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(c.script...)
+			f := clocktest.NewFake()
+			br := halfOpen(t, f)
+			rec := newRecorder()
+			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec, Clock: f}
+			inner := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if c.inner {
+					panic("inner interceptor")
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}
+			o := append(c.o, WithIdempotentServices(testService))
+			client := dial(t, serve(t, srv), grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o...), inner))
+			v := func() (v any) {
+				defer func() { v = recover() }()
+				_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+				t.Fatalf("the call returned %v instead of panicking", err)
+				return nil
+			}()
+			if v == nil {
+				t.Fatal("no panic reached the caller")
+			}
+			if s := br.State(); s != breaker.Open {
+				t.Fatalf("breaker %v after the probe panicked, want open again", s)
+			}
+			if c := rec.lastCall(t); c.Reason != retry.ReasonPanic || c.Attempts != 1 {
+				t.Fatalf("CallEnd %+v", c)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,9 +86,11 @@ func TestPushbackDelay(t *testing.T) {
 }
 
 // TestPushbackStops: a negative, malformed or repeated pushback means "do
-// not retry", even for a retryable code.
+// not retry", even for a retryable code. A negative integer is also the
+// overload marker (issue 20): the call ends with ReasonOverloaded and its
+// error wraps retry.ErrOverloaded, so no layer above retries it either.
 func TestPushbackStops(t *testing.T) {
-	for _, values := range [][]string{{"-1"}, {"abc"}, {""}, {"1.5"}, {"10", "20"}, {"99999999999999999999"}} {
+	for _, values := range [][]string{{"-1"}, {"-250"}, {"abc"}, {""}, {"1.5"}, {"10", "20"}, {"99999999999999999999"}, {"-1", "-1"}} {
 		t.Run(strconv.Quote(values[0]), func(t *testing.T) {
 			srv := newServer(outcome{code: codes.Unavailable, pushback: values})
 			f := clocktest.NewFake()
@@ -105,8 +108,14 @@ func TestPushbackStops(t *testing.T) {
 			if !errors.As(err, &ae) || !ae.HasPushback || ae.Pushback >= 0 {
 				t.Fatalf("AttemptError %+v", ae)
 			}
-			if c := rec.lastCall(t); c.Reason != retry.ReasonPermanent {
-				t.Fatalf("reason %v", c.Reason)
+			marker := len(values) == 1 && strings.HasPrefix(values[0], "-")
+			want := retry.ReasonPermanent
+			if marker {
+				want = retry.ReasonOverloaded
+			}
+			if c := rec.lastCall(t); c.Reason != want || ae.Overloaded != marker || errors.Is(err, retry.ErrOverloaded) != marker {
+				t.Fatalf("reason %v, Overloaded %v, errors.Is(err, retry.ErrOverloaded) %v; want the marker: %v",
+					c.Reason, ae.Overloaded, errors.Is(err, retry.ErrOverloaded), marker)
 			}
 		})
 	}

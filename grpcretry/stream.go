@@ -3,7 +3,6 @@ package grpcretry
 import (
 	"context"
 	"io"
-	"strconv"
 	"sync"
 
 	"github.com/stormguard/stormguard/retry"
@@ -156,10 +155,7 @@ func (s *clientStream) open() (failed, final error) {
 	st := &a
 	s.setLive(st)
 	s.bo.clear()
-	sctx := st.Context
-	if st.N > 1 {
-		sctx = metadata.AppendToOutgoingContext(sctx, PreviousAttemptsKey, strconv.Itoa(st.N-1))
-	}
+	sctx := s.ic.announce(st.Context, st.N, s.d.WillRetry())
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.method, s.opts...)
 	if err != nil {
 		// No stream, so nothing of the request left: even a method that is

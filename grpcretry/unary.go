@@ -2,7 +2,6 @@ package grpcretry
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
@@ -58,9 +57,47 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
 	}
 	ic.callPolicy(&c.pol, &c.bo, &cs)
-	err := finalError(retry.Run(ctx, &c.pol, c.attempt))
+	err := finalError(c.run())
 	runOnFinish(onFinish, err)
 	return err
+}
+
+// run drives the call's attempts through a retry.Call — the steps of
+// retry.Do, in its order — which also tells each attempt whether another
+// may follow (WillRetry), for the announcement. An attempt whose code (an
+// inner interceptor, the invoker, an Option's callback) panics is ended as
+// failed (retry.Call.Panic) before the panic goes on, as retry.Do does.
+func (c *unaryCall) run() error {
+	d := retry.NewCall(c.ctx, &c.pol)
+	var a retry.Attempt
+	inOp := false
+	defer func() {
+		if inOp {
+			r := recover()
+			d.Panic(&a, r)
+			if r != nil { // nil: runtime.Goexit, which goes on by itself
+				panic(r)
+			}
+		}
+	}()
+	for {
+		var gerr error
+		if a, gerr = d.Begin(); gerr != nil {
+			return gerr
+		}
+		inOp = true
+		err := c.attempt(a.Context, a.N, d.WillRetry())
+		inOp = false
+		if err = d.End(&a, err); err == nil {
+			d.Succeed()
+			return nil
+		}
+		delay, gerr := d.Next(err)
+		if gerr != nil {
+			return gerr
+		}
+		d.Wait(delay)
+	}
 }
 
 // unaryCall is the state of one intercepted unary call.
@@ -76,22 +113,19 @@ type unaryCall struct {
 
 	pol     retry.Policy       // the caller's, with bo and notPermanent
 	optBuf  [5]grpc.CallOption // holds opts unless the caller passed many
-	n       int                // attempts made
 	header  metadata.MD        // written by grpc.Header: non-nil once headers arrived
 	trailer metadata.MD        // written by grpc.Trailer
 	peer    peer.Peer          // written by grpc.Peer
 	bo      pushbackBackoff
 }
 
-func (c *unaryCall) attempt(actx context.Context) error {
-	c.n++
+// attempt makes attempt n with the attempt's context actx; willRetry is
+// what the retry.Call says of a next one, for the announcement.
+func (c *unaryCall) attempt(actx context.Context, n int, willRetry bool) error {
 	c.header, c.trailer = nil, nil
 	c.peer = peer.Peer{}
 	c.bo.clear()
-	if c.n > 1 {
-		actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(c.n-1))
-	}
-	err := c.invoker(actx, c.method, c.req, c.reply, c.cc, c.opts...)
+	err := c.invoker(c.ic.announce(actx, n, willRetry), c.method, c.req, c.reply, c.cc, c.opts...)
 	if err == nil {
 		return nil
 	}
