@@ -22,7 +22,8 @@ func callMethod(ctx context.Context, client testpb.TestServiceClient, method str
 // TestAnnounce (issue 20, client side): every attempt carries its number
 // (stormguard-attempt), whether the client may retry it
 // (stormguard-will-retry, from retry.Call.WillRetry: the attempt count and
-// the layer rule), and on retries grpc-previous-rpc-attempts; the caller's
+// the layer rule — or a caller above that retries), and on retries
+// grpc-previous-rpc-attempts; the caller's
 // deadline arrives natively. WithAnnounce(false) keeps only the standard
 // grpc-previous-rpc-attempts.
 func TestAnnounce(t *testing.T) {
@@ -47,10 +48,12 @@ func TestAnnounce(t *testing.T) {
 			[]outcome{unavailable, unavailable}, []string{"-/-/-", "-/-/1", "-/-/2"}},
 		{"announcing off, then on", retry.Policy{MaxAttempts: 2}, []Option{WithAnnounce(false), WithAnnounce(true)}, nil,
 			[]outcome{unavailable}, []string{"1/1/-", "2/0/1"}},
+		// The caller above retries: one attempt here (the layer rule), which
+		// still says that the call will be retried — above.
 		{"inbound caller retries: one layer", retry.Policy{MaxAttempts: 3}, nil, &retry.Inbound{Attempt: 1, Retries: true},
-			[]outcome{unavailable}, []string{"1/0/-"}},
+			[]outcome{unavailable}, []string{"1/1/-"}},
 		{"inbound caller retries, rule ignored", retry.Policy{MaxAttempts: 2, Nested: retry.NestedIgnore}, nil, &retry.Inbound{Attempt: 1, Retries: true},
-			[]outcome{unavailable}, []string{"1/1/-", "2/0/1"}},
+			[]outcome{unavailable}, []string{"1/1/-", "2/1/1"}},
 		{"inbound caller does not retry", retry.Policy{MaxAttempts: 2}, nil, &retry.Inbound{Attempt: 2, Retries: false},
 			[]outcome{unavailable}, []string{"1/1/-", "2/0/1"}},
 	}
