@@ -54,16 +54,55 @@
 // retry.After, which caps it by Policy.MaxRetryAfter and jitters it a
 // little, as it does any server advice; the backoff schedule then restarts
 // from its first step. A negative, malformed or repeated value means "do
-// not retry": the call ends with that attempt's error. A negative
+// not retry": the call ends with that attempt's error. A negative integer
+// (-1, as PushbackTrailer(-1) and Overloaded send it) is moreover the
+// overload marker: the attempt is marked retry.Overloaded, the call ends
+// with retry.ReasonOverloaded and its error wraps retry.ErrOverloaded, so
+// no layer retries it (see "Retry at one layer"). A negative
 // Policy.MaxRetryAfter ignores the delays but still obeys "do not retry".
 //
 // # Attempts and deadlines
 //
-// Every attempt after the first carries the header grpc-previous-rpc-attempts
-// (the number of attempts before it). Each attempt runs with a context
-// bounded by Policy.AttemptTimeout and the caller's deadline, so the server
-// sees the earlier of the two as its grpc-timeout; the caller's deadline
-// also stops retries whose wait cannot fit before it.
+// Every attempt carries, in its request metadata, its number
+// (stormguard-attempt, AttemptKey) and whether the call may be retried if
+// it fails (stormguard-will-retry, WillRetryKey: by this client, as
+// retry.Call.WillRetry says, or by a caller above that retries), and every
+// attempt after the first the standard grpc-previous-rpc-attempts (the
+// number of attempts before it), with the values grpc-go's own retries
+// send. WithAnnounce(false) keeps only the standard one, for third
+// parties. Each attempt runs with a context bounded by
+// Policy.AttemptTimeout and the caller's deadline, so the server sees the
+// earlier of the two as its grpc-timeout; the caller's deadline also stops
+// retries whose wait cannot fit before it.
+//
+// # Retry at one layer
+//
+// When every tier of a call chain retries, the bottom tier's load
+// multiplies: three tiers of 4 attempts make 64 attempts at the bottom. The
+// server interceptors (UnaryServerInterceptor, StreamServerInterceptor)
+// read what the caller announced — its attempt (stormguard-attempt, else
+// grpc-previous-rpc-attempts plus one), whether it retries, its native
+// deadline — cap it (WithMaxInboundAttempt, WithMaxInboundDeadline) and
+// put it on the handler's context as a retry.Inbound. The client
+// interceptors of the calls the handler makes then obey their Policy's
+// layer rule (retry.Policy.Nested): by default a call whose caller retries
+// makes one attempt, and still announces that the call will be retried
+// (above), so at any time one layer retries — 10 attempts at the bottom of
+// those three tiers instead of 64 (TestLayerRuleTiers).
+//
+// A server sheds load with the overload marker: a handler returns
+// Overloaded(msg), or any error that wraps retry.ErrOverloaded — a
+// downstream's marker, as the client interceptors report it — and the
+// server interceptor answers UNAVAILABLE with grpc-retry-pushback-ms: -1.
+// No client interceptor retries it, and a tier that meets it passes it up
+// the same way, so the whole chain stops (TestOverloadMarkerCrossesTiers).
+// grpc-go's own retries obey the marker too: it is gRFC A6's "do not
+// retry".
+//
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor()),
+//		grpc.ChainStreamInterceptor(grpcretry.StreamServerInterceptor()),
+//	)
 //
 // # Idempotency: unsafe methods are sent once
 //
