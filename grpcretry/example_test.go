@@ -217,6 +217,7 @@ func (s *inboundServer) UnaryCall(ctx context.Context, req *testpb.SimpleRequest
 	in, ok := retry.InboundOf(ctx)
 	fmt.Printf("server: attempt %d, caller retries %v, deadline %v (facts: %v)\n", in.Attempt, in.Retries, !in.Deadline.IsZero(), ok)
 	if s.shed {
+		// in a handler: shed with the marker, which no caller retries
 		return nil, grpcretry.Overloaded("too many requests in flight")
 	}
 	return &testpb.SimpleResponse{}, nil
