@@ -97,7 +97,8 @@
 // No client interceptor retries it, and a tier that meets it passes it up
 // the same way, so the whole chain stops (TestOverloadMarkerCrossesTiers).
 // grpc-go's own retries obey the marker too: it is gRFC A6's "do not
-// retry".
+// retry". WithMaxInFlight sheds the calls beyond a concurrency limit with
+// the same answer.
 //
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor()),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
@@ -39,6 +40,7 @@ type serverOptions struct {
 	maxAttempt  int
 	maxDeadline time.Duration
 	clock       clock.Clock
+	limit       *inFlight // nil: no limit
 }
 
 func resolveServer(opts []ServerOption) *serverOptions {
@@ -81,6 +83,47 @@ func WithInboundClock(c clock.Clock) ServerOption {
 	return func(o *serverOptions) { o.clock = clock.Or(c) }
 }
 
+// WithMaxInFlight sheds calls beyond n served at once: such a call is
+// answered at once, without running its handler, with Overloaded's marker
+// (UNAVAILABLE, grpc-retry-pushback-ms: -1), which no caller retries — load
+// shedding with the signal in one line. The count is kept by the option
+// value, so give the same value to both interceptors for one limit over
+// unary calls and streams together:
+//
+//	limit := grpcretry.WithMaxInFlight(100)
+//	grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor(limit)),
+//	grpc.ChainStreamInterceptor(grpcretry.StreamServerInterceptor(limit)),
+//
+// A stream holds its slot until its handler returns. n <= 0: no limit
+// (the default).
+func WithMaxInFlight(n int) ServerOption {
+	var l *inFlight
+	if n > 0 {
+		l = &inFlight{max: int64(n)}
+	}
+	return func(o *serverOptions) { o.limit = l }
+}
+
+// errInFlight is the message of the answer WithMaxInFlight sheds a call with.
+const errInFlight = "grpcretry: too many calls in flight"
+
+// inFlight counts the calls being served under one WithMaxInFlight.
+type inFlight struct {
+	n   atomic.Int64
+	max int64
+}
+
+// acquire takes a slot, or reports false when all are taken.
+func (l *inFlight) acquire() bool {
+	if l.n.Add(1) > l.max {
+		l.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *inFlight) release() { l.n.Add(-1) }
+
 // UnaryServerInterceptor returns an interceptor that reads what the caller
 // said about the call and serves it:
 //
@@ -107,10 +150,18 @@ func WithInboundClock(c clock.Clock) ServerOption {
 // "overloaded; don't retry", as the client interceptors report it, or
 // Overloaded's answer — the call is answered UNAVAILABLE with the trailer
 // grpc-retry-pushback-ms: -1, so the marker travels up the chain and no
-// caller retries. Other errors go out unchanged.
+// caller retries. Other errors go out unchanged. WithMaxInFlight sheds
+// calls beyond a limit with the same answer.
 func UnaryServerInterceptor(opts ...ServerOption) grpc.UnaryServerInterceptor {
 	o := resolveServer(opts)
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if o.limit != nil {
+			if !o.limit.acquire() {
+				_ = grpc.SetTrailer(ctx, overloadTrailer)
+				return nil, Overloaded(errInFlight)
+			}
+			defer o.limit.release()
+		}
 		ctx, cancel := o.inbound(ctx)
 		if cancel != nil {
 			defer cancel()
@@ -127,10 +178,18 @@ func UnaryServerInterceptor(opts ...ServerOption) grpc.UnaryServerInterceptor {
 // StreamServerInterceptor is UnaryServerInterceptor for streams: the
 // stream's Context carries the inbound facts, and a handler error that
 // wraps retry.ErrOverloaded is answered UNAVAILABLE with the trailer
-// grpc-retry-pushback-ms: -1.
+// grpc-retry-pushback-ms: -1; WithMaxInFlight counts a stream until its
+// handler returns.
 func StreamServerInterceptor(opts ...ServerOption) grpc.StreamServerInterceptor {
 	o := resolveServer(opts)
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if o.limit != nil {
+			if !o.limit.acquire() {
+				ss.SetTrailer(overloadTrailer)
+				return Overloaded(errInFlight)
+			}
+			defer o.limit.release()
+		}
 		ctx, cancel := o.inbound(ss.Context())
 		if cancel != nil {
 			defer cancel()

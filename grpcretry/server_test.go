@@ -361,3 +361,48 @@ func FuzzServerRead(f *testing.F) {
 		}
 	})
 }
+
+// TestServerMaxInFlight (issue 20): one WithMaxInFlight value given to both
+// server interceptors limits unary calls and streams together; a call
+// beyond the limit is shed without running its handler, with the overload
+// marker, which the client interceptor does not retry; the slot comes back
+// when the handler returns.
+func TestServerMaxInFlight(t *testing.T) {
+	srv := newServer(outcome{block: true})
+	limit := WithMaxInFlight(1)
+	addr := serveWith(t, serverInterceptors(limit), srv)
+	client := dialRetry(t, addr, &retry.Policy{MaxAttempts: 3, Backoff: noWait})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- callMethod(ctx, client, "unary") }()
+	<-srv.started // the first call holds the only slot
+
+	err := callMethod(context.Background(), client, "server stream")
+	if !errors.Is(err, retry.ErrOverloaded) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("second call: %v, want the overload marker", err)
+	}
+	if attempts, _, _, _ := srv.stats(); attempts != 1 {
+		t.Fatalf("the handlers ran %d times, want 1 (the shed call never reaches its handler)", attempts)
+	}
+	cancel()
+	if err := <-first; status.Code(err) != codes.Canceled {
+		t.Fatalf("first call: %v", err)
+	}
+	// The slot is back once the first handler has returned: the server
+	// may see the cancellation a little after the client, so wait for it.
+	<-srv.canceled
+	within(t, func() {
+		for range 1000 { // bounded: the handler returns right after it reports
+			err := callMethod(context.Background(), client, "unary")
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, retry.ErrOverloaded) {
+				t.Errorf("third call: %v", err)
+				return
+			}
+		}
+		t.Error("the slot never came back")
+	})
+}
