@@ -82,6 +82,10 @@ func (ic *interceptor) callPolicy(pol *retry.Policy, bo *pushbackBackoff, cs *ca
 		bo.base = retry.DefaultBackoff
 	}
 	bo.ignoreAdvice = pol.MaxRetryAfter < 0
+	bo.classify = nil
+	if ic.o.policyClassify {
+		bo.classify = pol.Classify
+	}
 	pol.Backoff = bo
 	pol.Classify = notPermanent
 }

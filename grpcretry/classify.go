@@ -42,7 +42,7 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	if ae.HasPushback && ae.Pushback < 0 {
 		return retry.Permanent(ae)
 	}
-	if !timedOut && !ic.codeRetryable(ae.Code(), ae.HasPushback, ownDeadline(ctx, actx)) {
+	if !timedOut && !ic.codeRetryable(ae, bo.classify, ae.HasPushback, ownDeadline(ctx, actx)) {
 		return retry.Permanent(ae)
 	}
 	if ae.HasPushback && !bo.ignoreAdvice { // a negative MaxRetryAfter ignores delays
@@ -72,10 +72,11 @@ func ownDeadline(ctx, actx context.Context) bool {
 // from its first step, as gRFC A6 says. It is used by one call at a time.
 type pushbackBackoff struct {
 	base         backoff.Strategy
-	ignoreAdvice bool          // the call's Policy.MaxRetryAfter is negative
-	pushed       bool          // the last attempt carried a pushback
-	offset       int           // retries made up to the last pushback
-	prev         time.Duration // the last delay base returned
+	ignoreAdvice bool             // the call's Policy.MaxRetryAfter is negative
+	classify     func(error) bool // the call's Policy.Classify, with WithPolicyClassify
+	pushed       bool             // the last attempt carried a pushback
+	offset       int              // retries made up to the last pushback
+	prev         time.Duration    // the last delay base returned
 }
 
 // push makes the next wait the server's.

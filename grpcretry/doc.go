@@ -184,7 +184,10 @@
 // Unavailable when the breaker refused before any attempt) and wraps the
 // *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
 // retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
-// Policy.Classify is not used: gRPC failures are classified by the Options.
+// Policy.Classify is not used: gRPC failures are classified by the Options
+// — unless WithPolicyClassify, for a Policy whose Classify is written for
+// gRPC errors (config.Options.Classify from retry_on.grpc_codes, say), so
+// that the retried codes follow a policy reload.
 //
 // # Health: what a breaker counts
 //

@@ -95,6 +95,23 @@ func WithRetryable(f func(codes.Code) bool) Option {
 	return optionFunc(func(o *options) { o.retryable = f })
 }
 
+// WithPolicyClassify makes the call's Policy.Classify, when it has one,
+// decide which failed attempts are retried, in place of the default code
+// table (WithRetryable, when given, still comes first). Classify is asked
+// with the attempt's *AttemptError (status.Code finds its code) and must be
+// written for gRPC errors. The rules that WithRetryable cannot change hold
+// here too: the caller's cancellation and deadline, an attempt timeout, a
+// "do not retry" pushback, commit on headers and idempotency.
+//
+// Use it when the Policy comes from a source that changes — a
+// *config.Handle whose config.Options.Classify builds Classify from the
+// policy's retry_on.grpc_codes — so the retried codes follow a reload with
+// every other setting. Off by default, as a Policy shared with HTTP
+// clients has a Classify for HTTP errors.
+func WithPolicyClassify() Option {
+	return optionFunc(func(o *options) { o.policyClassify = true })
+}
+
 // WithRetryInternal(true) also retries codes.Internal. Off by default:
 // Internal usually reports a bug, which another attempt will meet again.
 func WithRetryInternal(on bool) Option {
@@ -130,6 +147,7 @@ type options struct {
 	retryResourceExhausted bool
 	maxReplayBytes         int
 	noAnnounce             bool
+	policyClassify         bool
 }
 
 // interceptor is the shared, immutable state of one pair of interceptors
@@ -214,12 +232,17 @@ func (ic *interceptor) isDeclared(method string) bool {
 	return v
 }
 
-// codeRetryable applies the code table. pushback reports a server pushback
-// that allows a retry; ownDeadline that the attempt had a deadline earlier
-// than the caller's.
-func (ic *interceptor) codeRetryable(c codes.Code, pushback, ownDeadline bool) bool {
-	if ic.o.retryable != nil {
+// codeRetryable applies WithRetryable, the call's Policy.Classify (policy,
+// with WithPolicyClassify) or the code table to ae. pushback reports a
+// server pushback that allows a retry; ownDeadline that the attempt had a
+// deadline earlier than the caller's.
+func (ic *interceptor) codeRetryable(ae *AttemptError, policy func(error) bool, pushback, ownDeadline bool) bool {
+	c := ae.Code()
+	switch {
+	case ic.o.retryable != nil:
 		return ic.o.retryable(c)
+	case policy != nil:
+		return policy(ae)
 	}
 	switch c {
 	case codes.Unavailable, codes.Aborted:

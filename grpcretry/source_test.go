@@ -236,3 +236,54 @@ func TestConfigHandleReload(t *testing.T) {
 		t.Fatalf("after the reload: attempts → calls %v, want 20 calls of 4", got)
 	}
 }
+
+// TestConfigRetryOnReload (issue 25 blocker 1): with WithPolicyClassify,
+// the codes a policy file's retry_on.grpc_codes lists — turned into the
+// Policy's Classify by config.Options.Classify — follow a reload too: a
+// server failing with Internal is not retried under [UNAVAILABLE], and is
+// once the file says [UNAVAILABLE, INTERNAL]. Without the option the
+// interceptor keeps its code table.
+func TestConfigRetryOnReload(t *testing.T) {
+	srv := &failingServer{code: codes.Internal}
+	addr := serveWith(t, nil, srv)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(codes string) {
+		t.Helper()
+		data := "policies:\n  inventory:\n    max_attempts: 3\n    backoff: {strategy: full_jitter, base: 1ms, max: 2ms}\n" +
+			"    retry_on: {grpc_codes: [" + codes + "]}\noperations:\n  grpc-inventory: inventory\n"
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("UNAVAILABLE")
+	reg := config.NewRegistry(config.Options{Classify: func(spec *config.PolicySpec) func(error) bool {
+		f, ok := spec.GRPCRetryable()
+		if !ok {
+			return nil
+		}
+		return func(err error) bool { return f(uint32(status.Code(err))) }
+	}})
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	h := reg.Policy("grpc-inventory")
+	following := dial(t, addr, grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(h, WithIdempotentServices(testService), WithPolicyClassify())))
+	table := dial(t, addr, grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(h, WithIdempotentServices(testService))))
+	attempts := func(client testpb.TestServiceClient) int {
+		t.Helper()
+		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if status.Code(err) != codes.Internal {
+			t.Fatalf("err = %v", err)
+		}
+		return attemptsOf(t, err)
+	}
+	got := fmt.Sprint(attempts(following), attempts(table))
+	write("UNAVAILABLE, INTERNAL")
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	got += fmt.Sprint(" then ", attempts(following), attempts(table))
+	if want := "1 1 then 3 1"; got != want {
+		t.Fatalf("attempts (WithPolicyClassify, code table): %s, want %s", got, want)
+	}
+}

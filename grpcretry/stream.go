@@ -25,9 +25,9 @@ import (
 // budget, AttemptTimeout, Observer — one attempt per underlying stream,
 // from its creation to its end (which, once committed, may be long after
 // the retries are over). As with UnaryClientInterceptor, the Policy's
-// Classify is not consulted, and a failed stream returns, from NewStream
-// or RecvMsg, an error that carries the last attempt's status and wraps a
-// *retry.Error.
+// Classify is not consulted (unless WithPolicyClassify), and a failed
+// stream returns, from NewStream or RecvMsg, an error that carries the
+// last attempt's status and wraps a *retry.Error.
 //
 // An attempt is committed, and no longer retried, once the server has sent
 // response headers (a response that is not Trailers-Only, as in gRFC A6),

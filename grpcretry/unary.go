@@ -28,9 +28,10 @@ import (
 //
 //	resp, err := client.Get(ctx, req, grpcretry.WithMaxAttempts(1))
 //
-// Each call runs retry.Run with a copy of its Policy whose Backoff also
-// obeys server pushback and whose Classify is replaced by the gRPC rules
-// of the Options, so the Policy's Classify is not consulted. A failed call returns an
+// Each call runs the steps of retry.Do (a retry.Call) with a copy of its
+// Policy whose Backoff also obeys server pushback and whose Classify is
+// replaced by the gRPC rules of the Options, so the Policy's Classify is
+// not consulted (unless WithPolicyClassify). A failed call returns an
 // error that carries the last attempt's status for status.FromError and
 // status.Code and wraps a *retry.Error, so errors.Is finds
 // retry.ErrAttemptsExhausted, retry.ErrBudgetExhausted, breaker.ErrOpen or

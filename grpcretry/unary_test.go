@@ -385,3 +385,35 @@ func (h headerSignal) HandleRPC(_ context.Context, s stats.RPCStats) {
 		h <- struct{}{}
 	}
 }
+
+// TestPolicyClassify: WithPolicyClassify lets the Policy's Classify (asked
+// with the *AttemptError) replace the code table; WithRetryable still comes
+// first, and a Policy without Classify keeps the table.
+func TestPolicyClassify(t *testing.T) {
+	notFound := func(err error) bool { return status.Code(err) == codes.NotFound }
+	onlyAborted := func(c codes.Code) bool { return c == codes.Aborted }
+	cases := []struct {
+		name     string
+		classify func(error) bool
+		opts     []Option
+		code     codes.Code
+		attempts int
+	}{
+		{"without the option: the table", notFound, nil, codes.NotFound, 1},
+		{"without the option: the table retries Unavailable", notFound, nil, codes.Unavailable, 2},
+		{"Classify retries NotFound", notFound, []Option{WithPolicyClassify()}, codes.NotFound, 2},
+		{"Classify does not retry Unavailable", notFound, []Option{WithPolicyClassify()}, codes.Unavailable, 1},
+		{"no Classify: the table", nil, []Option{WithPolicyClassify()}, codes.Unavailable, 2},
+		{"WithRetryable first", notFound, []Option{WithPolicyClassify(), WithRetryable(onlyAborted)}, codes.NotFound, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(outcome{code: c.code})
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Classify: c.classify}, c.opts...)
+			_, _ = client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			if attempts, _, _, _ := srv.stats(); attempts != c.attempts {
+				t.Fatalf("%d attempts, want %d", attempts, c.attempts)
+			}
+		})
+	}
+}
