@@ -167,3 +167,20 @@ func ExampleNewConcurrency() {
 	// granted: 10
 	// active: 50 requests, 9 retries
 }
+
+// ExampleAWSRules builds the AWS SDKs' 2026 standard retry policy and shows
+// its waits: 50 ms doubling after transient errors, from 1 s after a
+// throttle, and an x-amz-retry-after advice clamped to the backoff plus 5 s.
+func ExampleAWSRules() {
+	rules := budget.AWSRules{Rand: maxJitter{}} // jitter fixed at its top, for the example
+	p := rules.Policy()
+	fmt.Println("attempts:", p.AttemptLimit(), "quota:", p.Budget.(*budget.Ratio).Available())
+	fmt.Println(rules.DelayAfter(1, 0, awsResponse{status: 500}.err()), rules.DelayAfter(2, 0, awsResponse{status: 500}.err()))
+	fmt.Println(rules.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err()))
+	fmt.Println(rules.DelayAfter(1, 0, awsResponse{status: 503, retryAfter: "60000"}.err()))
+	// Output:
+	// attempts: 3 quota: 500
+	// 50ms 100ms
+	// 1s
+	// 5.05s
+}

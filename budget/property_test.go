@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"sort"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -35,6 +37,7 @@ func milli(t *rapid.T, lo, hi int, label string) float64 {
 type ratioModel struct {
 	max, tokens, refill, retryRefill int64
 	retryCost, timeoutCost, failCost int64
+	throttleCost                     int64
 	threshold                        int64
 	refund                           bool
 }
@@ -43,7 +46,8 @@ func newRatioModel(c budget.RatioConfig) *ratioModel {
 	m := &ratioModel{
 		max: micro(c.MaxTokens), refill: micro(c.Refill), retryRefill: micro(c.RetryRefill),
 		retryCost: micro(c.RetryCost), timeoutCost: micro(c.TimeoutCost), failCost: micro(c.FailureCost),
-		threshold: micro(c.Threshold), refund: c.RefundRetrySuccess,
+		throttleCost: micro(c.ThrottleCost),
+		threshold:    micro(c.Threshold), refund: c.RefundRetrySuccess,
 	}
 	if m.max == 0 {
 		m.max = 10 * unit
@@ -57,6 +61,9 @@ func newRatioModel(c budget.RatioConfig) *ratioModel {
 	if m.timeoutCost == 0 {
 		m.timeoutCost = m.retryCost
 	}
+	if m.throttleCost == 0 {
+		m.throttleCost = m.retryCost
+	}
 	m.tokens = micro(c.InitialTokens)
 	if m.tokens == 0 && !c.StartEmpty {
 		m.tokens = m.max
@@ -67,6 +74,9 @@ func newRatioModel(c budget.RatioConfig) *ratioModel {
 func (m *ratioModel) add(d int64) { m.tokens = min(max(m.tokens+d, 0), m.max) }
 
 func (m *ratioModel) cost(err error) int64 {
+	if budget.IsThrottle(err) {
+		return m.throttleCost
+	}
 	if budget.IsTimeout(err) {
 		return m.timeoutCost
 	}
@@ -74,7 +84,9 @@ func (m *ratioModel) cost(err error) int64 {
 }
 
 func drawRatioConfig(t *rapid.T) budget.RatioConfig {
-	switch rapid.IntRange(0, 4).Draw(t, "preset") {
+	switch rapid.IntRange(0, 5).Draw(t, "preset") {
+	case 5:
+		return budget.AWSStandard2026()
 	case 0:
 		return budget.GRPC()
 	case 1:
@@ -93,6 +105,7 @@ func drawRatioConfig(t *rapid.T) budget.RatioConfig {
 		RefundRetrySuccess: rapid.Bool().Draw(t, "RefundRetrySuccess"),
 		RetryCost:          milli(t, 0, hi, "RetryCost"),
 		TimeoutCost:        milli(t, 0, hi, "TimeoutCost"),
+		ThrottleCost:       milli(t, 0, hi, "ThrottleCost"),
 		FailureCost:        milli(t, 0, 3000, "FailureCost"),
 		Threshold:          milli(t, 0, hi-1, "Threshold"),
 	}
@@ -107,7 +120,9 @@ func drawRatioConfig(t *rapid.T) budget.RatioConfig {
 
 // drawFailure returns a failed attempt's error and whether Do would retry it.
 func drawFailure(t *rapid.T) (error, bool) {
-	switch rapid.IntRange(0, 5).Draw(t, "error") {
+	switch rapid.IntRange(0, 6).Draw(t, "error") {
+	case 6:
+		return &httpretry.StatusError{StatusCode: http.StatusTooManyRequests}, true
 	case 0:
 		return errSlow, true
 	case 1:
@@ -135,8 +150,8 @@ func TestRatioProperties(t *testing.T) {
 			credits int64 // every token paid in, before the cap
 			pending int   // granted retries not yet run
 			want    budget.Stats
-			minCost = min(m.retryCost, m.timeoutCost)
-			maxCost = max(m.retryCost, m.timeoutCost)
+			minCost = min(m.retryCost, m.timeoutCost, m.throttleCost)
+			maxCost = max(m.retryCost, m.timeoutCost, m.throttleCost)
 		)
 		// fail records a failed attempt and, as Do does after a retryable
 		// failure that is not its last, asks for a retry.

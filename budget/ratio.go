@@ -72,6 +72,18 @@ type RatioConfig struct {
 	// overloaded. 0: RetryCost.
 	TimeoutCost float64
 
+	// ThrottleCost is paid instead of RetryCost (and TimeoutCost) by a
+	// retry after a throttling answer (see IsThrottle). The AWS SDKs' 2026
+	// rules make it cheaper than other retries (5 against 14): a throttle
+	// is the server asking the client to slow down, which the backoff
+	// does, not a sign that the request failed. 0: RetryCost.
+	//
+	// With RefundRetrySuccess a successful retry gives back RetryCost,
+	// whichever cost it paid (a shared budget cannot tell which retry an
+	// attempt belongs to): a successful retry after a throttle gets
+	// RetryCost−ThrottleCost more than it paid, within MaxTokens.
+	ThrottleCost float64
+
 	// FailureCost is taken from the bucket (down to 0) for every failed
 	// attempt, first or retry, except errors marked retry.Permanent and the
 	// caller's cancellation (context.Canceled). 0: nothing.
@@ -103,20 +115,6 @@ func GRPCThrottling(maxTokens, tokenRatio float64) RatioConfig {
 	}
 }
 
-// AWSStandard returns the retry quota of the AWS SDKs' "standard" retry
-// mode: a bucket of 500 tokens that starts full; a retry costs 5, or 10
-// after a timeout; a successful first attempt adds 1 and a successful retry
-// gives its cost back; a retry is refused when its cost cannot be paid.
-func AWSStandard() RatioConfig {
-	return RatioConfig{
-		MaxTokens:          500,
-		Refill:             1,
-		RetryCost:          5,
-		TimeoutCost:        10,
-		RefundRetrySuccess: true,
-	}
-}
-
 // TenPercent returns the "retry at most 10% of traffic" bucket: each
 // successful first attempt adds 0.1 token, each retry costs 1, and the
 // bucket holds at most 10 tokens and starts full. Once the 10 starting
@@ -144,6 +142,7 @@ func (c RatioConfig) WithDefaults() (RatioConfig, error) {
 	}
 	c.MaxTokens, c.InitialTokens = fromUnits(p.max), fromUnits(p.initial)
 	c.Refill, c.RetryCost, c.TimeoutCost = fromUnits(p.refill), fromUnits(p.retryCost), fromUnits(p.timeoutCost)
+	c.ThrottleCost = fromUnits(p.throttleCost)
 	return c, nil
 }
 
@@ -151,6 +150,7 @@ func (c RatioConfig) WithDefaults() (RatioConfig, error) {
 type ratioParams struct {
 	max, initial, refill, retryRefill int64
 	retryCost, timeoutCost, failCost  int64
+	throttleCost                      int64
 	threshold                         int64
 	refund                            bool
 
@@ -168,7 +168,7 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 	}{
 		{"MaxTokens", c.MaxTokens}, {"InitialTokens", c.InitialTokens},
 		{"Refill", c.Refill}, {"RetryRefill", c.RetryRefill},
-		{"RetryCost", c.RetryCost}, {"TimeoutCost", c.TimeoutCost},
+		{"RetryCost", c.RetryCost}, {"TimeoutCost", c.TimeoutCost}, {"ThrottleCost", c.ThrottleCost},
 		{"FailureCost", c.FailureCost}, {"Threshold", c.Threshold},
 	}
 	for _, f := range fields {
@@ -182,15 +182,16 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 		}
 	}
 	p := ratioParams{
-		max:         toUnits(c.MaxTokens),
-		initial:     toUnits(c.InitialTokens),
-		refill:      toUnits(c.Refill),
-		retryRefill: toUnits(c.RetryRefill),
-		retryCost:   toUnits(c.RetryCost),
-		timeoutCost: toUnits(c.TimeoutCost),
-		failCost:    toUnits(c.FailureCost),
-		threshold:   toUnits(c.Threshold),
-		refund:      c.RefundRetrySuccess,
+		max:          toUnits(c.MaxTokens),
+		initial:      toUnits(c.InitialTokens),
+		refill:       toUnits(c.Refill),
+		retryRefill:  toUnits(c.RetryRefill),
+		retryCost:    toUnits(c.RetryCost),
+		timeoutCost:  toUnits(c.TimeoutCost),
+		throttleCost: toUnits(c.ThrottleCost),
+		failCost:     toUnits(c.FailureCost),
+		threshold:    toUnits(c.Threshold),
+		refund:       c.RefundRetrySuccess,
 	}
 	if p.max == 0 {
 		p.max = toUnits(DefaultMaxTokens)
@@ -204,6 +205,9 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 	if p.timeoutCost == 0 {
 		p.timeoutCost = p.retryCost
 	}
+	if p.throttleCost == 0 {
+		p.throttleCost = p.retryCost
+	}
 	switch {
 	case c.StartEmpty && p.initial != 0:
 		return ratioParams{}, invalid("RatioConfig.StartEmpty is set with InitialTokens %v", c.InitialTokens)
@@ -216,15 +220,15 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 	if p.threshold >= p.max {
 		return ratioParams{}, invalid("RatioConfig.Threshold %v is not below MaxTokens %v: no retry could ever be granted", c.Threshold, fromUnits(p.max))
 	}
-	if cost := max(p.retryCost, p.timeoutCost); cost > p.max {
+	if cost := max(p.retryCost, p.timeoutCost, p.throttleCost); cost > p.max {
 		return ratioParams{}, invalid("RatioConfig retry cost %v is above MaxTokens %v: such a retry could never be granted", fromUnits(cost), fromUnits(p.max))
 	}
-	if min(p.retryCost, p.timeoutCost) == 0 {
+	if min(p.retryCost, p.timeoutCost, p.throttleCost) == 0 {
 		// A free retry only reads the balance; while it is lent out it
 		// reads the reserve, which keeps enough to answer it.
 		p.floor = p.threshold + 1
 	}
-	if cost := max(p.retryCost, p.timeoutCost); cost > 0 {
+	if cost := max(p.retryCost, p.timeoutCost, p.throttleCost); cost > 0 {
 		p.tokenUse = max(cost, p.threshold+1)
 	}
 	p.tokenUse = max(p.tokenUse, p.failCost)
@@ -251,7 +255,8 @@ func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
 // may find its bucket empty after a single bad spell (see Window, whose
 // floor keeps a few retries per second available).
 //
-// Make one with NewRatio, from a preset (GRPC, AWSStandard, TenPercent) or
+// Make one with NewRatio, from a preset (GRPC, AWSStandard2026,
+// AWSStandardLegacy, TenPercent) or
 // a RatioConfig, and share it between every caller of one downstream. A
 // Ratio is safe for concurrent use, and exact under it: every Record and
 // Withdraw takes effect at one instant between its call and its return, as
@@ -373,9 +378,9 @@ func (r *Ratio) add(c *ratioCell, delta int64) {
 }
 
 // Withdraw asks for a retry after the failure err. It is granted, and its
-// cost (TimeoutCost if err is a timeout, RetryCost otherwise) paid, when the
-// bucket holds at least that cost and more than Threshold. Withdraw on a
-// nil Ratio returns true.
+// cost (ThrottleCost if err is a throttling answer, TimeoutCost if it is a
+// timeout, RetryCost otherwise) paid, when the bucket holds at least that
+// cost and more than Threshold. Withdraw on a nil Ratio returns true.
 func (r *Ratio) Withdraw(err error) bool {
 	if r == nil {
 		return true
@@ -385,7 +390,10 @@ func (r *Ratio) Withdraw(err error) bool {
 
 func (r *Ratio) withdraw(c *ratioCell, err error) bool {
 	cost := r.p.retryCost
-	if r.p.timeoutCost != cost && IsTimeout(err) {
+	switch {
+	case r.p.throttleCost != cost && IsThrottle(err):
+		cost = r.p.throttleCost
+	case r.p.timeoutCost != cost && IsTimeout(err):
 		cost = r.p.timeoutCost
 	}
 	// Granted iff the balance holds cost and more than threshold. A

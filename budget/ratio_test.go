@@ -311,10 +311,11 @@ func TestRatioConfigWithDefaults(t *testing.T) {
 		in   budget.RatioConfig
 		want budget.RatioConfig
 	}{
-		{"zero", budget.RatioConfig{}, budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryCost: 1, TimeoutCost: 1}},
+		{"zero", budget.RatioConfig{}, budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryCost: 1, TimeoutCost: 1, ThrottleCost: 1}},
 		{"gRPC", budget.GRPC(), budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryRefill: 0.1, FailureCost: 1, Threshold: 5}},
-		{"AWS", budget.AWSStandard(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 5, TimeoutCost: 10, RefundRetrySuccess: true}},
-		{"start empty", budget.RatioConfig{MaxTokens: 20, StartEmpty: true}, budget.RatioConfig{MaxTokens: 20, StartEmpty: true, Refill: 0.1, RetryCost: 1, TimeoutCost: 1}},
+		{"AWS", budget.AWSStandard(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 5, TimeoutCost: 10, ThrottleCost: 5, RefundRetrySuccess: true}},
+		{"AWS 2026", budget.AWSStandard2026(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 14, TimeoutCost: 14, ThrottleCost: 5, RefundRetrySuccess: true}},
+		{"start empty", budget.RatioConfig{MaxTokens: 20, StartEmpty: true}, budget.RatioConfig{MaxTokens: 20, StartEmpty: true, Refill: 0.1, RetryCost: 1, TimeoutCost: 1, ThrottleCost: 1}},
 	} {
 		got, err := tc.in.WithDefaults()
 		if err != nil || got != tc.want {

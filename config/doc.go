@@ -34,6 +34,11 @@
 //	      min_calls: 20            #   slow_call_duration, slow_call_ratio (0,1]
 //	      failure_ratio: 0.3       # count_window: calls, min_calls, failure_ratio, slow_call_*
 //	                               # consecutive: failures
+//	    nested: one_layer          # the layer rule, for calls made while serving a request whose
+//	                               #   caller retries it (retry.Policy.Nested): one_layer (left out:
+//	                               #   the same) makes one attempt and leaves retrying to that caller;
+//	                               #   ignore retries as usual; {rule: budget, budget: {kind: ...}}
+//	                               #   retries only while that budget (a spec as above) grants it
 //	operations:                    # operation name -> policy name
 //	  charge-card: payments
 //	default: payments              # for names not listed (default: a policy named "default")
@@ -67,8 +72,28 @@
 //
 // A Registry turns a File into retry.Policy values. Callers ask it once for
 // a Handle by operation name and call Handle.Policy for every call: one
-// atomic load, no lock. Registry.Watch reloads the file when it changes
-// (debounced). It survives rename-on-save, and follows symlinks: a path
+// atomic load, no lock.
+//
+// Start in two synchronous steps. Open reads and applies the file and
+// returns its error (and no Registry) when it is missing or invalid, so a
+// process never serves calls before its policies are in force. Then
+// Registry.Watch sets up the watch, reads the file once more (an edit made
+// in between is not lost) and returns its own start error, or a Watcher
+// that reloads the file when it changes (debounced) until Close:
+//
+//	reg, err := config.Open("/etc/app/policies.yaml", config.Options{Observer: metrics, Logger: slog.Default()})
+//	if err != nil {
+//		return err // a bad file stops start-up
+//	}
+//	w, err := reg.Watch("/etc/app/policies.yaml", config.WatchOptions{})
+//	if err != nil {
+//		return err // or serve on without reloads
+//	}
+//	defer w.Close()
+//	h := reg.Policy("charge-card")       // keep the handle
+//	err = retry.Run(ctx, h.Policy(), op) // one atomic load per call
+//
+// The watch survives rename-on-save, and follows symlinks: a path
 // linked to a file in another directory (a shared mount), through a
 // release "current" link, or through a Kubernetes ConfigMap's ..data link
 // is reloaded when the target is edited in place and when a link is
@@ -81,6 +106,10 @@
 // force lists under operations — must keep a policy: a file that lists it
 // nowhere and has no default is refused, naming the operation, and the
 // old policies keep serving.
+//
+// A Registry made with NewRegistry serves the zero Policy until Reload or
+// Apply succeeds (and says so in the log when a handle is asked for): use
+// it to apply a File built in code; for a file on disk, use Open.
 //
 // Reloads are serialised: Reload (from Watch, a SIGHUP handler, or both)
 // reads, applies and reports one file at a time, so the file read last is

@@ -109,6 +109,9 @@ func FuzzParse(f *testing.F) {
 		"policies: {a: {max_attempts: unlimited, max_elapsed: 30s}}",
 		"policies: {a: {budget: {kind: window, percent: 0.2}, breaker: {kind: count_window, calls: 5, failure_rate: 0.5, slow_call_rate: 0.5}}}",
 		"policies: {a: {max_attempts: 0}}",
+		"policies: {a: {nested: ignore}}",
+		"policies: {a: {nested: {rule: budget, budget: {kind: ratio, preset: ten_percent}}}}",
+		"policies: {a: {nested: {rule: one_layer, budget: {kind: concurrency}}}}",
 		"policies: {}\noperations: {}\n",
 		`{"policies": {"a": {"max_attempts": "unlimited", "breaker": {"kind": "count_window", "calls": 3, "failure_ratio": 0.5}}}}`,
 	} {

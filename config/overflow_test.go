@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -55,15 +54,13 @@ func TestWatchOverflowReloads(t *testing.T) {
 		}
 		results <- err
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Watch(ctx, path, WatchOptions{Debounce: 20 * time.Millisecond}) }()
+	w, err := r.Watch(path, WatchOptions{Debounce: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		release.Do(func() { close(gate) })
-		cancel()
-		if err := <-done; err != context.Canceled {
-			t.Errorf("Watch returned %v", err)
-		}
+		w.Close()
 	})
 	if err := next(t, results); err != nil {
 		t.Fatal(err)

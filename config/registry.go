@@ -20,8 +20,12 @@ type Options struct {
 	// Clock is given to the budgets, breakers and policies built from the
 	// file. nil: clock.Real.
 	Clock clock.Clock
-	// Observer is set on every policy. If it implements ReloadObserver it
-	// also hears about every reload.
+	// Observer is set on every policy. Config also looks in it (and in
+	// each member of a retry.Multi) for the optional interfaces
+	// ReloadObserver (hears every reload), BudgetWatcher and BreakerWatcher
+	// (export each operation's budget and breaker): the Prometheus and
+	// OpenTelemetry adapters implement all three, so Observer: collector,
+	// or retry.Multi(collector, otelObserver), is the whole wiring.
 	Observer retry.Observer
 	// Logger receives a line per reload (Info) and per rejected file
 	// (Error). nil: no log lines (OnReload and the observer still hear).
@@ -32,13 +36,20 @@ type Options struct {
 	// one at a time, in the order files were applied, while further
 	// reloads wait: OnReload must not call Reload or Apply.
 	OnReload func(version string, err error)
-	// OnBreaker is called for each breaker the registry creates (not for
-	// those kept across a reload), e.g. to watch it with a metrics
-	// collector. policy is the policy's name.
-	OnBreaker func(policy string, b *breaker.Breaker)
+	// OnBreaker, like a BreakerWatcher in Observer, is called when an
+	// operation in use gets a breaker: once per operation and breaker, with
+	// the operation name its calls are labelled with (the name given to
+	// Registry.Policy, or listed under the file's operations), so breaker
+	// and call metrics join on operation. Breakers belong to a policy, so
+	// operations of one policy get the same breaker, each under its own
+	// name. The function returned, if not nil, is called when the
+	// operation stops using that breaker (a reload gave it another one or
+	// none). It runs while the registry is locked: it must not call the
+	// Registry.
+	OnBreaker func(operation string, b retry.Breaker) (unwatch func())
 	// OnBudget likewise for budgets (*budget.Ratio, *budget.Window or
 	// *budget.Concurrency).
-	OnBudget func(policy string, b retry.Budget)
+	OnBudget func(operation string, b retry.Budget) (unwatch func())
 	// Classify, if set, builds a policy's Classify function from its
 	// spec, e.g. from its retry_on lists. nil: retry.DefaultClassifier.
 	// (For the HTTP and gRPC adapters, PolicySpec.HTTPClassifier and
@@ -56,6 +67,21 @@ var silent = slog.New(slog.DiscardHandler)
 // error; ReloadResult(err) gives the result label.
 type ReloadObserver interface {
 	ConfigReload(version string, err error)
+}
+
+// BudgetWatcher is implemented by observers (such as the Prometheus
+// collector) that export a retry budget's state under an operation label.
+// A Registry whose Options.Observer implements it (or holds one in a
+// retry.Multi) calls WatchBudget like Options.OnBudget.
+type BudgetWatcher interface {
+	WatchBudget(operation string, b retry.Budget) (unwatch func())
+}
+
+// BreakerWatcher is implemented by observers that export a circuit
+// breaker's state under an operation label; see BudgetWatcher and
+// Options.OnBreaker.
+type BreakerWatcher interface {
+	WatchBreaker(operation string, b retry.Breaker) (unwatch func())
 }
 
 // Registry serves the policies of a file through handles that callers keep.
@@ -77,7 +103,9 @@ type Registry struct {
 	set      builtSet
 	handles  map[string]*Handle
 	budgets  map[string]keyed[retry.Budget]
+	nested   map[string]keyed[retry.Budget] // policy -> its NestedBudget
 	breakers map[string]keyed[*breaker.Breaker]
+	watches  map[string]*opWatch // operation -> its watched budget and breaker
 	version  atomic.Pointer[string]
 	// badVersion and badErr remember the content rejected since the last
 	// Apply (guarded by reloadMu).
@@ -86,6 +114,15 @@ type Registry struct {
 	loads       atomic.Uint64
 	failures    atomic.Uint64
 	watchErrors atomic.Uint64
+}
+
+// opWatch is what an operation's budget and breaker watchers were given,
+// and how to stop them.
+type opWatch struct {
+	budget    retry.Budget
+	unBudget  []func()
+	breaker   retry.Breaker
+	unBreaker []func()
 }
 
 type keyed[T any] struct {
@@ -112,13 +149,31 @@ func (h *Handle) Spec() *PolicySpec { return h.spec.Load() }
 // Name returns the name the handle was asked for.
 func (h *Handle) Name() string { return h.name }
 
+// Open reads, validates and applies the policy file at path and returns a
+// Registry serving it. It is the safe start: it returns an error (with
+// every problem of the file, each with its line) and no Registry unless a
+// valid file was read, so a process never serves calls without the
+// policies it was given. Follow later edits with Registry.Watch.
+func Open(path string, opts Options) (*Registry, error) {
+	r := NewRegistry(opts)
+	if err := r.Reload(path); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // NewRegistry returns an empty Registry; Apply or Reload give it policies.
+// Until one does, its handles serve the zero Policy (retry.DefaultMaxAttempts,
+// no budget, no breaker): prefer Open, which returns a Registry only with a
+// valid file.
 func NewRegistry(opts Options) *Registry {
 	return &Registry{
 		opts:     opts,
 		handles:  map[string]*Handle{},
 		budgets:  map[string]keyed[retry.Budget]{},
+		nested:   map[string]keyed[retry.Budget]{},
 		breakers: map[string]keyed[*breaker.Breaker]{},
+		watches:  map[string]*opWatch{},
 	}
 }
 
@@ -138,7 +193,10 @@ func (r *Registry) Policy(name string) *Handle {
 	h := &Handle{name: name}
 	r.handles[name] = h
 	r.assign(h, r.file, r.set)
-	if r.file != nil && h.spec.Load() == nil {
+	r.watchOp(name, h.p.Load())
+	if r.file == nil {
+		r.logger().Warn("config: no policy file loaded yet; the operation gets the zero policy until one is (use config.Open)", "operation", name)
+	} else if h.spec.Load() == nil {
 		r.logger().Warn("config: no policy in the file for this operation; it gets the zero policy", "operation", name, "version", r.file.Version)
 	}
 	return h
@@ -235,6 +293,7 @@ func (r *Registry) apply(f *File) error {
 		r.assign(h, f, built)
 	}
 	r.file, r.set = f, built
+	r.syncWatches()
 	r.badVersion, r.badErr = "", nil
 	r.version.Store(&f.Version)
 	return nil
@@ -305,9 +364,11 @@ func (r *Registry) report(version string, err error) {
 		r.loads.Add(1)
 		log.Info("config: policies loaded", "version", version)
 	}
-	if ro, ok := r.opts.Observer.(ReloadObserver); ok {
-		ro.ConfigReload(version, err)
-	}
+	retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
+		if ro, ok := o.(ReloadObserver); ok {
+			ro.ConfigReload(version, err)
+		}
+	})
 	if r.opts.OnReload != nil {
 		r.opts.OnReload(version, err)
 	}
@@ -321,6 +382,7 @@ type builtSet map[string]*retry.Policy
 func (r *Registry) build(f *File) builtSet {
 	out := builtSet{}
 	keepBudgets := map[string]keyed[retry.Budget]{}
+	keepNested := map[string]keyed[retry.Budget]{}
 	keepBreakers := map[string]keyed[*breaker.Breaker]{}
 	for name, s := range f.Policies {
 		b, _ := backoff.New(s.Backoff.Strategy, s.Backoff.Params) // validated by Parse
@@ -331,6 +393,7 @@ func (r *Registry) build(f *File) builtSet {
 			AttemptTimeout: s.AttemptTimeout,
 			MinAttemptTime: s.MinAttemptTime,
 			MaxRetryAfter:  s.MaxRetryAfter,
+			Nested:         s.Nested.Rule,
 			Clock:          r.opts.Clock,
 			Observer:       r.opts.Observer,
 		}
@@ -338,19 +401,28 @@ func (r *Registry) build(f *File) builtSet {
 			p.Classify = r.opts.Classify(s)
 		}
 		if s.Budget != nil {
-			key := fmt.Sprintf("%s %+v %+v %+v", s.Budget.Kind, s.Budget.Ratio, s.Budget.Window, s.Budget.Concurrency)
+			key := budgetKey(s.Budget)
 			old, ok := r.budgets[name]
 			if !ok || old.key != key {
-				old = keyed[retry.Budget]{key, r.newBudget(name, s.Budget)}
+				old = keyed[retry.Budget]{key, r.newBudget(s.Budget)}
 			}
 			keepBudgets[name] = old
 			p.Budget = old.v
+		}
+		if nb := s.Nested.Budget; nb != nil {
+			key := budgetKey(nb)
+			old, ok := r.nested[name]
+			if !ok || old.key != key {
+				old = keyed[retry.Budget]{key, r.newBudget(nb)}
+			}
+			keepNested[name] = old
+			p.NestedBudget = old.v
 		}
 		if s.Breaker != nil {
 			key := fmt.Sprintf("%s %+v", s.Breaker.Kind, s.Breaker.Config)
 			old, ok := r.breakers[name]
 			if !ok || old.key != key {
-				old = keyed[*breaker.Breaker]{key, r.newBreaker(name, s.Breaker)}
+				old = keyed[*breaker.Breaker]{key, r.newBreaker(s.Breaker)}
 			}
 			keepBreakers[name] = old
 			p.Breaker = old.v
@@ -362,36 +434,34 @@ func (r *Registry) build(f *File) builtSet {
 			old.v.Close() // stops its active probing, if any
 		}
 	}
-	r.budgets, r.breakers = keepBudgets, keepBreakers
+	r.budgets, r.nested, r.breakers = keepBudgets, keepNested, keepBreakers
 	return out
 }
 
-func (r *Registry) newBudget(policy string, s *BudgetSpec) retry.Budget {
-	var b retry.Budget
+// budgetKey identifies a budget's settings: a budget is kept across a
+// reload while its key is unchanged.
+func budgetKey(s *BudgetSpec) string {
+	return fmt.Sprintf("%s %+v %+v %+v", s.Kind, s.Ratio, s.Window, s.Concurrency)
+}
+
+func (r *Registry) newBudget(s *BudgetSpec) retry.Budget {
 	switch s.Kind {
 	case "ratio":
-		b = budget.NewRatio(s.Ratio)
+		return budget.NewRatio(s.Ratio)
 	case "window":
 		c := s.Window
 		c.Clock = r.opts.Clock
-		b = budget.NewWindow(c)
+		return budget.NewWindow(c)
 	case "concurrency":
-		b = budget.NewConcurrency(s.Concurrency)
+		return budget.NewConcurrency(s.Concurrency)
 	}
-	if r.opts.OnBudget != nil {
-		r.opts.OnBudget(policy, b)
-	}
-	return b
+	return nil
 }
 
-func (r *Registry) newBreaker(policy string, s *BreakerSpec) *breaker.Breaker {
+func (r *Registry) newBreaker(s *BreakerSpec) *breaker.Breaker {
 	c := s.Config
 	c.Clock = r.opts.Clock
-	b := breaker.New(c)
-	if r.opts.OnBreaker != nil {
-		r.opts.OnBreaker(policy, b)
-	}
-	return b
+	return breaker.New(c)
 }
 
 // assign points h at its policy in f. It must be called with r.mu held.
@@ -416,4 +486,93 @@ func (r *Registry) assign(h *Handle, f *File, built builtSet) {
 	p.Operation = h.name
 	h.spec.Store(spec)
 	h.p.Store(p)
+}
+
+// syncWatches gives every operation in use (a handle's, or one the file
+// in force lists) its budget and breaker watchers, and stops those of
+// operations no longer in use. It must be called with r.mu held, after
+// r.file and r.set are installed.
+func (r *Registry) syncWatches() {
+	inUse := map[string]bool{}
+	for name, h := range r.handles {
+		inUse[name] = true
+		r.watchOp(name, h.p.Load())
+	}
+	if r.file != nil {
+		for op, policy := range r.file.Operations {
+			if !inUse[op] {
+				inUse[op] = true
+				r.watchOp(op, r.set[policy])
+			}
+		}
+	}
+	for op := range r.watches {
+		if !inUse[op] {
+			r.watchOp(op, nil)
+		}
+	}
+}
+
+// watchOp points op's budget and breaker watchers at p's (p nil: none),
+// calling the watchers only for what changed: the new budget is watched
+// before the old one is unwatched, so a scrape in between still finds one.
+// It must be called with r.mu held.
+func (r *Registry) watchOp(op string, p *retry.Policy) {
+	var bud retry.Budget
+	var brk retry.Breaker
+	if p != nil {
+		bud, brk = p.Budget, p.Breaker
+	}
+	w := r.watches[op]
+	if w == nil {
+		if bud == nil && brk == nil {
+			return
+		}
+		w = &opWatch{}
+		r.watches[op] = w
+	}
+	if w.budget != bud {
+		var un []func()
+		if bud != nil {
+			if r.opts.OnBudget != nil {
+				un = appendFunc(un, r.opts.OnBudget(op, bud))
+			}
+			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
+				if bw, ok := o.(BudgetWatcher); ok {
+					un = appendFunc(un, bw.WatchBudget(op, bud))
+				}
+			})
+		}
+		for _, f := range w.unBudget {
+			f()
+		}
+		w.budget, w.unBudget = bud, un
+	}
+	if w.breaker != brk {
+		var un []func()
+		if brk != nil {
+			if r.opts.OnBreaker != nil {
+				un = appendFunc(un, r.opts.OnBreaker(op, brk))
+			}
+			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
+				if bw, ok := o.(BreakerWatcher); ok {
+					un = appendFunc(un, bw.WatchBreaker(op, brk))
+				}
+			})
+		}
+		for _, f := range w.unBreaker {
+			f()
+		}
+		w.breaker, w.unBreaker = brk, un
+	}
+	if bud == nil && brk == nil {
+		delete(r.watches, op)
+	}
+}
+
+func appendFunc(fs []func(), f func()) []func() {
+	if f == nil {
+		return fs
+	}
+	return append(fs, f)
 }

@@ -66,7 +66,10 @@ func TestHandlesResolveNames(t *testing.T) {
 
 func TestReloadKeepsUnchangedState(t *testing.T) {
 	var created []string
-	r := NewRegistry(Options{Logger: discard, OnBreaker: func(p string, _ *breaker.Breaker) { created = append(created, p) }})
+	r := NewRegistry(Options{Logger: discard, OnBreaker: func(op string, _ retry.Breaker) func() {
+		created = append(created, op)
+		return nil
+	}})
 	v1 := `
 policies:
   a: {breaker: {kind: consecutive, failures: 2}, budget: {kind: ratio, preset: grpc}}

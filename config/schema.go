@@ -63,6 +63,7 @@ type PolicySpec struct {
 	RetryOn        RetryOn
 	Budget         *BudgetSpec  // nil: no budget
 	Breaker        *BreakerSpec // nil: no breaker
+	Nested         NestedSpec   // the layer rule; zero: one_layer
 }
 
 // BackoffSpec names a registered backoff strategy and its parameters.
@@ -196,7 +197,7 @@ func policyNames(f *File) []string {
 }
 
 var policyFields = []string{"max_attempts", "max_elapsed", "attempt_timeout", "min_attempt_time",
-	"max_retry_after", "backoff", "retry_on", "budget", "breaker"}
+	"max_retry_after", "backoff", "retry_on", "budget", "breaker", "nested"}
 
 func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 	p := &PolicySpec{Name: name, MaxAttempts: retry.DefaultMaxAttempts, Backoff: BackoffSpec{Strategy: "full_jitter"}}
@@ -220,6 +221,8 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 			p.Budget = d.budget(v, fp)
 		case "breaker":
 			p.Breaker = d.breaker(v, fp)
+		case "nested":
+			p.Nested = d.nested(v, fp)
 		}
 	})
 	return p

@@ -45,6 +45,11 @@ func TestSchemaMatchesDecoder(t *testing.T) {
 	for i, kind := range []string{"ratio", "window", "concurrency"} {
 		check("budget "+kind, props(get(policy, "properties", "budget", "oneOf").([]any)[i]), budgetFields[kind])
 	}
+	nested := get(policy, "properties", "nested", "oneOf").([]any)[1]
+	check("nested", props(nested), nestedFields)
+	for i, kind := range []string{"ratio", "window", "concurrency"} {
+		check("nested budget "+kind, props(get(nested, "properties", "budget", "oneOf").([]any)[i]), budgetFields[kind])
+	}
 	for i, kind := range []string{"consecutive", "count_window", "time_window"} {
 		check("breaker "+kind, props(get(policy, "properties", "breaker", "oneOf").([]any)[i]), breakerFields[kind])
 	}

@@ -1,12 +1,12 @@
 package config
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -24,8 +24,45 @@ type WatchOptions struct {
 	Debounce time.Duration
 }
 
-// Watch applies the file at path now and again whenever it changes, until
-// ctx ends; then it returns ctx's error. Run it in its own goroutine.
+// Watcher follows a policy file for a Registry from Registry.Watch until
+// it is closed.
+type Watcher struct {
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// Close stops the watch and waits until it has stopped: no reload starts
+// after Close returns, and the policies in force keep serving. Calling it
+// again does nothing. It returns nil.
+func (w *Watcher) Close() error {
+	w.stopOnce.Do(func() { close(w.stop) })
+	<-w.done
+	return nil
+}
+
+// Watch starts following the file at path and returns once the watch is
+// in place and the file has been read: every error up to that point is
+// returned, and a nil error means the watch runs until Close. The start is
+// synchronous, so nothing needs a goroutine of its own and no error is
+// lost in one:
+//
+//	reg, err := config.Open(path, opts) // a valid file, or no registry
+//	if err != nil {
+//		return err
+//	}
+//	w, err := reg.Watch(path, config.WatchOptions{})
+//	if err != nil { // no watcher could be set up: refuse to start, or serve without reloads
+//		return err
+//	}
+//	defer w.Close()
+//
+// Watch reads the file once after the watch is in place, so an edit made
+// between Open and Watch is not missed. If the registry has no policies
+// yet (NewRegistry without a Reload), a missing or invalid file is
+// returned and nothing is watched; if it has, such a file is reported
+// like any rejected reload (Options.OnReload, the observer, the log) and
+// the policies in force keep serving.
 //
 // It watches directories, not the file, so it survives editors that save
 // by writing a new file and renaming it over the old one: the directory of
@@ -43,25 +80,22 @@ type WatchOptions struct {
 // an event overflow, after which events were lost) is reported as such
 // (errors.Is(err, ErrWatch), ReloadResult ResultWatchError; not counted as
 // a rejected file) and followed by a reload from disk.
-//
-// The first load's error is returned at once if there is no previous
-// policy set, so a process can refuse to start on a bad file.
-func (r *Registry) Watch(ctx context.Context, path string, opts WatchOptions) error {
+func (r *Registry) Watch(path string, opts WatchOptions) (*Watcher, error) {
 	debounce := opts.Debounce
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("config: watch: %w", err)
+		return nil, fmt.Errorf("config: watch: %w", err)
 	}
-	defer w.Close()
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
 	dir := filepath.Dir(path)
 	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("config: watch %s: %w", dir, err)
+		w.Close()
+		return nil, fmt.Errorf("config: watch %s: %w", dir, err)
 	}
 	watched := map[string]bool{dir: true}
 	follow := func() { // watch what path resolves to now, and only that
@@ -80,18 +114,31 @@ func (r *Registry) Watch(ctx context.Context, path string, opts WatchOptions) er
 	}
 	follow()
 	if err := r.Reload(path); err != nil && r.Version() == "" {
-		return err
+		w.Close()
+		return nil, err
 	}
+	wt := &Watcher{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(wt.done)
+		defer w.Close()
+		r.watchLoop(w, wt.stop, path, debounce, follow)
+	}()
+	return wt, nil
+}
+
+// watchLoop reloads path after each debounced event until stop closes.
+func (r *Registry) watchLoop(w *fsnotify.Watcher, stop <-chan struct{}, path string, debounce time.Duration, follow func()) {
 	timer := clock.Real.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-stop:
+			return
 		case ev, ok := <-w.Events:
 			if !ok {
-				return errors.New("config: watcher closed")
+				r.watchError(errWatcherClosed)
+				return
 			}
 			if ev.Op == fsnotify.Chmod {
 				continue
@@ -99,7 +146,8 @@ func (r *Registry) Watch(ctx context.Context, path string, opts WatchOptions) er
 			timer.Reset(debounce)
 		case err, ok := <-w.Errors:
 			if !ok {
-				return errors.New("config: watcher closed")
+				r.watchError(errWatcherClosed)
+				return
 			}
 			r.watchError(err)
 			timer.Reset(debounce) // events may have been lost: read the file again
@@ -112,6 +160,10 @@ func (r *Registry) Watch(ctx context.Context, path string, opts WatchOptions) er
 		}
 	}
 }
+
+// errWatcherClosed is reported (as a watch error) if fsnotify closes its
+// channels while the watch runs; the watch then stops.
+var errWatcherClosed = errors.New("watcher closed; reloads stopped")
 
 // maxLinks bounds the symlinks followed while resolving a path, as the
 // kernel does (ELOOP).

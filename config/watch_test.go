@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,15 +15,11 @@ func watched(t *testing.T, path string) (*Registry, <-chan error) {
 	t.Helper()
 	results := make(chan error, 16)
 	r := NewRegistry(Options{Logger: discard, OnReload: func(_ string, err error) { results <- err }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Watch(ctx, path, WatchOptions{Debounce: 20 * time.Millisecond}) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != context.Canceled {
-			t.Errorf("Watch returned %v", err)
-		}
-	})
+	w, err := r.Watch(path, WatchOptions{Debounce: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
 	if err := next(t, results); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +123,8 @@ func TestWatchRefusesBadFirstFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(path, []byte("policies: 3\n"), 0o644)
 	r := NewRegistry(Options{Logger: discard})
-	if err := r.Watch(context.Background(), path, WatchOptions{}); err == nil {
+	if w, err := r.Watch(path, WatchOptions{}); err == nil || w != nil {
+		w.Close()
 		t.Fatal("Watch accepted an invalid first file")
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
@@ -23,10 +25,14 @@ type call struct {
 	sameCtx bool          // attempts run with req's own context
 	policy  retry.Policy  // the caller's policy, adapted to this request
 
+	classifyPolicy func(error) bool // the policy's own Classify, when WithClassifier is not given
+	lim            limiterSpy       // stands in for the policy's Limiter
+
 	mode bodyMode
 	buf  []byte        // bodyBuffered: the whole body
 	body io.ReadCloser // bodyOnce: what the single attempt sends, when not req.Body
 
+	will    bool           // the attempt in flight may be followed by another ((*retry.Call).WillRetry)
 	n       int            // attempts started
 	prev    *http.Response // the last response, retryable, not yet released
 	lastErr error          // the last transport error, as the transport below returned it
@@ -43,9 +49,10 @@ type call struct {
 // the last attempt's response (nil when none came back) and nil, or the
 // *retry.Error the loop gave up with.
 func (c *call) run(ctx context.Context) (*http.Response, error) {
-	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil {
-		// No permit, slot or observer for a panic to leak: retry.Do, whose
-		// first attempt costs less than a Call's, makes the same calls.
+	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil && p.Limiter == nil && c.t.opts.hdr.WillRetry == "" {
+		// No permit, slot or observer for a panic to leak, and no
+		// WillRetry to announce: retry.Do, whose first attempt costs less
+		// than a Call's, makes the same calls.
 		return retry.Do(ctx, p, c.op)
 	}
 	rc := retry.NewCall(ctx, &c.policy) // inlined, and kept on the stack
@@ -55,6 +62,7 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		if err != nil {
 			return resp, err
 		}
+		c.will = rc.WillRetry()
 		resp, err = c.try(rc, &a)
 		if err = rc.End(&a, err); err == nil {
 			rc.Succeed()
@@ -165,8 +173,9 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		return nil, err
 	}
 
+	overloaded := c.overloaded(resp)
 	c.held = resp // released if the classifier panics
-	again := c.classify(resp, nil)
+	again := !overloaded && c.classify(resp, nil)
 	c.held = nil
 	if again && c.repeat && (c.limit < 0 || c.n < c.limit) {
 		keepBody(resp)
@@ -198,6 +207,10 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 
 	code := resp.StatusCode
 	switch {
+	case overloaded:
+		// "Overloaded; don't retry": not retried at any layer, and a
+		// fault of the downstream.
+		return resp, retry.Overloaded(&StatusError{StatusCode: code, Response: resp})
 	case again:
 		c.prev = resp
 		se := &StatusError{StatusCode: code, Response: resp, retry: true}
@@ -219,12 +232,36 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
-// classify applies the transport's classifier and WithRetry500.
+// classify applies WithRetry500 and the classifier in force: the
+// transport's (WithClassifier), else the policy's Classify (asked with a
+// *StatusError for a status of 400 or above), else DefaultClassifier.
 func (c *call) classify(resp *http.Response, err error) bool {
 	if c.t.opts.retry500 && resp != nil && resp.StatusCode == http.StatusInternalServerError {
 		return true
 	}
-	return c.t.opts.classify(resp, err)
+	if f := c.t.opts.classify; f != nil {
+		return f(resp, err)
+	}
+	if f := c.classifyPolicy; f != nil {
+		if resp == nil {
+			return f(err)
+		}
+		if resp.StatusCode < 400 {
+			return false
+		}
+		return f(&StatusError{StatusCode: resp.StatusCode, Response: resp})
+	}
+	return DefaultClassifier(resp, err)
+}
+
+// overloaded reports whether resp carries the overload marker.
+func (c *call) overloaded(resp *http.Response) bool {
+	name := c.t.opts.hdr.Overloaded
+	if name == "" {
+		return false
+	}
+	v := resp.Header[name]
+	return len(v) > 0 && strings.TrimSpace(v[0]) == "1"
 }
 
 // request returns the request for the attempt about to run, with context
@@ -235,24 +272,83 @@ func (c *call) request(ctx context.Context) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	hdr := c.t.opts.attemptHeader
-	if body == nil && hdr == "" && c.sameCtx {
+	announce := c.t.opts.announces()
+	if body == nil && !announce && c.sameCtx {
 		return c.req, nil
 	}
-	r := c.req.WithContext(ctx)
+	var r *http.Request
+	if announce {
+		r = c.announce(ctx)
+	} else {
+		r = c.req.WithContext(ctx)
+	}
 	if body != nil {
 		r.Body = body
 		if c.mode == bodyBuffered {
 			r.GetBody = replay(c.buf)
 		}
 	}
-	if hdr != "" {
-		h := make(http.Header, len(c.req.Header)+1)
-		for k, v := range c.req.Header {
-			h[k] = v
-		}
-		h[hdr] = []string{strconv.Itoa(c.n)}
-		r.Header = h
-	}
 	return r, nil
 }
+
+// announced is an attempt's request copy together with the values of the
+// headers it announces, in one allocation; the header map is the other.
+type announced struct {
+	r    http.Request
+	vals [3]string
+	num  [2][20]byte // the attempt number's and the deadline's digits
+}
+
+// announce returns a copy of req for an attempt with context ctx, whose
+// header is req's plus the attempt headers (layer.HeaderAttempt, ...).
+func (c *call) announce(ctx context.Context) *http.Request {
+	h := &c.t.opts.hdr
+	a := new(announced)
+	a.r = *c.req.WithContext(ctx) // inlined: no allocation beyond a's
+	hdr := make(http.Header, len(c.req.Header)+3)
+	for k, v := range c.req.Header {
+		hdr[k] = v
+	}
+	i := 0
+	put := func(name, v string) {
+		a.vals[i] = v
+		hdr[name] = a.vals[i : i+1 : i+1]
+		i++
+	}
+	if h.Attempt != "" {
+		put(h.Attempt, digits(a.num[0][:0], int64(c.n)))
+	}
+	if h.WillRetry != "" {
+		if c.will {
+			put(h.WillRetry, "1")
+		} else {
+			put(h.WillRetry, "0")
+		}
+	}
+	if h.Deadline != "" {
+		dl, ok := ctx.Deadline()
+		if c.timeout > 0 {
+			if end := c.clock.Now().Add(c.timeout); !ok || end.Before(dl) {
+				dl, ok = end, true
+			}
+		}
+		if ok {
+			ms := max(0, dl.Sub(c.clock.Now()).Milliseconds())
+			put(h.Deadline, digits(a.num[1][:0], ms))
+		}
+	}
+	a.r.Header = hdr
+	return &a.r
+}
+
+// digits formats n into buf (which lives as long as the request it
+// belongs to) as a string sharing buf's memory: no allocation.
+func digits(buf []byte, n int64) string {
+	if n >= 0 && n < 10 {
+		return smallDigits[n]
+	}
+	buf = strconv.AppendInt(buf, n, 10)
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
+}
+
+var smallDigits = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}

@@ -134,6 +134,16 @@ func (e *StatusError) Error() string {
 	return "httpretry: " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
 }
 
+// DownstreamFault reports whether the status speaks against the
+// downstream's health: 5xx and 429 do, other statuses (a 404, a 409, a
+// 408 that is retried) do not. It makes StatusError a
+// retry.FaultReporter, so a breaker behind the transport
+// (breaker.DefaultIsFailure, retry.IsDownstreamFault) opens for a server
+// that answers 500 and stays closed for one that answers 404.
+func (e *StatusError) DownstreamFault() bool {
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests
+}
+
 // policyClassify is installed as the per-request Policy.Classify: the
 // transport has already classified every attempt, marking what must not be
 // retried either with retry.Permanent or, for failures that should still
@@ -145,4 +155,25 @@ func policyClassify(err error) bool {
 		return se.retry
 	}
 	return true
+}
+
+// PolicyClassifier turns an HTTP classifier (such as DefaultClassifier or
+// config's PolicySpec.HTTPClassifier) into a retry.Policy.Classify, so
+// that it travels with the policy: a Transport whose source gives a
+// reloaded policy then classifies by the reloaded rule (see New). The
+// Transport asks it with a *StatusError for a response of status 400 or
+// above, whose Response f receives, and with the transport error
+// otherwise; any other error reaches f as (nil, err), so retry.Do under
+// the same policy retries what f accepts as a transport error.
+func PolicyClassifier(f func(resp *http.Response, err error) bool) func(error) bool {
+	if f == nil {
+		f = DefaultClassifier
+	}
+	return func(err error) bool {
+		var se *StatusError
+		if errors.As(err, &se) && se.Response != nil {
+			return f(se.Response, nil)
+		}
+		return f(nil, err)
+	}
 }

@@ -10,6 +10,17 @@
 // zero MaxAttempts means retry.DefaultMaxAttempts (3 attempts in all);
 // retrying without a count limit takes MaxAttempts: retry.Unlimited.
 //
+// # Policies that change
+//
+// New and NewClient take a retry.PolicySource: a *retry.Policy, or a
+// *config.Handle whose policy follows a reloaded file. The transport asks
+// the source once at the start of every request, so every setting of the
+// next request follows a reload — attempts, backoff, timeouts, Budget,
+// Breaker, Observer and the classifier, when it rides in the policy's
+// Classify (PolicyClassifier turns an HTTP classifier into one; a
+// classifier given with WithClassifier is fixed for the transport's life
+// and takes precedence).
+//
 // # What is retried
 //
 // Only requests that are safe to repeat: GET, HEAD, OPTIONS, TRACE, PUT and
@@ -19,8 +30,10 @@
 // says, though still through the policy's Breaker, Budget and Observer (as a
 // call limited to one attempt), so an open breaker fails it fast.
 //
-// Of those requests, an attempt is retried when DefaultClassifier (or the
-// function given to WithClassifier) says so: the statuses 408, 429, 502,
+// Of those requests, an attempt is retried when the classifier in force
+// says so — the function given to WithClassifier, else the policy's
+// Classify (asked with a *StatusError for a status of 400 or above, or the
+// transport error), else DefaultClassifier, which retries the statuses 408, 429, 502,
 // 503 and 504 (500 with WithRetry500), and transport errors that speak of a
 // transient failure — connection refused or reset, a connection closed by
 // the server before the response (io.EOF, io.ErrUnexpectedEOF), network and
@@ -42,8 +55,8 @@
 //   - The caller's request is never modified: an attempt that needs its own
 //     context, body or header gets a shallow copy (Request.WithContext).
 //     Every header of the original (Authorization, traceparent, tracestate,
-//     ...) is sent on every attempt; WithAttemptHeader adds the attempt
-//     number.
+//     ...) is sent on every attempt, with the layer headers added (see
+//     below).
 //   - The request body is closed exactly once. It is replayed through
 //     Request.GetBody, which http.NewRequest sets for in-memory bodies. A
 //     body without GetBody is read into memory, up to WithBodyLimit
@@ -52,6 +65,13 @@
 //     the policy stops on a retryable status (attempts, budget, breaker, a
 //     Retry-After beyond MaxRetryAfter or one that the caller's deadline
 //     cannot hold), the last response is returned with its body intact.
+//     Result(resp) then tells why the policy stopped (retry.ReasonBudget,
+//     ...), after how many attempts, and the *retry.Error it gave up with,
+//     so that errors.Is(o.Err, retry.ErrBudgetExhausted) works over HTTP as
+//     it does for retry.Do. The record rides on resp.Request (a shallow
+//     copy of the caller's request whose context carries it), so it
+//     survives an http.Client and the body's reading and wrapping; a
+//     first-attempt success carries none and costs no allocation.
 //   - When the caller's context ends — during a backoff wait, typically —
 //     RoundTrip returns the context's error (the message names the last
 //     status), as net/http does for a cancelled request, and closes the
@@ -70,6 +90,31 @@
 //     GetBody) is reported to the breaker, budget and observer with
 //     retry.(*Call).Panic — a half-open probe permit or a concurrency
 //     slot is released, the call ends with retry.ReasonPanic — and goes on.
+//
+// # Retry at one layer: what each attempt announces
+//
+// Every attempt tells the server, in headers (names in Headers, defaults
+// in the layer package), its number (Stormguard-Attempt: 1, 2, ...),
+// whether a failure of it may be retried (Stormguard-Will-Retry: 1 when
+// (*retry.Call).WillRetry says another attempt may follow — the attempt
+// limit and the policy's layer rule — or when the inbound call being
+// served comes from a caller that retries, so that the next tier leaves
+// retrying to that caller too; else 0),
+// and the milliseconds left before its end (Stormguard-Deadline-Ms: the
+// request's deadline or AttemptTimeout, the earlier; only when there is
+// one). A server using layer.Middleware then makes one attempt per call
+// of its own while the caller retries (retry.NestedOneLayer), so a chain
+// of services does not multiply retries. WithHeaders renames or drops
+// them; WithoutAnnounce sends none (for third parties). Announcing costs
+// an attempt three allocations: a request copy holding the values, and
+// the new header map net/http needs (BenchmarkAnnounce).
+//
+// A response carrying Stormguard-Overloaded: 1 (layer.Overload sends it
+// with 503 and Retry-After) says "overloaded; don't retry": the attempt
+// reports retry.Overloaded(*StatusError), which is never retried, counts
+// against the breaker and not against the budget; Result gives
+// retry.ReasonOverloaded and an Err matching retry.ErrOverloaded, which a
+// handler returns for layer.Middleware to pass the marker up.
 //
 // # Retry-After
 //
@@ -102,7 +147,11 @@
 //
 // Each attempt reports to the Breaker, Budget and Observer: nil for a
 // success (2xx, 3xx, 1xx), a *StatusError for a retryable status or any 5xx,
-// retry.Permanent(*StatusError) for other 4xx (so breakers that ignore
-// permanent errors do not count a client's mistakes against the downstream),
-// or the transport error.
+// retry.Permanent(*StatusError) for other 4xx, or the transport error.
+// Whether an outcome counts against the downstream's health is a separate
+// question (retry.IsDownstreamFault, a breaker's default): StatusError
+// implements retry.FaultReporter, so 5xx and 429 are faults and every
+// other status is not — a 404, a 409, and a 408 even though it is
+// retried. A breaker behind the transport opens for a server that answers
+// 500 and stays closed for one that answers 404.
 package httpretry

@@ -22,6 +22,10 @@ type attemptTimeoutError struct{}
 func (attemptTimeoutError) Error() string   { return "httpretry: attempt timed out" }
 func (attemptTimeoutError) Timeout() bool   { return true }
 func (attemptTimeoutError) Temporary() bool { return true }
+
+// DownstreamFault reports true: an attempt that ran out of time speaks
+// against the downstream's health (retry.FaultReporter).
+func (attemptTimeoutError) DownstreamFault() bool { return true }
 func (attemptTimeoutError) Is(target error) bool {
 	return target == retry.ErrAttemptTimeout || target == context.DeadlineExceeded
 }
@@ -39,10 +43,13 @@ func (e *timedOut) Error() string {
 	}
 	return errAttemptTimeout.Error() + ": " + e.err.Error()
 }
-func (e *timedOut) Unwrap() error        { return e.err }
-func (e *timedOut) Timeout() bool        { return true }
-func (e *timedOut) Temporary() bool      { return true }
-func (e *timedOut) Is(target error) bool { return errAttemptTimeout.(attemptTimeoutError).Is(target) }
+func (e *timedOut) Unwrap() error   { return e.err }
+func (e *timedOut) Timeout() bool   { return true }
+func (e *timedOut) Temporary() bool { return true }
+
+// DownstreamFault reports true, as attemptTimeoutError does.
+func (e *timedOut) DownstreamFault() bool { return true }
+func (e *timedOut) Is(target error) bool  { return errAttemptTimeout.(attemptTimeoutError).Is(target) }
 
 // markTimedOut returns err marked as an attempt timeout, unless it already
 // is one.
@@ -64,6 +71,18 @@ type callError struct {
 }
 
 func (e *callError) Unwrap() error { return e.re }
+
+// DownstreamFault answers for the call as a whole (retry.FaultReporter),
+// for a breaker around code that calls through the transport: what the
+// last attempt's error says (retry.IsDownstreamFault), or, when no attempt
+// ran, what the reason the call stopped says (an open breaker is a fault,
+// the caller's cancellation is not).
+func (e *callError) DownstreamFault() bool {
+	if e.re.Last != nil {
+		return retry.IsDownstreamFault(e.re.Last)
+	}
+	return retry.IsDownstreamFault(e.re.Reason)
+}
 
 // Error reads "httpretry: <why it stopped> after N attempts: <last error>",
 // without repeating the reason when the last error is that reason (the

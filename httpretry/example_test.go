@@ -1,6 +1,7 @@
 package httpretry_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -131,4 +134,36 @@ func ExampleWithClassifier() {
 	_ = &http.Client{Transport: rt}
 	fmt.Println(classify(&http.Response{StatusCode: 404}, nil), classify(&http.Response{StatusCode: 503}, nil))
 	// Output: false true
+}
+
+// The policy gave up on a response: Result says why.
+func ExampleResult() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	policy := &retry.Policy{
+		MaxAttempts: 4,
+		Budget:      budget.NewRatio(budget.RatioConfig{StartEmpty: true}), // grants no retry before successes paid for it
+		Backoff:     backoff.Constant{},
+	}
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: httpretry.New(base, policy)}
+
+	resp, err := client.Get(srv.URL)
+	if err == nil {
+		defer resp.Body.Close()
+		if o, ok := httpretry.Result(resp); ok {
+			fmt.Println(resp.StatusCode, o.Reason, "after", o.Attempts, "attempt(s)")
+			err = o.Err // nil unless the policy gave up on this response
+		}
+	}
+	if errors.Is(err, retry.ErrBudgetExhausted) || errors.Is(err, breaker.ErrOpen) {
+		fmt.Println("degrade:", err)
+	}
+	// Output:
+	// 503 budget after 1 attempt(s)
+	// degrade: retry: budget exhausted after 1 attempts: httpretry: 503 Service Unavailable
 }

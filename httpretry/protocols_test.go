@@ -209,18 +209,36 @@ func TestErrorsBehaveAsNetHTTP(t *testing.T) {
 // timeout and the exhausted attempts.
 func TestAttemptTimeoutsExhaustedIsTimeout(t *testing.T) {
 	run(t, func(t *testing.T, m mode) {
+		// The attempt timer runs on a fake clock, advanced once each
+		// attempt has reached the server: no race with a real timer on a
+		// loaded machine (a 20 ms real timeout could expire during the
+		// TLS handshake, before any request arrived).
 		release := make(chan struct{})
+		arrived := make(chan struct{}, 2)
 		srv := newModeServer(t, m, func(w http.ResponseWriter, r *http.Request, hit int) {
+			arrived <- struct{}{}
 			select {
 			case <-r.Context().Done():
 			case <-release:
 			}
 		})
 		defer close(release)
+		fc := clocktest.NewFake()
 		p := noWait(2)
+		p.Clock = fc
 		p.AttemptTimeout = 20 * time.Millisecond
 		client := &http.Client{Transport: httpretry.New(srv.base(t), p)}
-		_, err := client.Get(srv.URL)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := client.Get(srv.URL)
+			errc <- err
+		}()
+		for range 2 {
+			<-arrived
+			fc.BlockUntil(1) // the attempt's timer
+			fc.Advance(20 * time.Millisecond)
+		}
+		err := <-errc
 		var ue *url.Error
 		if !errors.As(err, &ue) || !ue.Timeout() {
 			t.Errorf("err %v: want a *url.Error whose Timeout() is true", err)

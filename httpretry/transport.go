@@ -10,33 +10,46 @@ import (
 )
 
 // Transport is the http.RoundTripper returned by New. It is safe for
-// concurrent use; its configuration is fixed by New.
+// concurrent use. Its options are fixed by New; its policy is read from
+// its retry.PolicySource at every request.
 type Transport struct {
-	next   http.RoundTripper
-	policy *retry.Policy
-	opts   options
+	next http.RoundTripper
+	src  retry.PolicySource
+	opts options
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
 
+// zeroPolicy is the policy of a nil source.
+var zeroPolicy retry.Policy
+
 // New returns a RoundTripper that sends each request through next (nil:
-// http.DefaultTransport) under the retry policy p (nil: the zero Policy),
-// retrying transient failures of requests that are safe to repeat.
+// http.DefaultTransport) under the retry policy src gives (nil, or a nil
+// *retry.Policy: the zero Policy), retrying transient failures of requests
+// that are safe to repeat.
 //
-// p is read at every request and must not be modified while requests use
-// it; its Budget and Breaker are shared by every request. p.Classify is not
-// used: the transport's classifier (WithClassifier, DefaultClassifier by
-// default) decides which attempts are retried. p.AttemptTimeout bounds each
-// attempt until its response headers arrive; the body of the returned
-// response is bounded only by the request's context.
-func New(next http.RoundTripper, p *retry.Policy, opts ...Option) http.RoundTripper {
+// src is a *retry.Policy (which gives itself) or anything that gives the
+// current one, such as a *config.Handle: New does not keep a Policy, it
+// asks src.Policy() once at the start of every request, so a reloaded
+// policy — its attempts, backoff, Budget, Breaker, Classify, every other
+// setting — governs the next request without rebuilding the client, and a
+// request in flight keeps the policy it started with. A Policy src gives
+// must not be modified while requests use it; its Budget and Breaker are
+// shared by every request.
+//
+// Which attempts are retried: the function given to WithClassifier when
+// there is one; otherwise the policy's Classify when set, asked with the
+// error the attempt reports (a *StatusError for a response of status 400
+// or above — use PolicyClassifier to write it as an HTTP classifier — or
+// the transport error); otherwise DefaultClassifier. A response below 400
+// is a success unless WithClassifier says otherwise. p.AttemptTimeout
+// bounds each attempt until its response headers arrive; the body of the
+// returned response is bounded only by the request's context.
+func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	if p == nil {
-		p = new(retry.Policy)
-	}
-	t := &Transport{next: next, policy: p}
+	t := &Transport{next: next, src: src}
 	for _, o := range opts {
 		if o != nil {
 			o(&t.opts)
@@ -45,9 +58,7 @@ func New(next http.RoundTripper, p *retry.Policy, opts ...Option) http.RoundTrip
 	if t.opts.repeatable == nil {
 		t.opts.repeatable = Idempotent
 	}
-	if t.opts.classify == nil {
-		t.opts.classify = DefaultClassifier
-	}
+	t.opts.defaultHeaders()
 	if t.opts.bodyLimit <= 0 {
 		t.opts.bodyLimit = DefaultBodyLimit
 	}
@@ -55,9 +66,20 @@ func New(next http.RoundTripper, p *retry.Policy, opts ...Option) http.RoundTrip
 }
 
 // NewClient returns an http.Client whose Transport is
-// New(http.DefaultTransport, p, opts...).
-func NewClient(p *retry.Policy, opts ...Option) *http.Client {
-	return &http.Client{Transport: New(nil, p, opts...)}
+// New(http.DefaultTransport, src, opts...).
+func NewClient(src retry.PolicySource, opts ...Option) *http.Client {
+	return &http.Client{Transport: New(nil, src, opts...)}
+}
+
+// policy returns the policy for a request starting now.
+func (t *Transport) policy() *retry.Policy {
+	if t.src == nil {
+		return &zeroPolicy
+	}
+	if p := t.src.Policy(); p != nil {
+		return p
+	}
+	return &zeroPolicy
 }
 
 // CloseIdleConnections closes the idle connections of the next
@@ -83,7 +105,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The per-request state, with this request's copy of the policy.
 	c := getCall()
 	defer putCall(c)
-	c.t, c.req, c.policy = t, req, *t.policy
+	c.t, c.req, c.policy = t, req, *t.policy() // the one read of the source
+	c.classifyPolicy = c.policy.Classify
+	if c.policy.Limiter != nil {
+		c.lim.inner = c.policy.Limiter
+		c.policy.Limiter = &c.lim
+	}
 	c.repeat = t.opts.repeatable(req)
 	if err := c.prepareBody(); err != nil {
 		return nil, err
@@ -104,6 +131,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.run(ctx)
 	c.closeUnsent()
 	if err == nil {
+		if c.n > 1 {
+			return withOutcome(resp, req, Outcome{Reason: retry.ReasonSuccess, Attempts: c.n}), nil
+		}
 		resp.Request = req
 		return resp, nil
 	}
@@ -114,9 +144,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		resp = nil
 	}
+	var re *retry.Error
 	if resp != nil {
 		// A response came back: the RoundTripper contract wants it with a
-		// nil error, whatever the policy's reason to stop.
+		// nil error, whatever the policy's reason to stop; Result tells
+		// the caller that reason.
+		if errors.As(err, &re) {
+			return withOutcome(resp, req, Outcome{Reason: reasonOf(re, c.lim.refused), Attempts: re.Attempts, Err: re}), nil
+		}
 		resp.Request = req
 		return resp, nil
 	}
@@ -124,7 +159,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A single send: the transport's own error, as net/http returns it.
 		return nil, c.lastErr
 	}
-	var re *retry.Error
 	if errors.As(err, &re) {
 		return nil, &callError{re}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -391,8 +392,15 @@ func TestHeadersOnEveryAttemptAndRequestUntouched(t *testing.T) {
 	if after := snapshot(req); after != before {
 		t.Errorf("request modified:\nbefore %s\nafter  %s", before, after)
 	}
-	if resp.Request != req {
+	// After retries resp.Request is the caller's request carrying the
+	// call's Outcome (see Result): a shallow copy whose fields, header map
+	// included, are the caller's, not an attempt's.
+	if r := resp.Request; r.Method != req.Method || r.URL != req.URL || reflect.ValueOf(r.Header).Pointer() != reflect.ValueOf(req.Header).Pointer() ||
+		r.Context().Value(ctxKey{}) != "v" {
 		t.Error("resp.Request is not the caller's request")
+	}
+	if o, ok := httpretry.Result(resp); !ok || o.Attempts != 3 {
+		t.Errorf("Result = %+v, %v; want success after 3 attempts", o, ok)
 	}
 }
 

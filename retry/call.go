@@ -263,7 +263,11 @@ func (c *Call) Next(err error) (time.Duration, error) {
 	if b == nil {
 		b = DefaultBackoff
 	}
-	c.prevBackoff = b.Delay(c.n, c.prevBackoff)
+	if eb, ok := b.(ErrorBackoff); ok {
+		c.prevBackoff = eb.DelayAfter(c.n, c.prevBackoff, err)
+	} else {
+		c.prevBackoff = b.Delay(c.n, c.prevBackoff)
+	}
 	delay := c.prevBackoff
 	advised := false
 	if adv, ok := c.advice(err); ok && adv >= delay {

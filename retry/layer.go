@@ -114,10 +114,12 @@ func IsOverloaded(err error) bool {
 }
 
 // nestedApplies reports whether the layer rule governs this call: its
-// inbound caller retries it.
+// inbound caller retries it, or has already retried it (Attempt > 1) — a
+// caller that retried is the layer that retries, on its last attempt too,
+// so that a chain retries at its outermost layer only.
 func (c *Call) nestedApplies() bool {
 	in, ok := InboundOf(c.ctx)
-	return ok && in.Retries
+	return ok && (in.Retries || in.Attempt > 1)
 }
 
 // nestedRecord tells Policy.NestedBudget about an attempt of a call its
@@ -128,22 +130,20 @@ func (c *Call) nestedRecord(retry bool, err error) {
 	}
 }
 
-// WillRetry reports whether another attempt may follow the current one as
-// far as MaxAttempts and the layer rule say — what a client announces to
-// its server (Stormguard-Will-Retry, stormguard-will-retry) so that the
-// server's own calls do not retry too. A budget, a breaker or a deadline
-// may still stop the retry.
+// WillRetry reports whether a failure of the current attempt may be
+// retried — what a client announces to its server (Stormguard-Will-Retry,
+// stormguard-will-retry) so that the server's own calls do not retry too:
+// true when another attempt may follow as far as MaxAttempts and the layer
+// rule say, and also when the inbound call being served comes from a
+// caller that retries, which will retry the whole chain. (Without the
+// second half a tier that leaves retrying to its caller would tell the
+// next tier that nobody retries, and the chain would retry at every other
+// layer.) A budget, a breaker or a deadline may still stop the retry.
 func (c *Call) WillRetry() bool {
-	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
-		return false
-	}
-	switch c.p.Nested {
-	case NestedIgnore:
+	above := c.nestedApplies()
+	if above {
 		return true
-	case NestedBudget:
-		if c.p.NestedBudget != nil {
-			return true
-		}
 	}
-	return !c.nestedApplies()
+	limit := c.p.AttemptLimit()
+	return limit <= 0 || c.n < limit
 }

@@ -163,6 +163,19 @@ type BudgetTracker interface {
 	Refund()
 }
 
+// ErrorBackoff is implemented by a Policy.Backoff whose wait depends on the
+// failure it follows, such as the AWS SDKs' 2026 standard rules (a 1 s base
+// after a throttling answer, x-amz-retry-after clamped to the computed
+// wait; budget.AWSRules). Do then calls DelayAfter with the failed
+// attempt's error instead of Delay. Server advice marked with After still
+// raises the wait afterwards.
+type ErrorBackoff interface {
+	backoff.Strategy
+	// DelayAfter returns the wait before retry n (1 for the first) after
+	// the failure err; prev is the previous wait returned (0 at first).
+	DelayAfter(n int, prev time.Duration, err error) time.Duration
+}
+
 // Limiter admits attempts on the client side, before they cost the
 // downstream anything: throttle.SRE rejects a share of them while the
 // downstream refuses many, throttle.Adaptive waits for a token of a

@@ -109,6 +109,7 @@ func TestLayerRule(t *testing.T) {
 	}{
 		{"no inbound facts", nil, retry.NestedOneLayer, nil, 4, retry.ReasonAttempts},
 		{"caller does not retry", &retry.Inbound{Attempt: 1}, retry.NestedOneLayer, nil, 4, retry.ReasonAttempts},
+		{"caller's last attempt", &retry.Inbound{Attempt: 3}, retry.NestedOneLayer, nil, 1, retry.ReasonNested},
 		{"caller retries: one layer", &retry.Inbound{Attempt: 2, Retries: true}, retry.NestedOneLayer, nil, 1, retry.ReasonNested},
 		{"caller retries: ignore", &retry.Inbound{Retries: true}, retry.NestedIgnore, nil, 4, retry.ReasonAttempts},
 		{"caller retries: budget nil", &retry.Inbound{Retries: true}, retry.NestedBudget, nil, 1, retry.ReasonNested},
@@ -150,10 +151,10 @@ func TestLayerRule(t *testing.T) {
 			if len(calls) != 1 || calls[0].Reason != c.reason {
 				t.Fatalf("call ends %+v, want one with reason %v", calls, c.reason)
 			}
-			// WillRetry announces exactly what happened, except that a
-			// budget may refuse later.
+			// WillRetry announces that a failure may be retried: here
+			// while attempts remain, or above when the caller retries.
 			for i, w := range wills {
-				want := i < c.attempts-1 || (c.reason == retry.ReasonNested && c.nbudget != nil)
+				want := i < c.attempts-1 || (c.inbound != nil && (c.inbound.Retries || c.inbound.Attempt > 1))
 				if w != want {
 					t.Fatalf("WillRetry at attempt %d = %v, want %v", i+1, w, want)
 				}

@@ -1,0 +1,470 @@
+package budget_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/httpretry"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// maxJitter is a rand.Source whose every draw is the largest: a full
+// jitter draw from [0, d] then returns d, as the AWS conformance tables fix
+// the jitter at 1 ("exponentialBase: 1").
+type maxJitter struct{}
+
+func (maxJitter) Uint64() uint64 { return math.MaxUint64 }
+
+// awsResponse is one step's response.
+type awsResponse struct {
+	status     int
+	code       string // an AWS error code, "" for none
+	retryAfter string // the x-amz-retry-after header, "" for none
+}
+
+// awsAPIError is an AWS API error with a code, over the HTTP status error,
+// as the AWS SDKs report service errors.
+type awsAPIError struct {
+	code string
+	err  error
+}
+
+func (e *awsAPIError) Error() string     { return e.code + ": " + e.err.Error() }
+func (e *awsAPIError) Unwrap() error     { return e.err }
+func (e *awsAPIError) ErrorCode() string { return e.code }
+
+func (r awsResponse) err() error {
+	if r.status < 300 {
+		return nil
+	}
+	resp := &http.Response{StatusCode: r.status, Header: http.Header{}}
+	if r.retryAfter != "" {
+		resp.Header.Set("x-amz-retry-after", r.retryAfter)
+	}
+	var err error = &httpretry.StatusError{StatusCode: r.status, Response: resp}
+	if r.code != "" {
+		err = &awsAPIError{code: r.code, err: err}
+	}
+	return err
+}
+
+type outcome int
+
+const (
+	success outcome = iota
+	retryRequest
+	maxAttemptsExceeded
+	quotaExceeded
+	failRequest
+)
+
+type awsStep struct {
+	resp  awsResponse
+	want  outcome
+	quota float64
+	delay time.Duration // for retryRequest
+}
+
+type awsCase struct {
+	name        string
+	maxAttempts int
+	initial     float64 // initial tokens; -1 for none (an empty bucket)
+	maxBackoff  time.Duration
+	dynamoDB    bool
+	fixedJitter bool
+	steps       []awsStep
+}
+
+// rules is what a step table runs: the attempt limit, the quota, the wait.
+type rules struct {
+	attempts int
+	quota    budget.RatioConfig
+	delay    func(n int, err error) time.Duration
+}
+
+// runAWSTable runs step tables as aws-sdk-go-v2's retry2026_test.go does:
+// each step is one attempt's response; a failure is recorded, then, if it
+// is retryable and attempts remain, a retry is withdrawn from the quota
+// and its delay computed; the quota is checked after every step; a
+// success ends the call (the next step starts a new one).
+func runAWSTable(t *testing.T, cases []awsCase, mk func(awsCase) rules) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mk(tc)
+			q := r.quota
+			switch {
+			case tc.initial < 0:
+				q.StartEmpty = true
+			case tc.initial > 0:
+				q.InitialTokens = tc.initial
+			}
+			b := budget.NewRatio(q)
+			attempt := 0
+			for i, s := range tc.steps {
+				attempt++
+				err := s.resp.err()
+				b.Record(attempt > 1, err)
+				switch s.want {
+				case success:
+					if err != nil {
+						t.Fatalf("step %d: a success step with an error", i)
+					}
+				case failRequest:
+					if budget.IsAWSRetryable(err) {
+						t.Fatalf("step %d: %v is retryable, want not", i, err)
+					}
+				default:
+					if !budget.IsAWSRetryable(err) {
+						t.Fatalf("step %d: %v is not retryable", i, err)
+					}
+					if attempt >= r.attempts {
+						if s.want != maxAttemptsExceeded {
+							t.Fatalf("step %d: attempts exhausted at %d, want %v", i, attempt, s.want)
+						}
+						break
+					}
+					if s.want == maxAttemptsExceeded {
+						t.Fatalf("step %d: attempt %d of %d: attempts not exhausted", i, attempt, r.attempts)
+					}
+					granted := b.Withdraw(err)
+					if granted != (s.want == retryRequest) {
+						t.Fatalf("step %d: retry granted %v, want outcome %v", i, granted, s.want)
+					}
+					if granted {
+						if d := r.delay(attempt, err); d != s.delay {
+							t.Errorf("step %d: delay %v, want %v", i, d, s.delay)
+						}
+					}
+				}
+				if got := b.Available(); got != s.quota {
+					t.Errorf("step %d: quota %v, want %v", i, got, s.quota)
+				}
+				if s.want == success {
+					attempt = 0
+				}
+			}
+		})
+	}
+}
+
+// TestAWSStandard2026Conformance is aws-sdk-go-v2's TestRetry2026StandardMode
+// table (aws/retry/retry2026_test.go, with AWS_NEW_RETRIES_2026=true) but
+// its four long-polling (SQS) cases: for each response, the quota and the
+// delay the 2026 rules expect, with the jitter fixed at 1 except in the
+// first x-amz-retry-after case, where any jitter gives the same answer.
+func TestAWSStandard2026Conformance(t *testing.T) {
+	ms := time.Millisecond
+	s500 := awsResponse{status: 500}
+	s502 := awsResponse{status: 502}
+	ok := awsResponse{status: 200}
+	throttled := awsResponse{status: 400, code: "Throttling"}
+	cases := []awsCase{
+		{name: "retry eventually succeeds", fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 486, 50 * ms},
+			{s500, retryRequest, 472, 100 * ms},
+			{ok, success, 486, 0},
+		}},
+		{name: "fail due to max attempts reached", fixedJitter: true, steps: []awsStep{
+			{s502, retryRequest, 486, 50 * ms},
+			{s502, retryRequest, 472, 100 * ms},
+			{s502, maxAttemptsExceeded, 472, 0},
+		}},
+		{name: "retry quota reached after a single retry", initial: 14, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 0, 50 * ms},
+			{s500, quotaExceeded, 0, 0},
+		}},
+		{name: "no retries at all if retry quota is 0", initial: -1, fixedJitter: true, steps: []awsStep{
+			{s500, quotaExceeded, 0, 0},
+		}},
+		{name: "verifying exponential backoff timing", maxAttempts: 5, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 486, 50 * ms},
+			{s500, retryRequest, 472, 100 * ms},
+			{s500, retryRequest, 458, 200 * ms},
+			{s500, retryRequest, 444, 400 * ms},
+			{s500, maxAttemptsExceeded, 444, 0},
+		}},
+		{name: "verify max backoff time", maxAttempts: 5, maxBackoff: 200 * ms, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 486, 50 * ms},
+			{s500, retryRequest, 472, 100 * ms},
+			{s500, retryRequest, 458, 200 * ms},
+			{s500, retryRequest, 444, 200 * ms},
+			{s500, maxAttemptsExceeded, 444, 0},
+		}},
+		{name: "retry stops after retry quota exhaustion", maxAttempts: 5, initial: 20, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 6, 50 * ms},
+			{s502, quotaExceeded, 6, 0},
+		}},
+		{name: "retry quota recovery after successful responses", maxAttempts: 5, initial: 30, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 16, 50 * ms},
+			{s502, retryRequest, 2, 100 * ms},
+			{ok, success, 16, 0},
+			{s500, retryRequest, 2, 50 * ms},
+			{ok, success, 16, 0},
+		}},
+		{name: "throttling error token bucket drain and backoff duration", fixedJitter: true, steps: []awsStep{
+			{throttled, retryRequest, 495, time.Second},
+			{ok, success, 500, 0},
+		}},
+		{name: "dynamodb base backoff and increased retries", dynamoDB: true, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 486, 25 * ms},
+			{s500, retryRequest, 472, 50 * ms},
+			{s500, retryRequest, 458, 100 * ms},
+			{s500, maxAttemptsExceeded, 458, 0},
+		}},
+		{name: "honor x-amz-retry-after header", steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "1500"}, retryRequest, 486, 1500 * ms},
+			{ok, success, 500, 0},
+		}},
+		{name: "x-amz-retry-after minimum is exponential backoff duration", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "0"}, retryRequest, 486, 50 * ms},
+			{ok, success, 500, 0},
+		}},
+		{name: "x-amz-retry-after maximum is 5+exponential backoff duration", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "10000"}, retryRequest, 486, 5050 * ms},
+			{ok, success, 500, 0},
+		}},
+		{name: "invalid x-amz-retry-after falls back to exponential backoff", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "invalid"}, retryRequest, 486, 50 * ms},
+			{ok, success, 500, 0},
+		}},
+		// Not in the SDK's table: a non-retryable answer, and the
+		// throttle cost on a bucket that is not full.
+		{name: "non-retryable error", initial: 100, steps: []awsStep{
+			{awsResponse{status: 404}, failRequest, 100, 0},
+		}},
+		{name: "throttle then transient", initial: 100, fixedJitter: true, maxAttempts: 4, steps: []awsStep{
+			{awsResponse{status: 429}, retryRequest, 95, time.Second},
+			{throttled, retryRequest, 90, 2 * time.Second},
+			{s503(), retryRequest, 76, 200 * ms},
+			{ok, success, 90, 0},
+		}},
+	}
+	runAWSTable(t, cases, func(tc awsCase) rules {
+		r := budget.AWSRules{DynamoDB: tc.dynamoDB, MaxAttempts: tc.maxAttempts, MaxBackoff: tc.maxBackoff}
+		if tc.fixedJitter {
+			r.Rand = maxJitter{}
+		}
+		return rules{attempts: r.Attempts(), quota: r.Budget(), delay: func(n int, err error) time.Duration { return r.DelayAfter(n, 0, err) }}
+	})
+}
+
+func s503() awsResponse { return awsResponse{status: 503} }
+
+// TestAWSStandardLegacyConformance is the step table of the standard mode
+// before 2026 (aws-sdk-go-v2 StandardOptions defaults: 500 tokens, retry
+// cost 5, timeout cost 10, no-retry increment 1, max backoff 20 s; the
+// legacy delay of aws-sdk-dotnet's CalculateRetryDelay: jitter·2^(n−1) s):
+// the same responses as the 2026 table where they apply, with the legacy
+// answers.
+func TestAWSStandardLegacyConformance(t *testing.T) {
+	s500 := awsResponse{status: 500}
+	ok := awsResponse{status: 200}
+	cases := []awsCase{
+		{name: "retry eventually succeeds", fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 495, time.Second},
+			{s500, retryRequest, 490, 2 * time.Second},
+			{ok, success, 495, 0},
+		}},
+		{name: "fail due to max attempts reached", fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 495, time.Second},
+			{s500, retryRequest, 490, 2 * time.Second},
+			{s500, maxAttemptsExceeded, 490, 0},
+		}},
+		{name: "retry quota reached after a single retry", initial: 5, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 0, time.Second},
+			{s500, quotaExceeded, 0, 0},
+		}},
+		{name: "no retries at all if retry quota is 0", initial: -1, fixedJitter: true, steps: []awsStep{
+			{s500, quotaExceeded, 0, 0},
+		}},
+		{name: "verify max backoff time", maxAttempts: 7, fixedJitter: true, steps: []awsStep{
+			{s500, retryRequest, 495, time.Second},
+			{s500, retryRequest, 490, 2 * time.Second},
+			{s500, retryRequest, 485, 4 * time.Second},
+			{s500, retryRequest, 480, 8 * time.Second},
+			{s500, retryRequest, 475, 16 * time.Second},
+			{s500, retryRequest, 470, 20 * time.Second},
+			{s500, maxAttemptsExceeded, 470, 0},
+		}},
+		{name: "throttling costs as any retry", fixedJitter: true, initial: 100, steps: []awsStep{
+			{awsResponse{status: 400, code: "Throttling"}, retryRequest, 95, time.Second},
+			{ok, success, 100, 0},
+		}},
+		{name: "a success adds 1", initial: 100, steps: []awsStep{
+			{ok, success, 101, 0},
+			{ok, success, 102, 0},
+		}},
+	}
+	runAWSTable(t, cases, func(tc awsCase) rules {
+		r := budget.AWSLegacyRules{}
+		if tc.fixedJitter {
+			r.Rand = maxJitter{}
+		}
+		attempts := budget.AWSMaxAttempts
+		if tc.maxAttempts != 0 {
+			attempts = tc.maxAttempts
+		}
+		return rules{attempts: attempts, quota: r.Budget(), delay: func(n int, _ error) time.Duration { return r.Delay(n, 0) }}
+	})
+	// A retry after a timeout costs 10, and a successful retry gives back 5.
+	b := budget.NewRatio(budget.AWSStandardLegacy())
+	timeoutErr := fmt.Errorf("read: %w", retry.ErrAttemptTimeout)
+	b.Record(false, timeoutErr)
+	if !b.Withdraw(timeoutErr) || b.Available() != 490 {
+		t.Fatalf("after a timeout retry: %v, want 490", b.Available())
+	}
+	b.Record(true, nil)
+	if b.Available() != 495 {
+		t.Fatalf("after its success: %v, want 495", b.Available())
+	}
+}
+
+// TestAWSPolicyWithDo runs the 2026 policy through retry.Do: the quota
+// moves as the table says for a call that succeeds on its third attempt.
+func TestAWSPolicyWithDo(t *testing.T) {
+	r := budget.AWSRules{Rand: maxJitter{}}
+	p := r.Policy()
+	p.Backoff = backoff.Func(func(int, time.Duration) time.Duration { return 0 }) // the delays are the tables' business
+	n := 0
+	_, err := retry.Do(context.Background(), p, func(context.Context) (int, error) {
+		n++
+		if n < 3 {
+			return 0, awsResponse{status: 500}.err()
+		}
+		return 1, nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("err %v after %d attempts", err, n)
+	}
+	if got := p.Budget.(*budget.Ratio).Available(); got != 486 {
+		t.Fatalf("quota %v, want 486", got)
+	}
+	if p.AttemptLimit() != 3 || (budget.AWSRules{DynamoDB: true}).Policy().AttemptLimit() != 4 {
+		t.Fatal("attempt limits")
+	}
+	// A 404 is not retried, and leaves the quota alone.
+	n = 0
+	_, err = retry.Do(context.Background(), p, func(context.Context) (int, error) {
+		n++
+		return 0, awsResponse{status: 404}.err()
+	})
+	if err == nil || n != 1 {
+		t.Fatalf("404: err %v after %d attempts", err, n)
+	}
+}
+
+func TestIsThrottle(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{awsResponse{status: 429}.err(), true},
+		{awsResponse{status: 503}.err(), false},
+		{awsResponse{status: 400, code: "ThrottlingException"}.err(), true},
+		{awsResponse{status: 503, code: "SlowDown"}.err(), true},
+		{awsResponse{status: 400, code: "ValidationException"}.err(), false},
+		{errors.New("throttling"), false},
+	} {
+		if got := budget.IsThrottle(tc.err); got != tc.want {
+			t.Errorf("IsThrottle(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: "-5"}.err()); ok {
+		t.Errorf("negative x-amz-retry-after read as %v", d)
+	}
+}
+
+// FuzzAWSRetryAfter feeds arbitrary x-amz-retry-after values: the header
+// never makes a wait below the backoff or above the backoff plus 5 s, and
+// a value that is not milliseconds >= 0 is ignored.
+func FuzzAWSRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "1500", "10000", "invalid", "-1", " 42 ", "99999999999999999999", "1e3", ""} {
+		f.Add(s, 1)
+	}
+	r := budget.AWSRules{Rand: maxJitter{}}
+	f.Fuzz(func(t *testing.T, header string, n int) {
+		n = n%30 + 1
+		if n < 1 {
+			n += 30
+		}
+		plain := r.DelayAfter(n, 0, awsResponse{status: 500}.err())
+		err := &httpretry.StatusError{StatusCode: 500, Response: &http.Response{Header: http.Header{"X-Amz-Retry-After": {header}}}}
+		got := r.DelayAfter(n, 0, err)
+		advice, ok := budget.AWSRetryAfter(err)
+		switch {
+		case !ok && got != plain:
+			t.Fatalf("ignored header %q changed the wait: %v, want %v", header, got, plain)
+		case ok && (advice < 0 || got < plain || got > plain+budget.AWSMaxAdviceExtra):
+			t.Fatalf("header %q (advice %v): wait %v outside [%v, %v+5s]", header, advice, got, plain, plain)
+		case plain < 0 || plain > budget.AWSMaxBackoff:
+			t.Fatalf("backoff %v outside [0, 20s]", plain)
+		}
+	})
+}
+
+// Through retry.Do the rules' backoff hears the failed attempt's error
+// (retry.ErrorBackoff): after a throttling answer the wait is drawn from
+// the 1 s base, after a 500 from the 50 ms base.
+func TestAWSPolicyWaitsByTheError(t *testing.T) {
+	clk := clocktest.NewFake()
+	for _, c := range []struct {
+		name string
+		resp awsResponse
+		want time.Duration
+	}{
+		{"transient", awsResponse{status: 500}, budget.AWSRules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 500}.err())},
+		{"throttle", awsResponse{status: 400, code: "ThrottlingException"}, budget.AWSRules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err())},
+	} {
+		p := budget.AWSRules{Rand: maxJitter{}}.Policy()
+		p.Clock = clk
+		var waits []time.Duration
+		p.Observer = waitRecorder{&waits}
+		n := 0
+		done := make(chan error)
+		go func() {
+			_, err := retry.Do(context.Background(), p, func(context.Context) (int, error) {
+				n++
+				if n == 1 {
+					return 0, c.resp.err()
+				}
+				return 1, nil
+			})
+			done <- err
+		}()
+		clk.BlockUntil(1) // the wait's timer
+		if d := clk.Deadlines(); len(d) != 1 || d[0] != c.want {
+			t.Fatalf("%s: the wait's timer is due in %v, want %v", c.name, d, c.want)
+		}
+		clk.Advance(c.want)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(waits) != 1 || waits[0] != c.want {
+			t.Fatalf("%s: waits %v, want [%v]", c.name, waits, c.want)
+		}
+	}
+	r := budget.AWSRules{Rand: maxJitter{}}
+	if a, b := r.DelayAfter(1, 0, awsResponse{status: 500}.err()), r.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err()); a >= b {
+		t.Fatalf("test premise: a throttle waits longer (%v) than a 500 (%v)", b, a)
+	}
+}
+
+type waitRecorder struct{ waits *[]time.Duration }
+
+func (waitRecorder) AttemptStart(ctx context.Context, _ retry.AttemptStart) context.Context {
+	return ctx
+}
+func (waitRecorder) AttemptEnd(context.Context, retry.AttemptEnd) {}
+func (w waitRecorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
+	*w.waits = append(*w.waits, e.Delay)
+}
+func (waitRecorder) CallEnd(context.Context, retry.CallEnd) {}

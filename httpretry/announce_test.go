@@ -1,0 +1,234 @@
+package httpretry_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/httpretry"
+	"github.com/stormguard/stormguard/layer"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// announcement is what one attempt told the server.
+type announcement struct{ attempt, willRetry, deadline string }
+
+// announcements records, per request, the layer headers under names.
+type announcements struct {
+	mu   sync.Mutex
+	seen []announcement
+}
+
+func (a *announcements) record(r *http.Request, names httpretry.Headers) {
+	get := func(name string) string {
+		if name == "" {
+			return ""
+		}
+		return strings.Join(r.Header.Values(name), ",")
+	}
+	a.mu.Lock()
+	a.seen = append(a.seen, announcement{get(names.Attempt), get(names.WillRetry), get(names.Deadline)})
+	a.mu.Unlock()
+}
+
+func (a *announcements) list() []announcement {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]announcement(nil), a.seen...)
+}
+
+// Issue #20, client side: every attempt announces its number, whether the
+// transport may retry it, and the milliseconds left before its deadline,
+// over every protocol; the caller's request is not modified.
+func TestAnnounceEveryAttempt(t *testing.T) {
+	run(t, func(t *testing.T, m mode) {
+		var got announcements
+		srv := newModeServer(t, m, func(w http.ResponseWriter, r *http.Request, hit int) {
+			got.record(r, httpretry.DefaultHeaders())
+			if hit < 3 {
+				w.WriteHeader(503)
+			}
+		})
+		fc := clocktest.NewFake()
+		p := noWait(3)
+		p.Clock = fc
+		ctx, cancel := clock.WithTimeout(context.Background(), fc, 1500*time.Millisecond, nil) // a deadline on the fake clock
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		req.Header.Set(layer.HeaderAttempt, "99") // replaced, not appended
+		resp, err := httpretry.New(srv.base(t), p).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		want := []announcement{{"1", "1", "1500"}, {"2", "1", "1500"}, {"3", "0", "1500"}}
+		if g := got.list(); !equalAnn(g, want) {
+			t.Errorf("announced %+v, want %+v", g, want)
+		}
+		if req.Header.Get(layer.HeaderAttempt) != "99" || len(req.Header) != 1 {
+			t.Errorf("caller's header modified: %v", req.Header)
+		}
+	})
+}
+
+func equalAnn(a, b []announcement) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// What Will-Retry and Deadline-Ms say in each situation.
+func TestAnnounceTable(t *testing.T) {
+	fc := clocktest.NewFake()
+	deadline := func(d time.Duration) context.Context {
+		ctx, cancel := clock.WithTimeout(context.Background(), fc, d, nil)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	for _, c := range []struct {
+		name   string
+		ctx    context.Context
+		method string
+		policy func(p *retry.Policy)
+		opts   []httpretry.Option
+		names  httpretry.Headers
+		want   []announcement
+	}{
+		{name: "no deadline", want: []announcement{{"1", "1", ""}, {"2", "0", ""}}},
+		{name: "attempt timeout bounds the deadline", ctx: deadline(time.Minute),
+			policy: func(p *retry.Policy) { p.AttemptTimeout = 250 * time.Millisecond },
+			want:   []announcement{{"1", "1", "250"}, {"2", "0", "250"}}},
+		{name: "attempt timeout without a deadline",
+			policy: func(p *retry.Policy) { p.AttemptTimeout = 40 * time.Second },
+			want:   []announcement{{"1", "1", "40000"}, {"2", "0", "40000"}}},
+		{name: "a POST is sent once", method: http.MethodPost, want: []announcement{{"1", "0", ""}}},
+		// One attempt here, and the next tier is told that the chain
+		// retries (by the caller above), so it makes one attempt too.
+		{name: "the inbound caller retries: one layer",
+			ctx:  retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true}),
+			want: []announcement{{"1", "1", ""}}},
+		{name: "the inbound caller retries: rule ignored",
+			ctx:    retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true}),
+			policy: func(p *retry.Policy) { p.Nested = retry.NestedIgnore },
+			want:   []announcement{{"1", "1", ""}, {"2", "1", ""}}},
+		{name: "the inbound caller does not retry",
+			ctx:  retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1}),
+			want: []announcement{{"1", "1", ""}, {"2", "0", ""}}},
+		{name: "renamed", opts: []httpretry.Option{httpretry.WithHeaders(httpretry.Headers{Attempt: "x-try", WillRetry: "x-again"})},
+			names: httpretry.Headers{Attempt: "X-Try", WillRetry: "X-Again", Deadline: layer.HeaderDeadline},
+			want:  []announcement{{"1", "1", ""}, {"2", "0", ""}}},
+		{name: "renamed headers replace the defaults", opts: []httpretry.Option{httpretry.WithHeaders(httpretry.Headers{Attempt: "x-try"})},
+			want: []announcement{{"", "", ""}, {"", "", ""}}},
+		{name: "off", ctx: deadline(time.Second), opts: []httpretry.Option{httpretry.WithoutAnnounce()},
+			want: []announcement{{"", "", ""}, {"", "", ""}}},
+		{name: "WithAttemptHeader renames the attempt header", opts: []httpretry.Option{httpretry.WithAttemptHeader("X-Attempt")},
+			names: httpretry.Headers{Attempt: "X-Attempt", WillRetry: layer.HeaderWillRetry},
+			want:  []announcement{{"1", "1", ""}, {"2", "0", ""}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			names := c.names
+			if names == (httpretry.Headers{}) {
+				names = httpretry.DefaultHeaders()
+			}
+			var got announcements
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request, hit int) {
+				got.record(r, names)
+				if c.name == "WithAttemptHeader renames the attempt header" && r.Header.Get(layer.HeaderAttempt) != "" {
+					t.Error("the default attempt header was sent too")
+				}
+				w.WriteHeader(503)
+			})
+			p := noWait(2)
+			p.Clock = fc
+			if c.policy != nil {
+				c.policy(p)
+			}
+			ctx := c.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			method := c.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			req, _ := http.NewRequestWithContext(ctx, method, srv.URL, strings.NewReader(""))
+			resp, err := httpretry.New(newBase(t), p, c.opts...).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if g := got.list(); !equalAnn(g, c.want) {
+				t.Errorf("announced %+v, want %+v", g, c.want)
+			}
+		})
+	}
+}
+
+// Issue #20: a response carrying Stormguard-Overloaded: 1 is never
+// retried, whatever the classifier and the attempt limit say; Result
+// reports retry.ReasonOverloaded and an Err matching retry.ErrOverloaded;
+// the breaker counts it against the downstream, the budget is not charged.
+func TestOverloadedMarkerIsNotRetried(t *testing.T) {
+	run(t, func(t *testing.T, m mode) {
+		srv := newModeServer(t, m, func(w http.ResponseWriter, r *http.Request, hit int) {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set(layer.HeaderOverloaded, "1")
+			w.WriteHeader(503)
+			w.Write([]byte("shed"))
+		})
+		br := breaker.New(breaker.Config{ConsecutiveFailures: 1, Clock: clocktest.NewFake()})
+		b := &refusingBudget{}
+		p := noWait(5)
+		p.Breaker, p.Budget = br, b
+		resp, err := httpretry.New(srv.base(t), p, httpretry.WithRetry500()).RoundTrip(get(t, srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, resp); resp.StatusCode != 503 || body != "shed" {
+			t.Errorf("got %d %q, want the 503 intact", resp.StatusCode, body)
+		}
+		if n := srv.hits.Load(); n != 1 {
+			t.Errorf("%d requests, want 1: the marker is never retried", n)
+		}
+		o, ok := httpretry.Result(resp)
+		if !ok || o.Reason != retry.ReasonOverloaded || !errors.Is(o.Err, retry.ErrOverloaded) || !retry.IsOverloaded(o.Err) {
+			t.Errorf("Result = %+v, %v; want overloaded", o, ok)
+		}
+		var se *httpretry.StatusError
+		if !errors.As(o.Err, &se) || se.StatusCode != 503 {
+			t.Errorf("no *StatusError in %v", o.Err)
+		}
+		if br.State() != breaker.Open {
+			t.Errorf("breaker %v after an overloaded answer, want open (a fault)", br.State())
+		}
+		if b.withdrawals.Load() != 0 {
+			t.Error("the budget was asked for a retry of an overloaded answer")
+		}
+	})
+	// Without the marker's name the answer is an ordinary 503.
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, hit int) {
+		w.Header().Set(layer.HeaderOverloaded, "1")
+		w.WriteHeader(503)
+	})
+	resp, err := httpretry.New(newBase(t), noWait(3), httpretry.WithHeaders(httpretry.Headers{})).RoundTrip(get(t, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := srv.hits.Load(); n != 3 {
+		t.Errorf("%d requests with the marker turned off, want 3", n)
+	}
+}

@@ -1,0 +1,120 @@
+package layer
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Overload answers "overloaded; don't retry": 503 Service Unavailable
+// with Retry-After (retryAfter in whole seconds, at least 1) and
+// Stormguard-Overloaded: 1. httpretry never retries such an answer, at
+// any layer, and reports it as retry.ErrOverloaded; a service built with
+// Middleware passes it up on its own response. Call it before writing
+// anything else to w.
+func Overload(w http.ResponseWriter, retryAfter time.Duration) {
+	secs := int64((retryAfter + time.Second - 1) / time.Second)
+	h := w.Header()
+	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	h.Set(HeaderOverloaded, "1")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write([]byte("overloaded; do not retry\n"))
+}
+
+// HandlerFunc is an http.Handler that returns an error, so that a
+// downstream's "overloaded; don't retry" can travel up the chain: return
+// the error (or one that wraps it) and, unless the handler has already
+// written its response,
+//
+//   - an error that wraps retry.ErrOverloaded is answered with Overload;
+//   - any other error with 500 Internal Server Error (its text is not
+//     sent).
+//
+// Inside Middleware, the overload answer's Retry-After is the
+// middleware's (WithRetryAfter); served alone, DefaultRetryAfter.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// ServeHTTP calls f and answers its error as described above.
+func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o := options{retryAfter: DefaultRetryAfter}
+	f.serve(w, r, &o)
+}
+
+func (f HandlerFunc) serve(w http.ResponseWriter, r *http.Request, o *options) {
+	tw := &trackedWriter{ResponseWriter: w}
+	err := f(tw, r)
+	if err == nil || tw.wrote {
+		return
+	}
+	if retry.IsOverloaded(err) {
+		Overload(w, o.retryAfter)
+		return
+	}
+	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+}
+
+// trackedWriter notes whether the handler began its response. Unwrap lets
+// http.ResponseController reach w's Flush, Hijack and deadlines.
+type trackedWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackedWriter) WriteHeader(code int) {
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		t.wrote = true
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackedWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush flushes the response, which begins it.
+func (t *trackedWriter) Flush() {
+	t.wrote = true
+	http.NewResponseController(t.ResponseWriter).Flush()
+}
+
+// Unwrap returns the ResponseWriter it wraps.
+func (t *trackedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// Limit returns a handler that serves at most n requests with h at once
+// and answers the others at once with Overload — load shedding whose
+// answer tells every caller up the chain not to retry. n must be at least
+// 1 (Limit panics otherwise: a limit of none would be no protection). It
+// costs no allocation per request.
+func Limit(n int, h http.Handler, opts ...Option) http.Handler {
+	if n < 1 {
+		panic("layer: Limit needs n >= 1, got " + strconv.Itoa(n))
+	}
+	return &limiter{next: h, n: int64(n), o: resolve(opts)}
+}
+
+type limiter struct {
+	next     http.Handler
+	n        int64
+	inflight atomic.Int64
+	o        options
+}
+
+func (l *limiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l.inflight.Add(1) > l.n {
+		l.inflight.Add(-1)
+		Overload(w, l.o.retryAfter)
+		return
+	}
+	defer l.inflight.Add(-1)
+	if f, ok := l.next.(HandlerFunc); ok {
+		f.serve(w, r, &l.o)
+		return
+	}
+	l.next.ServeHTTP(w, r)
+}

@@ -1,0 +1,164 @@
+package layer_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/layer"
+	"github.com/stormguard/stormguard/retry"
+)
+
+func TestOverloadAnswer(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "1"}, {time.Millisecond, "1"}, {time.Second, "1"}, {1500 * time.Millisecond, "2"}, {time.Minute, "60"}} {
+		w := httptest.NewRecorder()
+		layer.Overload(w, c.d)
+		if w.Code != 503 || w.Header().Get("Retry-After") != c.want || w.Header().Get(layer.HeaderOverloaded) != "1" {
+			t.Errorf("Overload(%v) = %d, Retry-After %q, marker %q; want 503, %q, 1", c.d, w.Code,
+				w.Header().Get("Retry-After"), w.Header().Get(layer.HeaderOverloaded), c.want)
+		}
+	}
+}
+
+// HandlerFunc answers an error that wraps the marker with the overload
+// answer, another error with 500, and leaves a response it began alone.
+func TestHandlerFuncErrors(t *testing.T) {
+	errDown := errors.New("downstream said so")
+	for _, c := range []struct {
+		name   string
+		f      layer.HandlerFunc
+		code   int
+		marker string
+		after  string
+	}{
+		{"ok", func(w http.ResponseWriter, r *http.Request) error { io.WriteString(w, "ok"); return nil }, 200, "", ""},
+		{"overloaded", func(w http.ResponseWriter, r *http.Request) error {
+			return fmt.Errorf("calling tier 3: %w", retry.Overloaded(errDown))
+		}, 503, "1", "7"},
+		{"the sentinel itself", func(w http.ResponseWriter, r *http.Request) error { return retry.ErrOverloaded }, 503, "1", "7"},
+		{"other error", func(w http.ResponseWriter, r *http.Request) error { return errDown }, 500, "", ""},
+		{"already answered", func(w http.ResponseWriter, r *http.Request) error {
+			w.WriteHeader(202)
+			return retry.Overloaded(errDown)
+		}, 202, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			layer.Middleware(c.f, layer.WithRetryAfter(7*time.Second)).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			if w.Code != c.code || w.Header().Get(layer.HeaderOverloaded) != c.marker || w.Header().Get("Retry-After") != c.after {
+				t.Errorf("answer %d marker %q Retry-After %q, want %d %q %q", w.Code, w.Header().Get(layer.HeaderOverloaded),
+					w.Header().Get("Retry-After"), c.code, c.marker, c.after)
+			}
+		})
+	}
+	// Served alone, without Middleware.
+	w := httptest.NewRecorder()
+	layer.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return retry.ErrOverloaded }).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != 503 || w.Header().Get("Retry-After") != "1" || w.Header().Get(layer.HeaderOverloaded) != "1" {
+		t.Errorf("a HandlerFunc alone answered %d %v", w.Code, w.Header())
+	}
+}
+
+// Limit serves n requests at once on a real loopback server and sheds the
+// others with the overload answer, without allocating.
+func TestLimitSheds(t *testing.T) {
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	entered.Add(2)
+	var hits atomic.Int32
+	srv := httptest.NewServer(layer.Limit(2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) <= 2 {
+			entered.Done()
+			<-release
+		}
+		io.WriteString(w, "served")
+	})))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Go(func() {
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+	}
+	entered.Wait()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get(layer.HeaderOverloaded) != "1" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("third request in flight: %d %v, want the overload answer", resp.StatusCode, resp.Header)
+	}
+	close(release)
+	wg.Wait()
+	if codes[0] != 200 || codes[1] != 200 {
+		t.Errorf("requests within the limit answered %v", codes)
+	}
+	// Slots are released: a fresh request is served.
+	resp, err = srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("after the burst: %d, want 200", resp.StatusCode)
+	}
+
+	h := layer.Limit(1, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	rec, req := httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)
+	if n := testing.AllocsPerRun(1000, func() { h.ServeHTTP(rec, req) }); n != 0 {
+		t.Errorf("Limit: %v allocations per served request, want 0", n)
+	}
+}
+
+// A panicking handler gives its slot back.
+func TestLimitReleasesOnPanic(t *testing.T) {
+	var panics atomic.Bool
+	panics.Store(true)
+	h := layer.Limit(1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if panics.Load() {
+			panic("boom")
+		}
+	}))
+	for range 3 {
+		func() {
+			defer func() { recover() }()
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		}()
+	}
+	panics.Store(false)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != 200 {
+		t.Errorf("after panics: %d, want 200 (a panicking handler kept its slot)", w.Code)
+	}
+}
+
+func TestLimitRejectsNoLimit(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Limit(0, h) did not panic")
+		}
+	}()
+	layer.Limit(0, http.NotFoundHandler())
+}

@@ -1,0 +1,72 @@
+// Package otelretry reports stormguard's retries to OpenTelemetry: a span per
+// attempt and the same metrics as the promretry module, through the OTel
+// trace and metric APIs.
+//
+//	obs, err := otelretry.New(otelretry.Config{}) // global tracer and meter providers
+//	if err != nil { ... }
+//	policy := &retry.Policy{Operation: "inventory.get", Observer: obs}
+//	obs.WatchBudget("inventory.get", bud)
+//	obs.WatchBreaker("inventory.get", brk)
+//
+// # Traces
+//
+// Each attempt gets a span named "stormguard.attempt <operation>", a child
+// of the span in the caller's context, so that every attempt of one call
+// sits under the same parent in one trace. A caller without a span of its
+// own gets a call span, "stormguard.call <operation>", from StartCall.
+// Attempt spans carry stormguard.operation, stormguard.attempt (1 for the
+// first), stormguard.attempt_kind, stormguard.delay_ms (the wait before it)
+// and stormguard.outcome — the metric attributes with a "stormguard."
+// prefix, with the same values; a failed attempt has an Error status,
+// error.type (see ErrorType) and, when its error carries one,
+// http.response.status_code (an *httpretry.StatusError, or any error with
+// a StatusCode() int method) or rpc.response.status_code (a gRPC status
+// error's code by name), as the semantic conventions of the pinned
+// OpenTelemetry version (semconv v1.43.0) give them. The operation runs
+// with the attempt span in its context, so an instrumented transport below
+// it (otelhttp's, or the gRPC stats handler) makes its client span a child
+// of the attempt and propagates the trace to the server on every attempt.
+// The caller's span (or the call span) also gets a
+// "stormguard.retry_scheduled" event per retry and a "stormguard.gave_up"
+// event when the call fails.
+//
+// The attempt spans tell where a slow call spent its time: the gaps
+// between them are the backoff waits.
+//
+// # Metrics
+//
+// The instruments are named so that OpenTelemetry's Prometheus exporter
+// (and the OTLP-to-Prometheus translation) yields the names of the
+// promretry module, so the dashboard and alerts in ops/ work unchanged:
+//
+//	stormguard.attempts {attempt}                  -> stormguard_attempts_total{operation,attempt_kind,outcome}
+//	stormguard.calls {call}                        -> stormguard_calls_total{operation,outcome}
+//	stormguard.call.duration (s, histogram)        -> stormguard_call_duration_seconds{operation}
+//	stormguard.retries.active {call}               -> stormguard_retries_active{operation}
+//	stormguard.retry_budget.exhausted {call}       -> stormguard_retry_budget_exhausted_total{operation}
+//	stormguard.retry_budget.tokens {token}         -> stormguard_retry_budget_tokens{operation}
+//	stormguard.breaker.state {state}               -> stormguard_breaker_state{operation,state} (StateSet)
+//	stormguard.breaker.transitions {transition}    -> stormguard_breaker_transitions_total{operation,from,to}
+//	stormguard.queue.dropped_records {record}      -> stormguard_queue_dropped_records_total{queue}
+//	stormguard.queue.refused {task}                -> stormguard_queue_refused_total{queue}
+//	stormguard.queue.depth {record}                -> stormguard_queue_depth{queue}
+//	stormguard.config.reloads {reload}             -> stormguard_config_reloads_total{result}
+//	stormguard.config.info                         -> stormguard_config_info{version}
+//
+// retries.active counts a call from the end of its failed first attempt
+// until it returns, waits for a retry included. breaker.state has one
+// point per state, 1 for the current one. A Scheduler reports to the
+// Observer as a queue.RefusedObserver, so that the tasks it refuses (which their callers
+// keep) count in queue.refused rather than as dropped records. Passed as
+// config.Options.Observer (alone or in a retry.Multi), the Observer hears
+// every reload (ConfigReload) and is told each operation's budget and
+// breaker (WatchBudget, WatchBreaker) under the operation's name, so they
+// join the call metrics on operation.
+//
+// Operation names become attribute values on metrics, so they must come
+// from the program, not from requests; Config.MaxOperations caps them.
+//
+// Use this module when the program already exports through OpenTelemetry;
+// use the promretry module for a plain Prometheus /metrics endpoint. Both
+// can observe the same policy through retry.Multi.
+package otelretry

@@ -1,0 +1,42 @@
+// Package promretry exports stormguard's retries, budgets, breakers and
+// queues as Prometheus metrics, with github.com/prometheus/client_golang.
+//
+// One Collector serves a whole program: register it once, set it as the
+// Observer of every retry.Policy, and attach each shared budget and breaker
+// under the operation name its policy uses:
+//
+//	metrics := promretry.New(promretry.Config{})
+//	prometheus.MustRegister(metrics)
+//
+//	policy := &retry.Policy{
+//		Operation: "inventory.get",
+//		Budget:    bud,
+//		Breaker:   brk,
+//		Observer:  metrics, // or retry.Multi(metrics, tracer, logger)
+//	}
+//	metrics.WatchBudget("inventory.get", bud)
+//	metrics.WatchBreaker("inventory.get", brk)
+//
+// WatchBudget and WatchBreaker take any retry.Budget and retry.Breaker and
+// export what each can tell. With policies from a file, pass the Collector
+// as config.Options.Observer (alone or in a retry.Multi) and make no Watch
+// calls: config reports every reload to it and watches each operation's
+// budget and breaker under the operation's name, so they join the call
+// metrics on the operation label.
+//
+// The metric names and labels are a contract shared with the dashboards and
+// alerting rules in the repository's ops/ folder and with the otelretry module;
+// see Collector for the list. The retry ratio — retries per first attempt,
+// the number to watch during an incident — is
+//
+//	sum(rate(stormguard_attempts_total{attempt_kind="retry"}[1m]))
+//	  / sum(rate(stormguard_attempts_total{attempt_kind="first"}[1m]))
+//
+// Operation names become label values, so they must come from the program,
+// not from requests; Config.MaxOperations caps them anyway.
+//
+// Cost: after an operation's first event, the observer methods do one
+// lock-free map read and a few atomic additions, without allocating
+// (see BenchmarkDoWithCollector). Budget tokens and breaker states are read
+// at scrape time, not on the request path.
+package promretry

@@ -1,0 +1,66 @@
+package throttle
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/httpretry"
+)
+
+// OverloadReporter is implemented by errors that know whether they are an
+// overload signal of the downstream (the backend refused the request
+// because it is out of capacity). IsOverload asks the first error in the
+// chain that implements it. Adapters make their attempt errors implement
+// it: grpcretry's AttemptError for RESOURCE_EXHAUSTED and UNAVAILABLE,
+// for instance, so that this package needs no gRPC import.
+type OverloadReporter interface {
+	Overload() bool
+}
+
+// IsOverload is the default overload classification of a SRE and a
+// RateLimiter: whether err says the downstream refused a request for lack
+// of capacity. In order:
+//
+//   - nil is not an overload;
+//   - an error carrying the retry package's overload marker
+//     (retry.Overloaded, retry.ErrOverloaded: "overloaded, don't retry")
+//     is one;
+//   - the first error in the chain implementing OverloadReporter decides;
+//   - an httpretry.StatusError with status 429 (Too Many Requests) or 503
+//     (Service Unavailable) is one;
+//   - anything else is not (a timeout, a reset, a 500, the caller's
+//     cancellation: the backend answered, or did not, but did not say it
+//     is overloaded).
+//
+// It does not allocate.
+func IsOverload(err error) bool {
+	if err == nil {
+		return false
+	}
+	if overloadMarked(err) {
+		return true
+	}
+	if r, ok := errors.AsType[overloadError](err); ok {
+		return r.Overload()
+	}
+	if se, ok := errors.AsType[*httpretry.StatusError](err); ok {
+		switch se.StatusCode {
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			return true
+		}
+	}
+	return false
+}
+
+// overloadError is an error implementing OverloadReporter.
+type overloadError interface {
+	error
+	OverloadReporter
+}
+
+// notSent reports whether done heard that the attempt never left the
+// client: the breaker refused it after the limiter had counted it.
+func notSent(err error) bool {
+	return err != nil && errors.Is(err, breaker.ErrOpen)
+}
