@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -17,14 +16,12 @@ const (
 	// AttemptKey carries the attempt number: "1" for a call's first
 	// attempt, "2" for its first retry, and so on.
 	AttemptKey = "stormguard-attempt"
-	// WillRetryKey carries "1" when the call may be retried if the attempt
-	// fails — by this client (retry.Call.WillRetry: as far as its attempt
-	// count and its layer rule say), or by a caller further up that retries
-	// the inbound call this one serves (retry.InboundOf(ctx).Retries) —
-	// and "0" when no one will. The second half makes the layer rule hold
-	// down a whole chain: a tier that does not retry because its caller
-	// does still tells the next tier that retries happen above, so at any
-	// time one layer retries.
+	// WillRetryKey carries "1" when a failure of the attempt may be
+	// retried, "0" when not: retry.Call.WillRetry, which is true while this
+	// client has attempts left, and also while a caller further up retries
+	// the inbound call this one serves — so a tier that leaves retrying to
+	// its caller still tells the next tier that retries happen above, and
+	// the chain retries at its outermost layer only.
 	WillRetryKey = "stormguard-will-retry"
 )
 
@@ -39,15 +36,10 @@ func WithAnnounce(on bool) Option {
 
 // announce returns the context of attempt n: actx with the attempt's
 // facts appended to its outgoing metadata — AttemptKey and WillRetryKey
-// (willRetry, the retry.Call's word, or the inbound caller's retries)
-// unless turned off, and PreviousAttemptsKey on a retry, as grpc-go sends
+// (willRetry, the retry.Call's word) unless turned off, and PreviousAttemptsKey on a retry, as grpc-go sends
 // it. It costs one metadata.AppendToOutgoingContext (and nothing for a
 // first attempt with announcing off).
 func (ic *interceptor) announce(actx context.Context, n int, willRetry bool) context.Context {
-	if !willRetry && !ic.o.noAnnounce {
-		in, _ := retry.InboundOf(actx)
-		willRetry = in.Retries
-	}
 	switch {
 	case ic.o.noAnnounce && n <= 1:
 		return actx

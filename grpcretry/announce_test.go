@@ -54,8 +54,12 @@ func TestAnnounce(t *testing.T) {
 			[]outcome{unavailable}, []string{"1/1/-"}},
 		{"inbound caller retries, rule ignored", retry.Policy{MaxAttempts: 2, Nested: retry.NestedIgnore}, nil, &retry.Inbound{Attempt: 1, Retries: true},
 			[]outcome{unavailable}, []string{"1/1/-", "2/1/1"}},
-		{"inbound caller does not retry", retry.Policy{MaxAttempts: 2}, nil, &retry.Inbound{Attempt: 2, Retries: false},
+		{"inbound caller does not retry", retry.Policy{MaxAttempts: 2}, nil, &retry.Inbound{Attempt: 1, Retries: false},
 			[]outcome{unavailable}, []string{"1/1/-", "2/0/1"}},
+		// A caller on its last attempt has retried: it is the retrying
+		// layer, so this tier does not retry, and says retries happen above.
+		{"inbound caller's last attempt", retry.Policy{MaxAttempts: 2}, nil, &retry.Inbound{Attempt: 2, Retries: false},
+			[]outcome{unavailable}, []string{"1/1/-"}},
 	}
 	for _, method := range []string{"unary", "server stream"} {
 		for _, c := range cases {

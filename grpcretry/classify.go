@@ -86,13 +86,25 @@ func (b *pushbackBackoff) push() { b.pushed = true }
 func (b *pushbackBackoff) clear() { b.pushed = false }
 
 // Delay implements backoff.Strategy.
-func (b *pushbackBackoff) Delay(n int, _ time.Duration) time.Duration {
+func (b *pushbackBackoff) Delay(n int, prev time.Duration) time.Duration {
+	return b.DelayAfter(n, prev, nil)
+}
+
+// DelayAfter implements retry.ErrorBackoff, so that a Policy.Backoff whose
+// wait depends on the failure (budget.AWSRules) still hears it through
+// the pushback wrapper.
+func (b *pushbackBackoff) DelayAfter(n int, _ time.Duration, err error) time.Duration {
 	if b.pushed {
 		b.pushed = false
 		b.offset, b.prev = n, 0
 		return 0
 	}
-	d := b.base.Delay(n-b.offset, b.prev)
+	var d time.Duration
+	if eb, ok := b.base.(retry.ErrorBackoff); ok {
+		d = eb.DelayAfter(n-b.offset, b.prev, err)
+	} else {
+		d = b.base.Delay(n-b.offset, b.prev)
+	}
 	b.prev = d
 	return d
 }

@@ -65,8 +65,8 @@
 //
 // Every attempt carries, in its request metadata, its number
 // (stormguard-attempt, AttemptKey) and whether the call may be retried if
-// it fails (stormguard-will-retry, WillRetryKey: by this client, as
-// retry.Call.WillRetry says, or by a caller above that retries), and every
+// it fails (stormguard-will-retry, WillRetryKey: retry.Call.WillRetry, by
+// this client or by a caller above that retries), and every
 // attempt after the first the standard grpc-previous-rpc-attempts (the
 // number of attempts before it), with the values grpc-go's own retries
 // send. WithAnnounce(false) keeps only the standard one, for third
@@ -85,10 +85,11 @@
 // deadline — cap it (WithMaxInboundAttempt, WithMaxInboundDeadline) and
 // put it on the handler's context as a retry.Inbound. The client
 // interceptors of the calls the handler makes then obey their Policy's
-// layer rule (retry.Policy.Nested): by default a call whose caller retries
-// makes one attempt, and still announces that the call will be retried
-// (above), so at any time one layer retries — 10 attempts at the bottom of
-// those three tiers instead of 64 (TestLayerRuleTiers).
+// layer rule (retry.Policy.Nested): by default a call whose caller retries,
+// or has retried, makes one attempt, and still announces that the call
+// will be retried (above), so only the outermost layer retries — 4
+// attempts at the bottom of those three tiers instead of 64
+// (TestLayerRuleTiers).
 //
 // A server sheds load with the overload marker: a handler returns
 // Overloaded(msg), or any error that wraps retry.ErrOverloaded — a

@@ -99,17 +99,16 @@ func counts(tiers [3]*tierServer) string {
 // sequential and the attempts' announcements are deterministic.
 //
 //   - naive (NestedIgnore everywhere): 4 × 4 × 4 = 64 at the bottom;
-//   - the default rule (NestedOneLayer): a tier whose caller will retry
-//     makes one attempt, so only the caller's last attempt (will-retry 0)
-//     is retried below: 4 at the front, 3 + 4 = 7 in the middle, 6 + 4 = 10
-//     at the bottom;
-//   - NestedBudget without a budget: the same as one layer; with a small
-//     one, a few more;
+//   - the default rule (NestedOneLayer): a tier whose caller retries, or
+//     has retried (attempt > 1: it is the retrying layer, on its last
+//     attempt too), makes one attempt and announces that retries happen
+//     above, so only the outermost caller retries: 4 at every tier;
+//   - NestedBudget without a budget: the same as one layer; with one
+//     retry per inner tier, the first call spends both: 4, 5, 6;
 //   - a plain outermost caller (one attempt, nothing announced): the front
-//     retries, the middle does not until the front's last attempt: 1, 4, 7;
-//   - the front's client not announcing (WithAnnounce(false)): the
-//     middle learns only from grpc-previous-rpc-attempts that retries are
-//     retries, and retries every first attempt: 4, 7, 19.
+//     is the outermost retrying layer: 1, 4, 4;
+//   - the front's client not announcing (WithAnnounce(false)): its first
+//     attempts carry nothing, so the middle retries each of them: 4, 4, 16.
 func TestLayerRuleTiers(t *testing.T) {
 	policy := func(rule retry.NestedRule) *retry.Policy {
 		return &retry.Policy{MaxAttempts: 4, Backoff: noWait, Nested: rule}
@@ -129,21 +128,21 @@ func TestLayerRuleTiers(t *testing.T) {
 			return [3]tierClient{{policy: policy(retry.NestedIgnore)}, {policy: policy(retry.NestedIgnore)}, {policy: policy(retry.NestedIgnore)}}
 		}, "front 4, middle 16, bottom 64"},
 		{"one layer (the default)", func() [3]tierClient { return [3]tierClient{oneLayer, oneLayer, oneLayer} },
-			"front 4, middle 7, bottom 10"},
+			"front 4, middle 4, bottom 4"},
 		{"NestedBudget without a budget", func() [3]tierClient {
 			return [3]tierClient{oneLayer, {policy: policy(retry.NestedBudget)}, {policy: policy(retry.NestedBudget)}}
-		}, "front 4, middle 7, bottom 10"},
+		}, "front 4, middle 4, bottom 4"},
 		// Each inner tier may retry once in all under the rule: the middle
 		// spends its retry on the first call (2 at the bottom), the front
-		// its own on the same call (1 more); the outer's last attempt is
-		// retried below as with one layer.
+		// its own on the same call (1 more); later calls make one attempt
+		// per tier.
 		{"NestedBudget of one retry per tier", func() [3]tierClient { return [3]tierClient{oneLayer, nestedBudget(1), nestedBudget(1)} },
-			"front 4, middle 8, bottom 12"},
+			"front 4, middle 5, bottom 6"},
 		{"plain outermost caller", func() [3]tierClient { return [3]tierClient{{}, oneLayer, oneLayer} },
-			"front 1, middle 4, bottom 7"},
+			"front 1, middle 4, bottom 4"},
 		{"front's client does not announce", func() [3]tierClient {
 			return [3]tierClient{oneLayer, {policy: policy(retry.NestedOneLayer), opts: []Option{WithAnnounce(false)}}, oneLayer}
-		}, "front 4, middle 7, bottom 19"},
+		}, "front 4, middle 4, bottom 16"},
 	}
 	for _, method := range []string{"unary", "server stream"} {
 		for _, c := range cases {

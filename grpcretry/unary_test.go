@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -413,6 +414,40 @@ func TestPolicyClassify(t *testing.T) {
 			_, _ = client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 			if attempts, _, _, _ := srv.stats(); attempts != c.attempts {
 				t.Fatalf("%d attempts, want %d", attempts, c.attempts)
+			}
+		})
+	}
+}
+
+// errorBackoff is a retry.ErrorBackoff that records the failures it hears.
+type errorBackoff struct {
+	mu    sync.Mutex
+	heard []codes.Code
+}
+
+func (b *errorBackoff) Delay(int, time.Duration) time.Duration { return 0 }
+
+func (b *errorBackoff) DelayAfter(_ int, _ time.Duration, err error) time.Duration {
+	b.mu.Lock()
+	b.heard = append(b.heard, status.Code(err))
+	b.mu.Unlock()
+	return 0
+}
+
+// TestErrorBackoffHearsAttempts: a Policy.Backoff that implements
+// retry.ErrorBackoff (budget.AWSRules) hears each failed attempt's error
+// through the interceptors' pushback wrapper, for unary calls and streams.
+func TestErrorBackoffHearsAttempts(t *testing.T) {
+	for _, method := range []string{"unary", "server stream"} {
+		t.Run(method, func(t *testing.T) {
+			srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Aborted})
+			bo := &errorBackoff{}
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: bo})
+			if err := callMethod(context.Background(), client, method); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(bo.heard); got != "[Unavailable Aborted]" {
+				t.Fatalf("the backoff heard %s, want [Unavailable Aborted]", got)
 			}
 		})
 	}
