@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/layer"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,14 +17,14 @@ import (
 )
 
 // Bounds on what a caller may claim, used by the server interceptors unless
-// a ServerOption sets others: an attempt number above DefaultMaxInboundAttempt
-// reads as DefaultMaxInboundAttempt, and a deadline further than
-// DefaultMaxInboundDeadline away reads as DefaultMaxInboundDeadline from
-// now (and bounds the handler's context there). They are the bounds of the
-// HTTP middleware.
+// a ServerOption sets others: an attempt number above
+// DefaultMaxInboundAttempt (10) reads as DefaultMaxInboundAttempt, and a
+// deadline further than DefaultMaxInboundDeadline (5 minutes) away reads as
+// DefaultMaxInboundDeadline from now (and bounds the handler's context
+// there). They are the bounds of the HTTP middleware (layer.Middleware).
 const (
-	DefaultMaxInboundAttempt  = 10
-	DefaultMaxInboundDeadline = 5 * time.Minute
+	DefaultMaxInboundAttempt  = layer.DefaultMaxAttempt
+	DefaultMaxInboundDeadline = layer.DefaultMaxDeadline
 )
 
 // ErrInboundDeadline is the cause (context.Cause) of a handler's context
