@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,4 +111,56 @@ func TestDownstreamFaultAttemptDeadline(t *testing.T) {
 			t.Fatalf("err %v, breaker results %v: want one result that is no fault", err, br.results)
 		}
 	})
+}
+
+// testLimiter is a retry.Limiter that admits the first admit attempts and
+// records the result of each admitted one.
+type testLimiter struct {
+	mu      sync.Mutex
+	admit   int
+	results []codes.Code
+}
+
+var errTestThrottled = errors.New("test limiter: throttled")
+
+func (l *testLimiter) Acquire(context.Context, bool) (func(error), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.admit <= 0 {
+		return nil, errTestThrottled
+	}
+	l.admit--
+	return func(err error) {
+		l.mu.Lock()
+		l.results = append(l.results, status.Code(err))
+		l.mu.Unlock()
+	}, nil
+}
+
+// TestLimiterThroughInterceptor (seam S5): the Policy's Limiter admits each
+// attempt of a unary call or stream before it is sent, hears each admitted
+// attempt's result once, and a refusal ends the call with ReasonThrottled
+// and the limiter's error, as Unavailable, without reaching the server.
+func TestLimiterThroughInterceptor(t *testing.T) {
+	for _, method := range []string{"unary", "server stream"} {
+		t.Run(method, func(t *testing.T) {
+			srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
+			lim := &testLimiter{admit: 2}
+			rec := newRecorder()
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Limiter: lim, Observer: rec})
+			err := callMethod(context.Background(), client, method)
+			if !errors.Is(err, errTestThrottled) || status.Code(err) != codes.Unavailable {
+				t.Fatalf("err = %v, want the limiter's error as Unavailable", err)
+			}
+			if attempts, _, _, _ := srv.stats(); attempts != 2 {
+				t.Fatalf("the server saw %d attempts, want 2 (the third refused)", attempts)
+			}
+			if got := fmt.Sprint(lim.results); got != "[Unavailable Unavailable]" {
+				t.Fatalf("the limiter heard %s", got)
+			}
+			if c := rec.lastCall(t); c.Reason != retry.ReasonThrottled {
+				t.Fatalf("reason %v, want throttled", c.Reason)
+			}
+		})
+	}
 }
