@@ -43,7 +43,7 @@ func benchServe(b *testing.B) (plain, retrying testpb.TestServiceClient) {
 	srv.started = make(chan int, 1024)
 	drain(b, srv)
 	addr := serve(b, srv)
-	return dial(b, addr), dialRetry(b, addr, benchPolicy(), Options{})
+	return dial(b, addr), dialRetry(b, addr, benchPolicy())
 }
 
 // benchBoth runs call in a loop as two sub-benchmarks, without and with
@@ -171,14 +171,23 @@ func BenchmarkClientStream(b *testing.B) {
 
 // BenchmarkUnaryInterceptorOnly measures the interceptor around an invoker
 // that succeeds at once: its own cost per call, without the network.
+// "announce" is the default; "quiet" sends no stormguard metadata
+// (WithAnnounce(false)), which is the cost of the loop alone.
 func BenchmarkUnaryInterceptorOnly(b *testing.B) {
-	ic := UnaryClientInterceptor(benchPolicy())
-	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := ic(ctx, unaryMethod, nil, nil, nil, invoker); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"announce", nil}, {"quiet", []Option{WithAnnounce(false)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			ic := UnaryClientInterceptor(benchPolicy(), c.opts...)
+			invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ic(ctx, unaryMethod, nil, nil, nil, invoker); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -26,9 +26,15 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	timedOut := ctx.Err() == nil && actx.Err() != nil
 	ae := newAttemptError(r.err, timedOut)
 	ae.NotSent, ae.Committed = r.notSent, r.committed
-	ae.Pushback, ae.HasPushback = ParsePushback(r.trailer[PushbackKey])
+	ae.Pushback, ae.HasPushback, ae.Overloaded = parsePushback(r.trailer[PushbackKey])
 	if ctx.Err() != nil {
 		return ae // the caller gave up; the loop stops on its own
+	}
+	if ae.Overloaded {
+		// The overload marker: no retry here, and none above — the call's
+		// error wraps retry.ErrOverloaded, which a server interceptor
+		// passes up as the marker again.
+		return retry.Overloaded(ae)
 	}
 	if r.committed || (!r.idempotent && !r.notSent) {
 		return retry.Permanent(ae)
@@ -36,10 +42,10 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	if ae.HasPushback && ae.Pushback < 0 {
 		return retry.Permanent(ae)
 	}
-	if !timedOut && !ic.codeRetryable(ae.Code(), ae.HasPushback, ownDeadline(ctx, actx)) {
+	if !timedOut && !ic.codeRetryable(ae, bo.classify, ae.HasPushback, ownDeadline(ctx, actx)) {
 		return retry.Permanent(ae)
 	}
-	if ae.HasPushback && ic.p.MaxRetryAfter >= 0 { // negative: delays ignored
+	if ae.HasPushback && !bo.ignoreAdvice { // a negative MaxRetryAfter ignores delays
 		bo.push()
 		return retry.After(ae, ae.Pushback)
 	}
@@ -65,10 +71,12 @@ func ownDeadline(ctx, actx context.Context) bool {
 // and no wait at all for a pushback of 0 — and the schedule then restarts
 // from its first step, as gRFC A6 says. It is used by one call at a time.
 type pushbackBackoff struct {
-	base   backoff.Strategy
-	pushed bool          // the last attempt carried a pushback
-	offset int           // retries made up to the last pushback
-	prev   time.Duration // the last delay base returned
+	base         backoff.Strategy
+	ignoreAdvice bool             // the call's Policy.MaxRetryAfter is negative
+	classify     func(error) bool // the call's Policy.Classify, with WithPolicyClassify
+	pushed       bool             // the last attempt carried a pushback
+	offset       int              // retries made up to the last pushback
+	prev         time.Duration    // the last delay base returned
 }
 
 // push makes the next wait the server's.
@@ -78,13 +86,25 @@ func (b *pushbackBackoff) push() { b.pushed = true }
 func (b *pushbackBackoff) clear() { b.pushed = false }
 
 // Delay implements backoff.Strategy.
-func (b *pushbackBackoff) Delay(n int, _ time.Duration) time.Duration {
+func (b *pushbackBackoff) Delay(n int, prev time.Duration) time.Duration {
+	return b.DelayAfter(n, prev, nil)
+}
+
+// DelayAfter implements retry.ErrorBackoff, so that a Policy.Backoff whose
+// wait depends on the failure (budget.AWSRules) still hears it through
+// the pushback wrapper.
+func (b *pushbackBackoff) DelayAfter(n int, _ time.Duration, err error) time.Duration {
 	if b.pushed {
 		b.pushed = false
 		b.offset, b.prev = n, 0
 		return 0
 	}
-	d := b.base.Delay(n-b.offset, b.prev)
+	var d time.Duration
+	if eb, ok := b.base.(retry.ErrorBackoff); ok {
+		d = eb.DelayAfter(n-b.offset, b.prev, err)
+	} else {
+		d = b.base.Delay(n-b.offset, b.prev)
+	}
 	b.prev = d
 	return d
 }

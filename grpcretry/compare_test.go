@@ -30,10 +30,10 @@ const grpcRetryConfig = `{"methodConfig": [{
 
 // interceptorLikeConfig is the same policy as the interceptor's: the
 // migration of grpcRetryConfig the README describes.
-func interceptorLikeConfig() (*retry.Policy, Options) {
-	return &retry.Policy{MaxAttempts: 4, Backoff: noWait}, Options{
-		IdempotentServices: []string{testService},
-		Retryable:          func(c codes.Code) bool { return c == codes.Unavailable || c == codes.ResourceExhausted },
+func interceptorLikeConfig() (*retry.Policy, []Option) {
+	return &retry.Policy{MaxAttempts: 4, Backoff: noWait}, []Option{
+		WithIdempotentServices(testService),
+		WithRetryable(func(c codes.Code) bool { return c == codes.Unavailable || c == codes.ResourceExhausted }),
 	}
 }
 
@@ -80,7 +80,7 @@ func TestAgainstGRPCRetry(t *testing.T) {
 				srv := newServer()
 				addr := serve(t, srv)
 				p, o := interceptorLikeConfig()
-				ours := dialRetryAsIs(t, addr, p, o)
+				ours := dialRetryAsIs(t, addr, p, o...)
 				theirs := dialGRPCRetry(t, addr)
 				got := map[string]string{}
 				for name, client := range map[string]testpb.TestServiceClient{"interceptor": ours, "grpc-go": theirs} {
@@ -134,4 +134,76 @@ func callOnce(t *testing.T, client testpb.TestServiceClient, method string, dead
 		}
 	}
 	return status.Code(err)
+}
+
+// TestAnnounceAgainstGRPCRetry (issue 20) compares, on one real server with
+// the server interceptors, what the interceptor and grpc-go's own retry
+// (the service config of TestAgainstGRPCRetry) tell the server where the
+// two overlap: grpc-previous-rpc-attempts is absent on the first attempt
+// and counts the earlier attempts on every retry, identically; the server
+// interceptor reads the same attempt numbers from both (grpc-go's first
+// attempt carries nothing, and its retries are taken to come from a client
+// that retries); only the interceptor says, on its last attempt, that it
+// will not retry.
+func TestAnnounceAgainstGRPCRetry(t *testing.T) {
+	unavailable := outcome{code: codes.Unavailable}
+	inbound := func(seen []inboundSeen) []string {
+		out := make([]string, len(seen))
+		for i, s := range seen {
+			out[i] = "none"
+			if s.ok {
+				out[i] = fmt.Sprint(s.in.Attempt, " ", s.in.Retries)
+			}
+		}
+		return out
+	}
+	for _, method := range []string{"unary", "server stream"} {
+		t.Run(method, func(t *testing.T) {
+			srv := newServer()
+			addr := serveWith(t, serverInterceptors(), srv)
+			p, o := interceptorLikeConfig()
+			got := map[string]string{}
+			for name, client := range map[string]testpb.TestServiceClient{"interceptor": dialRetryAsIs(t, addr, p, o...), "grpc-go": dialGRPCRetry(t, addr)} {
+				srv.reset(unavailable, unavailable, unavailable) // then OK: 4 attempts
+				if code := callOnce(t, client, method, 0); code != codes.OK {
+					t.Fatalf("%s: %v", name, code)
+				}
+				_, prev, _, _ := srv.stats()
+				got[name+" previous"] = fmt.Sprintf("%q", prev)
+				got[name+" inbound"] = fmt.Sprint(inbound(srv.inbounds()))
+			}
+			want := map[string]string{
+				"interceptor previous": `["" "1" "2" "3"]`,
+				"grpc-go previous":     `["" "1" "2" "3"]`,
+				"interceptor inbound":  "[1 true 2 true 3 true 4 false]",
+				"grpc-go inbound":      "[none 2 true 3 true 4 true]",
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("got %v\nwant %v", got, want)
+			}
+		})
+	}
+}
+
+// TestOverloadedAgainstGRPCRetry: the server interceptor's answer to
+// Overloaded (UNAVAILABLE with grpc-retry-pushback-ms: -1) stops grpc-go's
+// own retry as it stops the interceptor's: one attempt, UNAVAILABLE, though
+// both would retry a plain UNAVAILABLE.
+func TestOverloadedAgainstGRPCRetry(t *testing.T) {
+	for _, method := range []string{"unary", "server stream"} {
+		t.Run(method, func(t *testing.T) {
+			srv := &overloadServer{err: func() error { return Overloaded("shedding") }, attempts: make(chan struct{}, 8)}
+			addr := serveWith(t, serverInterceptors(), srv)
+			p, o := interceptorLikeConfig()
+			for name, client := range map[string]testpb.TestServiceClient{"interceptor": dialRetryAsIs(t, addr, p, o...), "grpc-go": dialGRPCRetry(t, addr)} {
+				err := callMethod(context.Background(), client, method)
+				if n := len(srv.attempts); status.Code(err) != codes.Unavailable || n != 1 {
+					t.Fatalf("%s: %d attempts, %v; want 1 attempt, Unavailable", name, n, err)
+				}
+				for len(srv.attempts) > 0 {
+					<-srv.attempts
+				}
+			}
+		})
+	}
 }

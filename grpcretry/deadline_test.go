@@ -34,7 +34,7 @@ func TestAttemptDeadlineReachesServer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newServer(outcome{code: codes.Unavailable})
 			p := &retry.Policy{MaxAttempts: 2, Backoff: noWait, AttemptTimeout: 5 * time.Second}
-			client := dialRetry(t, serve(t, srv), p, Options{})
+			client := dialRetry(t, serve(t, srv), p)
 			ctx := context.Background()
 			if c.caller > 0 {
 				var cancel context.CancelFunc
@@ -69,7 +69,7 @@ func TestAttemptDeadlineReachesServer(t *testing.T) {
 func TestCallerCancelReachesServer(t *testing.T) {
 	srv := newServer(outcome{block: true})
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Observer: rec}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Observer: rec})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-srv.started
@@ -123,7 +123,7 @@ func TestAttemptTimeoutRetried(t *testing.T) {
 			f := clocktest.NewFake()
 			rec := newRecorder()
 			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: time.Second, Clock: f, Observer: rec}
-			client := dialRetry(t, serve(t, srv), p, Options{})
+			client := dialRetry(t, serve(t, srv), p)
 			errc := make(chan error, 1)
 			go func() { errc <- c.call(client) }()
 			<-srv.started
@@ -160,7 +160,7 @@ func TestServerDeadlineExceeded(t *testing.T) {
 	}{{0, 1}, {time.Hour, 2}} {
 		srv := newServer(outcome{code: codes.DeadlineExceeded})
 		p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: c.timeout}
-		client := dialRetry(t, serve(t, srv), p, Options{})
+		client := dialRetry(t, serve(t, srv), p)
 		_, _ = client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if attempts, _, _, _ := srv.stats(); attempts != c.want {
 			t.Fatalf("AttemptTimeout %v: %d attempts, want %d", c.timeout, attempts, c.want)
@@ -175,7 +175,7 @@ func TestCallerDeadlineNotRetried(t *testing.T) {
 	f := clocktest.NewFake()
 	rec := newRecorder()
 	p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, Clock: f, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{})
+	client := dialRetry(t, serve(t, srv), p)
 	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Second, nil)
 	defer cancel()
 	errc := make(chan error, 1)

@@ -4,23 +4,46 @@
 // pushback, and an Observer that sees every attempt.
 //
 //	p := &retry.Policy{Operation: "inventory", MaxAttempts: 4, AttemptTimeout: time.Second, Budget: b, Breaker: br}
-//	o := grpcretry.Options{IdempotentServices: []string{"shop.Inventory"}} // or idempotency_level in the proto
+//	idem := grpcretry.WithIdempotentServices("shop.Inventory") // or idempotency_level in the proto
 //	conn, err := grpc.NewClient(target,
 //		grpc.WithDisableRetry(), // this package retries; grpc-go must not as well
-//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, o)),
-//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p, o)),
+//		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, idem)),
+//		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(p, idem)),
 //	)
+//
+// The interceptors take functional Options (WithIdempotentMethods,
+// WithRetryable, WithMaxReplayBytes, …), as grpc-go's constructors do; any
+// number may be given. One call can change its attempts or its whole
+// Policy with a CallOption among its grpc.CallOptions:
+//
+//	item, err := inventory.Get(ctx, req, grpcretry.WithMaxAttempts(1)) // never retried
+//	item, err = inventory.Get(ctx, req, grpcretry.WithPolicy(batchPolicy))
+//
+// # Policies that change
+//
+// The interceptors take a retry.PolicySource: a *retry.Policy, which never
+// changes, or a *config.Handle, which follows a hot-reloaded policy file.
+// They ask it once per call, when the call starts (one atomic load for a
+// Handle), so a reload reaches every setting of the next call on the same
+// connection — no new dial — and a call in flight keeps the Policy it
+// started with:
+//
+//	h := reg.Policy("inventory") // reg: a *config.Registry, loaded and watched
+//	grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(h, idem))
+//
+// The Options (idempotency, the code table) are fixed when the interceptor
+// is built.
 //
 // # What is retried
 //
 // By status code: Unavailable and Aborted; ResourceExhausted only when the
-// server sent a pushback allowing a retry (or Options.RetryResourceExhausted);
+// server sent a pushback allowing a retry (or WithRetryResourceExhausted);
 // DeadlineExceeded only when the attempt had a deadline of its own, earlier
 // than the caller's (Policy.AttemptTimeout) — never the caller's deadline.
 // Never: Canceled, InvalidArgument, NotFound, AlreadyExists,
 // PermissionDenied, Unauthenticated, FailedPrecondition, OutOfRange,
 // Unimplemented, Unknown, DataLoss, and Internal unless
-// Options.RetryInternal. Options.Retryable replaces the table. The caller's
+// WithRetryInternal. WithRetryable replaces the table. The caller's
 // own cancellation or deadline ends the call at once, whatever the code.
 //
 // # Server pushback (gRFC A6)
@@ -31,26 +54,67 @@
 // retry.After, which caps it by Policy.MaxRetryAfter and jitters it a
 // little, as it does any server advice; the backoff schedule then restarts
 // from its first step. A negative, malformed or repeated value means "do
-// not retry": the call ends with that attempt's error. A negative
+// not retry": the call ends with that attempt's error. A negative integer
+// (-1, as PushbackTrailer(-1) and Overloaded send it) is moreover the
+// overload marker: the attempt is marked retry.Overloaded, the call ends
+// with retry.ReasonOverloaded and its error wraps retry.ErrOverloaded, so
+// no layer retries it (see "Retry at one layer"). A negative
 // Policy.MaxRetryAfter ignores the delays but still obeys "do not retry".
 //
 // # Attempts and deadlines
 //
-// Every attempt after the first carries the header grpc-previous-rpc-attempts
-// (the number of attempts before it). Each attempt runs with a context
-// bounded by Policy.AttemptTimeout and the caller's deadline, so the server
-// sees the earlier of the two as its grpc-timeout; the caller's deadline
-// also stops retries whose wait cannot fit before it.
+// Every attempt carries, in its request metadata, its number
+// (stormguard-attempt, AttemptKey) and whether the call may be retried if
+// it fails (stormguard-will-retry, WillRetryKey: retry.Call.WillRetry, by
+// this client or by a caller above that retries), and every
+// attempt after the first the standard grpc-previous-rpc-attempts (the
+// number of attempts before it), with the values grpc-go's own retries
+// send. WithAnnounce(false) keeps only the standard one, for third
+// parties. Each attempt runs with a context bounded by
+// Policy.AttemptTimeout and the caller's deadline, so the server sees the
+// earlier of the two as its grpc-timeout; the caller's deadline also stops
+// retries whose wait cannot fit before it.
+//
+// # Retry at one layer
+//
+// When every tier of a call chain retries, the bottom tier's load
+// multiplies: three tiers of 4 attempts make 64 attempts at the bottom. The
+// server interceptors (UnaryServerInterceptor, StreamServerInterceptor)
+// read what the caller announced — its attempt (stormguard-attempt, else
+// grpc-previous-rpc-attempts plus one), whether it retries, its native
+// deadline — cap it (WithMaxInboundAttempt, WithMaxInboundDeadline) and
+// put it on the handler's context as a retry.Inbound. The client
+// interceptors of the calls the handler makes then obey their Policy's
+// layer rule (retry.Policy.Nested): by default a call whose caller retries,
+// or has retried, makes one attempt, and still announces that the call
+// will be retried (above), so only the outermost layer retries — 4
+// attempts at the bottom of those three tiers instead of 64
+// (TestLayerRuleTiers).
+//
+// A server sheds load with the overload marker: a handler returns
+// Overloaded(msg), or any error that wraps retry.ErrOverloaded — a
+// downstream's marker, as the client interceptors report it — and the
+// server interceptor answers UNAVAILABLE with grpc-retry-pushback-ms: -1.
+// No client interceptor retries it, and a tier that meets it passes it up
+// the same way, so the whole chain stops (TestOverloadMarkerCrossesTiers).
+// grpc-go's own retries obey the marker too: it is gRFC A6's "do not
+// retry". WithMaxInFlight sheds the calls beyond a concurrency limit with
+// the same answer.
+//
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor()),
+//		grpc.ChainStreamInterceptor(grpcretry.StreamServerInterceptor()),
+//	)
 //
 // # Idempotency: unsafe methods are sent once
 //
 // A method is retried after its request may have reached a server only
 // when it is declared idempotent: by its proto idempotency_level
 // (NO_SIDE_EFFECTS or IDEMPOTENT, read from the registered descriptors,
-// Options.ProtoFiles), by name (Options.IdempotentMethods), by service
-// (Options.IdempotentServices: the explicit opt-in of owners who want every
+// WithProtoFiles), by name (WithIdempotentMethods), by service
+// (WithIdempotentServices: the explicit opt-in of owners who want every
 // method retried, as a service config's retryPolicy does), or by
-// Options.Idempotent; Options.NonIdempotent overrides them all. Any other
+// WithIdempotent's predicate; WithNonIdempotent overrides them all. Any other
 // method is attempted once, unless the failure proves that the request
 // never reached a server: for a unary call, the attempt was never given a
 // transport (no peer: the connection was refused or never ready, and the
@@ -76,7 +140,7 @@
 // # Streams
 //
 // A stream is retried while it is not committed: the interceptor keeps
-// every message the client sent (up to Options.MaxReplayBytes, 256 KiB by
+// every message the client sent (up to WithMaxReplayBytes, 256 KiB by
 // default, measured with proto.Size) and, when the stream fails with a
 // retryable status, opens a new one and sends them again, followed by
 // CloseSend if the client had closed. Response headers, a response
@@ -98,15 +162,16 @@
 // abandons). Policy.AttemptTimeout bounds every stream attempt, a
 // long-lived one too: give long streams a Policy of their own. When code
 // of the caller's panics inside an attempt — an inner interceptor or
-// stream, an Options callback — the attempt ends as failed for the
+// stream, an Option's callback — the attempt ends as failed for the
 // breaker (a half-open probe is released), the budget and the Observer
 // (retry.Call.Panic, ReasonPanic) before the panic goes on; the stream then
 // returns a retry.ErrPanicked error from every method.
 //
 // # Call options
 //
-// The caller's call options reach every attempt, except grpc.OnFinish:
-// its callbacks run once, when the call ends, with the call's error.
+// The caller's call options reach every attempt, except grpc.OnFinish —
+// its callbacks run once, when the call ends, with the call's error — and
+// this package's CallOptions, which the interceptors consume.
 // grpc.Header, grpc.Trailer and grpc.Peer describe the last attempt.
 //
 // # Errors and observation
@@ -120,7 +185,22 @@
 // Unavailable when the breaker refused before any attempt) and wraps the
 // *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
 // retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
-// Policy.Classify is not used: gRPC failures are classified by Options.
+// Policy.Classify is not used: gRPC failures are classified by the Options
+// — unless WithPolicyClassify, for a Policy whose Classify is written for
+// gRPC errors (config.Options.Classify from retry_on.grpc_codes, say), so
+// that the retried codes follow a policy reload.
+//
+// # Health: what a breaker counts
+//
+// Whether an attempt is retried and whether it speaks against the server's
+// health are separate questions. AttemptError implements
+// retry.FaultReporter, so a breaker with the default IsFailure
+// (retry.IsDownstreamFault) counts as failures Unavailable, Internal,
+// Unknown, DeadlineExceeded (an attempt that ran out of time),
+// ResourceExhausted and DataLoss — also when they are not retried, so a
+// breaker opens for a server that crashes with Internal — and as
+// successes every other code (the request was at fault) and the caller's
+// cancellation. IsFault gives the table.
 //
 // # grpc-go's own retries
 //

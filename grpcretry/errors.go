@@ -20,6 +20,10 @@ import (
 //	if errors.As(e.Err, &ae) { label = ae.Code().String() }
 //
 // The error a call returns wraps the last attempt's AttemptError too.
+//
+// An AttemptError is a retry.FaultReporter (see DownstreamFault): whether
+// it is retried and whether it counts against the server's health are
+// separate questions.
 type AttemptError struct {
 	// Status is the attempt's gRPC status; never nil, never OK. An attempt
 	// cut by the Policy's AttemptTimeout reports DeadlineExceeded.
@@ -28,6 +32,14 @@ type AttemptError struct {
 	// valid when HasPushback; negative when it asked not to retry.
 	Pushback    time.Duration
 	HasPushback bool
+	// Overloaded reports the overload marker: a pushback of a negative
+	// integer (grpc-retry-pushback-ms: -1, gRFC A6's "do not retry"), as
+	// Overloaded builds it. Such an attempt is marked retry.Overloaded, so
+	// that no layer retries the call: the call's error wraps
+	// retry.ErrOverloaded, and a server interceptor that meets it passes
+	// the marker up on its own response. (A malformed or repeated pushback
+	// also stops the call, but is no marker.)
+	Overloaded bool
 	// NotSent reports that the request provably never reached a server (no
 	// transport was assigned to a unary attempt of a method that is not
 	// idempotent, or the stream could not be created), so that even a method
@@ -53,6 +65,29 @@ func (e *AttemptError) Error() string { return e.Status.Err().Error() }
 
 // Unwrap returns the error the gRPC client returned for the attempt.
 func (e *AttemptError) Unwrap() error { return e.err }
+
+// DownstreamFault implements retry.FaultReporter: whether the attempt
+// speaks against the server's health, which a circuit breaker counts
+// (breaker.DefaultIsFailure asks retry.IsDownstreamFault), apart from
+// whether it is retried. Unavailable, Internal, Unknown, DeadlineExceeded
+// (an attempt that ran out of time: its own AttemptTimeout, the caller's
+// deadline while it was in flight, or the server's report), ResourceExhausted
+// and DataLoss are faults — Internal, Unknown and DataLoss although they
+// are not retried, so a breaker opens for a crashing server. Every other
+// code is not: the request was at fault (InvalidArgument, NotFound,
+// PermissionDenied, …) or the caller gave up (Canceled).
+func (e *AttemptError) DownstreamFault() bool { return IsFault(e.Code()) }
+
+// IsFault reports whether an attempt that ended with code speaks against
+// the server's health: the codes AttemptError.DownstreamFault counts.
+func IsFault(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded,
+		codes.ResourceExhausted, codes.DataLoss:
+		return true
+	}
+	return false
+}
 
 // newAttemptError builds the AttemptError of a failed attempt. timedOut
 // reports that the attempt's own deadline (AttemptTimeout) cut it.

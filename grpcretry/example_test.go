@@ -2,6 +2,7 @@ package grpcretry_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -43,15 +44,15 @@ func Example() {
 	// Only methods declared idempotent are retried once they may have
 	// reached the server: by proto idempotency_level (read by default), by
 	// name, or, as here, a whole service whose owners want it retried.
-	opts := grpcretry.Options{
-		IdempotentServices: []string{"grpc.testing.TestService"},
-		MaxReplayBytes:     64 << 10,
+	opts := []grpcretry.Option{
+		grpcretry.WithIdempotentServices("grpc.testing.TestService"),
+		grpcretry.WithMaxReplayBytes(64 << 10),
 	}
 	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableRetry(), // the interceptors retry; grpc-go must not as well
-		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy, opts)),
-		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, opts)),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy, opts...)),
+		grpc.WithChainStreamInterceptor(grpcretry.StreamClientInterceptor(policy, opts...)),
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -159,15 +160,133 @@ func ExampleParsePushback() {
 }
 
 func ExampleIdempotentByProto() {
-	// The interceptors read idempotency_level from Options.ProtoFiles
-	// already; IdempotentByProto asks a second registry (here the global
-	// one, for the example's sake).
-	opts := grpcretry.Options{
-		Idempotent:    grpcretry.IdempotentByProto(nil),
-		NonIdempotent: []string{"/shop.Orders/Place"}, // overrides every declaration
-	}
-	_ = grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3}, opts)
-	fmt.Println(opts.Idempotent("/grpc.testing.TestService/UnaryCall"))
+	// The interceptors read idempotency_level from WithProtoFiles's
+	// registry already; IdempotentByProto asks a second registry (here the
+	// global one, for the example's sake).
+	idempotent := grpcretry.IdempotentByProto(nil)
+	_ = grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3},
+		grpcretry.WithIdempotent(idempotent),
+		grpcretry.WithNonIdempotent("/shop.Orders/Place"), // overrides every declaration
+	)
+	fmt.Println(idempotent("/grpc.testing.TestService/UnaryCall"))
 	// Output:
 	// false
+}
+
+// ExampleWithMaxAttempts changes one call's attempts with a CallOption
+// among its grpc.CallOptions: under a Policy of 3 attempts, the call is
+// sent once, and the server's Unavailable (with a pushback of 0, "retry
+// now") is final.
+func ExampleWithMaxAttempts() {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, &flakyServer{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	policy := &retry.Policy{MaxAttempts: 3, Observer: codePrinter{}}
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(policy,
+			grpcretry.WithIdempotentServices("grpc.testing.TestService"))),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+
+	_, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.WithMaxAttempts(1))
+	fmt.Println("sent once:", status.Code(err))
+	// Output:
+	// attempt 1: Unavailable
+	// sent once: Unavailable
+}
+
+// inboundServer reports, for each call, what the caller said about it.
+type inboundServer struct {
+	testpb.UnimplementedTestServiceServer
+	shed bool // answer with the overload marker
+}
+
+func (s *inboundServer) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	in, ok := retry.InboundOf(ctx)
+	fmt.Printf("server: attempt %d, caller retries %v, deadline %v (facts: %v)\n", in.Attempt, in.Retries, !in.Deadline.IsZero(), ok)
+	if s.shed {
+		// in a handler: shed with the marker, which no caller retries
+		return nil, grpcretry.Overloaded("too many requests in flight")
+	}
+	return &testpb.SimpleResponse{}, nil
+}
+
+// ExampleUnaryServerInterceptor serves a call whose client announces its
+// attempts: the handler's context carries the caller's facts
+// (retry.InboundOf), so a retry.Do or a grpcretry client inside the
+// handler obeys its Policy's layer rule (retry.Policy.Nested) with no
+// plumbing of its own.
+func ExampleUnaryServerInterceptor() {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(grpcretry.StreamServerInterceptor()),
+	)
+	testpb.RegisterTestServiceServer(srv, &inboundServer{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3})),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := testpb.NewTestServiceClient(conn).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// server: attempt 1, caller retries true, deadline true (facts: true)
+}
+
+// ExampleOverloaded sheds a call with the overload marker: the server
+// interceptor answers UNAVAILABLE with grpc-retry-pushback-ms: -1, and the
+// client interceptor, though its Policy allows 3 attempts, makes one and
+// reports retry.ErrOverloaded — which a tier in the middle of a chain
+// passes up the same way.
+func ExampleOverloaded() {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor()))
+	testpb.RegisterTestServiceServer(srv, &inboundServer{shed: true})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+		grpc.WithChainUnaryInterceptor(grpcretry.UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3},
+			grpcretry.WithIdempotentServices("grpc.testing.TestService"))),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = testpb.NewTestServiceClient(conn).UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	fmt.Println("client:", status.Code(err), errors.Is(err, retry.ErrOverloaded))
+	// Output:
+	// server: attempt 1, caller retries true, deadline false (facts: true)
+	// client: Unavailable true
 }

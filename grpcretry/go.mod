@@ -4,9 +4,15 @@ go 1.26.0
 
 require (
 	github.com/stormguard/stormguard v0.0.0
+	github.com/stormguard/stormguard/config v0.0.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
 
 require (
@@ -17,3 +23,5 @@ require (
 )
 
 replace github.com/stormguard/stormguard => ..
+
+replace github.com/stormguard/stormguard/config => ../config

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,8 @@ type server struct {
 	prev     []string        // grpc-previous-rpc-attempts of each attempt ("" if absent)
 	left     []time.Duration // time to the deadline at the start of each attempt (-1: none)
 	received [][]string      // payload bodies the client sent, per attempt
+	incoming []metadata.MD   // each attempt's request metadata
+	inbound  []inboundSeen   // what retry.InboundOf found in each attempt's context
 	started  chan int        // attempt numbers, as handlers start (buffered)
 	canceled chan int        // attempt numbers whose blocking handler saw cancellation
 }
@@ -78,6 +81,9 @@ func (s *server) begin(ctx context.Context) (int, outcome) {
 	}
 	s.left = append(s.left, left)
 	s.received = append(s.received, nil)
+	s.incoming = append(s.incoming, md.Copy())
+	in, ok := retry.InboundOf(ctx)
+	s.inbound = append(s.inbound, inboundSeen{in, ok})
 	s.mu.Unlock()
 	s.started <- n
 	return n, o
@@ -143,6 +149,7 @@ func (s *server) reset(script ...outcome) {
 	defer s.mu.Unlock()
 	s.script, s.attempts = script, 0
 	s.prev, s.left, s.received = nil, nil, nil
+	s.incoming, s.inbound = nil, nil
 	for len(s.started) > 0 {
 		<-s.started
 	}
@@ -152,6 +159,36 @@ func (s *server) stats() (attempts int, prev []string, left []time.Duration, rec
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.attempts, append([]string(nil), s.prev...), append([]time.Duration(nil), s.left...), append([][]string(nil), s.received...)
+}
+
+// inboundSeen is what retry.InboundOf returned in a handler.
+type inboundSeen struct {
+	in retry.Inbound
+	ok bool
+}
+
+// announced returns, per attempt, the announcement the server received:
+// "attempt/will-retry/previous", with "-" for a key that was absent.
+func (s *server) announced() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.incoming))
+	for i, md := range s.incoming {
+		get := func(k string) string {
+			if v := md.Get(k); len(v) > 0 {
+				return strings.Join(v, ",")
+			}
+			return "-"
+		}
+		out[i] = get(AttemptKey) + "/" + get(WillRetryKey) + "/" + get(PreviousAttemptsKey)
+	}
+	return out
+}
+
+func (s *server) inbounds() []inboundSeen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]inboundSeen(nil), s.inbound...)
 }
 
 func (s *server) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
@@ -230,12 +267,20 @@ func (s *server) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) 
 // stops when the test ends.
 func serve(t testing.TB, s *server) string {
 	t.Helper()
+	return serveWith(t, nil, s)
+}
+
+// serveWith starts impl on a loopback port, with the server options opts
+// (interceptors, say), and returns its address; the server stops when the
+// test ends.
+func serveWith(t testing.TB, opts []grpc.ServerOption, impl testpb.TestServiceServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
-	testpb.RegisterTestServiceServer(gs, s)
+	gs := grpc.NewServer(opts...)
+	testpb.RegisterTestServiceServer(gs, impl)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -264,28 +309,32 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) testpb.TestService
 	return testpb.NewTestServiceClient(conn)
 }
 
-// testService is the interop service's name, as IdempotentServices takes it.
+// testService is the interop service's name, as WithIdempotentServices takes it.
 const testService = "grpc.testing.TestService"
 
 // dialRetry connects with both interceptors under p and o. Unless o
-// declares idempotency of its own (Idempotent, IdempotentMethods,
-// IdempotentServices), the whole test service is declared idempotent, as
+// declares idempotency of its own (WithIdempotent, WithIdempotentMethods,
+// WithIdempotentServices), the whole test service is declared idempotent, as
 // most tests are about what is retried when retrying is safe;
 // dialRetryAsIs does not add that.
-func dialRetry(t testing.TB, addr string, p *retry.Policy, o Options) testpb.TestServiceClient {
+func dialRetry(t testing.TB, addr string, p *retry.Policy, o ...Option) testpb.TestServiceClient {
 	t.Helper()
-	if o.Idempotent == nil && o.IdempotentMethods == nil && o.IdempotentServices == nil {
-		o.IdempotentServices = []string{testService}
+	var set options
+	for _, opt := range o {
+		opt.apply(&set)
 	}
-	return dialRetryAsIs(t, addr, p, o)
+	if set.idempotent == nil && set.idempotentMethods == nil && set.idempotentServices == nil {
+		o = append(o, WithIdempotentServices(testService))
+	}
+	return dialRetryAsIs(t, addr, p, o...)
 }
 
 // dialRetryAsIs connects with both interceptors under p and o, unchanged.
-func dialRetryAsIs(t testing.TB, addr string, p *retry.Policy, o Options) testpb.TestServiceClient {
+func dialRetryAsIs(t testing.TB, addr string, p *retry.Policy, o ...Option) testpb.TestServiceClient {
 	t.Helper()
 	return dial(t, addr,
-		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o)),
-		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, o)))
+		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o...)),
+		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, o...)))
 }
 
 // closedAddr returns a loopback address where nothing listens.

@@ -23,9 +23,9 @@ import (
 // TestNonIdempotentSentOnce: a failure from the server is final for a
 // method that is not idempotent, however retryable its code.
 func TestNonIdempotentSentOnce(t *testing.T) {
-	byName := Options{NonIdempotent: []string{unaryMethod, inputMethod}}
-	byPredicate := Options{Idempotent: func(m string) bool { return m != unaryMethod && m != inputMethod }}
-	for name, o := range map[string]Options{"by name": byName, "by predicate": byPredicate} {
+	byName := WithNonIdempotent(unaryMethod, inputMethod)
+	byPredicate := WithIdempotent(func(m string) bool { return m != unaryMethod && m != inputMethod })
+	for name, o := range map[string]Option{"by name": byName, "by predicate": byPredicate} {
 		t.Run(name, func(t *testing.T) {
 			srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
 			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, o)
@@ -51,13 +51,13 @@ func TestNonIdempotentSentOnce(t *testing.T) {
 // idempotent is tried again, and the Observer is told why.
 func TestNotSentRetried(t *testing.T) {
 	for _, idem := range []bool{true, false} {
-		o := Options{}
+		var o []Option
 		if !idem {
-			o.NonIdempotent = []string{unaryMethod, outputMethod}
+			o = append(o, WithNonIdempotent(unaryMethod, outputMethod))
 		}
 		rec := newRecorder()
 		p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec}
-		client := dialRetry(t, closedAddr(t), p, o)
+		client := dialRetry(t, closedAddr(t), p, o...)
 
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if status.Code(err) != codes.Unavailable || !errors.Is(err, retry.ErrAttemptsExhausted) {
@@ -150,28 +150,30 @@ func TestIdempotentByProto(t *testing.T) {
 	}
 }
 
-// TestUnsafeByDefault (issue 18 item 8): with the zero Options a method is
+// TestUnsafeByDefault (issue 18 item 8): with no Option a method is
 // sent once when its request may have reached the server, and retried
 // only once declared idempotent — by name, by service, by predicate —
 // unless NonIdempotent says otherwise.
 func TestUnsafeByDefault(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		o    Options
+		o    []Option
 		want int // attempts of each call
 	}{
-		{"zero Options", Options{}, 1},
-		{"IdempotentMethods", Options{IdempotentMethods: []string{unaryMethod, outputMethod, inputMethod}}, 2},
-		{"IdempotentServices", Options{IdempotentServices: []string{testService}}, 2},
-		{"IdempotentServices with slashes", Options{IdempotentServices: []string{"/" + testService + "/"}}, 2},
-		{"another service", Options{IdempotentServices: []string{"grpc.testing.Other"}}, 1},
-		{"Idempotent", Options{Idempotent: func(string) bool { return true }}, 2},
-		{"NonIdempotent overrides", Options{IdempotentServices: []string{testService}, Idempotent: func(string) bool { return true },
-			NonIdempotent: []string{unaryMethod, outputMethod, inputMethod}}, 1},
+		{"no Option", nil, 1},
+		{"WithIdempotentMethods", []Option{WithIdempotentMethods(unaryMethod, outputMethod, inputMethod)}, 2},
+		{"WithIdempotentMethods twice", []Option{WithIdempotentMethods(unaryMethod), WithIdempotentMethods(outputMethod, inputMethod)}, 2},
+		{"WithIdempotentServices", []Option{WithIdempotentServices(testService)}, 2},
+		{"WithIdempotentServices with slashes", []Option{WithIdempotentServices("/" + testService + "/")}, 2},
+		{"another service", []Option{WithIdempotentServices("grpc.testing.Other")}, 1},
+		{"WithIdempotent", []Option{WithIdempotent(func(string) bool { return true })}, 2},
+		{"WithIdempotent replaced", []Option{WithIdempotent(func(string) bool { return true }), WithIdempotent(nil)}, 1},
+		{"WithNonIdempotent overrides", []Option{WithIdempotentServices(testService), WithIdempotent(func(string) bool { return true }),
+			WithNonIdempotent(unaryMethod, outputMethod), WithNonIdempotent(inputMethod)}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newServer()
-			client := dialRetryAsIs(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, c.o)
+			client := dialRetryAsIs(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, c.o...)
 			check := func(what string, err error) {
 				t.Helper()
 				attempts, _, _, _ := srv.stats()
@@ -204,7 +206,7 @@ func TestUnsafeByDefault(t *testing.T) {
 	}
 	t.Run("nothing sent is retried", func(t *testing.T) {
 		rec := newRecorder()
-		client := dialRetryAsIs(t, closedAddr(t), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec}, Options{})
+		client := dialRetryAsIs(t, closedAddr(t), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec})
 		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); !errors.Is(err, retry.ErrAttemptsExhausted) {
 			t.Fatalf("unary: %v", err)
 		}
@@ -284,7 +286,7 @@ func TestIdempotencyLevelOnServer(t *testing.T) {
 			conn, err := grpc.NewClient("passthrough:///"+addr,
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithDisableRetry(),
-				grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{ProtoFiles: c.files})))
+				grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(&retry.Policy{MaxAttempts: 3, Backoff: noWait}, WithProtoFiles(c.files))))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -13,117 +12,172 @@ import (
 )
 
 // DefaultMaxReplayBytes is the replay buffer of a stream when
-// Options.MaxReplayBytes is zero: 256 KiB of client messages.
+// WithMaxReplayBytes is not given (or given 0): 256 KiB of client messages.
 const DefaultMaxReplayBytes = 256 << 10
 
-// Options tunes the interceptors. The zero value is the documented default
-// for every field; pass at most one Options to UnaryClientInterceptor or
-// StreamClientInterceptor.
+// An Option configures UnaryClientInterceptor and StreamClientInterceptor,
+// as grpc.DialOption configures a connection. Options apply in the order
+// given: those that take lists (WithIdempotentMethods,
+// WithIdempotentServices, WithNonIdempotent) add to what earlier ones
+// listed, the others replace an earlier value. No Option at all is the
+// documented default of every setting.
 //
 // A method is retried after its request may have reached a server only
-// when it is declared idempotent: listed in IdempotentMethods, part of a
-// service listed in IdempotentServices, declared NO_SIDE_EFFECTS or
-// IDEMPOTENT by its proto idempotency_level (read from ProtoFiles), or
-// accepted by Idempotent — and not listed in NonIdempotent, which
-// overrides all of them. Any other method is attempted once, and again
-// only when the failure proves that the request never reached a server
-// (see the package documentation). The zero Options therefore retries,
-// once they may have reached the server, only the methods whose protos
-// declare them safe to repeat.
-type Options struct {
-	// IdempotentMethods lists full method names ("/package.Service/Method")
-	// that may be sent more than once.
-	IdempotentMethods []string
+// when it is declared idempotent: listed by WithIdempotentMethods, part of
+// a service listed by WithIdempotentServices, declared NO_SIDE_EFFECTS or
+// IDEMPOTENT by its proto idempotency_level (read from WithProtoFiles's
+// registry), or accepted by WithIdempotent's predicate — and not listed by
+// WithNonIdempotent, which overrides all of them. Any other method is
+// attempted once, and again only when the failure proves that the request
+// never reached a server (see the package documentation). With no Option,
+// the interceptors therefore retry, once they may have reached the server,
+// only the methods whose protos declare them safe to repeat.
+type Option interface {
+	apply(*options)
+}
 
-	// IdempotentServices lists services ("package.Service", as in a service
-	// config's name entries) every method of which may be sent more than
-	// once: the explicit opt-in of owners who want everything retried, as
-	// a gRPC service config's retryPolicy does for the methods it names.
-	IdempotentServices []string
+type optionFunc func(*options)
 
-	// Idempotent, when set, is asked about methods that the lists and the
-	// protos do not declare idempotent; true makes the method idempotent.
-	// It is called on every call of such a method (its answers are not
-	// cached) and must be safe for concurrent use.
-	Idempotent func(fullMethod string) bool
+func (f optionFunc) apply(o *options) { f(o) }
 
-	// NonIdempotent lists full method names that are never sent twice,
-	// whatever the other fields and the protos say.
-	NonIdempotent []string
+// WithIdempotentMethods declares full method names
+// ("/package.Service/Method") that may be sent more than once.
+func WithIdempotentMethods(methods ...string) Option {
+	methods = append([]string(nil), methods...)
+	return optionFunc(func(o *options) { o.idempotentMethods = append(o.idempotentMethods, methods...) })
+}
 
-	// ProtoFiles is where methods' idempotency_level options are looked up
-	// (by the method's full name). nil: protoregistry.GlobalFiles, where
-	// generated code registers itself. Answers are cached per method.
-	ProtoFiles *protoregistry.Files
+// WithIdempotentServices declares services ("package.Service", as in a
+// service config's name entries) every method of which may be sent more
+// than once: the explicit opt-in of owners who want everything retried, as
+// a gRPC service config's retryPolicy does for the methods it names.
+func WithIdempotentServices(services ...string) Option {
+	services = append([]string(nil), services...)
+	return optionFunc(func(o *options) { o.idempotentServices = append(o.idempotentServices, services...) })
+}
 
-	// Retryable, when set, decides which status codes are retried and
-	// replaces the default table below, RetryInternal and
-	// RetryResourceExhausted. Whatever it says, the caller's own cancellation
-	// and deadline are never retried, an attempt cut by the Policy's
-	// AttemptTimeout always is (for an idempotent method), and a server's
-	// "do not retry" pushback is obeyed.
-	//
-	// The default table retries Unavailable and Aborted; ResourceExhausted
-	// only when the server sent a pushback that allows a retry;
-	// DeadlineExceeded only when the attempt had a deadline of its own,
-	// earlier than the caller's (Policy.AttemptTimeout). Every other code,
-	// Internal included, is final.
-	Retryable func(codes.Code) bool
+// WithIdempotent sets a predicate asked about methods that the lists and
+// the protos do not declare idempotent; true makes the method idempotent.
+// It is called on every call of such a method (its answers are not
+// cached) and must be safe for concurrent use. nil: none.
+func WithIdempotent(f func(fullMethod string) bool) Option {
+	return optionFunc(func(o *options) { o.idempotent = f })
+}
 
-	// RetryInternal also retries codes.Internal. Off by default: Internal
-	// usually reports a bug, which another attempt will meet again.
-	RetryInternal bool
+// WithNonIdempotent lists full method names that are never sent twice,
+// whatever the other options and the protos say.
+func WithNonIdempotent(methods ...string) Option {
+	methods = append([]string(nil), methods...)
+	return optionFunc(func(o *options) { o.nonIdempotent = append(o.nonIdempotent, methods...) })
+}
 
-	// RetryResourceExhausted retries codes.ResourceExhausted even without a
-	// server pushback. Off by default: a quota or a full queue rarely frees
-	// itself within a backoff, and the server that can say when sends
-	// grpc-retry-pushback-ms.
-	RetryResourceExhausted bool
+// WithProtoFiles sets where methods' idempotency_level options are looked
+// up (by the method's full name). nil, or no such Option:
+// protoregistry.GlobalFiles, where generated code registers itself.
+// Answers are cached per method.
+func WithProtoFiles(files *protoregistry.Files) Option {
+	return optionFunc(func(o *options) { o.protoFiles = files })
+}
 
-	// MaxReplayBytes bounds the client messages a stream keeps to replay on
-	// a new attempt, measured with proto.Size. A stream whose messages pass
-	// it is committed: it is no longer retried and the kept messages are
-	// released. 0: DefaultMaxReplayBytes. Negative: keep nothing, so a stream
-	// is retried only if it fails before its first message is sent.
-	MaxReplayBytes int
+// WithRetryable sets which status codes are retried, replacing the default
+// table below, WithRetryInternal and WithRetryResourceExhausted (nil: the
+// default table). Whatever it says, the caller's own cancellation and
+// deadline are never retried, an attempt cut by the Policy's
+// AttemptTimeout always is (for an idempotent method), and a server's "do
+// not retry" pushback is obeyed. It must be safe for concurrent use.
+//
+// The default table retries Unavailable and Aborted; ResourceExhausted
+// only when the server sent a pushback that allows a retry;
+// DeadlineExceeded only when the attempt had a deadline of its own,
+// earlier than the caller's (Policy.AttemptTimeout). Every other code,
+// Internal included, is final.
+func WithRetryable(f func(codes.Code) bool) Option {
+	return optionFunc(func(o *options) { o.retryable = f })
+}
+
+// WithPolicyClassify makes the call's Policy.Classify, when it has one,
+// decide which failed attempts are retried, in place of the default code
+// table (WithRetryable, when given, still comes first). Classify is asked
+// with the attempt's *AttemptError (status.Code finds its code) and must be
+// written for gRPC errors. The rules that WithRetryable cannot change hold
+// here too: the caller's cancellation and deadline, an attempt timeout, a
+// "do not retry" pushback, commit on headers and idempotency.
+//
+// Use it when the Policy comes from a source that changes — a
+// *config.Handle whose config.Options.Classify builds Classify from the
+// policy's retry_on.grpc_codes — so the retried codes follow a reload with
+// every other setting. Off by default, as a Policy shared with HTTP
+// clients has a Classify for HTTP errors.
+func WithPolicyClassify() Option {
+	return optionFunc(func(o *options) { o.policyClassify = true })
+}
+
+// WithRetryInternal(true) also retries codes.Internal. Off by default:
+// Internal usually reports a bug, which another attempt will meet again.
+func WithRetryInternal(on bool) Option {
+	return optionFunc(func(o *options) { o.retryInternal = on })
+}
+
+// WithRetryResourceExhausted(true) retries codes.ResourceExhausted even
+// without a server pushback. Off by default: a quota or a full queue rarely
+// frees itself within a backoff, and the server that can say when sends
+// grpc-retry-pushback-ms.
+func WithRetryResourceExhausted(on bool) Option {
+	return optionFunc(func(o *options) { o.retryResourceExhausted = on })
+}
+
+// WithMaxReplayBytes bounds the client messages a stream keeps to replay
+// on a new attempt, measured with proto.Size. A stream whose messages pass
+// it is committed: it is no longer retried and the kept messages are
+// released. 0: DefaultMaxReplayBytes. Negative: keep nothing, so a stream
+// is retried only if it fails before its first message is sent.
+func WithMaxReplayBytes(n int) Option {
+	return optionFunc(func(o *options) { o.maxReplayBytes = n })
+}
+
+// options holds what the Options set.
+type options struct {
+	idempotentMethods      []string
+	idempotentServices     []string
+	idempotent             func(fullMethod string) bool
+	nonIdempotent          []string
+	protoFiles             *protoregistry.Files
+	retryable              func(codes.Code) bool
+	retryInternal          bool
+	retryResourceExhausted bool
+	maxReplayBytes         int
+	noAnnounce             bool
+	policyClassify         bool
 }
 
 // interceptor is the shared, immutable state of one pair of interceptors
 // (and a cache that only grows).
 type interceptor struct {
-	p         *retry.Policy
-	o         Options
+	src       retry.PolicySource // nil: the zero Policy
+	o         options
 	nonIdem   map[string]struct{}
-	idemNames map[string]struct{} // IdempotentMethods, and "/service/" for IdempotentServices
+	idemNames map[string]struct{} // idempotent methods, and "/service/" for idempotent services
 	files     *protoregistry.Files
 	declared  sync.Map // full method name → bool: declared idempotent by the lists or the protos
-	base      backoff.Strategy
-	maxReplay int // Options.MaxReplayBytes, or its default
+	maxReplay int      // the replay limit, or its default
 }
 
 var zeroPolicy retry.Policy
 
-func newInterceptor(p *retry.Policy, opts []Options) *interceptor {
-	if len(opts) > 1 {
-		panic("grpcretry: more than one Options given")
+func newInterceptor(src retry.PolicySource, opts []Option) *interceptor {
+	ic := &interceptor{src: src}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&ic.o)
+		}
 	}
-	if p == nil {
-		p = &zeroPolicy
-	}
-	ic := &interceptor{p: p, base: p.Backoff}
-	if len(opts) == 1 {
-		ic.o = opts[0]
-	}
-	if ic.base == nil {
-		ic.base = retry.DefaultBackoff
-	}
-	ic.nonIdem = nameSet(ic.o.NonIdempotent, nil)
-	ic.idemNames = nameSet(ic.o.IdempotentMethods, ic.o.IdempotentServices)
-	ic.files = ic.o.ProtoFiles
+	ic.nonIdem = nameSet(ic.o.nonIdempotent, nil)
+	ic.idemNames = nameSet(ic.o.idempotentMethods, ic.o.idempotentServices)
+	ic.files = ic.o.protoFiles
 	if ic.files == nil {
 		ic.files = protoregistry.GlobalFiles
 	}
-	ic.maxReplay = ic.o.MaxReplayBytes
+	ic.maxReplay = ic.o.maxReplayBytes
 	if ic.maxReplay == 0 {
 		ic.maxReplay = DefaultMaxReplayBytes
 	}
@@ -154,7 +208,7 @@ func (ic *interceptor) idempotent(method string) bool {
 	if ic.isDeclared(method) {
 		return true
 	}
-	return ic.o.Idempotent != nil && ic.o.Idempotent(method)
+	return ic.o.idempotent != nil && ic.o.idempotent(method)
 }
 
 // isDeclared reports whether the lists or the protos declare method
@@ -178,32 +232,38 @@ func (ic *interceptor) isDeclared(method string) bool {
 	return v
 }
 
-// codeRetryable applies the code table. pushback reports a server pushback
-// that allows a retry; ownDeadline that the attempt had a deadline earlier
-// than the caller's.
-func (ic *interceptor) codeRetryable(c codes.Code, pushback, ownDeadline bool) bool {
-	if ic.o.Retryable != nil {
-		return ic.o.Retryable(c)
+// codeRetryable applies WithRetryable, the call's Policy.Classify (policy,
+// with WithPolicyClassify) or the code table to ae. pushback reports a
+// server pushback that allows a retry; ownDeadline that the attempt had a
+// deadline earlier than the caller's.
+func (ic *interceptor) codeRetryable(ae *AttemptError, policy func(error) bool, pushback, ownDeadline bool) bool {
+	c := ae.Code()
+	switch {
+	case ic.o.retryable != nil:
+		return ic.o.retryable(c)
+	case policy != nil:
+		return policy(ae)
 	}
 	switch c {
 	case codes.Unavailable, codes.Aborted:
 		return true
 	case codes.ResourceExhausted:
-		return pushback || ic.o.RetryResourceExhausted
+		return pushback || ic.o.retryResourceExhausted
 	case codes.DeadlineExceeded:
 		return ownDeadline
 	case codes.Internal:
-		return ic.o.RetryInternal
+		return ic.o.retryInternal
 	}
 	return false
 }
 
-// IdempotentByProto returns an Options.Idempotent predicate that reads each
-// method's idempotency_level option from the proto descriptors registered in
-// files (nil: protoregistry.GlobalFiles, where generated code registers
-// itself). The interceptors read Options.ProtoFiles this way already; the
-// predicate serves a second registry, or code of its own. A method declared NO_SIDE_EFFECTS or IDEMPOTENT is idempotent;
-// one declared otherwise, or not found, is not:
+// IdempotentByProto returns a WithIdempotent predicate that reads each
+// method's idempotency_level option from the proto descriptors registered
+// in files (nil: protoregistry.GlobalFiles, where generated code registers
+// itself). The interceptors read WithProtoFiles's registry this way
+// already; the predicate serves a second registry, or code of its own. A
+// method declared NO_SIDE_EFFECTS or IDEMPOTENT is idempotent; one
+// declared otherwise, or not found, is not:
 //
 //	rpc Get(GetRequest) returns (Item) { option idempotency_level = NO_SIDE_EFFECTS; }
 //

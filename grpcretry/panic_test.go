@@ -51,13 +51,13 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		inner  string // "streamer" or "recv": where the inner interceptor panics
-		o      Options
+		o      []Option
 		script []outcome
 	}{
 		{name: "inner streamer", inner: "streamer"},
 		{name: "inner RecvMsg", inner: "recv"},
 		{name: "inner Header", inner: "header"},
-		{name: "Retryable", o: Options{Retryable: func(codes.Code) bool { panic("classifier") }}, script: []outcome{{code: codes.Unavailable}}},
+		{name: "Retryable", o: []Option{WithRetryable(func(codes.Code) bool { panic("classifier") })}, script: []outcome{{code: codes.Unavailable}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newServer(c.script...)
@@ -65,7 +65,7 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 			br := halfOpen(t, f)
 			rec := newRecorder()
 			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec, Clock: f}
-			c.o.IdempotentServices = []string{testService}
+			o := append(c.o, WithIdempotentServices(testService))
 			inner := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 				if c.inner == "streamer" {
 					panic("inner streamer")
@@ -80,7 +80,7 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 				}
 				return cs, err
 			}
-			client := dial(t, serve(t, srv), grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, c.o), inner))
+			client := dial(t, serve(t, srv), grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, o...), inner))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 
@@ -118,6 +118,54 @@ func TestStreamPanicReleasesProbe(t *testing.T) {
 				if _, err := stream.Recv(); !errors.Is(err, retry.ErrPanicked) {
 					t.Fatalf("Recv after the panic: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestUnaryPanicReleasesProbe: code of the caller's that panics inside a
+// unary attempt — an inner interceptor, the Retryable classifier — ends
+// the attempt as failed (retry.Call.Panic) before the panic goes on: the
+// half-open breaker's probe is released as a failure, and the Observer
+// hears ReasonPanic.
+func TestUnaryPanicReleasesProbe(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		inner  bool
+		o      []Option
+		script []outcome
+	}{
+		{name: "inner interceptor", inner: true},
+		{name: "Retryable", o: []Option{WithRetryable(func(codes.Code) bool { panic("classifier") })}, script: []outcome{{code: codes.Unavailable}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(c.script...)
+			f := clocktest.NewFake()
+			br := halfOpen(t, f)
+			rec := newRecorder()
+			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec, Clock: f}
+			inner := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if c.inner {
+					panic("inner interceptor")
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}
+			o := append(c.o, WithIdempotentServices(testService))
+			client := dial(t, serve(t, srv), grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, o...), inner))
+			v := func() (v any) {
+				defer func() { v = recover() }()
+				_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+				t.Fatalf("the call returned %v instead of panicking", err)
+				return nil
+			}()
+			if v == nil {
+				t.Fatal("no panic reached the caller")
+			}
+			if s := br.State(); s != breaker.Open {
+				t.Fatalf("breaker %v after the probe panicked, want open again", s)
+			}
+			if c := rec.lastCall(t); c.Reason != retry.ReasonPanic || c.Attempts != 1 {
+				t.Fatalf("CallEnd %+v", c)
 			}
 		})
 	}

@@ -27,21 +27,31 @@ const (
 // reads it). Delays too large for a time.Duration are clamped to the
 // largest one.
 func ParsePushback(values []string) (d time.Duration, ok bool) {
+	d, ok, _ = parsePushback(values)
+	return d, ok
+}
+
+// parsePushback is ParsePushback, also reporting overloaded: the one value
+// is a well-formed negative integer, the "overloaded, do not retry" marker
+// (see Overloaded), rather than a malformed or repeated value.
+func parsePushback(values []string) (d time.Duration, ok, overloaded bool) {
 	switch len(values) {
 	case 0:
-		return 0, false
+		return 0, false, false
 	case 1:
 	default:
-		return -1, true
+		return -1, true, false
 	}
 	ms, err := strconv.ParseInt(values[0], 10, 64)
-	if err != nil || ms < 0 {
-		return -1, true
+	switch {
+	case err != nil:
+		return -1, true, false
+	case ms < 0:
+		return -1, true, true
+	case ms > math.MaxInt64/int64(time.Millisecond):
+		return time.Duration(math.MaxInt64), true, false
 	}
-	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return time.Duration(math.MaxInt64), true
-	}
-	return time.Duration(ms) * time.Millisecond, true
+	return time.Duration(ms) * time.Millisecond, true, false
 }
 
 // PushbackTrailer returns the trailer a server sets (with grpc.SetTrailer)

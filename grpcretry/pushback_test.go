@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestPushbackZeroRetriesAtOnce(t *testing.T) {
 			srv := newServer(outcome{code: code, pushback: []string{"0"}})
 			f := clocktest.NewFake()
 			rec := newRecorder()
-			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec), Options{})
+			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec))
 			within(t, func() {
 				if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
 					t.Errorf("call failed: %v", err)
@@ -67,7 +68,7 @@ func TestPushbackDelay(t *testing.T) {
 	srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"300"}})
 	f := clocktest.NewFake()
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec), Options{})
+	client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec))
 	err := driveWaits(t, f, func() error {
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		return err
@@ -85,14 +86,16 @@ func TestPushbackDelay(t *testing.T) {
 }
 
 // TestPushbackStops: a negative, malformed or repeated pushback means "do
-// not retry", even for a retryable code.
+// not retry", even for a retryable code. A negative integer is also the
+// overload marker (issue 20): the call ends with ReasonOverloaded and its
+// error wraps retry.ErrOverloaded, so no layer above retries it either.
 func TestPushbackStops(t *testing.T) {
-	for _, values := range [][]string{{"-1"}, {"abc"}, {""}, {"1.5"}, {"10", "20"}, {"99999999999999999999"}} {
+	for _, values := range [][]string{{"-1"}, {"-250"}, {"abc"}, {""}, {"1.5"}, {"10", "20"}, {"99999999999999999999"}, {"-1", "-1"}} {
 		t.Run(strconv.Quote(values[0]), func(t *testing.T) {
 			srv := newServer(outcome{code: codes.Unavailable, pushback: values})
 			f := clocktest.NewFake()
 			rec := newRecorder()
-			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec), Options{})
+			client := dialRetry(t, serve(t, srv), pushbackPolicy(f, rec))
 			var err error
 			within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
 			if attempts, _, _, _ := srv.stats(); attempts != 1 {
@@ -105,8 +108,14 @@ func TestPushbackStops(t *testing.T) {
 			if !errors.As(err, &ae) || !ae.HasPushback || ae.Pushback >= 0 {
 				t.Fatalf("AttemptError %+v", ae)
 			}
-			if c := rec.lastCall(t); c.Reason != retry.ReasonPermanent {
-				t.Fatalf("reason %v", c.Reason)
+			marker := len(values) == 1 && strings.HasPrefix(values[0], "-")
+			want := retry.ReasonPermanent
+			if marker {
+				want = retry.ReasonOverloaded
+			}
+			if c := rec.lastCall(t); c.Reason != want || ae.Overloaded != marker || errors.Is(err, retry.ErrOverloaded) != marker {
+				t.Fatalf("reason %v, Overloaded %v, errors.Is(err, retry.ErrOverloaded) %v; want the marker: %v",
+					c.Reason, ae.Overloaded, errors.Is(err, retry.ErrOverloaded), marker)
 			}
 		})
 	}
@@ -119,7 +128,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 		rec := newRecorder()
 		p := pushbackPolicy(f, rec)
 		p.MaxRetryAfter = 2 * time.Second
-		client := dialRetry(t, serve(t, srv), p, Options{})
+		client := dialRetry(t, serve(t, srv), p)
 		var err error
 		within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
 		if !errors.Is(err, retry.ErrAdviceExceedsCap) || status.Code(err) != codes.Unavailable {
@@ -138,7 +147,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 		p := pushbackPolicy(f, newRecorder())
 		p.MaxRetryAfter = -1
 		p.Backoff = backoff.Constant{Interval: time.Second}
-		client := dialRetry(t, serve(t, srv), p, Options{})
+		client := dialRetry(t, serve(t, srv), p)
 		err := driveWaits(t, f, func() error {
 			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 			return err
@@ -153,7 +162,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 	})
 	t.Run("does not make a final code retryable", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.InvalidArgument, pushback: []string{"0"}})
-		client := dialRetry(t, serve(t, srv), pushbackPolicy(clocktest.NewFake(), nil), Options{})
+		client := dialRetry(t, serve(t, srv), pushbackPolicy(clocktest.NewFake(), nil))
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("err = %v", err)
@@ -165,7 +174,7 @@ func TestPushbackCapsAndLimits(t *testing.T) {
 	t.Run("deadline cannot hold the wait", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"5000"}})
 		f := clocktest.NewFake()
-		client := dialRetry(t, serve(t, srv), pushbackPolicy(f, nil), Options{})
+		client := dialRetry(t, serve(t, srv), pushbackPolicy(f, nil))
 		ctx, cancel := context.WithDeadline(context.Background(), f.Now().Add(time.Second))
 		defer cancel()
 		_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})

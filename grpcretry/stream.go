@@ -3,7 +3,6 @@ package grpcretry
 import (
 	"context"
 	"io"
-	"strconv"
 	"sync"
 
 	"github.com/stormguard/stormguard/retry"
@@ -14,31 +13,33 @@ import (
 )
 
 // StreamClientInterceptor returns an interceptor that retries streaming
-// calls under p (nil: the zero Policy, so retry.DefaultMaxAttempts
-// attempts) while the stream is not committed, replaying the messages the
-// client sent. Only methods declared idempotent (see Options) are retried
-// once the stream has been created. Pass at most one
-// Options; a second one panics.
+// calls under the Policy src gives (nil, or a nil Policy: the zero Policy,
+// so retry.DefaultMaxAttempts attempts; asked once per call, as
+// UnaryClientInterceptor does) while the stream is not committed, replaying the messages the
+// client sent. Only methods declared idempotent (see Option) are retried
+// once the stream has been created. A call's CallOptions (WithMaxAttempts,
+// WithPolicy) change that call only.
 //
 // The stream's attempts go through the same checks as retry.Do, made by
 // the same retry.Call in the same order — MaxAttempts, deadline, breaker,
 // budget, AttemptTimeout, Observer — one attempt per underlying stream,
 // from its creation to its end (which, once committed, may be long after
-// the retries are over). As with UnaryClientInterceptor, p.Classify is not
-// consulted, and a failed stream returns, from NewStream or RecvMsg, an
-// error that carries the last attempt's status and wraps a *retry.Error.
+// the retries are over). As with UnaryClientInterceptor, the Policy's
+// Classify is not consulted (unless WithPolicyClassify), and a failed
+// stream returns, from NewStream or RecvMsg, an error that carries the
+// last attempt's status and wraps a *retry.Error.
 //
 // An attempt is committed, and no longer retried, once the server has sent
 // response headers (a response that is not Trailers-Only, as in gRFC A6),
 // once a response message has been received, once the client's messages
-// outgrow Options.MaxReplayBytes, or at once for a method that is not
+// outgrow WithMaxReplayBytes's limit, or at once for a method that is not
 // idempotent. The stream's Context does not commit it (grpc-go's does): it
 // is the call's context, not one attempt's.
 //
 // grpc.OnFinish callbacks among the call options run once, when the call
 // ends, with the call's error; the attempts do not run them.
-func StreamClientInterceptor(p *retry.Policy, opts ...Options) grpc.StreamClientInterceptor {
-	return newInterceptor(p, opts).stream
+func StreamClientInterceptor(src retry.PolicySource, opts ...Option) grpc.StreamClientInterceptor {
+	return newInterceptor(src, opts).stream
 }
 
 func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -46,10 +47,11 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		ic: ic, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		idempotent: ic.idempotent(method),
 	}
-	if hasOnFinish(opts) {
-		s.opts, s.onFinish = splitOnFinish(make([]grpc.CallOption, 0, len(opts)), opts)
+	var cs callSettings
+	if !passThrough(opts) {
+		s.opts, s.onFinish = splitCallOptions(make([]grpc.CallOption, 0, len(opts)), opts, &cs)
 	}
-	ic.callPolicy(&s.pol, &s.bo)
+	ic.callPolicy(&s.pol, &s.bo, &cs)
 	s.d = retry.NewCall(ctx, &s.pol)
 	defer s.recoverPanic() // runs after callMu is released
 	s.callMu.Lock()
@@ -59,15 +61,6 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		return nil, err
 	}
 	return s, nil
-}
-
-func hasOnFinish(opts []grpc.CallOption) bool {
-	for _, o := range opts {
-		if _, ok := o.(grpc.OnFinishCallOption); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // clientStream is the grpc.ClientStream the interceptor returns. It keeps
@@ -89,7 +82,7 @@ type clientStream struct {
 	cc         *grpc.ClientConn
 	method     string
 	streamer   grpc.Streamer
-	opts       []grpc.CallOption // the caller's, without OnFinish
+	opts       []grpc.CallOption // the caller's, without OnFinish and CallOptions
 	onFinish   []grpc.CallOption // the caller's OnFinish, run once by finish
 	idempotent bool
 	stopWatch  func() bool // stops the context.AfterFunc watching ctx
@@ -162,10 +155,7 @@ func (s *clientStream) open() (failed, final error) {
 	st := &a
 	s.setLive(st)
 	s.bo.clear()
-	sctx := st.Context
-	if st.N > 1 {
-		sctx = metadata.AppendToOutgoingContext(sctx, PreviousAttemptsKey, strconv.Itoa(st.N-1))
-	}
+	sctx := s.ic.announce(st.Context, st.N, s.d.WillRetry())
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.method, s.opts...)
 	if err != nil {
 		// No stream, so nothing of the request left: even a method that is
@@ -230,7 +220,7 @@ func (s *clientStream) finishWith(final error) error {
 }
 
 // recoverPanic, deferred by every method that runs code of the caller's
-// (inner interceptors and streams, Options callbacks) inside an attempt,
+// (inner interceptors and streams, Option callbacks) inside an attempt,
 // before any lock it takes, ends the attempt in flight and the call when
 // that code panics — so that a breaker's probe permit, a budget's slot and
 // the Observer's view are released (retry.Call.Panic) — and lets the panic

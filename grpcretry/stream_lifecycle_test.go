@@ -28,7 +28,7 @@ func TestAbandonedStreamReported(t *testing.T) {
 	srv := newServer(outcome{block: true, before: 1})
 	br := &countingBreaker{}
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec})
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := client.StreamingOutputCall(ctx, outputRequest(3))
 	if err != nil {
@@ -82,7 +82,7 @@ func TestStreamCancelDuringWait(t *testing.T) {
 	b := &trackerBudget{limitBudget: limitBudget{left: 5}}
 	rec := newRecorder()
 	p := &retry.Policy{MaxAttempts: 3, Backoff: backoff.Constant{Interval: time.Hour}, Clock: f, Budget: b, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{})
+	client := dialRetry(t, serve(t, srv), p)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := client.StreamingOutputCall(ctx, outputRequest(1))
@@ -115,7 +115,7 @@ func TestStreamClientSideSendError(t *testing.T) {
 	srv := newServer()
 	br := &countingBreaker{}
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Breaker: br, Observer: rec})
 	stream, err := client.StreamingInputCall(context.Background(), grpc.MaxCallSendMsgSize(100))
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestStreamCommittedDuringWait(t *testing.T) {
 	b := &trackerBudget{limitBudget: limitBudget{left: 5}}
 	rec := newRecorder()
 	p := &retry.Policy{MaxAttempts: 3, Backoff: backoff.Constant{Interval: time.Hour}, Clock: f, Budget: b, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{MaxReplayBytes: 50})
+	client := dialRetry(t, serve(t, srv), p, WithMaxReplayBytes(50))
 	stream, err := client.FullDuplexCall(context.Background())
 	if err != nil {
 		t.Fatal(err)

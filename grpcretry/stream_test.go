@@ -54,7 +54,7 @@ func TestServerStreamRetriedBeforeFirstMessage(t *testing.T) {
 	f := clocktest.NewFake()
 	rec := newRecorder()
 	p := &retry.Policy{MaxAttempts: 4, Backoff: backoff.Constant{Interval: 250 * time.Millisecond}, Clock: f, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{})
+	client := dialRetry(t, serve(t, srv), p)
 
 	var got []string
 	err := driveWaits(t, f, func() error {
@@ -97,7 +97,7 @@ func TestServerStreamRetriedBeforeFirstMessage(t *testing.T) {
 func TestServerStreamNotRetriedAfterFirstMessage(t *testing.T) {
 	srv := newServer(outcome{code: codes.Unavailable, before: 1})
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 4, Backoff: noWait, Observer: rec}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 4, Backoff: noWait, Observer: rec})
 	stream, err := client.StreamingOutputCall(context.Background(), outputRequest(3))
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestClientStreamReplay(t *testing.T) {
 	for _, recv := range []int{0, 2} {
 		t.Run(fmt.Sprintf("server fails after %d", recv), func(t *testing.T) {
 			srv := newServer(outcome{code: codes.Unavailable, recv: recv})
-			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{})
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait})
 			stream, err := client.StreamingInputCall(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -183,7 +183,7 @@ func TestClientStreamCommittedPastLimit(t *testing.T) {
 		{limit: 0, n: 4, size: 60 << 10, want: 2}, // 240 KiB fit
 	} {
 		srv := newServer(outcome{code: codes.Unavailable})
-		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{MaxReplayBytes: c.limit})
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, WithMaxReplayBytes(c.limit))
 		stream, err := client.StreamingInputCall(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +207,7 @@ func TestClientStreamCommittedPastLimit(t *testing.T) {
 func TestBidiStreamReplay(t *testing.T) {
 	srv := newServer(outcome{code: codes.Unavailable, recv: 3})
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec})
 	stream, err := client.FullDuplexCall(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestStreamCommittedOnHeaders(t *testing.T) {
 			t.Run(c.name+"/"+method, func(t *testing.T) {
 				srv := newServer(c.o)
 				rec := newRecorder()
-				client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec}, Options{})
+				client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Observer: rec})
 				var stream interface {
 					Recv() (*testpb.StreamingOutputCallResponse, error)
 					Header() (metadata.MD, error)
@@ -325,7 +325,7 @@ func TestStreamCommittedOnHeaders(t *testing.T) {
 func TestStreamContextDoesNotCommit(t *testing.T) {
 	type key struct{}
 	srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait})
 	ctx := context.WithValue(context.Background(), key{}, "caller")
 	stream, err := client.StreamingOutputCall(ctx, outputRequest(2))
 	if err != nil {
@@ -366,7 +366,7 @@ func TestStreamBudgetBreakerObserver(t *testing.T) {
 	b := &limitBudget{left: 1}
 	rec := newRecorder()
 	p := &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br, Budget: b, Observer: rec}
-	client := dialRetry(t, serve(t, srv), p, Options{})
+	client := dialRetry(t, serve(t, srv), p)
 	stream, err := client.StreamingOutputCall(context.Background(), outputRequest(1))
 	if err != nil {
 		t.Fatal(err)

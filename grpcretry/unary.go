@@ -2,7 +2,6 @@ package grpcretry
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
@@ -11,23 +10,34 @@ import (
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
-// under p (nil: the zero Policy, so retry.DefaultMaxAttempts attempts),
-// classifying failures by status code and honouring server pushback. Only
-// methods declared idempotent (see Options) are retried once the request
+// under the Policy src gives (nil, or a nil Policy: the zero Policy, so
+// retry.DefaultMaxAttempts attempts), classifying failures by status code and honouring server pushback. Only
+// methods declared idempotent (see Option) are retried once the request
 // may have reached the server, and a call whose server sent response
 // headers is committed: its failure is final (gRFC A6). grpc.OnFinish
 // callbacks among the call options run once per call, with its error. See
-// the package documentation for the rules. Pass at most one Options; a
-// second one panics.
+// the package documentation for the rules.
 //
-// Each call runs retry.Run with a copy of p whose Backoff also obeys server
-// pushback and whose Classify is replaced by the gRPC rules of Options, so
-// p.Classify is not consulted. A failed call returns an error that carries
-// the last attempt's status for status.FromError and status.Code and wraps
-// a *retry.Error, so errors.Is finds retry.ErrAttemptsExhausted,
-// retry.ErrBudgetExhausted, breaker.ErrOpen or the context's error.
-func UnaryClientInterceptor(p *retry.Policy, opts ...Options) grpc.UnaryClientInterceptor {
-	return newInterceptor(p, opts).unary
+// src is a *retry.Policy, which never changes, or a source whose Policy
+// may: a *config.Handle follows its policy file. The interceptor asks src
+// once per call, when the call starts, so a reload reaches every setting
+// of the next call without a new connection, and a call in flight keeps
+// the Policy it started with.
+//
+// A call's CallOptions (WithMaxAttempts, WithPolicy) change that call only:
+//
+//	resp, err := client.Get(ctx, req, grpcretry.WithMaxAttempts(1))
+//
+// Each call runs the steps of retry.Do (a retry.Call) with a copy of its
+// Policy whose Backoff also obeys server pushback and whose Classify is
+// replaced by the gRPC rules of the Options, so the Policy's Classify is
+// not consulted (unless WithPolicyClassify). A failed call returns an
+// error that carries the last attempt's status for status.FromError and
+// status.Code and wraps a *retry.Error, so errors.Is finds
+// retry.ErrAttemptsExhausted, retry.ErrBudgetExhausted, breaker.ErrOpen or
+// the context's error.
+func UnaryClientInterceptor(src retry.PolicySource, opts ...Option) grpc.UnaryClientInterceptor {
+	return newInterceptor(src, opts).unary
 }
 
 func (ic *interceptor) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
@@ -36,53 +46,59 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 		idempotent: ic.idempotent(method),
 	}
 	// The attempt options: the caller's but their OnFinish callbacks (run
-	// once, when the call ends), then ours to read the headers (commit),
-	// the trailer (pushback) and, for a method that is not idempotent, the
-	// peer (to learn whether the request left).
+	// once, when the call ends) and this package's CallOptions, then ours
+	// to read the headers (commit), the trailer (pushback) and, for a
+	// method that is not idempotent, the peer (to learn whether the
+	// request left).
 	var onFinish []grpc.CallOption
-	c.opts, onFinish = splitOnFinish(c.optBuf[:0], callOpts)
+	var cs callSettings
+	c.opts, onFinish = splitCallOptions(c.optBuf[:0], callOpts, &cs)
 	c.opts = append(c.opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer))
 	if !c.idempotent {
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
 	}
-	ic.callPolicy(&c.pol, &c.bo)
-	err := finalError(retry.Run(ctx, &c.pol, c.attempt))
+	ic.callPolicy(&c.pol, &c.bo, &cs)
+	err := finalError(c.run())
 	runOnFinish(onFinish, err)
 	return err
 }
 
-// splitOnFinish appends to dst the options of opts other than
-// grpc.OnFinish, which it returns apart: the interceptor runs those once
-// per call rather than letting every attempt run them.
-func splitOnFinish(dst, opts []grpc.CallOption) (rest, onFinish []grpc.CallOption) {
-	for _, o := range opts {
-		if _, ok := o.(grpc.OnFinishCallOption); ok {
-			onFinish = append(onFinish, o)
-			continue
+// run drives the call's attempts through a retry.Call — the steps of
+// retry.Do, in its order — which also tells each attempt whether another
+// may follow (WillRetry), for the announcement. An attempt whose code (an
+// inner interceptor, the invoker, an Option's callback) panics is ended as
+// failed (retry.Call.Panic) before the panic goes on, as retry.Do does.
+func (c *unaryCall) run() error {
+	d := retry.NewCall(c.ctx, &c.pol)
+	var a retry.Attempt
+	inOp := false
+	defer func() {
+		if inOp {
+			r := recover()
+			d.Panic(&a, r)
+			if r != nil { // nil: runtime.Goexit, which goes on by itself
+				panic(r)
+			}
 		}
-		dst = append(dst, o)
+	}()
+	for {
+		var gerr error
+		if a, gerr = d.Begin(); gerr != nil {
+			return gerr
+		}
+		inOp = true
+		err := c.attempt(a.Context, a.N, d.WillRetry())
+		inOp = false
+		if err = d.End(&a, err); err == nil {
+			d.Succeed()
+			return nil
+		}
+		delay, gerr := d.Next(err)
+		if gerr != nil {
+			return gerr
+		}
+		d.Wait(delay)
 	}
-	return dst, onFinish
-}
-
-// runOnFinish calls the grpc.OnFinish callbacks with the call's error.
-func runOnFinish(opts []grpc.CallOption, err error) {
-	for _, o := range opts {
-		o.(grpc.OnFinishCallOption).OnFinish(err)
-	}
-}
-
-// notPermanent is the Classify of the per-call Policy: classify has already
-// marked with retry.Permanent every error that must not be retried.
-func notPermanent(error) bool { return true }
-
-// callPolicy sets up one call's Policy in pol: the caller's, with bo (the
-// Policy's backoff, obeying server pushback) and notPermanent.
-func (ic *interceptor) callPolicy(pol *retry.Policy, bo *pushbackBackoff) {
-	bo.base = ic.base
-	*pol = *ic.p
-	pol.Backoff = bo
-	pol.Classify = notPermanent
 }
 
 // unaryCall is the state of one intercepted unary call.
@@ -98,22 +114,19 @@ type unaryCall struct {
 
 	pol     retry.Policy       // the caller's, with bo and notPermanent
 	optBuf  [5]grpc.CallOption // holds opts unless the caller passed many
-	n       int                // attempts made
 	header  metadata.MD        // written by grpc.Header: non-nil once headers arrived
 	trailer metadata.MD        // written by grpc.Trailer
 	peer    peer.Peer          // written by grpc.Peer
 	bo      pushbackBackoff
 }
 
-func (c *unaryCall) attempt(actx context.Context) error {
-	c.n++
+// attempt makes attempt n with the attempt's context actx; willRetry is
+// what the retry.Call says of a next one, for the announcement.
+func (c *unaryCall) attempt(actx context.Context, n int, willRetry bool) error {
 	c.header, c.trailer = nil, nil
 	c.peer = peer.Peer{}
 	c.bo.clear()
-	if c.n > 1 {
-		actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(c.n-1))
-	}
-	err := c.invoker(actx, c.method, c.req, c.reply, c.cc, c.opts...)
+	err := c.invoker(c.ic.announce(actx, n, willRetry), c.method, c.req, c.reply, c.cc, c.opts...)
 	if err == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -34,7 +35,7 @@ func TestUnaryUnavailableTwiceThenOK(t *testing.T) {
 		Clock:       f,
 		Observer:    rec,
 	}
-	client := dialRetry(t, serve(t, srv), p, Options{})
+	client := dialRetry(t, serve(t, srv), p)
 
 	var resp *testpb.SimpleResponse
 	err := driveWaits(t, f, func() (err error) {
@@ -77,7 +78,7 @@ func TestUnaryUnavailableTwiceThenOK(t *testing.T) {
 func TestUnaryInvalidArgumentOnce(t *testing.T) {
 	srv := newServer(outcome{code: codes.InvalidArgument})
 	rec := newRecorder()
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Observer: rec}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Observer: rec})
 
 	_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 	if attempts, _, _, _ := srv.stats(); attempts != 1 {
@@ -108,38 +109,38 @@ func TestUnaryInvalidArgumentOnce(t *testing.T) {
 func TestUnaryCodeTable(t *testing.T) {
 	cases := []struct {
 		code codes.Code
-		o    Options
+		o    []Option
 		want int // attempts: 2 when retried, 1 when not
 	}{
-		{codes.Unavailable, Options{}, 2},
-		{codes.Aborted, Options{}, 2},
-		{codes.ResourceExhausted, Options{}, 1},
-		{codes.ResourceExhausted, Options{RetryResourceExhausted: true}, 2},
-		{codes.Internal, Options{}, 1},
-		{codes.Internal, Options{RetryInternal: true}, 2},
-		{codes.DeadlineExceeded, Options{}, 1}, // no attempt deadline of its own: the caller's
-		{codes.Canceled, Options{}, 1},
-		{codes.Unknown, Options{}, 1},
-		{codes.InvalidArgument, Options{}, 1},
-		{codes.NotFound, Options{}, 1},
-		{codes.AlreadyExists, Options{}, 1},
-		{codes.PermissionDenied, Options{}, 1},
-		{codes.Unauthenticated, Options{}, 1},
-		{codes.FailedPrecondition, Options{}, 1},
-		{codes.OutOfRange, Options{}, 1},
-		{codes.Unimplemented, Options{}, 1},
-		{codes.DataLoss, Options{}, 1},
-		{codes.NotFound, Options{Retryable: func(c codes.Code) bool { return c == codes.NotFound }}, 2},
-		{codes.Unavailable, Options{Retryable: func(c codes.Code) bool { return c == codes.NotFound }}, 1},
+		{codes.Unavailable, nil, 2},
+		{codes.Aborted, nil, 2},
+		{codes.ResourceExhausted, nil, 1},
+		{codes.ResourceExhausted, []Option{WithRetryResourceExhausted(true)}, 2},
+		{codes.Internal, nil, 1},
+		{codes.Internal, []Option{WithRetryInternal(true)}, 2},
+		{codes.DeadlineExceeded, nil, 1}, // no attempt deadline of its own: the caller's
+		{codes.Canceled, nil, 1},
+		{codes.Unknown, nil, 1},
+		{codes.InvalidArgument, nil, 1},
+		{codes.NotFound, nil, 1},
+		{codes.AlreadyExists, nil, 1},
+		{codes.PermissionDenied, nil, 1},
+		{codes.Unauthenticated, nil, 1},
+		{codes.FailedPrecondition, nil, 1},
+		{codes.OutOfRange, nil, 1},
+		{codes.Unimplemented, nil, 1},
+		{codes.DataLoss, nil, 1},
+		{codes.NotFound, []Option{WithRetryable(func(c codes.Code) bool { return c == codes.NotFound })}, 2},
+		{codes.Unavailable, []Option{WithRetryable(func(c codes.Code) bool { return c == codes.NotFound })}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.code.String(), func(t *testing.T) {
 			srv := newServer(outcome{code: c.code})
-			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, c.o)
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, c.o...)
 			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 			attempts, _, _, _ := srv.stats()
 			if attempts != c.want {
-				t.Fatalf("%v with %+v: %d attempts, want %d (err %v)", c.code, c.o, attempts, c.want, err)
+				t.Fatalf("%v with %d options: %d attempts, want %d (err %v)", c.code, len(c.o), attempts, c.want, err)
 			}
 			if (c.want == 2) != (err == nil) {
 				t.Fatalf("err = %v", err)
@@ -150,7 +151,7 @@ func TestUnaryCodeTable(t *testing.T) {
 
 func TestUnaryAttemptsExhausted(t *testing.T) {
 	srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
-	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait}, Options{})
+	client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait})
 	_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 	if !errors.Is(err, retry.ErrAttemptsExhausted) {
 		t.Fatalf("err = %v, want ErrAttemptsExhausted", err)
@@ -168,7 +169,7 @@ func TestUnaryBudgetAndBreaker(t *testing.T) {
 	t.Run("budget refuses the retry", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.Unavailable})
 		b := &limitBudget{}
-		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Budget: b}, Options{})
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Budget: b})
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if !errors.Is(err, retry.ErrBudgetExhausted) || status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v (code %v)", err, status.Code(err))
@@ -183,7 +184,7 @@ func TestUnaryBudgetAndBreaker(t *testing.T) {
 	t.Run("budget grants one retry", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Unavailable})
 		b := &limitBudget{left: 1}
-		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Budget: b}, Options{})
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Budget: b})
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if !errors.Is(err, retry.ErrBudgetExhausted) {
 			t.Fatalf("err = %v", err)
@@ -195,7 +196,7 @@ func TestUnaryBudgetAndBreaker(t *testing.T) {
 	t.Run("open breaker sends nothing", func(t *testing.T) {
 		srv := newServer()
 		br := &countingBreaker{refuse: errTestOpen}
-		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br}, Options{})
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br})
 		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 		if !errors.Is(err, errTestOpen) || status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v (code %v), want the breaker's error as Unavailable", err, status.Code(err))
@@ -207,7 +208,7 @@ func TestUnaryBudgetAndBreaker(t *testing.T) {
 	t.Run("breaker sees every attempt", func(t *testing.T) {
 		srv := newServer(outcome{code: codes.Unavailable})
 		br := &countingBreaker{}
-		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br}, Options{})
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 5, Backoff: noWait, Breaker: br})
 		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -220,20 +221,14 @@ func TestUnaryBudgetAndBreaker(t *testing.T) {
 	})
 }
 
-func TestNilPolicyAndTooManyOptions(t *testing.T) {
+func TestNilPolicy(t *testing.T) {
 	srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"0"}})
-	client := dialRetry(t, serve(t, srv), nil, Options{})
+	client := dialRetry(t, serve(t, srv), nil)
 	within(t, func() {
 		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
 			t.Errorf("nil policy: %v", err)
 		}
 	})
-	defer func() {
-		if recover() == nil {
-			t.Fatal("two Options did not panic")
-		}
-	}()
-	UnaryClientInterceptor(nil, Options{}, Options{})
 }
 
 // TestUnaryCommittedOnHeaders (issue 18 item 7): a unary call whose server
@@ -259,7 +254,7 @@ func TestUnaryCommittedOnHeaders(t *testing.T) {
 			p := &retry.Policy{MaxAttempts: 3, Backoff: noWait, AttemptTimeout: time.Minute, Clock: f, Observer: rec}
 			headers := make(chan struct{}, 4)
 			client := dial(t, serve(t, srv),
-				grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, Options{IdempotentServices: []string{testService}})),
+				grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, WithIdempotentServices(testService))),
 				grpc.WithStatsHandler(headerSignal(headers)))
 			if c.o.block {
 				go func() {
@@ -301,7 +296,7 @@ func TestUnaryCommittedOnHeaders(t *testing.T) {
 func TestOnFinishOncePerCall(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		srv := newServer()
-		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 2, Backoff: noWait}, Options{})
+		client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 2, Backoff: noWait})
 		var mu sync.Mutex
 		var got []error
 		onFinish := grpc.OnFinish(func(err error) {
@@ -353,7 +348,7 @@ func TestNilPolicyDefaultAttempts(t *testing.T) {
 		script = append(script, outcome{code: codes.Unavailable, pushback: []string{"0"}})
 	}
 	srv := newServer(script...)
-	client := dialRetry(t, serve(t, srv), nil, Options{})
+	client := dialRetry(t, serve(t, srv), nil)
 	var err error
 	within(t, func() { _, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
 	if !errors.Is(err, retry.ErrAttemptsExhausted) || status.Code(err) != codes.Unavailable {
@@ -389,5 +384,71 @@ func (h headerSignal) HandleConn(context.Context, stats.ConnStats) {}
 func (h headerSignal) HandleRPC(_ context.Context, s stats.RPCStats) {
 	if _, ok := s.(*stats.InHeader); ok {
 		h <- struct{}{}
+	}
+}
+
+// TestPolicyClassify: WithPolicyClassify lets the Policy's Classify (asked
+// with the *AttemptError) replace the code table; WithRetryable still comes
+// first, and a Policy without Classify keeps the table.
+func TestPolicyClassify(t *testing.T) {
+	notFound := func(err error) bool { return status.Code(err) == codes.NotFound }
+	onlyAborted := func(c codes.Code) bool { return c == codes.Aborted }
+	cases := []struct {
+		name     string
+		classify func(error) bool
+		opts     []Option
+		code     codes.Code
+		attempts int
+	}{
+		{"without the option: the table", notFound, nil, codes.NotFound, 1},
+		{"without the option: the table retries Unavailable", notFound, nil, codes.Unavailable, 2},
+		{"Classify retries NotFound", notFound, []Option{WithPolicyClassify()}, codes.NotFound, 2},
+		{"Classify does not retry Unavailable", notFound, []Option{WithPolicyClassify()}, codes.Unavailable, 1},
+		{"no Classify: the table", nil, []Option{WithPolicyClassify()}, codes.Unavailable, 2},
+		{"WithRetryable first", notFound, []Option{WithPolicyClassify(), WithRetryable(onlyAborted)}, codes.NotFound, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(outcome{code: c.code})
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: noWait, Classify: c.classify}, c.opts...)
+			_, _ = client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			if attempts, _, _, _ := srv.stats(); attempts != c.attempts {
+				t.Fatalf("%d attempts, want %d", attempts, c.attempts)
+			}
+		})
+	}
+}
+
+// errorBackoff is a retry.ErrorBackoff that records the failures it hears.
+type errorBackoff struct {
+	mu    sync.Mutex
+	heard []codes.Code
+}
+
+func (b *errorBackoff) Delay(int, time.Duration) time.Duration { return 0 }
+
+func (b *errorBackoff) DelayAfter(_ int, _ time.Duration, err error) time.Duration {
+	b.mu.Lock()
+	b.heard = append(b.heard, status.Code(err))
+	b.mu.Unlock()
+	return 0
+}
+
+// TestErrorBackoffHearsAttempts: a Policy.Backoff that implements
+// retry.ErrorBackoff (budget.AWSRules) hears each failed attempt's error
+// through the interceptors' pushback wrapper, for unary calls and streams.
+func TestErrorBackoffHearsAttempts(t *testing.T) {
+	for _, method := range []string{"unary", "server stream"} {
+		t.Run(method, func(t *testing.T) {
+			srv := newServer(outcome{code: codes.Unavailable}, outcome{code: codes.Aborted})
+			bo := &errorBackoff{}
+			client := dialRetry(t, serve(t, srv), &retry.Policy{MaxAttempts: 3, Backoff: bo})
+			if err := callMethod(context.Background(), client, method); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(bo.heard); got != "[Unavailable Aborted]" {
+				t.Fatalf("the backoff heard %s, want [Unavailable Aborted]", got)
+			}
+		})
 	}
 }
