@@ -43,6 +43,7 @@ var errUsage = errors.New("stormsim: bad usage")
 
 const usageText = `Usage: stormsim [flags] [scenario ...]
        stormsim live [flags] [scenario ...]
+       stormsim check [flags] policies.yaml
        stormsim list
 
 Runs storm-lab scenarios in virtual time and prints, per scenario, a table
@@ -55,6 +56,10 @@ client goroutines calling it through httpretry, once per policy (at the
 same time unless --sequential); it reports the same metrics and charts,
 measured on the wire, plus wasted work, duplicate executions and entry
 traffic. With no scenario it runs every live scenario.
+
+"stormsim check" judges a team's own policy file (the one the service
+loads, through the same config loader) against a storm suite, and exits 1
+when a policy fails a gate: see "stormsim check --help" and simtest/README.md.
 
 Flags (before or after the scenario names; --trials, --workers and --file
 are for virtual runs, --scope, --sequential and --ignore-cancel for live

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/simtest"
 )
 
 func main() {
@@ -47,6 +48,9 @@ const (
 // run is the command; tty says whether stderr is a terminal (for the
 // progress bar).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) int {
+	if len(args) > 0 && args[0] == "check" {
+		return simtest.MainContext(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
