@@ -78,6 +78,16 @@ func (e *AttemptError) Unwrap() error { return e.err }
 // PermissionDenied, …) or the caller gave up (Canceled).
 func (e *AttemptError) DownstreamFault() bool { return IsFault(e.Code()) }
 
+// Overload implements throttle.OverloadReporter: whether the server
+// refused the attempt for want of capacity — ResourceExhausted,
+// Unavailable, or the overload marker (a pushback of -1) — which client-side
+// adaptive throttling (throttle.SRE, throttle.Adaptive) counts as a
+// rejection rather than an accept.
+func (e *AttemptError) Overload() bool {
+	c := e.Code()
+	return e.Overloaded || c == codes.ResourceExhausted || c == codes.Unavailable
+}
+
 // IsFault reports whether an attempt that ended with code speaks against
 // the server's health: the codes AttemptError.DownstreamFault counts.
 func IsFault(c codes.Code) bool {

@@ -38,7 +38,7 @@ func Example() {
 		MaxAttempts:    3,
 		Backoff:        backoff.Exponential{Base: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full},
 		AttemptTimeout: 5 * time.Second,
-		Observer:       codePrinter{}, // in production: the prometheus or otel Observer
+		Observer:       codePrinter{}, // in production: the promretry or otelretry Observer
 		// Budget and Breaker: shared by every client of this downstream.
 	}
 	// Only methods declared idempotent are retried once they may have

@@ -33,7 +33,7 @@
 //	Offered == Delivered + DroppedFull + DroppedPermanent + Pending
 //
 // and, for a Scheduler, Submitted == Succeeded + Failed + Abandoned + Pending.
-// An optional Observer (implemented by the prometheus/ module) receives the
+// An optional Observer (implemented by the promretry module) receives the
 // drops and the depth for the stormguard_queue_dropped_records_total and
 // stormguard_queue_depth metrics.
 //

@@ -2,7 +2,7 @@ package queue
 
 // Observer is told about a Queue's or Scheduler's drops and depth, for
 // metrics. It is separate from retry.Observer, which already sees every
-// delivery attempt made through the Policy. The prometheus/ module
+// delivery attempt made through the Policy. The promretry module
 // implements it as stormguard_queue_dropped_records_total{queue} and
 // stormguard_queue_depth{queue}.
 //

@@ -10,7 +10,7 @@ import (
 // calling goroutine and must be safe for concurrent use; they should be
 // quick. A nil Observer costs nothing.
 //
-// The prometheus/ and otel/ modules implement Observer; Multi combines
+// The promretry and otelretry modules implement Observer; Multi combines
 // several; NewSlogObserver logs. Embed NopObserver to implement only some
 // methods.
 type Observer interface {

@@ -1,5 +1,5 @@
 // Package labels bounds the label values that the metrics modules
-// (prometheus/, otel/) make from user-given names, operations and queues:
+// (promretry/, otelretry/) make from user-given names, operations and queues:
 // a name becomes a valid value, and past a maximum new names share one
 // overflow value, so names built from request data cannot explode the
 // series count.
