@@ -94,7 +94,10 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 
 // cost returns the tokens a retry after err costs.
 func (b *Budget) cost(err error) int64 {
-	if b.s.timeoutCost != b.s.retryCost && budget.IsTimeout(err) {
+	switch {
+	case b.s.throttleCost != b.s.retryCost && budget.IsThrottle(err):
+		return b.s.throttleCost
+	case b.s.timeoutCost != b.s.retryCost && budget.IsTimeout(err):
 		return b.s.timeoutCost
 	}
 	return b.s.retryCost
@@ -171,7 +174,7 @@ func (b *Budget) spend(cost int64) bool {
 			return false
 		}
 		if b.lease.CompareAndSwap(l, l-cost) {
-			if l-cost < max(b.s.retryCost, b.s.timeoutCost) {
+			if l-cost < max(b.s.retryCost, b.s.timeoutCost, b.s.throttleCost) {
 				b.l.poke() // top up before the next retry needs it
 			}
 			return true
@@ -275,7 +278,7 @@ func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 			switch {
 			case closing:
 				x.returned = b.lease.Swap(0)
-			case b.s.retryCost > 0 || b.s.timeoutCost > 0:
+			case b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0:
 				x.want = max(b.s.lease-b.lease.Load(), 0)
 			}
 		}
@@ -322,7 +325,7 @@ func (b *Budget) resetLocal() {
 // lease is void: it is replaced by the one granted from the new bucket.
 func (b *Budget) exchange(ctx context.Context, x *budgetExchange) error {
 	full := int64(0)
-	if b.s.retryCost > 0 || b.s.timeoutCost > 0 {
+	if b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0 {
 		full = b.s.lease
 	}
 	if x.closing {

@@ -358,6 +358,7 @@ type budgetSettings struct {
 	max, initial, threshold      int64
 	refill, retryRefill          int64
 	retryCost, timeoutCost, fail int64
+	throttleCost                 int64
 	refund                       bool
 	lease                        int64
 	local                        budget.RatioConfig
@@ -383,18 +384,19 @@ func (c BudgetConfig) resolve() (budgetSettings, error) {
 		return s, fmt.Errorf("%w: BudgetConfig.Ratio: %w", ErrInvalidConfig, err)
 	}
 	s = budgetSettings{
-		link:        l,
-		max:         toUnits(r.MaxTokens),
-		initial:     toUnits(r.InitialTokens),
-		threshold:   toUnits(r.Threshold),
-		refill:      toUnits(r.Refill),
-		retryRefill: toUnits(r.RetryRefill),
-		retryCost:   toUnits(r.RetryCost),
-		timeoutCost: toUnits(r.TimeoutCost),
-		fail:        toUnits(r.FailureCost),
-		refund:      r.RefundRetrySuccess,
+		link:         l,
+		max:          toUnits(r.MaxTokens),
+		initial:      toUnits(r.InitialTokens),
+		threshold:    toUnits(r.Threshold),
+		refill:       toUnits(r.Refill),
+		retryRefill:  toUnits(r.RetryRefill),
+		retryCost:    toUnits(r.RetryCost),
+		timeoutCost:  toUnits(r.TimeoutCost),
+		throttleCost: toUnits(r.ThrottleCost),
+		fail:         toUnits(r.FailureCost),
+		refund:       r.RefundRetrySuccess,
 	}
-	switch cost := max(s.retryCost, s.timeoutCost); {
+	switch cost := max(s.retryCost, s.timeoutCost, s.throttleCost); {
 	case c.LeaseTokens < 0 || math.IsNaN(c.LeaseTokens) || c.LeaseTokens > budget.MaxRatioTokens:
 		return s, invalid("BudgetConfig.LeaseTokens is %v, want a number from 0 to MaxRatioTokens", c.LeaseTokens)
 	case c.LeaseTokens > 0:

@@ -28,6 +28,7 @@ func TestBudgetConservesTokens(t *testing.T) {
 	configs := []budget.RatioConfig{
 		budget.TenPercent(),
 		budget.AWSStandard(),
+		budget.AWSStandard2026(),
 		{MaxTokens: 5, Refill: 0.5, RetryCost: 2, TimeoutCost: 3, RetryRefill: 0.25, RefundRetrySuccess: true},
 		{MaxTokens: 3, Refill: 0.2, RetryCost: 1, FailureCost: 0.5, StartEmpty: true},
 	}
@@ -66,7 +67,7 @@ func TestBudgetConservesTokens(t *testing.T) {
 		for range steps {
 			i := rapid.IntRange(0, n-1).Draw(rt, "process")
 			b := bs[i]
-			switch op := rapid.IntRange(0, 4).Draw(rt, "op"); op {
+			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); op {
 			case 0, 1: // an attempt's result
 				isRetry := op == 1
 				ok := rapid.Bool().Draw(rt, "ok")
@@ -84,10 +85,13 @@ func TestBudgetConservesTokens(t *testing.T) {
 						deposits += s.retryCost
 					}
 				}
-			case 2, 3: // a retry asked for
+			case 2, 3, 5: // a retry asked for
 				err := errDown
-				if op == 3 {
+				switch op {
+				case 3:
 					err = retry.ErrAttemptTimeout
+				case 5:
+					err = throttled{}
 				}
 				if b.Withdraw(err) {
 					spent += b.cost(err)
@@ -139,4 +143,31 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("decodeState(%v) = %+v, accepted an invalid reply", v, s)
 		}
 	})
+}
+
+// throttled is an AWS throttling answer (budget.IsThrottle).
+type throttled struct{}
+
+func (throttled) Error() string     { return "ThrottlingException" }
+func (throttled) ErrorCode() string { return "ThrottlingException" }
+
+// A fleet budget on the AWS 2026 quota charges a retry after throttling 5
+// tokens, others 14, as budget.Ratio does.
+func TestBudgetThrottleCost(t *testing.T) {
+	if !budget.IsThrottle(throttled{}) {
+		t.Fatal("test premise: throttled is a throttle")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s, err := BudgetConfig{Client: rdb, Name: "p", Ratio: budget.AWSStandard2026()}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Budget{s: s}
+	if got, want := b.cost(throttled{}), toUnits(5); got != want {
+		t.Fatalf("a retry after throttling costs %v, want 5", fromUnits(got))
+	}
+	if got, want := b.cost(errDown), toUnits(14); got != want {
+		t.Fatalf("a retry after a 500 costs %v, want 14", fromUnits(got))
+	}
 }
