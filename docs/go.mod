@@ -1,17 +1,31 @@
 module github.com/stormguard/stormguard/docs
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/stormguard/stormguard v0.0.0
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/stormguard/stormguard/grpcretry v0.0.0
 )
 
 replace github.com/stormguard/stormguard => ../
+
+replace github.com/stormguard/stormguard/grpcretry => ../grpcretry
+
+replace github.com/stormguard/stormguard/config => ../config
