@@ -298,6 +298,7 @@ func (c *call) setup(ctx context.Context, h *Hedger, maxHedges int) {
 		p = &zeroPolicy
 	}
 	c.ctx, c.p, c.max = ctx, p, maxHedges
+	c.tracker = nil
 	c.limit = p.AttemptLimit()
 	c.clk = clock.Or(p.Clock)
 	c.ad = h.Adaptive
@@ -324,20 +325,21 @@ func (c *call) put() {
 	if c.hasPanic {
 		return
 	}
-	c.rc = retry.Call{}
-	if c.p == &c.pol {
-		c.pol = retry.Policy{}
+	// rc, pol and the fields setup always sets are overwritten by the
+	// next call; what only the slow path sets is cleared here, and the
+	// user's values are dropped. (What is left holds at most one
+	// context and Policy until the pool is emptied by the GC.)
+	if c.res != nil {
+		clear(c.slots)
+		c.slots = c.slots[:0]
+		c.winner, c.fatal, c.last, c.fixLast = nil, nil, nil, nil
+		c.res = nil
 	}
-	c.wrap.inner = nil
-	c.p, c.ctx, c.clk, c.ad, c.tracker = nil, nil, nil, nil, nil
-	c.obs.reset()
-	c.launcher, c.op, c.release, c.res = nil, nil, nil, nil
-	c.hedges, c.stopHedging = 0, false
-	clear(c.slots)
-	c.slots = c.slots[:0]
-	c.inline = slot{}
-	c.winner, c.fatal, c.last, c.fixLast = nil, nil, nil, nil
-	c.done = false
+	if c.obs.n > 0 {
+		c.obs.reset()
+	}
+	c.op, c.release = nil, nil
+	c.hedges, c.stopHedging, c.done = 0, false, false
 	pool.Put(c)
 }
 

@@ -2,6 +2,7 @@ package hedge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -20,6 +21,9 @@ type script struct {
 	n        int
 	released []string
 }
+
+// errPanic, as an answer's error, makes the attempt panic with its value.
+var errPanic = errors.New("panic")
 
 type answer struct {
 	v   string
@@ -52,6 +56,9 @@ func (s *script) op(ctx context.Context) (string, error) {
 	s.started <- n
 	select {
 	case a := <-c:
+		if a.err == errPanic {
+			panic(a.v)
+		}
 		return a.v, a.err
 	case <-ctx.Done():
 		return fmt.Sprintf("v%d-cancelled", n), ctx.Err()

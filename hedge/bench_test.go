@@ -1,0 +1,99 @@
+package hedge_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/retry"
+)
+
+func fast(context.Context) (int, error) { return 1, nil }
+
+func benchPolicy() *retry.Policy {
+	return &retry.Policy{
+		Budget:  budget.NewRatio(budget.TenPercent()),
+		Breaker: breaker.New(breaker.Config{}),
+	}
+}
+
+// BenchmarkFast compares a call that answers before the hedge delay with
+// the same call through retry.Do: the difference is hedging's cost.
+func BenchmarkFast(b *testing.B) {
+	ctx := context.Background()
+	b.Run("retry.Do", func(b *testing.B) {
+		p := benchPolicy()
+		b.ReportAllocs()
+		for b.Loop() {
+			retry.Do(ctx, p, fast)
+		}
+	})
+	b.Run("hedge.Do", func(b *testing.B) {
+		h := &hedge.Hedger{Policy: benchPolicy(), Delay: time.Second}
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.Do(ctx, h, fast, nil)
+		}
+	})
+	b.Run("hedge.Do/adaptive", func(b *testing.B) {
+		h := &hedge.Hedger{Policy: benchPolicy(), Delay: time.Second, Adaptive: hedge.NewAdaptive(hedge.AdaptiveConfig{})}
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.Do(ctx, h, fast, nil)
+		}
+	})
+	b.Run("retry.Do/observer", func(b *testing.B) {
+		p := benchPolicy()
+		p.Observer = retry.NopObserver{}
+		b.ReportAllocs()
+		for b.Loop() {
+			retry.Do(ctx, p, fast)
+		}
+	})
+	b.Run("hedge.Do/observer", func(b *testing.B) {
+		p := benchPolicy()
+		p.Observer = retry.NopObserver{}
+		h := &hedge.Hedger{Policy: p, Delay: time.Second}
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.Do(ctx, h, fast, nil)
+		}
+	})
+}
+
+// BenchmarkFastParallel is BenchmarkFast from every P.
+func BenchmarkFastParallel(b *testing.B) {
+	ctx := context.Background()
+	b.Run("retry.Do", func(b *testing.B) {
+		p := benchPolicy()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				retry.Do(ctx, p, fast)
+			}
+		})
+	})
+	b.Run("hedge.Do", func(b *testing.B) {
+		h := &hedge.Hedger{Policy: benchPolicy(), Delay: time.Second}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hedge.Do(ctx, h, fast, nil)
+			}
+		})
+	})
+}
+
+// BenchmarkAdaptive measures Observe and Delay on their own.
+func BenchmarkAdaptive(b *testing.B) {
+	a := hedge.NewAdaptive(hedge.AdaptiveConfig{})
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		a.ObserveAt(now, time.Duration(i%1000)*time.Microsecond)
+		a.DelayAt(now)
+	}
+}
