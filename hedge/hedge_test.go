@@ -161,6 +161,7 @@ func TestMaxAttemptsBoundsHedgesAndRetries(t *testing.T) {
 	s.answer(1, "v1", errors.New("boom"))
 	s.answer(2, "v2", errors.New("boom"))
 	// Both failed: a retry after the backoff, the third and last attempt.
+	ev.waitFor(t, "retry#3")
 	clk.BlockUntil(1)
 	clk.Advance(time.Second)
 	s.wait(t, 3)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,4 +180,17 @@ func (e *events) String() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return fmt.Sprint(e.log)
+}
+
+// waitFor waits until the log holds sub: the goroutines of the call have
+// got there. It polls, bounded, and waits for no clock.
+func (e *events) waitFor(t *testing.T, sub string) {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		if strings.Contains(e.String(), sub) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no %q in %s", sub, e.String())
 }
