@@ -189,21 +189,18 @@ const maxBuckets = 1 << 12
 // maxWindowCalls bounds Window.Calls (one byte per call is kept).
 const maxWindowCalls = 1 << 24
 
-// DefaultIsFailure is the default Config.IsFailure. An error counts against
-// the downstream unless it was marked retry.Permanent (the downstream
-// answered, the request was at fault) or it is the caller's cancellation
-// (context.Canceled). Attempt timeouts (retry.ErrAttemptTimeout) and
-// context.DeadlineExceeded are failures: a downstream too slow to answer in
-// time is not healthy.
-func DefaultIsFailure(err error) bool {
-	if err == nil || retry.IsPermanent(err) {
-		return false
-	}
-	if errors.Is(err, retry.ErrAttemptTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	return !errors.Is(err, context.Canceled)
-}
+// DefaultIsFailure is the default Config.IsFailure: retry.IsDownstreamFault,
+// which asks whether an outcome speaks against the downstream's health —
+// a separate question from whether to retry it. An error that reports its
+// own verdict (retry.FaultReporter: httpretry's 5xx and 429, grpcretry's
+// Unavailable, Internal, Unknown, ResourceExhausted, DataLoss and attempt
+// deadlines) is counted as it says, even when it is not retried; any other
+// error counts against the downstream unless it was marked retry.Permanent
+// (the downstream answered, the request was at fault) or it is the
+// caller's cancellation (context.Canceled). Attempt timeouts
+// (retry.ErrAttemptTimeout) and context.DeadlineExceeded are failures: a
+// downstream too slow to answer in time is not healthy.
+func DefaultIsFailure(err error) bool { return retry.IsDownstreamFault(err) }
 
 // DefaultIsExcluded is the default Config.IsExcluded: the caller's own
 // cancellation (context.Canceled that is not also an attempt timeout or a

@@ -64,12 +64,17 @@
 //
 // # What counts as a failure
 //
-// Only failures that speak of the downstream's health count. By default
-// (DefaultIsFailure, DefaultIsExcluded) an error marked retry.Permanent
-// counts as a success (the downstream answered; the request was wrong), the
-// caller's own cancellation is not counted at all, and everything else,
-// attempt timeouts and deadlines included, is a failure. Config.IsFailure
-// and Config.IsExcluded change this.
+// Only failures that speak of the downstream's health count, and that is a
+// separate question from whether to retry (retry.IsDownstreamFault). By
+// default (DefaultIsFailure, DefaultIsExcluded) an error that reports its
+// own verdict (retry.FaultReporter, as httpretry's and grpcretry's errors
+// do: a 500 or an Internal is a failure though it is not retried, a 404 is
+// not) counts as it says; any other error marked retry.Permanent counts as
+// a success (the downstream answered; the request was wrong); the caller's
+// own cancellation is not counted at all; and everything else, attempt
+// timeouts and deadlines included, is a failure. retry.Fault marks an
+// error as a failure whatever else it is. Config.IsFailure and
+// Config.IsExcluded change this.
 //
 // # Allow, Do and retry
 //

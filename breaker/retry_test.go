@@ -200,3 +200,26 @@ func TestRetryThroughClosedBreaker(t *testing.T) {
 		}
 	})
 }
+
+// A permanent error that reports a downstream fault (a crashing server's
+// 500, a gRPC Internal) counts against the breaker though it is not
+// retried; a plain permanent error (a caller's mistake) does not.
+func TestPermanentFaultsOpenTheBreaker(t *testing.T) {
+	b := breaker.New(breaker.Config{ConsecutiveFailures: 5})
+	crash := retry.Fault(retry.Permanent(errors.New("500 internal")))
+	for range 5 {
+		if _, err := breaker.Do(context.Background(), b, func(context.Context) (int, error) { return 0, crash }); err == nil {
+			t.Fatal("Do hid the error")
+		}
+	}
+	if b.State() != breaker.Open {
+		t.Fatalf("after 5 permanent faults the breaker is %v, want open", b.State())
+	}
+	c := breaker.New(breaker.Config{ConsecutiveFailures: 5})
+	for range 5 {
+		_, _ = breaker.Do(context.Background(), c, func(context.Context) (int, error) { return 0, retry.Permanent(errors.New("404")) })
+	}
+	if c.State() != breaker.Closed {
+		t.Fatalf("after 5 caller errors the breaker is %v, want closed", c.State())
+	}
+}

@@ -60,6 +60,7 @@ type Attempt struct {
 	actx context.Context // bounded by AttemptTimeout
 	stop context.CancelFunc
 	done func(error)   // the breaker's
+	lim  func(error)   // the Limiter's
 	t0   time.Duration // since the call's start (with an Observer)
 }
 
@@ -109,10 +110,20 @@ func (c *Call) begin(a *Attempt) error {
 		c.refund()
 		return c.giveUp(n-1, ReasonContext, cerr)
 	}
-	var done func(error)
+	var lim, done func(error)
+	if c.p.Limiter != nil {
+		var lerr error
+		if lim, lerr = c.p.Limiter.Acquire(c.ctx, n > 1); lerr != nil {
+			c.refund()
+			return c.giveUp(n-1, ReasonThrottled, lerr)
+		}
+	}
 	if c.p.Breaker != nil {
 		var berr error
 		if done, berr = c.p.Breaker.Allow(); berr != nil {
+			if lim != nil {
+				lim(berr)
+			}
 			c.refund()
 			return c.giveUp(n-1, ReasonBreaker, berr)
 		}
@@ -122,7 +133,7 @@ func (c *Call) begin(a *Attempt) error {
 		c.tracker.Start(n > 1)
 	}
 	c.n = n
-	a.N, a.Delay, a.Context, a.actx, a.done, a.stop = n, c.delay, c.ctx, c.ctx, done, nil
+	a.N, a.Delay, a.Context, a.actx, a.done, a.lim, a.stop = n, c.delay, c.ctx, c.ctx, done, lim, nil
 	if c.p.AttemptTimeout > 0 {
 		a.actx, a.stop = clock.WithTimeout(c.ctx, c.p.Clock, c.p.AttemptTimeout, ErrAttemptTimeout)
 		a.Context = a.actx
@@ -162,8 +173,14 @@ func (c *Call) End(a *Attempt, err error) error {
 	if a.done != nil {
 		a.done(err)
 	}
+	if a.lim != nil {
+		a.lim(err)
+	}
 	if c.p.Budget != nil {
 		c.p.Budget.Record(a.N > 1, c.budgetErr(err))
+	}
+	if c.p.NestedBudget != nil && c.p.Nested == NestedBudget {
+		c.nestedRecord(a.N > 1, err)
 	}
 	c.last = err
 	return err
@@ -220,19 +237,27 @@ func (c *Call) Succeed() {
 }
 
 // Next decides, after a failed attempt whose error End returned, whether to
-// retry: the caller's context, the classification, MaxAttempts, the wait
-// (backoff raised to server advice), whether the deadline can hold it, the
-// breaker and the budget, in that order. It returns the wait, the budget
+// retry: the caller's context, the classification (the overload marker
+// included), MaxAttempts, the layer rule, the wait (backoff raised to
+// server advice), whether the deadline can hold it, the breaker, the
+// NestedBudget when the layer rule asks it, and the budget, in that order. It returns the wait, the budget
 // having granted the retry, or the *Error to give up with.
 func (c *Call) Next(err error) (time.Duration, error) {
 	if cerr := c.ctx.Err(); cerr != nil {
 		return 0, c.giveUp(c.n, ReasonContext, cerr)
 	}
 	if !c.retryable(err) {
+		if IsOverloaded(err) {
+			return 0, c.giveUp(c.n, ReasonOverloaded, ErrOverloaded)
+		}
 		return 0, c.giveUp(c.n, ReasonPermanent, nil)
 	}
 	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
 		return 0, c.giveUp(c.n, ReasonAttempts, ErrAttemptsExhausted)
+	}
+	nested := c.p.Nested != NestedIgnore && c.nestedApplies()
+	if nested && (c.p.Nested != NestedBudget || c.p.NestedBudget == nil) {
+		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
 	}
 	b := c.p.Backoff
 	if b == nil {
@@ -255,6 +280,9 @@ func (c *Call) Next(err error) (time.Duration, error) {
 		if berr := c.p.Breaker.Ready(); berr != nil {
 			return 0, c.giveUp(c.n, ReasonBreaker, berr)
 		}
+	}
+	if nested && !c.p.NestedBudget.Withdraw(err) {
+		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
 	}
 	if c.p.Budget != nil {
 		if !c.p.Budget.Withdraw(err) {

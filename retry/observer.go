@@ -94,18 +94,21 @@ type Reason uint8
 
 // Call end reasons.
 const (
-	ReasonSuccess   Reason = iota
-	ReasonAttempts         // MaxAttempts reached
-	ReasonBudget           // the retry budget refused
-	ReasonBreaker          // the breaker refused
-	ReasonPermanent        // the error was not retryable
-	ReasonContext          // the caller's context ended
-	ReasonDeadline         // the caller's deadline or MaxElapsed could not hold another wait and attempt
-	ReasonPanic            // the attempt panicked; the panic goes on after the call is reported
-	ReasonAdvice           // the server asked to wait longer than MaxRetryAfter
+	ReasonSuccess    Reason = iota
+	ReasonAttempts          // MaxAttempts reached
+	ReasonBudget            // the retry budget refused
+	ReasonBreaker           // the breaker refused
+	ReasonPermanent         // the error was not retryable
+	ReasonContext           // the caller's context ended
+	ReasonDeadline          // the caller's deadline or MaxElapsed could not hold another wait and attempt
+	ReasonPanic             // the attempt panicked; the panic goes on after the call is reported
+	ReasonAdvice            // the server asked to wait longer than MaxRetryAfter
+	ReasonNested            // the layer rule (Policy.Nested) left retrying to the inbound caller
+	ReasonOverloaded        // the downstream answered "overloaded; don't retry" (ErrOverloaded)
+	ReasonThrottled         // the Limiter refused the attempt
 )
 
-var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice"}
+var reasonNames = [...]string{"success", "attempts", "budget", "breaker", "permanent", "context", "deadline", "panic", "advice", "nested", "overloaded", "throttled"}
 
 // String returns the label value used in metrics.
 func (r Reason) String() string {
@@ -133,6 +136,9 @@ func (NopObserver) CallEnd(context.Context, CallEnd) {}
 
 // Multi returns an Observer that calls each non-nil observer in order. It
 // returns nil when none is given, so a Policy keeps its zero-cost path.
+// The result of two or more has an Unwrap() []Observer method, so optional
+// interfaces its members implement (config.ReloadObserver,
+// queue.RefusedObserver, …) are still found: use EachObserver.
 func Multi(observers ...Observer) Observer {
 	var list multi
 	for _, o := range observers {
@@ -167,6 +173,27 @@ type CallStart struct {
 }
 
 type multi []Observer
+
+// Unwrap returns the observers m calls, in order.
+func (m multi) Unwrap() []Observer { return m }
+
+// EachObserver calls f for o, or, when o is a Multi (anything with an
+// Unwrap() []Observer method), for each of its members in order, looking
+// into nested Multis too. Code that looks for an optional interface on an
+// Observer uses it so that Multi passes the interface through. A nil o
+// calls nothing.
+func EachObserver(o Observer, f func(Observer)) {
+	if o == nil {
+		return
+	}
+	if m, ok := o.(interface{ Unwrap() []Observer }); ok {
+		for _, e := range m.Unwrap() {
+			EachObserver(e, f)
+		}
+		return
+	}
+	f(o)
+}
 
 // CallStart passes ctx through the observers that implement CallStarter,
 // in order.

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -73,6 +74,23 @@ type Policy struct {
 	// down. nil: no breaker.
 	Breaker Breaker
 
+	// Limiter admits each attempt on the client side before it is sent
+	// (adaptive throttling, a client rate limiter): Begin asks it before
+	// the breaker, and a refusal ends the call with ReasonThrottled and
+	// the limiter's error as sentinel. nil: none.
+	Limiter Limiter
+
+	// Nested is the layer rule: what the call does when the inbound
+	// request that caused it comes from a caller that retries it
+	// (InboundOf(ctx).Retries, set by server middleware). The zero value,
+	// NestedOneLayer, makes one attempt and leaves retrying to the caller.
+	Nested NestedRule
+
+	// NestedBudget grants the retries a call may still make under
+	// NestedBudget; keep it small and separate from Budget. nil with
+	// NestedBudget: no retries.
+	NestedBudget Budget
+
 	// Clock measures and waits. nil: clock.Real.
 	Clock clock.Clock
 
@@ -143,6 +161,21 @@ type BudgetTracker interface {
 	Budget
 	Start(retry bool)
 	Refund()
+}
+
+// Limiter admits attempts on the client side, before they cost the
+// downstream anything: throttle.SRE rejects a share of them while the
+// downstream refuses many, throttle.Adaptive waits for a token of a
+// CUBIC-driven rate. A nil Limiter means none.
+type Limiter interface {
+	// Acquire asks to send one attempt (retry is false for a call's
+	// first). It may wait, never past ctx's end. On refusal it returns a
+	// non-nil error and Do stops with it as the sentinel
+	// (ReasonThrottled). Otherwise done must be called exactly once with
+	// the attempt's result — Do does so also when the breaker then
+	// refuses the attempt (with the breaker's error) and when the attempt
+	// panics.
+	Acquire(ctx context.Context, retry bool) (done func(err error), err error)
 }
 
 // Breaker is a circuit breaker as seen by Do; breaker.Breaker implements it.

@@ -28,7 +28,7 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
-	if p.Observer != nil || p.AttemptTimeout > 0 || p.MaxElapsed > 0 || ctx.Err() != nil {
+	if p.Observer != nil || p.AttemptTimeout > 0 || p.MaxElapsed > 0 || p.Limiter != nil || p.NestedBudget != nil || ctx.Err() != nil {
 		var zero T
 		return guarded(ctx, p, op, zero, nil)
 	}
