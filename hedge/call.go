@@ -132,12 +132,16 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	if maxHedges == 0 {
 		maxHedges = DefaultMaxHedges
 	}
+	var p *retry.Policy
+	if h.Policy != nil {
+		p = h.Policy.Policy()
+	}
 	if maxHedges < 0 && !keep {
-		v, err = retry.Do(ctx, h.Policy, op)
+		v, err = retry.Do(ctx, p, op)
 		return v, nil, err
 	}
 	c := pool.Get().(*call)
-	c.setup(ctx, h, max(maxHedges, 0))
+	c.setup(ctx, h, p, max(maxHedges, 0))
 	c.launcher = typed[T]{}
 	c.op = op
 	if release != nil {
@@ -292,8 +296,7 @@ func releaseAll[T any](c *call, release func(T), held T, hasHeld bool) {
 	}
 }
 
-func (c *call) setup(ctx context.Context, h *Hedger, maxHedges int) {
-	p := h.Policy
+func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
 	if p == nil {
 		p = &zeroPolicy
 	}
@@ -398,10 +401,16 @@ func (c *call) hedgeLocked() {
 	switch {
 	case c.limit > 0 && c.rc.Attempts() >= c.limit:
 		reason = retry.ReasonAttempts
+	case !c.rc.WillRetry():
+		reason = retry.ReasonNested
+	case c.p.Limiter != nil:
+		reason = retry.ReasonThrottled
 	case !c.fits():
 		reason = retry.ReasonDeadline
 	case c.p.Breaker != nil && c.p.Breaker.Ready() != nil:
 		reason = retry.ReasonBreaker
+	case c.nested() && !c.p.NestedBudget.Withdraw(ErrHedge):
+		reason = retry.ReasonNested
 	case c.p.Budget != nil && !c.p.Budget.Withdraw(ErrHedge):
 		reason = retry.ReasonBudget
 	}
@@ -440,6 +449,18 @@ func (c *call) hedgeLocked() {
 		c.seq.Add(1)
 		c.arm.t.Reset(c.delay)
 	}
+}
+
+// nested reports whether the layer rule makes a hedge withdraw from
+// Policy.NestedBudget: the rule is NestedBudget and the inbound caller
+// retries itself. (WillRetry has refused the hedge already when the rule
+// allows no retries.)
+func (c *call) nested() bool {
+	if c.p.Nested != retry.NestedBudget || c.p.NestedBudget == nil {
+		return false
+	}
+	in, ok := retry.InboundOf(c.ctx)
+	return ok && in.Retries
 }
 
 // fits reports whether the caller's deadline leaves Policy.MinAttemptTime
@@ -534,7 +555,7 @@ func (c *call) cancelOthersLocked(except *slot) {
 // retryable reports whether the Policy would retry err (an error End
 // returned); an error it would not retry is fatal.
 func (c *call) retryable(err error) bool {
-	if c.ctx.Err() != nil || retry.IsPermanent(err) {
+	if c.ctx.Err() != nil || retry.IsPermanent(err) || retry.IsOverloaded(err) {
 		return false
 	}
 	if errors.Is(err, retry.ErrAttemptTimeout) {
@@ -653,6 +674,10 @@ func (e *lostError) Unwrap() error { return e.err }
 func (e *lostError) Is(target error) bool {
 	return target == ErrLost || target == context.Canceled
 }
+
+// DownstreamFault reports false: a loser says nothing about the
+// downstream's health (retry.IsDownstreamFault).
+func (e *lostError) DownstreamFault() bool { return false }
 
 type eventKind uint8
 

@@ -19,14 +19,21 @@ import (
 // Start/Refund for a BudgetTracker) as a retry would, ask its Breaker, and
 // are reported to its Observer. Once the Budget or the Breaker refuses a
 // hedge, the call starts no further hedge, but attempts already running
-// go on.
+// go on. The layer rule (Policy.Nested) applies to hedges as to retries:
+// when the inbound caller retries itself, a call under NestedOneLayer
+// makes one attempt, unhedged, and under NestedBudget each hedge also
+// withdraws from Policy.NestedBudget. A Policy with a Limiter is not
+// hedged (its Acquire may wait, and a hedge that has to wait for
+// admission is not worth sending).
 //
 // A Hedger must not be modified while calls are using it; it is otherwise
 // safe for concurrent use.
 type Hedger struct {
 	// Policy governs the call: attempts, backoff between retries, budget,
-	// breaker, observer, clock, classification. nil: the zero Policy.
-	Policy *retry.Policy
+	// breaker, observer, clock, classification, the layer rule. It is
+	// asked once per call (a *retry.Policy gives itself, a config.Handle
+	// the policy last loaded). nil: the zero Policy.
+	Policy retry.PolicySource
 
 	// Delay is how long an attempt may go unanswered before a hedge
 	// starts, when Adaptive is nil or does not have enough samples yet.
