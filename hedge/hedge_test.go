@@ -3,7 +3,10 @@ package hedge_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +266,64 @@ func TestConcurrencyBudgetBalances(t *testing.T) {
 	}
 	if req, ret := cb.Active(); req != 0 || ret != 0 {
 		t.Fatalf("active after the call: %d requests, %d retries", req, ret)
+	}
+}
+
+// Under the layer rule's default, a call whose inbound caller retries
+// makes one attempt: it is not hedged either.
+func TestNestedCallIsNotHedged(t *testing.T) {
+	clk := clocktest.NewFake()
+	ev := new(events)
+	h := &hedge.Hedger{Policy: policy(clk, ev), Delay: 10 * time.Millisecond}
+	s := newScript()
+	out := make(chan result, 1)
+	ctx := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+	go func() {
+		v, err := hedge.Do(ctx, h, s.op, s.release)
+		out <- result{v, err}
+	}()
+	s.wait(t, 1)
+	clk.BlockUntil(1)
+	clk.Advance(10 * time.Millisecond)
+	s.noStart(t)
+	s.answer(1, "v1", nil)
+	if r := get(t, out); r.v != "v1" || r.err != nil {
+		t.Fatalf("Do = %q, %v", r.v, r.err)
+	}
+	if got, want := ev.String(), "[start#1 refused:nested end#1:success callend:success/1]"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+}
+
+func TestHedgeable(t *testing.T) {
+	for _, tc := range []struct {
+		method, key string
+		body        bool
+		getBody     bool
+		want        bool
+	}{
+		{"GET", "", false, false, true},
+		{"HEAD", "", false, false, true},
+		{"PUT", "", true, true, true},
+		{"DELETE", "", false, false, true},
+		{"POST", "", true, true, false},
+		{"PATCH", "", true, true, false},
+		{"POST", "k", true, true, true},
+		{"POST", "k", true, false, false}, // the body cannot be sent twice
+		{"PUT", "", true, false, false},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://127.0.0.1/", nil)
+		if tc.body {
+			req.Body = io.NopCloser(strings.NewReader("b"))
+			if tc.getBody {
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("b")), nil }
+			}
+		}
+		if tc.key != "" {
+			req.Header.Set("Idempotency-Key", tc.key)
+		}
+		if got := hedge.Hedgeable(req); got != tc.want {
+			t.Errorf("%s key=%q body=%v getBody=%v: Hedgeable = %v", tc.method, tc.key, tc.body, tc.getBody, got)
+		}
 	}
 }
