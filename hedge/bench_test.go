@@ -97,3 +97,41 @@ func BenchmarkAdaptive(b *testing.B) {
 		a.DelayAt(now)
 	}
 }
+
+// BenchmarkFastClosure is BenchmarkFast with an operation that captures
+// a variable: hedge.Do's op escapes (hedges run it in other goroutines),
+// so the closure is allocated, where retry.Do keeps it on the stack.
+func BenchmarkFastClosure(b *testing.B) {
+	ctx := context.Background()
+	n := 0
+	b.Run("retry.Do", func(b *testing.B) {
+		p := benchPolicy()
+		b.ReportAllocs()
+		for b.Loop() {
+			retry.Do(ctx, p, func(context.Context) (int, error) { n++; return n, nil })
+		}
+	})
+	b.Run("hedge.Do", func(b *testing.B) {
+		h := &hedge.Hedger{Policy: benchPolicy(), Delay: time.Second}
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.Do(ctx, h, func(context.Context) (int, error) { n++; return n, nil }, nil)
+		}
+	})
+}
+
+// TestFastPathAllocs holds the fast path to one allocation (the first
+// attempt's context) with an operation that captures nothing.
+func TestFastPathAllocs(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("the race detector and coverage change allocation counts")
+	}
+	ctx := context.Background()
+	for _, p := range []*retry.Policy{benchPolicy(), {Observer: retry.NopObserver{}}} {
+		h := &hedge.Hedger{Policy: p, Delay: time.Hour}
+		hedge.Do(ctx, h, fast, nil)
+		if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, h, fast, nil) }); n > 1 {
+			t.Errorf("observer %v: %v allocs per call answered before the delay, want at most 1", p.Observer != nil, n)
+		}
+	}
+}

@@ -71,22 +71,15 @@ type observers struct {
 	n    int
 }
 
-// find collects the hedge Observers in o, o itself or the members of a
-// Multi (recursively).
+// find collects the hedge Observers in o: o itself or the members of a
+// Multi (retry.EachObserver).
 func (os *observers) find(o retry.Observer) {
-	if o == nil || os.n == maxObservers {
-		return
-	}
-	if h, ok := o.(Observer); ok {
-		os.list[os.n] = h
-		os.n++
-		return
-	}
-	if m, ok := o.(interface{ Unwrap() []retry.Observer }); ok {
-		for _, x := range m.Unwrap() {
-			os.find(x)
+	retry.EachObserver(o, func(x retry.Observer) {
+		if h, ok := x.(Observer); ok && os.n < maxObservers {
+			os.list[os.n] = h
+			os.n++
 		}
-	}
+	})
 }
 
 func (os *observers) reset() {
@@ -102,6 +95,7 @@ func (os *observers) reset() {
 type wrapObserver struct {
 	c     *call
 	inner retry.Observer
+	list  [1]retry.Observer // inner, for Unwrap
 }
 
 func (w *wrapObserver) CallStart(ctx context.Context, e retry.CallStart) context.Context {
@@ -139,4 +133,7 @@ func (w *wrapObserver) CallEnd(ctx context.Context, e retry.CallEnd) {
 }
 
 // Unwrap lets optional observer interfaces be found through the wrapper.
-func (w *wrapObserver) Unwrap() []retry.Observer { return []retry.Observer{w.inner} }
+func (w *wrapObserver) Unwrap() []retry.Observer {
+	w.list[0] = w.inner
+	return w.list[:]
+}
