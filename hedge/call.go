@@ -247,10 +247,14 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				kept = c.winner.ctx
 			}
 			v = r.win
+			last, hasLast := r.last, r.hasLast
 			c.rc.Succeed()
 			c.put()
 			if hasHeld {
 				drop(held)
+			}
+			if hasLast { // a failure of this round, before the winner
+				drop(last)
 			}
 			return v, kept, nil
 		}

@@ -327,3 +327,26 @@ func TestHedgeable(t *testing.T) {
 		}
 	}
 }
+
+// Regression (found by TestPropertyLimitsAndReleases): the value of an
+// attempt that failed while a hedge ran is released when the hedge wins.
+func TestFailedValueReleasedWhenHedgeWins(t *testing.T) {
+	clk := clocktest.NewFake()
+	ev := new(events)
+	h := &hedge.Hedger{Policy: policy(clk, ev), Delay: 10 * time.Millisecond}
+	s := newScript()
+	out := run(h, s)
+	s.wait(t, 1)
+	clk.BlockUntil(1)
+	clk.Advance(10 * time.Millisecond)
+	s.wait(t, 2)
+	s.answer(1, "v1", errors.New("transient"))
+	ev.waitFor(t, "end#1:error") // the failure is in before the hedge answers
+	s.answer(2, "v2", nil)
+	if r := get(t, out); r.v != "v2" || r.err != nil {
+		t.Fatalf("Do = %q, %v", r.v, r.err)
+	}
+	if got := s.releasedValues(); !slices.Equal(got, []string{"v1"}) {
+		t.Fatalf("released %q, want [v1]", got)
+	}
+}
