@@ -135,3 +135,14 @@ func TestFastPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTimerResetStop is the floor of the fast path: the runtime
+// timer a call arms for its hedge and stops when it answers first.
+func BenchmarkTimerResetStop(b *testing.B) {
+	t := time.AfterFunc(time.Hour, func() {})
+	defer t.Stop()
+	for b.Loop() {
+		t.Reset(time.Second)
+		t.Stop()
+	}
+}
