@@ -70,26 +70,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p = &zeroPolicy
 	}
 	ctx := req.Context()
-	if !Hedgeable(req) {
-		once := *p
-		once.MaxAttempts = 1
-		resp, err := retry.Do(ctx, &once, func(ctx context.Context) (*http.Response, error) {
-			return classify(next.RoundTrip(req))
-		})
-		if resp != nil {
-			return resp, nil
-		}
-		return nil, err
-	}
-	if req.Body != nil {
-		defer req.Body.Close()
-	}
 	pc := *p
 	timeout := pc.AttemptTimeout
 	pc.AttemptTimeout = 0 // applied by attempt, to the headers only
 	hc := *h
 	hc.Policy = &pc
 	a := &httpAttempt{next: next, req: req, timeout: timeout, clk: clock.Or(pc.Clock)}
+	if Hedgeable(req) {
+		if req.Body != nil {
+			defer req.Body.Close()
+		}
+	} else {
+		// Sent exactly once, as it is: the next RoundTripper closes its body.
+		pc.MaxAttempts = 1
+		hc.MaxHedges = NoHedges
+		a.once = true
+	}
 	resp, kept, err := do(ctx, &hc, a.do, discard, true)
 	if resp == nil {
 		return nil, err
@@ -105,6 +101,7 @@ type httpAttempt struct {
 	req     *http.Request
 	timeout time.Duration
 	clk     clock.Clock
+	once    bool // not hedgeable: send req itself, body and all
 }
 
 // errHeaderTimeout is the cause of a copy cut by AttemptTimeout.
@@ -117,8 +114,10 @@ func (e *headerTimeout) Unwrap() error        { return e.err }
 func (e *headerTimeout) Is(target error) bool { return target == retry.ErrAttemptTimeout }
 
 func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
-	r := a.req.Clone(ctx)
-	if a.req.Body != nil && a.req.Body != http.NoBody {
+	var r *http.Request
+	if a.once {
+		r = a.req.WithContext(ctx)
+	} else if r = a.req.Clone(ctx); a.req.Body != nil && a.req.Body != http.NoBody {
 		b, err := a.req.GetBody()
 		if err != nil {
 			return nil, retry.Permanent(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
@@ -207,6 +208,72 @@ func TestHTTPNonIdempotentNeverHedged(t *testing.T) {
 		defer mu.Unlock()
 		if len(bodies) != 2 || bodies[0] != "payload" || bodies[1] != "payload" {
 			t.Fatalf("server got bodies %q", bodies)
+		}
+	})
+}
+
+// AttemptTimeout bounds a copy until its headers come: the first copy is
+// cut and retried, and the second's body outlives the timeout.
+func TestHTTPAttemptTimeoutBoundsHeadersOnly(t *testing.T) {
+	each(t, func(t *testing.T, m mode) {
+		var n atomic.Int32
+		firstIn, firstCut := make(chan struct{}), make(chan struct{})
+		rest := make(chan struct{})
+		ts, rt := serve(t, m, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				close(firstIn)
+				<-r.Context().Done()
+				close(firstCut)
+				return
+			}
+			io.WriteString(w, "head ")
+			w.(http.Flusher).Flush()
+			select {
+			case <-rest:
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "tail")
+		})
+		clk := clocktest.NewFake()
+		client := &http.Client{Transport: &hedge.Transport{
+			Next: rt,
+			Hedger: &hedge.Hedger{
+				Policy: &retry.Policy{Clock: clk, MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: backoff.Constant{}},
+				Delay:  time.Hour,
+			},
+		}}
+		type res struct {
+			resp *http.Response
+			err  error
+		}
+		out := make(chan res, 1)
+		go func() {
+			resp, err := client.Get(ts.URL)
+			out <- res{resp, err}
+		}()
+		<-firstIn
+		clk.BlockUntil(2) // the hedge timer and the first copy's header timer
+		clk.Advance(time.Second)
+		<-firstCut
+		var r res
+		select {
+		case r = <-out:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no response")
+		}
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		defer r.resp.Body.Close()
+		clk.Advance(time.Hour) // long past the second copy's AttemptTimeout
+		close(rest)
+		b, err := io.ReadAll(r.resp.Body)
+		if err != nil || string(b) != "head tail" {
+			t.Fatalf("body %q, %v", b, err)
+		}
+		if got := n.Load(); got != 2 {
+			t.Fatalf("%d requests", got)
 		}
 	})
 }
