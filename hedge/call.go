@@ -190,7 +190,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		inOp = true
 		v, err = op(sl.ctx)
 		inOp = false
-		if !armed || c.disarmFast() {
+		if armed == nil || c.disarmFast(armed) {
 			// No hedge ran: nothing else touches the call.
 			err = c.rc.End(&sl.a, err)
 			c.running, c.inflight, sl.running = 0, 0, false
@@ -351,10 +351,10 @@ func (c *call) put() {
 }
 
 // armTimer starts the hedge timer for the round, unless no hedge could
-// start. It reports whether it did.
-func (c *call) armTimer(d time.Duration) bool {
+// start. It returns the arm, or nil.
+func (c *call) armTimer(d time.Duration) *arm {
 	if c.hedges >= c.max || c.stopHedging || c.limit > 0 && c.rc.Attempts() >= c.limit {
-		return false
+		return nil
 	}
 	c.delay = d
 	c.fired.Store(false)
@@ -362,21 +362,22 @@ func (c *call) armTimer(d time.Duration) bool {
 	if a := c.arm; a != nil && a.real && c.clk == clock.Real {
 		c.seq.Add(1) // publishes the writes above to the callback
 		a.t.Reset(d)
-		return true
+		return a
 	}
 	c.mu.Lock()
 	a := &arm{c: c, real: c.clk == clock.Real}
 	c.arm = a
 	a.t = c.clk.AfterFunc(d, a.fire)
 	c.mu.Unlock()
-	return true
+	return a
 }
 
-// disarmFast stops the timer after the inline attempt returned, and
-// reports whether it never fired this round (no hedge can be running, and
-// no callback can come).
-func (c *call) disarmFast() bool {
-	if c.arm.t.Stop() && !c.fired.Load() {
+// disarmFast stops the round's timer a after the inline attempt returned,
+// and reports whether it never fired this round (no hedge can be running,
+// and no callback can come). It reads no field a hedge may write: c.arm
+// may have been dropped meanwhile.
+func (c *call) disarmFast(a *arm) bool {
+	if a.t.Stop() && !c.fired.Load() {
 		c.armed = false
 		return true
 	}
