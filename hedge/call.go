@@ -41,14 +41,15 @@ type call struct {
 	seq   atomic.Uint64 // bumped before arming: the timer's callback syncs on it
 	fired atomic.Bool   // the timer fired this round
 
-	inline   slot
-	slots    []*slot // this round's attempts
-	running  int     // attempts not yet returned
-	inflight int     // hedge goroutines not yet gone, plus the inline attempt
-	done     bool    // a winner or a fatal result: nothing new starts
-	winner   *slot
-	fatal    error
-	last     error
+	inline     slot
+	slots      []*slot // this round's attempts
+	running    int     // attempts not yet returned
+	inflight   int     // hedge goroutines not yet gone, plus the inline attempt
+	done       bool    // a winner or a fatal result: nothing new starts
+	winner     *slot
+	fatal      error
+	last       error
+	overloaded error // a copy's pushback of this round: no retry follows
 
 	endingLost bool  // wrapObserver: the attempt ending was cancelled
 	suppress   bool  // wrapObserver: drop CallEnd
@@ -178,7 +179,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		sl.running = true
 		c.slots = append(c.slots[:0], sl)
 		c.running, c.inflight = 1, 1
-		c.done, c.winner, c.fatal, c.last = false, nil, nil, nil
+		c.done, c.winner, c.fatal, c.last, c.overloaded = false, nil, nil, nil, nil
 		delay := c.delay
 		if c.ad != nil {
 			sl.t0 = c.clk.Now()
@@ -267,6 +268,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			r.last, r.hasLast = zero, false
 		}
 		next := c.last
+		if c.overloaded != nil {
+			next = c.overloaded // never retried, at any layer
+		}
 		if c.fatal != nil {
 			next, c.fixLast = c.fatal, c.fatal
 		}
@@ -538,10 +542,31 @@ func (c *call) finishLocked(sl *slot, err error) verdict {
 		return vWin
 	}
 	sl.ctx.cancel()
+	if retry.IsOverloaded(err) && c.ctx.Err() == nil {
+		// Server pushback that says "do not retry" (gRFC A6: a negative
+		// grpc-retry-pushback-ms): no further hedge, but the copies
+		// already sent may still answer. Next then ends the call with
+		// ReasonOverloaded if none does.
+		c.stopHedging = true
+		c.disarmLocked()
+		c.last, c.overloaded = err, err
+		return vLast
+	}
 	if !c.retryable(err) {
 		c.done, c.fatal = true, err
 		c.cancelOthersLocked(sl)
 		return vLast
+	}
+	if d, ok := retry.RetryAfter(err); ok && d > 0 && c.armed && c.arm != nil {
+		// Server pushback with a delay: the next hedge waits at least
+		// that long (gRFC A6), capped by MaxRetryAfter like a retry.
+		if m := c.p.MaxRetryAfter; m >= 0 {
+			if m == 0 {
+				m = retry.DefaultMaxRetryAfter
+			}
+			c.seq.Add(1)
+			c.arm.t.Reset(min(max(d, c.delay), m))
+		}
 	}
 	c.last = err
 	return vLast

@@ -20,8 +20,10 @@
 // through their contexts, Do waits for them to return, hands every value
 // it does not return to release (a loser's response body is closed), and
 // returns the winner's. An error the Policy would not retry (Permanent,
-// rejected by Classify, overloaded, the caller's own end) is fatal and
-// stops the call the same way. Any other failure lets the remaining
+// rejected by Classify, the caller's own end) is fatal and stops the call
+// the same way. Overload pushback (retry.Overloaded) stops further hedges
+// but lets the copies in flight answer, and is never retried; a server's
+// advised delay (retry.After) puts the next hedge off by that delay. Any other failure lets the remaining
 // attempts run; when none is left and none answered, the call retries
 // exactly as retry.Do would — backoff, server advice, deadline, breaker,
 // budget — and that retry is hedged in turn.

@@ -350,3 +350,42 @@ func TestFailedValueReleasedWhenHedgeWins(t *testing.T) {
 		t.Fatalf("released %q, want [v1]", got)
 	}
 }
+
+// Pushback that says "do not retry" (retry.Overloaded, gRFC A6's negative
+// grpc-retry-pushback-ms) stops further hedges; the copy in flight may
+// still answer, and if it fails too the call ends as overloaded.
+func TestOverloadedStopsFurtherHedges(t *testing.T) {
+	for _, hedgeAnswers := range []bool{true, false} {
+		clk := clocktest.NewFake()
+		ev := new(events)
+		h := &hedge.Hedger{Policy: policy(clk, ev), Delay: 10 * time.Millisecond, MaxHedges: 3}
+		s := newScript()
+		out := run(h, s)
+		s.wait(t, 1)
+		clk.BlockUntil(1)
+		clk.Advance(10 * time.Millisecond)
+		s.wait(t, 2)
+		s.answer(1, "v1", retry.Overloaded(errors.New("shed")))
+		ev.waitFor(t, "end#1:")
+		clk.Advance(time.Hour)
+		s.noStart(t)
+		if err := s.ctx(2).Err(); err != nil {
+			t.Fatalf("the hedge in flight was stopped: %v", err)
+		}
+		if hedgeAnswers {
+			s.answer(2, "v2", nil)
+			if r := get(t, out); r.v != "v2" || r.err != nil {
+				t.Fatalf("Do = %q, %v", r.v, r.err)
+			}
+			continue
+		}
+		s.answer(2, "v2", errors.New("transient"))
+		r := get(t, out)
+		if !errors.Is(r.err, retry.ErrOverloaded) {
+			t.Fatalf("Do = %q, %v; events %s", r.v, r.err, ev)
+		}
+		if !strings.Contains(ev.String(), "callend:overloaded/2") {
+			t.Fatalf("events %s", ev)
+		}
+	}
+}

@@ -87,7 +87,10 @@ var zeroHedger Hedger
 // Results: an attempt that returns a nil error is acceptable and wins. An
 // error the Policy would not retry (Permanent, rejected by Classify or
 // DefaultClassifier, or the caller's own end) is fatal: it stops the call
-// at once. Any other error is not fatal: the call waits for the attempts
+// at once. Overload pushback (retry.Overloaded, gRFC A6's negative
+// grpc-retry-pushback-ms) stops further hedges, lets the copies in flight
+// answer, and is never retried; advice with a delay (retry.After, A6's
+// positive pushback) puts the next hedge off by at least that delay. Any other error is not fatal: the call waits for the attempts
 // still in flight, and when none is left and none answered, it retries as
 // retry.Do would (backoff, server advice, deadline, breaker, budget), and
 // the retry is hedged in turn. So hedges do not multiply the retry
