@@ -175,7 +175,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			return held, nil, gerr
 		}
 		sl.a = a
-		sl.ctx = newAttemptCtx(a.Context)
+		sl.ctx = newAttemptCtx(a.Context, a.N, false)
 		sl.running = true
 		c.slots = append(c.slots[:0], sl)
 		c.running, c.inflight = 1, 1
@@ -440,7 +440,7 @@ func (c *call) hedgeLocked() {
 		return
 	}
 	sl := &slot{a: a, hedge: true, running: true}
-	sl.ctx = newAttemptCtx(a.Context)
+	sl.ctx = newAttemptCtx(a.Context, a.N, true)
 	if c.ad != nil {
 		sl.t0 = c.clk.Now()
 	}

@@ -16,6 +16,8 @@ import (
 // package attaches children to it directly, without a goroutine.
 type attemptCtx struct {
 	parent context.Context
+	n      int  // the attempt's number in the call
+	hedge  bool // started as a hedge
 	real   atomic.Pointer[realCtx]
 	ended  atomic.Bool // err is set
 
@@ -28,11 +30,30 @@ type realCtx struct {
 	cancel context.CancelFunc
 }
 
-func newAttemptCtx(parent context.Context) *attemptCtx { return &attemptCtx{parent: parent} }
+func newAttemptCtx(parent context.Context, n int, hedge bool) *attemptCtx {
+	return &attemptCtx{parent: parent, n: n, hedge: hedge}
+}
+
+type attemptKey struct{}
+
+// AttemptOf reports, for a context Do gave an attempt (or one derived
+// from it), the attempt's number in the call (1 for the first; hedges and
+// retries count alike) and whether it was started as a hedge; ok is false
+// for any other context. Adapters use it for what they announce: gRPC's
+// grpc-previous-rpc-attempts is n-1, the Stormguard-Attempt header n.
+func AttemptOf(ctx context.Context) (n int, hedge, ok bool) {
+	if c, is := ctx.Value(attemptKey{}).(*attemptCtx); is {
+		return c.n, c.hedge, true
+	}
+	return 0, false, false
+}
 
 func (c *attemptCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 func (c *attemptCtx) Value(key any) any {
+	if _, is := key.(attemptKey); is {
+		return c
+	}
 	if r := c.real.Load(); r != nil {
 		return r.ctx.Value(key)
 	}

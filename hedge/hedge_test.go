@@ -389,3 +389,32 @@ func TestOverloadedStopsFurtherHedges(t *testing.T) {
 		}
 	}
 }
+
+// AttemptOf tells an attempt its number and whether it is a hedge, also
+// through contexts derived from it.
+func TestAttemptOf(t *testing.T) {
+	clk := clocktest.NewFake()
+	h := &hedge.Hedger{Policy: policy(clk, nil), Delay: 10 * time.Millisecond}
+	s := newScript()
+	out := run(h, s)
+	s.wait(t, 1)
+	clk.BlockUntil(1)
+	clk.Advance(10 * time.Millisecond)
+	s.wait(t, 2)
+	for i, want := range []struct {
+		n     int
+		hedge bool
+	}{{1, false}, {2, true}} {
+		ctx, cancel := context.WithCancel(s.ctx(i + 1))
+		n, isHedge, ok := hedge.AttemptOf(ctx)
+		cancel()
+		if !ok || n != want.n || isHedge != want.hedge {
+			t.Errorf("attempt %d: AttemptOf = %d, %v, %v", i+1, n, isHedge, ok)
+		}
+	}
+	if _, _, ok := hedge.AttemptOf(context.Background()); ok {
+		t.Error("AttemptOf found an attempt in Background")
+	}
+	s.answer(2, "v2", nil)
+	get(t, out)
+}
