@@ -357,7 +357,7 @@ func (c *call) put() {
 // armTimer starts the hedge timer for the round, unless no hedge could
 // start. It returns the arm, or nil.
 func (c *call) armTimer(d time.Duration) *arm {
-	if c.hedges >= c.max || c.stopHedging || c.limit > 0 && c.rc.Attempts() >= c.limit {
+	if c.hedges >= c.max || c.stopHedging || c.p.Limiter != nil || c.limit > 0 && c.rc.Attempts() >= c.limit {
 		return nil
 	}
 	c.delay = d
