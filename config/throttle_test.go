@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,5 +258,28 @@ policies:
 	want.ThrottleCost = 2
 	if got := f.Policies["cheaper"].Budget.Ratio; got != want {
 		t.Errorf("cheaper: %+v", got)
+	}
+}
+
+// TestREADMEPolicyBlocksParse: every YAML block of the README is a valid
+// policy file.
+func TestREADMEPolicyBlocksParse(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(data), "```yaml\n")[1:]
+	if len(blocks) < 2 {
+		t.Fatalf("%d YAML blocks in the README", len(blocks))
+	}
+	for i, b := range blocks {
+		src, _, _ := strings.Cut(b, "```")
+		f, err := Parse(fmt.Sprintf("README block %d", i+1), []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := NewRegistry(Options{Logger: discard}).Apply(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
