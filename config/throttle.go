@@ -12,9 +12,11 @@ import (
 )
 
 // LimiterSpec is a policy's client-side limiter (retry.Policy.Limiter):
-// Kind picks which config applies. The Registry builds it on its Clock
-// and keeps the instance across reloads while its settings are
-// unchanged, like budgets and breakers.
+// Kind picks which config applies. Fields the file leaves out are zero
+// (the throttle package's defaults), except that min_requests: 0 in the
+// file, "no floor", is SRE.MinRequests -1. The Registry builds the
+// limiter on its Clock and keeps the instance across reloads while its
+// settings are unchanged, like budgets and breakers.
 type LimiterSpec struct {
 	Kind     string // "sre" (throttle.SRE) or "aws_adaptive" (throttle.Adaptive)
 	SRE      throttle.SREConfig
