@@ -59,7 +59,8 @@ type Options struct {
 	// spec, e.g. from its retry_on lists. nil: a policy with
 	// retry_on.http_status gets httpretry.PolicyClassifier of its
 	// PolicySpec.HTTPClassifier, so httpretry.New(nil, handle) follows the
-	// list across reloads; any other gets retry.DefaultClassifier. (For
+	// list across reloads; a policy with a preset gets the preset's
+	// budget.IsAWSRetryable; any other gets retry.DefaultClassifier. (For
 	// gRPC, PolicySpec.GRPCRetryable turns retry_on.grpc_codes into the
 	// interceptor's classifier; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
