@@ -31,9 +31,16 @@ func (s *PolicySpec) HTTPClassifier() func(*http.Response, error) bool {
 }
 
 // GRPCRetryable returns a predicate over numeric gRPC status codes for this
-// policy's retry_on.grpc_codes (convert for grpcretry.Options.Retryable:
-// func(c codes.Code) bool { return f(uint32(c)) }), and false when the
-// policy lists none, meaning: keep the interceptor's default table.
+// policy's retry_on.grpc_codes, and false when the policy lists none,
+// meaning: keep the interceptor's default table. Convert it for the
+// grpcretry module's WithRetryable option:
+//
+//	grpcretry.WithRetryable(func(c codes.Code) bool { return f(uint32(c)) })
+//
+// That fixes the list when the interceptor is built. For one that follows
+// reloads, build it into the policy instead: an Options.Classify that
+// turns the spec's GRPCRetryable into a Classify over status.Code(err),
+// with grpcretry.WithPolicyClassify on the interceptor.
 func (s *PolicySpec) GRPCRetryable() (f func(code uint32) bool, ok bool) {
 	if s == nil || len(s.RetryOn.GRPCCodes) == 0 {
 		return nil, false

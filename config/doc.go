@@ -24,8 +24,9 @@
 //	      http_status: [429, 502, 503, 504]
 //	      grpc_codes: [UNAVAILABLE, RESOURCE_EXHAUSTED]
 //	    budget:                    # one of three kinds
-//	      kind: ratio              # preset grpc|aws_standard|ten_percent, max_tokens, initial_tokens,
-//	      preset: ten_percent      #   refill, retry_cost, timeout_cost, failure_cost, threshold
+//	      kind: ratio              # preset grpc|aws_standard_2026|aws_standard_legacy|aws_standard|ten_percent,
+//	      preset: ten_percent      #   max_tokens, initial_tokens, refill, retry_cost, timeout_cost,
+//	                               #   failure_cost, throttle_cost, threshold
 //	      # kind: window           # window, ratio (0,1], min_retries_per_second, buckets
 //	      # kind: concurrency      # ratio (0,1], min_concurrency
 //	    breaker:                   # one of three kinds, plus open_timeout, max_open_timeout,
@@ -39,6 +40,11 @@
 //	                               #   the same) makes one attempt and leaves retrying to that caller;
 //	                               #   ignore retries as usual; {rule: budget, budget: {kind: ...}}
 //	                               #   retries only while that budget (a spec as above) grants it
+//	    limiter:                   # sheds attempts on the client before they are sent (Policy.Limiter)
+//	      kind: sre                # sre: k, window, buckets, max_rejection, min_requests
+//	      k: 2                     # aws_adaptive: beta, scale_constant, smoothing, min_fill_rate
+//	  s3:
+//	    preset: aws_standard_2026  # a whole policy: aws_standard_2026|aws_standard_2026_dynamodb|aws_standard_legacy
 //	operations:                    # operation name -> policy name
 //	  charge-card: payments
 //	default: payments              # for names not listed (default: a policy named "default")
@@ -65,6 +71,42 @@
 //
 //	config: policies.yaml:12: policies.payments.backoff.max: "5x" is not a duration (use a number with a unit: 250ms, 2s, 1m)
 //	config: policies.yaml:31: policies.telemetry.budget.percent: renamed to ratio, a fraction from 0 to 1
+//
+// # Limiters
+//
+// A limiter sheds attempts on the client, first attempts included, before
+// they cost the downstream anything (package throttle). kind: sre is the
+// SRE book's adaptive throttling (throttle.SRE, fields of
+// throttle.SREConfig: k, window, buckets, max_rejection, min_requests;
+// min_requests: 0 means no floor, left out it is 16); kind: aws_adaptive is
+// the AWS SDKs' adaptive-mode rate limiter (throttle.Adaptive, fields of
+// throttle.AdaptiveConfig: beta, scale_constant, smoothing, min_fill_rate).
+// Fields left out take the throttle package's defaults, and each block is
+// checked by the config's Validate. The Registry builds the limiter on
+// Options.Clock and keeps the instance, with its counts, across reloads
+// while the settings are unchanged (like budgets); a reload that changes
+// them starts a fresh one. A LimiterWatcher in Options.Observer (the
+// Prometheus and OpenTelemetry adapters) exports each operation's limiter.
+//
+// # AWS presets
+//
+// Budget presets (kind: ratio): aws_standard_2026 is the AWS SDKs' 2026
+// standard-mode quota (budget.AWSStandard2026), aws_standard_legacy the one
+// before it (budget.AWSStandardLegacy), and aws_standard keeps meaning the
+// legacy quota, the name it had before 2026, so existing files do not
+// change behaviour. There is no DynamoDB budget preset: DynamoDB's 2026
+// rules have the same quota and differ only in attempts (4) and backoff
+// base (25 ms).
+//
+// A policy's preset key names a whole policy: aws_standard_2026
+// (budget.AWSRules: 3 attempts, the 2026 quota, the rules' backoff — 50 ms
+// base, 1 s after throttling, 20 s cap, full jitter, x-amz-retry-after
+// clamped, as a retry.ErrorBackoff — and budget.IsAWSRetryable),
+// aws_standard_2026_dynamodb (budget.AWSRules{DynamoDB: true}: 4 attempts,
+// 25 ms base) and aws_standard_legacy (budget.AWSLegacyRules). max_attempts,
+// backoff and budget written beside a preset override its own;
+// Options.Classify or retry_on.http_status override its classification.
+// Hyphenated spellings (aws-2026) are refused with the name to write.
 //
 // schema.json beside this file is a JSON Schema of the format for editors.
 //

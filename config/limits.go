@@ -8,7 +8,7 @@ import (
 )
 
 var budgetFields = map[string][]string{
-	"ratio":       {"kind", "preset", "max_tokens", "initial_tokens", "refill", "retry_cost", "timeout_cost", "failure_cost", "threshold"},
+	"ratio":       {"kind", "preset", "max_tokens", "initial_tokens", "refill", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold"},
 	"window":      {"kind", "window", "ratio", "min_retries_per_second", "buckets"},
 	"concurrency": {"kind", "ratio", "min_concurrency"},
 }
@@ -45,13 +45,8 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 	before := len(d.problems)
 	// A preset is applied first, so that explicit fields override it.
 	if v := valueOf(n, "preset"); v != nil && kind == "ratio" {
-		switch d.oneOf(v, join(path, "preset"), []string{"grpc", "aws_standard", "ten_percent"}) {
-		case "grpc":
-			b.Ratio = budget.GRPC()
-		case "aws_standard":
-			b.Ratio = budget.AWSStandard()
-		case "ten_percent":
-			b.Ratio = budget.TenPercent()
+		if c, ok := d.budgetPreset(v, join(path, "preset")); ok {
+			b.Ratio = c
 		}
 	}
 	d.elsewhere, d.renamed = inAny(budgetFields), renamedKeys
@@ -70,6 +65,8 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 			b.Ratio.TimeoutCost = d.number(v, fp, 0, 1e9, true)
 		case "ratio.failure_cost":
 			b.Ratio.FailureCost = d.number(v, fp, 0, 1e9, true)
+		case "ratio.throttle_cost":
+			b.Ratio.ThrottleCost = d.number(v, fp, 0, 1e9, true)
 		case "ratio.threshold":
 			b.Ratio.Threshold = d.number(v, fp, 0, 1e9, false)
 		case "window.window":

@@ -113,6 +113,12 @@ func FuzzParse(f *testing.F) {
 		"policies: {a: {nested: {rule: budget, budget: {kind: ratio, preset: ten_percent}}}}",
 		"policies: {a: {nested: {rule: one_layer, budget: {kind: concurrency}}}}",
 		"policies: {}\noperations: {}\n",
+		"policies: {a: {limiter: {kind: sre, k: 1.1, window: 30s, buckets: 30, max_rejection: 0.8, min_requests: 0}}}",
+		"policies: {a: {limiter: {kind: sre, window: 10ms, buckets: 1000}}}",
+		"policies: {a: {limiter: {kind: aws_adaptive, beta: 0.5, scale_constant: 0.4, smoothing: 1, min_fill_rate: 0.1}}}",
+		"policies: {a: {limiter: {kind: aws-adaptive, k: 2}}}",
+		"policies: {a: {preset: aws_standard_2026}, b: {preset: aws_standard_2026_dynamodb, max_attempts: 2}, c: {preset: aws_standard_legacy, backoff: {strategy: constant, base: 1s}}}",
+		"policies: {a: {budget: {kind: ratio, preset: aws_standard_2026, throttle_cost: 1}}, b: {budget: {kind: ratio, preset: aws-2026}}}",
 		`{"policies": {"a": {"max_attempts": "unlimited", "breaker": {"kind": "count_window", "calls": 3, "failure_ratio": 0.5}}}}`,
 	} {
 		f.Add([]byte(seed))

@@ -23,9 +23,10 @@ type Options struct {
 	Clock clock.Clock
 	// Observer is set on every policy. Config also looks in it (and in
 	// each member of a retry.Multi) for the optional interfaces
-	// ReloadObserver (hears every reload), BudgetWatcher and BreakerWatcher
-	// (export each operation's budget and breaker): the Prometheus and
-	// OpenTelemetry adapters implement all three, so Observer: collector,
+	// ReloadObserver (hears every reload), BudgetWatcher, BreakerWatcher and
+	// LimiterWatcher (export each operation's budget, breaker and
+	// limiter): the Prometheus and OpenTelemetry adapters implement all
+	// four, so Observer: collector,
 	// or retry.Multi(collector, otelObserver), is the whole wiring.
 	Observer retry.Observer
 	// Logger receives a line per reload (Info) and per rejected file
@@ -51,11 +52,15 @@ type Options struct {
 	// OnBudget likewise for budgets (*budget.Ratio, *budget.Window or
 	// *budget.Concurrency).
 	OnBudget func(operation string, b retry.Budget) (unwatch func())
+	// OnLimiter likewise for limiters (*throttle.SRE or *throttle.Adaptive),
+	// as a LimiterWatcher in Observer is told them.
+	OnLimiter func(operation string, l retry.Limiter) (unwatch func())
 	// Classify, if set, builds a policy's Classify function from its
 	// spec, e.g. from its retry_on lists. nil: a policy with
 	// retry_on.http_status gets httpretry.PolicyClassifier of its
 	// PolicySpec.HTTPClassifier, so httpretry.New(nil, handle) follows the
-	// list across reloads; any other gets retry.DefaultClassifier. (For
+	// list across reloads; a policy with a preset gets the preset's
+	// budget.IsAWSRetryable; any other gets retry.DefaultClassifier. (For
 	// gRPC, PolicySpec.GRPCRetryable turns retry_on.grpc_codes into the
 	// interceptor's classifier; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
@@ -88,13 +93,21 @@ type BreakerWatcher interface {
 	WatchBreaker(operation string, b retry.Breaker) (unwatch func())
 }
 
+// LimiterWatcher is implemented by observers that export a client-side
+// limiter's state (a throttle.SRE's rejection probability, a
+// throttle.Adaptive's rates) under an operation label; see BudgetWatcher
+// and Options.OnLimiter.
+type LimiterWatcher interface {
+	WatchLimiter(operation string, l retry.Limiter) (unwatch func())
+}
+
 // Registry serves the policies of a file through handles that callers keep.
 // Applying a new file swaps each handle's policy atomically: a call reads
 // one *retry.Policy, old or new, never a mix, and takes no lock.
 //
-// Budgets and breakers belong to a policy name and are kept across reloads
-// while their settings are unchanged, so a reload does not forget that a
-// downstream is failing; changed ones start fresh.
+// Budgets, breakers and limiters belong to a policy name and are kept
+// across reloads while their settings are unchanged, so a reload does not
+// forget that a downstream is failing; changed ones start fresh.
 type Registry struct {
 	opts Options
 
@@ -109,6 +122,7 @@ type Registry struct {
 	budgets  map[string]keyed[retry.Budget]
 	nested   map[string]keyed[retry.Budget] // policy -> its NestedBudget
 	breakers map[string]keyed[*breaker.Breaker]
+	limiters map[string]keyed[retry.Limiter]
 	watches  map[string]*opWatch // operation -> its watched budget and breaker
 	version  atomic.Pointer[string]
 	// badVersion and badErr remember the content rejected since the last
@@ -127,6 +141,8 @@ type opWatch struct {
 	unBudget  []func()
 	breaker   retry.Breaker
 	unBreaker []func()
+	limiter   retry.Limiter
+	unLimiter []func()
 }
 
 type keyed[T any] struct {
@@ -177,6 +193,7 @@ func NewRegistry(opts Options) *Registry {
 		budgets:  map[string]keyed[retry.Budget]{},
 		nested:   map[string]keyed[retry.Budget]{},
 		breakers: map[string]keyed[*breaker.Breaker]{},
+		limiters: map[string]keyed[retry.Limiter]{},
 		watches:  map[string]*opWatch{},
 	}
 }
@@ -388,8 +405,14 @@ func (r *Registry) build(f *File) builtSet {
 	keepBudgets := map[string]keyed[retry.Budget]{}
 	keepNested := map[string]keyed[retry.Budget]{}
 	keepBreakers := map[string]keyed[*breaker.Breaker]{}
+	keepLimiters := map[string]keyed[retry.Limiter]{}
 	for name, s := range f.Policies {
-		b, _ := backoff.New(s.Backoff.Strategy, s.Backoff.Params) // validated by Parse
+		var b backoff.Strategy
+		if s.Preset != "" && s.Backoff.Strategy == "" {
+			_, b = presetRules(s.Preset)
+		} else {
+			b, _ = backoff.New(s.Backoff.Strategy, s.Backoff.Params) // validated by Parse
+		}
 		p := &retry.Policy{
 			MaxAttempts:    s.MaxAttempts,
 			MaxElapsed:     s.MaxElapsed,
@@ -407,6 +430,8 @@ func (r *Registry) build(f *File) builtSet {
 			// retry_on travels with the policy, so a transport built once
 			// over the Handle classifies by the file's current list.
 			p.Classify = httpretry.PolicyClassifier(s.HTTPClassifier())
+		} else if s.Preset != "" {
+			p.Classify = budget.IsAWSRetryable
 		}
 		if s.Budget != nil {
 			key := budgetKey(s.Budget)
@@ -435,6 +460,15 @@ func (r *Registry) build(f *File) builtSet {
 			keepBreakers[name] = old
 			p.Breaker = old.v
 		}
+		if s.Limiter != nil {
+			key := limiterKey(s.Limiter)
+			old, ok := r.limiters[name]
+			if !ok || old.key != key {
+				old = keyed[retry.Limiter]{key, r.newLimiter(s.Limiter)}
+			}
+			keepLimiters[name] = old
+			p.Limiter = old.v
+		}
 		out[name] = p
 	}
 	for name, old := range r.breakers {
@@ -442,7 +476,7 @@ func (r *Registry) build(f *File) builtSet {
 			old.v.Close() // stops its active probing, if any
 		}
 	}
-	r.budgets, r.nested, r.breakers = keepBudgets, keepNested, keepBreakers
+	r.budgets, r.nested, r.breakers, r.limiters = keepBudgets, keepNested, keepBreakers, keepLimiters
 	return out
 }
 
@@ -521,19 +555,20 @@ func (r *Registry) syncWatches() {
 	}
 }
 
-// watchOp points op's budget and breaker watchers at p's (p nil: none),
+// watchOp points op's budget, breaker and limiter watchers at p's (p nil: none),
 // calling the watchers only for what changed: the new budget is watched
 // before the old one is unwatched, so a scrape in between still finds one.
 // It must be called with r.mu held.
 func (r *Registry) watchOp(op string, p *retry.Policy) {
 	var bud retry.Budget
 	var brk retry.Breaker
+	var lim retry.Limiter
 	if p != nil {
-		bud, brk = p.Budget, p.Breaker
+		bud, brk, lim = p.Budget, p.Breaker, p.Limiter
 	}
 	w := r.watches[op]
 	if w == nil {
-		if bud == nil && brk == nil {
+		if bud == nil && brk == nil && lim == nil {
 			return
 		}
 		w = &opWatch{}
@@ -573,7 +608,24 @@ func (r *Registry) watchOp(op string, p *retry.Policy) {
 		}
 		w.breaker, w.unBreaker = brk, un
 	}
-	if bud == nil && brk == nil {
+	if w.limiter != lim {
+		var un []func()
+		if lim != nil {
+			if r.opts.OnLimiter != nil {
+				un = appendFunc(un, r.opts.OnLimiter(op, lim))
+			}
+			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
+				if lw, ok := o.(LimiterWatcher); ok {
+					un = appendFunc(un, lw.WatchLimiter(op, lim))
+				}
+			})
+		}
+		for _, f := range w.unLimiter {
+			f()
+		}
+		w.limiter, w.unLimiter = lim, un
+	}
+	if bud == nil && brk == nil && lim == nil {
 		delete(r.watches, op)
 	}
 }

@@ -64,11 +64,23 @@ type PolicySpec struct {
 	Budget         *BudgetSpec  // nil: no budget
 	Breaker        *BreakerSpec // nil: no breaker
 	Nested         NestedSpec   // the layer rule; zero: one_layer
+	Limiter        *LimiterSpec // nil: no limiter
+	// Preset names the rule set the policy starts from (PresetAWSStandard2026
+	// and the others), "" for none. Parse has already applied it to
+	// MaxAttempts and Budget where the file leaves them out; a preset's
+	// backoff is not a registered strategy, so Backoff.Strategy is "" when
+	// the preset supplies it (the Registry sets the preset's
+	// backoff.Strategy, which implements retry.ErrorBackoff). The preset's
+	// classification, budget.IsAWSRetryable, is the built policy's Classify
+	// unless Options.Classify or retry_on.http_status gives another.
+	Preset string
 }
 
 // BackoffSpec names a registered backoff strategy and its parameters.
 type BackoffSpec struct {
-	Strategy string // a name known to backoff.Lookup; default "full_jitter"
+	// Strategy is a name known to backoff.Lookup; default "full_jitter";
+	// "" when the policy's preset supplies the backoff.
+	Strategy string
 	Params   backoff.Params
 }
 
@@ -197,7 +209,7 @@ func policyNames(f *File) []string {
 }
 
 var policyFields = []string{"max_attempts", "max_elapsed", "attempt_timeout", "min_attempt_time",
-	"max_retry_after", "backoff", "retry_on", "budget", "breaker", "nested"}
+	"max_retry_after", "backoff", "retry_on", "budget", "breaker", "nested", "limiter", "preset"}
 
 func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 	p := &PolicySpec{Name: name, MaxAttempts: retry.DefaultMaxAttempts, Backoff: BackoffSpec{Strategy: "full_jitter"}}
@@ -223,8 +235,25 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 			p.Breaker = d.breaker(v, fp)
 		case "nested":
 			p.Nested = d.nested(v, fp)
+		case "limiter":
+			p.Limiter = d.limiter(v, fp)
+		case "preset":
+			p.Preset = d.preset(v, fp)
 		}
 	})
+	if p.Preset != "" && n.Kind == yaml.MappingNode {
+		// Explicit fields override the preset.
+		attempts, _ := presetRules(p.Preset)
+		if valueOf(n, "max_attempts") == nil {
+			p.MaxAttempts = attempts
+		}
+		if valueOf(n, "budget") == nil {
+			p.Budget = &BudgetSpec{Kind: "ratio", Ratio: presetBudget(p.Preset)}
+		}
+		if valueOf(n, "backoff") == nil {
+			p.Backoff = BackoffSpec{}
+		}
+	}
 	return p
 }
 

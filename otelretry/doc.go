@@ -47,6 +47,12 @@
 //	stormguard.retry_budget.tokens {token}         -> stormguard_retry_budget_tokens{operation}
 //	stormguard.breaker.state {state}               -> stormguard_breaker_state{operation,state} (StateSet)
 //	stormguard.breaker.transitions {transition}    -> stormguard_breaker_transitions_total{operation,from,to}
+//	stormguard.throttle.rejection_probability      -> stormguard_throttle_rejection_probability{operation}
+//	stormguard.throttle.local_rejections {attempt} -> stormguard_throttle_local_rejections_total{operation}
+//	stormguard.adaptive.fill_rate                  -> stormguard_adaptive_fill_rate{operation}
+//	stormguard.adaptive.measured_rate              -> stormguard_adaptive_measured_rate{operation}
+//	stormguard.adaptive.waits {attempt}            -> stormguard_adaptive_waits_total{operation}
+//	stormguard.adaptive.refused {attempt}          -> stormguard_adaptive_refused_total{operation}
 //	stormguard.queue.dropped_records {record}      -> stormguard_queue_dropped_records_total{queue}
 //	stormguard.queue.refused {task}                -> stormguard_queue_refused_total{queue}
 //	stormguard.queue.depth {record}                -> stormguard_queue_depth{queue}
@@ -59,9 +65,9 @@
 // Observer as a queue.RefusedObserver, so that the tasks it refuses (which their callers
 // keep) count in queue.refused rather than as dropped records. Passed as
 // config.Options.Observer (alone or in a retry.Multi), the Observer hears
-// every reload (ConfigReload) and is told each operation's budget and
-// breaker (WatchBudget, WatchBreaker) under the operation's name, so they
-// join the call metrics on operation.
+// every reload (ConfigReload) and is told each operation's budget,
+// breaker and limiter (WatchBudget, WatchBreaker, WatchLimiter) under the
+// operation's name, so they join the call metrics on operation.
 //
 // Operation names become attribute values on metrics, so they must come
 // from the program, not from requests; Config.MaxOperations caps them.

@@ -17,6 +17,7 @@ import (
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/otelretry"
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/throttle"
 )
 
 // contract is the metric list of DESIGN.md: Prometheus name and labels.
@@ -34,6 +35,13 @@ var contract = map[string][]string{
 	"stormguard_queue_refused_total":          {"queue"},
 	"stormguard_config_reloads_total":         {"result"},
 	"stormguard_config_info":                  {"version"},
+
+	"stormguard_throttle_rejection_probability":  {"operation"},
+	"stormguard_throttle_local_rejections_total": {"operation"},
+	"stormguard_adaptive_fill_rate":              {"operation"},
+	"stormguard_adaptive_measured_rate":          {"operation"},
+	"stormguard_adaptive_waits_total":            {"operation"},
+	"stormguard_adaptive_refused_total":          {"operation"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -58,6 +66,8 @@ func TestPrometheusExporterNames(t *testing.T) {
 	defer brk.Close()
 	defer obs.WatchBudget("op", budget.NewRatio(budget.RatioConfig{}))()
 	defer obs.WatchBreaker("op", brk)()
+	defer obs.WatchLimiter("op", throttle.NewSRE(throttle.SREConfig{}))()
+	defer obs.WatchLimiter("put", throttle.NewAdaptive(throttle.AdaptiveConfig{}))()
 	p := &retry.Policy{Operation: "op", MaxAttempts: 2, Observer: obs, Budget: budgetRefusing{}}
 	_, _ = retry.Do(context.Background(), p, func(context.Context) (int, error) { return 0, errTransient })
 	p.Budget = nil

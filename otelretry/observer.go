@@ -74,7 +74,8 @@ type Config struct {
 // becomes stormguard_attempts_total, and so on).
 //
 // Set it as Policy.Observer (or combine it with retry.Multi). Attach
-// budgets and breakers with WatchBudget and WatchBreaker. It is safe for
+// budgets, breakers and limiters with WatchBudget, WatchBreaker and
+// WatchLimiter. It is safe for
 // concurrent use, and a nil *Observer does nothing.
 type Observer struct {
 	tracer    trace.Tracer
@@ -97,6 +98,9 @@ type Observer struct {
 	mu            sync.Mutex
 	budgets       map[string]*budgetWatch
 	breakers      map[string]*breakerWatch
+	limiters      map[string]*limiterWatch  // by operation label
+	limiterTotals map[string]*limiterTotals // counts of limiters no longer watched, by operation label
+	limiterInst   limiterInstruments
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 }
 
@@ -158,9 +162,11 @@ func New(cfg Config) (*Observer, error) {
 			s.setName(name)
 			return &s
 		}),
-		queues:   labels.New(maxOps, newQueueState, nil),
-		budgets:  make(map[string]*budgetWatch),
-		breakers: make(map[string]*breakerWatch),
+		queues:        labels.New(maxOps, newQueueState, nil),
+		budgets:       make(map[string]*budgetWatch),
+		breakers:      make(map[string]*breakerWatch),
+		limiters:      make(map[string]*limiterWatch),
+		limiterTotals: make(map[string]*limiterTotals),
 	}
 
 	m := mp.Meter(ScopeName)
@@ -211,6 +217,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithDescription("1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version."),
 		metric.WithInt64Callback(o.observeConfig))
 	add(err)
+	o.newLimiterInstruments(m, name, add)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
 	}

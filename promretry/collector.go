@@ -61,8 +61,9 @@ type Config struct {
 
 // Collector turns stormguard's events into Prometheus metrics. It
 // implements retry.Observer (set it as Policy.Observer) and
-// prometheus.Collector (register it with a prometheus.Registerer). Budgets
-// and breakers are attached with WatchBudget and WatchBreaker; background
+// prometheus.Collector (register it with a prometheus.Registerer). Budgets,
+// breakers and limiters are attached with WatchBudget, WatchBreaker and
+// WatchLimiter; background
 // retry queues report through QueueDropped and QueueDepth (a Scheduler
 // through QueueRefused, as a queue.RefusedObserver).
 //
@@ -76,6 +77,12 @@ type Config struct {
 //	stormguard_retry_budget_tokens{operation}                                gauge
 //	stormguard_breaker_state{operation,state}                                gauge (StateSet: 1 for the current state)
 //	stormguard_breaker_transitions_total{operation,from,to}                  counter
+//	stormguard_throttle_rejection_probability{operation}                     gauge
+//	stormguard_throttle_local_rejections_total{operation}                    counter
+//	stormguard_adaptive_fill_rate{operation}                                 gauge
+//	stormguard_adaptive_measured_rate{operation}                             gauge
+//	stormguard_adaptive_waits_total{operation}                               counter
+//	stormguard_adaptive_refused_total{operation}                             counter
 //	stormguard_queue_dropped_records_total{queue}                            counter
 //	stormguard_queue_refused_total{queue}                                    counter
 //	stormguard_queue_depth{queue}                                            gauge
@@ -111,6 +118,13 @@ type Collector struct {
 	budgetTokens        *prometheus.Desc
 	breakerState        *prometheus.Desc
 
+	throttleProbability  *prometheus.Desc
+	throttleRejections   *prometheus.Desc
+	adaptiveFillRate     *prometheus.Desc
+	adaptiveMeasuredRate *prometheus.Desc
+	adaptiveWaits        *prometheus.Desc
+	adaptiveRefused      *prometheus.Desc
+
 	transitions   *prometheus.CounterVec
 	queueDropped  *prometheus.CounterVec
 	queueRefused  *prometheus.CounterVec
@@ -124,6 +138,10 @@ type Collector struct {
 	mu       sync.Mutex
 	budgets  map[string]*budgetWatch
 	breakers map[string]*breakerWatch
+	// limiters by operation label, and the counts of the limiters each
+	// operation had before (see WatchLimiter)
+	limiters      map[string]*limiterWatch
+	limiterTotals map[string]*limiterTotals
 }
 
 // Label values of stormguard_attempts_total{attempt_kind}.
@@ -194,6 +212,24 @@ func New(cfg Config) *Collector {
 		breakerState: desc("breaker_state",
 			"Circuit breaker state, read at scrape time, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others.",
 			"operation", "state"),
+		throttleProbability: desc("throttle_rejection_probability",
+			"Probability with which the client-side throttler (SRE adaptive throttling) rejects an attempt now, read at scrape time.",
+			"operation"),
+		throttleRejections: desc("throttle_local_rejections_total",
+			"Attempts the client-side throttler rejected locally, without sending them.",
+			"operation"),
+		adaptiveFillRate: desc("adaptive_fill_rate",
+			"Send tokens per second of the AWS adaptive-mode rate limiter (CUBIC-driven), read at scrape time.",
+			"operation"),
+		adaptiveMeasuredRate: desc("adaptive_measured_rate",
+			"Smoothed rate at which answers come back, per second, as the AWS adaptive-mode rate limiter measures it.",
+			"operation"),
+		adaptiveWaits: desc("adaptive_waits_total",
+			"Attempts that waited for a send token of the AWS adaptive-mode rate limiter.",
+			"operation"),
+		adaptiveRefused: desc("adaptive_refused_total",
+			"Attempts the AWS adaptive-mode rate limiter refused because the wait for a token would not end before their deadline.",
+			"operation"),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts(opts("breaker_transitions_total",
 			"Circuit breaker state changes, by previous and new state.")),
 			[]string{"operation", "from", "to"}),
@@ -212,8 +248,10 @@ func New(cfg Config) *Collector {
 		configInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("config_info",
 			"1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version.")),
 			[]string{"version"}),
-		budgets:  make(map[string]*budgetWatch),
-		breakers: make(map[string]*breakerWatch),
+		budgets:       make(map[string]*budgetWatch),
+		breakers:      make(map[string]*breakerWatch),
+		limiters:      make(map[string]*limiterWatch),
+		limiterTotals: make(map[string]*limiterTotals),
 	}
 	bounds, upper := bucketBounds(buckets)
 	c.ops = labels.New(maxOps, func(label string) *opMetrics {
@@ -241,6 +279,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.budgetExhaustedDesc
 	ch <- c.budgetTokens
 	ch <- c.breakerState
+	ch <- c.throttleProbability
+	ch <- c.throttleRejections
+	ch <- c.adaptiveFillRate
+	ch <- c.adaptiveMeasuredRate
+	ch <- c.adaptiveWaits
+	ch <- c.adaptiveRefused
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
 	c.queueRefused.Describe(ch)
@@ -277,6 +321,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauges = append(gauges, prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, 1, w.op, st.String()))
 		}
 	}
+
+	gauges = append(gauges, c.limiterMetrics()...)
 
 	for _, m := range c.ops.Values() {
 		c.collectOp(ch, m)

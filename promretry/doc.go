@@ -17,11 +17,14 @@
 //	metrics.WatchBudget("inventory.get", bud)
 //	metrics.WatchBreaker("inventory.get", brk)
 //
-// WatchBudget and WatchBreaker take any retry.Budget and retry.Breaker and
-// export what each can tell. With policies from a file, pass the Collector
-// as config.Options.Observer (alone or in a retry.Multi) and make no Watch
-// calls: config reports every reload to it and watches each operation's
-// budget and breaker under the operation's name, so they join the call
+// WatchBudget, WatchBreaker and WatchLimiter take any retry.Budget,
+// retry.Breaker and retry.Limiter and export what each can tell (a
+// throttle.SRE's rejection probability and local rejections, a
+// throttle.Adaptive's rates, waits and refusals). With policies from a
+// file, pass the Collector as config.Options.Observer (alone or in a
+// retry.Multi) and make no Watch calls: config reports every reload to it
+// and watches each operation's budget, breaker and limiter under the
+// operation's name, so they join the call
 // metrics on the operation label.
 //
 // The metric names and labels are a contract shared with the dashboards and

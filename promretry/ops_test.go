@@ -251,11 +251,13 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	}
 	// The panels the issue asks for, each on the metric it is about.
 	for title, metric := range map[string]string{
-		"Retry ratio":         "stormguard_attempts_total",
-		"Attempts by outcome": "stormguard_attempts_total",
-		"Retry budget tokens": "stormguard_retry_budget_tokens",
-		"Breaker state":       "stormguard_breaker_state",
-		"p99 call duration":   "stormguard_call_duration_seconds_bucket",
+		"Retry ratio":                    "stormguard_attempts_total",
+		"Attempts by outcome":            "stormguard_attempts_total",
+		"Retry budget tokens":            "stormguard_retry_budget_tokens",
+		"Breaker state":                  "stormguard_breaker_state",
+		"p99 call duration":              "stormguard_call_duration_seconds_bucket",
+		"Throttle rejection probability": "stormguard_throttle_rejection_probability",
+		"Attempts shed on the client":    "stormguard_throttle_local_rejections_total",
 	} {
 		if !slices.Contains(panelMetrics[title], metric) {
 			t.Errorf("panel %q missing or not on %s (uses %v)", title, metric, panelMetrics[title])

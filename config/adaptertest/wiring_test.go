@@ -16,11 +16,13 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
+	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/config"
 	"github.com/stormguard/stormguard/otelretry"
 	"github.com/stormguard/stormguard/promretry"
 	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/throttle"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,6 +38,8 @@ var (
 	_ config.BudgetWatcher  = (*otelretry.Observer)(nil)
 	_ config.BreakerWatcher = (*otelretry.Observer)(nil)
 	_ queue.RefusedObserver = (*otelretry.Observer)(nil)
+	_ config.LimiterWatcher = (*promretry.Collector)(nil)
+	_ config.LimiterWatcher = (*otelretry.Observer)(nil)
 )
 
 // adapters returns a promretry Collector and an otelretry Observer, each
@@ -238,4 +242,90 @@ func TestRegistryWithMultiOfAdapters(t *testing.T) {
 			t.Errorf("%s: tokens after the reload %v, want the new budget's %v under charge-card and refund", name, tokens, want)
 		}
 	}
+}
+
+const limiterPolicies = `
+policies:
+  users:
+    max_attempts: %d
+    limiter: {kind: sre, k: %s, min_requests: 0}
+  uploads:
+    limiter: {kind: aws_adaptive}
+operations:
+  get-user: users
+  list-users: users
+  put-object: uploads
+`
+
+// TestRegistryLimitersWithAdapters: limiters from a real file reach both
+// adapters through retry.Multi, under each operation that uses them; the
+// calls a real SRE throttler ends are counted as outcome "throttled" and
+// as local rejections alike; a reload that keeps the limiter's settings
+// keeps the instance and its series, and one that changes K starts a new
+// throttler while the local rejections counter goes on from the old count.
+func TestRegistryLimitersWithAdapters(t *testing.T) {
+	coll, obs, regs := adapters(t)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	write(t, path, fmt.Sprintf(limiterPolicies, 1, "1.1"))
+	reg, err := config.Open(path, config.Options{Observer: retry.Multi(coll, obs), Clock: clocktest.NewFake()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := reg.Policy("get-user")
+	sre, ok := h.Policy().Limiter.(*throttle.SRE)
+	if !ok {
+		t.Fatalf("Limiter %T", h.Policy().Limiter)
+	}
+	busy := retry.Overloaded(errors.New("users: busy"))
+	throttled := 0
+	for range 100 {
+		err := retry.Run(context.Background(), h.Policy(), func(context.Context) error { return busy })
+		if errors.Is(err, throttle.ErrThrottled) {
+			throttled++
+		}
+	}
+	if throttled == 0 || uint64(throttled) != sre.Stats().Rejected {
+		t.Fatalf("%d throttled, SRE counted %d", throttled, sre.Stats().Rejected)
+	}
+	check := func(when string, wantRejected int, wantProb float64) {
+		t.Helper()
+		for name, r := range regs {
+			if got := series(t, r, "stormguard_calls_total")["operation=get-user,outcome=throttled"]; got != float64(throttled) {
+				t.Errorf("%s %s: calls{get-user,throttled} = %v, want %d", when, name, got, throttled)
+			}
+			rej := series(t, r, "stormguard_throttle_local_rejections_total")
+			if len(rej) != 2 || rej["operation=get-user"] != float64(wantRejected) || rej["operation=list-users"] != float64(wantRejected) {
+				t.Errorf("%s %s: local_rejections %v, want %d under get-user and list-users", when, name, rej, wantRejected)
+			}
+			prob := series(t, r, "stormguard_throttle_rejection_probability")
+			if len(prob) != 2 || prob["operation=get-user"] != wantProb {
+				t.Errorf("%s %s: rejection_probability %v, want %v", when, name, prob, wantProb)
+			}
+			if _, ok := series(t, r, "stormguard_adaptive_fill_rate")["operation=put-object"]; !ok {
+				t.Errorf("%s %s: no adaptive_fill_rate for put-object", when, name)
+			}
+			if _, ok := series(t, r, "stormguard_adaptive_refused_total")["operation=put-object"]; !ok {
+				t.Errorf("%s %s: no adaptive_refused_total for put-object", when, name)
+			}
+		}
+	}
+	check("first file", throttled, sre.RejectionProbability())
+
+	write(t, path, fmt.Sprintf(limiterPolicies, 2, "1.1")) // the limiter's settings unchanged
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if h.Policy().Limiter != sre || h.Policy().MaxAttempts != 2 {
+		t.Fatal("an unchanged limiter was replaced")
+	}
+	check("same settings", throttled, sre.RejectionProbability())
+
+	write(t, path, fmt.Sprintf(limiterPolicies, 2, "3")) // a new K
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if h.Policy().Limiter == sre {
+		t.Fatal("changing k kept the old throttler")
+	}
+	check("new k", throttled, 0)
 }
