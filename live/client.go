@@ -44,8 +44,7 @@ func newFleet(sc *Scenario, url string, rec *recorder, policies *policySet, conn
 	wire := &wire{next: f.base, rec: rec}
 	f.clients = make([]*http.Client, len(policies.policies))
 	for i, p := range policies.policies {
-		f.clients[i] = &http.Client{Transport: httpretry.New(wire, p,
-			httpretry.WithAttemptHeader(AttemptHeader), httpretry.WithRetry500())}
+		f.clients[i] = &http.Client{Transport: httpretry.New(wire, p, httpretry.WithRetry500())}
 	}
 	return f
 }

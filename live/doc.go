@@ -34,7 +34,7 @@
 //     Poisson, drawn from the seed by sim.Arrival.Stream, as sim draws
 //     them), each a POST with an Idempotency-Key through
 //     http.Client{Transport: httpretry.New(wire, policy,
-//     httpretry.WithAttemptHeader(AttemptHeader), httpretry.WithRetry500())}
+//     httpretry.WithRetry500())}
 //     (500 is retried, like sim.ErrServer) under the caller's deadline
 //     (Scenario.CallTimeout). wire counts every attempt the clients send.
 //   - Policies: the simulator's definitions (sim.StandardPolicy with the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stormguard/stormguard/layer"
 	"io"
 	"log"
 	"math"
@@ -22,8 +23,8 @@ import (
 // Headers of the live protocol.
 const (
 	// AttemptHeader carries the attempt number ("1" for a call's first
-	// attempt), set by httpretry.WithAttemptHeader.
-	AttemptHeader = "X-Stormguard-Attempt"
+	// attempt), which httpretry announces on every attempt.
+	AttemptHeader = layer.HeaderAttempt
 	// KeyHeader is the idempotency key of a call; httpretry retries a POST
 	// that carries it.
 	KeyHeader = "Idempotency-Key"
