@@ -11,10 +11,13 @@ import (
 // simulator's metrics measured on the wire plus the live-only measures,
 // and ready-made tables and plots.
 type Report struct {
-	Scenario    string `json:"scenario"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Seed        uint64 `json:"seed"`
+	Scenario string `json:"scenario"`
+	// ModelVersion is sim.ModelVersion: the version of the models and
+	// metric definitions the run used.
+	ModelVersion int    `json:"model_version"`
+	Title        string `json:"title"`
+	Description  string `json:"description"`
+	Seed         uint64 `json:"seed"`
 	// The settings the run used (after Options overrides).
 	Clients      int     `json:"clients"`
 	DurationS    float64 `json:"duration_s"`
@@ -64,7 +67,7 @@ func (r *Report) Row(policy string) (*Row, bool) {
 
 func newReport(sc *Scenario, o Options) *Report {
 	r := &Report{
-		Scenario: sc.Name, Title: sc.Title, Description: sc.Doc, Seed: o.Seed,
+		Scenario: sc.Name, ModelVersion: sim.ModelVersion, Title: sc.Title, Description: sc.Doc, Seed: o.Seed,
 		Clients: sc.Clients, DurationS: sc.Duration.Seconds(), DrainS: sc.drain().Seconds(),
 		CapacityPerS: sc.CapacityPerS(), Scope: o.Scope.String(), Sequential: o.Sequential,
 	}
@@ -88,7 +91,7 @@ func (r *Report) Sim() *sim.Report {
 		c.Rows = append(c.Rows, sim.Row{Policy: row.Policy, Metrics: &m, Series: &s})
 	}
 	return &sim.Report{
-		Scenario: "live:" + r.Scenario, Title: r.Title, Description: r.Description,
+		Scenario: "live:" + r.Scenario, ModelVersion: r.ModelVersion, Title: r.Title, Description: r.Description,
 		Seed: r.Seed, Trials: 1, Cases: []sim.Case{c}, Tables: r.Tables, Plots: r.Plots,
 	}
 }

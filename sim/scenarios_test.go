@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -259,6 +260,9 @@ func TestReportJSONIsDeterministic(t *testing.T) {
 	}
 	if bytes.Equal(a, encode(10, 2)) {
 		t.Fatal("different seeds, same JSON")
+	}
+	if want := fmt.Sprintf(`"model_version":%d`, ModelVersion); !strings.Contains(string(a), want) {
+		t.Errorf("JSON lacks %s: %.200s", want, a)
 	}
 	if !strings.Contains(string(a), `"scenario":"retry-budget"`) || !strings.Contains(string(a), `"success_rate"`) {
 		t.Fatalf("JSON lacks fields: %.200s", a)

@@ -63,7 +63,7 @@ func TestJSONIsByteIdenticalForTheSameSeed(t *testing.T) {
 		t.Fatal("same seed, different JSON")
 	}
 	var reports []sim.Report
-	if err := json.Unmarshal([]byte(a), &reports); err != nil || len(reports) != 1 || reports[0].Seed != 5 {
+	if err := json.Unmarshal([]byte(a), &reports); err != nil || len(reports) != 1 || reports[0].Seed != 5 || reports[0].ModelVersion != sim.ModelVersion {
 		t.Fatalf("JSON does not decode to one report with seed 5: %v", err)
 	}
 	if len(reports[0].Cases[0].Rows) != 5 || reports[0].Cases[0].Rows[0].Series == nil {
