@@ -101,12 +101,17 @@
 //     queue; 1s attempt timeout, and the database serves timed-out requests
 //     anyway. From 20s to 30s the network drops every attempt. Every
 //     standard policy; the retrying ones without a budget stay overloaded.
-//   - cascade: 100 users at 3 calls/s → edge (400 workers, 2ms) → service
-//     (400 workers, 5ms) → database (20 workers, Exp(40ms), 500/s, queue
-//     1,000); timeouts 4s, 1s and 250ms; from 20s to 50s the database keeps
-//     half its workers. Every hop retrying 3 times (up to 64 database
-//     attempts per call), only the service retrying, or every hop retrying
-//     through a 10% token bucket.
+//   - cascade: 100 users at 3 calls/s → edge (1,000 workers, 2ms) →
+//     service (1,000 workers, 5ms) → database (20 workers, Exp(40ms),
+//     500/s, queue 1,000); timeouts 4s, 1s and 250ms; from 20s to 50s the
+//     database keeps half its workers (partial case) or answers 503 to
+//     everything (total case). Every hop retrying 3 times (up to 4³ = 64
+//     database attempts per call), only the service retrying, every hop
+//     retrying through a 10% token bucket, and the SRE book's two figures
+//     at the users: 3 attempts per request (3x at worst) and a 10%
+//     per-client retry budget (1.1x). The "in fault" column
+//     (Metrics.FaultAttemptsPerCall) is the load multiplier during the
+//     fault, which the total case takes to its closed form.
 //
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.

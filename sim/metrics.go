@@ -45,6 +45,14 @@ type Metrics struct {
 	// AttemptsPerCall is Attempts / Calls: 1 without retries; in a chain
 	// of tiers, the load multiplier on the measured tier.
 	AttemptsPerCall float64 `json:"attempts_per_call"`
+	// FaultAttemptsPerCall is the load multiplier during the fault: the
+	// attempts at the measured tier caused by the client calls that
+	// started inside the fault window (FaultWindow), through every tier
+	// in between, divided by those calls. With every attempt failing it
+	// is the product of the attempts each hop makes (4x4x4 = 64 for
+	// three hops of four attempts). 0 without a fault, or when not
+	// measured (live runs).
+	FaultAttemptsPerCall float64 `json:"fault_attempts_per_call,omitempty"`
 	// BaselineLoad is attempts per second in the baseline window (after
 	// Warmup, before the first fault).
 	BaselineLoad float64 `json:"baseline_load_per_s"`
@@ -177,6 +185,7 @@ func Mean(ms []Metrics) Metrics {
 		out.Attempts += m.Attempts / n
 		out.Retries += m.Retries / n
 		out.AttemptsPerCall += m.AttemptsPerCall / n
+		out.FaultAttemptsPerCall += m.FaultAttemptsPerCall / n
 		out.BaselineLoad += m.BaselineLoad / n
 		out.PeakLoad += m.PeakLoad / n
 		out.Amplification += m.Amplification / n

@@ -24,9 +24,12 @@ type ModelSpec struct {
 	Policies []string
 	// Custom are the scenario's own contenders.
 	Custom []Variant
-	// Cases sweep a parameter; nil runs the model as it is.
+	// Cases sweep a parameter, or set the model up in a few distinct ways;
+	// nil runs the model as it is.
 	Cases []ModelCase
-	// SweepLabel names the swept parameter on plots (with Cases).
+	// SweepLabel names the swept parameter on plots. With a SweepLabel the
+	// cases are a sweep, shown as one table with a column per case; without,
+	// each case gets a table and charts of its own.
 	SweepLabel string
 	// Columns are the metric columns of the tables (see ColumnKeys).
 	// nil: DefaultColumns, or success and attempts/call for a sweep.
@@ -256,7 +259,7 @@ func capacity(m *Model) float64 {
 // present builds the tables and plots of a model scenario's report.
 func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 	keys := spec.Columns
-	sweep := len(spec.Cases) > 0
+	sweep := len(spec.Cases) > 0 && spec.SweepLabel != ""
 	if len(keys) == 0 {
 		keys = DefaultColumns
 		if sweep {

@@ -82,6 +82,9 @@ type runner struct {
 	freeA   []int32
 	measure int32
 	rec     recorder
+	// The fault window, for FaultAttempts: calls whose client call
+	// started in [faultFrom, faultTo) count.
+	faultFrom, faultTo time.Duration
 
 	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart HandlerID
 }
@@ -114,6 +117,7 @@ type caller struct {
 
 type callRec struct {
 	start     time.Duration
+	origin    time.Duration // start of the client call this call serves
 	prev      time.Duration // previous backoff delay
 	gen       int64
 	parentGen int64 // the upstream attempt's generation
@@ -125,6 +129,7 @@ type callRec struct {
 type attRec struct {
 	gen        int64
 	sent       time.Duration
+	origin     time.Duration // start of the client call it serves
 	done       func(error)
 	call       int32
 	tier       int32
@@ -205,6 +210,7 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	}
 
 	r.rec.init(m)
+	r.faultFrom, r.faultTo, _ = FaultWindow(m.Faults)
 	r.arrive = make([]ArrivalStream, m.Clients)
 	for i := range r.arrive {
 		r.arrive[i] = m.Arrival.Stream(seed, i)
@@ -254,9 +260,14 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 	ci := r.allocCall()
 	c := &r.calls[ci]
 	c.gen++
-	*c = callRec{start: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
+	*c = callRec{start: r.s.now, origin: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
 	if parent < 0 {
 		r.rec.callStarted()
+		if r.inFault(r.s.now) {
+			r.rec.rec.FaultCalls++
+		}
+	} else {
+		c.origin = r.atts[parent].origin
 	}
 	r.tryAttempt(ci)
 }
@@ -293,9 +304,12 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{gen: a.gen, sent: r.s.now, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
+	*a = attRec{gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
 	if c.hop == r.measure {
 		r.rec.attemptSent(r.s.now, isRetry)
+		if r.inFault(cl.origin) {
+			r.rec.rec.FaultAttempts++
+		}
 	}
 	if h.timeout > 0 {
 		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
@@ -309,6 +323,10 @@ func (r *runner) tryAttempt(ci int32) {
 	a.pathRef = true
 	r.s.After(r.leg(t), r.hReach, ai, 0)
 }
+
+// inFault reports whether a client call started at t started inside the
+// fault window.
+func (r *runner) inFault(t time.Duration) bool { return t >= r.faultFrom && t < r.faultTo }
 
 // leg draws one network leg's latency into tier t, with latency faults.
 func (r *runner) leg(t *tierState) time.Duration {

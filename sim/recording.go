@@ -46,6 +46,12 @@ type Recording struct {
 	// Open are the ages at the end of the run of the calls still open
 	// then (lower bounds of their latencies), sorted in ascending order.
 	Open []time.Duration
+
+	// FaultCalls counts the client calls started inside the fault window
+	// (FaultWindow), and FaultAttempts the attempts those calls caused at
+	// the measured tier, through every tier in between (the simulator
+	// fills them; 0 when not measured).
+	FaultCalls, FaultAttempts int64
 }
 
 // latencyPercentile is the nearest-rank p-quantile of every call's
@@ -170,6 +176,7 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	x.Attempts = float64(sum32(r.Attempts))
 	x.Retries = float64(sum32(r.Retries))
 	x.AttemptsPerCall = ratio(x.Attempts, x.Calls)
+	x.FaultAttemptsPerCall = ratio(float64(r.FaultAttempts), float64(r.FaultCalls))
 
 	from, to := BaselineWindow(warmup, duration, faults)
 	bf, bt := r.Index(from), r.Index(to)

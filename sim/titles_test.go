@@ -42,7 +42,7 @@ func TestTitlesFollowTheModelAsRun(t *testing.T) {
 		{"packet-loss", Options{Duration: 12 * time.Second}, []string{"5,000 QPS", "lost for 2s (cut from 20s by the 12s run)"}},
 		{"packet-loss", Options{Clients: 10, Duration: 12 * time.Second}, []string{"1,000 QPS"}},
 		{"metastable", Options{Clients: 20, Duration: 25 * time.Second}, []string{"187% load", "blip for 5s (cut from 10s"}},
-		{"cascade", Options{Clients: 10, Duration: 25 * time.Second}, []string{"database at 50% capacity for 5s (cut from 30s"}},
+		{"cascade", Options{Clients: 10, Duration: 25 * time.Second}, []string{"database at 50% capacity or down for 5s (cut from 30s"}},
 	} {
 		sc, ok := Lookup(tc.scenario)
 		if !ok {
