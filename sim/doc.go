@@ -96,11 +96,16 @@
 //     are lost; the client times out after 500ms. Three immediate retries
 //     against full jitter (from 50ms) with a 20% (and a 10%) token bucket.
 //   - metastable: 10 app instances at 28 calls/s (280/s) to a database with
-//     24 workers, service uniform in [60ms, 100ms] (300/s) and a queue of
-//     3,000, which slows down (up to 1.5x) once more than 150 requests
-//     queue; 1s attempt timeout, and the database serves timed-out requests
-//     anyway. From 20s to 30s the network drops every attempt. Every
-//     standard policy; the retrying ones without a budget stay overloaded.
+//     24 workers, service time uniform in [60ms, 100ms] (300/s); 1s attempt
+//     timeout, and the database serves timed-out requests anyway. Three
+//     cases separate the mechanisms that hold a system down after its
+//     trigger: blip (a queue of 3,000, a slowdown of up to 1.5x once more
+//     than 150 requests queue, the network dropping every attempt from 20s
+//     to 30s: retries and slowdown together); paper (Bronson et al.'s own
+//     example: no slowdown, queries 1s slower to reach the database for
+//     10s, and the paper's client, retry-once: retries alone, at twice
+//     the offered load); stall (the blip's database stalled for 2s: the
+//     slowdown alone, which no retry policy cures).
 //   - cascade: 100 users at 3 calls/s → edge (1,000 workers, 2ms) →
 //     service (1,000 workers, 5ms) → database (20 workers, Exp(40ms),
 //     500/s, queue 1,000); timeouts 4s, 1s and 250ms; from 20s to 50s the

@@ -46,6 +46,9 @@ type ModelCase struct {
 	// Apply adjusts a copy of the model (whose Tiers and Faults slices are
 	// copies too).
 	Apply func(*Model)
+	// Note, if set, adds a note under the case's table, computed from its
+	// results ("" for none).
+	Note func(*Case) string
 }
 
 // NewModelScenario checks spec and returns its Scenario.
@@ -233,6 +236,15 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		rep.Title = spec.TitleFor(&models[0])
 	}
 	present(rep, spec, cases)
+	if !sweepOf(spec) {
+		for i := range cases {
+			if cases[i].Note != nil {
+				if n := cases[i].Note(&rep.Cases[i]); n != "" {
+					rep.Tables[i].Notes = append(rep.Tables[i].Notes, n)
+				}
+			}
+		}
+	}
 	if note := asRun(&spec.Model, &models[0]); note != "" {
 		rep.Description = note + spec.Doc
 	}
@@ -259,7 +271,7 @@ func capacity(m *Model) float64 {
 // present builds the tables and plots of a model scenario's report.
 func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 	keys := spec.Columns
-	sweep := len(spec.Cases) > 0 && spec.SweepLabel != ""
+	sweep := sweepOf(spec)
 	if len(keys) == 0 {
 		keys = DefaultColumns
 		if sweep {
@@ -320,6 +332,10 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		rep.Plots = append(rep.Plots, loadPlots(&c, spec.Model.Tiers[spec.Model.MeasureTier()].Name)...)
 	}
 }
+
+// sweepOf reports whether spec's cases are a sweep (one table, a column
+// per case) rather than distinct settings (a table each).
+func sweepOf(spec *ModelSpec) bool { return len(spec.Cases) > 0 && spec.SweepLabel != "" }
 
 // sweepValue is the number a sweep plot shows for a column.
 func sweepValue(key string, m *Metrics) float64 {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,5 +92,69 @@ func TestCascadeTableShowsTotalBesidePartial(t *testing.T) {
 	}
 	if p, tt := row(t, partial, "retry-every-tier").FaultAttemptsPerCall, row(t, total, "retry-every-tier").FaultAttemptsPerCall; p >= tt || p < 32 {
 		t.Errorf("retry-every-tier in the fault: partial %.2f, total %.2f; want partial a little below total", p, tt)
+	}
+}
+
+// Bronson et al.'s example: a database serving 300 QPS in under 100ms, an
+// app sending 280/s that retries once after a 1s timeout, a 10s trigger.
+// The paper: the retries double the load to 560 QPS and keep it there
+// after the trigger ends. The lab's paper case must show the same: the
+// retrying app stuck at twice the offered load (within 3%), no retries
+// recovering; and its slowdown-free database means the retries alone
+// hold it down.
+func TestMetastablePaperExampleDoublesTheLoadAndStays(t *testing.T) {
+	rep := runScenario(t, "metastable", Options{Seed: 1, Policies: []string{PolicyNoRetry, "retry-once"}})
+	var paper *Case
+	for i := range rep.Cases {
+		if rep.Cases[i].Name == "paper: retries alone" {
+			paper = &rep.Cases[i]
+		}
+	}
+	if paper == nil {
+		t.Fatal("metastable has no paper case")
+	}
+	var once *Row
+	for i := range paper.Rows {
+		if paper.Rows[i].Policy == "retry-once" {
+			once = &paper.Rows[i]
+		}
+	}
+	load := MeanRate(once.Series.Load, once.Series.StepMS, paper.FaultEndS+10, paper.FaultEndS+70)
+	if math.Abs(load-560) > 0.03*560 || once.Metrics.Recovered != 0 {
+		t.Errorf("retry-once: %.0f attempts/s after the trigger (recovered %v), want 560/s (2 x 280) and stuck", load, once.Metrics.Recovered)
+	}
+	if x := row(t, *paper, PolicyNoRetry); x.Recovered != 1 || x.PeakLoad > 300*1.2 {
+		t.Errorf("no-retry: recovered %v, peak %.0f/s; want recovered, never much above the offered 280/s", x.Recovered, x.PeakLoad)
+	}
+	var noted bool
+	for _, tb := range rep.Tables {
+		for _, n := range tb.Notes {
+			noted = noted || strings.Contains(n, "Bronson et al.") && strings.Contains(n, "560 QPS")
+		}
+	}
+	if !noted {
+		t.Error("no table states the paper's figure beside the lab's")
+	}
+}
+
+// The stall case: the database's slowdown alone holds it down, so even
+// no retries stay stuck; the paper case: retries alone, so no retries
+// recover. Together they separate the two mechanisms.
+func TestMetastableCasesSeparateTheMechanisms(t *testing.T) {
+	rep := runScenario(t, "metastable", Options{Seed: 1, Policies: []string{PolicyNoRetry, PolicyBudget, PolicyImmediate}})
+	want := map[string]map[string]float64{ // case -> policy -> Recovered
+		"blip: retries and slowdown": {PolicyNoRetry: 1, PolicyBudget: 1, PolicyImmediate: 0},
+		"paper: retries alone":       {PolicyNoRetry: 1, PolicyBudget: 1, PolicyImmediate: 0},
+		"stall: slowdown alone":      {PolicyNoRetry: 0, PolicyBudget: 0, PolicyImmediate: 0},
+	}
+	if len(rep.Cases) != len(want) {
+		t.Fatalf("%d cases, want %d", len(rep.Cases), len(want))
+	}
+	for _, c := range rep.Cases {
+		for p, rec := range want[c.Name] {
+			if got := row(t, c, p).Recovered; got != rec {
+				t.Errorf("%s, %s: recovered %v, want %v", c.Name, p, got, rec)
+			}
+		}
 	}
 }

@@ -176,44 +176,111 @@ Shows: the peak offered load, the peak number of open connections, and the recov
 	}
 }
 
-// metastableSpec is a database pushed into a metastable overload by a
-// network blip.
+// metastableSpec is a database pushed into a metastable overload: the
+// lab's blip, where retries and the database's slowdown both hold it
+// down; the paper's own example, where retries alone do; and a stall,
+// where the slowdown alone does.
 func metastableSpec() ModelSpec {
+	db := Tier{
+		Name: "database", Workers: 24, Queue: 3000,
+		Service: Uniform(60*time.Millisecond, 100*time.Millisecond),
+		Latency: Normal(time.Millisecond, 200*time.Microsecond),
+		Degrade: Degrade{Knee: 150, Slope: 0.05, MaxFactor: 1.5},
+		Timeout: time.Second,
+	}
 	return ModelSpec{
 		Name:  "metastable",
-		Title: "Metastable failure: a 10s network blip in front of a database at 93% load",
+		Title: "Metastable failure: a database at 93% load after a 10s network blip, slow queries or a stall",
 		TitleFor: func(m *Model) string {
-			return fmt.Sprintf("Metastable failure: a database at %.0f%% load behind a network blip %s",
+			return fmt.Sprintf("Metastable failure: a database at %.0f%% load after a network blip %s, slow queries or a stall",
 				100*m.offeredPerS()/capacity(m), FaultSpan(m.Faults[0], m.Duration))
 		},
 		Doc: `10 application instances send 28 calls/s each (280/s) as Poisson processes to a database with
-24 workers and service time uniform in [60ms, 100ms] (300/s: every answer under 100ms) and a queue
-of 3,000. The database degrades past its capacity: once more than 150 requests are queued, service
-time is multiplied by 1 + 0.05·(queued-150)/workers, up to 1.5x. The app times out an attempt after 1s; the database does not
-notice and still serves timed-out requests. From t=20s to t=30s the network drops every attempt.
-After the blip, retries of the calls still open arrive together; if they push the queue past
-what the database serves within the timeout, every answer comes too late, every call retries, and
-the system stays in that state with the trigger gone. Shows which policies return to the healthy
-state and how long they take (recovery "stuck" means never within the run).`,
+24 workers and service time uniform in [60ms, 100ms] (300/s: every answer under 100ms). The app
+times out an attempt after 1s; the database does not notice and still serves timed-out requests.
+Three cases separate the two mechanisms that can hold such a system down after its trigger is
+gone: retries that outgrow the capacity, and a server that slows down when overloaded.
+  blip (the lab's model): the database has a queue of 3,000 and degrades past its capacity: once
+  more than 150 requests are queued, service time is multiplied by 1 + 0.05·(queued-150)/workers,
+  up to 1.5x (200/s at the cap, below the 280/s offered). From t=20s to t=30s the network drops
+  every attempt. After the blip, the retries of the calls still open arrive together with new
+  calls; the retrying policies without a budget push the queue past the knee, the database slows
+  to 200/s, every answer comes too late and every call retries: both mechanisms hold it down.
+  No-retry and the budgets recover, but only because the blip dropped the attempts instead of
+  queueing them: the queue is empty when it ends (the stall case shows what happens otherwise).
+  paper (Bronson et al., HotOS '21, the paper's own example): no slowdown, an unbounded queue;
+  from t=20s to t=30s every query takes 1s longer to reach the database (and to come back), so
+  every attempt times out. retry-once is the paper's client: one retry, at once, after the 1s
+  timeout. Its retries double the load to 560/s, far above the 300/s the database serves; the
+  queue grows, answers keep coming after the timeout, and the retries alone keep it so after
+  the trigger ends. No-retry never exceeds the capacity and recovers at once.
+  stall (the slowdown alone): the blip's database, but the trigger is a 2s stall (no worker
+  serves from t=20s to t=22s) that queues about 560 requests, past the knee: the database slows
+  to 200/s and stays below the 280/s offered with no retry at all. Every policy that sends each
+  call at least once stays stuck, budgets included: limiting retries cannot fix a server that
+  serves less when loaded. Only full+budget+breaker recovers: its breaker, once open, refuses
+  first tries too, and that shed load lets the queue drain.
+Shows which policies return to the healthy state and how long they take (recovery "stuck" means
+never within the run).`,
 		Model: Model{
 			Clients:  10,
 			Arrival:  Arrival{Kind: Poisson, Rate: 28},
 			Duration: 120 * time.Second,
 			Drain:    10 * time.Second,
 			Warmup:   5 * time.Second,
-			Tiers: []Tier{{
-				Name: "database", Workers: 24, Queue: 3000,
-				Service: Uniform(60*time.Millisecond, 100*time.Millisecond),
-				Latency: Normal(time.Millisecond, 200*time.Microsecond),
-				Degrade: Degrade{Knee: 150, Slope: 0.05, MaxFactor: 1.5},
-				Timeout: time.Second,
+			Tiers:    []Tier{db},
+			Faults:   []Fault{{Kind: FaultLoss, Start: 20 * time.Second, End: 30 * time.Second, Prob: 1}},
+		},
+		Cases: []ModelCase{
+			{Name: "blip: retries and slowdown"},
+			{Name: "paper: retries alone", Apply: func(m *Model) {
+				m.Tiers[0].Degrade, m.Tiers[0].Queue = Degrade{}, 0
+				m.Faults[0] = Fault{Kind: FaultLatency, Start: 20 * time.Second, End: 30 * time.Second, Extra: Const(time.Second)}
+			}, Note: paperNote},
+			{Name: "stall: slowdown alone", Apply: func(m *Model) {
+				m.Faults[0] = Fault{Kind: FaultCapacity, Start: 20 * time.Second, End: 22 * time.Second, Factor: 0}
 			}},
-			Faults: []Fault{{Kind: FaultLoss, Start: 20 * time.Second, End: 30 * time.Second, Prob: 1}},
 		},
 		Params:   PolicyParams{Base: 100 * time.Millisecond, Max: 5 * time.Second, Interval: time.Second},
-		Policies: PolicyNames(),
+		Policies: append(PolicyNames(), "retry-once"),
+		Custom:   []Variant{{Name: "retry-once", Policies: []Policy{{Name: "retry-once", MaxAttempts: 2}}}},
 		Trials:   1,
 	}
+}
+
+// paperNote states the paper's figure beside the lab's for the metastable
+// scenario's paper case.
+func paperNote(c *Case) string {
+	for _, r := range c.Rows {
+		if r.Policy != "retry-once" || r.Series == nil {
+			continue
+		}
+		from := c.FaultEndS + 10
+		load := MeanRate(r.Series.Load, r.Series.StepMS, from, from+60)
+		state := "recovered"
+		if r.Metrics.Recovered == 0 {
+			state = "stuck"
+		}
+		return fmt.Sprintf("Bronson et al. (HotOS '21): the retries double the load to 560 QPS against the database's 300, "+
+			"and it stays so after the trigger. The lab: retry-once sends %.0f attempts/s (%.2fx the %.0f/s offered) from %.0fs to %.0fs, "+
+			"and is %s", load, load/280, 280.0, from, from+60, state)
+	}
+	return ""
+}
+
+// MeanRate returns the mean of a Series rate (Load, Retries, ...) whose
+// steps are stepMS wide over [fromS, toS) seconds, or 0 when the window
+// holds no step.
+func MeanRate(rates []float64, stepMS, fromS, toS float64) float64 {
+	var sum float64
+	n := 0
+	for i, v := range rates {
+		if t := float64(i) * stepMS / 1000; t >= fromS && t < toS {
+			sum += v
+			n++
+		}
+	}
+	return ratio(sum, float64(n))
 }
 
 // cascadeSpec is a three-tier chain with retries at every layer, over a

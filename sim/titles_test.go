@@ -143,7 +143,7 @@ func TestTablesCarryTheGeneratedTitle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Tables[0].Title != rep.Title || !strings.Contains(rep.Title, "187% load") {
+	if !strings.HasPrefix(rep.Tables[0].Title, rep.Title+" (") || !strings.Contains(rep.Title, "187% load") {
 		t.Fatalf("table title %q, report title %q", rep.Tables[0].Title, rep.Title)
 	}
 }
