@@ -82,7 +82,12 @@
 //     1+p+p²+p³); 3 retries through a per-client budget.Ratio (5 tokens,
 //     +0.1 per successful first try, a retry costs 1 and needs more than
 //     1); 3 retries behind a per-client breaker, consulted for retries only,
-//     that opens at 10% failures over 10s. Reported: success and load.
+//     that opens at 10% failures over 10s; and the post's own models
+//     (sim/published.go) beside the real ones. Reported: success and
+//     load. A second sweep spreads 1,000 calls/s over 10, 100 or 1,000
+//     clients at 50% failures: the per-client bucket lets more retries
+//     through as clients get smaller, the breaker does not, and a
+//     fleet-shared bucket (Policy.ShareBudget) holds 1.1x throughout.
 //   - gateway-restart: 5,000 telemetry agents report every 10s from random
 //     phases (500/s) to a collector with 75 workers, service uniform in
 //     [50ms, 150ms] (750/s, 1.5x the steady rate), a queue of 750, legs

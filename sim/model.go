@@ -243,6 +243,10 @@ type Policy struct {
 	// Budget builds one caller's retry budget (see RatioBudget,
 	// WindowBudget). nil: none.
 	Budget func(Env) retry.Budget
+	// ShareBudget builds one budget for every caller using the policy on
+	// its hop, a fleet-shared budget (every client records into it and
+	// withdraws from it), instead of one per caller.
+	ShareBudget bool
 	// Breaker builds one caller's circuit breaker (see Breaker). nil: none.
 	Breaker func(Env) retry.Breaker
 	// BreakerRetriesOnly consults the breaker for retries only: first

@@ -194,14 +194,23 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	// Callers: the clients, then one per tier that calls the next.
 	env := Env{Clock: s.Clock(), Rand: rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1)}
 	r.callers = make([]caller, m.Clients+len(m.Tiers)-1)
+	shared := make([]retry.Budget, len(m.Tiers)) // per hop, for ShareBudget
 	for i := range r.callers {
 		c := &r.callers[i]
 		if i >= m.Clients {
 			c.hop = int32(i - m.Clients + 1)
 		}
 		p := &r.hops[c.hop].pol
-		if p.Budget != nil {
+		switch {
+		case p.Budget != nil && p.ShareBudget:
+			if shared[c.hop] == nil {
+				shared[c.hop] = p.Budget(env)
+			}
+			c.budget = shared[c.hop]
+		case p.Budget != nil:
 			c.budget = p.Budget(env)
+		}
+		if c.budget != nil {
 			c.tracker, _ = c.budget.(retry.BudgetTracker)
 		}
 		if p.Breaker != nil {

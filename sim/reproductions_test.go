@@ -158,3 +158,33 @@ func TestMetastableCasesSeparateTheMechanisms(t *testing.T) {
 		}
 	}
 }
+
+// The retry-budget client sweep: at a fixed 1,000 calls/s and 50%
+// failures, the fleet-shared bucket grants 0.1 retry per first try (plus
+// its 5 starting tokens) whatever the number of clients: 1.1 attempts per
+// call within 1%; the per-client bucket lets more through as clients get
+// smaller (each starts with 5 tokens); the breaker stays at about 1.
+func TestRetryBudgetClientSweep(t *testing.T) {
+	rep := runScenario(t, "retry-budget", Options{Seed: 3, Policies: []string{"published-bucket", "published-breaker", "fleet-bucket"}})
+	var sweep []Case
+	for _, c := range rep.Cases {
+		if strings.HasSuffix(c.Name, " clients") {
+			sweep = append(sweep, c)
+		}
+	}
+	if len(sweep) != 3 || len(rep.Tables) != 2 {
+		t.Fatalf("%d client cases, %d tables; want 10, 100 and 1,000 clients in a table of their own", len(sweep), len(rep.Tables))
+	}
+	for _, c := range sweep {
+		if got := row(t, c, "fleet-bucket").AttemptsPerCall; math.Abs(got-1.1) > 0.011 {
+			t.Errorf("%s: fleet-bucket %.3f attempts per call, want 1.1", c.Name, got)
+		}
+		if got := row(t, c, "published-breaker").AttemptsPerCall; got > 1.01 {
+			t.Errorf("%s: published-breaker %.3f attempts per call, want about 1", c.Name, got)
+		}
+	}
+	small, large := row(t, sweep[0], "published-bucket").AttemptsPerCall, row(t, sweep[2], "published-bucket").AttemptsPerCall
+	if small > 1.12 || large < 1.3 {
+		t.Errorf("published-bucket: %.3f at 10 clients, %.3f at 1,000; want near 1.1, then well above", small, large)
+	}
+}

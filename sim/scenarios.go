@@ -12,7 +12,13 @@ import (
 func Scenarios() []*Scenario {
 	out := []*Scenario{newOCCScenario()}
 	for _, spec := range builtinSpecs() {
-		sc, err := NewModelScenario(spec)
+		var sc *Scenario
+		var err error
+		if spec.Name == "retry-budget" {
+			sc, err = newCombinedScenario(spec, retryBudgetClientsSpec())
+		} else {
+			sc, err = NewModelScenario(spec)
+		}
 		if err != nil {
 			panic("sim: built-in scenario " + spec.Name + ": " + err.Error())
 		}
@@ -65,7 +71,14 @@ retry-breaker (the real breaker: time window of 10s, 10% failure rate, at least 
 for 1s, then probes). They differ from the published models on purpose: budget.Ratio earns
 nothing from failed calls, so under heavy failure it grants fewer retries; the real breaker
 forgets old calls and half-opens, so it lets retries back sooner once failures subside.
-Reported: success rate and load, the attempts per call.`,
+Reported: success rate and load, the attempts per call.
+The second table keeps the total rate at 1,000 calls/s and the failure probability at 50%, and
+spreads the calls over 10, 100 or 1,000 clients (100, 10 or 1 call/s each), as the post does:
+the published per-client bucket lets more retries through as each client sends fewer calls
+(each starts with 5 tokens, which a client sending 10 calls in the run spends on half of them),
+the published breaker stays conservative at every size, and fleet-bucket, the same bucket
+shared by the whole fleet (one per downstream, as the README advises), holds the load at 1.1
+attempts per call whatever the number of clients. --clients does not change this sweep.`,
 		Model: Model{
 			Clients:  100,
 			Arrival:  Arrival{Kind: Poisson, Rate: 10},
@@ -88,6 +101,47 @@ Reported: success rate and load, the attempts per call.`,
 			}}},
 		},
 		Trials: 1,
+	}
+}
+
+// ClientSweepFailProb is the server's failure probability in the
+// retry-budget scenario's client sweep.
+const ClientSweepFailProb = 0.5
+
+// retryBudgetClientsSpec is the retry-budget scenario's second part: the
+// same total rate spread over 10, 100 or 1,000 clients, with the
+// published per-client bucket and breaker and a fleet-shared bucket.
+func retryBudgetClientsSpec() ModelSpec {
+	var cases []ModelCase
+	for _, n := range []int{10, 100, 1000} {
+		cases = append(cases, ModelCase{
+			Name: Commas(n) + " clients", X: float64(n),
+			Apply: func(m *Model) { m.Clients, m.Arrival.Rate = n, 1000/float64(n) },
+		})
+	}
+	return ModelSpec{
+		Name:  "retry-budget-clients",
+		Title: fmt.Sprintf("Retries by number of clients at 1,000 calls/s in all, server failing %.0f%% of attempts", 100*ClientSweepFailProb),
+		Doc:   "(part of retry-budget)",
+		Model: Model{
+			Clients:  100,
+			Arrival:  Arrival{Kind: Poisson, Rate: 10},
+			Duration: 10 * time.Second,
+			Drain:    5 * time.Second,
+			Tiers:    []Tier{{Name: "server", Latency: Exp(10 * time.Millisecond), FailProb: ClientSweepFailProb}},
+		},
+		Cases:      cases,
+		SweepLabel: "clients (1,000 calls/s in all)",
+		Policies:   []string{PolicyImmediate, "published-bucket", "published-breaker", "fleet-bucket"},
+		Custom: []Variant{
+			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}},
+			{Name: "published-breaker", Policies: []Policy{{
+				Name: "published-breaker", MaxAttempts: 4, BreakerRetriesOnly: true, Breaker: PublishedBreaker(),
+			}}},
+			{Name: "fleet-bucket", Policies: []Policy{{Name: "fleet-bucket", MaxAttempts: 4, Budget: PublishedBucket(), ShareBudget: true}}},
+		},
+		Columns: []string{"success", "apc"},
+		Trials:  1,
 	}
 }
 

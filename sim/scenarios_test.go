@@ -42,7 +42,7 @@ func row(t *testing.T, c Case, policy string) *Metrics {
 func TestRetryBudgetClosedForms(t *testing.T) {
 	rep := runScenario(t, "retry-budget", Options{Seed: 7})
 	probs := []float64{0.01, 0.10, 0.20, 0.50, 0.75}
-	if len(rep.Cases) != len(probs) {
+	if len(rep.Cases) != len(probs)+3 { // then the client sweep
 		t.Fatalf("%d cases", len(rep.Cases))
 	}
 	for i, p := range probs {

@@ -97,9 +97,10 @@ func TestOutDirWritesSelfContainedReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(page)
-	// retry-budget: 2 sweep plots; metastable: an overview and 2 policies.
-	if n := strings.Count(html, "<svg"); n != 5 {
-		t.Errorf("%d charts, want 5", n)
+	// retry-budget: 2 sweep plots for each of its 2 sweeps; metastable: an
+	// overview and 2 policies for each of its 3 cases.
+	if n := strings.Count(html, "<svg"); n != 13 {
+		t.Errorf("%d charts, want 13", n)
 	}
 	for _, bad := range []string{"<script", "<link", "@import", "src=\"http", "href=\"http", "url(http"} {
 		if strings.Contains(html, bad) {
