@@ -40,7 +40,7 @@ type recorder struct {
 	clientAttempts, clientRetries atomic.Int64
 	clientSent, clientSentRetries atomic.Int64
 	serverAttempts, serverRetries atomic.Int64
-	lost                          atomic.Int64
+	lost, repliesLost             atomic.Int64
 	lagNS, lagMaxNS               atomic.Int64 // how late calls started
 
 	executions, cancelled, abandoned, failedExec atomic.Int64
@@ -195,7 +195,7 @@ type raw struct {
 	clientAtt, clientRetry int64
 	clientSent, sentRetry  int64
 	serverAtt, serverRetry int64
-	lost                   int64
+	lost, repliesLost      int64
 	executions, cancelled  int64
 	abandoned, failedExec  int64
 	handler, wastedTotal   time.Duration
@@ -226,7 +226,7 @@ func (r *recorder) finish() *raw {
 		clientAtt: r.clientAttempts.Load(), clientRetry: r.clientRetries.Load(),
 		clientSent: r.clientSent.Load(), sentRetry: r.clientSentRetries.Load(),
 		serverAtt: r.serverAttempts.Load(), serverRetry: r.serverRetries.Load(),
-		lost:       r.lost.Load(),
+		lost: r.lost.Load(), repliesLost: r.repliesLost.Load(),
 		executions: r.executions.Load(), cancelled: r.cancelled.Load(),
 		abandoned: r.abandoned.Load(), failedExec: r.failedExec.Load(),
 		handler:     time.Duration(r.handlerNS.Load()),

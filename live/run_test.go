@@ -296,3 +296,41 @@ func TestRunFaultKinds(t *testing.T) {
 		t.Errorf("%v of %v calls succeeded: want the windows' calls to fail, the others to succeed", m.Succeeded, m.Calls)
 	}
 }
+
+// A reply-loss fault loses answers after the work: the server executes
+// every request, frees its worker, and the callers hear nothing until
+// their timeout (unlike a loss fault, whose requests the server never
+// works on).
+func TestRunReplyLossAfterTheWork(t *testing.T) {
+	t.Parallel()
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	sc := live.Scenario{
+		Name:        "reply-loss",
+		Clients:     10,
+		Arrival:     sim.Arrival{Kind: sim.Periodic, Interval: ms(100)}, // 100 calls/s
+		Duration:    ms(1000),
+		CallTimeout: time.Second,
+		Server: live.Server{
+			Limit:   faultinject.Limit{Concurrency: 10, Queue: 50},
+			Service: sim.Const(ms(2)),
+			Timeout: ms(100),
+		},
+		Faults:   []sim.Fault{{Kind: sim.FaultReplyLoss, Start: ms(300), End: ms(600), Prob: 1}},
+		Policies: []string{sim.PolicyNoRetry},
+	}
+	rep, err := live.Run(context.Background(), sc, live.Options{SampleEvery: ms(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := rep.Rows[0]
+	e, m := row.Extra, row.Metrics
+	if e.RepliesLost < 20 || e.Lost != 0 {
+		t.Fatalf("%d replies lost, %d requests lost; want about 30 replies, no requests", e.RepliesLost, e.Lost)
+	}
+	if e.Wasted.Executions != e.ServerAttempts {
+		t.Errorf("%d executions of %d attempts: a lost reply still costs its work", e.Wasted.Executions, e.ServerAttempts)
+	}
+	if failed := m.Calls - m.Succeeded; failed != float64(e.RepliesLost) {
+		t.Errorf("%v failed calls, %d replies lost; want one failure per lost reply", failed, e.RepliesLost)
+	}
+}

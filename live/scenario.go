@@ -96,7 +96,9 @@ type Scenario struct {
 	// start of the run. Supported kinds: sim.FaultUnavailable (every
 	// request answered 503 at once), sim.FaultHang (no answer until the
 	// caller gives up), sim.FaultLoss (a share Prob of requests get no
-	// answer, without holding a worker), sim.FaultLatency (Extra added to
+	// answer, without holding a worker), sim.FaultReplyLoss (a share Prob
+	// of answers are lost after the work: the worker is freed, the caller
+	// hears nothing until it gives up), sim.FaultLatency (Extra added to
 	// the service time of requests starting service in the window: the
 	// worker is held), sim.FaultCapacity (only Factor of Limit.Concurrency
 	// serve) and sim.FaultErrors (a share Prob of served requests answer
@@ -269,7 +271,7 @@ func checkFault(f sim.Fault, workers int) error {
 		return fmt.Errorf("probability %v is outside [0, 1]", f.Prob)
 	}
 	switch f.Kind {
-	case sim.FaultUnavailable, sim.FaultHang, sim.FaultLoss, sim.FaultErrors:
+	case sim.FaultUnavailable, sim.FaultHang, sim.FaultLoss, sim.FaultReplyLoss, sim.FaultErrors:
 	case sim.FaultLatency:
 		return checkDist("extra latency", f.Extra)
 	case sim.FaultCapacity:

@@ -62,6 +62,8 @@ type server struct {
 
 	rmu sync.Mutex
 	rnd *rand.Rand
+
+	replyLoss bool // a reply-loss fault exists: answers are held to decide
 }
 
 // newServer listens on 127.0.0.1 and prepares the rules; start serves.
@@ -86,6 +88,8 @@ func newServer(sc *Scenario, seed uint64) (*server, error) {
 	s.rules.Limit = sc.Server.Limit
 	for _, f := range sc.Faults {
 		switch f.Kind {
+		case sim.FaultReplyLoss:
+			s.replyLoss = true
 		case sim.FaultUnavailable:
 			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Abort, Status: http.StatusServiceUnavailable})
 		case sim.FaultHang:
@@ -214,7 +218,57 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.inner.ServeHTTP(w, r)
+	if !s.replyLoss {
+		s.inner.ServeHTTP(w, r)
+		return
+	}
+	// A reply-loss fault: hold the answer until the work is done, then
+	// lose it (the caller hears nothing until it gives up) or send it.
+	held := &heldReply{header: http.Header{}}
+	s.inner.ServeHTTP(held, r)
+	if s.loseReply(s.rec.since()) {
+		s.rec.repliesLost.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
+	held.sendTo(w)
+}
+
+// heldReply is a response kept back until the server decides whether a
+// reply-loss fault loses it.
+type heldReply struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (h *heldReply) Header() http.Header { return h.header }
+
+func (h *heldReply) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
+}
+
+func (h *heldReply) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	h.body = append(h.body, b...)
+	return len(b), nil
+}
+
+// sendTo writes the held response to w; nothing when none was written.
+func (h *heldReply) sendTo(w http.ResponseWriter) {
+	if h.status == 0 {
+		return
+	}
+	for k, v := range h.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(h.status)
+	_, _ = w.Write(h.body)
 }
 
 // work is the downstream's handler: it holds the request for its service
@@ -297,10 +351,17 @@ func (s *server) draw(at time.Duration) (time.Duration, bool) {
 }
 
 // lose reports whether a request arriving at at is lost (gets no answer).
-func (s *server) lose(at time.Duration) bool {
+func (s *server) lose(at time.Duration) bool { return s.drawLoss(sim.FaultLoss, at) }
+
+// loseReply reports whether a reply sent at at is lost, after the work.
+func (s *server) loseReply(at time.Duration) bool { return s.drawLoss(sim.FaultReplyLoss, at) }
+
+// drawLoss draws, for each fault of the kind in force at at, whether it
+// loses the packet.
+func (s *server) drawLoss(kind sim.FaultKind, at time.Duration) bool {
 	for i := range s.sc.Faults {
 		f := &s.sc.Faults[i]
-		if f.Kind != sim.FaultLoss || at < f.Start || at >= f.End {
+		if f.Kind != kind || at < f.Start || at >= f.End {
 			continue
 		}
 		s.rmu.Lock()

@@ -29,8 +29,9 @@
 //
 // Faults change a tier during a window: answer 503, restart (drop every
 // request it holds, then answer 503), hang (never answer), lose a share of
-// the attempts in the network, add latency, drop capacity to a share of the
-// workers, or fail a share of the attempts.
+// the attempts in the network, lose a share of the replies (after the
+// work), add latency, drop capacity to a share of the workers, or fail a
+// share of the attempts.
 //
 // Callers follow retry.Do's sequence exactly, with the real strategy,
 // budget and breaker (Policy): breaker Allow, budget Start (for trackers),
@@ -95,11 +96,15 @@
 //     restarts (drops what it holds) and answers 503 for 3s. Agents retry
 //     for up to 60s with backoff from 1s capped at 30s, without jitter, with
 //     equal or full jitter, or with full jitter and a 3-token budget.
-//   - packet-loss: 50 processes at 100 calls/s (5,000 QPS) through a server
-//     with 100 workers and Exp(14ms) service (70% utilisation) and a queue
-//     of 2,000; legs |Normal(2ms, 0.5ms)|; from 10s to 30s 10% of attempts
-//     are lost; the client times out after 500ms. Three immediate retries
-//     against full jitter (from 50ms) with a 20% (and a 10%) token bucket.
+//   - packet-loss: 50 processes at 100 calls/s (5,000 QPS) through a
+//     server with 100 workers; legs |Normal(2ms, 0.5ms)|; from 10s to 30s
+//     10% of the packets of one direction are lost; the client times out
+//     after 500ms. Two cases: requests lost at 70% utilisation (Exp(14ms),
+//     queue 2,000: no storm), and replies lost after the work at 95%
+//     (Exp(19ms)) in front of a queue of 10,000, deep enough for waits to
+//     outgrow the timeout (a storm: about 4 attempts per call, stuck).
+//     Three immediate retries against full jitter (from 50ms) alone and
+//     with a 20% (and a 10%) token bucket.
 //   - metastable: 10 app instances at 28 calls/s (280/s) to a database with
 //     24 workers, service time uniform in [60ms, 100ms] (300/s); 1s attempt
 //     timeout, and the database serves timed-out requests anyway. Three

@@ -175,7 +175,8 @@ const (
 	// the caller's timeout ends them.
 	FaultHang
 	// FaultLoss: each attempt sent to the tier is lost in the network with
-	// probability Prob; the caller hears nothing until its timeout.
+	// probability Prob, before the tier sees it; the caller hears nothing
+	// until its timeout.
 	FaultLoss
 	// FaultLatency: Extra is added to each network leg into the tier.
 	FaultLatency
@@ -189,9 +190,14 @@ const (
 	// service or queued (their callers get ErrUnavailable at once, as from
 	// a reset connection), then answers ErrUnavailable until End.
 	FaultRestart
+	// FaultReplyLoss: each reply the tier sends is lost in the network
+	// with probability Prob, after the tier did the work (and freed its
+	// worker); the caller hears nothing until its timeout, and its retry
+	// makes the tier do the work again.
+	FaultReplyLoss
 )
 
-var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart"}
+var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart", "reply-loss"}
 
 // String returns the kind's name as used in scenario files.
 func (k FaultKind) String() string {
@@ -217,7 +223,7 @@ type Fault struct {
 	Kind       FaultKind
 	Tier       int
 	Start, End time.Duration
-	Prob       float64 // FaultLoss, FaultErrors
+	Prob       float64 // FaultLoss, FaultReplyLoss, FaultErrors
 	Factor     float64 // FaultCapacity: share of workers left, in [0, 1]
 	Extra      Dist    // FaultLatency
 }
@@ -343,7 +349,7 @@ func (m *Model) Validate() error {
 			return bad("fault %d: probability and factor must be in [0, 1]", i)
 		}
 		switch f.Kind {
-		case FaultLoss, FaultErrors:
+		case FaultLoss, FaultReplyLoss, FaultErrors:
 			if f.Prob == 0 {
 				return bad("fault %d: a %s fault with probability 0 does nothing: give it a probability in (0, 1]", i, faultNames[f.Kind])
 			}

@@ -473,6 +473,15 @@ func (r *runner) dispatch(ti int32) {
 
 func (r *runner) reply(ai int32, code int64) {
 	t := &r.tiers[r.atts[ai].tier]
+	for _, f := range t.faults {
+		if f.Kind == FaultReplyLoss && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+			// Lost on the way back: only the caller's timeout ends it.
+			a := &r.atts[ai]
+			a.pathRef = false
+			r.maybeFreeAtt(ai)
+			return
+		}
+	}
 	r.s.After(r.leg(t), r.hReply, ai, code)
 }
 

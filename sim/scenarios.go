@@ -185,7 +185,9 @@ total work.`,
 	}
 }
 
-// packetLossSpec is steady traffic through a lossy network.
+// packetLossSpec is steady traffic through a lossy network: requests lost
+// at 70% load (no storm), and replies lost at 95% load in front of a deep
+// queue (a storm).
 func packetLossSpec() ModelSpec {
 	twenty := budget.RatioConfig{MaxTokens: 20, Refill: 0.2, RetryCost: 1}
 	budget10, err := StandardPolicy(PolicyBudget, PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second})
@@ -195,18 +197,34 @@ func packetLossSpec() ModelSpec {
 	budget10.Name = "full+budget-10%"
 	return ModelSpec{
 		Name:  "packet-loss",
-		Title: "Packet loss under steady load: 5,000 QPS, 10% of attempts lost for 20s",
+		Title: "Packet loss under steady load: 5,000 QPS, 10% of requests or replies lost for 20s",
 		TitleFor: func(m *Model) string {
-			return fmt.Sprintf("Packet loss under steady load: %s QPS, %.0f%% of attempts lost %s",
+			return fmt.Sprintf("Packet loss under steady load: %s QPS, %.0f%% of requests or replies lost %s",
 				Commas(int(m.offeredPerS()+0.5)), 100*m.Faults[0].Prob, FaultSpan(m.Faults[0], m.Duration))
 		},
 		Doc: `50 client processes send 100 calls/s each as Poisson processes (5,000 QPS) to a server with
-100 workers and exponential service time of mean 14ms (capacity 7,143/s: 70% utilisation) and a
-queue of 2,000. Network legs take |Normal(2ms, 0.5ms)|. From t=10s to t=30s, 10% of attempts are
-lost on the way to the server; the client times out after 500ms. Fixed retries without backoff
-(3 immediate retries) against full jitter (base 50ms) with a per-process token bucket sized for
-20% of traffic, above the loss rate; full+budget-10% shows the usual 10% bucket, which refuses
-some of the retries this loss needs.
+100 workers. Network legs take |Normal(2ms, 0.5ms)|; the client times out an attempt after 500ms,
+and the server, which does not learn that, still serves timed-out requests. From t=10s to t=30s,
+10% of the packets of one direction are lost. Fixed retries without backoff (3 immediate
+retries), full jitter (base 50ms) alone, and full jitter with a per-process token bucket sized
+for 20% of traffic (full+budget) or the usual 10% (full+budget-10%).
+  requests lost at 70% load: exponential service time of mean 14ms (capacity 7,143/s) and a
+  queue of 2,000; the lost requests never reach the server. Every policy stays near 1.1x: a
+  lost request costs the server nothing, and its retry fits in the 30% headroom.
+  replies lost at 95% load, deep queue: service of mean 19ms (capacity 5,263/s) and a queue of
+  10,000; the replies are lost after the server has done the work. This is where loss becomes
+  a storm, and it takes every one of these conditions: (1) lost replies, so each retry repeats
+  work already done (request loss adds none); (2) utilisation near capacity, so that repeated
+  work (10% more) exceeds it (95% x 1.1 = 105%); (3) a queue deep enough that the wait outgrows
+  the client's timeout (10,000 / 5,263/s = 1.9s against 500ms) while (4) the server keeps
+  working on requests whose caller has timed out. Then answers come too late, every attempt
+  times out after it cost a full service, every call retries up to its limit, and the load
+  stays multiplied after the loss ends: the retrying policies without a budget stay stuck at
+  about 4 attempts per call. Take one condition away and the storm does not start: at 70% load
+  lost replies add about 4% attempts and nothing else; at 95% load with the 2,000 queue (a
+  wait of 380ms, within the timeout) the queue fills, the overflow is refused at once, and the
+  server recovers within seconds of the loss ending. Connection re-establishment cost, the
+  fourth candidate, is not modelled (the live lab's clients reuse connections).
 Shows: the peak offered load, the peak number of open connections, and the recovery time.`,
 		Model: Model{
 			Clients:  50,
@@ -221,6 +239,14 @@ Shows: the peak offered load, the peak number of open connections, and the recov
 				Timeout: 500 * time.Millisecond,
 			}},
 			Faults: []Fault{{Kind: FaultLoss, Start: 10 * time.Second, End: 30 * time.Second, Prob: 0.10}},
+		},
+		Cases: []ModelCase{
+			{Name: "requests lost at 70% load"},
+			{Name: "replies lost at 95% load, deep queue", Apply: func(m *Model) {
+				m.Faults[0].Kind = FaultReplyLoss
+				m.Tiers[0].Service = Exp(19 * time.Millisecond)
+				m.Tiers[0].Queue = 10000
+			}},
 		},
 		Params:   PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second, Budget: &twenty},
 		Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyFull, PolicyBudget, "full+budget-10%"},
