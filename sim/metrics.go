@@ -61,6 +61,13 @@ type Metrics struct {
 	PeakLoad float64 `json:"peak_load_per_s"`
 	// Amplification is PeakLoad / BaselineLoad.
 	Amplification float64 `json:"amplification"`
+	// PeakLoadAfter is PeakLoad over the windows that start at or after
+	// the end of the last fault: the peak of arrivals once the server is
+	// back, apart from the fault itself (during which, for instance, 503s
+	// return at once and immediate retries pile up). AmplificationAfter
+	// is PeakLoadAfter / BaselineLoad. 0 without a fault.
+	PeakLoadAfter      float64 `json:"peak_load_after_fault_per_s,omitempty"`
+	AmplificationAfter float64 `json:"amplification_after_fault,omitempty"`
 	// PeakConcurrency is the most requests inside the measured tier at once
 	// (in service plus queued); PeakQueue the longest queue.
 	PeakConcurrency float64 `json:"peak_concurrency"`
@@ -189,6 +196,8 @@ func Mean(ms []Metrics) Metrics {
 		out.BaselineLoad += m.BaselineLoad / n
 		out.PeakLoad += m.PeakLoad / n
 		out.Amplification += m.Amplification / n
+		out.PeakLoadAfter += m.PeakLoadAfter / n
+		out.AmplificationAfter += m.AmplificationAfter / n
 		out.PeakConcurrency += m.PeakConcurrency / n
 		out.PeakQueue += m.PeakQueue / n
 		out.PeakInFlight += m.PeakInFlight / n

@@ -346,6 +346,10 @@ func sweepValue(key string, m *Metrics) float64 {
 		return m.AttemptsPerCall
 	case "amp":
 		return m.Amplification
+	case "after":
+		return m.AmplificationAfter
+	case "fapc":
+		return m.FaultAttemptsPerCall
 	case "goodput":
 		return m.Goodput
 	case "recovery":
@@ -396,8 +400,14 @@ func loadPlots(c *Case, tier string) []Plot {
 		s := r.Series
 		x := xs(s)
 		over.Lines = append(over.Lines, Line{Name: r.Policy, X: x, Y: s.Load})
+		var marks []Mark
+		if c.FaultEndS > c.FaultStartS {
+			for _, w := range Waves(s.Retries, s.StepMS, c.FaultStartS) {
+				marks = append(marks, Mark{X: c.FaultStartS + w, Label: fmt.Sprintf("wave +%.1fs", w)})
+			}
+		}
 		out = append(out, Plot{
-			Title: r.Policy, XLabel: "time (s)", YLabel: "per second",
+			Title: r.Policy, XLabel: "time (s)", YLabel: "per second", Marks: marks,
 			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group,
 			Lines: []Line{
 				{Name: "attempts", X: x, Y: s.Load},

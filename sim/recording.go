@@ -188,6 +188,10 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	x.PeakInFlight = float64(max32(r.InFlight))
 
 	x.Recovered = 1
+	if _, end, ok := FaultWindow(faults); ok && r.Index(end) < r.Len() {
+		x.PeakLoadAfter = PeakRate(r.Attempts[r.Index(end):], r.Bucket, PeakWindow)
+		x.AmplificationAfter = ratio(x.PeakLoadAfter, x.BaselineLoad)
+	}
 	if _, end, ok := FaultWindow(faults); ok {
 		judged := []Outcomes{{r.CallsOK, r.CallsFailed}, {r.AttemptsOK, r.AttemptsFailed}}
 		rec, ok := RecoveryTime(judged, r.Queue, r.Bucket, bf, bt, r.Index(end), r.Index(duration))

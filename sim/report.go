@@ -99,6 +99,15 @@ type Plot struct {
 	HLineLabel string
 	// Group heads a run of related plots ("Load over time"); "" for none.
 	Group string
+	// Marks are vertical lines at points of the x axis, each labelled
+	// (retry waves, the end of traffic).
+	Marks []Mark
+}
+
+// Mark is a labelled vertical line of a Plot at X.
+type Mark struct {
+	X     float64
+	Label string
 }
 
 // Line is one named series of a Plot.

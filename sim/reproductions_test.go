@@ -247,3 +247,66 @@ func TestPacketLossStormsOnlyUnderItsConditions(t *testing.T) {
 		t.Errorf("reply loss, full+budget-10%%: %.2fx, recovered %v; want about 1.2x, recovered", x.Amplification, x.Recovered)
 	}
 }
+
+// Waves finds the vertical rises of a retry series and nothing in a
+// spread one.
+func TestWavesFindsVerticalRises(t *testing.T) {
+	s := make([]float64, 100) // 10s of 100ms steps
+	for i := range s {
+		s[i] = 10
+	}
+	s[30], s[31] = 200, 150 // +1.0s from 2s
+	for i := 50; i < 60; i++ {
+		s[i] = 120 // a plateau starting at +3.0s
+	}
+	got := Waves(s, 100, 2)
+	if len(got) != 2 || math.Abs(got[0]-1) > 1e-9 || math.Abs(got[1]-3) > 1e-9 {
+		t.Fatalf("waves %v, want [1 3]", got)
+	}
+	ramp := make([]float64, 100)
+	for i := range ramp {
+		ramp[i] = float64(i)
+	}
+	if w := Waves(ramp, 100, 2); len(w) != 0 {
+		t.Errorf("a steady ramp has waves %v", w)
+	}
+	if FormatWaves(got) != "+1.0s, +3.0s" || FormatWaves(nil) != "none" {
+		t.Errorf("FormatWaves: %q", FormatWaves(got))
+	}
+}
+
+// gateway-restart, the seed's claim: without jitter the retries come back
+// in vertical waves at about +1s, +3s and +7s after the restart (the lab:
+// +1.0s, +3.0s, +7.9s; documented tolerance 1s); full jitter spreads them
+// (no wave after the first second). The peak after the collector is back
+// is the one jitter and budgets change; the fleet-shared budget holds it
+// near the baseline.
+func TestGatewayWavesAndPeakAfterTheRestart(t *testing.T) {
+	rep := runScenario(t, "gateway-restart", Options{Seed: 1, Policies: []string{PolicyExponential, PolicyFull, PolicyBudget, "full+shared-budget"}})
+	c := rep.Cases[0]
+	var waves = map[string][]float64{}
+	for _, r := range c.Rows {
+		waves[r.Policy] = Waves(r.Series.Retries, r.Series.StepMS, c.FaultStartS)
+	}
+	exp := waves[PolicyExponential]
+	if len(exp) < 3 || math.Abs(exp[0]-1) > 0.2 || math.Abs(exp[1]-3) > 0.2 || math.Abs(exp[2]-7) > 1 {
+		t.Errorf("no jitter: waves %s, want about +1s, +3s, +7s", FormatWaves(exp))
+	}
+	for _, w := range waves[PolicyFull] {
+		if w > 1 {
+			t.Errorf("full jitter: a wave at +%.1fs, want the retries spread", w)
+		}
+	}
+	e, f, b, sh := row(t, c, PolicyExponential), row(t, c, PolicyFull), row(t, c, PolicyBudget), row(t, c, "full+shared-budget")
+	if !(e.AmplificationAfter > f.AmplificationAfter && f.AmplificationAfter >= b.AmplificationAfter && sh.AmplificationAfter < 1.3) {
+		t.Errorf("peak× after the restart: no jitter %.2f, full %.2f, per-agent budget %.2f, shared budget %.2f; want falling in that order, the shared one below 1.3",
+			e.AmplificationAfter, f.AmplificationAfter, b.AmplificationAfter, sh.AmplificationAfter)
+	}
+	var noted bool
+	for _, n := range rep.Tables[0].Notes {
+		noted = noted || strings.Contains(n, "exponential "+FormatWaves(exp))
+	}
+	if !noted {
+		t.Errorf("the table does not list the waves: %q", rep.Tables[0].Notes)
+	}
+}

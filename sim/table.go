@@ -104,6 +104,7 @@ type Column struct {
 
 var columns = []Column{
 	{"amp", "peak×", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.Amplification) }},
+	{"after", "peak× after", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.AmplificationAfter) }},
 	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
 	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
 	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
@@ -124,6 +125,7 @@ var columns = []Column{
 func ColumnLegend() [][2]string {
 	return [][2]string{
 		{"peak×", "amplification: peak offered load (1s window) ÷ baseline load"},
+		{"peak× after", "peak× over the windows after the fault has ended: the retries arriving once the server is back, apart from the fault itself"},
 		{"attempts", "attempts sent to the measured tier (the work)"},
 		{"att/call", "attempts per client call"},
 		{"in fault", "attempts at the measured tier per client call started during the fault (through every tier in between): the load multiplier while the fault lasts"},
