@@ -68,6 +68,16 @@ type Metrics struct {
 	// is PeakLoadAfter / BaselineLoad. 0 without a fault.
 	PeakLoadAfter      float64 `json:"peak_load_after_fault_per_s,omitempty"`
 	AmplificationAfter float64 `json:"amplification_after_fault,omitempty"`
+	// Reports counts the records the clients offered to their report
+	// queues (Model.Reports), and the shares of them delivered, delivered
+	// late (after a delivery that gave up had put them back), dropped by a
+	// full buffer, and still pending when the run ended. Calls are then
+	// deliveries. 0 without a report queue.
+	Reports          float64 `json:"reports,omitempty"`
+	ReportsDelivered float64 `json:"reports_delivered,omitempty"`
+	ReportsDelayed   float64 `json:"reports_delayed,omitempty"`
+	ReportsDropped   float64 `json:"reports_dropped,omitempty"`
+	ReportsPending   float64 `json:"reports_pending,omitempty"`
 	// PeakConcurrency is the most requests inside the measured tier at once
 	// (in service plus queued); PeakQueue the longest queue.
 	PeakConcurrency float64 `json:"peak_concurrency"`
@@ -199,6 +209,11 @@ func Mean(ms []Metrics) Metrics {
 		out.PeakLoadAfter += m.PeakLoadAfter / n
 		out.AmplificationAfter += m.AmplificationAfter / n
 		out.PeakConcurrency += m.PeakConcurrency / n
+		out.Reports += m.Reports / n
+		out.ReportsDelivered += m.ReportsDelivered / n
+		out.ReportsDelayed += m.ReportsDelayed / n
+		out.ReportsDropped += m.ReportsDropped / n
+		out.ReportsPending += m.ReportsPending / n
 		out.PeakQueue += m.PeakQueue / n
 		out.PeakInFlight += m.PeakInFlight / n
 		out.Recovered += m.Recovered / n

@@ -45,6 +45,10 @@ type Model struct {
 	Warmup time.Duration
 	// Bucket is the time resolution of the recorded series. 0: 10ms.
 	Bucket time.Duration
+	// Reports, if set, makes each client keep its records in a bounded
+	// queue and deliver them in batches (see ReportQueue): every arrival
+	// is a report, every call a delivery. nil: every arrival is a call.
+	Reports *ReportQueue
 }
 
 // Defaults for zero Model fields.
@@ -314,6 +318,11 @@ func (m *Model) Validate() error {
 		}
 	default:
 		return bad("unknown arrival kind %d", m.Arrival.Kind)
+	}
+	if m.Reports != nil {
+		if err := m.Reports.validate(); err != nil {
+			return bad("%v", err)
+		}
 	}
 	if len(m.Tiers) == 0 || len(m.Tiers) > 16 {
 		return bad("need 1 to 16 tiers, got %d", len(m.Tiers))

@@ -40,6 +40,9 @@ func RunContext(ctx context.Context, m *Model, v Variant, seed uint64) (*Result,
 		return nil, err
 	}
 	r.recordOpenCalls(m.horizon())
+	if r.agents != nil {
+		r.recordPending()
+	}
 	res := &Result{Events: r.s.Events()}
 	res.Metrics, res.Series = r.rec.finish(m)
 	return res, nil
@@ -86,7 +89,9 @@ type runner struct {
 	// started in [faultFrom, faultTo) count.
 	faultFrom, faultTo time.Duration
 
-	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart HandlerID
+	agents []agent // per client, with Model.Reports
+
+	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume HandlerID
 }
 
 // hop is the per-tier part of a variant: the policy its callers use and the
@@ -151,6 +156,10 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hTimeout = s.Register(r.onTimeout)
 	r.hCapacity = s.Register(r.onCapacity)
 	r.hRestart = s.Register(r.onRestart)
+	r.hResume = s.Register(r.onResume)
+	if m.Reports != nil {
+		r.agents = make([]agent, m.Clients)
+	}
 
 	jitter := rand.NewPCG(seed^0x6a09e667f3bcc909, seed+0xbb67ae8584caa73b)
 	r.hops = make([]hop, len(m.Tiers))
@@ -231,7 +240,11 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 }
 
 func (r *runner) onArrive(e Event) {
-	r.startCall(e.Ref, -1, 0)
+	if r.agents != nil {
+		r.offer(e.Ref)
+	} else {
+		r.startCall(e.Ref, -1, 0)
+	}
 	if t := r.s.now + r.arrive[e.Ref].Next(); t < r.m.Duration {
 		r.s.Schedule(t, r.hArrive, e.Ref, 0)
 	}
@@ -584,6 +597,9 @@ func (r *runner) finishCall(ci int32, ok bool) {
 	r.freeC = append(r.freeC, ci)
 	if parent < 0 {
 		r.rec.callEnded(r.s.now, r.s.now-start, ok)
+		if r.agents != nil {
+			r.delivered(cl.caller, ok)
+		}
 		return
 	}
 	if a := &r.atts[parent]; a.gen != parentGen || a.dropped {

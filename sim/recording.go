@@ -52,6 +52,11 @@ type Recording struct {
 	// the measured tier, through every tier in between (the simulator
 	// fills them; 0 when not measured).
 	FaultCalls, FaultAttempts int64
+
+	// With a report queue (Model.Reports): the reports offered, delivered
+	// (Delayed of them after a delivery that gave up had put them back),
+	// dropped by a full buffer, and still pending at the end.
+	ReportsOffered, ReportsDelivered, ReportsDelayed, ReportsDropped, ReportsPending int64
 }
 
 // latencyPercentile is the nearest-rank p-quantile of every call's
@@ -177,6 +182,14 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	x.Retries = float64(sum32(r.Retries))
 	x.AttemptsPerCall = ratio(x.Attempts, x.Calls)
 	x.FaultAttemptsPerCall = ratio(float64(r.FaultAttempts), float64(r.FaultCalls))
+	if r.ReportsOffered > 0 {
+		n := float64(r.ReportsOffered)
+		x.Reports = float64(r.ReportsOffered)
+		x.ReportsDelivered = float64(r.ReportsDelivered) / n
+		x.ReportsDelayed = float64(r.ReportsDelayed) / n
+		x.ReportsDropped = float64(r.ReportsDropped) / n
+		x.ReportsPending = float64(r.ReportsPending) / n
+	}
 
 	from, to := BaselineWindow(warmup, duration, faults)
 	bf, bt := r.Index(from), r.Index(to)

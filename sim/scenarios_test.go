@@ -231,8 +231,8 @@ func TestGatewayRestart(t *testing.T) {
 	}
 	for _, p := range []string{PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget} {
 		x := row(t, c, p)
-		if x.SuccessRate < 0.99 {
-			t.Errorf("%s: success %.3f; agents retry until they get through", p, x.SuccessRate)
+		if x.SuccessRate < 0.98 || x.ReportsDelivered < 0.999 {
+			t.Errorf("%s: success %.3f, %.4f of reports delivered; agents retry until they get through", p, x.SuccessRate, x.ReportsDelivered)
 		}
 		if x.Recovered != 1 || x.RecoveryS < 4.5 || x.RecoveryS > 7.5 {
 			t.Errorf("%s: recovery %.1fs (recovered %v), want about 6s", p, x.RecoveryS, x.Recovered)

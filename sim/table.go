@@ -110,6 +110,9 @@ var columns = []Column{
 	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
 	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
 	{"success", "success", func(m *Metrics) string { return FormatShare(m.SuccessRate) }},
+	{"reports", "delivered/late/dropped", func(m *Metrics) string {
+		return FormatShare(m.ReportsDelivered) + " / " + FormatShare(m.ReportsDelayed) + " / " + FormatShare(m.ReportsDropped)
+	}},
 	{"conc", "conc", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakConcurrency) }},
 	{"queue", "queue", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakQueue) }},
 	{"inflight", "conns", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakInFlight) }},
@@ -131,6 +134,7 @@ func ColumnLegend() [][2]string {
 		{"in fault", "attempts at the measured tier per client call started during the fault (through every tier in between): the load multiplier while the fault lasts"},
 		{"goodput", "successful calls per second"},
 		{"success", "share of client calls that succeeded"},
+		{"delivered/late/dropped", "with a report queue: shares of the reports the clients made that were delivered, delivered late (after a delivery that gave up put them back), and dropped by a full queue (the rest were still pending at the end)"},
 		{"conc", "peak requests inside the measured tier (serving + queued)"},
 		{"queue", "peak queue length of the measured tier"},
 		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
