@@ -41,7 +41,8 @@ type recorder struct {
 	clientSent, clientSentRetries atomic.Int64
 	serverAttempts, serverRetries atomic.Int64
 	lost, repliesLost             atomic.Int64
-	lagNS, lagMaxNS               atomic.Int64 // how late calls started
+	reports                       [5]atomic.Int64 // offered, delivered, delayed, dropped, pending
+	lagNS, lagMaxNS               atomic.Int64    // how late calls started
 
 	executions, cancelled, abandoned, failedExec atomic.Int64
 	handlerNS, wastedNS                          atomic.Int64
@@ -196,6 +197,7 @@ type raw struct {
 	clientSent, sentRetry  int64
 	serverAtt, serverRetry int64
 	lost, repliesLost      int64
+	reports                [5]int64
 	executions, cancelled  int64
 	abandoned, failedExec  int64
 	handler, wastedTotal   time.Duration
@@ -219,6 +221,8 @@ func (r *recorder) finish() *raw {
 		AttemptsOK: load32(r.okAtts), AttemptsFailed: load32(r.badAtts),
 		Calls: r.calls.Load(),
 	}
+	rec.ReportsOffered, rec.ReportsDelivered, rec.ReportsDelayed = r.reports[0].Load(), r.reports[1].Load(), r.reports[2].Load()
+	rec.ReportsDropped, rec.ReportsPending = r.reports[3].Load(), r.reports[4].Load()
 	x := &raw{
 		rec:       rec,
 		wasted:    make([]int64, r.n),
@@ -248,4 +252,11 @@ func (r *recorder) finish() *raw {
 	r.lmu.Unlock()
 	slices.Sort(rec.Latencies)
 	return x
+}
+
+// setReports records the fates of the reports of a fleet's report queues.
+func (r *recorder) setReports(offered, delivered, delayed, dropped, pending int64) {
+	for i, v := range []int64{offered, delivered, delayed, dropped, pending} {
+		r.reports[i].Store(v)
+	}
 }

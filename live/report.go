@@ -2,6 +2,7 @@ package live
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stormguard/stormguard/sim"
@@ -121,8 +122,15 @@ var wireColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc
 // present builds the tables and plots.
 func (r *Report) present() {
 	title := r.Title + " (live, " + r.Scope + ")"
-	cols := make([]sim.Column, len(wireColumns))
-	for i, k := range wireColumns {
+	keys := wireColumns
+	if r.FaultEndS > 0 {
+		keys = slices.Insert(slices.Clone(keys), 1, "after")
+	}
+	if len(r.Rows) > 0 && r.Rows[0].Metrics.Reports > 0 {
+		keys = slices.Insert(slices.Clone(keys), slices.Index(keys, "success")+1, "reports")
+	}
+	cols := make([]sim.Column, len(keys))
+	for i, k := range keys {
 		cols[i], _ = sim.LookupColumn(k)
 	}
 	// Two decimals: a live run is judged on 1.25x against 1.3x.

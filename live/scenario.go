@@ -90,6 +90,15 @@ type Scenario struct {
 	// ReissueDelay is the wait before a reissue.
 	ReissueDelay time.Duration
 
+	// Reports, if set, makes each client an agent that keeps its reports
+	// in a real queue.Queue (Capacity, MaxBatch, DropOldest, one worker,
+	// no linger) under its policy: every arrival offers a report, every
+	// delivery of a batch is a call, and a delivery that gives up puts its
+	// reports back instead of losing them (see sim.ReportQueue, which the
+	// simulator follows). Reissue does not apply. nil: every arrival is a
+	// call.
+	Reports *sim.ReportQueue
+
 	// Server is the downstream every client calls.
 	Server Server
 	// Faults change the server during windows of time measured from the
@@ -210,6 +219,10 @@ func (sc *Scenario) Validate(maxClients int) error {
 		return bad("reissue delay must not be negative")
 	case sc.drain() > MaxDuration:
 		return bad("drain %s is above %s", sc.drain(), MaxDuration)
+	case sc.Reports != nil && (sc.Reports.Capacity < 1 || sc.Reports.Capacity > 1<<16 || sc.Reports.MaxBatch < 0 || sc.Reports.MaxBatch > sc.Reports.Capacity):
+		return bad("report queue: capacity must be in [1, %d] and max batch in [0, capacity]", 1<<16)
+	case sc.Reports != nil && sc.Reissue > 0:
+		return bad("reissue does not apply to agents with a report queue")
 	}
 	switch sc.Arrival.Kind {
 	case sim.Periodic:

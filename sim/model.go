@@ -257,6 +257,9 @@ type Policy struct {
 	// its hop, a fleet-shared budget (every client records into it and
 	// withdraws from it), instead of one per caller.
 	ShareBudget bool
+	// ShareBreaker builds one breaker for every caller using the policy
+	// on its hop, instead of one per caller.
+	ShareBreaker bool
 	// Breaker builds one caller's circuit breaker (see Breaker). nil: none.
 	Breaker func(Env) retry.Breaker
 	// BreakerRetriesOnly consults the breaker for retries only: first

@@ -203,7 +203,8 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	// Callers: the clients, then one per tier that calls the next.
 	env := Env{Clock: s.Clock(), Rand: rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1)}
 	r.callers = make([]caller, m.Clients+len(m.Tiers)-1)
-	shared := make([]retry.Budget, len(m.Tiers)) // per hop, for ShareBudget
+	shared := make([]retry.Budget, len(m.Tiers))     // per hop, for ShareBudget
+	sharedBrk := make([]retry.Breaker, len(m.Tiers)) // per hop, for ShareBreaker
 	for i := range r.callers {
 		c := &r.callers[i]
 		if i >= m.Clients {
@@ -222,7 +223,13 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		if c.budget != nil {
 			c.tracker, _ = c.budget.(retry.BudgetTracker)
 		}
-		if p.Breaker != nil {
+		switch {
+		case p.Breaker != nil && p.ShareBreaker:
+			if sharedBrk[c.hop] == nil {
+				sharedBrk[c.hop] = p.Breaker(env)
+			}
+			c.breaker = sharedBrk[c.hop]
+		case p.Breaker != nil:
 			c.breaker = p.Breaker(env)
 		}
 	}

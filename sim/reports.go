@@ -16,7 +16,8 @@ import (
 // back at the oldest end of the buffer (evicting its own oldest reports
 // when there is no room) and pauses the client for the policy's next
 // backoff delay, growing with each consecutive give-up and reset by the
-// first success (a policy without backoff waits for the next report).
+// first success (a policy without backoff delivers again at once, as
+// the live lab's queue.Queue does under a policy that never waits).
 // The simulator follows these rules in virtual time; the live lab's
 // agents run the real queue.Queue.
 type ReportQueue struct {
@@ -112,11 +113,10 @@ func (r *runner) delivered(c int32, ok bool) {
 	ag.buf = append(append(make([]report, 0, r.m.Reports.Capacity), back...), ag.buf...)
 	ag.batch = ag.batch[:0]
 	ag.giveUps++
-	h := &r.hops[0]
-	if h.strat == nil {
-		return // no backoff: the next report resumes delivery
+	var d time.Duration // no backoff: deliver again at once, as a Queue whose Policy never waits
+	if h := &r.hops[0]; h.strat != nil {
+		d = h.strat.Delay(ag.giveUps, ag.prev)
 	}
-	d := h.strat.Delay(ag.giveUps, ag.prev)
 	ag.prev = d
 	ag.pausedTill = r.s.now + d
 	ag.resumeGen++

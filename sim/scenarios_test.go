@@ -220,14 +220,12 @@ func TestGatewayRestart(t *testing.T) {
 	rep := runScenario(t, "gateway-restart", Options{Seed: 1})
 	c := rep.Cases[0]
 	imm, full, exp := row(t, c, PolicyImmediate), row(t, c, PolicyFull), row(t, c, PolicyExponential)
-	if want := 1 - 3.0/60; math.Abs(imm.SuccessRate-want) > 0.01 {
-		t.Errorf("immediate: success %.4f, want %.4f", imm.SuccessRate, want)
-	}
-	// The immediate policy stops at 3 retries although the scenario lets
-	// the others retry without a count limit: each report of those 3s makes
-	// 4 attempts, 1+3·3/60 per call.
-	if want := 1 + 3*3.0/60; math.Abs(imm.AttemptsPerCall-want) > 0.02 {
-		t.Errorf("immediate: %.3f attempts per call, want %.3f", imm.AttemptsPerCall, want)
+	// Immediate retries in a report queue whose policy never waits: each
+	// agent redelivers as fast as the network lets it while the collector
+	// answers 503 at once, a storm of many times the steady load; the
+	// reports still all get through afterwards.
+	if imm.Amplification < 10 || imm.ReportsDelivered < 0.999 {
+		t.Errorf("immediate: %.1fx peak, %.4f of reports delivered; want a storm, then every report delivered", imm.Amplification, imm.ReportsDelivered)
 	}
 	for _, p := range []string{PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget} {
 		x := row(t, c, p)

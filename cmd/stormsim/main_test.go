@@ -66,7 +66,7 @@ func TestJSONIsByteIdenticalForTheSameSeed(t *testing.T) {
 	if err := json.Unmarshal([]byte(a), &reports); err != nil || len(reports) != 1 || reports[0].Seed != 5 || reports[0].ModelVersion != sim.ModelVersion {
 		t.Fatalf("JSON does not decode to one report with seed 5: %v", err)
 	}
-	if len(reports[0].Cases[0].Rows) != 5 || reports[0].Cases[0].Rows[0].Series == nil {
+	if len(reports[0].Cases[0].Rows) != 6 || reports[0].Cases[0].Rows[0].Series == nil {
 		t.Fatalf("rows %+v", reports[0].Cases[0].Rows)
 	}
 	_, c, _ := runCLI(t, "--json", "--quiet", "--seed", "6", "gateway-restart", "--clients", "500", "--duration", "30s")

@@ -1,0 +1,50 @@
+package live
+
+import (
+	"context"
+	"math"
+	"testing"
+)
+
+// The live gateway-restart and its virtual twin (the same model in
+// virtual time, RunVirtual) agree on each backoff policy's peak and
+// recovery within 20% (recovery within 0.5s when it is under a few
+// seconds, where 20% is less than the live run's sampling). Immediate
+// retries are left out: without backoff an agent's queue redelivers as
+// fast as the network allows, which in virtual time (100µs legs) is far
+// faster than the live harness on a small machine can send (README).
+func TestVirtualTwinAgreesWithTheLiveGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20s live run")
+	}
+	sc := GatewayRestart()
+	o := Options{Seed: 1, Clients: 200, Policies: []string{"exponential", "full", "full+budget", "full+budget+breaker"}}
+	v, err := RunVirtual(context.Background(), sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Run(context.Background(), sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range v.Cases[0].Rows {
+		lr := l.Rows[i]
+		if lr.Extra.StartLagMaxMS > float64(LagWarning.Milliseconds()) {
+			t.Skipf("the machine did not keep up (calls started up to %.0fms late): a live figure would measure the harness", lr.Extra.StartLagMaxMS)
+		}
+		vm, lm := r.Metrics, lr.Metrics
+		if d := math.Abs(vm.Amplification-lm.Amplification) / lm.Amplification; d > 0.2 {
+			t.Errorf("%s: peak× virtual %.2f, live %.2f: %.0f%% apart", r.Policy, vm.Amplification, lm.Amplification, 100*d)
+		}
+		if d := math.Abs(vm.RecoveryS - lm.RecoveryS); d > max(0.2*lm.RecoveryS, 0.5) || vm.Recovered != lm.Recovered {
+			t.Errorf("%s: recovery virtual %.2fs (%v), live %.2fs (%v)", r.Policy, vm.RecoveryS, vm.Recovered, lm.RecoveryS, lm.Recovered)
+		}
+		// A refused retry delays reports: none is lost to a full queue,
+		// and by the end nearly all are delivered (a breaker's open
+		// periods leave a few pending).
+		if vm.ReportsDropped > 0 || lm.ReportsDropped > 0 || vm.ReportsDelivered < 0.95 || lm.ReportsDelivered < 0.95 {
+			t.Errorf("%s: reports delivered virtual %.4f, live %.4f, dropped %.4f and %.4f", r.Policy,
+				vm.ReportsDelivered, lm.ReportsDelivered, vm.ReportsDropped, lm.ReportsDropped)
+		}
+	}
+}
