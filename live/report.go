@@ -31,9 +31,13 @@ type Report struct {
 	// ElapsedS is the run's wall time.
 	ElapsedS float64 `json:"elapsed_s"`
 	Rows     []Row   `json:"rows"`
-	// Tables and Plots present the rows; they are not part of the JSON.
-	Tables []sim.Table `json:"-"`
-	Plots  []sim.Plot  `json:"-"`
+	// Verdict sums up the rows in a few sentences (sim.JudgeCase).
+	Verdict []string `json:"verdict,omitempty"`
+	// Tables and Plots present the rows, and PolicyLegend defines each
+	// policy compared; they are not part of the JSON.
+	Tables       []sim.Table `json:"-"`
+	Plots        []sim.Plot  `json:"-"`
+	PolicyLegend [][2]string `json:"-"`
 }
 
 // Row is one policy's result.
@@ -94,6 +98,7 @@ func (r *Report) Sim() *sim.Report {
 	return &sim.Report{
 		Scenario: "live:" + r.Scenario, ModelVersion: r.ModelVersion, Title: r.Title, Description: r.Description,
 		Seed: r.Seed, Trials: 1, Cases: []sim.Case{c}, Tables: r.Tables, Plots: r.Plots,
+		Verdict: r.Verdict, PolicyLegend: r.PolicyLegend,
 	}
 }
 
@@ -135,7 +140,10 @@ func (r *Report) present() {
 	}
 	// Two decimals: a live run is judged on 1.25x against 1.3x.
 	cols[0].Cell = func(m *sim.Metrics) string { return fmt.Sprintf("%.2fx", m.Amplification) }
-	wire := sim.MetricsTable(title+": on the wire", cols, r.Sim().Cases[0].Rows)
+	simCase := r.Sim().Cases[0]
+	simCase.Name = ""
+	r.Verdict = []string{sim.JudgeCase(&simCase).String()}
+	wire := sim.MetricsTable(title+": on the wire", cols, simCase.Rows)
 	extra := sim.Table{Title: title + ": cancellation, duplicates, entry traffic",
 		Header: []string{"policy", "sent/recv", "retries", "wasted", "cut", "dup exec", "dup done", "conc/key", "entry", "lag"}}
 	var worstLag float64

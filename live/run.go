@@ -155,6 +155,14 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Report, error) {
 		m, s, e, l := measure(&sc, u.raw, u.end, u.counters, u.dup)
 		rep.Rows = append(rep.Rows, Row{Policy: u.set.name, Metrics: m, Extra: e, Series: s, Live: l})
 	}
+	for _, u := range units {
+		if doc := sc.policyDoc(u.set.name); doc != "" {
+			if p := u.set.policies[0]; p.Budget != nil || p.Breaker != nil {
+				doc += map[Scope]string{Shared: "; one budget and breaker shared by all clients", PerClient: "; a budget and breaker per client"}[o.Scope]
+			}
+			rep.PolicyLegend = append(rep.PolicyLegend, [2]string{u.set.name, doc})
+		}
+	}
 	rep.present()
 	return rep, nil
 }

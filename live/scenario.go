@@ -333,6 +333,19 @@ func (sc *Scenario) policy(name string) (sim.Policy, error) {
 	return sim.StandardPolicy(name, sc.Params)
 }
 
+// policyDoc defines the policy called name for the legend: a standard
+// policy as sim.PolicyDoc describes it with the scenario's parameters
+// (with the live mode's scope noted by the caller), a custom one by its
+// name only.
+func (sc *Scenario) policyDoc(name string) string {
+	for _, p := range sc.Custom {
+		if p.Name == name {
+			return ""
+		}
+	}
+	return sim.PolicyDoc(name, sc.Params)
+}
+
 // DefaultPolicies are the policies a scenario without Policies compares:
 // immediate (naive) retries, exponential backoff without and with full
 // jitter, full jitter with a retry budget, and the same with a breaker.

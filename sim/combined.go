@@ -104,6 +104,12 @@ func newCombinedScenario(main ModelSpec, extras ...ModelSpec) (*Scenario, error)
 			rep.Cases = append(rep.Cases, r.Cases...)
 			rep.Tables = append(rep.Tables, r.Tables...)
 			rep.Plots = append(rep.Plots, r.Plots...)
+			rep.Verdict = append(rep.Verdict, r.Verdict...)
+			for _, l := range r.PolicyLegend {
+				if !slices.ContainsFunc(rep.PolicyLegend, func(x [2]string) bool { return x[0] == l[0] }) {
+					rep.PolicyLegend = append(rep.PolicyLegend, l)
+				}
+			}
 		}
 		return rep, nil
 	}

@@ -275,6 +275,9 @@ type Policy struct {
 type Variant struct {
 	Name     string
 	Policies []Policy
+	// Doc defines the contender in one line, for the policy legend under
+	// the tables ("" leaves it out).
+	Doc string
 }
 
 // Single returns a Variant that applies p to the clients' calls only.

@@ -236,6 +236,14 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		rep.Title = spec.TitleFor(&models[0])
 	}
 	present(rep, spec, cases)
+	rep.PolicyLegend = policyLegend(o.Policies, custom, spec.Params)
+	if sweepOf(spec) {
+		rep.Verdict = []string{sweepVerdict(rep, 0, len(rep.Cases))}
+	} else {
+		for i := range rep.Cases {
+			rep.Verdict = append(rep.Verdict, JudgeCase(&rep.Cases[i]).String())
+		}
+	}
 	if !sweepOf(spec) {
 		for i := range cases {
 			if cases[i].Note != nil {

@@ -32,9 +32,14 @@ type Report struct {
 	Partial    bool   `json:"partial,omitempty"`
 	TrialsDone int    `json:"trials_done,omitempty"`
 	Cases      []Case `json:"cases"`
-	// Tables and Plots present the cases; they are not part of the JSON.
-	Tables []Table `json:"-"`
-	Plots  []Plot  `json:"-"`
+	// Verdict sums up the numbers in a few sentences, one per case (or
+	// one per sweep), generated from them (see JudgeCase).
+	Verdict []string `json:"verdict,omitempty"`
+	// Tables and Plots present the cases, and PolicyLegend defines each
+	// policy compared; they are not part of the JSON.
+	Tables       []Table     `json:"-"`
+	Plots        []Plot      `json:"-"`
+	PolicyLegend [][2]string `json:"-"`
 }
 
 // Case is one setting of a scenario (one client count of a sweep, one

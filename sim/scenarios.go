@@ -90,18 +90,30 @@ attempts per call whatever the number of clients. --clients does not change this
 		SweepLabel: "server failure probability (%)",
 		Policies:   []string{PolicyNoRetry, PolicyImmediate, "published-bucket", "token-bucket", "published-breaker", "retry-breaker"},
 		Custom: []Variant{
-			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}},
+			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}, Doc: docPublishedBucket},
 			{Name: "published-breaker", Policies: []Policy{{
 				Name: "published-breaker", MaxAttempts: 4, BreakerRetriesOnly: true, Breaker: PublishedBreaker(),
-			}}},
-			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}}},
+			}}, Doc: docPublishedBreaker},
+			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}},
+				Doc: "3 immediate retries through the real budget.Ratio per client: 5 tokens, starting full, +0.1 per successful first try only, a retry costs 1 and needs more than 1"},
 			{Name: "retry-breaker", Policies: []Policy{{
 				Name: "retry-breaker", MaxAttempts: 4, BreakerRetriesOnly: true,
 				Breaker: Breaker(breakerRate(0.1, 10*time.Second, 10, time.Second)),
-			}}},
+			}}, Doc: "3 immediate retries behind the real breaker per client, for retries only: opens at 10% failures of at least 10 calls in 10s, open 1s, then probes"},
 		},
 		Trials: 1,
 	}
+}
+
+// Docs of the retry-budget scenario's published models.
+const (
+	docPublishedBucket  = "the post's per-client token bucket: starts full at 5 tokens, +0.1 on every first try whatever its outcome, a retry costs 1 and needs more than 1; at most 3 immediate retries"
+	docPublishedBreaker = "the post's per-client retry breaker: no retries while failures ÷ attempts over the client's whole run exceed 10% (first tries always go out); at most 3 immediate retries"
+)
+
+func withDoc(v Variant, doc string) Variant {
+	v.Doc = doc
+	return v
 }
 
 // ClientSweepFailProb is the server's failure probability in the
@@ -134,11 +146,12 @@ func retryBudgetClientsSpec() ModelSpec {
 		SweepLabel: "clients (1,000 calls/s in all)",
 		Policies:   []string{PolicyImmediate, "published-bucket", "published-breaker", "fleet-bucket"},
 		Custom: []Variant{
-			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}},
+			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}, Doc: docPublishedBucket},
 			{Name: "published-breaker", Policies: []Policy{{
 				Name: "published-breaker", MaxAttempts: 4, BreakerRetriesOnly: true, Breaker: PublishedBreaker(),
-			}}},
-			{Name: "fleet-bucket", Policies: []Policy{{Name: "fleet-bucket", MaxAttempts: 4, Budget: PublishedBucket(), ShareBudget: true}}},
+			}}, Doc: docPublishedBreaker},
+			{Name: "fleet-bucket", Policies: []Policy{{Name: "fleet-bucket", MaxAttempts: 4, Budget: PublishedBucket(), ShareBudget: true}},
+				Doc: "published-bucket's rules, one bucket shared by the whole fleet"},
 		},
 		Columns: []string{"success", "apc"},
 		Trials:  1,
@@ -200,7 +213,7 @@ redelivered reports arrive after the restart.`,
 		},
 		Params:   params,
 		Policies: []string{PolicyImmediate, PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget, "full+shared-budget"},
-		Custom:   []Variant{Single(shared)},
+		Custom:   []Variant{{Name: shared.Name, Policies: []Policy{shared}, Doc: "full+budget's bucket, one shared by the whole fleet"}},
 		Cases:    []ModelCase{{Note: waveNote}},
 		Columns:  []string{"amp", "after", "attempts", "apc", "success", "reports", "conc", "queue", "recovery", "p50", "p99", "sync", "kurt"},
 		Trials:   1,
@@ -272,9 +285,10 @@ Shows: the peak offered load, the peak number of open connections, and the recov
 		},
 		Params:   PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second, Budget: &twenty},
 		Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyFull, PolicyBudget, "full+budget-10%"},
-		Custom:   []Variant{Single(budget10)},
-		Columns:  []string{"amp", "attempts", "apc", "success", "inflight", "conc", "recovery", "p50", "p99", "p999"},
-		Trials:   1,
+		Custom: []Variant{{Name: budget10.Name, Policies: []Policy{budget10},
+			Doc: "full jitter from 50ms plus budget.TenPercent per process (10 tokens, +0.1 per successful first try)"}},
+		Columns: []string{"amp", "attempts", "apc", "success", "inflight", "conc", "recovery", "p50", "p99", "p999"},
+		Trials:  1,
 	}
 }
 
@@ -345,8 +359,9 @@ never within the run).`,
 		},
 		Params:   PolicyParams{Base: 100 * time.Millisecond, Max: 5 * time.Second, Interval: time.Second},
 		Policies: append(PolicyNames(), "retry-once"),
-		Custom:   []Variant{{Name: "retry-once", Policies: []Policy{{Name: "retry-once", MaxAttempts: 2}}}},
-		Trials:   1,
+		Custom: []Variant{{Name: "retry-once", Policies: []Policy{{Name: "retry-once", MaxAttempts: 2}},
+			Doc: "the paper's client: one retry, at once, after the attempt timed out or failed"}},
+		Trials: 1,
 	}
 }
 
@@ -412,7 +427,8 @@ func cascadeSpec() ModelSpec {
 		}
 		return v
 	}
-	one := Variant{Name: "retry-at-one-tier", Policies: []Policy{none(timeouts[0]), none(timeouts[1]), threeRetries("retry-at-one-tier", timeouts[2], false)}}
+	one := Variant{Name: "retry-at-one-tier", Policies: []Policy{none(timeouts[0]), none(timeouts[1]), threeRetries("retry-at-one-tier", timeouts[2], false)},
+		Doc: "only the service retries the database: 3 retries, full jitter from 20ms"}
 	// The SRE book's two figures, at the users (the clients), as the book
 	// has them per client: a request makes at most 3 attempts; and, on top
 	// of that, a client retries only while retries stay within 10% of its
@@ -481,7 +497,13 @@ Shows the load on the database, end-to-end success and latency.`,
 		},
 		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"},
 		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier", "sre-3-attempts", "sre-budget-10%"},
-		Custom:   []Variant{all("retry-every-tier", false), one, all("budget-every-tier", true), sre("sre-3-attempts", false), sre("sre-budget-10%", true)},
-		Trials:   1,
+		Custom: []Variant{
+			withDoc(all("retry-every-tier", false), "every hop retries 3 times (full jitter from 20ms): up to 4x4x4 = 64 database attempts per user call"),
+			one,
+			withDoc(all("budget-every-tier", true), "every hop retries 3 times through a budget.TenPercent token bucket per caller"),
+			withDoc(sre("sre-3-attempts", false), "the SRE book's per-request limit, at the users: at most 3 attempts per request"),
+			withDoc(sre("sre-budget-10%", true), "the SRE book's per-client budget, at the users: 3 attempts, retrying only while retries stay within 10% of the client's requests (budget.Window)"),
+		},
+		Trials: 1,
 	}
 }

@@ -102,6 +102,13 @@ func TestOutDirWritesSelfContainedReport(t *testing.T) {
 	if n := strings.Count(html, "<svg"); n != 13 {
 		t.Errorf("%d charts, want 13", n)
 	}
+	// Each section ends its tables with the verdict and the policies.
+	if n := strings.Count(html, `<div class="verdict"><h3>Verdict</h3>`); n != 2 {
+		t.Errorf("%d verdicts, want one per scenario", n)
+	}
+	if !strings.Contains(html, "<dt>full+budget</dt><dd>full jitter as above, plus a retry budget") || !strings.Contains(html, "stay stuck after the fault") {
+		t.Error("the report lacks the policy legend or the metastable verdict")
+	}
 	for _, bad := range []string{"<script", "<link", "@import", "src=\"http", "href=\"http", "url(http"} {
 		if strings.Contains(html, bad) {
 			t.Errorf("report refers to something outside itself: %q", bad)
