@@ -144,6 +144,9 @@ func sweepVerdict(rep *Report, first, n int) string {
 	rows := slices.Clone(last.Rows)
 	slices.SortStableFunc(rows, func(a, b Row) int { return cmp.Compare(a.Metrics.AttemptsPerCall, b.Metrics.AttemptsPerCall) })
 	lo, hi := rows[0], rows[len(rows)-1]
+	if len(rows) == 1 {
+		return fmt.Sprintf("At %s, %s makes %.2f attempts per call (%s success).", last.Name, lo.Policy, lo.Metrics.AttemptsPerCall, FormatShare(lo.Metrics.SuccessRate))
+	}
 	return fmt.Sprintf("At %s, attempts per call run from %.2f (%s, %s success) to %.2f (%s, %s success).",
 		last.Name, lo.Metrics.AttemptsPerCall, lo.Policy, FormatShare(lo.Metrics.SuccessRate),
 		hi.Metrics.AttemptsPerCall, hi.Policy, FormatShare(hi.Metrics.SuccessRate))

@@ -106,7 +106,7 @@ func TestOutDirWritesSelfContainedReport(t *testing.T) {
 	if n := strings.Count(html, `<div class="verdict"><h3>Verdict</h3>`); n != 2 {
 		t.Errorf("%d verdicts, want one per scenario", n)
 	}
-	if !strings.Contains(html, "<dt>full+budget</dt><dd>full jitter as above, plus a retry budget") || !strings.Contains(html, "stuck after the fault") {
+	if !strings.Contains(html, "<dt>full&#43;budget</dt><dd>full jitter as above, plus a retry budget") || !strings.Contains(html, "stuck after the fault") {
 		t.Error("the report lacks the policy legend or the metastable verdict")
 	}
 	for _, bad := range []string{"<script", "<link", "@import", "src=\"http", "href=\"http", "url(http"} {
