@@ -122,7 +122,7 @@ func Legend() [][2]string {
 }
 
 // wireColumns are the keys of the sim columns of the wire table.
-var wireColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "inflight", "recovery", "p50", "p99", "p999", "sync"}
+var wireColumns = []string{"amp", "attempts", "apc", "goodput", "success", "inrun", "conc", "queue", "inflight", "recovery", "p50", "p99", "p999", "sync"}
 
 // present builds the tables and plots.
 func (r *Report) present() {
@@ -132,7 +132,7 @@ func (r *Report) present() {
 		keys = slices.Insert(slices.Clone(keys), 1, "after")
 	}
 	if len(r.Rows) > 0 && r.Rows[0].Metrics.Reports > 0 {
-		keys = slices.Insert(slices.Clone(keys), slices.Index(keys, "success")+1, "reports")
+		keys = slices.Insert(slices.Clone(keys), slices.Index(keys, "inrun")+1, "reports")
 	}
 	cols := make([]sim.Column, len(keys))
 	for i, k := range keys {

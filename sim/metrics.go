@@ -34,9 +34,17 @@ type Metrics struct {
 	// when the run ends count as failed).
 	Calls     float64 `json:"calls"`
 	Succeeded float64 `json:"succeeded"`
-	// SuccessRate is Succeeded / Calls.
+	// SuccessRate is Succeeded / Calls: the share of calls that succeeded
+	// by the end of the run, the drain after Duration included.
 	SuccessRate float64 `json:"success_rate"`
-	// Goodput is successful calls per second of the workload's Duration.
+	// SuccessInRun is the share of calls that succeeded before Duration,
+	// while the clients were still starting calls: a server that serves
+	// nothing for most of the run and catches up in the drain has a high
+	// SuccessRate but a low SuccessInRun.
+	SuccessInRun float64 `json:"success_in_run"`
+	// Goodput is the calls that succeeded before Duration per second of
+	// Duration: the rate of useful work over the time it covers (the
+	// successes of the drain are not spread over the run).
 	Goodput float64 `json:"goodput_per_s"`
 	// Attempts (the work) sent to the measured tier, first tries and
 	// retries; Retries of them.
@@ -198,6 +206,7 @@ func Mean(ms []Metrics) Metrics {
 		out.Calls += m.Calls / n
 		out.Succeeded += m.Succeeded / n
 		out.SuccessRate += m.SuccessRate / n
+		out.SuccessInRun += m.SuccessInRun / n
 		out.Goodput += m.Goodput / n
 		out.Attempts += m.Attempts / n
 		out.Retries += m.Retries / n

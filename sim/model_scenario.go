@@ -350,6 +350,8 @@ func sweepValue(key string, m *Metrics) float64 {
 	switch key {
 	case "success":
 		return 100 * m.SuccessRate
+	case "inrun":
+		return 100 * m.SuccessInRun
 	case "apc":
 		return m.AttemptsPerCall
 	case "amp":

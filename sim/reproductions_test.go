@@ -369,3 +369,34 @@ func TestReportQueueRules(t *testing.T) {
 		t.Error("a report queue without capacity validated")
 	}
 }
+
+// Goodput covers the time it is measured over: a server that serves
+// nothing for 30 of the run's 40s and catches up in the drain has a high
+// success rate, but its goodput counts only the calls that succeeded in
+// the run, and SuccessInRun says how few they were. (Before: 201/s and
+// 100% success for such a server, every success of the drain spread over
+// the run.)
+func TestGoodputCoversTheRunOnly(t *testing.T) {
+	m := Model{
+		Clients: 10, Arrival: Arrival{Kind: Periodic, Interval: 100 * time.Millisecond}, Duration: 40 * time.Second, Drain: 60 * time.Second,
+		Tiers:  []Tier{{Name: "s", Workers: 2, Service: Const(10 * time.Millisecond)}},
+		Faults: []Fault{{Kind: FaultCapacity, Start: 5 * time.Second, End: 35 * time.Second, Factor: 0}},
+	}
+	res, err := Run(&m, Single(Policy{Name: "none", MaxAttempts: 1}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res.Metrics
+	// 100 calls/s to a server of 200/s; served in the run: the first 5s
+	// (500 calls), then 200/s from 35s to 40s (1,000): 1,500 of 4,000 calls,
+	// 37.5/s over the 40s; the other 2,500 are served in the drain.
+	if x.SuccessRate != 1 {
+		t.Fatalf("success %v, want every call served in the end", x.SuccessRate)
+	}
+	if math.Abs(x.Goodput-37.5) > 1 || math.Abs(x.SuccessInRun-0.375) > 0.01 {
+		t.Errorf("goodput %.1f/s, %.1f%% in the run; want 37.5/s and 37.5%%", x.Goodput, 100*x.SuccessInRun)
+	}
+	if want := x.SuccessInRun * x.Calls / 40; math.Abs(x.Goodput-want) > 1e-9 {
+		t.Errorf("goodput %.2f/s, want the in-run successes over 40s: %.2f", x.Goodput, want)
+	}
+}

@@ -215,7 +215,7 @@ redelivered reports arrive after the restart.`,
 		Policies: []string{PolicyImmediate, PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget, "full+shared-budget"},
 		Custom:   []Variant{{Name: shared.Name, Policies: []Policy{shared}, Doc: "full+budget's bucket, one shared by the whole fleet"}},
 		Cases:    []ModelCase{{Note: waveNote}},
-		Columns:  []string{"amp", "after", "attempts", "apc", "success", "reports", "conc", "queue", "recovery", "p50", "p99", "sync", "kurt"},
+		Columns:  []string{"amp", "after", "attempts", "apc", "success", "inrun", "reports", "conc", "queue", "recovery", "p50", "p99", "sync", "kurt"},
 		Trials:   1,
 	}
 }
@@ -287,7 +287,7 @@ Shows: the peak offered load, the peak number of open connections, and the recov
 		Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyFull, PolicyBudget, "full+budget-10%"},
 		Custom: []Variant{{Name: budget10.Name, Policies: []Policy{budget10},
 			Doc: "full jitter from 50ms plus budget.TenPercent per process (10 tokens, +0.1 per successful first try)"}},
-		Columns: []string{"amp", "attempts", "apc", "success", "inflight", "conc", "recovery", "p50", "p99", "p999"},
+		Columns: []string{"amp", "attempts", "apc", "success", "inrun", "inflight", "conc", "recovery", "p50", "p99", "p999"},
 		Trials:  1,
 	}
 }
@@ -495,7 +495,7 @@ Shows the load on the database, end-to-end success and latency.`,
 				m.Faults[0] = Fault{Kind: FaultUnavailable, Tier: 2, Start: 20 * time.Second, End: 50 * time.Second}
 			}},
 		},
-		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"},
+		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "inrun", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"},
 		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier", "sre-3-attempts", "sre-budget-10%"},
 		Custom: []Variant{
 			withDoc(all("retry-every-tier", false), "every hop retries 3 times (full jitter from 20ms): up to 4x4x4 = 64 database attempts per user call"),

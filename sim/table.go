@@ -110,6 +110,7 @@ var columns = []Column{
 	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
 	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
 	{"success", "success", func(m *Metrics) string { return FormatShare(m.SuccessRate) }},
+	{"inrun", "in run", func(m *Metrics) string { return FormatShare(m.SuccessInRun) }},
 	{"reports", "delivered/late/dropped", func(m *Metrics) string {
 		return FormatShare(m.ReportsDelivered) + " / " + FormatShare(m.ReportsDelayed) + " / " + FormatShare(m.ReportsDropped)
 	}},
@@ -132,8 +133,9 @@ func ColumnLegend() [][2]string {
 		{"attempts", "attempts sent to the measured tier (the work)"},
 		{"att/call", "attempts per client call"},
 		{"in fault", "attempts at the measured tier per client call started during the fault (through every tier in between): the load multiplier while the fault lasts"},
-		{"goodput", "successful calls per second"},
-		{"success", "share of client calls that succeeded"},
+		{"goodput", "calls that succeeded while the clients were starting calls, per second of that time (the drain's successes are not spread over the run)"},
+		{"success", "share of client calls that succeeded by the end of the run, the drain included"},
+		{"in run", "share of client calls that succeeded before the clients stopped starting calls (the rest of success came in the drain)"},
 		{"delivered/late/dropped", "with a report queue: shares of the reports the clients made that were delivered, delivered late (after a delivery that gave up put them back), and dropped by a full queue (the rest were still pending at the end)"},
 		{"conc", "peak requests inside the measured tier (serving + queued)"},
 		{"queue", "peak queue length of the measured tier"},
@@ -146,7 +148,7 @@ func ColumnLegend() [][2]string {
 }
 
 // DefaultColumns are the table columns of a model scenario.
-var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
+var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "inrun", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
 
 // ColumnKeys returns the metric column keys a table may show.
 func ColumnKeys() []string {
