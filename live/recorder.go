@@ -30,8 +30,11 @@ type recorder struct {
 	gmu      sync.Mutex
 	inflight sim.Gauge // attempts in flight at the clients (open requests)
 	conc     sim.Gauge // requests inside the server (queued, in service, hanging)
-	queue    sim.Gauge // the faultinject queue, sampled
-	busy     sim.Gauge // the faultinject workers in use, sampled
+	queue    sim.Gauge // requests waiting for a worker, at every change (as sim records it)
+	waiting  int32     // requests waiting now
+
+	queueSlack int32     // sim.Recording.QueueSlack, from the server's workers
+	busy       sim.Gauge // the faultinject workers in use, sampled
 
 	lmu       sync.Mutex
 	latencies []time.Duration
@@ -176,12 +179,21 @@ func (r *recorder) executed(span, wasted time.Duration, cancelled, abandoned, fa
 	}
 }
 
-// sampled records the server's queue and busy workers.
-func (r *recorder) sampled(waiting, inFlight int) {
+// sampled records the server's busy workers (sampled).
+func (r *recorder) sampled(inFlight int) {
 	r.gmu.Lock()
-	b := r.idx(r.since())
-	r.queue.Set(b, int32(waiting))
-	r.busy.Set(b, int32(inFlight))
+	r.busy.Set(r.idx(r.since()), int32(inFlight))
+	r.gmu.Unlock()
+}
+
+// queueChanged records that the requests waiting for a worker changed by
+// delta: the queue's gauge follows every change, as the simulator's does,
+// so that both modes measure the queue the same way (a sampled queue
+// misses short peaks).
+func (r *recorder) queueChanged(delta int32) {
+	r.gmu.Lock()
+	r.waiting += delta
+	r.queue.Set(r.idx(r.since()), r.waiting)
 	r.gmu.Unlock()
 }
 
@@ -219,7 +231,7 @@ func (r *recorder) finish() *raw {
 		Attempts: load32(r.arrivals), Retries: load32(r.arrRetry),
 		CallsOK: load32(r.okCalls), CallsFailed: load32(r.badCalls),
 		AttemptsOK: load32(r.okAtts), AttemptsFailed: load32(r.badAtts),
-		Calls: r.calls.Load(),
+		Calls: r.calls.Load(), QueueSlack: r.queueSlack,
 	}
 	rec.ReportsOffered, rec.ReportsDelivered, rec.ReportsDelayed = r.reports[0].Load(), r.reports[1].Load(), r.reports[2].Load()
 	rec.ReportsDropped, rec.ReportsPending = r.reports[3].Load(), r.reports[4].Load()

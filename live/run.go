@@ -201,6 +201,7 @@ func runGroup(ctx context.Context, sc *Scenario, units []*policyRun, calls []arr
 	fleets := make([]*fleet, len(units))
 	for i, s := range servers {
 		recs[i] = newRecorder(start, sim.DefaultBucket, horizon)
+		recs[i].queueSlack = sim.QueueSlackFor(sc.Server.Limit.Concurrency)
 		s.start(recs[i], seed, every)
 		fleets[i] = newFleet(sc, s.url, recs[i], units[i].set, conns)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stormguard/stormguard/faultinject"
@@ -218,6 +219,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// The request waits for a worker from here until the work handler
+	// starts it, or the injector answers it without (refused, aborted,
+	// given up while queued).
+	// (A request met by a hang window hangs instead: it is not queued,
+	// as the simulator does not queue it.)
+	if !s.hanging(s.rec.since()) {
+		wait := &waitMark{}
+		s.rec.queueChanged(1)
+		r = r.WithContext(context.WithValue(r.Context(), waitKey{}, wait))
+		defer wait.leave(s.rec)
+	}
 	if !s.replyLoss {
 		s.inner.ServeHTTP(w, r)
 		return
@@ -235,6 +247,19 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held.sendTo(w)
+}
+
+// waitKey carries a request's waitMark to the work handler.
+type waitKey struct{}
+
+// waitMark ends a request's wait for a worker once, whichever comes
+// first: the work handler starting it or the injector answering it.
+type waitMark struct{ done atomic.Bool }
+
+func (m *waitMark) leave(rec *recorder) {
+	if m.done.CompareAndSwap(false, true) {
+		rec.queueChanged(-1)
+	}
 }
 
 // heldReply is a response kept back until the server decides whether a
@@ -276,6 +301,9 @@ func (h *heldReply) sendTo(w http.ResponseWriter) {
 // request's context ends, unless Server.IgnoreCancel is set.
 func (s *server) work(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if wait, ok := ctx.Value(waitKey{}).(*waitMark); ok {
+		wait.leave(s.rec) // it has a worker now
+	}
 	key := r.Header.Get(KeyHeader)
 	s.keys.begin(key)
 	begin := time.Now()
@@ -350,6 +378,16 @@ func (s *server) draw(at time.Duration) (time.Duration, bool) {
 	return d, fail
 }
 
+// hanging reports whether a hang window holds requests arriving at at.
+func (s *server) hanging(at time.Duration) bool {
+	for _, f := range s.sc.Faults {
+		if f.Kind == sim.FaultHang && at >= f.Start && at < f.End {
+			return true
+		}
+	}
+	return false
+}
+
 // lose reports whether a request arriving at at is lost (gets no answer).
 func (s *server) lose(at time.Duration) bool { return s.drawLoss(sim.FaultLoss, at) }
 
@@ -380,7 +418,7 @@ func (s *server) sample(every time.Duration) {
 	defer t.Stop()
 	for {
 		c := s.in.Snapshot()
-		s.rec.sampled(c.Waiting, c.InFlight)
+		s.rec.sampled(c.InFlight)
 		select {
 		case <-t.C:
 		case <-s.closing:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 )
 
 // The live gateway-restart and its virtual twin (the same model in
@@ -46,5 +47,29 @@ func TestVirtualTwinAgreesWithTheLiveGateway(t *testing.T) {
 			t.Errorf("%s: reports delivered virtual %.4f, live %.4f, dropped %.4f and %.4f", r.Policy,
 				vm.ReportsDelivered, lm.ReportsDelivered, vm.ReportsDropped, lm.ReportsDropped)
 		}
+	}
+}
+
+// The live queue is recorded at every change, as the simulator records
+// it: a peak shorter than the sampling interval still shows (sampled
+// every 100ms, a queue of 5 that lasts a millisecond was missed).
+func TestQueueGaugeFollowsEveryChange(t *testing.T) {
+	rec := newRecorder(time.Now(), 10*time.Millisecond, time.Second)
+	for range 5 {
+		rec.queueChanged(1)
+	}
+	for range 5 {
+		rec.queueChanged(-1)
+	}
+	raw := rec.finish()
+	var peak int32
+	for _, q := range raw.rec.Queue {
+		peak = max(peak, q)
+	}
+	if peak != 5 {
+		t.Fatalf("queue peak %d, want 5", peak)
+	}
+	if rec.waiting != 0 {
+		t.Fatalf("%d still waiting", rec.waiting)
 	}
 }

@@ -21,6 +21,11 @@ const (
 	// RecoveryRatio is the share of the baseline success rate that counts
 	// as recovered.
 	RecoveryRatio = 0.99
+	// RecoveryQueueShare is the queue, as a share of the measured tier's
+	// workers, that may stand above the baseline's longest queue for the
+	// backlog to count as drained: a queue of half the workers waits about
+	// half a service time.
+	RecoveryQueueShare = 0.5
 	// ChartStep is the resolution of Result.Series.
 	ChartStep = 100 * time.Millisecond
 )

@@ -53,6 +53,12 @@ type Recording struct {
 	// fills them; 0 when not measured).
 	FaultCalls, FaultAttempts int64
 
+	// QueueSlack is how much longer than the baseline's longest queue the
+	// queue may be for the backlog to count as drained when recovery is
+	// judged (see RecoveryTimeSlack): RecoveryQueueShare of the measured
+	// tier's workers, set by the simulator and the live lab alike. 0: none.
+	QueueSlack int32
+
 	// With a report queue (Model.Reports): the reports offered, delivered
 	// (Delayed of them after a delivery that gave up had put them back),
 	// dropped by a full buffer, and still pending at the end.
@@ -209,7 +215,7 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	}
 	if _, end, ok := FaultWindow(faults); ok {
 		judged := []Outcomes{{r.CallsOK, r.CallsFailed}, {r.AttemptsOK, r.AttemptsFailed}}
-		rec, ok := RecoveryTime(judged, r.Queue, r.Bucket, bf, bt, r.Index(end), r.Index(duration))
+		rec, ok := RecoveryTimeSlack(judged, r.Queue, r.QueueSlack, r.Bucket, bf, bt, r.Index(end), r.Index(duration))
 		switch {
 		case ok:
 			x.RecoveryS = rec.Seconds()

@@ -400,3 +400,28 @@ func TestGoodputCoversTheRunOnly(t *testing.T) {
 		t.Errorf("goodput %.2f/s, want the in-run successes over 40s: %.2f", x.Goodput, want)
 	}
 }
+
+// Recovery's queue tolerance is relative to the capacity: a baseline with
+// an empty queue and one peak of 5 requests in front of 24 workers after
+// the fault does not move recovery (it moved from 0.0s to 1.0s before).
+func TestRecoveryQueueToleranceIsRelativeToCapacity(t *testing.T) {
+	const n = 400
+	r := NewRecording(10*time.Millisecond, n)
+	for i := range n {
+		r.CallsOK[i], r.AttemptsOK[i], r.Attempts[i] = 1, 1, 1
+	}
+	r.Calls = n
+	r.Queue[160] = 5 // 100ms after the fault's end
+	faults := []Fault{{Kind: FaultUnavailable, Start: time.Second, End: 1500 * time.Millisecond}}
+	r.QueueSlack = QueueSlackFor(24)
+	if m := r.Metrics(0, 4*time.Second, faults); m.Recovered != 1 || m.RecoveryS != 0 {
+		t.Errorf("24 workers: recovery %.2fs (recovered %v), want at once: a queue of 5 is within half the workers", m.RecoveryS, m.Recovered)
+	}
+	r.QueueSlack = QueueSlackFor(4)
+	if m := r.Metrics(0, 4*time.Second, faults); m.Recovered != 1 || m.RecoveryS < 0.1 {
+		t.Errorf("4 workers: recovery %.2fs, want after the queue of 5 has drained", m.RecoveryS)
+	}
+	if QueueSlackFor(0) != 0 || QueueSlackFor(24) != 12 || QueueSlackFor(75) != 38 {
+		t.Errorf("QueueSlackFor: %d, %d, %d", QueueSlackFor(0), QueueSlackFor(24), QueueSlackFor(75))
+	}
+}
