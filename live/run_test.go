@@ -262,7 +262,7 @@ func TestRunFaultKinds(t *testing.T) {
 			{Kind: sim.FaultHang, Start: ms(200), End: ms(400)},
 			{Kind: sim.FaultLoss, Start: ms(600), End: ms(800), Prob: 1},
 			{Kind: sim.FaultErrors, Start: ms(1000), End: ms(1200), Prob: 1},
-			{Kind: sim.FaultLatency, Start: ms(1400), End: ms(1600), Extra: sim.Const(ms(300))},
+			{Kind: sim.FaultSlow, Start: ms(1400), End: ms(1600), Extra: sim.Const(ms(300))},
 			{Kind: sim.FaultCapacity, Start: ms(1400), End: ms(1600), Factor: 0.2},
 		},
 		Policies: []string{sim.PolicyNoRetry},
@@ -283,7 +283,7 @@ func TestRunFaultKinds(t *testing.T) {
 		t.Error("errors window: no 500")
 	}
 	if e.Wasted.Cancelled == 0 {
-		t.Error("latency window: no execution cut by its caller's timeout")
+		t.Error("slow window: no execution cut by its caller's timeout")
 	}
 	// With 2 of 10 workers, at most 2 are busy in the middle of the window.
 	if b := row.Live.Busy[15]; b > 2 {

@@ -107,11 +107,14 @@ type Scenario struct {
 	// caller gives up), sim.FaultLoss (a share Prob of requests get no
 	// answer, without holding a worker), sim.FaultReplyLoss (a share Prob
 	// of answers are lost after the work: the worker is freed, the caller
-	// hears nothing until it gives up), sim.FaultLatency (Extra added to
-	// the service time of requests starting service in the window: the
-	// worker is held), sim.FaultCapacity (only Factor of Limit.Concurrency
-	// serve) and sim.FaultErrors (a share Prob of served requests answer
-	// 500). Tier must be 0.
+	// hears nothing until it gives up), sim.FaultLatency (Extra waited
+	// on the request's way in and again on the answer's way out, outside
+	// the workers: a slow network, as sim adds it to each leg),
+	// sim.FaultSlow (Extra added to the service time of requests starting
+	// service in the window: the worker is held), sim.FaultCapacity (only
+	// Factor of Limit.Concurrency serve, rounded as sim.CapacityWorkers
+	// rounds) and sim.FaultErrors (a share Prob of served requests answer
+	// 500). Each kind means what it means in sim. Tier must be 0.
 	Faults []sim.Fault
 
 	// Params configure the standard policies (see sim.StandardPolicy).
@@ -285,7 +288,7 @@ func checkFault(f sim.Fault, workers int) error {
 	}
 	switch f.Kind {
 	case sim.FaultUnavailable, sim.FaultHang, sim.FaultLoss, sim.FaultReplyLoss, sim.FaultErrors:
-	case sim.FaultLatency:
+	case sim.FaultLatency, sim.FaultSlow:
 		return checkDist("extra latency", f.Extra)
 	case sim.FaultCapacity:
 		if !(f.Factor > 0 && f.Factor <= 1) {

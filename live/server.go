@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -64,7 +63,7 @@ type server struct {
 	rmu sync.Mutex
 	rnd *rand.Rand
 
-	replyLoss bool // a reply-loss fault exists: answers are held to decide
+	holdReplies bool // a reply-loss or latency fault exists: answers are held to decide
 }
 
 // newServer listens on 127.0.0.1 and prepares the rules; start serves.
@@ -89,8 +88,8 @@ func newServer(sc *Scenario, seed uint64) (*server, error) {
 	s.rules.Limit = sc.Server.Limit
 	for _, f := range sc.Faults {
 		switch f.Kind {
-		case sim.FaultReplyLoss:
-			s.replyLoss = true
+		case sim.FaultReplyLoss, sim.FaultLatency:
+			s.holdReplies = true
 		case sim.FaultUnavailable:
 			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Abort, Status: http.StatusServiceUnavailable})
 		case sim.FaultHang:
@@ -219,25 +218,41 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// A latency fault delays the request's leg: the server takes it only
+	// then, holding nothing meanwhile (sim adds Extra to each network leg).
+	if d := s.netDelay(s.rec.since()); d > 0 && !s.pause(r.Context(), d) {
+		return
+	}
 	// The request waits for a worker from here until the work handler
 	// starts it, or the injector answers it without (refused, aborted,
 	// given up while queued).
 	// (A request met by a hang window hangs instead: it is not queued,
 	// as the simulator does not queue it.)
+	if s.sc.Server.IgnoreCancel {
+		// A server that does not notice its callers going away keeps
+		// their requests queued and serves them: the injector's queue
+		// must not drop them either. The work handler still learns from
+		// the caller's own context when it left, to count wasted work.
+		r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), callerKey{}, r.Context()))
+	}
 	if !s.hanging(s.rec.since()) {
 		wait := &waitMark{}
 		s.rec.queueChanged(1)
 		r = r.WithContext(context.WithValue(r.Context(), waitKey{}, wait))
 		defer wait.leave(s.rec)
 	}
-	if !s.replyLoss {
+	if !s.holdReplies {
 		s.inner.ServeHTTP(w, r)
 		return
 	}
-	// A reply-loss fault: hold the answer until the work is done, then
-	// lose it (the caller hears nothing until it gives up) or send it.
+	// A reply-loss or latency fault: hold the answer until the work is
+	// done, then lose it (the caller hears nothing until it gives up), or
+	// delay it (the reply's leg), then send it.
 	held := &heldReply{header: http.Header{}}
 	s.inner.ServeHTTP(held, r)
+	if d := s.netDelay(s.rec.since()); d > 0 && !s.pause(r.Context(), d) {
+		return // the caller has gone
+	}
 	if s.loseReply(s.rec.since()) {
 		s.rec.repliesLost.Add(1)
 		select {
@@ -247,6 +262,39 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held.sendTo(w)
+}
+
+// callerKey carries, with Server.IgnoreCancel, the caller's own request
+// context past the detached one the injector sees.
+type callerKey struct{}
+
+// netDelay returns the extra network latency of a leg sent at at (the sum
+// of the latency faults in force).
+func (s *server) netDelay(at time.Duration) time.Duration {
+	var d time.Duration
+	for i := range s.sc.Faults {
+		f := &s.sc.Faults[i]
+		if f.Kind == sim.FaultLatency && at >= f.Start && at < f.End {
+			s.rmu.Lock()
+			d += f.Extra.Sample(s.rnd)
+			s.rmu.Unlock()
+		}
+	}
+	return d
+}
+
+// pause waits d, or until ctx ends or the server closes; it reports
+// whether the wait ran its course.
+func (s *server) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
 }
 
 // waitKey carries a request's waitMark to the work handler.
@@ -301,6 +349,9 @@ func (h *heldReply) sendTo(w http.ResponseWriter) {
 // request's context ends, unless Server.IgnoreCancel is set.
 func (s *server) work(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if caller, ok := ctx.Value(callerKey{}).(context.Context); ok {
+		ctx = caller // IgnoreCancel: watch the caller, not the detached request
+	}
 	if wait, ok := ctx.Value(waitKey{}).(*waitMark); ok {
 		wait.leave(s.rec) // it has a worker now
 	}
@@ -367,7 +418,7 @@ func (s *server) draw(at time.Duration) (time.Duration, bool) {
 			continue
 		}
 		switch f.Kind {
-		case sim.FaultLatency:
+		case sim.FaultSlow:
 			d += f.Extra.Sample(s.rnd)
 		case sim.FaultErrors:
 			if s.rnd.Float64() < f.Prob {
@@ -454,7 +505,7 @@ func (s *server) scheduleCapacity() {
 			}
 		}
 		rules := s.rules.Clone()
-		rules.Limit.Concurrency = max(1, int(math.Round(factor*float64(rules.Limit.Concurrency))))
-		_ = s.in.Update(rules) // valid: only the concurrency changed, to a positive value
+		rules.Limit.Concurrency = sim.CapacityWorkers(rules.Limit.Concurrency, factor) // as sim rounds
+		_ = s.in.Update(rules)                                                         // valid: only the concurrency changed, to a positive value
 	}
 }

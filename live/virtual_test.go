@@ -5,6 +5,9 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/faultinject"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // The live gateway-restart and its virtual twin (the same model in
@@ -71,5 +74,56 @@ func TestQueueGaugeFollowsEveryChange(t *testing.T) {
 	}
 	if rec.waiting != 0 {
 		t.Fatalf("%d still waiting", rec.waiting)
+	}
+}
+
+// Each fault means in the live lab what it means in sim: a latency fault
+// slows the network, outside the workers (the caller times out before the
+// server ever takes the request, and no execution is cut); a slow fault
+// holds the worker (executions are cut by their callers' timeouts); with
+// IgnoreCancel the server keeps serving requests whose callers left, even
+// queued ones (before, the injector dropped them from its queue); and a
+// capacity cut rounds as sim.CapacityWorkers does.
+func TestFaultsMeanWhatTheyMeanInSim(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	base := Scenario{
+		Name: "meaning", Clients: 10, Arrival: sim.Arrival{Kind: sim.Periodic, Interval: ms(100)},
+		Duration: ms(1000), CallTimeout: time.Second,
+		Server:   Server{Limit: faultinject.Limit{Concurrency: 2, Queue: 50}, Service: sim.Const(ms(5)), Timeout: ms(100)},
+		Policies: []string{sim.PolicyNoRetry},
+	}
+	run := func(sc Scenario) Row {
+		t.Helper()
+		rep, err := Run(context.Background(), sc, Options{SampleEvery: ms(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Rows[0]
+	}
+	lat := base
+	lat.Faults = []sim.Fault{{Kind: sim.FaultLatency, Start: ms(200), End: ms(500), Extra: sim.Const(ms(300))}}
+	r := run(lat)
+	if r.Extra.Wasted.Cancelled != 0 || r.Metrics.Succeeded == r.Metrics.Calls {
+		t.Errorf("latency: %d executions cut, %v of %v calls succeeded; want none cut (the network is slow, not the server) and the window's calls failed",
+			r.Extra.Wasted.Cancelled, r.Metrics.Succeeded, r.Metrics.Calls)
+	}
+	slow := base
+	slow.Faults = []sim.Fault{{Kind: sim.FaultSlow, Start: ms(200), End: ms(500), Extra: sim.Const(ms(300))}}
+	if r := run(slow); r.Extra.Wasted.Cancelled == 0 {
+		t.Error("slow: no execution cut by its caller's timeout")
+	}
+	slow.Server.IgnoreCancel = true
+	if r := run(slow); r.Extra.Server.Canceled != 0 || r.Extra.Wasted.WastedS == 0 || r.Extra.Wasted.Abandoned == 0 {
+		t.Errorf("slow, ignoring cancellation: the injector dropped %d queued requests, %.2fs wasted, %d abandoned executions; want none dropped and the queued ones served after their callers left",
+			r.Extra.Server.Canceled, r.Extra.Wasted.WastedS, r.Extra.Wasted.Abandoned)
+	}
+	for _, c := range []struct {
+		w      int
+		f      float64
+		expect int
+	}{{10, 0.25, 3}, {10, 0.2, 2}, {3, 0.1, 1}, {20, 0.5, 10}, {5, 0, 0}} {
+		if got := sim.CapacityWorkers(c.w, c.f); got != c.expect {
+			t.Errorf("CapacityWorkers(%d, %v) = %d, want %d", c.w, c.f, got, c.expect)
+		}
 	}
 }

@@ -182,10 +182,14 @@ const (
 	// probability Prob, before the tier sees it; the caller hears nothing
 	// until its timeout.
 	FaultLoss
-	// FaultLatency: Extra is added to each network leg into the tier.
+	// FaultLatency: Extra is added to each network leg into the tier (the
+	// request and the reply): the network is slow, the tier's workers are
+	// not held any longer. In the live lab the server waits Extra before
+	// taking the request and again before answering, outside its workers.
 	FaultLatency
-	// FaultCapacity: only Factor of the tier's workers serve (the rest
-	// finish what they hold and then idle). No effect on a tier with
+	// FaultCapacity: only Factor of the tier's workers serve, rounded to
+	// the nearest whole worker and at least one when Factor > 0 (the rest
+	// finish what they hold and then idle); the live lab rounds the same way. No effect on a tier with
 	// unlimited workers.
 	FaultCapacity
 	// FaultErrors: each attempt fails with probability Prob (ErrServer).
@@ -199,9 +203,13 @@ const (
 	// worker); the caller hears nothing until its timeout, and its retry
 	// makes the tier do the work again.
 	FaultReplyLoss
+	// FaultSlow: Extra is added to the service time of each request that
+	// starts service in the window: the tier itself is slow and holds its
+	// workers longer (a slow dependency, a GC pause).
+	FaultSlow
 )
 
-var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart", "reply-loss"}
+var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart", "reply-loss", "slow"}
 
 // String returns the kind's name as used in scenario files.
 func (k FaultKind) String() string {
@@ -229,7 +237,7 @@ type Fault struct {
 	Start, End time.Duration
 	Prob       float64 // FaultLoss, FaultReplyLoss, FaultErrors
 	Factor     float64 // FaultCapacity: share of workers left, in [0, 1]
-	Extra      Dist    // FaultLatency
+	Extra      Dist    // FaultLatency, FaultSlow
 }
 
 func (f *Fault) active(t time.Duration) bool { return t >= f.Start && t < f.End }

@@ -353,6 +353,17 @@ func (r *runner) tryAttempt(ci int32) {
 	r.s.After(r.leg(t), r.hReach, ai, 0)
 }
 
+// CapacityWorkers returns the workers that serve during a capacity fault
+// of factor on a tier of workers: factor × workers rounded to the nearest
+// whole worker, at least one when factor > 0 (none at 0). The live lab
+// cuts its concurrency by the same rule.
+func CapacityWorkers(workers int, factor float64) int {
+	if factor <= 0 {
+		return 0
+	}
+	return max(1, int(math.Round(factor*float64(workers))))
+}
+
 // inFault reports whether a client call started at t started inside the
 // fault window.
 func (r *runner) inFault(t time.Duration) bool { return t >= r.faultFrom && t < r.faultTo }
@@ -412,6 +423,11 @@ func (r *runner) startService(ti int32, ai int32) {
 	d := t.cfg.Service.Sample(r.s.rng)
 	if f := t.cfg.Degrade.factor(t.queue.len(), t.cfg.Workers); f != 1 {
 		d = time.Duration(float64(d) * f)
+	}
+	for _, f := range t.faults {
+		if f.Kind == FaultSlow && f.active(r.s.now) {
+			d += f.Extra.Sample(r.s.rng)
+		}
 	}
 	r.s.After(d, r.hServed, ai, a.gen)
 }
@@ -533,7 +549,7 @@ func (r *runner) onCapacity(e Event) {
 	eff := w
 	for _, f := range t.faults {
 		if f.Kind == FaultCapacity && f.active(r.s.now) {
-			eff = min(eff, int(float64(w)*f.Factor))
+			eff = min(eff, CapacityWorkers(w, f.Factor))
 		}
 	}
 	t.eff = eff

@@ -425,3 +425,33 @@ func TestRecoveryQueueToleranceIsRelativeToCapacity(t *testing.T) {
 		t.Errorf("QueueSlackFor: %d, %d, %d", QueueSlackFor(0), QueueSlackFor(24), QueueSlackFor(75))
 	}
 }
+
+// A latency fault slows the network legs and holds no worker; a slow
+// fault adds to the service time and holds the worker.
+func TestLatencyAndSlowFaultsDiffer(t *testing.T) {
+	m := Model{
+		Clients: 10, Arrival: Arrival{Kind: Periodic, Interval: 100 * time.Millisecond}, Duration: 3 * time.Second,
+		Tiers: []Tier{{Name: "s", Workers: 100, Service: Const(5 * time.Millisecond)}},
+	}
+	run := func(kind FaultKind) Metrics {
+		mm := copyModel(m)
+		mm.Faults = []Fault{{Kind: kind, Start: time.Second, End: 2 * time.Second, Extra: Const(500 * time.Millisecond)}}
+		res, err := Run(&mm, Single(Policy{Name: "none", MaxAttempts: 1}), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Metrics
+	}
+	lat, slow := run(FaultLatency), run(FaultSlow)
+	// 100 calls/s of 5ms: about 1 busy worker; holding each for 505ms
+	// instead, about 50.
+	if lat.PeakConcurrency > 15 || slow.PeakConcurrency < 40 {
+		t.Errorf("peak concurrency: latency %v (want the workers unaffected), slow %v (want them held)", lat.PeakConcurrency, slow.PeakConcurrency)
+	}
+	if lat.P99ms < 1000 || slow.P99ms < 500 {
+		t.Errorf("p99: latency %.0fms (two slow legs), slow %.0fms", lat.P99ms, slow.P99ms)
+	}
+	if k, ok := ParseFaultKind("slow"); !ok || k != FaultSlow {
+		t.Error("slow is not a fault kind name")
+	}
+}
