@@ -89,7 +89,7 @@ func newReport(sc *Scenario, o Options) *Report {
 // carry the metrics and series, with the same tables and plots: what the
 // stormsim command prints, encodes and charts.
 func (r *Report) Sim() *sim.Report {
-	c := sim.Case{Name: "live", FaultStartS: r.FaultStartS, FaultEndS: r.FaultEndS, CapacityPerS: r.CapacityPerS}
+	c := sim.Case{Name: "live", FaultStartS: r.FaultStartS, FaultEndS: r.FaultEndS, CapacityPerS: r.CapacityPerS, TrafficEndS: r.DurationS}
 	for i := range r.Rows {
 		row := &r.Rows[i]
 		m, s := row.Metrics, row.Series
@@ -179,7 +179,8 @@ func (r *Report) present() {
 func (r *Report) plots() []sim.Plot {
 	group := "Live load over time (" + r.Scenario + ")"
 	plot := func(title, y string) sim.Plot {
-		return sim.Plot{Title: title, XLabel: "time (s)", YLabel: y, ShadeFrom: r.FaultStartS, ShadeTo: r.FaultEndS, Group: group}
+		return sim.Plot{Title: title, XLabel: "time (s)", YLabel: y, ShadeFrom: r.FaultStartS, ShadeTo: r.FaultEndS, Group: group,
+			Marks: []sim.Mark{{X: r.DurationS, Label: "end of traffic"}}}
 	}
 	load := plot("Offered load on the wire, all policies", "attempts/s")
 	load.HLine, load.HLineLabel = r.CapacityPerS, "capacity"

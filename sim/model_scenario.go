@@ -211,7 +211,7 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 	for c := range cases {
 		m := &models[c]
-		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c]}
+		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c], TrafficEndS: m.Duration.Seconds()}
 		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
@@ -399,18 +399,33 @@ func loadPlots(c *Case, tier string) []Plot {
 	if c.Name != "" {
 		group += " (" + c.Name + ")"
 	}
-	title := "Offered load, all policies"
+	title := "Offered load"
 	if tier != "" {
-		title = "Offered load on the " + tier + ", all policies"
+		title = "Offered load on the " + tier
 	}
-	over := Plot{Title: title, XLabel: "time (s)", YLabel: "attempts/s",
-		ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group}
+	var end []Mark
+	if c.TrafficEndS > 0 {
+		end = []Mark{{X: c.TrafficEndS, Label: "end of traffic"}}
+	}
+	// The overview: at most MaxLinesPerPlot policies a panel, so that each
+	// line can be told apart (small multiples beyond that).
+	var overs []Plot
+	panels := (len(c.Rows) + MaxLinesPerPlot - 1) / MaxLinesPerPlot
+	for i := 0; i < panels; i++ {
+		t := title
+		if panels > 1 {
+			t = fmt.Sprintf("%s (%d of %d)", title, i+1, panels)
+		}
+		overs = append(overs, Plot{Title: t, XLabel: "time (s)", YLabel: "attempts/s", Marks: end,
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group})
+	}
 	out := []Plot{}
-	for _, r := range c.Rows {
+	for i, r := range c.Rows {
 		s := r.Series
 		x := xs(s)
+		over := &overs[i/MaxLinesPerPlot]
 		over.Lines = append(over.Lines, Line{Name: r.Policy, X: x, Y: s.Load})
-		var marks []Mark
+		marks := slices.Clone(end)
 		if c.FaultEndS > c.FaultStartS {
 			for _, w := range Waves(s.Retries, s.StepMS, c.FaultStartS) {
 				marks = append(marks, Mark{X: c.FaultStartS + w, Label: fmt.Sprintf("wave +%.1fs", w)})
@@ -427,5 +442,8 @@ func loadPlots(c *Case, tier string) []Plot {
 			},
 		})
 	}
-	return append([]Plot{over}, out...)
+	return append(overs, out...)
 }
+
+// MaxLinesPerPlot is the most lines a load chart draws in one panel.
+const MaxLinesPerPlot = 5

@@ -57,7 +57,10 @@ type Case struct {
 	// no retries (the first trial's seed): what Poisson noise alone reads
 	// as amplification. Differences of peak× below it are noise.
 	AmpNoiseFloor float64 `json:"amp_noise_floor,omitempty"`
-	Rows          []Row   `json:"rows"`
+	// TrafficEndS is when the clients stopped starting calls (Duration),
+	// in seconds: the charts mark it.
+	TrafficEndS float64 `json:"traffic_end_s,omitempty"`
+	Rows        []Row   `json:"rows"`
 }
 
 // Row is one policy's result in a case. Model scenarios fill Metrics and

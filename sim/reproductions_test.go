@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -453,5 +454,30 @@ func TestLatencyAndSlowFaultsDiffer(t *testing.T) {
 	}
 	if k, ok := ParseFaultKind("slow"); !ok || k != FaultSlow {
 		t.Error("slow is not a fault kind name")
+	}
+}
+
+// The load charts stay readable: at most MaxLinesPerPlot lines a panel
+// (the metastable scenario's ten policies take two panels), the capacity
+// line and the fault window labelled, the end of traffic marked.
+func TestLoadChartsAreReadable(t *testing.T) {
+	rep := runScenario(t, "metastable", Options{Seed: 1, Duration: 40 * time.Second})
+	overviews := 0
+	for _, p := range rep.Plots {
+		if len(p.Lines) > MaxLinesPerPlot {
+			t.Errorf("%q draws %d lines", p.Title, len(p.Lines))
+		}
+		if p.HLine <= 0 || p.HLineLabel != "capacity" || p.ShadeTo <= p.ShadeFrom {
+			t.Errorf("%q: capacity %v (%q), fault window [%v, %v)", p.Title, p.HLine, p.HLineLabel, p.ShadeFrom, p.ShadeTo)
+		}
+		if !slices.ContainsFunc(p.Marks, func(m Mark) bool { return m.Label == "end of traffic" && m.X == 40 }) {
+			t.Errorf("%q does not mark the end of traffic at 40s: %v", p.Title, p.Marks)
+		}
+		if strings.HasPrefix(p.Title, "Offered load") {
+			overviews++
+		}
+	}
+	if overviews != 2*len(rep.Cases) {
+		t.Errorf("%d overview panels for %d cases of 10 policies, want 2 each", overviews, len(rep.Cases))
 	}
 }
