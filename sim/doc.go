@@ -131,6 +131,14 @@
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.
 //
+// Every policy compared meets the same workload: the arrivals come from
+// per-client streams, and every draw about an attempt (its loss, its
+// network legs, its service time, its failure) from a generator seeded by
+// the run's seed, the attempt's identity (client, call number, attempt
+// number, and for a tier's call the attempt it serves) and the kind of
+// draw: common random numbers per call, so that two policies differ only
+// by what they do, not by luck.
+//
 // A run is deterministic: the same Options.Seed gives the same Report, and
 // the same JSON bytes, whatever the number of worker goroutines.
 package sim

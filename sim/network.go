@@ -91,6 +91,15 @@ type runner struct {
 
 	agents []agent // per client, with Model.Reports
 
+	// Common random numbers: every draw about an attempt (its loss, legs,
+	// service time, failure) comes from a generator seeded by the run's
+	// seed, the attempt's key and the kind of draw, so that the same call
+	// meets the same network and server under every policy compared.
+	seed    uint64
+	crn     rand.PCG
+	crnRand *rand.Rand
+	seqs    []uint64 // calls started per client
+
 	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume HandlerID
 }
 
@@ -121,6 +130,7 @@ type caller struct {
 }
 
 type callRec struct {
+	key       uint64 // the call's identity for common random numbers
 	start     time.Duration
 	origin    time.Duration // start of the client call this call serves
 	prev      time.Duration // previous backoff delay
@@ -132,6 +142,7 @@ type callRec struct {
 }
 
 type attRec struct {
+	key        uint64 // the attempt's identity for common random numbers
 	gen        int64
 	sent       time.Duration
 	origin     time.Duration // start of the client call it serves
@@ -147,7 +158,9 @@ type attRec struct {
 
 func newRunner(m *Model, v Variant, seed uint64) *runner {
 	s := New(seed)
-	r := &runner{s: s, m: m, measure: int32(m.MeasureTier())}
+	r := &runner{s: s, m: m, measure: int32(m.MeasureTier()), seed: seed}
+	r.crnRand = rand.New(&r.crn)
+	r.seqs = make([]uint64, m.Clients)
 	r.hArrive = s.Register(r.onArrive)
 	r.hRetry = s.Register(r.onRetry)
 	r.hReach = s.Register(r.onReach)
@@ -291,12 +304,15 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 	c.gen++
 	*c = callRec{start: r.s.now, origin: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
 	if parent < 0 {
+		r.seqs[caller]++
+		c.key = splitmix(uint64(caller)<<32 ^ r.seqs[caller])
 		r.rec.callStarted()
 		if r.inFault(r.s.now) {
 			r.rec.rec.FaultCalls++
 		}
 	} else {
 		c.origin = r.atts[parent].origin
+		c.key = splitmix(r.atts[parent].key ^ 0x5bd1e995)
 	}
 	r.tryAttempt(ci)
 }
@@ -333,7 +349,7 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
 	if c.hop == r.measure {
 		r.rec.attemptSent(r.s.now, isRetry)
 		if r.inFault(cl.origin) {
@@ -345,12 +361,12 @@ func (r *runner) tryAttempt(ci int32) {
 	}
 	t := &r.tiers[c.hop]
 	for _, f := range t.faults {
-		if f.Kind == FaultLoss && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+		if f.Kind == FaultLoss && f.active(r.s.now) && r.draw(ai, drawLoss).Float64() < f.Prob {
 			return // lost: only the timeout will end it
 		}
 	}
 	a.pathRef = true
-	r.s.After(r.leg(t), r.hReach, ai, 0)
+	r.s.After(r.leg(t, ai, drawRequestLeg), r.hReach, ai, 0)
 }
 
 // CapacityWorkers returns the workers that serve during a capacity fault
@@ -368,12 +384,32 @@ func CapacityWorkers(workers int, factor float64) int {
 // fault window.
 func (r *runner) inFault(t time.Duration) bool { return t >= r.faultFrom && t < r.faultTo }
 
-// leg draws one network leg's latency into tier t, with latency faults.
-func (r *runner) leg(t *tierState) time.Duration {
-	d := t.cfg.Latency.Sample(r.s.rng)
+// Kinds of draws about an attempt (see runner.draw).
+const (
+	drawLoss uint64 = iota + 1
+	drawRequestLeg
+	drawService
+	drawFail
+	drawReplyLeg
+	drawReplyLoss
+)
+
+// draw returns the generator for draws of kind about attempt ai: seeded
+// from the run's seed, the attempt's key and the kind alone, so that the
+// same attempt draws the same values whatever happened before it.
+func (r *runner) draw(ai int32, kind uint64) *rand.Rand {
+	r.crn.Seed(r.seed^kind*0x9e3779b97f4a7c15, r.atts[ai].key)
+	return r.crnRand
+}
+
+// leg draws one network leg's latency into tier t for attempt ai, with
+// latency faults.
+func (r *runner) leg(t *tierState, ai int32, kind uint64) time.Duration {
+	rng := r.draw(ai, kind)
+	d := t.cfg.Latency.Sample(rng)
 	for _, f := range t.faults {
 		if f.Kind == FaultLatency && f.active(r.s.now) {
-			d += f.Extra.Sample(r.s.rng)
+			d += f.Extra.Sample(rng)
 		}
 	}
 	return d
@@ -420,13 +456,14 @@ func (r *runner) startService(ti int32, ai int32) {
 	if ti == r.measure {
 		r.rec.server(r.s.now, t.busy, t.queue.len())
 	}
-	d := t.cfg.Service.Sample(r.s.rng)
+	rng := r.draw(ai, drawService)
+	d := t.cfg.Service.Sample(rng)
 	if f := t.cfg.Degrade.factor(t.queue.len(), t.cfg.Workers); f != 1 {
 		d = time.Duration(float64(d) * f)
 	}
 	for _, f := range t.faults {
 		if f.Kind == FaultSlow && f.active(r.s.now) {
-			d += f.Extra.Sample(r.s.rng)
+			d += f.Extra.Sample(rng)
 		}
 	}
 	r.s.After(d, r.hServed, ai, a.gen)
@@ -439,9 +476,10 @@ func (r *runner) onServed(e Event) {
 	}
 	ti := r.atts[ai].tier
 	t := &r.tiers[ti]
-	fail := t.cfg.FailProb > 0 && r.s.rng.Float64() < t.cfg.FailProb
+	rng := r.draw(ai, drawFail)
+	fail := t.cfg.FailProb > 0 && rng.Float64() < t.cfg.FailProb
 	for _, f := range t.faults {
-		if f.Kind == FaultErrors && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+		if f.Kind == FaultErrors && f.active(r.s.now) && rng.Float64() < f.Prob {
 			fail = true
 		}
 	}
@@ -510,7 +548,7 @@ func (r *runner) dispatch(ti int32) {
 func (r *runner) reply(ai int32, code int64) {
 	t := &r.tiers[r.atts[ai].tier]
 	for _, f := range t.faults {
-		if f.Kind == FaultReplyLoss && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+		if f.Kind == FaultReplyLoss && f.active(r.s.now) && r.draw(ai, drawReplyLoss).Float64() < f.Prob {
 			// Lost on the way back: only the caller's timeout ends it.
 			a := &r.atts[ai]
 			a.pathRef = false
@@ -518,7 +556,7 @@ func (r *runner) reply(ai int32, code int64) {
 			return
 		}
 	}
-	r.s.After(r.leg(t), r.hReply, ai, code)
+	r.s.After(r.leg(t, ai, drawReplyLeg), r.hReply, ai, code)
 }
 
 func (r *runner) onReply(e Event) {

@@ -9,7 +9,7 @@ import (
 const (
 	// WaveRise: a wave is a step whose retry rate is at least WaveRise
 	// times the mean of the WaveLookback steps before it.
-	WaveRise = 2.0
+	WaveRise = 1.75
 	// WaveLookback is the number of steps (ChartStep each) a step is
 	// compared with, and the least distance between two waves.
 	WaveLookback = 5
@@ -22,7 +22,7 @@ const (
 
 // Waves returns the times, in seconds from fromS, at which retries rise
 // in a vertical wave after fromS: steps of the Retries series (stepMS
-// wide) whose rate is at least WaveRise (2) times the mean of the
+// wide) whose rate is at least WaveRise (1.75) times the mean of the
 // WaveLookback (5) steps before it and at least WaveShare (5%) of the
 // series' highest rate, at least WaveLookback steps apart, at most
 // MaxWaves of them. Retries in lockstep (backoff without jitter) come
@@ -75,6 +75,6 @@ func waveNote(c *Case) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("retry waves after the fault starts (steps of %v whose retries reach %.0fx the half second before; marked on the charts): %s",
+	return fmt.Sprintf("retry waves after the fault starts (steps of %v whose retries reach %.2gx the half second before; marked on the charts): %s",
 		ChartStep, WaveRise, strings.Join(parts, "; "))
 }
