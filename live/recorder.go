@@ -209,7 +209,6 @@ type raw struct {
 	clientSent, sentRetry  int64
 	serverAtt, serverRetry int64
 	lost, repliesLost      int64
-	reports                [5]int64
 	executions, cancelled  int64
 	abandoned, failedExec  int64
 	handler, wastedTotal   time.Duration
