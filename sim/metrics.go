@@ -74,6 +74,11 @@ type Metrics struct {
 	PeakLoad float64 `json:"peak_load_per_s"`
 	// Amplification is PeakLoad / BaselineLoad.
 	Amplification float64 `json:"amplification"`
+	// AmplificationCI and SuccessCI are, for a mean over several trials,
+	// the half-widths of the 95% confidence intervals of Amplification and
+	// SuccessRate (CIFactor standard errors); 0 for one trial.
+	AmplificationCI float64 `json:"amplification_ci,omitempty"`
+	SuccessCI       float64 `json:"success_ci,omitempty"`
 	// PeakLoadAfter is PeakLoad over the windows that start at or after
 	// the end of the last fault: the peak of arrivals once the server is
 	// back, apart from the fault itself (during which, for instance, 503s
@@ -151,6 +156,10 @@ type Metrics struct {
 	// judged against this, not against 3.
 	KurtosisPoisson float64 `json:"kurtosis_poisson,omitempty"`
 }
+
+// CIFactor is the number of standard errors of a 95% confidence interval
+// (normal approximation).
+const CIFactor = 1.96
 
 // SyncMinRetries is the fewest retries for which the table shows
 // SyncShare: below it the share of a handful of retries is noise, and the

@@ -224,6 +224,13 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 				}
 			}
 			mean := Mean(ms)
+			if len(ms) > 1 {
+				amps, succ := make([]float64, len(ms)), make([]float64, len(ms))
+				for i := range ms {
+					amps[i], succ[i] = ms[i].Amplification, ms[i].SuccessRate
+				}
+				mean.AmplificationCI, mean.SuccessCI = CIFactor*StdErr(amps), CIFactor*StdErr(succ)
+			}
 			var series Series
 			if r := results[(c*np+p)*nt]; r != nil {
 				series = r.Series
@@ -333,6 +340,10 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			title += " (" + c.Name + ")"
 		}
 		t := MetricsTable(title, cols, c.Rows)
+		if len(c.Rows) > 0 && c.Rows[0].Metrics.AmplificationCI > 0 {
+			t.Notes = append(t.Notes, fmt.Sprintf("±: the 95%% confidence interval of the mean over the trials (%.2f standard errors); "+
+				"≈ marks a peak× whose interval overlaps the lowest one's: not told apart from it", CIFactor))
+		}
 		if c.AmpNoiseFloor > 0 && slices.Contains(keys, "amp") {
 			t.Notes = append(t.Notes, fmt.Sprintf("peak× noise floor %.2fx: the same workload with no fault and no retries reads that much; differences below it are noise", c.AmpNoiseFloor))
 		}

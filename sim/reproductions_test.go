@@ -509,3 +509,38 @@ func TestCommonRandomNumbersPerCall(t *testing.T) {
 			once.Metrics.Retries, failed, none.Metrics.Calls)
 	}
 }
+
+// With several trials the table shows each peak's confidence interval and
+// marks the peaks it cannot tell from the lowest one.
+func TestTablesShowConfidenceIntervals(t *testing.T) {
+	rep := runScenario(t, "gateway-restart", Options{Seed: 1, Trials: 3, Clients: 1000, Duration: 40 * time.Second})
+	tb := rep.Tables[0]
+	low := rep.Cases[0].Rows[0].Metrics
+	for _, r := range rep.Cases[0].Rows {
+		if r.Metrics.Amplification < low.Amplification {
+			low = r.Metrics
+		}
+	}
+	var withCI int
+	for i, r := range tb.Rows {
+		if strings.Contains(r[1], " ±") {
+			withCI++
+		}
+		m := rep.Cases[0].Rows[i].Metrics
+		overlaps := m != low && m.Amplification-m.AmplificationCI <= low.Amplification+low.AmplificationCI
+		if strings.HasPrefix(r[1], "≈") != overlaps {
+			t.Errorf("%s: cell %q, interval overlapping the lowest's: %v", r[0], r[1], overlaps)
+		}
+	}
+	if withCI != len(tb.Rows) {
+		t.Errorf("%d of %d peak cells show an interval: %v", withCI, len(tb.Rows), tb.Rows)
+	}
+	x := row(t, rep.Cases[0], PolicyExponential)
+	if x.AmplificationCI <= 0 || x.AmplificationCI > x.Amplification {
+		t.Errorf("exponential: peak %.2f ± %.2f", x.Amplification, x.AmplificationCI)
+	}
+	one := runScenario(t, "gateway-restart", Options{Seed: 1, Trials: 1, Clients: 1000, Duration: 40 * time.Second})
+	if c := one.Tables[0].Rows[0][1]; strings.Contains(c, "±") {
+		t.Errorf("one trial shows an interval: %q", c)
+	}
+}

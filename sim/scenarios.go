@@ -195,7 +195,9 @@ back and the agent pauses for its next backoff, so a refused retry delays report
 losing them; "delivered/late/dropped" counts the reports, while success counts the deliveries.
 A delivery after a pause is a new call, whose first attempt no budget gates: that is why the
 shared budget, which refuses almost every retry (1.00 attempts per call), still sees the
-redelivered reports arrive after the restart.`,
+redelivered reports arrive after the restart.
+Three trials by default: peak× and success show their 95% confidence intervals, and a peak whose
+interval overlaps the lowest one's is marked ≈ (not told apart from it).`,
 		Model: Model{
 			Clients:  5000,
 			Arrival:  Arrival{Kind: Periodic, Interval: 10 * time.Second},
@@ -215,8 +217,10 @@ redelivered reports arrive after the restart.`,
 		Policies: []string{PolicyImmediate, PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget, "full+shared-budget"},
 		Custom:   []Variant{{Name: shared.Name, Policies: []Policy{shared}, Doc: "full+budget's bucket, one shared by the whole fleet"}},
 		Cases:    []ModelCase{{Note: waveNote}},
-		Columns:  []string{"amp", "after", "attempts", "apc", "success", "inrun", "reports", "conc", "queue", "recovery", "p50", "p99", "sync", "kurt"},
-		Trials:   1,
+		// Three trials: the table shows each peak's confidence interval
+		// and marks the peaks that cannot be told apart.
+		Columns: []string{"amp", "after", "attempts", "apc", "success", "inrun", "reports", "conc", "queue", "recovery", "p50", "p99", "sync", "kurt"},
+		Trials:  3,
 	}
 }
 

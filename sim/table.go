@@ -103,13 +103,18 @@ type Column struct {
 }
 
 var columns = []Column{
-	{"amp", "peak×", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.Amplification) }},
+	{"amp", "peak×", ampCell},
 	{"after", "peak× after", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.AmplificationAfter) }},
 	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
 	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
 	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
 	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
-	{"success", "success", func(m *Metrics) string { return FormatShare(m.SuccessRate) }},
+	{"success", "success", func(m *Metrics) string {
+		if m.SuccessCI > 0 {
+			return FormatShare(m.SuccessRate) + " ±" + FormatShare(m.SuccessCI)
+		}
+		return FormatShare(m.SuccessRate)
+	}},
 	{"inrun", "in run", func(m *Metrics) string { return FormatShare(m.SuccessInRun) }},
 	{"reports", "delivered/late/dropped", func(m *Metrics) string {
 		return FormatShare(m.ReportsDelivered) + " / " + FormatShare(m.ReportsDelayed) + " / " + FormatShare(m.ReportsDropped)
@@ -177,12 +182,24 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 	for _, col := range cols {
 		t.Header = append(t.Header, col.Header)
 	}
+	// The row with the lowest peak×, for the ≈ marks of rows whose
+	// confidence interval overlaps its own.
+	var low *Metrics
+	for _, r := range rows {
+		if r.Metrics != nil && r.Metrics.AmplificationCI > 0 && (low == nil || r.Metrics.Amplification < low.Amplification) {
+			low = r.Metrics
+		}
+	}
 	for _, r := range rows {
 		row := []string{r.Policy}
 		for _, col := range cols {
 			cell := "-"
 			if r.Metrics != nil {
 				cell = col.Cell(r.Metrics)
+				if col.Key == "amp" && low != nil && r.Metrics != low &&
+					r.Metrics.Amplification-r.Metrics.AmplificationCI <= low.Amplification+low.AmplificationCI {
+					cell = "≈" + cell
+				}
 			}
 			row = append(row, cell)
 		}
@@ -217,6 +234,15 @@ func FormatMS(ms float64) string {
 	default:
 		return fmt.Sprintf("%.1fms", ms)
 	}
+}
+
+// ampCell shows Amplification, with its confidence interval over the
+// trials when there are several.
+func ampCell(m *Metrics) string {
+	if m.AmplificationCI > 0 {
+		return fmt.Sprintf("%.1fx ±%.1f", m.Amplification, m.AmplificationCI)
+	}
+	return fmt.Sprintf("%.1fx", m.Amplification)
 }
 
 // syncCell shows SyncShare with the retries it is a share of, or "–" below

@@ -10,7 +10,11 @@ import (
 // cellX reads a table's "1.2x" cell.
 func cellX(t *testing.T, cell string) float64 {
 	t.Helper()
-	x, err := strconv.ParseFloat(strings.TrimSuffix(cell, "x"), 64)
+	f := strings.Fields(strings.TrimPrefix(cell, "≈"))
+	if len(f) == 0 {
+		t.Fatalf("empty cell")
+	}
+	x, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "x"), 64)
 	if err != nil {
 		t.Fatalf("cell %q: %v", cell, err)
 	}
