@@ -24,6 +24,7 @@ type fleet struct {
 	clients  []*http.Client // one (Shared) or one per client (PerClient)
 	policies *policySet
 	calls    sync.WaitGroup
+	agents   *agents // with Scenario.Reports
 }
 
 func newFleet(sc *Scenario, url string, rec *recorder, policies *policySet, conns int) *fleet {
@@ -46,6 +47,9 @@ func newFleet(sc *Scenario, url string, rec *recorder, policies *policySet, conn
 	for i, p := range policies.policies {
 		f.clients[i] = &http.Client{Transport: httpretry.New(wire, p, httpretry.WithRetry500())}
 	}
+	if sc.Reports != nil {
+		f.agents = newAgents(f)
+	}
 	return f
 }
 
@@ -67,6 +71,10 @@ func (f *fleet) run(ctx context.Context, calls []arrival) {
 			break
 		}
 		f.rec.started(a.At)
+		if f.agents != nil {
+			f.agents.offer(int(a.Client), int(a.Seq))
+			continue
+		}
 		f.calls.Add(1)
 		go func() {
 			defer f.calls.Done()
@@ -74,6 +82,9 @@ func (f *fleet) run(ctx context.Context, calls []arrival) {
 		}()
 	}
 	f.calls.Wait()
+	if f.agents != nil {
+		f.agents.close(ctx)
+	}
 	f.base.CloseIdleConnections()
 }
 

@@ -26,8 +26,11 @@ type Extra struct {
 	SentRetries    int64 `json:"sent_retries"`
 	ServerAttempts int64 `json:"server_attempts"`
 	ServerRetries  int64 `json:"server_retries"`
-	// Lost counts requests a loss fault left unanswered.
-	Lost int64 `json:"lost"`
+	// Lost counts requests a loss fault left unanswered (the server never
+	// worked on them); RepliesLost the answers a reply-loss fault lost
+	// after the work was done.
+	Lost        int64 `json:"lost"`
+	RepliesLost int64 `json:"replies_lost,omitempty"`
 	// Reissues counts calls issued again by their caller after failing
 	// (Scenario.Reissue); each also counts in Metrics.Calls.
 	Reissues int64 `json:"reissues"`
@@ -135,7 +138,7 @@ func measure(sc *Scenario, x *raw, end time.Duration, srv faultinject.Counters, 
 		ClientAttempts: x.clientAtt, ClientRetries: x.clientRetry,
 		ClientSent: x.clientSent, SentRetries: x.sentRetry,
 		ServerAttempts: x.serverAtt, ServerRetries: x.serverRetry,
-		Lost: x.lost, Reissues: x.reissues, ServerErrors: x.failedExec,
+		Lost: x.lost, RepliesLost: x.repliesLost, Reissues: x.reissues, ServerErrors: x.failedExec,
 		StartLagMeanMS: millis(x.lagTotal) / max(float64(rec.Calls-x.reissues), 1),
 		StartLagMaxMS:  millis(x.lagMax),
 		Wasted: Wasted{

@@ -30,8 +30,11 @@ type recorder struct {
 	gmu      sync.Mutex
 	inflight sim.Gauge // attempts in flight at the clients (open requests)
 	conc     sim.Gauge // requests inside the server (queued, in service, hanging)
-	queue    sim.Gauge // the faultinject queue, sampled
-	busy     sim.Gauge // the faultinject workers in use, sampled
+	queue    sim.Gauge // requests waiting for a worker, at every change (as sim records it)
+	waiting  int32     // requests waiting now
+
+	queueSlack int32     // sim.Recording.QueueSlack, from the server's workers
+	busy       sim.Gauge // the faultinject workers in use, sampled
 
 	lmu       sync.Mutex
 	latencies []time.Duration
@@ -40,8 +43,9 @@ type recorder struct {
 	clientAttempts, clientRetries atomic.Int64
 	clientSent, clientSentRetries atomic.Int64
 	serverAttempts, serverRetries atomic.Int64
-	lost                          atomic.Int64
-	lagNS, lagMaxNS               atomic.Int64 // how late calls started
+	lost, repliesLost             atomic.Int64
+	reports                       [5]atomic.Int64 // offered, delivered, delayed, dropped, pending
+	lagNS, lagMaxNS               atomic.Int64    // how late calls started
 
 	executions, cancelled, abandoned, failedExec atomic.Int64
 	handlerNS, wastedNS                          atomic.Int64
@@ -175,12 +179,21 @@ func (r *recorder) executed(span, wasted time.Duration, cancelled, abandoned, fa
 	}
 }
 
-// sampled records the server's queue and busy workers.
-func (r *recorder) sampled(waiting, inFlight int) {
+// sampled records the server's busy workers (sampled).
+func (r *recorder) sampled(inFlight int) {
 	r.gmu.Lock()
-	b := r.idx(r.since())
-	r.queue.Set(b, int32(waiting))
-	r.busy.Set(b, int32(inFlight))
+	r.busy.Set(r.idx(r.since()), int32(inFlight))
+	r.gmu.Unlock()
+}
+
+// queueChanged records that the requests waiting for a worker changed by
+// delta: the queue's gauge follows every change, as the simulator's does,
+// so that both modes measure the queue the same way (a sampled queue
+// misses short peaks).
+func (r *recorder) queueChanged(delta int32) {
+	r.gmu.Lock()
+	r.waiting += delta
+	r.queue.Set(r.idx(r.since()), r.waiting)
 	r.gmu.Unlock()
 }
 
@@ -195,7 +208,7 @@ type raw struct {
 	clientAtt, clientRetry int64
 	clientSent, sentRetry  int64
 	serverAtt, serverRetry int64
-	lost                   int64
+	lost, repliesLost      int64
 	executions, cancelled  int64
 	abandoned, failedExec  int64
 	handler, wastedTotal   time.Duration
@@ -217,8 +230,10 @@ func (r *recorder) finish() *raw {
 		Attempts: load32(r.arrivals), Retries: load32(r.arrRetry),
 		CallsOK: load32(r.okCalls), CallsFailed: load32(r.badCalls),
 		AttemptsOK: load32(r.okAtts), AttemptsFailed: load32(r.badAtts),
-		Calls: r.calls.Load(),
+		Calls: r.calls.Load(), QueueSlack: r.queueSlack,
 	}
+	rec.ReportsOffered, rec.ReportsDelivered, rec.ReportsDelayed = r.reports[0].Load(), r.reports[1].Load(), r.reports[2].Load()
+	rec.ReportsDropped, rec.ReportsPending = r.reports[3].Load(), r.reports[4].Load()
 	x := &raw{
 		rec:       rec,
 		wasted:    make([]int64, r.n),
@@ -226,7 +241,7 @@ func (r *recorder) finish() *raw {
 		clientAtt: r.clientAttempts.Load(), clientRetry: r.clientRetries.Load(),
 		clientSent: r.clientSent.Load(), sentRetry: r.clientSentRetries.Load(),
 		serverAtt: r.serverAttempts.Load(), serverRetry: r.serverRetries.Load(),
-		lost:       r.lost.Load(),
+		lost: r.lost.Load(), repliesLost: r.repliesLost.Load(),
 		executions: r.executions.Load(), cancelled: r.cancelled.Load(),
 		abandoned: r.abandoned.Load(), failedExec: r.failedExec.Load(),
 		handler:     time.Duration(r.handlerNS.Load()),
@@ -248,4 +263,11 @@ func (r *recorder) finish() *raw {
 	r.lmu.Unlock()
 	slices.Sort(rec.Latencies)
 	return x
+}
+
+// setReports records the fates of the reports of a fleet's report queues.
+func (r *recorder) setReports(offered, delivered, delayed, dropped, pending int64) {
+	for i, v := range []int64{offered, delivered, delayed, dropped, pending} {
+		r.reports[i].Store(v)
+	}
 }

@@ -2,6 +2,7 @@ package live
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stormguard/stormguard/sim"
@@ -11,10 +12,13 @@ import (
 // simulator's metrics measured on the wire plus the live-only measures,
 // and ready-made tables and plots.
 type Report struct {
-	Scenario    string `json:"scenario"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Seed        uint64 `json:"seed"`
+	Scenario string `json:"scenario"`
+	// ModelVersion is sim.ModelVersion: the version of the models and
+	// metric definitions the run used.
+	ModelVersion int    `json:"model_version"`
+	Title        string `json:"title"`
+	Description  string `json:"description"`
+	Seed         uint64 `json:"seed"`
 	// The settings the run used (after Options overrides).
 	Clients      int     `json:"clients"`
 	DurationS    float64 `json:"duration_s"`
@@ -27,9 +31,13 @@ type Report struct {
 	// ElapsedS is the run's wall time.
 	ElapsedS float64 `json:"elapsed_s"`
 	Rows     []Row   `json:"rows"`
-	// Tables and Plots present the rows; they are not part of the JSON.
-	Tables []sim.Table `json:"-"`
-	Plots  []sim.Plot  `json:"-"`
+	// Verdict sums up the rows in a few sentences (sim.JudgeCase).
+	Verdict []string `json:"verdict,omitempty"`
+	// Tables and Plots present the rows, and PolicyLegend defines each
+	// policy compared; they are not part of the JSON.
+	Tables       []sim.Table `json:"-"`
+	Plots        []sim.Plot  `json:"-"`
+	PolicyLegend [][2]string `json:"-"`
 }
 
 // Row is one policy's result.
@@ -64,7 +72,7 @@ func (r *Report) Row(policy string) (*Row, bool) {
 
 func newReport(sc *Scenario, o Options) *Report {
 	r := &Report{
-		Scenario: sc.Name, Title: sc.Title, Description: sc.Doc, Seed: o.Seed,
+		Scenario: sc.Name, ModelVersion: sim.ModelVersion, Title: sc.Title, Description: sc.Doc, Seed: o.Seed,
 		Clients: sc.Clients, DurationS: sc.Duration.Seconds(), DrainS: sc.drain().Seconds(),
 		CapacityPerS: sc.CapacityPerS(), Scope: o.Scope.String(), Sequential: o.Sequential,
 	}
@@ -81,15 +89,16 @@ func newReport(sc *Scenario, o Options) *Report {
 // carry the metrics and series, with the same tables and plots: what the
 // stormsim command prints, encodes and charts.
 func (r *Report) Sim() *sim.Report {
-	c := sim.Case{Name: "live", FaultStartS: r.FaultStartS, FaultEndS: r.FaultEndS, CapacityPerS: r.CapacityPerS}
+	c := sim.Case{Name: "live", FaultStartS: r.FaultStartS, FaultEndS: r.FaultEndS, CapacityPerS: r.CapacityPerS, TrafficEndS: r.DurationS}
 	for i := range r.Rows {
 		row := &r.Rows[i]
 		m, s := row.Metrics, row.Series
 		c.Rows = append(c.Rows, sim.Row{Policy: row.Policy, Metrics: &m, Series: &s})
 	}
 	return &sim.Report{
-		Scenario: "live:" + r.Scenario, Title: r.Title, Description: r.Description,
+		Scenario: "live:" + r.Scenario, ModelVersion: r.ModelVersion, Title: r.Title, Description: r.Description,
 		Seed: r.Seed, Trials: 1, Cases: []sim.Case{c}, Tables: r.Tables, Plots: r.Plots,
+		Verdict: r.Verdict, PolicyLegend: r.PolicyLegend,
 	}
 }
 
@@ -113,18 +122,28 @@ func Legend() [][2]string {
 }
 
 // wireColumns are the keys of the sim columns of the wire table.
-var wireColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "inflight", "recovery", "p50", "p99", "p999", "sync"}
+var wireColumns = []string{"amp", "attempts", "apc", "goodput", "success", "inrun", "conc", "queue", "inflight", "recovery", "p50", "p99", "p999", "sync"}
 
 // present builds the tables and plots.
 func (r *Report) present() {
 	title := r.Title + " (live, " + r.Scope + ")"
-	cols := make([]sim.Column, len(wireColumns))
-	for i, k := range wireColumns {
+	keys := wireColumns
+	if r.FaultEndS > 0 {
+		keys = slices.Insert(slices.Clone(keys), 1, "after")
+	}
+	if len(r.Rows) > 0 && r.Rows[0].Metrics.Reports > 0 {
+		keys = slices.Insert(slices.Clone(keys), slices.Index(keys, "inrun")+1, "reports")
+	}
+	cols := make([]sim.Column, len(keys))
+	for i, k := range keys {
 		cols[i], _ = sim.LookupColumn(k)
 	}
 	// Two decimals: a live run is judged on 1.25x against 1.3x.
 	cols[0].Cell = func(m *sim.Metrics) string { return fmt.Sprintf("%.2fx", m.Amplification) }
-	wire := sim.MetricsTable(title+": on the wire", cols, r.Sim().Cases[0].Rows)
+	simCase := r.Sim().Cases[0]
+	simCase.Name = ""
+	r.Verdict = []string{sim.JudgeCase(&simCase).String()}
+	wire := sim.MetricsTable(title+": on the wire", cols, simCase.Rows)
 	extra := sim.Table{Title: title + ": cancellation, duplicates, entry traffic",
 		Header: []string{"policy", "sent/recv", "retries", "wasted", "cut", "dup exec", "dup done", "conc/key", "entry", "lag"}}
 	var worstLag float64
@@ -160,7 +179,8 @@ func (r *Report) present() {
 func (r *Report) plots() []sim.Plot {
 	group := "Live load over time (" + r.Scenario + ")"
 	plot := func(title, y string) sim.Plot {
-		return sim.Plot{Title: title, XLabel: "time (s)", YLabel: y, ShadeFrom: r.FaultStartS, ShadeTo: r.FaultEndS, Group: group}
+		return sim.Plot{Title: title, XLabel: "time (s)", YLabel: y, ShadeFrom: r.FaultStartS, ShadeTo: r.FaultEndS, Group: group,
+			Marks: []sim.Mark{{X: r.DurationS, Label: "end of traffic"}}}
 	}
 	load := plot("Offered load on the wire, all policies", "attempts/s")
 	load.HLine, load.HLineLabel = r.CapacityPerS, "capacity"

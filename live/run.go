@@ -155,6 +155,14 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Report, error) {
 		m, s, e, l := measure(&sc, u.raw, u.end, u.counters, u.dup)
 		rep.Rows = append(rep.Rows, Row{Policy: u.set.name, Metrics: m, Extra: e, Series: s, Live: l})
 	}
+	for _, u := range units {
+		if doc := sc.policyDoc(u.set.name); doc != "" {
+			if p := u.set.policies[0]; p.Budget != nil || p.Breaker != nil {
+				doc += map[Scope]string{Shared: "; one budget and breaker shared by all clients", PerClient: "; a budget and breaker per client"}[o.Scope]
+			}
+			rep.PolicyLegend = append(rep.PolicyLegend, [2]string{u.set.name, doc})
+		}
+	}
 	rep.present()
 	return rep, nil
 }
@@ -193,6 +201,7 @@ func runGroup(ctx context.Context, sc *Scenario, units []*policyRun, calls []arr
 	fleets := make([]*fleet, len(units))
 	for i, s := range servers {
 		recs[i] = newRecorder(start, sim.DefaultBucket, horizon)
+		recs[i].queueSlack = sim.QueueSlackFor(sc.Server.Limit.Concurrency)
 		s.start(recs[i], seed, every)
 		fleets[i] = newFleet(sc, s.url, recs[i], units[i].set, conns)
 	}

@@ -262,7 +262,7 @@ func TestRunFaultKinds(t *testing.T) {
 			{Kind: sim.FaultHang, Start: ms(200), End: ms(400)},
 			{Kind: sim.FaultLoss, Start: ms(600), End: ms(800), Prob: 1},
 			{Kind: sim.FaultErrors, Start: ms(1000), End: ms(1200), Prob: 1},
-			{Kind: sim.FaultLatency, Start: ms(1400), End: ms(1600), Extra: sim.Const(ms(300))},
+			{Kind: sim.FaultSlow, Start: ms(1400), End: ms(1600), Extra: sim.Const(ms(300))},
 			{Kind: sim.FaultCapacity, Start: ms(1400), End: ms(1600), Factor: 0.2},
 		},
 		Policies: []string{sim.PolicyNoRetry},
@@ -283,7 +283,7 @@ func TestRunFaultKinds(t *testing.T) {
 		t.Error("errors window: no 500")
 	}
 	if e.Wasted.Cancelled == 0 {
-		t.Error("latency window: no execution cut by its caller's timeout")
+		t.Error("slow window: no execution cut by its caller's timeout")
 	}
 	// With 2 of 10 workers, at most 2 are busy in the middle of the window.
 	if b := row.Live.Busy[15]; b > 2 {
@@ -294,5 +294,43 @@ func TestRunFaultKinds(t *testing.T) {
 	}
 	if m := row.Metrics; m.Succeeded == m.Calls || m.Succeeded == 0 {
 		t.Errorf("%v of %v calls succeeded: want the windows' calls to fail, the others to succeed", m.Succeeded, m.Calls)
+	}
+}
+
+// A reply-loss fault loses answers after the work: the server executes
+// every request, frees its worker, and the callers hear nothing until
+// their timeout (unlike a loss fault, whose requests the server never
+// works on).
+func TestRunReplyLossAfterTheWork(t *testing.T) {
+	t.Parallel()
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	sc := live.Scenario{
+		Name:        "reply-loss",
+		Clients:     10,
+		Arrival:     sim.Arrival{Kind: sim.Periodic, Interval: ms(100)}, // 100 calls/s
+		Duration:    ms(1000),
+		CallTimeout: time.Second,
+		Server: live.Server{
+			Limit:   faultinject.Limit{Concurrency: 10, Queue: 50},
+			Service: sim.Const(ms(2)),
+			Timeout: ms(100),
+		},
+		Faults:   []sim.Fault{{Kind: sim.FaultReplyLoss, Start: ms(300), End: ms(600), Prob: 1}},
+		Policies: []string{sim.PolicyNoRetry},
+	}
+	rep, err := live.Run(context.Background(), sc, live.Options{SampleEvery: ms(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := rep.Rows[0]
+	e, m := row.Extra, row.Metrics
+	if e.RepliesLost < 20 || e.Lost != 0 {
+		t.Fatalf("%d replies lost, %d requests lost; want about 30 replies, no requests", e.RepliesLost, e.Lost)
+	}
+	if e.Wasted.Executions != e.ServerAttempts {
+		t.Errorf("%d executions of %d attempts: a lost reply still costs its work", e.Wasted.Executions, e.ServerAttempts)
+	}
+	if failed := m.Calls - m.Succeeded; failed != float64(e.RepliesLost) {
+		t.Errorf("%v failed calls, %d replies lost; want one failure per lost reply", failed, e.RepliesLost)
 	}
 }

@@ -90,17 +90,31 @@ type Scenario struct {
 	// ReissueDelay is the wait before a reissue.
 	ReissueDelay time.Duration
 
+	// Reports, if set, makes each client an agent that keeps its reports
+	// in a real queue.Queue (Capacity, MaxBatch, DropOldest, one worker,
+	// no linger) under its policy: every arrival offers a report, every
+	// delivery of a batch is a call, and a delivery that gives up puts its
+	// reports back instead of losing them (see sim.ReportQueue, which the
+	// simulator follows). Reissue does not apply. nil: every arrival is a
+	// call.
+	Reports *sim.ReportQueue
+
 	// Server is the downstream every client calls.
 	Server Server
 	// Faults change the server during windows of time measured from the
 	// start of the run. Supported kinds: sim.FaultUnavailable (every
 	// request answered 503 at once), sim.FaultHang (no answer until the
 	// caller gives up), sim.FaultLoss (a share Prob of requests get no
-	// answer, without holding a worker), sim.FaultLatency (Extra added to
-	// the service time of requests starting service in the window: the
-	// worker is held), sim.FaultCapacity (only Factor of Limit.Concurrency
-	// serve) and sim.FaultErrors (a share Prob of served requests answer
-	// 500). Tier must be 0.
+	// answer, without holding a worker), sim.FaultReplyLoss (a share Prob
+	// of answers are lost after the work: the worker is freed, the caller
+	// hears nothing until it gives up), sim.FaultLatency (Extra waited
+	// on the request's way in and again on the answer's way out, outside
+	// the workers: a slow network, as sim adds it to each leg),
+	// sim.FaultSlow (Extra added to the service time of requests starting
+	// service in the window: the worker is held), sim.FaultCapacity (only
+	// Factor of Limit.Concurrency serve, rounded as sim.CapacityWorkers
+	// rounds) and sim.FaultErrors (a share Prob of served requests answer
+	// 500). Each kind means what it means in sim. Tier must be 0.
 	Faults []sim.Fault
 
 	// Params configure the standard policies (see sim.StandardPolicy).
@@ -208,6 +222,10 @@ func (sc *Scenario) Validate(maxClients int) error {
 		return bad("reissue delay must not be negative")
 	case sc.drain() > MaxDuration:
 		return bad("drain %s is above %s", sc.drain(), MaxDuration)
+	case sc.Reports != nil && (sc.Reports.Capacity < 1 || sc.Reports.Capacity > 1<<16 || sc.Reports.MaxBatch < 0 || sc.Reports.MaxBatch > sc.Reports.Capacity):
+		return bad("report queue: capacity must be in [1, %d] and max batch in [0, capacity]", 1<<16)
+	case sc.Reports != nil && sc.Reissue > 0:
+		return bad("reissue does not apply to agents with a report queue")
 	}
 	switch sc.Arrival.Kind {
 	case sim.Periodic:
@@ -269,8 +287,8 @@ func checkFault(f sim.Fault, workers int) error {
 		return fmt.Errorf("probability %v is outside [0, 1]", f.Prob)
 	}
 	switch f.Kind {
-	case sim.FaultUnavailable, sim.FaultHang, sim.FaultLoss, sim.FaultErrors:
-	case sim.FaultLatency:
+	case sim.FaultUnavailable, sim.FaultHang, sim.FaultLoss, sim.FaultReplyLoss, sim.FaultErrors:
+	case sim.FaultLatency, sim.FaultSlow:
 		return checkDist("extra latency", f.Extra)
 	case sim.FaultCapacity:
 		if !(f.Factor > 0 && f.Factor <= 1) {
@@ -316,6 +334,19 @@ func (sc *Scenario) policy(name string) (sim.Policy, error) {
 		}
 	}
 	return sim.StandardPolicy(name, sc.Params)
+}
+
+// policyDoc defines the policy called name for the legend: a standard
+// policy as sim.PolicyDoc describes it with the scenario's parameters
+// (with the live mode's scope noted by the caller), a custom one by its
+// name only.
+func (sc *Scenario) policyDoc(name string) string {
+	for _, p := range sc.Custom {
+		if p.Name == name {
+			return ""
+		}
+	}
+	return sim.PolicyDoc(name, sc.Params)
 }
 
 // DefaultPolicies are the policies a scenario without Policies compares:

@@ -51,7 +51,14 @@ after 8s. From t=5s to t=8s the collector restarts: every request is answered 50
 until the call's deadline): exponential without jitter, full jitter, full jitter plus a retry
 budget (budget.TenPercent: 10 tokens, +0.1 per successful call), and the same plus a breaker;
 naive immediate retries (3 of them, no backoff, no budget) show the storm. The budget and the
-breaker are shared by all agents of a policy unless Options.Scope is PerClient.`,
+breaker are shared by all agents of a policy unless Options.Scope is PerClient.
+Each agent keeps its reports in a real queue.Queue (10 reports, drop-oldest, batches of up to
+10, one delivery at a time) under its policy, as seed 004's agents do: a delivery is one call
+of up to 8s (the policy's MaxElapsed); one that gives up (the budget refusing its retry, the
+breaker open, its 8s spent) puts its reports back and the queue pauses for the policy's next
+backoff, so a refused retry delays reports instead of losing them. The table's
+delivered/late/dropped column counts the reports; calls and success count the deliveries.`,
+		Reports:     &sim.ReportQueue{Capacity: 10},
 		Clients:     500,
 		Arrival:     sim.Arrival{Kind: sim.Periodic, Interval: 2 * time.Second},
 		Duration:    20 * time.Second,
@@ -63,7 +70,7 @@ breaker are shared by all agents of a policy unless Options.Scope is PerClient.`
 			Timeout: 2 * time.Second,
 		},
 		Faults:   []sim.Fault{{Kind: sim.FaultUnavailable, Start: 5 * time.Second, End: 8 * time.Second}},
-		Params:   sim.PolicyParams{MaxAttempts: -1, Base: time.Second, Max: 30 * time.Second},
+		Params:   sim.PolicyParams{MaxAttempts: -1, Base: time.Second, Max: 30 * time.Second, MaxElapsed: 8 * time.Second},
 		Policies: DefaultPolicies(),
 		// naive: sim's immediate policy, 3 retries whatever MaxAttempts says.
 	}
@@ -101,7 +108,7 @@ plus a breaker; at most 4 attempts per call.`,
 			Service: sim.Uniform(50*time.Millisecond, 150*time.Millisecond),
 			Timeout: 500 * time.Millisecond,
 		},
-		Faults: []sim.Fault{{Kind: sim.FaultLatency, Start: 5 * time.Second, End: 9 * time.Second,
+		Faults: []sim.Fault{{Kind: sim.FaultSlow, Start: 5 * time.Second, End: 9 * time.Second,
 			Extra: sim.Const(2 * time.Second)}},
 		Params:   sim.PolicyParams{MaxAttempts: 4, Base: 100 * time.Millisecond, Max: 2 * time.Second},
 		Policies: DefaultPolicies(),

@@ -7,13 +7,13 @@ import (
 	"github.com/stormguard/stormguard/layer"
 	"io"
 	"log"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stormguard/stormguard/faultinject"
@@ -63,6 +63,8 @@ type server struct {
 
 	rmu sync.Mutex
 	rnd *rand.Rand
+
+	holdReplies bool // a reply-loss or latency fault exists: answers are held to decide
 }
 
 // newServer listens on 127.0.0.1 and prepares the rules; start serves.
@@ -87,6 +89,8 @@ func newServer(sc *Scenario, seed uint64) (*server, error) {
 	s.rules.Limit = sc.Server.Limit
 	for _, f := range sc.Faults {
 		switch f.Kind {
+		case sim.FaultReplyLoss, sim.FaultLatency:
+			s.holdReplies = true
 		case sim.FaultUnavailable:
 			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Abort, Status: http.StatusServiceUnavailable})
 		case sim.FaultHang:
@@ -215,7 +219,130 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.inner.ServeHTTP(w, r)
+	// A latency fault delays the request's leg: the server takes it only
+	// then, holding nothing meanwhile (sim adds Extra to each network leg).
+	if d := s.netDelay(s.rec.since()); d > 0 && !s.pause(r.Context(), d) {
+		return
+	}
+	// The request waits for a worker from here until the work handler
+	// starts it, or the injector answers it without (refused, aborted,
+	// given up while queued).
+	// (A request met by a hang window hangs instead: it is not queued,
+	// as the simulator does not queue it.)
+	if s.sc.Server.IgnoreCancel {
+		// A server that does not notice its callers going away keeps
+		// their requests queued and serves them: the injector's queue
+		// must not drop them either. The work handler still learns from
+		// the caller's own context when it left, to count wasted work.
+		r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), callerKey{}, r.Context()))
+	}
+	if !s.hanging(s.rec.since()) {
+		wait := &waitMark{}
+		s.rec.queueChanged(1)
+		r = r.WithContext(context.WithValue(r.Context(), waitKey{}, wait))
+		defer wait.leave(s.rec)
+	}
+	if !s.holdReplies {
+		s.inner.ServeHTTP(w, r)
+		return
+	}
+	// A reply-loss or latency fault: hold the answer until the work is
+	// done, then lose it (the caller hears nothing until it gives up), or
+	// delay it (the reply's leg), then send it.
+	held := &heldReply{header: http.Header{}}
+	s.inner.ServeHTTP(held, r)
+	if d := s.netDelay(s.rec.since()); d > 0 && !s.pause(r.Context(), d) {
+		return // the caller has gone
+	}
+	if s.loseReply(s.rec.since()) {
+		s.rec.repliesLost.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
+	held.sendTo(w)
+}
+
+// callerKey carries, with Server.IgnoreCancel, the caller's own request
+// context past the detached one the injector sees.
+type callerKey struct{}
+
+// netDelay returns the extra network latency of a leg sent at at (the sum
+// of the latency faults in force).
+func (s *server) netDelay(at time.Duration) time.Duration {
+	var d time.Duration
+	for i := range s.sc.Faults {
+		f := &s.sc.Faults[i]
+		if f.Kind == sim.FaultLatency && at >= f.Start && at < f.End {
+			s.rmu.Lock()
+			d += f.Extra.Sample(s.rnd)
+			s.rmu.Unlock()
+		}
+	}
+	return d
+}
+
+// pause waits d, or until ctx ends or the server closes; it reports
+// whether the wait ran its course.
+func (s *server) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+// waitKey carries a request's waitMark to the work handler.
+type waitKey struct{}
+
+// waitMark ends a request's wait for a worker once, whichever comes
+// first: the work handler starting it or the injector answering it.
+type waitMark struct{ done atomic.Bool }
+
+func (m *waitMark) leave(rec *recorder) {
+	if m.done.CompareAndSwap(false, true) {
+		rec.queueChanged(-1)
+	}
+}
+
+// heldReply is a response kept back until the server decides whether a
+// reply-loss fault loses it.
+type heldReply struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (h *heldReply) Header() http.Header { return h.header }
+
+func (h *heldReply) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
+}
+
+func (h *heldReply) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	h.body = append(h.body, b...)
+	return len(b), nil
+}
+
+// sendTo writes the held response to w; nothing when none was written.
+func (h *heldReply) sendTo(w http.ResponseWriter) {
+	if h.status == 0 {
+		return
+	}
+	for k, v := range h.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(h.status)
+	_, _ = w.Write(h.body)
 }
 
 // work is the downstream's handler: it holds the request for its service
@@ -223,6 +350,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request's context ends, unless Server.IgnoreCancel is set.
 func (s *server) work(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if caller, ok := ctx.Value(callerKey{}).(context.Context); ok {
+		ctx = caller // IgnoreCancel: watch the caller, not the detached request
+	}
+	if wait, ok := ctx.Value(waitKey{}).(*waitMark); ok {
+		wait.leave(s.rec) // it has a worker now
+	}
 	key := r.Header.Get(KeyHeader)
 	s.keys.begin(key)
 	begin := time.Now()
@@ -286,7 +419,7 @@ func (s *server) draw(at time.Duration) (time.Duration, bool) {
 			continue
 		}
 		switch f.Kind {
-		case sim.FaultLatency:
+		case sim.FaultSlow:
 			d += f.Extra.Sample(s.rnd)
 		case sim.FaultErrors:
 			if s.rnd.Float64() < f.Prob {
@@ -297,11 +430,28 @@ func (s *server) draw(at time.Duration) (time.Duration, bool) {
 	return d, fail
 }
 
+// hanging reports whether a hang window holds requests arriving at at.
+func (s *server) hanging(at time.Duration) bool {
+	for _, f := range s.sc.Faults {
+		if f.Kind == sim.FaultHang && at >= f.Start && at < f.End {
+			return true
+		}
+	}
+	return false
+}
+
 // lose reports whether a request arriving at at is lost (gets no answer).
-func (s *server) lose(at time.Duration) bool {
+func (s *server) lose(at time.Duration) bool { return s.drawLoss(sim.FaultLoss, at) }
+
+// loseReply reports whether a reply sent at at is lost, after the work.
+func (s *server) loseReply(at time.Duration) bool { return s.drawLoss(sim.FaultReplyLoss, at) }
+
+// drawLoss draws, for each fault of the kind in force at at, whether it
+// loses the packet.
+func (s *server) drawLoss(kind sim.FaultKind, at time.Duration) bool {
 	for i := range s.sc.Faults {
 		f := &s.sc.Faults[i]
-		if f.Kind != sim.FaultLoss || at < f.Start || at >= f.End {
+		if f.Kind != kind || at < f.Start || at >= f.End {
 			continue
 		}
 		s.rmu.Lock()
@@ -320,7 +470,7 @@ func (s *server) sample(every time.Duration) {
 	defer t.Stop()
 	for {
 		c := s.in.Snapshot()
-		s.rec.sampled(c.Waiting, c.InFlight)
+		s.rec.sampled(c.InFlight)
 		select {
 		case <-t.C:
 		case <-s.closing:
@@ -356,7 +506,7 @@ func (s *server) scheduleCapacity() {
 			}
 		}
 		rules := s.rules.Clone()
-		rules.Limit.Concurrency = max(1, int(math.Round(factor*float64(rules.Limit.Concurrency))))
-		_ = s.in.Update(rules) // valid: only the concurrency changed, to a positive value
+		rules.Limit.Concurrency = sim.CapacityWorkers(rules.Limit.Concurrency, factor) // as sim rounds
+		_ = s.in.Update(rules)                                                         // valid: only the concurrency changed, to a positive value
 	}
 }

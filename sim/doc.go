@@ -29,8 +29,9 @@
 //
 // Faults change a tier during a window: answer 503, restart (drop every
 // request it holds, then answer 503), hang (never answer), lose a share of
-// the attempts in the network, add latency, drop capacity to a share of the
-// workers, or fail a share of the attempts.
+// the attempts in the network, lose a share of the replies (after the
+// work), add latency, drop capacity to a share of the workers, or fail a
+// share of the attempts.
 //
 // Callers follow retry.Do's sequence exactly, with the real strategy,
 // budget and breaker (Policy): breaker Allow, budget Start (for trackers),
@@ -82,7 +83,12 @@
 //     1+p+p²+p³); 3 retries through a per-client budget.Ratio (5 tokens,
 //     +0.1 per successful first try, a retry costs 1 and needs more than
 //     1); 3 retries behind a per-client breaker, consulted for retries only,
-//     that opens at 10% failures over 10s. Reported: success and load.
+//     that opens at 10% failures over 10s; and the post's own models
+//     (sim/published.go) beside the real ones. Reported: success and
+//     load. A second sweep spreads 1,000 calls/s over 10, 100 or 1,000
+//     clients at 50% failures: the per-client bucket lets more retries
+//     through as clients get smaller, the breaker does not, and a
+//     fleet-shared bucket (Policy.ShareBudget) holds 1.1x throughout.
 //   - gateway-restart: 5,000 telemetry agents report every 10s from random
 //     phases (500/s) to a collector with 75 workers, service uniform in
 //     [50ms, 150ms] (750/s, 1.5x the steady rate), a queue of 750, legs
@@ -90,26 +96,48 @@
 //     restarts (drops what it holds) and answers 503 for 3s. Agents retry
 //     for up to 60s with backoff from 1s capped at 30s, without jitter, with
 //     equal or full jitter, or with full jitter and a 3-token budget.
-//   - packet-loss: 50 processes at 100 calls/s (5,000 QPS) through a server
-//     with 100 workers and Exp(14ms) service (70% utilisation) and a queue
-//     of 2,000; legs |Normal(2ms, 0.5ms)|; from 10s to 30s 10% of attempts
-//     are lost; the client times out after 500ms. Three immediate retries
-//     against full jitter (from 50ms) with a 20% (and a 10%) token bucket.
+//   - packet-loss: 50 processes at 100 calls/s (5,000 QPS) through a
+//     server with 100 workers; legs |Normal(2ms, 0.5ms)|; from 10s to 30s
+//     10% of the packets of one direction are lost; the client times out
+//     after 500ms. Two cases: requests lost at 70% utilisation (Exp(14ms),
+//     queue 2,000: no storm), and replies lost after the work at 95%
+//     (Exp(19ms)) in front of a queue of 10,000, deep enough for waits to
+//     outgrow the timeout (a storm: about 4 attempts per call, stuck).
+//     Three immediate retries against full jitter (from 50ms) alone and
+//     with a 20% (and a 10%) token bucket.
 //   - metastable: 10 app instances at 28 calls/s (280/s) to a database with
-//     24 workers, service uniform in [60ms, 100ms] (300/s) and a queue of
-//     3,000, which slows down (up to 1.5x) once more than 150 requests
-//     queue; 1s attempt timeout, and the database serves timed-out requests
-//     anyway. From 20s to 30s the network drops every attempt. Every
-//     standard policy; the retrying ones without a budget stay overloaded.
-//   - cascade: 100 users at 3 calls/s → edge (400 workers, 2ms) → service
-//     (400 workers, 5ms) → database (20 workers, Exp(40ms), 500/s, queue
-//     1,000); timeouts 4s, 1s and 250ms; from 20s to 50s the database keeps
-//     half its workers. Every hop retrying 3 times (up to 64 database
-//     attempts per call), only the service retrying, or every hop retrying
-//     through a 10% token bucket.
+//     24 workers, service time uniform in [60ms, 100ms] (300/s); 1s attempt
+//     timeout, and the database serves timed-out requests anyway. Three
+//     cases separate the mechanisms that hold a system down after its
+//     trigger: blip (a queue of 3,000, a slowdown of up to 1.5x once more
+//     than 150 requests queue, the network dropping every attempt from 20s
+//     to 30s: retries and slowdown together); paper (Bronson et al.'s own
+//     example: no slowdown, queries 1s slower to reach the database for
+//     10s, and the paper's client, retry-once: retries alone, at twice
+//     the offered load); stall (the blip's database stalled for 2s: the
+//     slowdown alone, which no retry policy cures).
+//   - cascade: 100 users at 3 calls/s → edge (1,000 workers, 2ms) →
+//     service (1,000 workers, 5ms) → database (20 workers, Exp(40ms),
+//     500/s, queue 1,000); timeouts 4s, 1s and 250ms; from 20s to 50s the
+//     database keeps half its workers (partial case) or answers 503 to
+//     everything (total case). Every hop retrying 3 times (up to 4³ = 64
+//     database attempts per call), only the service retrying, every hop
+//     retrying through a 10% token bucket, and the SRE book's two figures
+//     at the users: 3 attempts per request (3x at worst) and a 10%
+//     per-client retry budget (1.1x). The "in fault" column
+//     (Metrics.FaultAttemptsPerCall) is the load multiplier during the
+//     fault, which the total case takes to its closed form.
 //
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.
+//
+// Every policy compared meets the same workload: the arrivals come from
+// per-client streams, and every draw about an attempt (its loss, its
+// network legs, its service time, its failure) from a generator seeded by
+// the run's seed, the attempt's identity (client, call number, attempt
+// number, and for a tier's call the attempt it serves) and the kind of
+// draw: common random numbers per call, so that two policies differ only
+// by what they do, not by luck.
 //
 // A run is deterministic: the same Options.Seed gives the same Report, and
 // the same JSON bytes, whatever the number of worker goroutines.

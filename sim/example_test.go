@@ -31,8 +31,8 @@ func ExampleRun() {
 		fmt.Printf("%-22s success %.0f%%, %.2f attempts per call\n", p.Name, 100*r.Metrics.SuccessRate, r.Metrics.AttemptsPerCall)
 	}
 	// Output:
-	// 3 retries              success 99%, 1.42 attempts per call
-	// 3 retries, 10% budget  success 75%, 1.08 attempts per call
+	// 3 retries              success 99%, 1.41 attempts per call
+	// 3 retries, 10% budget  success 76%, 1.08 attempts per call
 }
 
 // The AWS contention model: 50 clients racing to update one row.

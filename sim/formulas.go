@@ -57,6 +57,16 @@ type Outcomes struct {
 // the bucket of the workload's Duration. Indexes beyond the shortest
 // series are cut to it.
 func RecoveryTime(series []Outcomes, queue []int32, bucket time.Duration, baseFrom, baseTo, end, limit int) (time.Duration, bool) {
+	return RecoveryTimeSlack(series, queue, 0, bucket, baseFrom, baseTo, end, limit)
+}
+
+// RecoveryTimeSlack is RecoveryTime with a tolerance on the queue: the
+// backlog counts as drained while the queue is at most slack longer than
+// the baseline window's longest. Recording.Metrics passes
+// Recording.QueueSlack, a share of the measured tier's workers, so that
+// one short peak of a few requests in front of many workers does not
+// move the recovery.
+func RecoveryTimeSlack(series []Outcomes, queue []int32, slack int32, bucket time.Duration, baseFrom, baseTo, end, limit int) (time.Duration, bool) {
 	if bucket <= 0 {
 		return 0, false
 	}
@@ -70,7 +80,7 @@ func RecoveryTime(series []Outcomes, queue []int32, bucket time.Duration, baseFr
 	end = max(end, 0)
 
 	hold := max(int(RecoveryHold/bucket), 1)
-	baseQueue := max32(queue[baseFrom:baseTo])
+	baseQueue := max32(queue[baseFrom:baseTo]) + max(slack, 0)
 	type track struct {
 		o         Outcomes
 		need      float64

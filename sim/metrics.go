@@ -21,6 +21,11 @@ const (
 	// RecoveryRatio is the share of the baseline success rate that counts
 	// as recovered.
 	RecoveryRatio = 0.99
+	// RecoveryQueueShare is the queue, as a share of the measured tier's
+	// workers, that may stand above the baseline's longest queue for the
+	// backlog to count as drained: a queue of half the workers waits about
+	// half a service time.
+	RecoveryQueueShare = 0.5
 	// ChartStep is the resolution of Result.Series.
 	ChartStep = 100 * time.Millisecond
 )
@@ -34,9 +39,17 @@ type Metrics struct {
 	// when the run ends count as failed).
 	Calls     float64 `json:"calls"`
 	Succeeded float64 `json:"succeeded"`
-	// SuccessRate is Succeeded / Calls.
+	// SuccessRate is Succeeded / Calls: the share of calls that succeeded
+	// by the end of the run, the drain after Duration included.
 	SuccessRate float64 `json:"success_rate"`
-	// Goodput is successful calls per second of the workload's Duration.
+	// SuccessInRun is the share of calls that succeeded before Duration,
+	// while the clients were still starting calls: a server that serves
+	// nothing for most of the run and catches up in the drain has a high
+	// SuccessRate but a low SuccessInRun.
+	SuccessInRun float64 `json:"success_in_run"`
+	// Goodput is the calls that succeeded before Duration per second of
+	// Duration: the rate of useful work over the time it covers (the
+	// successes of the drain are not spread over the run).
 	Goodput float64 `json:"goodput_per_s"`
 	// Attempts (the work) sent to the measured tier, first tries and
 	// retries; Retries of them.
@@ -45,6 +58,14 @@ type Metrics struct {
 	// AttemptsPerCall is Attempts / Calls: 1 without retries; in a chain
 	// of tiers, the load multiplier on the measured tier.
 	AttemptsPerCall float64 `json:"attempts_per_call"`
+	// FaultAttemptsPerCall is the load multiplier during the fault: the
+	// attempts at the measured tier caused by the client calls that
+	// started inside the fault window (FaultWindow), through every tier
+	// in between, divided by those calls. With every attempt failing it
+	// is the product of the attempts each hop makes (4x4x4 = 64 for
+	// three hops of four attempts). 0 without a fault, or when not
+	// measured (live runs).
+	FaultAttemptsPerCall float64 `json:"fault_attempts_per_call,omitempty"`
 	// BaselineLoad is attempts per second in the baseline window (after
 	// Warmup, before the first fault).
 	BaselineLoad float64 `json:"baseline_load_per_s"`
@@ -53,6 +74,28 @@ type Metrics struct {
 	PeakLoad float64 `json:"peak_load_per_s"`
 	// Amplification is PeakLoad / BaselineLoad.
 	Amplification float64 `json:"amplification"`
+	// AmplificationCI and SuccessCI are, for a mean over several trials,
+	// the half-widths of the 95% confidence intervals of Amplification and
+	// SuccessRate (CIFactor standard errors); 0 for one trial.
+	AmplificationCI float64 `json:"amplification_ci,omitempty"`
+	SuccessCI       float64 `json:"success_ci,omitempty"`
+	// PeakLoadAfter is PeakLoad over the windows that start at or after
+	// the end of the last fault: the peak of arrivals once the server is
+	// back, apart from the fault itself (during which, for instance, 503s
+	// return at once and immediate retries pile up). AmplificationAfter
+	// is PeakLoadAfter / BaselineLoad. 0 without a fault.
+	PeakLoadAfter      float64 `json:"peak_load_after_fault_per_s,omitempty"`
+	AmplificationAfter float64 `json:"amplification_after_fault,omitempty"`
+	// Reports counts the records the clients offered to their report
+	// queues (Model.Reports), and the shares of them delivered, delivered
+	// late (after a delivery that gave up had put them back), dropped by a
+	// full buffer, and still pending when the run ended. Calls are then
+	// deliveries. 0 without a report queue.
+	Reports          float64 `json:"reports,omitempty"`
+	ReportsDelivered float64 `json:"reports_delivered,omitempty"`
+	ReportsDelayed   float64 `json:"reports_delayed,omitempty"`
+	ReportsDropped   float64 `json:"reports_dropped,omitempty"`
+	ReportsPending   float64 `json:"reports_pending,omitempty"`
 	// PeakConcurrency is the most requests inside the measured tier at once
 	// (in service plus queued); PeakQueue the longest queue.
 	PeakConcurrency float64 `json:"peak_concurrency"`
@@ -114,6 +157,10 @@ type Metrics struct {
 	KurtosisPoisson float64 `json:"kurtosis_poisson,omitempty"`
 }
 
+// CIFactor is the number of standard errors of a 95% confidence interval
+// (normal approximation).
+const CIFactor = 1.96
+
 // SyncMinRetries is the fewest retries for which the table shows
 // SyncShare: below it the share of a handful of retries is noise, and the
 // cell reads "–".
@@ -173,14 +220,23 @@ func Mean(ms []Metrics) Metrics {
 		out.Calls += m.Calls / n
 		out.Succeeded += m.Succeeded / n
 		out.SuccessRate += m.SuccessRate / n
+		out.SuccessInRun += m.SuccessInRun / n
 		out.Goodput += m.Goodput / n
 		out.Attempts += m.Attempts / n
 		out.Retries += m.Retries / n
 		out.AttemptsPerCall += m.AttemptsPerCall / n
+		out.FaultAttemptsPerCall += m.FaultAttemptsPerCall / n
 		out.BaselineLoad += m.BaselineLoad / n
 		out.PeakLoad += m.PeakLoad / n
 		out.Amplification += m.Amplification / n
+		out.PeakLoadAfter += m.PeakLoadAfter / n
+		out.AmplificationAfter += m.AmplificationAfter / n
 		out.PeakConcurrency += m.PeakConcurrency / n
+		out.Reports += m.Reports / n
+		out.ReportsDelivered += m.ReportsDelivered / n
+		out.ReportsDelayed += m.ReportsDelayed / n
+		out.ReportsDropped += m.ReportsDropped / n
+		out.ReportsPending += m.ReportsPending / n
 		out.PeakQueue += m.PeakQueue / n
 		out.PeakInFlight += m.PeakInFlight / n
 		out.Recovered += m.Recovered / n

@@ -45,6 +45,10 @@ type Model struct {
 	Warmup time.Duration
 	// Bucket is the time resolution of the recorded series. 0: 10ms.
 	Bucket time.Duration
+	// Reports, if set, makes each client keep its records in a bounded
+	// queue and deliver them in batches (see ReportQueue): every arrival
+	// is a report, every call a delivery. nil: every arrival is a call.
+	Reports *ReportQueue
 }
 
 // Defaults for zero Model fields.
@@ -175,12 +179,17 @@ const (
 	// the caller's timeout ends them.
 	FaultHang
 	// FaultLoss: each attempt sent to the tier is lost in the network with
-	// probability Prob; the caller hears nothing until its timeout.
+	// probability Prob, before the tier sees it; the caller hears nothing
+	// until its timeout.
 	FaultLoss
-	// FaultLatency: Extra is added to each network leg into the tier.
+	// FaultLatency: Extra is added to each network leg into the tier (the
+	// request and the reply): the network is slow, the tier's workers are
+	// not held any longer. In the live lab the server waits Extra before
+	// taking the request and again before answering, outside its workers.
 	FaultLatency
-	// FaultCapacity: only Factor of the tier's workers serve (the rest
-	// finish what they hold and then idle). No effect on a tier with
+	// FaultCapacity: only Factor of the tier's workers serve, rounded to
+	// the nearest whole worker and at least one when Factor > 0 (the rest
+	// finish what they hold and then idle); the live lab rounds the same way. No effect on a tier with
 	// unlimited workers.
 	FaultCapacity
 	// FaultErrors: each attempt fails with probability Prob (ErrServer).
@@ -189,9 +198,18 @@ const (
 	// service or queued (their callers get ErrUnavailable at once, as from
 	// a reset connection), then answers ErrUnavailable until End.
 	FaultRestart
+	// FaultReplyLoss: each reply the tier sends is lost in the network
+	// with probability Prob, after the tier did the work (and freed its
+	// worker); the caller hears nothing until its timeout, and its retry
+	// makes the tier do the work again.
+	FaultReplyLoss
+	// FaultSlow: Extra is added to the service time of each request that
+	// starts service in the window: the tier itself is slow and holds its
+	// workers longer (a slow dependency, a GC pause).
+	FaultSlow
 )
 
-var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart"}
+var faultNames = [...]string{"unavailable", "hang", "loss", "latency", "capacity", "errors", "restart", "reply-loss", "slow"}
 
 // String returns the kind's name as used in scenario files.
 func (k FaultKind) String() string {
@@ -217,9 +235,9 @@ type Fault struct {
 	Kind       FaultKind
 	Tier       int
 	Start, End time.Duration
-	Prob       float64 // FaultLoss, FaultErrors
+	Prob       float64 // FaultLoss, FaultReplyLoss, FaultErrors
 	Factor     float64 // FaultCapacity: share of workers left, in [0, 1]
-	Extra      Dist    // FaultLatency
+	Extra      Dist    // FaultLatency, FaultSlow
 }
 
 func (f *Fault) active(t time.Duration) bool { return t >= f.Start && t < f.End }
@@ -243,6 +261,13 @@ type Policy struct {
 	// Budget builds one caller's retry budget (see RatioBudget,
 	// WindowBudget). nil: none.
 	Budget func(Env) retry.Budget
+	// ShareBudget builds one budget for every caller using the policy on
+	// its hop, a fleet-shared budget (every client records into it and
+	// withdraws from it), instead of one per caller.
+	ShareBudget bool
+	// ShareBreaker builds one breaker for every caller using the policy
+	// on its hop, instead of one per caller.
+	ShareBreaker bool
 	// Breaker builds one caller's circuit breaker (see Breaker). nil: none.
 	Breaker func(Env) retry.Breaker
 	// BreakerRetriesOnly consults the breaker for retries only: first
@@ -258,6 +283,9 @@ type Policy struct {
 type Variant struct {
 	Name     string
 	Policies []Policy
+	// Doc defines the contender in one line, for the policy legend under
+	// the tables ("" leaves it out).
+	Doc string
 }
 
 // Single returns a Variant that applies p to the clients' calls only.
@@ -305,6 +333,11 @@ func (m *Model) Validate() error {
 	default:
 		return bad("unknown arrival kind %d", m.Arrival.Kind)
 	}
+	if m.Reports != nil {
+		if err := m.Reports.validate(); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if len(m.Tiers) == 0 || len(m.Tiers) > 16 {
 		return bad("need 1 to 16 tiers, got %d", len(m.Tiers))
 	}
@@ -339,7 +372,7 @@ func (m *Model) Validate() error {
 			return bad("fault %d: probability and factor must be in [0, 1]", i)
 		}
 		switch f.Kind {
-		case FaultLoss, FaultErrors:
+		case FaultLoss, FaultReplyLoss, FaultErrors:
 			if f.Prob == 0 {
 				return bad("fault %d: a %s fault with probability 0 does nothing: give it a probability in (0, 1]", i, faultNames[f.Kind])
 			}

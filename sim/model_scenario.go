@@ -24,9 +24,12 @@ type ModelSpec struct {
 	Policies []string
 	// Custom are the scenario's own contenders.
 	Custom []Variant
-	// Cases sweep a parameter; nil runs the model as it is.
+	// Cases sweep a parameter, or set the model up in a few distinct ways;
+	// nil runs the model as it is.
 	Cases []ModelCase
-	// SweepLabel names the swept parameter on plots (with Cases).
+	// SweepLabel names the swept parameter on plots. With a SweepLabel the
+	// cases are a sweep, shown as one table with a column per case; without,
+	// each case gets a table and charts of its own.
 	SweepLabel string
 	// Columns are the metric columns of the tables (see ColumnKeys).
 	// nil: DefaultColumns, or success and attempts/call for a sweep.
@@ -43,6 +46,9 @@ type ModelCase struct {
 	// Apply adjusts a copy of the model (whose Tiers and Faults slices are
 	// copies too).
 	Apply func(*Model)
+	// Note, if set, adds a note under the case's table, computed from its
+	// results ("" for none).
+	Note func(*Case) string
 }
 
 // NewModelScenario checks spec and returns its Scenario.
@@ -205,7 +211,7 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 	for c := range cases {
 		m := &models[c]
-		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c]}
+		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c], TrafficEndS: m.Duration.Seconds()}
 		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
@@ -218,6 +224,13 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 				}
 			}
 			mean := Mean(ms)
+			if len(ms) > 1 {
+				amps, succ := make([]float64, len(ms)), make([]float64, len(ms))
+				for i := range ms {
+					amps[i], succ[i] = ms[i].Amplification, ms[i].SuccessRate
+				}
+				mean.AmplificationCI, mean.SuccessCI = CIFactor*StdErr(amps), CIFactor*StdErr(succ)
+			}
 			var series Series
 			if r := results[(c*np+p)*nt]; r != nil {
 				series = r.Series
@@ -230,6 +243,23 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		rep.Title = spec.TitleFor(&models[0])
 	}
 	present(rep, spec, cases)
+	rep.PolicyLegend = policyLegend(o.Policies, custom, spec.Params)
+	if sweepOf(spec) {
+		rep.Verdict = []string{sweepVerdict(rep, 0, len(rep.Cases))}
+	} else {
+		for i := range rep.Cases {
+			rep.Verdict = append(rep.Verdict, JudgeCase(&rep.Cases[i]).String())
+		}
+	}
+	if !sweepOf(spec) {
+		for i := range cases {
+			if cases[i].Note != nil {
+				if n := cases[i].Note(&rep.Cases[i]); n != "" {
+					rep.Tables[i].Notes = append(rep.Tables[i].Notes, n)
+				}
+			}
+		}
+	}
 	if note := asRun(&spec.Model, &models[0]); note != "" {
 		rep.Description = note + spec.Doc
 	}
@@ -256,7 +286,7 @@ func capacity(m *Model) float64 {
 // present builds the tables and plots of a model scenario's report.
 func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 	keys := spec.Columns
-	sweep := len(spec.Cases) > 0
+	sweep := sweepOf(spec)
 	if len(keys) == 0 {
 		keys = DefaultColumns
 		if sweep {
@@ -310,6 +340,10 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			title += " (" + c.Name + ")"
 		}
 		t := MetricsTable(title, cols, c.Rows)
+		if len(c.Rows) > 0 && c.Rows[0].Metrics.AmplificationCI > 0 {
+			t.Notes = append(t.Notes, fmt.Sprintf("±: the 95%% confidence interval of the mean over the trials (%.2f standard errors); "+
+				"≈ marks a peak× whose interval overlaps the lowest one's: not told apart from it", CIFactor))
+		}
 		if c.AmpNoiseFloor > 0 && slices.Contains(keys, "amp") {
 			t.Notes = append(t.Notes, fmt.Sprintf("peak× noise floor %.2fx: the same workload with no fault and no retries reads that much; differences below it are noise", c.AmpNoiseFloor))
 		}
@@ -318,15 +352,25 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 	}
 }
 
+// sweepOf reports whether spec's cases are a sweep (one table, a column
+// per case) rather than distinct settings (a table each).
+func sweepOf(spec *ModelSpec) bool { return len(spec.Cases) > 0 && spec.SweepLabel != "" }
+
 // sweepValue is the number a sweep plot shows for a column.
 func sweepValue(key string, m *Metrics) float64 {
 	switch key {
 	case "success":
 		return 100 * m.SuccessRate
+	case "inrun":
+		return 100 * m.SuccessInRun
 	case "apc":
 		return m.AttemptsPerCall
 	case "amp":
 		return m.Amplification
+	case "after":
+		return m.AmplificationAfter
+	case "fapc":
+		return m.FaultAttemptsPerCall
 	case "goodput":
 		return m.Goodput
 	case "recovery":
@@ -366,19 +410,40 @@ func loadPlots(c *Case, tier string) []Plot {
 	if c.Name != "" {
 		group += " (" + c.Name + ")"
 	}
-	title := "Offered load, all policies"
+	title := "Offered load"
 	if tier != "" {
-		title = "Offered load on the " + tier + ", all policies"
+		title = "Offered load on the " + tier
 	}
-	over := Plot{Title: title, XLabel: "time (s)", YLabel: "attempts/s",
-		ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group}
+	var end []Mark
+	if c.TrafficEndS > 0 {
+		end = []Mark{{X: c.TrafficEndS, Label: "end of traffic"}}
+	}
+	// The overview: at most MaxLinesPerPlot policies a panel, so that each
+	// line can be told apart (small multiples beyond that).
+	var overs []Plot
+	panels := (len(c.Rows) + MaxLinesPerPlot - 1) / MaxLinesPerPlot
+	for i := 0; i < panels; i++ {
+		t := title
+		if panels > 1 {
+			t = fmt.Sprintf("%s (%d of %d)", title, i+1, panels)
+		}
+		overs = append(overs, Plot{Title: t, XLabel: "time (s)", YLabel: "attempts/s", Marks: end,
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group})
+	}
 	out := []Plot{}
-	for _, r := range c.Rows {
+	for i, r := range c.Rows {
 		s := r.Series
 		x := xs(s)
+		over := &overs[i/MaxLinesPerPlot]
 		over.Lines = append(over.Lines, Line{Name: r.Policy, X: x, Y: s.Load})
+		marks := slices.Clone(end)
+		if c.FaultEndS > c.FaultStartS {
+			for _, w := range Waves(s.Retries, s.StepMS, c.FaultStartS) {
+				marks = append(marks, Mark{X: c.FaultStartS + w, Label: fmt.Sprintf("wave +%.1fs", w)})
+			}
+		}
 		out = append(out, Plot{
-			Title: r.Policy, XLabel: "time (s)", YLabel: "per second",
+			Title: r.Policy, XLabel: "time (s)", YLabel: "per second", Marks: marks,
 			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group,
 			Lines: []Line{
 				{Name: "attempts", X: x, Y: s.Load},
@@ -388,5 +453,8 @@ func loadPlots(c *Case, tier string) []Plot {
 			},
 		})
 	}
-	return append([]Plot{over}, out...)
+	return append(overs, out...)
 }
+
+// MaxLinesPerPlot is the most lines a load chart draws in one panel.
+const MaxLinesPerPlot = 5

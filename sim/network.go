@@ -40,6 +40,9 @@ func RunContext(ctx context.Context, m *Model, v Variant, seed uint64) (*Result,
 		return nil, err
 	}
 	r.recordOpenCalls(m.horizon())
+	if r.agents != nil {
+		r.recordPending()
+	}
 	res := &Result{Events: r.s.Events()}
 	res.Metrics, res.Series = r.rec.finish(m)
 	return res, nil
@@ -82,8 +85,22 @@ type runner struct {
 	freeA   []int32
 	measure int32
 	rec     recorder
+	// The fault window, for FaultAttempts: calls whose client call
+	// started in [faultFrom, faultTo) count.
+	faultFrom, faultTo time.Duration
 
-	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart HandlerID
+	agents []agent // per client, with Model.Reports
+
+	// Common random numbers: every draw about an attempt (its loss, legs,
+	// service time, failure) comes from a generator seeded by the run's
+	// seed, the attempt's key and the kind of draw, so that the same call
+	// meets the same network and server under every policy compared.
+	seed    uint64
+	crn     rand.PCG
+	crnRand *rand.Rand
+	seqs    []uint64 // calls started per client
+
+	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume HandlerID
 }
 
 // hop is the per-tier part of a variant: the policy its callers use and the
@@ -113,7 +130,9 @@ type caller struct {
 }
 
 type callRec struct {
+	key       uint64 // the call's identity for common random numbers
 	start     time.Duration
+	origin    time.Duration // start of the client call this call serves
 	prev      time.Duration // previous backoff delay
 	gen       int64
 	parentGen int64 // the upstream attempt's generation
@@ -123,8 +142,10 @@ type callRec struct {
 }
 
 type attRec struct {
+	key        uint64 // the attempt's identity for common random numbers
 	gen        int64
 	sent       time.Duration
+	origin     time.Duration // start of the client call it serves
 	done       func(error)
 	call       int32
 	tier       int32
@@ -137,7 +158,9 @@ type attRec struct {
 
 func newRunner(m *Model, v Variant, seed uint64) *runner {
 	s := New(seed)
-	r := &runner{s: s, m: m, measure: int32(m.MeasureTier())}
+	r := &runner{s: s, m: m, measure: int32(m.MeasureTier()), seed: seed}
+	r.crnRand = rand.New(&r.crn)
+	r.seqs = make([]uint64, m.Clients)
 	r.hArrive = s.Register(r.onArrive)
 	r.hRetry = s.Register(r.onRetry)
 	r.hReach = s.Register(r.onReach)
@@ -146,6 +169,10 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hTimeout = s.Register(r.onTimeout)
 	r.hCapacity = s.Register(r.onCapacity)
 	r.hRestart = s.Register(r.onRestart)
+	r.hResume = s.Register(r.onResume)
+	if m.Reports != nil {
+		r.agents = make([]agent, m.Clients)
+	}
 
 	jitter := rand.NewPCG(seed^0x6a09e667f3bcc909, seed+0xbb67ae8584caa73b)
 	r.hops = make([]hop, len(m.Tiers))
@@ -189,22 +216,39 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	// Callers: the clients, then one per tier that calls the next.
 	env := Env{Clock: s.Clock(), Rand: rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1)}
 	r.callers = make([]caller, m.Clients+len(m.Tiers)-1)
+	shared := make([]retry.Budget, len(m.Tiers))     // per hop, for ShareBudget
+	sharedBrk := make([]retry.Breaker, len(m.Tiers)) // per hop, for ShareBreaker
 	for i := range r.callers {
 		c := &r.callers[i]
 		if i >= m.Clients {
 			c.hop = int32(i - m.Clients + 1)
 		}
 		p := &r.hops[c.hop].pol
-		if p.Budget != nil {
+		switch {
+		case p.Budget != nil && p.ShareBudget:
+			if shared[c.hop] == nil {
+				shared[c.hop] = p.Budget(env)
+			}
+			c.budget = shared[c.hop]
+		case p.Budget != nil:
 			c.budget = p.Budget(env)
+		}
+		if c.budget != nil {
 			c.tracker, _ = c.budget.(retry.BudgetTracker)
 		}
-		if p.Breaker != nil {
+		switch {
+		case p.Breaker != nil && p.ShareBreaker:
+			if sharedBrk[c.hop] == nil {
+				sharedBrk[c.hop] = p.Breaker(env)
+			}
+			c.breaker = sharedBrk[c.hop]
+		case p.Breaker != nil:
 			c.breaker = p.Breaker(env)
 		}
 	}
 
 	r.rec.init(m)
+	r.faultFrom, r.faultTo, _ = FaultWindow(m.Faults)
 	r.arrive = make([]ArrivalStream, m.Clients)
 	for i := range r.arrive {
 		r.arrive[i] = m.Arrival.Stream(seed, i)
@@ -216,7 +260,11 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 }
 
 func (r *runner) onArrive(e Event) {
-	r.startCall(e.Ref, -1, 0)
+	if r.agents != nil {
+		r.offer(e.Ref)
+	} else {
+		r.startCall(e.Ref, -1, 0)
+	}
 	if t := r.s.now + r.arrive[e.Ref].Next(); t < r.m.Duration {
 		r.s.Schedule(t, r.hArrive, e.Ref, 0)
 	}
@@ -254,9 +302,17 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 	ci := r.allocCall()
 	c := &r.calls[ci]
 	c.gen++
-	*c = callRec{start: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
+	*c = callRec{start: r.s.now, origin: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
 	if parent < 0 {
+		r.seqs[caller]++
+		c.key = splitmix(uint64(caller)<<32 ^ r.seqs[caller])
 		r.rec.callStarted()
+		if r.inFault(r.s.now) {
+			r.rec.rec.FaultCalls++
+		}
+	} else {
+		c.origin = r.atts[parent].origin
+		c.key = splitmix(r.atts[parent].key ^ 0x5bd1e995)
 	}
 	r.tryAttempt(ci)
 }
@@ -293,29 +349,67 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{gen: a.gen, sent: r.s.now, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
 	if c.hop == r.measure {
 		r.rec.attemptSent(r.s.now, isRetry)
+		if r.inFault(cl.origin) {
+			r.rec.rec.FaultAttempts++
+		}
 	}
 	if h.timeout > 0 {
 		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
 	}
 	t := &r.tiers[c.hop]
 	for _, f := range t.faults {
-		if f.Kind == FaultLoss && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+		if f.Kind == FaultLoss && f.active(r.s.now) && r.draw(ai, drawLoss).Float64() < f.Prob {
 			return // lost: only the timeout will end it
 		}
 	}
 	a.pathRef = true
-	r.s.After(r.leg(t), r.hReach, ai, 0)
+	r.s.After(r.leg(t, ai, drawRequestLeg), r.hReach, ai, 0)
 }
 
-// leg draws one network leg's latency into tier t, with latency faults.
-func (r *runner) leg(t *tierState) time.Duration {
-	d := t.cfg.Latency.Sample(r.s.rng)
+// CapacityWorkers returns the workers that serve during a capacity fault
+// of factor on a tier of workers: factor × workers rounded to the nearest
+// whole worker, at least one when factor > 0 (none at 0). The live lab
+// cuts its concurrency by the same rule.
+func CapacityWorkers(workers int, factor float64) int {
+	if factor <= 0 {
+		return 0
+	}
+	return max(1, int(math.Round(factor*float64(workers))))
+}
+
+// inFault reports whether a client call started at t started inside the
+// fault window.
+func (r *runner) inFault(t time.Duration) bool { return t >= r.faultFrom && t < r.faultTo }
+
+// Kinds of draws about an attempt (see runner.draw).
+const (
+	drawLoss uint64 = iota + 1
+	drawRequestLeg
+	drawService
+	drawFail
+	drawReplyLeg
+	drawReplyLoss
+)
+
+// draw returns the generator for draws of kind about attempt ai: seeded
+// from the run's seed, the attempt's key and the kind alone, so that the
+// same attempt draws the same values whatever happened before it.
+func (r *runner) draw(ai int32, kind uint64) *rand.Rand {
+	r.crn.Seed(r.seed^kind*0x9e3779b97f4a7c15, r.atts[ai].key)
+	return r.crnRand
+}
+
+// leg draws one network leg's latency into tier t for attempt ai, with
+// latency faults.
+func (r *runner) leg(t *tierState, ai int32, kind uint64) time.Duration {
+	rng := r.draw(ai, kind)
+	d := t.cfg.Latency.Sample(rng)
 	for _, f := range t.faults {
 		if f.Kind == FaultLatency && f.active(r.s.now) {
-			d += f.Extra.Sample(r.s.rng)
+			d += f.Extra.Sample(rng)
 		}
 	}
 	return d
@@ -362,9 +456,15 @@ func (r *runner) startService(ti int32, ai int32) {
 	if ti == r.measure {
 		r.rec.server(r.s.now, t.busy, t.queue.len())
 	}
-	d := t.cfg.Service.Sample(r.s.rng)
+	rng := r.draw(ai, drawService)
+	d := t.cfg.Service.Sample(rng)
 	if f := t.cfg.Degrade.factor(t.queue.len(), t.cfg.Workers); f != 1 {
 		d = time.Duration(float64(d) * f)
+	}
+	for _, f := range t.faults {
+		if f.Kind == FaultSlow && f.active(r.s.now) {
+			d += f.Extra.Sample(rng)
+		}
 	}
 	r.s.After(d, r.hServed, ai, a.gen)
 }
@@ -376,9 +476,10 @@ func (r *runner) onServed(e Event) {
 	}
 	ti := r.atts[ai].tier
 	t := &r.tiers[ti]
-	fail := t.cfg.FailProb > 0 && r.s.rng.Float64() < t.cfg.FailProb
+	rng := r.draw(ai, drawFail)
+	fail := t.cfg.FailProb > 0 && rng.Float64() < t.cfg.FailProb
 	for _, f := range t.faults {
-		if f.Kind == FaultErrors && f.active(r.s.now) && r.s.rng.Float64() < f.Prob {
+		if f.Kind == FaultErrors && f.active(r.s.now) && rng.Float64() < f.Prob {
 			fail = true
 		}
 	}
@@ -446,7 +547,16 @@ func (r *runner) dispatch(ti int32) {
 
 func (r *runner) reply(ai int32, code int64) {
 	t := &r.tiers[r.atts[ai].tier]
-	r.s.After(r.leg(t), r.hReply, ai, code)
+	for _, f := range t.faults {
+		if f.Kind == FaultReplyLoss && f.active(r.s.now) && r.draw(ai, drawReplyLoss).Float64() < f.Prob {
+			// Lost on the way back: only the caller's timeout ends it.
+			a := &r.atts[ai]
+			a.pathRef = false
+			r.maybeFreeAtt(ai)
+			return
+		}
+	}
+	r.s.After(r.leg(t, ai, drawReplyLeg), r.hReply, ai, code)
 }
 
 func (r *runner) onReply(e Event) {
@@ -477,7 +587,7 @@ func (r *runner) onCapacity(e Event) {
 	eff := w
 	for _, f := range t.faults {
 		if f.Kind == FaultCapacity && f.active(r.s.now) {
-			eff = min(eff, int(float64(w)*f.Factor))
+			eff = min(eff, CapacityWorkers(w, f.Factor))
 		}
 	}
 	t.eff = eff
@@ -548,6 +658,9 @@ func (r *runner) finishCall(ci int32, ok bool) {
 	r.freeC = append(r.freeC, ci)
 	if parent < 0 {
 		r.rec.callEnded(r.s.now, r.s.now-start, ok)
+		if r.agents != nil {
+			r.delivered(cl.caller, ok)
+		}
 		return
 	}
 	if a := &r.atts[parent]; a.gen != parentGen || a.dropped {

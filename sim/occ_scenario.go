@@ -211,5 +211,41 @@ func runOCCScenario(ctx context.Context, o *Options) (*Report, error) {
 	}
 	rep.Tables = append(rep.Tables, sw)
 	rep.Plots = append(rep.Plots, callsPlot, timePlot)
+	rep.Verdict = []string{occVerdict(o.Policies, stats[0])}
+	for _, name := range o.Policies {
+		rep.PolicyLegend = append(rep.PolicyLegend, [2]string{occLabel(name), occDocs[name]})
+	}
 	return rep, nil
+}
+
+// occDocs define the OCC model's policies, as the published model has them.
+var occDocs = map[string]string{
+	PolicyImmediate:    "retry one leg after a failed write, without backoff",
+	PolicyExponential:  "wait min(2s, 5ms·2^n) before the n-th retry, without jitter",
+	PolicyEqual:        "equal jitter: half of min(2s, 5ms·2^n) fixed, half random",
+	PolicyFull:         "full jitter: a random wait up to min(2s, 5ms·2^n)",
+	PolicyDecorrelated: "decorrelated jitter: min(2s, a random wait between 5ms and 3x the previous)",
+}
+
+// occVerdict names the policies with the least and the most work, and
+// the fastest and slowest to finish, at the main case.
+func occVerdict(policies []string, st []OCCStats) string {
+	lw, hw, lt, ht := 0, 0, 0, 0
+	for p := range policies {
+		if st[p].MeanCalls < st[lw].MeanCalls {
+			lw = p
+		}
+		if st[p].MeanCalls > st[hw].MeanCalls {
+			hw = p
+		}
+		if st[p].MeanCompletionMS < st[lt].MeanCompletionMS {
+			lt = p
+		}
+		if st[p].MeanCompletionMS > st[ht].MeanCompletionMS {
+			ht = p
+		}
+	}
+	return fmt.Sprintf("%s does the least work (%s calls) and %s the most (%s); the last client finishes soonest with %s (%s) and latest with %s (%s).",
+		occLabel(policies[lw]), Commas(int(st[lw].MeanCalls+0.5)), occLabel(policies[hw]), Commas(int(st[hw].MeanCalls+0.5)),
+		occLabel(policies[lt]), FormatMS(st[lt].MeanCompletionMS), occLabel(policies[ht]), FormatMS(st[ht].MeanCompletionMS))
 }

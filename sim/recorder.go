@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -21,10 +22,17 @@ func (r *recorder) init(m *Model) {
 	bucket := m.bucket()
 	r.n = int((m.horizon()+bucket-1)/bucket) + 1
 	r.rec = *NewRecording(bucket, r.n)
+	r.rec.QueueSlack = QueueSlackFor(m.Tiers[m.MeasureTier()].Workers)
 	// The gauges fill the recording's own series.
 	r.conc = Gauge{peak: r.rec.Concurrency}
 	r.queue = Gauge{peak: r.rec.Queue}
 	r.inflight = Gauge{peak: r.rec.InFlight}
+}
+
+// QueueSlackFor returns the Recording.QueueSlack of a tier with workers
+// workers (0: unlimited, which never queues).
+func QueueSlackFor(workers int) int32 {
+	return int32(math.Ceil(RecoveryQueueShare * float64(workers)))
 }
 
 func (r *recorder) idx(t time.Duration) int {

@@ -46,6 +46,23 @@ type Recording struct {
 	// Open are the ages at the end of the run of the calls still open
 	// then (lower bounds of their latencies), sorted in ascending order.
 	Open []time.Duration
+
+	// FaultCalls counts the client calls started inside the fault window
+	// (FaultWindow), and FaultAttempts the attempts those calls caused at
+	// the measured tier, through every tier in between (the simulator
+	// fills them; 0 when not measured).
+	FaultCalls, FaultAttempts int64
+
+	// QueueSlack is how much longer than the baseline's longest queue the
+	// queue may be for the backlog to count as drained when recovery is
+	// judged (see RecoveryTimeSlack): RecoveryQueueShare of the measured
+	// tier's workers, set by the simulator and the live lab alike. 0: none.
+	QueueSlack int32
+
+	// With a report queue (Model.Reports): the reports offered, delivered
+	// (Delayed of them after a delivery that gave up had put them back),
+	// dropped by a full buffer, and still pending at the end.
+	ReportsOffered, ReportsDelivered, ReportsDelayed, ReportsDropped, ReportsPending int64
 }
 
 // latencyPercentile is the nearest-rank p-quantile of every call's
@@ -166,10 +183,21 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	x.Calls = float64(r.Calls)
 	x.Succeeded = float64(sum32(r.CallsOK))
 	x.SuccessRate = ratio(x.Succeeded, x.Calls)
-	x.Goodput = ratio(x.Succeeded, duration.Seconds())
+	inRun := float64(sum32(r.CallsOK[:min(r.Index(duration), r.Len())]))
+	x.SuccessInRun = ratio(inRun, x.Calls)
+	x.Goodput = ratio(inRun, duration.Seconds())
 	x.Attempts = float64(sum32(r.Attempts))
 	x.Retries = float64(sum32(r.Retries))
 	x.AttemptsPerCall = ratio(x.Attempts, x.Calls)
+	x.FaultAttemptsPerCall = ratio(float64(r.FaultAttempts), float64(r.FaultCalls))
+	if r.ReportsOffered > 0 {
+		n := float64(r.ReportsOffered)
+		x.Reports = float64(r.ReportsOffered)
+		x.ReportsDelivered = float64(r.ReportsDelivered) / n
+		x.ReportsDelayed = float64(r.ReportsDelayed) / n
+		x.ReportsDropped = float64(r.ReportsDropped) / n
+		x.ReportsPending = float64(r.ReportsPending) / n
+	}
 
 	from, to := BaselineWindow(warmup, duration, faults)
 	bf, bt := r.Index(from), r.Index(to)
@@ -181,9 +209,13 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	x.PeakInFlight = float64(max32(r.InFlight))
 
 	x.Recovered = 1
+	if _, end, ok := FaultWindow(faults); ok && r.Index(end) < r.Len() {
+		x.PeakLoadAfter = PeakRate(r.Attempts[r.Index(end):], r.Bucket, PeakWindow)
+		x.AmplificationAfter = ratio(x.PeakLoadAfter, x.BaselineLoad)
+	}
 	if _, end, ok := FaultWindow(faults); ok {
 		judged := []Outcomes{{r.CallsOK, r.CallsFailed}, {r.AttemptsOK, r.AttemptsFailed}}
-		rec, ok := RecoveryTime(judged, r.Queue, r.Bucket, bf, bt, r.Index(end), r.Index(duration))
+		rec, ok := RecoveryTimeSlack(judged, r.Queue, r.QueueSlack, r.Bucket, bf, bt, r.Index(end), r.Index(duration))
 		switch {
 		case ok:
 			x.RecoveryS = rec.Seconds()

@@ -54,7 +54,8 @@ func TestRecordingMetrics(t *testing.T) {
 	}{
 		{"calls", m.Calls, 410},
 		{"succeeded", m.Succeeded, 400},
-		{"goodput", m.Goodput, 400.0 / 3},
+		{"goodput (the 300 successes before 3s, over 3s)", m.Goodput, 100},
+		{"success in run", m.SuccessInRun, 300.0 / 410},
 		{"attempts", m.Attempts, 550},
 		{"retries", m.Retries, 150},
 		{"attempts per call", m.AttemptsPerCall, 550.0 / 410},

@@ -1,14 +1,30 @@
 package sim
 
+// ModelVersion identifies the lab's models and metric definitions. It is
+// raised whenever a change to a built-in model, to the simulator's
+// mechanics or to a metric's definition changes the numbers a seed gives,
+// so that two JSON reports with the same seed and the same ModelVersion
+// are comparable figure by figure, and two with different versions are
+// not. Every Report carries it.
+//
+// History: 1, the models before the fidelity work of issue 19; 2, the
+// published aws-occ schedule and retry-budget models, the cascade's total
+// failure and SRE cases, the paper's metastable example, the retry-budget
+// client sweep, response loss and the gateway's report queue.
+const ModelVersion = 2
+
 // Report is the result of running one scenario: raw numbers per case and
 // policy (encoded by encoding/json deterministically: the same seed gives
 // the same bytes), plus ready-made tables and plots for humans.
 type Report struct {
-	Scenario    string `json:"scenario"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Seed        uint64 `json:"seed"`
-	Trials      int    `json:"trials"`
+	Scenario string `json:"scenario"`
+	// ModelVersion is the ModelVersion of the code that produced the
+	// report.
+	ModelVersion int    `json:"model_version"`
+	Title        string `json:"title"`
+	Description  string `json:"description"`
+	Seed         uint64 `json:"seed"`
+	Trials       int    `json:"trials"`
 	// Events is the number of simulated events the report took.
 	Events uint64 `json:"events"`
 	// Partial is set when the run was cancelled: the figures come from
@@ -16,9 +32,14 @@ type Report struct {
 	Partial    bool   `json:"partial,omitempty"`
 	TrialsDone int    `json:"trials_done,omitempty"`
 	Cases      []Case `json:"cases"`
-	// Tables and Plots present the cases; they are not part of the JSON.
-	Tables []Table `json:"-"`
-	Plots  []Plot  `json:"-"`
+	// Verdict sums up the numbers in a few sentences, one per case (or
+	// one per sweep), generated from them (see JudgeCase).
+	Verdict []string `json:"verdict,omitempty"`
+	// Tables and Plots present the cases, and PolicyLegend defines each
+	// policy compared; they are not part of the JSON.
+	Tables       []Table     `json:"-"`
+	Plots        []Plot      `json:"-"`
+	PolicyLegend [][2]string `json:"-"`
 }
 
 // Case is one setting of a scenario (one client count of a sweep, one
@@ -36,7 +57,10 @@ type Case struct {
 	// no retries (the first trial's seed): what Poisson noise alone reads
 	// as amplification. Differences of peak× below it are noise.
 	AmpNoiseFloor float64 `json:"amp_noise_floor,omitempty"`
-	Rows          []Row   `json:"rows"`
+	// TrafficEndS is when the clients stopped starting calls (Duration),
+	// in seconds: the charts mark it.
+	TrafficEndS float64 `json:"traffic_end_s,omitempty"`
+	Rows        []Row   `json:"rows"`
 }
 
 // Row is one policy's result in a case. Model scenarios fill Metrics and
@@ -83,6 +107,15 @@ type Plot struct {
 	HLineLabel string
 	// Group heads a run of related plots ("Load over time"); "" for none.
 	Group string
+	// Marks are vertical lines at points of the x axis, each labelled
+	// (retry waves, the end of traffic).
+	Marks []Mark
+}
+
+// Mark is a labelled vertical line of a Plot at X.
+type Mark struct {
+	X     float64
+	Label string
 }
 
 // Line is one named series of a Plot.

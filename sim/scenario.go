@@ -112,6 +112,7 @@ func (sc *Scenario) Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep.Scenario = sc.Name
+	rep.ModelVersion = ModelVersion
 	if rep.Title == "" {
 		rep.Title = sc.Title
 	}

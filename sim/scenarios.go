@@ -12,7 +12,13 @@ import (
 func Scenarios() []*Scenario {
 	out := []*Scenario{newOCCScenario()}
 	for _, spec := range builtinSpecs() {
-		sc, err := NewModelScenario(spec)
+		var sc *Scenario
+		var err error
+		if spec.Name == "retry-budget" {
+			sc, err = newCombinedScenario(spec, retryBudgetClientsSpec())
+		} else {
+			sc, err = NewModelScenario(spec)
+		}
 		if err != nil {
 			panic("sim: built-in scenario " + spec.Name + ": " + err.Error())
 		}
@@ -65,7 +71,14 @@ retry-breaker (the real breaker: time window of 10s, 10% failure rate, at least 
 for 1s, then probes). They differ from the published models on purpose: budget.Ratio earns
 nothing from failed calls, so under heavy failure it grants fewer retries; the real breaker
 forgets old calls and half-opens, so it lets retries back sooner once failures subside.
-Reported: success rate and load, the attempts per call.`,
+Reported: success rate and load, the attempts per call.
+The second table keeps the total rate at 1,000 calls/s and the failure probability at 50%, and
+spreads the calls over 10, 100 or 1,000 clients (100, 10 or 1 call/s each), as the post does:
+the published per-client bucket lets more retries through as each client sends fewer calls
+(each starts with 5 tokens, which a client sending 10 calls in the run spends on half of them),
+the published breaker stays conservative at every size, and fleet-bucket, the same bucket
+shared by the whole fleet (one per downstream, as the README advises), holds the load at 1.1
+attempts per call whatever the number of clients. --clients does not change this sweep.`,
 		Model: Model{
 			Clients:  100,
 			Arrival:  Arrival{Kind: Poisson, Rate: 10},
@@ -77,23 +90,84 @@ Reported: success rate and load, the attempts per call.`,
 		SweepLabel: "server failure probability (%)",
 		Policies:   []string{PolicyNoRetry, PolicyImmediate, "published-bucket", "token-bucket", "published-breaker", "retry-breaker"},
 		Custom: []Variant{
-			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}},
+			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}, Doc: docPublishedBucket},
 			{Name: "published-breaker", Policies: []Policy{{
 				Name: "published-breaker", MaxAttempts: 4, BreakerRetriesOnly: true, Breaker: PublishedBreaker(),
-			}}},
-			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}}},
+			}}, Doc: docPublishedBreaker},
+			{Name: "token-bucket", Policies: []Policy{{Name: "token-bucket", MaxAttempts: 4, Budget: RatioBudget(bucket)}},
+				Doc: "3 immediate retries through the real budget.Ratio per client: 5 tokens, starting full, +0.1 per successful first try only, a retry costs 1 and needs more than 1"},
 			{Name: "retry-breaker", Policies: []Policy{{
 				Name: "retry-breaker", MaxAttempts: 4, BreakerRetriesOnly: true,
 				Breaker: Breaker(breakerRate(0.1, 10*time.Second, 10, time.Second)),
-			}}},
+			}}, Doc: "3 immediate retries behind the real breaker per client, for retries only: opens at 10% failures of at least 10 calls in 10s, open 1s, then probes"},
 		},
 		Trials: 1,
+	}
+}
+
+// Docs of the retry-budget scenario's published models.
+const (
+	docPublishedBucket  = "the post's per-client token bucket: starts full at 5 tokens, +0.1 on every first try whatever its outcome, a retry costs 1 and needs more than 1; at most 3 immediate retries"
+	docPublishedBreaker = "the post's per-client retry breaker: no retries while failures ÷ attempts over the client's whole run exceed 10% (first tries always go out); at most 3 immediate retries"
+)
+
+func withDoc(v Variant, doc string) Variant {
+	v.Doc = doc
+	return v
+}
+
+// ClientSweepFailProb is the server's failure probability in the
+// retry-budget scenario's client sweep.
+const ClientSweepFailProb = 0.5
+
+// retryBudgetClientsSpec is the retry-budget scenario's second part: the
+// same total rate spread over 10, 100 or 1,000 clients, with the
+// published per-client bucket and breaker and a fleet-shared bucket.
+func retryBudgetClientsSpec() ModelSpec {
+	var cases []ModelCase
+	for _, n := range []int{10, 100, 1000} {
+		cases = append(cases, ModelCase{
+			Name: Commas(n) + " clients", X: float64(n),
+			Apply: func(m *Model) { m.Clients, m.Arrival.Rate = n, 1000/float64(n) },
+		})
+	}
+	return ModelSpec{
+		Name:  "retry-budget-clients",
+		Title: fmt.Sprintf("Retries by number of clients at 1,000 calls/s in all, server failing %.0f%% of attempts", 100*ClientSweepFailProb),
+		Doc:   "(part of retry-budget)",
+		Model: Model{
+			Clients:  100,
+			Arrival:  Arrival{Kind: Poisson, Rate: 10},
+			Duration: 10 * time.Second,
+			Drain:    5 * time.Second,
+			Tiers:    []Tier{{Name: "server", Latency: Exp(10 * time.Millisecond), FailProb: ClientSweepFailProb}},
+		},
+		Cases:      cases,
+		SweepLabel: "clients (1,000 calls/s in all)",
+		Policies:   []string{PolicyImmediate, "published-bucket", "published-breaker", "fleet-bucket"},
+		Custom: []Variant{
+			{Name: "published-bucket", Policies: []Policy{{Name: "published-bucket", MaxAttempts: 4, Budget: PublishedBucket()}}, Doc: docPublishedBucket},
+			{Name: "published-breaker", Policies: []Policy{{
+				Name: "published-breaker", MaxAttempts: 4, BreakerRetriesOnly: true, Breaker: PublishedBreaker(),
+			}}, Doc: docPublishedBreaker},
+			{Name: "fleet-bucket", Policies: []Policy{{Name: "fleet-bucket", MaxAttempts: 4, Budget: PublishedBucket(), ShareBudget: true}},
+				Doc: "published-bucket's rules, one bucket shared by the whole fleet"},
+		},
+		Columns: []string{"success", "apc"},
+		Trials:  1,
 	}
 }
 
 // gatewaySpec is a collector restart under a fleet of telemetry agents.
 func gatewaySpec() ModelSpec {
 	small := budget.RatioConfig{MaxTokens: 3, Refill: 0.1, RetryCost: 1}
+	params := PolicyParams{MaxAttempts: -1, Base: time.Second, Max: 30 * time.Second, MaxElapsed: 60 * time.Second, Budget: &small}
+	shared, err := StandardPolicy(PolicyBudget, params)
+	if err != nil {
+		panic(err)
+	}
+	// The live lab's default: one budget for the whole fleet.
+	shared.Name, shared.ShareBudget = "full+shared-budget", true
 	return ModelSpec{
 		Name:  "gateway-restart",
 		Title: "Telemetry gateway restart: 5,000 agents; the collector restarts and answers 503 for 3s",
@@ -107,10 +181,23 @@ rate) and a queue of 750; a request finding the queue full is refused with 503. 
 take |Normal(20ms, 5ms)|; an attempt times out after 2s. At t=20s the collector restarts: the
 requests it holds fail at once (reset connections), and it answers every request with 503 for 3s. Agents retry until success for up to 60s per report, with
 backoff from 1s (1s, 2s, 4s ... capped at 30s): without jitter, with equal jitter, with full
-jitter, and with full jitter plus a small per-agent token bucket (3 tokens, +0.1 per success);
+jitter, with full jitter plus a small per-agent token bucket (3 tokens, +0.1 per success), and
+with the same bucket shared by the whole fleet (full+shared-budget, the live lab's default);
 naive immediate retries (3 of them) are shown for contrast.
-Shows: the peak of retries after the restart, how long the collector takes to drain, and the
-total work.`,
+Shows: the peak of arrivals once the collector is back ("peak× after", apart from the outage,
+during which 503s return at once and immediate retries pile up), the retry waves with their
+times (listed under the table and marked on the charts: without jitter the requests the restart
+dropped come back in vertical waves at about +1s, +3s and +7s; jitter spreads them), how long
+the collector takes to drain (recovery), and the total work. Each agent keeps its reports in a
+bounded queue (ReportQueue: 10 reports, drop-oldest, batches of up to 10, the rules of the queue
+package): a delivery that gives up (a budget refusing its retry, its 60s spent) puts its reports
+back and the agent pauses for its next backoff, so a refused retry delays reports instead of
+losing them; "delivered/late/dropped" counts the reports, while success counts the deliveries.
+A delivery after a pause is a new call, whose first attempt no budget gates: that is why the
+shared budget, which refuses almost every retry (1.00 attempts per call), still sees the
+redelivered reports arrive after the restart.
+Three trials by default: peak× and success show their 95% confidence intervals, and a peak whose
+interval overlaps the lowest one's is marked ≈ (not told apart from it).`,
 		Model: Model{
 			Clients:  5000,
 			Arrival:  Arrival{Kind: Periodic, Interval: 10 * time.Second},
@@ -123,15 +210,23 @@ total work.`,
 				Latency: Normal(20*time.Millisecond, 5*time.Millisecond),
 				Timeout: 2 * time.Second,
 			}},
-			Faults: []Fault{{Kind: FaultRestart, Start: 20 * time.Second, End: 23 * time.Second}},
+			Faults:  []Fault{{Kind: FaultRestart, Start: 20 * time.Second, End: 23 * time.Second}},
+			Reports: &ReportQueue{Capacity: 10},
 		},
-		Params:   PolicyParams{MaxAttempts: -1, Base: time.Second, Max: 30 * time.Second, MaxElapsed: 60 * time.Second, Budget: &small},
-		Policies: []string{PolicyImmediate, PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget},
-		Trials:   1,
+		Params:   params,
+		Policies: []string{PolicyImmediate, PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget, "full+shared-budget"},
+		Custom:   []Variant{{Name: shared.Name, Policies: []Policy{shared}, Doc: "full+budget's bucket, one shared by the whole fleet"}},
+		Cases:    []ModelCase{{Note: waveNote}},
+		// Three trials: the table shows each peak's confidence interval
+		// and marks the peaks that cannot be told apart.
+		Columns: []string{"amp", "after", "attempts", "apc", "success", "inrun", "reports", "conc", "queue", "recovery", "p50", "p99", "sync", "kurt"},
+		Trials:  3,
 	}
 }
 
-// packetLossSpec is steady traffic through a lossy network.
+// packetLossSpec is steady traffic through a lossy network: requests lost
+// at 70% load (no storm), and replies lost at 95% load in front of a deep
+// queue (a storm).
 func packetLossSpec() ModelSpec {
 	twenty := budget.RatioConfig{MaxTokens: 20, Refill: 0.2, RetryCost: 1}
 	budget10, err := StandardPolicy(PolicyBudget, PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second})
@@ -141,18 +236,36 @@ func packetLossSpec() ModelSpec {
 	budget10.Name = "full+budget-10%"
 	return ModelSpec{
 		Name:  "packet-loss",
-		Title: "Packet loss under steady load: 5,000 QPS, 10% of attempts lost for 20s",
+		Title: "Packet loss under steady load: 5,000 QPS, 10% of requests or replies lost for 20s",
 		TitleFor: func(m *Model) string {
-			return fmt.Sprintf("Packet loss under steady load: %s QPS, %.0f%% of attempts lost %s",
+			return fmt.Sprintf("Packet loss under steady load: %s QPS, %.0f%% of requests or replies lost %s",
 				Commas(int(m.offeredPerS()+0.5)), 100*m.Faults[0].Prob, FaultSpan(m.Faults[0], m.Duration))
 		},
 		Doc: `50 client processes send 100 calls/s each as Poisson processes (5,000 QPS) to a server with
-100 workers and exponential service time of mean 14ms (capacity 7,143/s: 70% utilisation) and a
-queue of 2,000. Network legs take |Normal(2ms, 0.5ms)|. From t=10s to t=30s, 10% of attempts are
-lost on the way to the server; the client times out after 500ms. Fixed retries without backoff
-(3 immediate retries) against full jitter (base 50ms) with a per-process token bucket sized for
-20% of traffic, above the loss rate; full+budget-10% shows the usual 10% bucket, which refuses
-some of the retries this loss needs.
+100 workers. Network legs take |Normal(2ms, 0.5ms)|; the client times out an attempt after 500ms,
+and the server, which does not learn that, still serves timed-out requests. From t=10s to t=30s,
+10% of the packets of one direction are lost. Fixed retries without backoff (3 immediate
+retries), full jitter (base 50ms) alone, and full jitter with a per-process token bucket sized
+for 20% of traffic (full+budget) or the usual 10% (full+budget-10%).
+  requests lost at 70% load: exponential service time of mean 14ms (capacity 7,143/s) and a
+  queue of 2,000; the lost requests never reach the server. Every policy stays near 1.1x: a
+  lost request costs the server nothing, and its retry fits in the 30% headroom.
+  replies lost at 95% load, deep queue: service of mean 19ms (capacity 5,263/s) and a queue of
+  10,000; the replies are lost after the server has done the work. This is where loss becomes
+  a storm, and it takes every one of these conditions: (1) lost replies, so each retry repeats
+  work already done (request loss adds none); (2) utilisation near capacity, so that repeated
+  work (10% more) exceeds it (95% x 1.1 = 105%); (3) a queue deep enough that the wait outgrows
+  the client's timeout (10,000 / 5,263/s = 1.9s against 500ms) while (4) the server keeps
+  working on requests whose caller has timed out. Then answers come too late, every attempt
+  times out after it cost a full service, every call retries up to its limit, and the load
+  stays multiplied after the loss ends: the retrying policies without a budget stay stuck at
+  about 3 attempts per call and near 6x the load. The budgets hold the peak near the baseline
+  (1.2x to 1.3x), but a server at 95% cannot absorb even their few percent of repeated work
+  once its queue is past the timeout: they stay stuck too, losing far fewer calls. Take one condition away and the storm does not start: at 70% load
+  lost replies add about 4% attempts and nothing else; at 95% load with the 2,000 queue (a
+  wait of 380ms, within the timeout) the queue fills, the overflow is refused at once, and the
+  server recovers within seconds of the loss ending. Connection re-establishment cost, the
+  fourth candidate, is not modelled (the live lab's clients reuse connections).
 Shows: the peak offered load, the peak number of open connections, and the recovery time.`,
 		Model: Model{
 			Clients:  50,
@@ -168,55 +281,135 @@ Shows: the peak offered load, the peak number of open connections, and the recov
 			}},
 			Faults: []Fault{{Kind: FaultLoss, Start: 10 * time.Second, End: 30 * time.Second, Prob: 0.10}},
 		},
+		Cases: []ModelCase{
+			{Name: "requests lost at 70% load"},
+			{Name: "replies lost at 95% load, deep queue", Apply: func(m *Model) {
+				m.Faults[0].Kind = FaultReplyLoss
+				m.Tiers[0].Service = Exp(19 * time.Millisecond)
+				m.Tiers[0].Queue = 10000
+			}},
+		},
 		Params:   PolicyParams{Base: 50 * time.Millisecond, Max: 2 * time.Second, Budget: &twenty},
 		Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyFull, PolicyBudget, "full+budget-10%"},
-		Custom:   []Variant{Single(budget10)},
-		Columns:  []string{"amp", "attempts", "apc", "success", "inflight", "conc", "recovery", "p50", "p99", "p999"},
-		Trials:   1,
+		Custom: []Variant{{Name: budget10.Name, Policies: []Policy{budget10},
+			Doc: "full jitter from 50ms plus budget.TenPercent per process (10 tokens, +0.1 per successful first try)"}},
+		Columns: []string{"amp", "attempts", "apc", "success", "inrun", "inflight", "conc", "recovery", "p50", "p99", "p999"},
+		Trials:  1,
 	}
 }
 
-// metastableSpec is a database pushed into a metastable overload by a
-// network blip.
+// metastableSpec is a database pushed into a metastable overload: the
+// lab's blip, where retries and the database's slowdown both hold it
+// down; the paper's own example, where retries alone do; and a stall,
+// where the slowdown alone does.
 func metastableSpec() ModelSpec {
+	db := Tier{
+		Name: "database", Workers: 24, Queue: 3000,
+		Service: Uniform(60*time.Millisecond, 100*time.Millisecond),
+		Latency: Normal(time.Millisecond, 200*time.Microsecond),
+		Degrade: Degrade{Knee: 150, Slope: 0.05, MaxFactor: 1.5},
+		Timeout: time.Second,
+	}
 	return ModelSpec{
 		Name:  "metastable",
-		Title: "Metastable failure: a 10s network blip in front of a database at 93% load",
+		Title: "Metastable failure: a database at 93% load after a 10s network blip, slow queries or a stall",
 		TitleFor: func(m *Model) string {
-			return fmt.Sprintf("Metastable failure: a database at %.0f%% load behind a network blip %s",
+			return fmt.Sprintf("Metastable failure: a database at %.0f%% load after a network blip %s, slow queries or a stall",
 				100*m.offeredPerS()/capacity(m), FaultSpan(m.Faults[0], m.Duration))
 		},
 		Doc: `10 application instances send 28 calls/s each (280/s) as Poisson processes to a database with
-24 workers and service time uniform in [60ms, 100ms] (300/s: every answer under 100ms) and a queue
-of 3,000. The database degrades past its capacity: once more than 150 requests are queued, service
-time is multiplied by 1 + 0.05·(queued-150)/workers, up to 1.5x. The app times out an attempt after 1s; the database does not
-notice and still serves timed-out requests. From t=20s to t=30s the network drops every attempt.
-After the blip, retries of the calls still open arrive together; if they push the queue past
-what the database serves within the timeout, every answer comes too late, every call retries, and
-the system stays in that state with the trigger gone. Shows which policies return to the healthy
-state and how long they take (recovery "stuck" means never within the run).`,
+24 workers and service time uniform in [60ms, 100ms] (300/s: every answer under 100ms). The app
+times out an attempt after 1s; the database does not notice and still serves timed-out requests.
+Three cases separate the two mechanisms that can hold such a system down after its trigger is
+gone: retries that outgrow the capacity, and a server that slows down when overloaded.
+  blip (the lab's model): the database has a queue of 3,000 and degrades past its capacity: once
+  more than 150 requests are queued, service time is multiplied by 1 + 0.05·(queued-150)/workers,
+  up to 1.5x (200/s at the cap, below the 280/s offered). From t=20s to t=30s the network drops
+  every attempt. After the blip, the retries of the calls still open arrive together with new
+  calls; the retrying policies without a budget push the queue past the knee, the database slows
+  to 200/s, every answer comes too late and every call retries: both mechanisms hold it down.
+  No-retry and the budgets recover, but only because the blip dropped the attempts instead of
+  queueing them: the queue is empty when it ends (the stall case shows what happens otherwise).
+  paper (Bronson et al., HotOS '21, the paper's own example): no slowdown, an unbounded queue;
+  from t=20s to t=30s every query takes 1s longer to reach the database (and to come back), so
+  every attempt times out. retry-once is the paper's client: one retry, at once, after the 1s
+  timeout. Its retries double the load to 560/s, far above the 300/s the database serves; the
+  queue grows, answers keep coming after the timeout, and the retries alone keep it so after
+  the trigger ends. No-retry never exceeds the capacity and recovers at once.
+  stall (the slowdown alone): the blip's database, but the trigger is a 2s stall (no worker
+  serves from t=20s to t=22s) that queues about 560 requests, past the knee: the database slows
+  to 200/s and stays below the 280/s offered with no retry at all. Every policy that sends each
+  call at least once stays stuck, budgets included: limiting retries cannot fix a server that
+  serves less when loaded. Only full+budget+breaker recovers: its breaker, once open, refuses
+  first tries too, and that shed load lets the queue drain.
+Shows which policies return to the healthy state and how long they take (recovery "stuck" means
+never within the run).`,
 		Model: Model{
 			Clients:  10,
 			Arrival:  Arrival{Kind: Poisson, Rate: 28},
 			Duration: 120 * time.Second,
 			Drain:    10 * time.Second,
 			Warmup:   5 * time.Second,
-			Tiers: []Tier{{
-				Name: "database", Workers: 24, Queue: 3000,
-				Service: Uniform(60*time.Millisecond, 100*time.Millisecond),
-				Latency: Normal(time.Millisecond, 200*time.Microsecond),
-				Degrade: Degrade{Knee: 150, Slope: 0.05, MaxFactor: 1.5},
-				Timeout: time.Second,
+			Tiers:    []Tier{db},
+			Faults:   []Fault{{Kind: FaultLoss, Start: 20 * time.Second, End: 30 * time.Second, Prob: 1}},
+		},
+		Cases: []ModelCase{
+			{Name: "blip: retries and slowdown"},
+			{Name: "paper: retries alone", Apply: func(m *Model) {
+				m.Tiers[0].Degrade, m.Tiers[0].Queue = Degrade{}, 0
+				m.Faults[0] = Fault{Kind: FaultLatency, Start: 20 * time.Second, End: 30 * time.Second, Extra: Const(time.Second)}
+			}, Note: paperNote},
+			{Name: "stall: slowdown alone", Apply: func(m *Model) {
+				m.Faults[0] = Fault{Kind: FaultCapacity, Start: 20 * time.Second, End: 22 * time.Second, Factor: 0}
 			}},
-			Faults: []Fault{{Kind: FaultLoss, Start: 20 * time.Second, End: 30 * time.Second, Prob: 1}},
 		},
 		Params:   PolicyParams{Base: 100 * time.Millisecond, Max: 5 * time.Second, Interval: time.Second},
-		Policies: PolicyNames(),
-		Trials:   1,
+		Policies: append(PolicyNames(), "retry-once"),
+		Custom: []Variant{{Name: "retry-once", Policies: []Policy{{Name: "retry-once", MaxAttempts: 2}},
+			Doc: "the paper's client: one retry, at once, after the attempt timed out or failed"}},
+		Trials: 1,
 	}
 }
 
-// cascadeSpec is a three-tier chain with retries at every layer.
+// paperNote states the paper's figure beside the lab's for the metastable
+// scenario's paper case.
+func paperNote(c *Case) string {
+	for _, r := range c.Rows {
+		if r.Policy != "retry-once" || r.Series == nil {
+			continue
+		}
+		from := c.FaultEndS + 10
+		load := MeanRate(r.Series.Load, r.Series.StepMS, from, from+60)
+		state := "recovered"
+		if r.Metrics.Recovered == 0 {
+			state = "stuck"
+		}
+		return fmt.Sprintf("Bronson et al. (HotOS '21): the retries double the load to 560 QPS against the database's 300, "+
+			"and it stays so after the trigger. The lab: retry-once sends %.0f attempts/s (%.2fx the %.0f/s offered) from %.0fs to %.0fs, "+
+			"and is %s", load, load/280, 280.0, from, from+60, state)
+	}
+	return ""
+}
+
+// MeanRate returns the mean of a Series rate (Load, Retries, ...) whose
+// steps are stepMS wide over [fromS, toS) seconds, or 0 when the window
+// holds no step.
+func MeanRate(rates []float64, stepMS, fromS, toS float64) float64 {
+	var sum float64
+	n := 0
+	for i, v := range rates {
+		if t := float64(i) * stepMS / 1000; t >= fromS && t < toS {
+			sum += v
+			n++
+		}
+	}
+	return ratio(sum, float64(n))
+}
+
+// cascadeSpec is a three-tier chain with retries at every layer, over a
+// database that loses half its workers (the partial case) or fails every
+// attempt (the total case, where the closed forms hold: 4x4x4 = 64 with
+// retries at every tier, and the SRE book's 3x and 1.1x at one tier).
 func cascadeSpec() ModelSpec {
 	threeRetries := func(name string, timeout time.Duration, withBudget bool) Policy {
 		p, err := StandardPolicy(PolicyFull, PolicyParams{Base: 20 * time.Millisecond, Max: time.Second, AttemptTimeout: timeout})
@@ -240,24 +433,55 @@ func cascadeSpec() ModelSpec {
 		}
 		return v
 	}
-	one := Variant{Name: "retry-at-one-tier", Policies: []Policy{none(timeouts[0]), none(timeouts[1]), threeRetries("retry-at-one-tier", timeouts[2], false)}}
+	one := Variant{Name: "retry-at-one-tier", Policies: []Policy{none(timeouts[0]), none(timeouts[1]), threeRetries("retry-at-one-tier", timeouts[2], false)},
+		Doc: "only the service retries the database: 3 retries, full jitter from 20ms"}
+	// The SRE book's two figures, at the users (the clients), as the book
+	// has them per client: a request makes at most 3 attempts; and, on top
+	// of that, a client retries only while retries stay within 10% of its
+	// requests (a budget.Window of 10%, without a floor).
+	sre := func(name string, withBudget bool) Variant {
+		p := threeRetries(name, timeouts[0], false)
+		p.MaxAttempts = 3
+		if withBudget {
+			p.Budget = WindowBudget(budget.WindowConfig{Window: 10 * time.Second, Ratio: 0.1, MinRetriesPerSecond: -1})
+		}
+		return Variant{Name: name, Policies: []Policy{p, none(timeouts[1]), none(timeouts[2])}}
+	}
 	return ModelSpec{
 		Name:  "cascade",
-		Title: "Retry cascade: edge -> service -> database, database at half capacity for 30s",
+		Title: "Retry cascade: edge -> service -> database, database at half capacity or down for 30s",
 		TitleFor: func(m *Model) string {
-			return fmt.Sprintf("Retry cascade: edge -> service -> database, database at %.0f%% capacity %s",
+			return fmt.Sprintf("Retry cascade: edge -> service -> database, database at %.0f%% capacity or down %s",
 				100*m.Faults[0].Factor, FaultSpan(m.Faults[0], m.Duration))
 		},
 		Doc: `100 users send 3 calls/s each (300/s) to an edge tier, which calls a service tier, which calls a
-database. Edge and service have 400 workers each and 2ms and 5ms of work per request; the
+database. Edge and service have 1,000 workers each and 2ms and 5ms of work per request; the
 database has 20 workers with exponential service time of mean 40ms (500/s) and a queue of 1,000.
 Network legs take |Normal(1ms, 0.2ms)|. Timeouts: users wait 4s for the edge, the edge 1s for the
 service, the service 250ms for the database; a tier keeps working on a request whose caller gave
-up. From t=20s to t=50s the database loses half its workers (250/s, below the offered 300/s).
+up. From t=20s to t=50s the database either loses half its workers (250/s, below the offered
+300/s: the partial case) or answers every attempt with 503 (the total case).
 Contenders: every hop retries 3 times (full jitter from 20ms): up to 4x4x4 = 64 database
 attempts per user call; only the service retries the database; every hop retries 3 times
-through a 10% token bucket per caller. Shows the load on the database, end-to-end success and
-latency.`,
+through a 10% token bucket per caller; and the SRE book's two figures, at the users only:
+sre-3-attempts (at most 3 attempts per request: about 3x the load at worst) and sre-budget-10%
+(the same, retrying only while retries stay within 10% of the client's requests: about 1.1x).
+The column "in fault" is the load multiplier while the fault lasts: database attempts per user
+call started during the fault (att/call mixes in the healthy calls before and after it, and
+peak× the Poisson excess of the busiest second, so neither is the multiplier). In the total case
+it reaches the closed forms: 64 with retries at every tier (a little less in the table: calls
+started in the fault's last second meet a database that answers again), 4 at one tier, 3 for
+sre-3-attempts and 1.1 for sre-budget-10%. budget-every-tier reads about 1.1 for another reason:
+budget.Ratio earns tokens only from successes, so against a database that fails everything each
+of the 100 users spends just the 10 tokens it starts with (1,000 retries for 9,000 calls). In the
+partial case the storm of retries overloads the database's remaining half, so nearly every
+attempt fails there too and the multiplier comes close to 64: the gap between the two cases is
+the share of attempts the degraded database still answers in time. (With 400 edge workers, the
+model before model_version 2, the edge itself saturated under the storm and capped the
+multiplier: the lab read 43.8x peak instead of about 64x.) Retrying at every tier also keeps the
+database overloaded after it comes back: 64 times the offered load keeps its queue full, and the
+partial and total cases both stay stuck.
+Shows the load on the database, end-to-end success and latency.`,
 		Model: Model{
 			Clients:  100,
 			Arrival:  Arrival{Kind: Poisson, Rate: 3},
@@ -265,14 +489,27 @@ latency.`,
 			Drain:    20 * time.Second,
 			Warmup:   5 * time.Second,
 			Tiers: []Tier{
-				{Name: "edge", Workers: 400, Service: Const(2 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
-				{Name: "service", Workers: 400, Service: Const(5 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
+				{Name: "edge", Workers: 1000, Service: Const(2 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
+				{Name: "service", Workers: 1000, Service: Const(5 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
 				{Name: "database", Workers: 20, Queue: 1000, Service: Exp(40 * time.Millisecond), Latency: Normal(time.Millisecond, 200*time.Microsecond)},
 			},
 			Faults: []Fault{{Kind: FaultCapacity, Tier: 2, Start: 20 * time.Second, End: 50 * time.Second, Factor: 0.5}},
 		},
-		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier"},
-		Custom:   []Variant{all("retry-every-tier", false), one, all("budget-every-tier", true)},
-		Trials:   1,
+		Cases: []ModelCase{
+			{Name: "partial: database at half capacity"},
+			{Name: "total: database down", Apply: func(m *Model) {
+				m.Faults[0] = Fault{Kind: FaultUnavailable, Tier: 2, Start: 20 * time.Second, End: 50 * time.Second}
+			}},
+		},
+		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "inrun", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"},
+		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier", "sre-3-attempts", "sre-budget-10%"},
+		Custom: []Variant{
+			withDoc(all("retry-every-tier", false), "every hop retries 3 times (full jitter from 20ms): up to 4x4x4 = 64 database attempts per user call"),
+			one,
+			withDoc(all("budget-every-tier", true), "every hop retries 3 times through a budget.TenPercent token bucket per caller"),
+			withDoc(sre("sre-3-attempts", false), "the SRE book's per-request limit, at the users: at most 3 attempts per request"),
+			withDoc(sre("sre-budget-10%", true), "the SRE book's per-client budget, at the users: 3 attempts, retrying only while retries stay within 10% of the client's requests (budget.Window)"),
+		},
+		Trials: 1,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func row(t *testing.T, c Case, policy string) *Metrics {
 func TestRetryBudgetClosedForms(t *testing.T) {
 	rep := runScenario(t, "retry-budget", Options{Seed: 7})
 	probs := []float64{0.01, 0.10, 0.20, 0.50, 0.75}
-	if len(rep.Cases) != len(probs) {
+	if len(rep.Cases) != len(probs)+3 { // then the client sweep
 		t.Fatalf("%d cases", len(rep.Cases))
 	}
 	for i, p := range probs {
@@ -219,19 +220,17 @@ func TestGatewayRestart(t *testing.T) {
 	rep := runScenario(t, "gateway-restart", Options{Seed: 1})
 	c := rep.Cases[0]
 	imm, full, exp := row(t, c, PolicyImmediate), row(t, c, PolicyFull), row(t, c, PolicyExponential)
-	if want := 1 - 3.0/60; math.Abs(imm.SuccessRate-want) > 0.01 {
-		t.Errorf("immediate: success %.4f, want %.4f", imm.SuccessRate, want)
-	}
-	// The immediate policy stops at 3 retries although the scenario lets
-	// the others retry without a count limit: each report of those 3s makes
-	// 4 attempts, 1+3·3/60 per call.
-	if want := 1 + 3*3.0/60; math.Abs(imm.AttemptsPerCall-want) > 0.02 {
-		t.Errorf("immediate: %.3f attempts per call, want %.3f", imm.AttemptsPerCall, want)
+	// Immediate retries in a report queue whose policy never waits: each
+	// agent redelivers as fast as the network lets it while the collector
+	// answers 503 at once, a storm of many times the steady load; the
+	// reports still all get through afterwards.
+	if imm.Amplification < 10 || imm.ReportsDelivered < 0.999 {
+		t.Errorf("immediate: %.1fx peak, %.4f of reports delivered; want a storm, then every report delivered", imm.Amplification, imm.ReportsDelivered)
 	}
 	for _, p := range []string{PolicyExponential, PolicyEqual, PolicyFull, PolicyBudget} {
 		x := row(t, c, p)
-		if x.SuccessRate < 0.99 {
-			t.Errorf("%s: success %.3f; agents retry until they get through", p, x.SuccessRate)
+		if x.SuccessRate < 0.98 || x.ReportsDelivered < 0.999 {
+			t.Errorf("%s: success %.3f, %.4f of reports delivered; agents retry until they get through", p, x.SuccessRate, x.ReportsDelivered)
 		}
 		if x.Recovered != 1 || x.RecoveryS < 4.5 || x.RecoveryS > 7.5 {
 			t.Errorf("%s: recovery %.1fs (recovered %v), want about 6s", p, x.RecoveryS, x.Recovered)
@@ -259,6 +258,9 @@ func TestReportJSONIsDeterministic(t *testing.T) {
 	}
 	if bytes.Equal(a, encode(10, 2)) {
 		t.Fatal("different seeds, same JSON")
+	}
+	if want := fmt.Sprintf(`"model_version":%d`, ModelVersion); !strings.Contains(string(a), want) {
+		t.Errorf("JSON lacks %s: %.200s", want, a)
 	}
 	if !strings.Contains(string(a), `"scenario":"retry-budget"`) || !strings.Contains(string(a), `"success_rate"`) {
 		t.Fatalf("JSON lacks fields: %.200s", a)

@@ -103,11 +103,22 @@ type Column struct {
 }
 
 var columns = []Column{
-	{"amp", "peak×", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.Amplification) }},
+	{"amp", "peak×", ampCell},
+	{"after", "peak× after", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.AmplificationAfter) }},
 	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
 	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
+	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
 	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
-	{"success", "success", func(m *Metrics) string { return FormatShare(m.SuccessRate) }},
+	{"success", "success", func(m *Metrics) string {
+		if m.SuccessCI > 0 {
+			return FormatShare(m.SuccessRate) + " ±" + FormatShare(m.SuccessCI)
+		}
+		return FormatShare(m.SuccessRate)
+	}},
+	{"inrun", "in run", func(m *Metrics) string { return FormatShare(m.SuccessInRun) }},
+	{"reports", "delivered/late/dropped", func(m *Metrics) string {
+		return FormatShare(m.ReportsDelivered) + " / " + FormatShare(m.ReportsDelayed) + " / " + FormatShare(m.ReportsDropped)
+	}},
 	{"conc", "conc", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakConcurrency) }},
 	{"queue", "queue", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakQueue) }},
 	{"inflight", "conns", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.PeakInFlight) }},
@@ -123,10 +134,14 @@ var columns = []Column{
 func ColumnLegend() [][2]string {
 	return [][2]string{
 		{"peak×", "amplification: peak offered load (1s window) ÷ baseline load"},
+		{"peak× after", "peak× over the windows after the fault has ended: the retries arriving once the server is back, apart from the fault itself"},
 		{"attempts", "attempts sent to the measured tier (the work)"},
 		{"att/call", "attempts per client call"},
-		{"goodput", "successful calls per second"},
-		{"success", "share of client calls that succeeded"},
+		{"in fault", "attempts at the measured tier per client call started during the fault (through every tier in between): the load multiplier while the fault lasts"},
+		{"goodput", "calls that succeeded while the clients were starting calls, per second of that time (the drain's successes are not spread over the run)"},
+		{"success", "share of client calls that succeeded by the end of the run, the drain included"},
+		{"in run", "share of client calls that succeeded before the clients stopped starting calls (the rest of success came in the drain)"},
+		{"delivered/late/dropped", "with a report queue: shares of the reports the clients made that were delivered, delivered late (after a delivery that gave up put them back), and dropped by a full queue (the rest were still pending at the end)"},
 		{"conc", "peak requests inside the measured tier (serving + queued)"},
 		{"queue", "peak queue length of the measured tier"},
 		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
@@ -138,7 +153,7 @@ func ColumnLegend() [][2]string {
 }
 
 // DefaultColumns are the table columns of a model scenario.
-var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
+var DefaultColumns = []string{"amp", "attempts", "apc", "goodput", "success", "inrun", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"}
 
 // ColumnKeys returns the metric column keys a table may show.
 func ColumnKeys() []string {
@@ -167,12 +182,24 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 	for _, col := range cols {
 		t.Header = append(t.Header, col.Header)
 	}
+	// The row with the lowest peak×, for the ≈ marks of rows whose
+	// confidence interval overlaps its own.
+	var low *Metrics
+	for _, r := range rows {
+		if r.Metrics != nil && r.Metrics.AmplificationCI > 0 && (low == nil || r.Metrics.Amplification < low.Amplification) {
+			low = r.Metrics
+		}
+	}
 	for _, r := range rows {
 		row := []string{r.Policy}
 		for _, col := range cols {
 			cell := "-"
 			if r.Metrics != nil {
 				cell = col.Cell(r.Metrics)
+				if col.Key == "amp" && low != nil && r.Metrics != low &&
+					r.Metrics.Amplification-r.Metrics.AmplificationCI <= low.Amplification+low.AmplificationCI {
+					cell = "≈" + cell
+				}
 			}
 			row = append(row, cell)
 		}
@@ -207,6 +234,15 @@ func FormatMS(ms float64) string {
 	default:
 		return fmt.Sprintf("%.1fms", ms)
 	}
+}
+
+// ampCell shows Amplification, with its confidence interval over the
+// trials when there are several.
+func ampCell(m *Metrics) string {
+	if m.AmplificationCI > 0 {
+		return fmt.Sprintf("%.1fx ±%.1f", m.Amplification, m.AmplificationCI)
+	}
+	return fmt.Sprintf("%.1fx", m.Amplification)
 }
 
 // syncCell shows SyncShare with the retries it is a share of, or "–" below

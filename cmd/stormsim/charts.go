@@ -121,6 +121,26 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 			pl.Add(sc)
 		}
 	}
+	for i, mk := range p.Marks {
+		v, err := plotter.NewLine(plotter.XYs{{X: mk.X, Y: 0}, {X: mk.X, Y: ymax}})
+		if err != nil {
+			return nil, err
+		}
+		v.Color = color.RGBA{90, 90, 90, 255}
+		v.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		v.Width = vg.Points(0.8)
+		pl.Add(v)
+		// Stagger the labels so that close marks stay readable.
+		y := ymax * (0.97 - 0.06*float64(i%3))
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: mk.X, Y: y}}, Labels: []string{" " + mk.Label}})
+		if err != nil {
+			return nil, err
+		}
+		for j := range lb.TextStyle {
+			lb.TextStyle[j].Font.Size = vg.Points(7)
+		}
+		pl.Add(lb)
+	}
 	if p.HLine > 0 {
 		h, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: p.HLine}, {X: xmax, Y: p.HLine}})
 		if err != nil {

@@ -88,7 +88,7 @@ func TestHTMLReportRendersInChromium(t *testing.T) {
 	if n := strings.Count(dom, `data-chart="`); n != plots {
 		t.Errorf("rendered page has %d chart figures, want %d", n, plots)
 	}
-	for _, want := range []string{"Offered load on the collector, all policies", "token-bucket", "full+budget", "<table>", "Reading the tables"} {
+	for _, want := range []string{"Offered load on the collector", "token-bucket", "full+budget", "<table>", "Reading the tables"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
 		}

@@ -58,6 +58,7 @@ func runLive(ctx context.Context, cfg *config, stdout, stderr io.Writer, tty boo
 			for _, t := range rep.Tables {
 				writeTable(stdout, t)
 			}
+			writeSummary(stdout, rep.Verdict, rep.PolicyLegend)
 		}
 		if rep.FaultEndS > rep.DurationS {
 			fmt.Fprintf(stderr, "stormsim live: %s: note: the faults (%gs to %gs) do not end within the %gs of traffic, so recovery cannot be judged\n",

@@ -49,7 +49,7 @@ func TestLiveRunWritesTablesAndReport(t *testing.T) {
 		t.Fatalf("report.json: %v (%d reports)", err, len(reports))
 	}
 	rep := reports[0]
-	if rep.Scenario != "gateway-restart" || rep.Clients != 50 || rep.DurationS != 3 || len(rep.Rows) != 5 {
+	if rep.Scenario != "gateway-restart" || rep.ModelVersion != sim.ModelVersion || rep.Clients != 50 || rep.DurationS != 3 || len(rep.Rows) != 5 {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, row := range rep.Rows {

@@ -124,6 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			for _, t := range rep.Tables {
 				writeTable(stdout, t)
 			}
+			writeSummary(stdout, rep.Verdict, rep.PolicyLegend)
 		}
 		if !cfg.quiet {
 			el := time.Since(t0)

@@ -63,10 +63,10 @@ func TestJSONIsByteIdenticalForTheSameSeed(t *testing.T) {
 		t.Fatal("same seed, different JSON")
 	}
 	var reports []sim.Report
-	if err := json.Unmarshal([]byte(a), &reports); err != nil || len(reports) != 1 || reports[0].Seed != 5 {
+	if err := json.Unmarshal([]byte(a), &reports); err != nil || len(reports) != 1 || reports[0].Seed != 5 || reports[0].ModelVersion != sim.ModelVersion {
 		t.Fatalf("JSON does not decode to one report with seed 5: %v", err)
 	}
-	if len(reports[0].Cases[0].Rows) != 5 || reports[0].Cases[0].Rows[0].Series == nil {
+	if len(reports[0].Cases[0].Rows) != 6 || reports[0].Cases[0].Rows[0].Series == nil {
 		t.Fatalf("rows %+v", reports[0].Cases[0].Rows)
 	}
 	_, c, _ := runCLI(t, "--json", "--quiet", "--seed", "6", "gateway-restart", "--clients", "500", "--duration", "30s")
@@ -97,9 +97,17 @@ func TestOutDirWritesSelfContainedReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(page)
-	// retry-budget: 2 sweep plots; metastable: an overview and 2 policies.
-	if n := strings.Count(html, "<svg"); n != 5 {
-		t.Errorf("%d charts, want 5", n)
+	// retry-budget: 2 sweep plots for each of its 2 sweeps; metastable: an
+	// overview and 2 policies for each of its 3 cases.
+	if n := strings.Count(html, "<svg"); n != 13 {
+		t.Errorf("%d charts, want 13", n)
+	}
+	// Each section ends its tables with the verdict and the policies.
+	if n := strings.Count(html, `<div class="verdict"><h3>Verdict</h3>`); n != 2 {
+		t.Errorf("%d verdicts, want one per scenario", n)
+	}
+	if !strings.Contains(html, "<dt>full&#43;budget</dt><dd>full jitter as above, plus a retry budget") || !strings.Contains(html, "stuck after the fault") {
+		t.Error("the report lacks the policy legend or the metastable verdict")
 	}
 	for _, bad := range []string{"<script", "<link", "@import", "src=\"http", "href=\"http", "url(http"} {
 		if strings.Contains(html, bad) {

@@ -33,6 +33,7 @@ th { background: #fafafa; }
 .chart svg { width: 100%; height: auto; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: .5em 1.5em; }
 .meta, .note { color: #666; font-size: .9em; }
+.verdict { background: #f3f7fb; border-left: 4px solid #0072b2; padding: .2em 1em; }
 dl.legend { display: grid; grid-template-columns: minmax(6em, max-content) 1fr; gap: .3em 1em; align-items: baseline; }
 dl.legend dt { font-weight: bold; grid-column: 1; margin: 0; }
 dl.legend dd { grid-column: 2; margin: 0; }
@@ -55,6 +56,9 @@ dl.legend dd { grid-column: 2; margin: 0; }
 </table>
 {{range .Notes}}<p class="note">{{.}}</p>{{end}}
 {{end}}
+{{with .Report.Verdict}}<div class="verdict"><h3>Verdict</h3>{{range .}}<p>{{.}}</p>{{end}}</div>{{end}}
+{{with .Report.PolicyLegend}}<h3>Policies</h3>
+<dl class="legend">{{range .}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl>{{end}}
 {{range .Groups}}
 {{if .Heading}}<h3>{{.Heading}}</h3>{{end}}
 {{with .Wide}}<figure class="chart" data-chart="{{.ID}}">{{.SVG}}</figure>{{end}}

@@ -239,7 +239,7 @@ func (f *fileSpec) checkFaults(root *yaml.Node) error {
 		}
 		has := func(key string) bool { return mappingValue(item, key) != nil }
 		switch ff.Kind {
-		case "loss", "errors":
+		case "loss", "reply-loss", "errors":
 			if !has("prob") {
 				return fmt.Errorf("line %d: faults[%d]: a %s fault needs prob, the share of requests it hits (0 to 1]", line, i, ff.Kind)
 			}

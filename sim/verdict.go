@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stormguard/stormguard/budget"
+)
+
+// CaseVerdict is what a verdict says of one case of a model scenario,
+// in a form a test can hold against the table: which policies stayed
+// stuck, which recovered (and the range of their recovery times), which
+// could not be judged, and the policies with the lowest and highest peak
+// load. Verdict renders it.
+type CaseVerdict struct {
+	Case                   string
+	Stuck, Recovered       []string
+	Unobserved             []string
+	RecoveryMin, RecoveryS float64 // the fastest and slowest recovery
+	StuckSuccess           [2]float64
+	LowPeak, HighPeak      string
+	LowPeakX, HighPeakX    float64
+	NoiseFloor             float64
+	Fault                  bool
+}
+
+// JudgeCase computes the verdict of a case whose rows carry Metrics. A
+// policy counts as stuck when no trial recovered, as recovered when every
+// trial did (RecoveryS then ranges over them), and as unobserved when no
+// trial could be judged; partly recovered policies are in none of them.
+func JudgeCase(c *Case) CaseVerdict {
+	v := CaseVerdict{Case: c.Name, NoiseFloor: c.AmpNoiseFloor, Fault: c.FaultEndS > c.FaultStartS}
+	first := true
+	for _, r := range c.Rows {
+		m := r.Metrics
+		if m == nil {
+			continue
+		}
+		switch {
+		case m.Recovered == 0 && m.Unobserved >= 1:
+			v.Unobserved = append(v.Unobserved, r.Policy)
+		case m.Recovered == 0:
+			if len(v.Stuck) == 0 {
+				v.StuckSuccess = [2]float64{m.SuccessRate, m.SuccessRate}
+			}
+			v.StuckSuccess[0], v.StuckSuccess[1] = min(v.StuckSuccess[0], m.SuccessRate), max(v.StuckSuccess[1], m.SuccessRate)
+			v.Stuck = append(v.Stuck, r.Policy)
+		case m.Recovered == 1:
+			if len(v.Recovered) == 0 {
+				v.RecoveryMin, v.RecoveryS = m.RecoveryS, m.RecoveryS
+			}
+			v.RecoveryMin, v.RecoveryS = min(v.RecoveryMin, m.RecoveryS), max(v.RecoveryS, m.RecoveryS)
+			v.Recovered = append(v.Recovered, r.Policy)
+		}
+		if first || m.Amplification < v.LowPeakX {
+			v.LowPeak, v.LowPeakX = r.Policy, m.Amplification
+		}
+		if first || m.Amplification > v.HighPeakX {
+			v.HighPeak, v.HighPeakX = r.Policy, m.Amplification
+		}
+		first = false
+	}
+	return v
+}
+
+// String renders the verdict as a few sentences.
+func (v CaseVerdict) String() string {
+	var b strings.Builder
+	if v.Case != "" {
+		b.WriteString(v.Case + ": ")
+	}
+	var parts []string
+	if v.Fault {
+		switch {
+		case len(v.Stuck) > 0 && len(v.Recovered) == 0 && len(v.Unobserved) == 0:
+			parts = append(parts, fmt.Sprintf("every policy stays stuck after the fault (%s success)", shareRange(v.StuckSuccess)))
+		case len(v.Stuck) > 0:
+			parts = append(parts, fmt.Sprintf("%s %s stuck after the fault (%s success)", list(v.Stuck), verb(v.Stuck, "stays", "stay"), shareRange(v.StuckSuccess)))
+		}
+		switch {
+		case len(v.Recovered) > 0 && len(v.Stuck) == 0 && len(v.Unobserved) == 0:
+			parts = append(parts, "every policy recovers, "+secRange(v.RecoveryMin, v.RecoveryS)+" after the fault ends")
+		case len(v.Recovered) > 0:
+			parts = append(parts, fmt.Sprintf("%s %s, %s after the fault ends", list(v.Recovered), verb(v.Recovered, "recovers", "recover"), secRange(v.RecoveryMin, v.RecoveryS)))
+		}
+		if len(v.Unobserved) > 0 {
+			parts = append(parts, list(v.Unobserved)+" cannot be judged (the fault ends too close to the end of traffic)")
+		}
+	}
+	if len(parts) > 0 {
+		b.WriteString(strings.Join(parts, "; ") + ". ")
+	}
+	if v.HighPeak != "" {
+		fmt.Fprintf(&b, "Peak load runs from %.1fx (%s) to %.1fx (%s)", v.LowPeakX, v.LowPeak, v.HighPeakX, v.HighPeak)
+		if v.NoiseFloor > 0 && v.HighPeakX-v.LowPeakX < v.NoiseFloor-1 {
+			fmt.Fprintf(&b, ", all within the %.2fx noise floor", v.NoiseFloor)
+		} else if v.NoiseFloor > 0 {
+			fmt.Fprintf(&b, "; the no-fault noise floor is %.2fx", v.NoiseFloor)
+		}
+		b.WriteString(".")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func verb(names []string, one, many string) string {
+	if len(names) == 1 {
+		return one
+	}
+	return many
+}
+
+// list joins names as "a", "a and b", "a, b and c".
+func list(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+func shareRange(r [2]float64) string {
+	if FormatShare(r[0]) == FormatShare(r[1]) {
+		return FormatShare(r[0])
+	}
+	return FormatShare(r[0]) + " to " + FormatShare(r[1])
+}
+
+func secRange(a, b float64) string {
+	if fmt.Sprintf("%.1f", a) == fmt.Sprintf("%.1f", b) {
+		return fmt.Sprintf("in %.1fs", a)
+	}
+	return fmt.Sprintf("in %.1fs to %.1fs", a, b)
+}
+
+// sweepVerdict sums up a sweep: at its last (most stressed) case, the
+// range of attempts per call and what each end achieved.
+func sweepVerdict(rep *Report, first, n int) string {
+	last := rep.Cases[first+n-1]
+	rows := slices.Clone(last.Rows)
+	slices.SortStableFunc(rows, func(a, b Row) int { return cmp.Compare(a.Metrics.AttemptsPerCall, b.Metrics.AttemptsPerCall) })
+	lo, hi := rows[0], rows[len(rows)-1]
+	if len(rows) == 1 {
+		return fmt.Sprintf("At %s, %s makes %.2f attempts per call (%s success).", last.Name, lo.Policy, lo.Metrics.AttemptsPerCall, FormatShare(lo.Metrics.SuccessRate))
+	}
+	return fmt.Sprintf("At %s, attempts per call run from %.2f (%s, %s success) to %.2f (%s, %s success).",
+		last.Name, lo.Metrics.AttemptsPerCall, lo.Policy, FormatShare(lo.Metrics.SuccessRate),
+		hi.Metrics.AttemptsPerCall, hi.Policy, FormatShare(hi.Metrics.SuccessRate))
+}
+
+// PolicyDoc describes a standard policy as a scenario with parameters p
+// runs it (one line, for the legends under the tables). In a simulated
+// model every client process owns its budget and breaker; in a live run
+// Options.Scope says who shares them.
+func PolicyDoc(name string, p PolicyParams) string {
+	canon, ok := CanonicalPolicy(name)
+	if !ok {
+		return ""
+	}
+	attempts := "up to 4 attempts"
+	switch {
+	case p.MaxAttempts < 0:
+		attempts = "no attempt limit"
+	case p.MaxAttempts > 0:
+		attempts = fmt.Sprintf("up to %d attempts", p.MaxAttempts)
+	}
+	if p.MaxElapsed > 0 {
+		attempts += fmt.Sprintf(" within %v", p.MaxElapsed)
+	}
+	base, top := cmp.Or(p.Base, 100*time.Millisecond), cmp.Or(p.Max, 10*time.Second)
+	sched := fmt.Sprintf("backoff from %v doubling to at most %v", base, top)
+	bud := budget.TenPercent()
+	if p.Budget != nil {
+		bud = *p.Budget
+	}
+	budgetDoc := fmt.Sprintf("a retry budget (budget.Ratio: %g tokens, +%g per successful first try, a retry costs %g)",
+		cmp.Or(bud.MaxTokens, 10), cmp.Or(bud.Refill, 0.1), cmp.Or(bud.RetryCost, 1))
+	switch canon {
+	case PolicyNoRetry:
+		return "one attempt, no retries"
+	case PolicyImmediate:
+		return "up to 3 retries at once, without waiting"
+	case PolicyFixed:
+		return fmt.Sprintf("retries every %v (%s)", cmp.Or(p.Interval, time.Second), attempts)
+	case PolicyExponential:
+		return sched + ", without jitter (" + attempts + ")"
+	case PolicyEqual:
+		return sched + ", equal jitter: half the delay fixed, half random (" + attempts + ")"
+	case PolicyFull:
+		return sched + ", full jitter: a random delay up to it (" + attempts + ")"
+	case PolicyDecorrelated:
+		return "decorrelated jitter: each delay random between the base and 3x the previous (" + attempts + ")"
+	case PolicyBudget:
+		return "full jitter as above, plus " + budgetDoc
+	case PolicyGuarded:
+		return "full+budget plus a circuit breaker (opens at 50% failures of at least 20 calls in 10s, probes after 5s)"
+	}
+	return ""
+}
+
+// policyLegend returns the definitions of the policies of a report's rows.
+func policyLegend(names []string, custom map[string]Variant, params PolicyParams) [][2]string {
+	var out [][2]string
+	for _, n := range names {
+		doc := ""
+		if v, ok := custom[n]; ok {
+			doc = v.Doc
+		} else {
+			doc = PolicyDoc(n, params)
+		}
+		if doc != "" {
+			out = append(out, [2]string{n, doc})
+		}
+	}
+	return out
+}
