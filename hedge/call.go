@@ -410,7 +410,7 @@ func (c *call) hedgeLocked() {
 	switch {
 	case c.limit > 0 && c.rc.Attempts() >= c.limit:
 		reason = retry.ReasonAttempts
-	case !c.rc.WillRetry():
+	case !c.rc.MayRetry():
 		reason = retry.ReasonNested
 	case c.p.Limiter != nil:
 		reason = retry.ReasonThrottled
@@ -462,14 +462,14 @@ func (c *call) hedgeLocked() {
 
 // nested reports whether the layer rule makes a hedge withdraw from
 // Policy.NestedBudget: the rule is NestedBudget and the inbound caller
-// retries itself. (WillRetry has refused the hedge already when the rule
-// allows no retries.)
+// retries (or has retried) itself. (MayRetry has refused the hedge already
+// when the rule allows no retries.)
 func (c *call) nested() bool {
 	if c.p.Nested != retry.NestedBudget || c.p.NestedBudget == nil {
 		return false
 	}
 	in, ok := retry.InboundOf(c.ctx)
-	return ok && in.Retries
+	return ok && (in.Retries || in.Attempt > 1)
 }
 
 // fits reports whether the caller's deadline leaves Policy.MinAttemptTime

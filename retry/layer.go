@@ -130,6 +130,25 @@ func (c *Call) nestedRecord(retry bool, err error) {
 	}
 }
 
+// MayRetry reports whether this call may make another attempt after the
+// current one, as far as MaxAttempts and the layer rule say (a budget, a
+// breaker or a deadline may still stop it). Hedging asks it before each
+// hedge; WillRetry, what a client announces, also counts a caller above.
+func (c *Call) MayRetry() bool {
+	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
+		return false
+	}
+	switch c.p.Nested {
+	case NestedIgnore:
+		return true
+	case NestedBudget:
+		if c.p.NestedBudget != nil {
+			return true
+		}
+	}
+	return !c.nestedApplies()
+}
+
 // WillRetry reports whether a failure of the current attempt may be
 // retried — what a client announces to its server (Stormguard-Will-Retry,
 // stormguard-will-retry) so that the server's own calls do not retry too:
@@ -140,10 +159,5 @@ func (c *Call) nestedRecord(retry bool, err error) {
 // next tier that nobody retries, and the chain would retry at every other
 // layer.) A budget, a breaker or a deadline may still stop the retry.
 func (c *Call) WillRetry() bool {
-	above := c.nestedApplies()
-	if above {
-		return true
-	}
-	limit := c.p.AttemptLimit()
-	return limit <= 0 || c.n < limit
+	return c.nestedApplies() || c.MayRetry()
 }

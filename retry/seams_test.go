@@ -124,7 +124,7 @@ func TestLayerRule(t *testing.T) {
 			rec := &recorder{}
 			p := &retry.Policy{MaxAttempts: 4, Backoff: backoff.Constant{}, Nested: c.nested, NestedBudget: c.nbudget, Observer: rec}
 			n := 0
-			var wills []bool
+			var wills, mays []bool
 			c2 := retry.NewCall(ctx, p)
 			for {
 				a, err := c2.Begin()
@@ -132,6 +132,7 @@ func TestLayerRule(t *testing.T) {
 					t.Fatal(err)
 				}
 				wills = append(wills, c2.WillRetry())
+				mays = append(mays, c2.MayRetry())
 				n++
 				err = c2.End(&a, errTransient)
 				if _, err = c2.Next(err); err != nil {
@@ -157,6 +158,13 @@ func TestLayerRule(t *testing.T) {
 				want := i < c.attempts-1 || (c.inbound != nil && (c.inbound.Retries || c.inbound.Attempt > 1))
 				if w != want {
 					t.Fatalf("WillRetry at attempt %d = %v, want %v", i+1, w, want)
+				}
+			}
+			// MayRetry says what this call itself may do.
+			for i, m := range mays {
+				want := i < c.attempts-1 || (c.reason == retry.ReasonNested && c.nbudget != nil)
+				if m != want {
+					t.Fatalf("MayRetry at attempt %d = %v, want %v", i+1, m, want)
 				}
 			}
 			// The same through Do.
