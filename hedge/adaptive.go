@@ -1,0 +1,221 @@
+package hedge
+
+import (
+	"math"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+)
+
+// AdaptiveConfig configures an Adaptive delay. Every field is optional.
+type AdaptiveConfig struct {
+	// Percentile of recent latencies to hedge at, in (0, 1]. 0:
+	// DefaultPercentile (0.95, as in "The Tail at Scale").
+	Percentile float64
+	// Window is how far back latencies count. 0: DefaultWindow (10s). It
+	// is kept as ten slots of Window/10; a slot older than Window is
+	// forgotten whole.
+	Window time.Duration
+	// Floor is the shortest delay Adaptive ever gives, so that a very fast
+	// downstream is not hedged at once. 0: DefaultFloor (1ms).
+	Floor time.Duration
+	// Max, when positive, caps the delay.
+	Max time.Duration
+	// MinSamples is how many latencies the window must hold before the
+	// percentile is used; until then the Hedger's fixed Delay applies.
+	// 0: DefaultMinSamples (20).
+	MinSamples int
+	// Clock is read by Observe and Delay (not by their At twins, which
+	// take the time). nil: clock.Real. Give it the Policy's clock.
+	Clock clock.Clock
+}
+
+// Defaults of AdaptiveConfig.
+const (
+	DefaultPercentile = 0.95
+	DefaultWindow     = 10 * time.Second
+	DefaultFloor      = time.Millisecond
+	DefaultMinSamples = 20
+)
+
+const (
+	slots      = 10
+	subBits    = 3
+	subBuckets = 1 << subBits
+	buckets    = (64 - subBits + 1) * subBuckets
+)
+
+// Adaptive computes a hedge delay from the latencies of recent successful
+// attempts: a percentile (default p95) over a sliding window, never below
+// a floor. Give one Adaptive to every Hedger of one downstream operation;
+// Do feeds it the latency of every attempt that answered.
+//
+// It keeps a fixed log-linear histogram per slot of the window (8
+// sub-buckets per power of two: the delay is a bucket's upper bound, at
+// most 12.5% above the true percentile), updated with atomic adds: Observe
+// and Delay do not allocate or lock. The percentile is recomputed at most
+// once per slot (Window/10), and cached in between. Counts from
+// concurrent Observes racing a slot's rollover may land in the new slot;
+// the percentile is an estimate, as any sliding one is.
+//
+// Adaptive is safe for concurrent use.
+type Adaptive struct {
+	q          float64
+	width      int64 // slot width, ns
+	floor, max int64
+	minSamples uint64
+	clk        clock.Clock
+
+	base    atomic.Int64 // the first time seen, unix ns; 0: unset
+	next    atomic.Int64 // the slot index at which the cache is stale
+	cached  atomic.Int64 // the delay, ns; -1: too few samples
+	samples [slots]window
+}
+
+type window struct {
+	epoch  atomic.Int64 // the slot index (time/width) it counts for, +1; 0: never
+	counts [buckets]atomic.Uint32
+}
+
+// NewAdaptive returns an Adaptive configured by cfg.
+func NewAdaptive(cfg AdaptiveConfig) *Adaptive {
+	if cfg.Percentile <= 0 || cfg.Percentile > 1 || math.IsNaN(cfg.Percentile) {
+		cfg.Percentile = DefaultPercentile
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Floor <= 0 {
+		cfg.Floor = DefaultFloor
+	}
+	if cfg.MinSamples <= 0 {
+		cfg.MinSamples = DefaultMinSamples
+	}
+	a := &Adaptive{
+		q:          cfg.Percentile,
+		width:      max(int64(cfg.Window/slots), 1),
+		floor:      int64(cfg.Floor),
+		max:        int64(cfg.Max),
+		minSamples: uint64(cfg.MinSamples),
+		clk:        clock.Or(cfg.Clock),
+	}
+	a.cached.Store(-1)
+	return a
+}
+
+// Observe records the latency d of an attempt that answered, now.
+func (a *Adaptive) Observe(d time.Duration) { a.ObserveAt(a.clk.Now(), d) }
+
+// ObserveAt records the latency d of an attempt that answered at now.
+func (a *Adaptive) ObserveAt(now time.Time, d time.Duration) {
+	if a == nil || d < 0 {
+		return
+	}
+	idx := a.index(now)
+	s := &a.samples[idx%slots]
+	if e := s.epoch.Load(); e != idx+1 && s.epoch.CompareAndSwap(e, idx+1) {
+		for i := range s.counts {
+			s.counts[i].Store(0)
+		}
+	}
+	s.counts[bucket(uint64(d))].Add(1)
+}
+
+// Delay returns the hedge delay now, and false when the window holds too
+// few samples (the Hedger then uses its fixed Delay).
+func (a *Adaptive) Delay() (time.Duration, bool) { return a.DelayAt(a.clk.Now()) }
+
+// DelayAt is Delay at the time now.
+func (a *Adaptive) DelayAt(now time.Time) (time.Duration, bool) {
+	if a == nil {
+		return 0, false
+	}
+	idx := a.index(now)
+	if n := a.next.Load(); idx >= n && a.next.CompareAndSwap(n, idx+1) {
+		a.cached.Store(a.compute(idx))
+	}
+	d := a.cached.Load()
+	return time.Duration(d), d >= 0
+}
+
+// index returns the slot index of now: the number of slot widths since the
+// first time a saw.
+func (a *Adaptive) index(now time.Time) int64 {
+	t := now.UnixNano()
+	b := a.base.Load()
+	if b == 0 {
+		if a.base.CompareAndSwap(0, t) {
+			b = t
+		} else {
+			b = a.base.Load()
+		}
+	}
+	if t < b {
+		return 0
+	}
+	return (t - b) / a.width
+}
+
+// compute returns the delay from the slots of the window ending at slot
+// idx, or -1 when they hold fewer than minSamples.
+func (a *Adaptive) compute(idx int64) int64 {
+	var sum [buckets]uint64
+	var total uint64
+	for i := range a.samples {
+		s := &a.samples[i]
+		e := s.epoch.Load() - 1
+		if e < 0 || e > idx || e <= idx-slots {
+			continue
+		}
+		for j := range s.counts {
+			c := uint64(s.counts[j].Load())
+			sum[j] += c
+			total += c
+		}
+	}
+	if total == 0 || total < a.minSamples {
+		return -1
+	}
+	rank := uint64(math.Ceil(a.q * float64(total)))
+	var seen uint64
+	d := int64(0)
+	for j, c := range sum {
+		seen += c
+		if seen >= rank {
+			d = int64(min(upper(j), math.MaxInt64))
+			break
+		}
+	}
+	d = max(d, a.floor)
+	if a.max > 0 {
+		d = min(d, a.max)
+	}
+	return d
+}
+
+// bucket returns the histogram bucket of v: values below 8 have one each,
+// then each power of two is split into 8.
+func bucket(v uint64) int {
+	if v < subBuckets {
+		return int(v)
+	}
+	e := bits.Len64(v) - 1 // >= subBits
+	m := (v >> (e - subBits)) & (subBuckets - 1)
+	return (e-subBits+1)*subBuckets + int(m)
+}
+
+// upper returns the least value above bucket j.
+func upper(j int) uint64 {
+	if j < subBuckets {
+		return uint64(j) + 1
+	}
+	e := j/subBuckets + subBits - 1
+	m := uint64(j % subBuckets)
+	hi := (subBuckets + m + 1) << (e - subBits)
+	if hi == 0 { // the top bucket
+		return math.MaxUint64
+	}
+	return hi
+}

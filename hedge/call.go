@@ -1,0 +1,739 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// call is the state of one hedged call. It is pooled: a call whose first
+// attempt answers before the delay costs the attempt's context and nothing
+// else. Fields are guarded by mu whenever a hedge or the timer may run; the
+// retry.Call is used under mu only, one goroutine at a time.
+type call struct {
+	mu   sync.Mutex
+	rc   retry.Call
+	pol  retry.Policy // the Policy with its Observer wrapped, when it has one
+	wrap wrapObserver
+	p    *retry.Policy // what rc uses
+	ctx  context.Context
+	clk  clock.Clock
+	ad   *Adaptive
+	obs  observers
+
+	tracker     retry.BudgetTracker
+	launcher    launcher
+	op, release any
+	res         any // *results[T], made when the timer first fires
+
+	delay       time.Duration
+	max, limit  int
+	hedges      int
+	stopHedging bool
+
+	arm   *arm
+	armed bool
+	seq   atomic.Uint64 // bumped before arming: the timer's callback syncs on it
+	fired atomic.Bool   // the timer fired this round
+
+	inline     slot
+	slots      []*slot // this round's attempts
+	running    int     // attempts not yet returned
+	inflight   int     // hedge goroutines not yet gone, plus the inline attempt
+	done       bool    // a winner or a fatal result: nothing new starts
+	winner     *slot
+	fatal      error
+	last       error
+	overloaded error // a copy's pushback of this round: no retry follows
+
+	endingLost bool  // wrapObserver: the attempt ending was cancelled
+	suppress   bool  // wrapObserver: drop CallEnd
+	fixLast    error // wrapObserver: the call's Last
+
+	hasPanic bool
+	panicked *slot // the attempt that panicked, nil for a release
+	panicVal any
+
+	wake chan struct{}
+}
+
+type slot struct {
+	a       retry.Attempt
+	ctx     *attemptCtx
+	hedge   bool
+	running bool
+	lost    bool
+	t0      time.Time
+}
+
+// results holds the values of a round's attempts once hedges may run.
+type results[T any] struct {
+	win, last       T
+	hasWin, hasLast bool
+}
+
+func resultsOf[T any](c *call) *results[T] {
+	if c.res == nil {
+		c.res = new(results[T])
+	}
+	return c.res.(*results[T])
+}
+
+type launcher interface{ launch(c *call, sl *slot) }
+
+type typed[T any] struct{}
+
+func (typed[T]) launch(c *call, sl *slot) { go runHedge[T](c, sl) }
+
+// arm is one timer of a call. An arm whose Stop failed is dropped, so a
+// late callback finds c.arm changed and does nothing.
+type arm struct {
+	c    *call
+	t    clock.Timer
+	real bool
+}
+
+func (a *arm) fire() {
+	c := a.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq.Load()
+	if c.arm != a {
+		return
+	}
+	c.armed = false
+	c.fired.Store(true)
+	c.hedgeLocked()
+}
+
+var (
+	pool       = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
+	zeroPolicy retry.Policy
+	errGoexit  = errors.New("hedge: a hedge attempt called runtime.Goexit")
+)
+
+type verdict uint8
+
+const (
+	vLost verdict = iota
+	vWin
+	vLast
+)
+
+func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, error), release func(T), keep bool) (v T, kept *attemptCtx, err error) {
+	if h == nil {
+		h = &zeroHedger
+	}
+	maxHedges := h.MaxHedges
+	if maxHedges == 0 {
+		maxHedges = DefaultMaxHedges
+	}
+	var p *retry.Policy
+	if h.Policy != nil {
+		p = h.Policy.Policy()
+	}
+	if maxHedges < 0 && !keep {
+		v, err = retry.Do(ctx, p, op)
+		return v, nil, err
+	}
+	c := pool.Get().(*call)
+	c.setup(ctx, h, p, max(maxHedges, 0))
+	c.launcher = typed[T]{}
+	c.op = op
+	if release != nil {
+		c.release = release
+	}
+	var held T // the latest failed attempt's value
+	hasHeld := false
+	drop := func(x T) {
+		if release != nil {
+			release(x)
+		}
+	}
+	inOp := false
+	defer func() {
+		if inOp {
+			r := recover()
+			c.inlinePanic(r)
+			releaseAll(c, release, held, hasHeld)
+			if r != nil {
+				panic(r)
+			}
+		}
+	}()
+	for {
+		sl := &c.inline
+		*sl = slot{}
+		a, gerr := c.rc.Begin()
+		if gerr != nil {
+			c.put()
+			return held, nil, gerr
+		}
+		sl.a = a
+		sl.ctx = newAttemptCtx(a.Context, a.N, false)
+		sl.running = true
+		c.slots = append(c.slots[:0], sl)
+		c.running, c.inflight = 1, 1
+		c.done, c.winner, c.fatal, c.last, c.overloaded = false, nil, nil, nil, nil
+		delay := c.delay
+		if c.ad != nil {
+			sl.t0 = c.clk.Now()
+			if d, ok := c.ad.DelayAt(sl.t0); ok {
+				delay = d
+			}
+		}
+		armed := c.armTimer(delay)
+		inOp = true
+		v, err = op(sl.ctx)
+		inOp = false
+		if armed == nil || c.disarmFast(armed) {
+			// No hedge ran: nothing else touches the call.
+			err = c.rc.End(&sl.a, err)
+			c.running, c.inflight, sl.running = 0, 0, false
+			if err == nil {
+				c.observe(sl)
+				if keep {
+					kept = sl.ctx
+				} else {
+					sl.ctx.cancel()
+				}
+				c.rc.Succeed()
+				c.put()
+				if hasHeld {
+					drop(held)
+				}
+				return v, kept, nil
+			}
+			sl.ctx.cancel()
+			if hasHeld {
+				drop(held)
+			}
+			held, hasHeld = v, true
+			d, gerr := c.rc.Next(err)
+			if gerr != nil {
+				c.put()
+				return held, nil, gerr
+			}
+			c.rc.Wait(d)
+			continue
+		}
+		// The timer fired: hedges may be running.
+		complete(c, sl, v, err, release)
+		c.mu.Lock()
+		for c.inflight > 0 {
+			c.mu.Unlock()
+			<-c.wake
+			c.mu.Lock()
+		}
+		c.disarmLocked()
+		c.mu.Unlock()
+		r := resultsOf[T](c)
+		if c.hasPanic {
+			c.hedgePanic()
+			releaseAll(c, release, held, hasHeld)
+			panic(c.panicVal)
+		}
+		for _, s := range c.slots {
+			if !keep || s != c.winner {
+				s.ctx.cancel()
+			}
+		}
+		if c.winner != nil {
+			if keep {
+				kept = c.winner.ctx
+			}
+			v = r.win
+			last, hasLast := r.last, r.hasLast
+			c.rc.Succeed()
+			c.put()
+			if hasHeld {
+				drop(held)
+			}
+			if hasLast { // a failure of this round, before the winner
+				drop(last)
+			}
+			return v, kept, nil
+		}
+		if r.hasLast {
+			if hasHeld {
+				drop(held)
+			}
+			held, hasHeld = r.last, true
+			var zero T
+			r.last, r.hasLast = zero, false
+		}
+		next := c.last
+		if c.overloaded != nil {
+			next = c.overloaded // never retried, at any layer
+		}
+		if c.fatal != nil {
+			next, c.fixLast = c.fatal, c.fatal
+		}
+		d, gerr := c.rc.Next(next)
+		if gerr != nil {
+			if re, ok := gerr.(*retry.Error); ok && c.fixLast != nil {
+				re.Last = c.fixLast
+			}
+			c.put()
+			return held, nil, gerr
+		}
+		c.rc.Wait(d)
+	}
+}
+
+// releaseAll releases every value a panicking call holds.
+func releaseAll[T any](c *call, release func(T), held T, hasHeld bool) {
+	if release == nil {
+		return
+	}
+	if hasHeld {
+		release(held)
+	}
+	if r, ok := c.res.(*results[T]); ok {
+		if r.hasWin {
+			release(r.win)
+		}
+		if r.hasLast {
+			release(r.last)
+		}
+	}
+}
+
+func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
+	if p == nil {
+		p = &zeroPolicy
+	}
+	c.ctx, c.p, c.max = ctx, p, maxHedges
+	c.tracker = nil
+	c.limit = p.AttemptLimit()
+	c.clk = clock.Or(p.Clock)
+	c.ad = h.Adaptive
+	if p.Observer != nil {
+		c.pol = *p
+		c.wrap.inner = p.Observer
+		c.pol.Observer = &c.wrap
+		c.p = &c.pol
+		c.obs.find(p.Observer)
+	}
+	if p.Budget != nil {
+		c.tracker, _ = p.Budget.(retry.BudgetTracker)
+	}
+	c.delay = h.Delay
+	if c.delay <= 0 {
+		c.delay = DefaultDelay
+	}
+	c.rc = *retry.NewCall(ctx, c.p)
+}
+
+// put returns c to the pool. Every attempt has ended; a late timer
+// callback may still come, and reads only c.arm, which put keeps.
+func (c *call) put() {
+	if c.hasPanic {
+		return
+	}
+	// rc, pol and the fields setup always sets are overwritten by the
+	// next call; what only the slow path sets is cleared here, and the
+	// user's values are dropped. (What is left holds at most one
+	// context and Policy until the pool is emptied by the GC.)
+	if c.res != nil {
+		clear(c.slots)
+		c.slots = c.slots[:0]
+		c.winner, c.fatal, c.last, c.fixLast = nil, nil, nil, nil
+		c.res = nil
+	}
+	if c.obs.n > 0 {
+		c.obs.reset()
+	}
+	c.op, c.release = nil, nil
+	c.hedges, c.stopHedging, c.done = 0, false, false
+	pool.Put(c)
+}
+
+// armTimer starts the hedge timer for the round, unless no hedge could
+// start. It returns the arm, or nil.
+func (c *call) armTimer(d time.Duration) *arm {
+	if c.hedges >= c.max || c.stopHedging || c.p.Limiter != nil || c.limit > 0 && c.rc.Attempts() >= c.limit {
+		return nil
+	}
+	c.delay = d
+	c.fired.Store(false)
+	c.armed = true
+	if a := c.arm; a != nil && a.real && c.clk == clock.Real {
+		c.seq.Add(1) // publishes the writes above to the callback
+		a.t.Reset(d)
+		return a
+	}
+	c.mu.Lock()
+	a := &arm{c: c, real: c.clk == clock.Real}
+	c.arm = a
+	a.t = c.clk.AfterFunc(d, a.fire)
+	c.mu.Unlock()
+	return a
+}
+
+// disarmFast stops the round's timer a after the inline attempt returned,
+// and reports whether it never fired this round (no hedge can be running,
+// and no callback can come). It reads no field a hedge may write: c.arm
+// may have been dropped meanwhile.
+func (c *call) disarmFast(a *arm) bool {
+	if a.t.Stop() && !c.fired.Load() {
+		c.armed = false
+		return true
+	}
+	return false
+}
+
+// disarmLocked stops the timer; if a callback may still be on its way,
+// the arm is dropped.
+func (c *call) disarmLocked() {
+	if !c.armed {
+		return
+	}
+	c.armed = false
+	if c.arm != nil && !c.arm.t.Stop() {
+		c.arm = nil
+	}
+}
+
+// hedgeLocked starts a hedge, when the call, its limits, the breaker and
+// the budget allow, and arms the timer for the next one.
+func (c *call) hedgeLocked() {
+	if c.done || c.running == 0 || c.stopHedging || c.hedges >= c.max || c.ctx.Err() != nil {
+		return
+	}
+	var reason retry.Reason
+	switch {
+	case c.limit > 0 && c.rc.Attempts() >= c.limit:
+		reason = retry.ReasonAttempts
+	case !c.rc.WillRetry():
+		reason = retry.ReasonNested
+	case c.p.Limiter != nil:
+		reason = retry.ReasonThrottled
+	case !c.fits():
+		reason = retry.ReasonDeadline
+	case c.p.Breaker != nil && c.p.Breaker.Ready() != nil:
+		reason = retry.ReasonBreaker
+	case c.nested() && !c.p.NestedBudget.Withdraw(ErrHedge):
+		reason = retry.ReasonNested
+	case c.p.Budget != nil && !c.p.Budget.Withdraw(ErrHedge):
+		reason = retry.ReasonBudget
+	}
+	if reason != retry.ReasonSuccess {
+		c.stopHedging = true
+		c.notify(evRefused, c.slots[len(c.slots)-1], reason)
+		return
+	}
+	c.suppress = true
+	a, err := c.rc.Begin()
+	c.suppress = false
+	if err != nil {
+		if c.tracker != nil {
+			c.tracker.Refund()
+		}
+		c.stopHedging = true
+		c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
+		return
+	}
+	sl := &slot{a: a, hedge: true, running: true}
+	sl.ctx = newAttemptCtx(a.Context, a.N, true)
+	if c.ad != nil {
+		sl.t0 = c.clk.Now()
+	}
+	c.hedges++
+	c.slots = append(c.slots, sl)
+	c.running++
+	c.inflight++
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	c.notify(evStarted, sl, 0)
+	c.launcher.launch(c, sl)
+	if c.hedges < c.max && (c.limit < 0 || c.rc.Attempts() < c.limit) {
+		c.armed = true
+		c.seq.Add(1)
+		c.arm.t.Reset(c.delay)
+	}
+}
+
+// nested reports whether the layer rule makes a hedge withdraw from
+// Policy.NestedBudget: the rule is NestedBudget and the inbound caller
+// retries itself. (WillRetry has refused the hedge already when the rule
+// allows no retries.)
+func (c *call) nested() bool {
+	if c.p.Nested != retry.NestedBudget || c.p.NestedBudget == nil {
+		return false
+	}
+	in, ok := retry.InboundOf(c.ctx)
+	return ok && in.Retries
+}
+
+// fits reports whether the caller's deadline leaves Policy.MinAttemptTime
+// for a hedge.
+func (c *call) fits() bool {
+	dl, ok := c.ctx.Deadline()
+	return !ok || c.clk.Now().Add(c.p.MinAttemptTime).Before(dl)
+}
+
+// complete ends attempt sl with its result and keeps or releases v.
+func complete[T any](c *call, sl *slot, v T, err error, release func(T)) {
+	c.mu.Lock()
+	vd := c.finishLocked(sl, err)
+	r := resultsOf[T](c)
+	var drop T
+	dropping := false
+	switch vd {
+	case vWin:
+		r.win, r.hasWin = v, true
+	case vLast:
+		if r.hasLast {
+			drop, dropping = r.last, true
+		}
+		r.last, r.hasLast = v, true
+	default:
+		drop, dropping = v, true
+	}
+	c.mu.Unlock()
+	if dropping && release != nil {
+		release(drop)
+	}
+	c.leave()
+}
+
+// leave counts a returned attempt out and wakes the caller.
+func (c *call) leave() {
+	c.mu.Lock()
+	c.inflight--
+	w := c.wake
+	c.mu.Unlock()
+	if w != nil {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *call) finishLocked(sl *slot, err error) verdict {
+	sl.running = false
+	c.running--
+	if sl.lost {
+		if err != nil {
+			err = retry.Permanent(&lostError{err})
+		}
+		c.endingLost = true
+		c.rc.End(&sl.a, err)
+		c.endingLost = false
+		c.notify(evCancelled, sl, 0)
+		return vLost
+	}
+	err = c.rc.End(&sl.a, err)
+	if err == nil {
+		c.done, c.winner = true, sl
+		c.observe(sl)
+		c.cancelOthersLocked(sl)
+		if sl.hedge {
+			c.notify(evWon, sl, 0)
+		}
+		return vWin
+	}
+	sl.ctx.cancel()
+	if retry.IsOverloaded(err) && c.ctx.Err() == nil {
+		// Server pushback that says "do not retry" (gRFC A6: a negative
+		// grpc-retry-pushback-ms): no further hedge, but the copies
+		// already sent may still answer. Next then ends the call with
+		// ReasonOverloaded if none does.
+		c.stopHedging = true
+		c.disarmLocked()
+		c.last, c.overloaded = err, err
+		return vLast
+	}
+	if !c.retryable(err) {
+		c.done, c.fatal = true, err
+		c.cancelOthersLocked(sl)
+		return vLast
+	}
+	if d, ok := retry.RetryAfter(err); ok && d > 0 && c.armed && c.arm != nil {
+		// Server pushback with a delay: the next hedge waits at least
+		// that long (gRFC A6), capped by MaxRetryAfter like a retry.
+		if m := c.p.MaxRetryAfter; m >= 0 {
+			if m == 0 {
+				m = retry.DefaultMaxRetryAfter
+			}
+			c.seq.Add(1)
+			c.arm.t.Reset(min(max(d, c.delay), m))
+		}
+	}
+	c.last = err
+	return vLast
+}
+
+func (c *call) cancelOthersLocked(except *slot) {
+	for _, s := range c.slots {
+		if s.running && s != except {
+			s.lost = true
+			s.ctx.cancel()
+		}
+	}
+	c.disarmLocked()
+}
+
+// retryable reports whether the Policy would retry err (an error End
+// returned); an error it would not retry is fatal.
+func (c *call) retryable(err error) bool {
+	if c.ctx.Err() != nil || retry.IsPermanent(err) || retry.IsOverloaded(err) {
+		return false
+	}
+	if errors.Is(err, retry.ErrAttemptTimeout) {
+		return true
+	}
+	if c.p.Classify != nil {
+		return c.p.Classify(err)
+	}
+	return retry.DefaultClassifier(err)
+}
+
+// observe feeds the latency of an attempt that answered to Adaptive.
+func (c *call) observe(sl *slot) {
+	if c.ad != nil {
+		now := c.clk.Now()
+		c.ad.ObserveAt(now, now.Sub(sl.t0))
+	}
+}
+
+// runHedge runs one hedge attempt in its own goroutine. A panic (or
+// runtime.Goexit) is handed to the caller's goroutine.
+func runHedge[T any](c *call, sl *slot) {
+	op := c.op.(func(context.Context) (T, error))
+	release, _ := c.release.(func(T))
+	stage := 0 // 0: op running, 1: op returned, 2: all done
+	defer func() {
+		if stage == 2 {
+			return
+		}
+		r := recover()
+		if r == nil {
+			r = errGoexit
+		}
+		c.mu.Lock()
+		if stage == 0 {
+			c.panicLocked(sl, r)
+		} else {
+			c.panicLocked(nil, r)
+		}
+		c.mu.Unlock()
+		if stage == 0 {
+			c.leave()
+		}
+	}()
+	v, err := op(sl.ctx)
+	stage = 1
+	complete(c, sl, v, err, release)
+	stage = 2
+}
+
+// panicLocked records a hedge's panic (sl nil: a release's) for the
+// caller, and stops the call.
+func (c *call) panicLocked(sl *slot, r any) {
+	if sl != nil {
+		sl.running = false
+		c.running--
+	}
+	if c.hasPanic {
+		if sl != nil { // a second panic: end its attempt now
+			c.rc.End(&sl.a, &retry.PanicError{Value: r})
+		}
+	} else {
+		c.hasPanic, c.panicked, c.panicVal = true, sl, r
+	}
+	c.done = true
+	c.cancelOthersLocked(nil)
+}
+
+// hedgePanic ends the call of a hedge that panicked, once every attempt
+// has returned.
+func (c *call) hedgePanic() {
+	for _, s := range c.slots {
+		s.ctx.cancel()
+	}
+	if c.panicked != nil {
+		c.rc.Panic(&c.panicked.a, c.panicVal)
+	} else {
+		c.rc.Abandon()
+	}
+}
+
+// inlinePanic ends the call whose inline attempt panicked with r: the
+// others are cancelled and waited for, then the attempt and the call are
+// reported with Call.Panic.
+func (c *call) inlinePanic(r any) {
+	c.mu.Lock()
+	sl := &c.inline
+	sl.running = false
+	c.running--
+	c.done = true
+	c.cancelOthersLocked(sl)
+	c.inflight--
+	for c.inflight > 0 {
+		c.mu.Unlock()
+		<-c.wake
+		c.mu.Lock()
+	}
+	c.disarmLocked()
+	other := c.panicked
+	c.hasPanic = true // not pooled again
+	c.mu.Unlock()
+	for _, s := range c.slots {
+		s.ctx.cancel()
+	}
+	if other != nil {
+		c.rc.End(&other.a, &retry.PanicError{Value: c.panicVal})
+	}
+	c.rc.Panic(&sl.a, r)
+}
+
+// lostError is a loser's error: it matches ErrLost and context.Canceled.
+type lostError struct{ err error }
+
+func (e *lostError) Error() string { return ErrLost.Error() + ": " + e.err.Error() }
+func (e *lostError) Unwrap() error { return e.err }
+func (e *lostError) Is(target error) bool {
+	return target == ErrLost || target == context.Canceled
+}
+
+// DownstreamFault reports false: a loser says nothing about the
+// downstream's health (retry.IsDownstreamFault).
+func (e *lostError) DownstreamFault() bool { return false }
+
+type eventKind uint8
+
+const (
+	evStarted eventKind = iota
+	evWon
+	evCancelled
+	evRefused
+)
+
+func (c *call) notify(k eventKind, sl *slot, reason retry.Reason) {
+	if c.obs.n == 0 {
+		return
+	}
+	e := Event{Operation: c.p.Operation, Attempt: sl.a.N, Hedge: sl.hedge, Delay: c.delay, Reason: reason}
+	ctx := sl.a.Context
+	for _, o := range c.obs.list[:c.obs.n] {
+		switch k {
+		case evStarted:
+			o.HedgeStarted(ctx, e)
+		case evWon:
+			o.HedgeWon(ctx, e)
+		case evCancelled:
+			o.HedgeCancelled(ctx, e)
+		case evRefused:
+			o.HedgeRefused(ctx, e)
+		}
+	}
+}
