@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
@@ -30,7 +31,8 @@ const hedgeDelay = 50 * time.Millisecond
 type hedgeRecorder struct {
 	retrytest.Recorder
 	hedge.NopObserver
-	ended chan retry.AttemptEnd // buffered
+	ended     chan retry.AttemptEnd     // buffered
+	scheduled chan retry.RetryScheduled // buffered
 
 	mu      sync.Mutex
 	refused []retry.Reason
@@ -38,7 +40,12 @@ type hedgeRecorder struct {
 }
 
 func newHedgeRecorder() *hedgeRecorder {
-	return &hedgeRecorder{ended: make(chan retry.AttemptEnd, 16)}
+	return &hedgeRecorder{ended: make(chan retry.AttemptEnd, 16), scheduled: make(chan retry.RetryScheduled, 16)}
+}
+
+func (r *hedgeRecorder) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
+	r.Recorder.RetryScheduled(ctx, e)
+	r.scheduled <- e
 }
 
 func (r *hedgeRecorder) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
@@ -421,7 +428,7 @@ func TestHedgeMaxAttemptsBoundsHedgesAndRetries(t *testing.T) {
 // left (goleak, in TestMain).
 func TestHedgePanicDoesNotLeak(t *testing.T) {
 	for _, c := range []struct {
-		name             string
+		name   string
 		panics int // the attempt that panics; the server sees the other as its first
 	}{{"hedge panics", 2}, {"first copy panics", 1}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -472,4 +479,83 @@ func TestHedgePanicDoesNotLeak(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHedgePushbackIsTheRetryWait: when every copy failed and one carried
+// a positive pushback, the retry waits for the pushback (jittered up to
+// 10%), not the Policy's backoff — read from the copy's error, as copies
+// may fail at the same time.
+func TestHedgePushbackIsTheRetryWait(t *testing.T) {
+	f := clocktest.NewFake()
+	srv := newServer(outcome{code: codes.Unavailable, pushback: []string{"300"}})
+	rec := newHedgeRecorder()
+	p := &retry.Policy{MaxAttempts: 3, Clock: f, Observer: rec, Backoff: backoff.Constant{Interval: time.Second}}
+	client := hedgeClient(t, srv, &hedge.Hedger{Policy: p, Delay: time.Hour}, WithNonFatalCodes(codes.Unavailable))
+	res := goCall(client, "x")
+	var e retry.RetryScheduled
+	select {
+	case e = <-rec.scheduled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no retry scheduled")
+	}
+	if !e.Advised || e.Delay < 300*time.Millisecond || e.Delay > 330*time.Millisecond {
+		t.Fatalf("retry scheduled %+v, want the advised 300ms..330ms", e)
+	}
+	f.BlockUntil(1)
+	if got := f.Deadlines(); len(got) != 1 || got[0] != e.Delay {
+		t.Fatalf("pending timers %v, want the retry wait %v alone", got, e.Delay)
+	}
+	f.Advance(e.Delay)
+	if r := result(t, res); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if n, _, _, _ := srv.stats(); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+}
+
+// TestHedgeCallOptions: WithMaxAttempts(1) makes a call that is not
+// hedged; WithPolicy runs the call, hedges included, under another Policy.
+func TestHedgeCallOptions(t *testing.T) {
+	t.Run("WithMaxAttempts(1)", func(t *testing.T) {
+		f := clocktest.NewFake()
+		gate := make(chan struct{})
+		srv := newServer(outcome{wait: gate})
+		p := &retry.Policy{MaxAttempts: 3, Clock: f}
+		client := hedgeClient(t, srv, &hedge.Hedger{Policy: p, Delay: hedgeDelay})
+		res := make(chan error, 1)
+		go func() {
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, WithMaxAttempts(1))
+			res <- err
+		}()
+		started(t, srv)
+		if n := f.Pending(); n != 0 {
+			t.Fatalf("%d timers pending for a call of one attempt, want no hedge timer", n)
+		}
+		close(gate)
+		if err := <-res; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("WithPolicy", func(t *testing.T) {
+		f := clocktest.NewFake()
+		srv := newServer(outcome{block: true}, outcome{})
+		rec := newHedgeRecorder()
+		other := &retry.Policy{MaxAttempts: 2, Clock: f, Observer: rec}
+		client := hedgeClient(t, srv, &hedge.Hedger{Policy: &retry.Policy{MaxAttempts: 1}, Delay: hedgeDelay})
+		res := make(chan error, 1)
+		go func() {
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, WithPolicy(other))
+			res <- err
+		}()
+		started(t, srv)
+		hedgeAt(t, f, srv, hedgeDelay)
+		if err := <-res; err != nil {
+			t.Fatal(err)
+		}
+		canceled(t, srv)
+		if _, won := rec.events(); !slices.Equal(won, []int{2}) {
+			t.Fatalf("HedgeWon %v under the call's Policy, want [2]", won)
+		}
+	})
 }
