@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -417,4 +418,43 @@ func TestAttemptOf(t *testing.T) {
 	}
 	s.answer(2, "v2", nil)
 	get(t, out)
+}
+
+// errObserver keeps the errors of ended attempts.
+type errObserver struct {
+	retry.NopObserver
+	mu   sync.Mutex
+	errs map[int]error
+}
+
+func (o *errObserver) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.errs == nil {
+		o.errs = map[int]error{}
+	}
+	o.errs[e.Attempt] = e.Err
+}
+
+// A cancelled loser ends with ErrLost, which is neither a downstream
+// fault nor something a budget charges.
+func TestLoserError(t *testing.T) {
+	clk := clocktest.NewFake()
+	obs := new(errObserver)
+	h := &hedge.Hedger{Policy: policy(clk, obs), Delay: 10 * time.Millisecond}
+	s := newScript()
+	out := run(h, s)
+	s.wait(t, 1)
+	clk.BlockUntil(1)
+	clk.Advance(10 * time.Millisecond)
+	s.wait(t, 2)
+	s.answer(2, "v2", nil)
+	get(t, out)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	err := obs.errs[1]
+	if !errors.Is(err, hedge.ErrLost) || !errors.Is(err, context.Canceled) || !retry.IsPermanent(err) || retry.IsDownstreamFault(err) {
+		t.Fatalf("loser's error %v: ErrLost %v, Canceled %v, Permanent %v, fault %v", err,
+			errors.Is(err, hedge.ErrLost), errors.Is(err, context.Canceled), retry.IsPermanent(err), retry.IsDownstreamFault(err))
+	}
 }

@@ -277,3 +277,49 @@ func TestHTTPAttemptTimeoutBoundsHeadersOnly(t *testing.T) {
 		}
 	})
 }
+
+// A 503 lets the call go on (here a retry); when every copy gets one, the
+// last response comes back with its body intact and a nil error.
+func TestHTTPRetryableStatus(t *testing.T) {
+	each(t, func(t *testing.T, m mode) {
+		var n atomic.Int32
+		var okAt atomic.Int32
+		okAt.Store(2)
+		ts, rt := serve(t, m, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) < okAt.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, "busy")
+				return
+			}
+			io.WriteString(w, "ok")
+		})
+		client := &http.Client{Transport: &hedge.Transport{
+			Next: rt,
+			Hedger: &hedge.Hedger{
+				Policy: &retry.Policy{MaxAttempts: 2, Backoff: backoff.Constant{}},
+				Delay:  time.Hour,
+			},
+		}}
+		get := func() (int, string) {
+			t.Helper()
+			resp, err := client.Get(ts.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode, string(b)
+		}
+		if code, body := get(); code != 200 || body != "ok" || n.Load() != 2 {
+			t.Fatalf("got %d %q after %d requests", code, body, n.Load())
+		}
+		n.Store(0)
+		okAt.Store(100)
+		if code, body := get(); code != 503 || body != "busy" || n.Load() != 2 {
+			t.Fatalf("got %d %q after %d requests; want the last 503 with its body", code, body, n.Load())
+		}
+	})
+}
