@@ -95,7 +95,8 @@ func (c *unaryCall) hedged(reply proto.Message) error {
 	c.hg = *c.ic.hedger
 	c.hg.Policy = &c.pol
 	c.replyMsg = reply
-	win, err := hedge.Do(c.ctx, &c.hg, c.hedgeCopy, nil)
+	c.cctx = callCtx{Context: c.ctx, c: c}
+	win, err := hedge.Do[proto.Message](&c.cctx, &c.hg, hedgeCopy, nil)
 	if err == nil && win != nil && win != reply {
 		proto.Reset(reply)
 		proto.Merge(reply, win)
@@ -103,8 +104,27 @@ func (c *unaryCall) hedged(reply proto.Message) error {
 	return err
 }
 
-// hedgeCopy makes one copy of a hedged call, with the attempt's context.
-func (c *unaryCall) hedgeCopy(actx context.Context) (proto.Message, error) {
+// callCtx is the context a hedged call runs hedge.Do with: the caller's,
+// which also gives the call's state to hedgeCopy, so that the operation is
+// a plain function, not a closure that would cost an allocation per call.
+type callCtx struct {
+	context.Context
+	c *unaryCall
+}
+
+type callKey struct{}
+
+func (x *callCtx) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return x.c
+	}
+	return x.Context.Value(key)
+}
+
+// hedgeCopy makes one copy of a hedged call, with the attempt's context
+// (a descendant of the call's callCtx).
+func hedgeCopy(actx context.Context) (proto.Message, error) {
+	c := actx.Value(callKey{}).(*unaryCall)
 	n, isHedge, _ := hedge.AttemptOf(actx)
 	willRetry := c.willRetry(n)
 	if !isHedge {
