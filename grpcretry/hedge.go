@@ -153,3 +153,20 @@ func (c *unaryCall) willRetry(n int) bool {
 	limit := c.pol.AttemptLimit()
 	return limit <= 0 || n < limit
 }
+
+// layerForbids reports whether the layer rule (Policy.Nested) allows the
+// call no attempt after its first: the inbound caller retries (or has
+// retried), and the rule is NestedOneLayer, or NestedBudget without a
+// budget. Such a call is not hedged; it goes the retry interceptor's way,
+// which makes its one attempt. (hedge.Do asks retry.Call.WillRetry, which
+// is true while a caller above retries, so it would hedge it.)
+func layerForbids(ctx context.Context, p *retry.Policy) bool {
+	if p.Nested == retry.NestedIgnore {
+		return false
+	}
+	in, ok := retry.InboundOf(ctx)
+	if !ok || !in.Retries && in.Attempt <= 1 {
+		return false
+	}
+	return p.Nested != retry.NestedBudget || p.NestedBudget == nil
+}

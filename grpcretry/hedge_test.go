@@ -559,3 +559,36 @@ func TestHedgeCallOptions(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeLayerRule: under the default NestedOneLayer, a call made while
+// serving an inbound call whose caller retries is not hedged (nor
+// retried): the hedge delay passes with no second copy.
+func TestHedgeLayerRule(t *testing.T) {
+	f := clocktest.NewFake()
+	gate := make(chan struct{})
+	srv := newServer(outcome{wait: gate, code: codes.Unavailable})
+	rec := newHedgeRecorder()
+	p := &retry.Policy{MaxAttempts: 3, Clock: f, Observer: rec, Backoff: noWait}
+	client := hedgeClient(t, srv, &hedge.Hedger{Policy: p, Delay: hedgeDelay}, WithNonFatalCodes(codes.Unavailable))
+	ctx := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+	res := make(chan error, 1)
+	go func() {
+		_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})
+		res <- err
+	}()
+	started(t, srv)
+	f.Advance(hedgeDelay) // a hedge would be due now (no timer: nothing fires)
+	if n := len(rec.Starts()); n != 1 {
+		t.Fatalf("%d attempts started, want 1: %+v", n, rec.Starts())
+	}
+	close(gate)
+	if err := <-res; status.Code(err) != codes.Unavailable {
+		t.Fatalf("call error %v", err)
+	}
+	if n, _, _, _ := srv.stats(); n != 1 {
+		t.Fatalf("%d attempts, want 1", n)
+	}
+	if got := srv.announced(); !slices.Equal(got, []string{"1/1/-"}) {
+		t.Fatalf("announced %q, want will-retry 1 (the caller above retries)", got)
+	}
+}
