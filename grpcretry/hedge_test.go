@@ -592,3 +592,54 @@ func TestHedgeLayerRule(t *testing.T) {
 		t.Fatalf("announced %q, want will-retry 1 (the caller above retries)", got)
 	}
 }
+
+// TestHedgeCommittedCopyIsFatal: a copy whose server sent response
+// headers before failing is committed, so even a non-fatal code ends the
+// call, and the other copy is cancelled.
+func TestHedgeCommittedCopyIsFatal(t *testing.T) {
+	f := clocktest.NewFake()
+	srv := newServer(outcome{block: true}, outcome{header: true, code: codes.Unavailable})
+	p := &retry.Policy{MaxAttempts: 5, Clock: f, Backoff: noWait}
+	client := hedgeClient(t, srv, &hedge.Hedger{Policy: p, Delay: hedgeDelay}, WithNonFatalCodes(codes.Unavailable))
+	res := goCall(client, "x")
+	started(t, srv)
+	hedgeAt(t, f, srv, hedgeDelay)
+	if r := result(t, res); status.Code(r.err) != codes.Unavailable {
+		t.Fatalf("call error %v, want the committed copy's Unavailable", r.err)
+	}
+	if n := canceled(t, srv); n != 1 {
+		t.Fatalf("attempt %d cancelled, want the first", n)
+	}
+	if n, _, _, _ := srv.stats(); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+}
+
+// TestHedgeNonProtoReplyNotHedged: a reply that is not a proto.Message
+// (another codec's) cannot be given to a second copy: the call is sent as
+// the retry interceptor sends it, with no hedge timer.
+func TestHedgeNonProtoReplyNotHedged(t *testing.T) {
+	f := clocktest.NewFake()
+	p := &retry.Policy{MaxAttempts: 3, Clock: f}
+	ic := UnaryHedgingInterceptor(&hedge.Hedger{Policy: p, Delay: hedgeDelay}, WithIdempotentServices(testService))
+	calls, pending := 0, -1
+	invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		calls++
+		pending = f.Pending()
+		return nil
+	}
+	var reply struct{ Name string }
+	if err := ic(context.Background(), unaryMethod, nil, &reply, nil, invoker); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || pending != 0 {
+		t.Fatalf("%d invocations, %d timers pending during the call; want 1 and no hedge timer", calls, pending)
+	}
+	// The same call with a proto reply arms the hedge timer.
+	if err := ic(context.Background(), unaryMethod, nil, new(testpb.SimpleResponse), nil, invoker); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 1 {
+		t.Fatalf("%d timers pending during a hedged call, want the hedge timer", pending)
+	}
+}
