@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -185,6 +186,63 @@ func BenchmarkUnaryInterceptorOnly(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := ic(ctx, unaryMethod, nil, nil, nil, invoker); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUnaryHedgeFast compares a call that answers before the hedge
+// delay through UnaryHedgingInterceptor with the same call through
+// UnaryClientInterceptor, both with the method declared idempotent:
+// around an invoker that succeeds at once (the interceptors' own cost),
+// and against the loopback server.
+func BenchmarkUnaryHedgeFast(b *testing.B) {
+	idem := WithIdempotentServices(testService)
+	hedger := &hedge.Hedger{Policy: benchPolicy(), Delay: time.Second}
+	ics := []struct {
+		name string
+		ic   grpc.UnaryClientInterceptor
+	}{
+		{"retry", UnaryClientInterceptor(benchPolicy(), idem)},
+		{"hedge", UnaryHedgingInterceptor(hedger, idem)},
+	}
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	for _, c := range ics {
+		b.Run("interceptor/"+c.name, func(b *testing.B) {
+			ctx := context.Background()
+			reply := new(testpb.SimpleResponse)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.ic(ctx, unaryMethod, nil, reply, nil, invoker); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	srv := newServer()
+	srv.started = make(chan int, 1024)
+	drain(b, srv)
+	addr := serve(b, srv)
+	for _, c := range ics {
+		client := dial(b, addr, grpc.WithChainUnaryInterceptor(c.ic))
+		req := &testpb.SimpleRequest{Payload: payload("x")}
+		b.Run("loopback/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				unaryOnce(b, client, req)
+			}
+		})
+		// With a deadline, as most calls have: grpc-go then watches a
+		// cancellable context in both cases, as it always does for a
+		// hedged copy's.
+		b.Run("loopback-deadline/"+c.name, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := client.UnaryCall(ctx, req); err != nil {
 					b.Fatal(err)
 				}
 			}

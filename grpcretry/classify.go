@@ -16,6 +16,7 @@ type attemptResult struct {
 	idempotent bool        // the method may be sent twice
 	notSent    bool        // the request provably never reached a server
 	committed  bool        // a stream that may no longer be retried
+	hedged     bool        // a copy of a hedged call: WithNonFatalCodes decides
 }
 
 // classify turns a failed attempt into the error the retry loop sees: an
@@ -42,7 +43,13 @@ func (ic *interceptor) classify(ctx, actx context.Context, r attemptResult, bo *
 	if ae.HasPushback && ae.Pushback < 0 {
 		return retry.Permanent(ae)
 	}
-	if !timedOut && !ic.codeRetryable(ae, bo.classify, ae.HasPushback, ownDeadline(ctx, actx)) {
+	switch {
+	case timedOut:
+	case r.hedged:
+		if !ic.nonFatal(ae.Code()) {
+			return retry.Permanent(ae) // fatal (gRFC A6): ends the hedged call
+		}
+	case !ic.codeRetryable(ae, bo.classify, ae.HasPushback, ownDeadline(ctx, actx)):
 		return retry.Permanent(ae)
 	}
 	if ae.HasPushback && !bo.ignoreAdvice { // a negative MaxRetryAfter ignores delays
@@ -75,15 +82,24 @@ type pushbackBackoff struct {
 	ignoreAdvice bool             // the call's Policy.MaxRetryAfter is negative
 	classify     func(error) bool // the call's Policy.Classify, with WithPolicyClassify
 	pushed       bool             // the last attempt carried a pushback
+	fromErr      bool             // hedged: the pushback is read from the error DelayAfter hears
 	offset       int              // retries made up to the last pushback
 	prev         time.Duration    // the last delay base returned
 }
 
 // push makes the next wait the server's.
-func (b *pushbackBackoff) push() { b.pushed = true }
+func (b *pushbackBackoff) push() {
+	if !b.fromErr {
+		b.pushed = true
+	}
+}
 
 // clear forgets a pushback that was not used (set by an earlier attempt).
-func (b *pushbackBackoff) clear() { b.pushed = false }
+func (b *pushbackBackoff) clear() {
+	if !b.fromErr {
+		b.pushed = false
+	}
+}
 
 // Delay implements backoff.Strategy.
 func (b *pushbackBackoff) Delay(n int, prev time.Duration) time.Duration {
@@ -94,7 +110,12 @@ func (b *pushbackBackoff) Delay(n int, prev time.Duration) time.Duration {
 // wait depends on the failure (budget.AWSRules) still hears it through
 // the pushback wrapper.
 func (b *pushbackBackoff) DelayAfter(n int, _ time.Duration, err error) time.Duration {
-	if b.pushed {
+	pushed := b.pushed
+	if b.fromErr {
+		_, pushed = retry.RetryAfter(err)
+		pushed = pushed && !b.ignoreAdvice
+	}
+	if pushed {
 		b.pushed = false
 		b.offset, b.prev = n, 0
 		return 0

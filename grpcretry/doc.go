@@ -218,5 +218,20 @@
 // shared with other clients (HTTP through httpretry, code through
 // retry.Do); prefer the service config when the retry policy must be
 // pushed to clients by the server's owners through name resolution.
-// grpc-go's hedging has no counterpart here.
+// grpc-go never shipped A6's hedging: UnaryHedgingInterceptor does (see
+// Hedging).
+//
+// # Hedging
+//
+// UnaryHedgingInterceptor(h, opts...) hedges unary calls to the methods
+// declared idempotent (as above): when no copy has answered within h's
+// delay another goes out, up to h.MaxHedges, and the first answer wins;
+// the others are cancelled through their contexts. It follows gRFC A6's
+// hedgingPolicy: maxAttempts is h.Policy's MaxAttempts (hedges and
+// retries together), hedgingDelay is h.Delay or h.Adaptive,
+// nonFatalStatusCodes is WithNonFatalCodes (any other code is fatal and
+// ends the call). Every copy carries grpc-previous-rpc-attempts and the
+// announcement; the overload marker stops further hedges. Hedges spend
+// from the Policy's Budget and ask its Breaker as retries do (package
+// hedge). Other methods are sent as UnaryClientInterceptor sends them.
 package grpcretry

@@ -29,13 +29,14 @@ const (
 
 // outcome scripts one attempt on the test server.
 type outcome struct {
-	code     codes.Code // codes.OK: succeed
-	pushback []string   // values of grpc-retry-pushback-ms in the trailer
-	before   int        // streaming output: messages sent before failing
-	recv     int        // streaming input/duplex: messages read before failing (0: until EOF)
-	block    bool       // wait for the call's context to end
-	header   bool       // send headers ("attempt": n) before failing
-	set      bool       // set headers with grpc.SetHeader (sent with the status, not Trailers-Only)
+	code     codes.Code    // codes.OK: succeed
+	pushback []string      // values of grpc-retry-pushback-ms in the trailer
+	before   int           // streaming output: messages sent before failing
+	recv     int           // streaming input/duplex: messages read before failing (0: until EOF)
+	block    bool          // wait for the call's context to end
+	header   bool          // send headers ("attempt": n) before failing
+	set      bool          // set headers with grpc.SetHeader (sent with the status, not Trailers-Only)
+	wait     chan struct{} // wait until closed (or, failing, the context ends), then go on as scripted
 }
 
 // server is grpc-go's interop TestService, scripted: each attempt, of any
@@ -99,6 +100,14 @@ func (s *server) fail(ctx context.Context, n int, o outcome) error {
 	if o.header {
 		if err := grpc.SendHeader(ctx, metadata.Pairs("attempt", strconv.Itoa(n))); err != nil {
 			return err
+		}
+	}
+	if o.wait != nil {
+		select {
+		case <-o.wait:
+		case <-ctx.Done():
+			s.canceled <- n
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
 	if o.block {

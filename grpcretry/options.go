@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -148,6 +149,7 @@ type options struct {
 	maxReplayBytes         int
 	noAnnounce             bool
 	policyClassify         bool
+	nonFatal               uint64 // WithNonFatalCodes: bit c for code c
 }
 
 // interceptor is the shared, immutable state of one pair of interceptors
@@ -158,8 +160,9 @@ type interceptor struct {
 	nonIdem   map[string]struct{}
 	idemNames map[string]struct{} // idempotent methods, and "/service/" for idempotent services
 	files     *protoregistry.Files
-	declared  sync.Map // full method name → bool: declared idempotent by the lists or the protos
-	maxReplay int      // the replay limit, or its default
+	declared  sync.Map      // full method name → bool: declared idempotent by the lists or the protos
+	maxReplay int           // the replay limit, or its default
+	hedger    *hedge.Hedger // UnaryHedgingInterceptor's; nil: no hedging
 }
 
 var zeroPolicy retry.Policy

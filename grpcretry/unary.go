@@ -3,10 +3,12 @@ package grpcretry
 import (
 	"context"
 
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
@@ -53,12 +55,22 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 	var onFinish []grpc.CallOption
 	var cs callSettings
 	c.opts, onFinish = splitCallOptions(c.optBuf[:0], callOpts, &cs)
+	c.nbase = len(c.opts)
 	c.opts = append(c.opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer))
 	if !c.idempotent {
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
 	}
 	ic.callPolicy(&c.pol, &c.bo, &cs)
-	err := finalError(c.run())
+	var err error
+	if m, ok := reply.(proto.Message); ok && ic.hedger != nil && c.idempotent && !layerForbids(ctx, &c.pol) {
+		// Copies may be in flight together: the pushback each one carries
+		// travels in its error (retry.After), not in bo.
+		c.hedging, c.bo.fromErr = true, true
+		err = c.hedged(m)
+	} else {
+		err = c.run()
+	}
+	err = finalError(err)
 	runOnFinish(onFinish, err)
 	return err
 }
@@ -110,7 +122,13 @@ type unaryCall struct {
 	cc         *grpc.ClientConn
 	invoker    grpc.UnaryInvoker
 	opts       []grpc.CallOption
+	nbase      int // opts[:nbase] are the caller's; then this package's Header, Trailer, Peer
 	idempotent bool
+	hedging    bool // run by hedged: classify by WithNonFatalCodes
+
+	hg       hedge.Hedger  // the interceptor's, under pol (hedged calls)
+	replyMsg proto.Message // the caller's reply (hedged calls)
+	cctx     callCtx       // the context of hedge.Do (hedged calls)
 
 	pol     retry.Policy       // the caller's, with bo and notPermanent
 	optBuf  [5]grpc.CallOption // holds opts unless the caller passed many
@@ -134,6 +152,7 @@ func (c *unaryCall) attempt(actx context.Context, n int, willRetry bool) error {
 		err:        err,
 		trailer:    c.trailer,
 		idempotent: c.idempotent,
+		hedged:     c.hedging,
 		notSent:    !c.idempotent && c.peer.Addr == nil,
 		// Response headers (not a Trailers-Only response) commit the call,
 		// as in gRFC A6 and grpc-go: grpc.Header leaves the MD nil for a

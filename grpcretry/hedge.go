@@ -1,0 +1,172 @@
+package grpcretry
+
+import (
+	"context"
+
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// UnaryHedgingInterceptor returns an interceptor that hedges unary calls
+// to the methods declared idempotent (the declaration UnaryClientInterceptor
+// uses for retries: WithIdempotentMethods, WithIdempotentServices, a proto
+// idempotency_level, WithIdempotent): when no copy has answered within
+// h's delay it sends another, up to h.MaxHedges, and the first answer
+// wins, as hedge.Do does, under h.Policy. It is gRFC A6's hedgingPolicy,
+// which grpc-go never shipped:
+//
+//   - maxAttempts is the Policy's MaxAttempts (Policy.AttemptLimit): the
+//     first attempt, the hedges and the retries of one call together;
+//   - hedgingDelay is h.Delay, or a percentile of recent latencies with
+//     h.Adaptive;
+//   - nonFatalStatusCodes is WithNonFatalCodes: a copy that fails with one
+//     of them lets the other copies run (and, when every copy failed, the
+//     call is retried after the Policy's backoff, hedged in turn); any
+//     other code is fatal and ends the call at once, the other copies
+//     cancelled. With no WithNonFatalCodes, as in A6, every code is fatal.
+//
+// Every copy carries grpc-previous-rpc-attempts (the number of attempts
+// of the call before it, hedges and retries alike; absent on the first)
+// and, unless WithAnnounce(false), stormguard-attempt and
+// stormguard-will-retry. A copy whose server sent response headers and
+// then failed is committed (its failure is final, as for retries). Server
+// pushback obeys A6: the overload marker (grpc-retry-pushback-ms: -1)
+// stops further hedges, lets the copies in flight answer, and is never
+// retried; a positive pushback puts the next hedge off by that delay (and
+// is the wait before a retry); a malformed pushback ends the call. The
+// losers are cancelled through their contexts, so their servers see their
+// contexts end; the call returns once every copy has returned.
+//
+// Hedges spend from the Policy's Budget as retries do, ask its Breaker
+// and are reported to its Observer (see package hedge): once the budget
+// refuses, no further hedge starts, but copies in flight go on.
+//
+// Methods not declared idempotent are never hedged: they are sent, and
+// retried only when the request provably never left, exactly as
+// UnaryClientInterceptor(h.Policy, opts...) does. So is a call whose reply
+// is not a proto.Message (each hedge needs a reply message of its own,
+// made with ProtoReflect().New(); the winner's is merged into the
+// caller's). The Options are UnaryClientInterceptor's, and the
+// CallOptions WithMaxAttempts and WithPolicy apply to hedged calls too
+// (WithPolicy replaces h.Policy for the call; WithMaxAttempts(1) makes a
+// call that is neither hedged nor retried). Streams are not hedged: pair
+// it with StreamClientInterceptor(h.Policy, opts...). A nil h is the zero
+// Hedger (one hedge after hedge.DefaultDelay, under the zero Policy).
+func UnaryHedgingInterceptor(h *hedge.Hedger, opts ...Option) grpc.UnaryClientInterceptor {
+	if h == nil {
+		h = &hedge.Hedger{}
+	}
+	ic := newInterceptor(h.Policy, opts)
+	ic.hedger = h
+	return ic.unary
+}
+
+// WithNonFatalCodes lists the status codes with which a hedged copy may
+// fail without ending the call (gRFC A6's nonFatalStatusCodes): the other
+// copies go on, and when none answers the call is retried. Any other code
+// is fatal. It adds to earlier lists; codes.OK is ignored. Only
+// UnaryHedgingInterceptor reads it: for retries, see WithRetryable. An
+// attempt cut by the Policy's AttemptTimeout is never fatal; the caller's
+// own cancellation or deadline always ends the call.
+func WithNonFatalCodes(cs ...codes.Code) Option {
+	var set uint64
+	for _, c := range cs {
+		if c != codes.OK && c < 64 {
+			set |= 1 << c
+		}
+	}
+	return optionFunc(func(o *options) { o.nonFatal |= set })
+}
+
+// nonFatal reports whether code c lets the other copies of a hedged call run.
+func (ic *interceptor) nonFatal(c codes.Code) bool {
+	return c < 64 && ic.o.nonFatal&(1<<c) != 0
+}
+
+// hedged runs the call through hedge.Do under the call's Policy. The
+// round's first copy (in the calling goroutine) writes into the caller's
+// reply with the call's buffers; each hedge has its own reply, header and
+// trailer, and a winning hedge's reply is merged into the caller's.
+func (c *unaryCall) hedged(reply proto.Message) error {
+	c.hg = *c.ic.hedger
+	c.hg.Policy = &c.pol
+	c.replyMsg = reply
+	c.cctx = callCtx{Context: c.ctx, c: c}
+	win, err := hedge.Do[proto.Message](&c.cctx, &c.hg, hedgeCopy, nil)
+	if err == nil && win != nil && win != reply {
+		proto.Reset(reply)
+		proto.Merge(reply, win)
+	}
+	return err
+}
+
+// callCtx is the context a hedged call runs hedge.Do with: the caller's,
+// which also gives the call's state to hedgeCopy, so that the operation is
+// a plain function, not a closure that would cost an allocation per call.
+type callCtx struct {
+	context.Context
+	c *unaryCall
+}
+
+type callKey struct{}
+
+func (x *callCtx) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return x.c
+	}
+	return x.Context.Value(key)
+}
+
+// hedgeCopy makes one copy of a hedged call, with the attempt's context
+// (a descendant of the call's callCtx).
+func hedgeCopy(actx context.Context) (proto.Message, error) {
+	c := actx.Value(callKey{}).(*unaryCall)
+	n, isHedge, _ := hedge.AttemptOf(actx)
+	willRetry := c.willRetry(n)
+	if !isHedge {
+		return c.replyMsg, c.attempt(actx, n, willRetry)
+	}
+	var header, trailer metadata.MD
+	reply := c.replyMsg.ProtoReflect().New().Interface()
+	opts := make([]grpc.CallOption, 0, c.nbase+2)
+	opts = append(append(opts, c.opts[:c.nbase]...), grpc.Header(&header), grpc.Trailer(&trailer))
+	err := c.invoker(c.ic.announce(actx, n, willRetry), c.method, c.req, reply, c.cc, opts...)
+	if err == nil {
+		return reply, nil
+	}
+	return reply, c.ic.classify(c.ctx, actx, attemptResult{
+		err: err, trailer: trailer, idempotent: true, hedged: true, committed: header != nil,
+	}, &c.bo)
+}
+
+// willRetry is what retry.Call.WillRetry would say of attempt n of the
+// call: another attempt may follow as far as the attempt limit says, or a
+// caller further up retries the inbound call this one serves.
+func (c *unaryCall) willRetry(n int) bool {
+	if in, ok := retry.InboundOf(c.ctx); ok && (in.Retries || in.Attempt > 1) {
+		return true
+	}
+	limit := c.pol.AttemptLimit()
+	return limit <= 0 || n < limit
+}
+
+// layerForbids reports whether the layer rule (Policy.Nested) allows the
+// call no attempt after its first: the inbound caller retries (or has
+// retried), and the rule is NestedOneLayer, or NestedBudget without a
+// budget. Such a call is not hedged; it goes the retry interceptor's way,
+// which makes its one attempt. (hedge.Do asks retry.Call.WillRetry, which
+// is true while a caller above retries, so it would hedge it.)
+func layerForbids(ctx context.Context, p *retry.Policy) bool {
+	if p.Nested == retry.NestedIgnore {
+		return false
+	}
+	in, ok := retry.InboundOf(ctx)
+	if !ok || !in.Retries && in.Attempt <= 1 {
+		return false
+	}
+	return p.Nested != retry.NestedBudget || p.NestedBudget == nil
+}
