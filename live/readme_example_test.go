@@ -1,0 +1,32 @@
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/stormguard/stormguard/live"
+)
+
+// Example_readme is the README's "From a program" snippet, compiled so
+// that it cannot drift (TestREADMESnippetsAreCompiled). It is not run: it
+// takes 30 s of real traffic.
+func Example_readme() {
+	ctx := context.Background()
+	sc, _ := live.Lookup("gateway-restart")
+	rep, err := live.Run(ctx, sc, live.Options{Clients: 500, Duration: 20 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range rep.Tables {
+		fmt.Println(t.Title) // sim.Table values: the stormsim printers draw them
+	}
+	simRep := rep.Sim() // the same numbers as a *sim.Report (JSON, HTML charts)
+	row, _ := rep.Row("full+budget")
+	fmt.Println(row.Metrics.Amplification, // sim.Metrics, measured on the wire
+		row.Extra.Wasted.WastedS,                 // handler time after the caller gave up
+		row.Extra.Duplicates.MaxConcurrentPerKey, // executions of one key at once
+		row.Extra.Entry.Rising,                   // first attempts still rising after errors began
+		len(simRep.Cases))
+}
