@@ -2,10 +2,15 @@ package adaptertest_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/config"
 	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/otelretry"
 	"github.com/stormguard/stormguard/promretry"
@@ -26,24 +31,55 @@ func TestHedgeEventsReachBothAdaptersInMulti(t *testing.T) {
 	coll, obs, regs := adapters(t)
 	clk := clocktest.NewFake()
 	p := &retry.Policy{Operation: "search", MaxAttempts: 3, Clock: clk, Observer: retry.Multi(coll, obs)}
-	h := &hedge.Hedger{Policy: p, Delay: 20 * time.Millisecond}
+	hedgeWins(t, &hedge.Hedger{Policy: p, Delay: 20 * time.Millisecond}, clk, 20*time.Millisecond)
+	checkHedges(t, regs, "search", 1)
+}
+
+// TestHedgerFromFileReachesBothAdapters: the Hedger of a handle whose
+// policy file has a hedge block, with retry.Multi(promretry, otelretry)
+// as config.Options.Observer, hedges at the file's delay, and both
+// adapters count it; after a reload that changes the delay, the next
+// call's hedge comes at the new one and the counters go on.
+func TestHedgerFromFileReachesBothAdapters(t *testing.T) {
+	coll, obs, regs := adapters(t)
+	clk := clocktest.NewFake()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	const file = "policies:\n  search:\n    max_attempts: 3\n    hedge: {delay: %s}\noperations:\n  search.query: search\n"
+	write(t, path, fmt.Sprintf(file, "30ms"))
+	reg, err := config.Open(path, config.Options{Clock: clk, Observer: retry.Multi(coll, obs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := reg.Policy("search.query")
+	hedgeWins(t, h.Hedger(), clk, 30*time.Millisecond)
+	checkHedges(t, regs, "search.query", 1)
+	write(t, path, fmt.Sprintf(file, "70ms"))
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	hedgeWins(t, h.Hedger(), clk, 70*time.Millisecond)
+	checkHedges(t, regs, "search.query", 2)
+}
+
+// hedgeWins runs one hedge.Do whose first attempt hangs until it loses
+// and whose hedge, which must start exactly at delay on clk, answers.
+func hedgeWins(t *testing.T, h *hedge.Hedger, clk *clocktest.Fake, delay time.Duration) {
+	t.Helper()
 	started := make(chan int, 4)
-	answer := make(chan struct{})
 	op := func(ctx context.Context) (int, error) {
-		n0, _, _ := hedge.AttemptOf(ctx)
-		started <- n0
-		if n0 == 1 {
-			<-ctx.Done() // the first attempt hangs until it loses
+		n, _, _ := hedge.AttemptOf(ctx)
+		started <- n
+		if n == 1 {
+			<-ctx.Done()
 			return 1, ctx.Err()
 		}
-		<-answer
-		return n0, nil
+		return n, nil
 	}
 	out := make(chan error, 1)
 	go func() {
 		v, err := hedge.Do(context.Background(), h, op, nil)
 		if err == nil && v != 2 {
-			t.Errorf("Do = %d, want the hedge's 2", v)
+			err = fmt.Errorf("Do = %d, want the hedge's 2", v)
 		}
 		out <- err
 	}()
@@ -60,22 +96,31 @@ func TestHedgeEventsReachBothAdaptersInMulti(t *testing.T) {
 	}
 	waitStart(1)
 	clk.BlockUntil(1)
-	clk.Advance(20 * time.Millisecond)
+	clk.Advance(delay - time.Nanosecond)
+	select {
+	case n := <-started:
+		t.Fatalf("attempt %d started before the delay %v", n, delay)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
 	waitStart(2)
-	close(answer)
 	select {
 	case err := <-out:
 		if err != nil {
-			t.Fatalf("Do: %v", err)
+			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Do did not return")
 	}
+}
+
+func checkHedges(t *testing.T, regs map[string]*prometheus.Registry, op string, want float64) {
+	t.Helper()
 	for name, reg := range regs {
 		got := series(t, reg, "stormguard_hedges_total")
 		for _, r := range []string{"started", "won", "cancelled"} {
-			if v := got["operation=search,result="+r]; v != 1 {
-				t.Errorf("%s: stormguard_hedges_total{result=%q} = %v, want 1 (series %v)", name, r, v, got)
+			if v := got["operation="+op+",result="+r]; v != want {
+				t.Errorf("%s: stormguard_hedges_total{operation=%q,result=%q} = %v, want %v (series %v)", name, op, r, v, want, got)
 			}
 		}
 	}
