@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock/clocktest"
@@ -218,5 +220,42 @@ func TestHedgeEventsNil(t *testing.T) {
 	h.obs.HedgeRefused(ctx, hedge.Event{Operation: "x", Reason: retry.Reason(200)})
 	if v := h.value(t, "stormguard.hedges.refused", op("x"), attribute.String("reason", "unknown")); v != 1 {
 		t.Errorf("refused{unknown} = %v, want 1", v)
+	}
+}
+
+func otelHedgeEvents(ctx context.Context, o *otelretry.Observer) {
+	e := hedge.Event{Operation: "bench", Attempt: 2, Hedge: true, Delay: time.Millisecond}
+	o.HedgeStarted(ctx, e)
+	o.HedgeWon(ctx, e)
+	e.Attempt, e.Hedge = 1, false
+	o.HedgeCancelled(ctx, e)
+	e.Reason = retry.ReasonBudget
+	o.HedgeRefused(ctx, e)
+}
+
+// TestHedgeMetricsAllocs: with SDK metrics and no span in the context,
+// the hedge events do not allocate once the operation has been seen.
+func TestHedgeMetricsAllocs(t *testing.T) {
+	h := newHarness(t, otelretry.Config{})
+	ctx := context.Background()
+	otelHedgeEvents(ctx, h.obs)
+	if n := testing.AllocsPerRun(1000, func() { otelHedgeEvents(ctx, h.obs) }); n != 0 {
+		t.Errorf("hedge events allocate %v times, want 0", n)
+	}
+}
+
+// BenchmarkHedgeEventsMetrics is the Observer's work for one hedge's four
+// events (started, won, cancelled, refused) with SDK metrics, no span.
+func BenchmarkHedgeEventsMetrics(b *testing.B) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	o, err := otelretry.New(otelretry.Config{MeterProvider: mp, TracerProvider: tracenoop.NewTracerProvider()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		otelHedgeEvents(ctx, o)
 	}
 }
