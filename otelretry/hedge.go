@@ -138,7 +138,9 @@ func (o *Observer) hedgeEnd(span trace.Span, e retry.AttemptEnd) (lost bool) {
 	switch {
 	case e.Outcome == retry.OutcomeSuccess && hedged:
 		span.AddEvent(EventHedgeWon)
-	case e.Outcome == retry.OutcomeCanceled && errors.Is(e.Err, hedge.ErrLost):
+	case e.Outcome == retry.OutcomeCanceled && (e.Err == nil || errors.Is(e.Err, hedge.ErrLost)):
+		// (A loser that answered after the call was decided ends
+		// canceled with its nil error.)
 		span.AddEvent(EventHedgeCancelled)
 		return true
 	}
