@@ -43,6 +43,10 @@
 //	    limiter:                   # sheds attempts on the client before they are sent (Policy.Limiter)
 //	      kind: sre                # sre: k, window, buckets, max_rejection, min_requests
 //	      k: 2                     # aws_adaptive: beta, scale_constant, smoothing, min_fill_rate
+//	    hedge:                     # hedged requests (Handle.Hedger): another attempt after delay
+//	      delay: 50ms              #   with no answer; positive (0 is refused); may be left out with adaptive
+//	      max_hedges: 1            #   at most max_attempts - 1; left out: 1
+//	      adaptive: {percentile: 0.95, window: 10s, floor: 5ms}  # also max, min_samples; {} for defaults
 //	  s3:
 //	    preset: aws_standard_2026  # a whole policy: aws_standard_2026|aws_standard_2026_dynamodb|aws_standard_legacy
 //	operations:                    # operation name -> policy name
@@ -87,6 +91,27 @@
 // while the settings are unchanged (like budgets); a reload that changes
 // them starts a fresh one. A LimiterWatcher in Options.Observer (the
 // Prometheus and OpenTelemetry adapters) exports each operation's limiter.
+//
+// # Hedging
+//
+// A policy's hedge block (HedgeSpec) hedges its calls with package hedge:
+// after delay with no answer another attempt starts, up to max_hedges,
+// and the first answer wins. Hedges are attempts of the policy: they count
+// against max_attempts and spend from its budget like retries. adaptive
+// (the fields of hedge.AdaptiveConfig: percentile in (0, 1], window,
+// floor, max, min_samples; {} for the hedge package's defaults) makes the
+// delay a percentile of recent latencies, delay being the delay until it
+// has min_samples of them. Refused: a zero or negative delay (gRFC A6's
+// hedgingDelay 0 sends every copy at once and doubles the load), a block
+// with neither delay nor adaptive, max_hedges beyond max_attempts - 1 (or
+// outside [1, 100]), a max below the floor, and hedge beside a limiter
+// (hedge.Do does not hedge such a policy).
+//
+// Handle.Hedger returns the *hedge.Hedger: its Policy is the Handle, so
+// every reload of the policy reaches calls made through it; its Adaptive
+// belongs to the handle (one per operation), built on Options.Clock and
+// kept across reloads while its settings are unchanged. A policy without
+// hedge gives a Hedger with MaxHedges hedge.NoHedges (no hedging).
 //
 // # AWS presets
 //

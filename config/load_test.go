@@ -119,6 +119,11 @@ func FuzzParse(f *testing.F) {
 		"policies: {a: {limiter: {kind: aws-adaptive, k: 2}}}",
 		"policies: {a: {preset: aws_standard_2026}, b: {preset: aws_standard_2026_dynamodb, max_attempts: 2}, c: {preset: aws_standard_legacy, backoff: {strategy: constant, base: 1s}}}",
 		"policies: {a: {budget: {kind: ratio, preset: aws_standard_2026, throttle_cost: 1}}, b: {budget: {kind: ratio, preset: aws-2026}}}",
+		"policies: {a: {hedge: {delay: 50ms, max_hedges: 1, adaptive: {percentile: 0.95, window: 10s, floor: 5ms, max: 1s, min_samples: 20}}}}",
+		"policies: {a: {max_attempts: 5, hedge: {adaptive: {}, max_hedges: 4}}}",
+		"policies: {a: {max_attempts: 1, hedge: {delay: 0s}}}",
+		"policies: {a: {max_attempts: unlimited, hedge: {delay: 1ms, max_hedges: 100}}, b: {hedge: {delay: 10ms}, limiter: {kind: sre}}}",
+		"policies: {a: {hedge: {delay: -1ms, adaptive: {floor: 10ms, max: 5ms, percentile: 0}}}}",
 		`{"policies": {"a": {"max_attempts": "unlimited", "breaker": {"kind": "count_window", "calls": 3, "failure_ratio": 0.5}}}}`,
 	} {
 		f.Add([]byte(seed))
@@ -132,6 +137,17 @@ func FuzzParse(f *testing.F) {
 			for name, p := range file.Policies {
 				if p.MaxAttempts != retry.Unlimited && (p.MaxAttempts < 1 || p.MaxAttempts > 1000) {
 					t.Fatalf("policy %s: max_attempts %d accepted", name, p.MaxAttempts)
+				}
+				if h := p.Hedge; h != nil {
+					if h.MaxHedges < 1 || p.MaxAttempts != retry.Unlimited && h.MaxHedges > p.MaxAttempts-1 {
+						t.Fatalf("policy %s: max_hedges %d accepted with max_attempts %d", name, h.MaxHedges, p.MaxAttempts)
+					}
+					if h.Delay < 0 || h.Delay == 0 && h.Adaptive == nil {
+						t.Fatalf("policy %s: hedge delay %v accepted without adaptive", name, h.Delay)
+					}
+					if p.Limiter != nil {
+						t.Fatalf("policy %s: hedge accepted with a limiter", name)
+					}
 				}
 			}
 			if err := NewRegistry(Options{Logger: discard}).Apply(file); err != nil { // a valid file must build

@@ -12,6 +12,7 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/httpretry"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -156,6 +157,10 @@ type Handle struct {
 	name string
 	p    atomic.Pointer[retry.Policy]
 	spec atomic.Pointer[PolicySpec]
+
+	hedger      atomic.Pointer[hedge.Hedger]
+	adaptive    *hedge.Adaptive // guarded by the Registry's mu
+	adaptiveKey string
 }
 
 // Policy returns the current policy. It is never nil: a name the file
@@ -528,6 +533,7 @@ func (r *Registry) assign(h *Handle, f *File, built builtSet) {
 	p.Operation = h.name
 	h.spec.Store(spec)
 	h.p.Store(p)
+	r.assignHedger(h, spec)
 }
 
 // syncWatches gives every operation in use (a handle's, or one the file

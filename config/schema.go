@@ -65,6 +65,7 @@ type PolicySpec struct {
 	Breaker        *BreakerSpec // nil: no breaker
 	Nested         NestedSpec   // the layer rule; zero: one_layer
 	Limiter        *LimiterSpec // nil: no limiter
+	Hedge          *HedgeSpec   // nil: no hedging (Handle.Hedger does not hedge)
 	// Preset names the rule set the policy starts from (PresetAWSStandard2026
 	// and the others), "" for none. Parse has already applied it to
 	// MaxAttempts and Budget where the file leaves them out; a preset's
@@ -209,7 +210,7 @@ func policyNames(f *File) []string {
 }
 
 var policyFields = []string{"max_attempts", "max_elapsed", "attempt_timeout", "min_attempt_time",
-	"max_retry_after", "backoff", "retry_on", "budget", "breaker", "nested", "limiter", "preset"}
+	"max_retry_after", "backoff", "retry_on", "budget", "breaker", "nested", "limiter", "preset", "hedge"}
 
 func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 	p := &PolicySpec{Name: name, MaxAttempts: retry.DefaultMaxAttempts, Backoff: BackoffSpec{Strategy: "full_jitter"}}
@@ -239,6 +240,8 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 			p.Limiter = d.limiter(v, fp)
 		case "preset":
 			p.Preset = d.preset(v, fp)
+		case "hedge":
+			p.Hedge = d.hedge(v, fp)
 		}
 	})
 	if p.Preset != "" && n.Kind == yaml.MappingNode {
@@ -254,6 +257,7 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 			p.Backoff = BackoffSpec{}
 		}
 	}
+	d.checkHedge(p, n, path)
 	return p
 }
 

@@ -50,6 +50,8 @@ func TestSchemaMatchesDecoder(t *testing.T) {
 	for i, kind := range []string{"ratio", "window", "concurrency"} {
 		check("nested budget "+kind, props(get(nested, "properties", "budget", "oneOf").([]any)[i]), budgetFields[kind])
 	}
+	check("hedge", props(get(policy, "properties", "hedge")), hedgeFields)
+	check("hedge adaptive", props(get(policy, "properties", "hedge", "properties", "adaptive")), adaptiveFields)
 	for i, kind := range []string{"consecutive", "count_window", "time_window"} {
 		check("breaker "+kind, props(get(policy, "properties", "breaker", "oneOf").([]any)[i]), breakerFields[kind])
 	}

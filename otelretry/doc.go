@@ -30,6 +30,12 @@
 // "stormguard.retry_scheduled" event per retry and a "stormguard.gave_up"
 // event when the call fails.
 //
+// The Observer is a hedge.Observer: a hedge's attempt span has
+// stormguard.hedge=true and a "hedge.started" event with the delay, plus
+// "hedge.won" when it gives the call's result; an attempt cancelled
+// because another answered first gets "hedge.cancelled" and no Error
+// status.
+//
 // The attempt spans tell where a slow call spent its time: the gaps
 // between them are the backoff waits.
 //
@@ -53,6 +59,8 @@
 //	stormguard.adaptive.measured_rate              -> stormguard_adaptive_measured_rate{operation}
 //	stormguard.adaptive.waits {attempt}            -> stormguard_adaptive_waits_total{operation}
 //	stormguard.adaptive.refused {attempt}          -> stormguard_adaptive_refused_total{operation}
+//	stormguard.hedges {attempt}                    -> stormguard_hedges_total{operation,result}
+//	stormguard.hedges.refused {hedge}              -> stormguard_hedges_refused_total{operation,reason}
 //	stormguard.queue.dropped_records {record}      -> stormguard_queue_dropped_records_total{queue}
 //	stormguard.queue.refused {task}                -> stormguard_queue_refused_total{queue}
 //	stormguard.queue.depth {record}                -> stormguard_queue_depth{queue}

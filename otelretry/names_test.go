@@ -15,6 +15,7 @@ import (
 
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/otelretry"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/throttle"
@@ -42,6 +43,9 @@ var contract = map[string][]string{
 	"stormguard_adaptive_measured_rate":          {"operation"},
 	"stormguard_adaptive_waits_total":            {"operation"},
 	"stormguard_adaptive_refused_total":          {"operation"},
+
+	"stormguard_hedges_total":         {"operation", "result"},
+	"stormguard_hedges_refused_total": {"operation", "reason"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -81,6 +85,8 @@ func TestPrometheusExporterNames(t *testing.T) {
 		}
 		return 1, nil
 	})
+	obs.HedgeStarted(context.Background(), hedge.Event{Operation: "op", Attempt: 2, Hedge: true})
+	obs.HedgeRefused(context.Background(), hedge.Event{Operation: "op", Reason: retry.ReasonBudget})
 	obs.QueueDropped("q", "full", 1)
 	obs.QueueDepth("q", 1)
 	obs.QueueRefused("q", 1)

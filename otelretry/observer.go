@@ -91,6 +91,8 @@ type Observer struct {
 	queueRefused    metric.Int64Counter
 	queueDepth      metric.Int64Gauge
 	configReloads   metric.Int64Counter
+	hedges          metric.Int64Counter
+	hedgesRefused   metric.Int64Counter
 
 	ops    *labels.Table[*opState]    // operation name -> state
 	queues *labels.Table[*queueState] // queue name -> state
@@ -102,6 +104,8 @@ type Observer struct {
 	limiterTotals map[string]*limiterTotals // counts of limiters no longer watched, by operation label
 	limiterInst   limiterInstruments
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
+
+	hedgeSpans sync.Map // trace.Span -> struct{}: spans of hedges running (HedgeStarted to AttemptEnd)
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
@@ -127,6 +131,7 @@ type opState struct {
 	calls    [numReasons + 1][]metric.AddOption
 	opAdd    []metric.AddOption    // {operation}
 	opRecord []metric.RecordOption // {operation}
+	hedge    hedgeOptions
 }
 
 // New returns an Observer configured by cfg. It fails only if the meter
@@ -217,6 +222,12 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithDescription("1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version."),
 		metric.WithInt64Callback(o.observeConfig))
 	add(err)
+	o.hedges, err = m.Int64Counter(name("hedges"), metric.WithUnit("{attempt}"),
+		metric.WithDescription("Hedged attempts: sent because no attempt answered within the hedge delay (started), that gave the call's result (won), and attempts cancelled because another answered first (cancelled)."))
+	add(err)
+	o.hedgesRefused, err = m.Int64Counter(name("hedges.refused"), metric.WithUnit("{hedge}"),
+		metric.WithDescription("Hedges that were due but not sent, by reason (budget, breaker, attempts, deadline, nested, throttled); the attempts in flight went on."))
+	add(err)
 	o.newLimiterInstruments(m, name, add)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
@@ -261,6 +272,7 @@ func newOpState(label string) *opState {
 	opSet := metric.WithAttributeSet(attribute.NewSet(op))
 	s.opAdd = []metric.AddOption{opSet}
 	s.opRecord = []metric.RecordOption{opSet}
+	s.hedge = newHedgeOptions(op)
 	return s
 }
 

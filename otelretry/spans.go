@@ -104,6 +104,7 @@ func (o *Observer) endSpan(ctx context.Context, e retry.AttemptEnd) {
 		return
 	}
 	span.SetAttributes(AttrOutcome.String(e.Outcome.String()))
+	lost := o.hedgeEnd(span, e)
 	if e.Err != nil {
 		if code, ok := HTTPStatusCode(e.Err); ok {
 			span.SetAttributes(AttrHTTPStatusCode.Int(code))
@@ -115,7 +116,9 @@ func (o *Observer) endSpan(ctx context.Context, e retry.AttemptEnd) {
 		if o.errorAttr != nil {
 			span.SetAttributes(o.errorAttr(e.Err)...)
 		}
-		span.SetStatus(codes.Error, e.Err.Error())
+		if !lost {
+			span.SetStatus(codes.Error, e.Err.Error())
+		}
 	}
 	span.End()
 }

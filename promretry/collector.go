@@ -83,13 +83,21 @@ type Config struct {
 //	stormguard_adaptive_measured_rate{operation}                             gauge
 //	stormguard_adaptive_waits_total{operation}                               counter
 //	stormguard_adaptive_refused_total{operation}                             counter
+//	stormguard_hedges_total{operation,result="started|won|cancelled"}        counter
+//	stormguard_hedges_refused_total{operation,reason}                        counter
 //	stormguard_queue_dropped_records_total{queue}                            counter
 //	stormguard_queue_refused_total{queue}                                    counter
 //	stormguard_queue_depth{queue}                                            gauge
 //	stormguard_config_reloads_total{result="success|failure"}                counter
 //	stormguard_config_info{version}                                          gauge
 //
-// The last two are fed by ConfigReload.
+// The last two are fed by ConfigReload. The hedge counters are fed by
+// hedge.Do through the hedge.Observer methods (HedgeStarted, HedgeWon,
+// HedgeCancelled, HedgeRefused): started counts hedges sent, won those
+// that gave the call's result, cancelled every attempt (a hedge or the
+// attempt it hedged) cancelled because another answered first; refused
+// counts hedges that were due but not sent, by the reason hedge.Event
+// gives (budget, breaker, attempts, deadline, nested, throttled).
 //
 // The attempts outcome label takes retry.Outcome's values (success, error,
 // permanent_error, timeout, canceled); the calls outcome label takes
@@ -124,6 +132,8 @@ type Collector struct {
 	adaptiveMeasuredRate *prometheus.Desc
 	adaptiveWaits        *prometheus.Desc
 	adaptiveRefused      *prometheus.Desc
+	hedgesDesc           *prometheus.Desc
+	hedgesRefusedDesc    *prometheus.Desc
 
 	transitions   *prometheus.CounterVec
 	queueDropped  *prometheus.CounterVec
@@ -166,6 +176,7 @@ type opMetrics struct {
 	duration        *durationHistogram
 	active          atomic.Int64
 	budgetExhausted atomic.Uint64
+	hedges          hedgeMetrics
 }
 
 // New returns a Collector configured by cfg. It panics if cfg.Buckets are
@@ -230,6 +241,12 @@ func New(cfg Config) *Collector {
 		adaptiveRefused: desc("adaptive_refused_total",
 			"Attempts the AWS adaptive-mode rate limiter refused because the wait for a token would not end before their deadline.",
 			"operation"),
+		hedgesDesc: desc("hedges_total",
+			"Hedged attempts: sent because no attempt answered within the hedge delay (started), that gave the call's result (won), and attempts cancelled because another answered first (cancelled).",
+			"operation", "result"),
+		hedgesRefusedDesc: desc("hedges_refused_total",
+			"Hedges that were due but not sent, by reason (budget, breaker, attempts, deadline, nested, throttled); the attempts in flight went on.",
+			"operation", "reason"),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts(opts("breaker_transitions_total",
 			"Circuit breaker state changes, by previous and new state.")),
 			[]string{"operation", "from", "to"}),
@@ -285,6 +302,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.adaptiveMeasuredRate
 	ch <- c.adaptiveWaits
 	ch <- c.adaptiveRefused
+	ch <- c.hedgesDesc
+	ch <- c.hedgesRefusedDesc
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
 	c.queueRefused.Describe(ch)
@@ -367,4 +386,5 @@ func (c *Collector) collectOp(ch chan<- prometheus.Metric, m *opMetrics) {
 	ch <- prometheus.MustNewConstHistogram(c.durationDesc, count, sum, buckets, m.name)
 	ch <- prometheus.MustNewConstMetric(c.activeDesc, prometheus.GaugeValue, float64(m.active.Load()), m.name)
 	ch <- prometheus.MustNewConstMetric(c.budgetExhaustedDesc, prometheus.CounterValue, float64(m.budgetExhausted.Load()), m.name)
+	c.collectHedges(ch, m)
 }

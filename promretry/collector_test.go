@@ -428,8 +428,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 19 {
-		t.Errorf("Describe sent %d descriptors, want 19 (the ten of DESIGN.md, the two config metrics, queue_refused_total and the six limiter metrics)", n)
+	if n != 21 {
+		t.Errorf("Describe sent %d descriptors, want 21 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics and the two hedge metrics)", n)
 	}
 }
 

@@ -27,6 +27,11 @@
 // operation's name, so they join the call
 // metrics on the operation label.
 //
+// The Collector also implements hedge.Observer: as the Observer of the
+// Policy a hedge.Hedger uses (alone or in a retry.Multi), it counts hedges
+// started, won and cancelled in stormguard_hedges_total{result} and hedges
+// refused in stormguard_hedges_refused_total{reason}.
+//
 // The metric names and labels are a contract shared with the dashboards and
 // alerting rules in the repository's ops/ folder and with the otelretry module;
 // see Collector for the list. The retry ratio — retries per first attempt,

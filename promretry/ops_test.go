@@ -258,6 +258,8 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		"p99 call duration":              "stormguard_call_duration_seconds_bucket",
 		"Throttle rejection probability": "stormguard_throttle_rejection_probability",
 		"Attempts shed on the client":    "stormguard_throttle_local_rejections_total",
+		"Hedges":                         "stormguard_hedges_total",
+		"Hedge share and refusals":       "stormguard_hedges_refused_total",
 	} {
 		if !slices.Contains(panelMetrics[title], metric) {
 			t.Errorf("panel %q missing or not on %s (uses %v)", title, metric, panelMetrics[title])

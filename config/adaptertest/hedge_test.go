@@ -1,0 +1,127 @@
+package adaptertest_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/config"
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/otelretry"
+	"github.com/stormguard/stormguard/promretry"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Both adapters hear hedges.
+var (
+	_ hedge.Observer = (*promretry.Collector)(nil)
+	_ hedge.Observer = (*otelretry.Observer)(nil)
+)
+
+// TestHedgeEventsReachBothAdaptersInMulti: with retry.Multi(promretry,
+// otelretry) as the Policy's Observer, a real hedge.Do on a fake clock
+// (a hedge exactly at the delay, which wins) is counted by both, under
+// the same names and labels.
+func TestHedgeEventsReachBothAdaptersInMulti(t *testing.T) {
+	coll, obs, regs := adapters(t)
+	clk := clocktest.NewFake()
+	p := &retry.Policy{Operation: "search", MaxAttempts: 3, Clock: clk, Observer: retry.Multi(coll, obs)}
+	hedgeWins(t, &hedge.Hedger{Policy: p, Delay: 20 * time.Millisecond}, clk, 20*time.Millisecond)
+	checkHedges(t, regs, "search", 1)
+}
+
+// TestHedgerFromFileReachesBothAdapters: the Hedger of a handle whose
+// policy file has a hedge block, with retry.Multi(promretry, otelretry)
+// as config.Options.Observer, hedges at the file's delay, and both
+// adapters count it; after a reload that changes the delay, the next
+// call's hedge comes at the new one and the counters go on.
+func TestHedgerFromFileReachesBothAdapters(t *testing.T) {
+	coll, obs, regs := adapters(t)
+	clk := clocktest.NewFake()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	const file = "policies:\n  search:\n    max_attempts: 3\n    hedge: {delay: %s}\noperations:\n  search.query: search\n"
+	write(t, path, fmt.Sprintf(file, "30ms"))
+	reg, err := config.Open(path, config.Options{Clock: clk, Observer: retry.Multi(coll, obs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := reg.Policy("search.query")
+	hedgeWins(t, h.Hedger(), clk, 30*time.Millisecond)
+	checkHedges(t, regs, "search.query", 1)
+	write(t, path, fmt.Sprintf(file, "70ms"))
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	hedgeWins(t, h.Hedger(), clk, 70*time.Millisecond)
+	checkHedges(t, regs, "search.query", 2)
+}
+
+// hedgeWins runs one hedge.Do whose first attempt hangs until it loses
+// and whose hedge, which must start exactly at delay on clk, answers.
+func hedgeWins(t *testing.T, h *hedge.Hedger, clk *clocktest.Fake, delay time.Duration) {
+	t.Helper()
+	started := make(chan int, 4)
+	op := func(ctx context.Context) (int, error) {
+		n, _, _ := hedge.AttemptOf(ctx)
+		started <- n
+		if n == 1 {
+			<-ctx.Done()
+			return 1, ctx.Err()
+		}
+		return n, nil
+	}
+	out := make(chan error, 1)
+	go func() {
+		v, err := hedge.Do(context.Background(), h, op, nil)
+		if err == nil && v != 2 {
+			err = fmt.Errorf("Do = %d, want the hedge's 2", v)
+		}
+		out <- err
+	}()
+	waitStart := func(want int) {
+		t.Helper()
+		select {
+		case got := <-started:
+			if got != want {
+				t.Fatalf("attempt %d started, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("attempt %d did not start", want)
+		}
+	}
+	waitStart(1)
+	clk.BlockUntil(1)
+	clk.Advance(delay - time.Nanosecond)
+	select {
+	case n := <-started:
+		t.Fatalf("attempt %d started before the delay %v", n, delay)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	waitStart(2)
+	select {
+	case err := <-out:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do did not return")
+	}
+}
+
+func checkHedges(t *testing.T, regs map[string]*prometheus.Registry, op string, want float64) {
+	t.Helper()
+	for name, reg := range regs {
+		got := series(t, reg, "stormguard_hedges_total")
+		for _, r := range []string{"started", "won", "cancelled"} {
+			if v := got["operation="+op+",result="+r]; v != want {
+				t.Errorf("%s: stormguard_hedges_total{operation=%q,result=%q} = %v, want %v (series %v)", name, op, r, v, want, got)
+			}
+		}
+	}
+}

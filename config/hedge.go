@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/retry"
+	"go.yaml.in/yaml/v3"
+)
+
+// HedgeSpec is a policy's hedging (hedge.Hedger): after Delay with no
+// answer, another attempt, up to MaxHedges, under the policy's attempt
+// limit, budget and breaker. Handle.Hedger builds the Hedger.
+type HedgeSpec struct {
+	// Delay is the fixed hedge delay, and with Adaptive the delay until
+	// the window holds MinSamples latencies. Always positive when the file
+	// gives it; 0 only with Adaptive and delay left out, meaning
+	// hedge.DefaultDelay. A zero delay (gRFC A6's hedgingDelay 0: every
+	// copy at once) doubles the load and is refused.
+	Delay time.Duration
+	// MaxHedges bounds the hedges of one call: at least 1 (the default
+	// when the file leaves it out), at most the attempt limit − 1.
+	MaxHedges int
+	// Adaptive, when set, makes the delay a percentile of recent
+	// latencies (hedge.NewAdaptive). Fields the file leaves out are zero:
+	// the hedge package's defaults. Clock is the Registry's.
+	Adaptive *hedge.AdaptiveConfig
+}
+
+var hedgeFields = []string{"delay", "max_hedges", "adaptive"}
+
+var adaptiveFields = []string{"percentile", "window", "floor", "max", "min_samples"}
+
+// maxHedgesLimit bounds max_hedges whatever the attempt limit.
+const maxHedgesLimit = 100
+
+// hedge reads a policy's hedge mapping. The attempt limit is checked by
+// checkHedge once the whole policy is read.
+func (d *decoder) hedge(n *yaml.Node, path string) *HedgeSpec {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "must be a mapping (delay, max_hedges, adaptive), not %s", describe(n))
+		return nil
+	}
+	h := &HedgeSpec{MaxHedges: hedge.DefaultMaxHedges}
+	var delayNode *yaml.Node
+	d.fields(n, path, hedgeFields, func(key string, v *yaml.Node, fp string) {
+		switch key {
+		case "delay":
+			delayNode = v
+			reported := len(d.problems)
+			h.Delay = d.duration(v, fp)
+			if h.Delay <= 0 && len(d.problems) == reported {
+				d.fail(v, fp, "must be positive: a zero delay (gRFC A6's hedgingDelay 0) sends every copy at once and doubles the load")
+			}
+		case "max_hedges":
+			h.MaxHedges = d.integer(v, fp, 1, maxHedgesLimit)
+		case "adaptive":
+			h.Adaptive = d.adaptive(v, fp)
+		}
+	})
+	if delayNode == nil && valueOf(n, "adaptive") == nil {
+		d.fail(n, path, "needs a delay (e.g. delay: 50ms) or adaptive: with neither, nothing says when to hedge")
+	}
+	return h
+}
+
+func (d *decoder) adaptive(n *yaml.Node, path string) *hedge.AdaptiveConfig {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "must be a mapping (%s; {} for the defaults), not %s", strings.Join(adaptiveFields, ", "), describe(n))
+		return nil
+	}
+	a := &hedge.AdaptiveConfig{}
+	var floorNode, maxNode *yaml.Node
+	positive := func(v *yaml.Node, fp string, def string) time.Duration {
+		reported := len(d.problems)
+		x := d.duration(v, fp)
+		if x <= 0 && len(d.problems) == reported {
+			d.fail(v, fp, "must be positive (leave it out for the default, %s)", def)
+		}
+		return x
+	}
+	d.fields(n, path, adaptiveFields, func(key string, v *yaml.Node, fp string) {
+		switch key {
+		case "percentile":
+			a.Percentile = d.number(v, fp, 0, 1, true)
+		case "window":
+			a.Window = positive(v, fp, hedge.DefaultWindow.String())
+		case "floor":
+			floorNode = v
+			a.Floor = positive(v, fp, hedge.DefaultFloor.String())
+		case "max":
+			maxNode = v
+			a.Max = positive(v, fp, "no cap")
+		case "min_samples":
+			a.MinSamples = d.integer(v, fp, 1, 1<<30)
+		}
+	})
+	floor := a.Floor
+	if floor <= 0 {
+		floor = hedge.DefaultFloor
+	}
+	if a.Max > 0 && a.Max < floor {
+		at := maxNode
+		if at == nil {
+			at = floorNode
+		}
+		d.fail(at, join(path, "max"), "%v is below the floor %v", a.Max, floor)
+	}
+	return a
+}
+
+// checkHedge checks a policy's hedging against the rest of the policy:
+// hedges are attempts, so max_hedges must leave room in the attempt
+// limit; and a policy with a limiter is not hedged.
+func (d *decoder) checkHedge(p *PolicySpec, n *yaml.Node, path string) {
+	if p.Hedge == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	hn := valueOf(n, "hedge")
+	at, fp := hn, join(path, "hedge")
+	if v := valueOf(hn, "max_hedges"); v != nil {
+		at, fp = v, join(fp, "max_hedges")
+	}
+	if p.MaxAttempts != retry.Unlimited && p.Hedge.MaxHedges > p.MaxAttempts-1 {
+		if p.MaxAttempts <= 1 {
+			d.fail(at, fp, "max_attempts %d leaves no attempt for a hedge (hedges count against max_attempts)", p.MaxAttempts)
+		} else {
+			d.fail(at, fp, "%d hedges do not fit in max_attempts %d (first attempt + hedges + retries); at most %d", p.Hedge.MaxHedges, p.MaxAttempts, p.MaxAttempts-1)
+		}
+	}
+	if p.Limiter != nil {
+		d.fail(hn, join(path, "hedge"), "a policy with a limiter is not hedged (hedge.Do does not hedge a call whose admission may wait): drop hedge or limiter")
+	}
+}
+
+// adaptiveKey identifies an Adaptive's settings: a handle keeps its
+// Adaptive across a reload while the key is unchanged.
+func adaptiveKey(c *hedge.AdaptiveConfig) string {
+	return fmt.Sprintf("%v %v %v %v %d", c.Percentile, c.Window, c.Floor, c.Max, c.MinSamples)
+}
+
+// Hedger returns the hedge.Hedger of the handle's policy: Policy is the
+// Handle itself (so every reload of the policy reaches calls made through
+// it), and Delay, MaxHedges and Adaptive are the file's hedge settings.
+// A policy without hedge settings gets a Hedger with MaxHedges
+// hedge.NoHedges, with which hedge.Do is retry.Do: the result is never
+// nil. The Adaptive belongs to the handle (one per operation, as the
+// hedge package advises) and is kept across reloads while its settings
+// are unchanged, so a reload does not forget the latencies seen.
+//
+// A reload that changes the hedge settings installs a new Hedger: call
+// Hedger for every call (it is one atomic load) to follow them, or keep
+// the result to follow only the policy.
+func (h *Handle) Hedger() *hedge.Hedger {
+	if hd := h.hedger.Load(); hd != nil {
+		return hd
+	}
+	return &hedge.Hedger{Policy: h, MaxHedges: hedge.NoHedges}
+}
+
+// assignHedger builds h's Hedger from spec. It must be called with the
+// Registry's mu held.
+func (r *Registry) assignHedger(h *Handle, spec *PolicySpec) {
+	hd := &hedge.Hedger{Policy: h, MaxHedges: hedge.NoHedges}
+	if spec != nil && spec.Hedge != nil {
+		s := spec.Hedge
+		hd.Delay, hd.MaxHedges = s.Delay, s.MaxHedges
+		if s.Adaptive != nil {
+			key := adaptiveKey(s.Adaptive)
+			if h.adaptive == nil || h.adaptiveKey != key {
+				c := *s.Adaptive
+				c.Clock = r.opts.Clock
+				h.adaptive, h.adaptiveKey = hedge.NewAdaptive(c), key
+			}
+			hd.Adaptive = h.adaptive
+		} else {
+			h.adaptive, h.adaptiveKey = nil, ""
+		}
+	} else {
+		h.adaptive, h.adaptiveKey = nil, ""
+	}
+	h.hedger.Store(hd)
+}
