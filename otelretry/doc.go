@@ -31,9 +31,9 @@
 // event when the call fails.
 //
 // The Observer is a hedge.Observer: a hedge's attempt span has
-// stormguard.hedge=true and a "hedge.started" event with the delay, plus
-// "hedge.won" when it gives the call's result; an attempt cancelled
-// because another answered first gets "hedge.cancelled" and no Error
+// stormguard.hedge=true and a "stormguard.hedge.started" event with the delay, plus
+// "stormguard.hedge.won" when it gives the call's result; an attempt cancelled
+// because another answered first gets "stormguard.hedge.cancelled" and no Error
 // status.
 //
 // The attempt spans tell where a slow call spent its time: the gaps

@@ -22,16 +22,16 @@ const (
 
 	// EventHedgeStarted is added to a hedge's span when it starts, with
 	// the hedge delay in effect as stormguard.delay_ms.
-	EventHedgeStarted = "hedge.started"
+	EventHedgeStarted = "stormguard.hedge.started"
 	// EventHedgeWon is added to the span of a hedge that gave the call's
 	// result, before the span ends.
-	EventHedgeWon = "hedge.won"
+	EventHedgeWon = "stormguard.hedge.won"
 	// EventHedgeCancelled is added to the span of an attempt (a hedge, or
 	// the attempt it hedged) cancelled because another answered first or
 	// a fatal result stopped the call, before the span ends. Such a span
 	// has stormguard.outcome "canceled" and no Error status: losing a race
 	// is not a failure.
-	EventHedgeCancelled = "hedge.cancelled"
+	EventHedgeCancelled = "stormguard.hedge.cancelled"
 )
 
 // Values of the result attribute of stormguard.hedges.
