@@ -34,6 +34,25 @@ func newAttemptCtx(parent context.Context, n int, hedge bool) *attemptCtx {
 	return &attemptCtx{parent: parent, n: n, hedge: hedge}
 }
 
+// ctxSlab is how many first-attempt contexts a pooled call allocates at
+// once. Each context is handed out once and never reused (an operation may
+// keep its context after it returned, and must find it ended), so the
+// slab is an allocation amortized over ctxSlab calls rather than one per
+// call; it stays alive while any of its contexts is reachable.
+const ctxSlab = 32
+
+// inlineCtx returns a fresh context for the first attempt of a round, cut
+// from c's slab.
+func (c *call) inlineCtx(parent context.Context, n int) *attemptCtx {
+	if len(c.slab) == 0 {
+		c.slab = make([]attemptCtx, ctxSlab)
+	}
+	x := &c.slab[0]
+	c.slab = c.slab[1:]
+	x.parent, x.n = parent, n
+	return x
+}
+
 type attemptKey struct{}
 
 // AttemptOf reports, for a context Do gave an attempt (or one derived
