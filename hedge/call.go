@@ -12,8 +12,9 @@ import (
 )
 
 // call is the state of one hedged call. It is pooled: a call whose first
-// attempt answers before the delay costs the attempt's context and nothing
-// else. Fields are guarded by mu whenever a hedge or the timer may run; the
+// attempt answers before the delay allocates nothing but, once per ctxSlab
+// calls, a slab of first-attempt contexts; on the real clock its hedge
+// timer is an entry of a shared shard (sharedTimer), not a runtime timer. Fields are guarded by mu whenever a hedge or the timer may run; the
 // retry.Call is used under mu only, one goroutine at a time.
 type call struct {
 	mu   sync.Mutex
