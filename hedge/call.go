@@ -623,8 +623,10 @@ func (c *call) retryable(err error) bool {
 // observe feeds the latency of an attempt that answered to Adaptive.
 func (c *call) observe(sl *slot) {
 	if c.ad != nil {
-		now := c.clk.Now()
-		c.ad.ObserveAt(now, now.Sub(sl.t0))
+		// Since is one monotonic read on the real clock, where Now is
+		// two; the time is t0 plus the latency either way.
+		d := c.clk.Since(sl.t0)
+		c.ad.ObserveAt(sl.t0.Add(d), d)
 	}
 }
 
