@@ -12,8 +12,9 @@ import (
 )
 
 // call is the state of one hedged call. It is pooled: a call whose first
-// attempt answers before the delay costs the attempt's context and nothing
-// else. Fields are guarded by mu whenever a hedge or the timer may run; the
+// attempt answers before the delay allocates nothing but, once per ctxSlab
+// calls, a slab of first-attempt contexts; on the real clock its hedge
+// timer is an entry of a shared shard (sharedTimer), not a runtime timer. Fields are guarded by mu whenever a hedge or the timer may run; the
 // retry.Call is used under mu only, one goroutine at a time.
 type call struct {
 	mu   sync.Mutex
@@ -60,6 +61,7 @@ type call struct {
 	panicVal any
 
 	wake chan struct{}
+	slab []attemptCtx // unused first-attempt contexts (inlineCtx)
 }
 
 type slot struct {
@@ -96,6 +98,7 @@ type arm struct {
 	c    *call
 	t    clock.Timer
 	real bool
+	st   sharedTimer // t, on the real clock
 }
 
 func (a *arm) fire() {
@@ -175,7 +178,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			return held, nil, gerr
 		}
 		sl.a = a
-		sl.ctx = newAttemptCtx(a.Context, a.N, false)
+		sl.ctx = c.inlineCtx(a.Context, a.N)
 		sl.running = true
 		c.slots = append(c.slots[:0], sl)
 		c.running, c.inflight = 1, 1
@@ -371,7 +374,13 @@ func (c *call) armTimer(d time.Duration) *arm {
 	c.mu.Lock()
 	a := &arm{c: c, real: c.clk == clock.Real}
 	c.arm = a
-	a.t = c.clk.AfterFunc(d, a.fire)
+	if a.real {
+		a.st.init(a.fire)
+		a.t = &a.st
+		a.t.Reset(d)
+	} else {
+		a.t = c.clk.AfterFunc(d, a.fire)
+	}
 	c.mu.Unlock()
 	return a
 }
@@ -410,7 +419,7 @@ func (c *call) hedgeLocked() {
 	switch {
 	case c.limit > 0 && c.rc.Attempts() >= c.limit:
 		reason = retry.ReasonAttempts
-	case !c.rc.MayRetry():
+	case c.layerForbids():
 		reason = retry.ReasonNested
 	case c.p.Limiter != nil:
 		reason = retry.ReasonThrottled
@@ -460,16 +469,30 @@ func (c *call) hedgeLocked() {
 	}
 }
 
-// nested reports whether the layer rule makes a hedge withdraw from
-// Policy.NestedBudget: the rule is NestedBudget and the inbound caller
-// retries (or has retried) itself. (MayRetry has refused the hedge already
-// when the rule allows no retries.)
-func (c *call) nested() bool {
-	if c.p.Nested != retry.NestedBudget || c.p.NestedBudget == nil {
+// layerApplies reports whether the layer rule governs the call: its
+// inbound caller retries it, or has retried it already (Attempt > 1), as
+// retry.Call decides for retries.
+func (c *call) layerApplies() bool {
+	if c.p.Nested == retry.NestedIgnore {
 		return false
 	}
 	in, ok := retry.InboundOf(c.ctx)
 	return ok && (in.Retries || in.Attempt > 1)
+}
+
+// layerForbids reports whether the layer rule allows no hedge: it governs
+// the call, and is NestedOneLayer, or NestedBudget without a NestedBudget.
+// (Call.WillRetry is no test for this: it is true whenever a caller above
+// retries, which is what a client announces, not what this layer may do.)
+func (c *call) layerForbids() bool {
+	return c.layerApplies() && (c.p.Nested != retry.NestedBudget || c.p.NestedBudget == nil)
+}
+
+// nested reports whether the layer rule makes a hedge withdraw from
+// Policy.NestedBudget: the rule is NestedBudget (with a budget) and it
+// governs the call.
+func (c *call) nested() bool {
+	return c.p.Nested == retry.NestedBudget && c.p.NestedBudget != nil && c.layerApplies()
 }
 
 // fits reports whether the caller's deadline leaves Policy.MinAttemptTime
@@ -600,8 +623,10 @@ func (c *call) retryable(err error) bool {
 // observe feeds the latency of an attempt that answered to Adaptive.
 func (c *call) observe(sl *slot) {
 	if c.ad != nil {
-		now := c.clk.Now()
-		c.ad.ObserveAt(now, now.Sub(sl.t0))
+		// Since is one monotonic read on the real clock, where Now is
+		// two; the time is t0 plus the latency either way.
+		d := c.clk.Since(sl.t0)
+		c.ad.ObserveAt(sl.t0.Add(d), d)
 	}
 }
 

@@ -15,6 +15,8 @@
 // The delay is Hedger.Delay (default 100ms) or, with an Adaptive, a
 // percentile (default p95) of the latencies of recent answers over a
 // sliding window (default 10s), never below a floor (default 1ms).
+// Hedge timers on the real clock are shared by all calls (a call that
+// answers first costs no runtime timer), and never go off early.
 //
 // An attempt that returns a nil error wins: the others are cancelled
 // through their contexts, Do waits for them to return, hands every value

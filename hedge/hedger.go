@@ -37,7 +37,10 @@ type Hedger struct {
 
 	// Delay is how long an attempt may go unanswered before a hedge
 	// starts, when Adaptive is nil or does not have enough samples yet.
-	// 0 (or negative): DefaultDelay.
+	// 0 (or negative): DefaultDelay. On the real clock a hedge never
+	// starts before its delay; a delay of 16ms or more is timed by a
+	// shared 1ms tick (no clock read per call), so its hedge may start up
+	// to about 1ms after it, on top of the runtime timer's own lateness.
 	Delay time.Duration
 
 	// Adaptive, when set, gives the delay from recent latencies (a

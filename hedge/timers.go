@@ -1,0 +1,282 @@
+package hedge
+
+import (
+	"sync"
+	"time"
+
+	"github.com/stormguard/stormguard/internal/stripe"
+)
+
+// Hedge timers on the real clock.
+//
+// A call arms a timer for its hedge delay and, in the common case, stops it
+// when its first attempt answers well before. A runtime timer's Reset and
+// Stop cost about 100 ns together on a small VM (each takes the P's timer
+// lock, edits its heap and may wake the netpoller), which is more than the
+// rest of the call. So real-clock hedge timers are entries in a min-heap of
+// one of stripe.N shards, each shard woken by one runtime timer set for its
+// earliest entry. A delay of coarseMin or more is armed without even a
+// clock read (sharedTimer says how). The shard's runtime timer is reset
+// only when an entry is earlier than the time it is set for (with one
+// delay per Hedger, new entries are nearly always later). Stopping an
+// entry is a lock and an unlink or a heap removal: the runtime timer is
+// left set, and when it goes off with nothing due it sets itself for the
+// new earliest entry (or not at all). So a shard's runtime timers go off
+// about once per tickPeriod and once per hedge delay while calls come,
+// not once per call, and only the calls still waiting at their deadline
+// are called back.
+//
+// Fake clocks keep one clock.Timer per call (clock.Clock.AfterFunc), so
+// tests on a clocktest.Fake see a hedge start exactly at the delay.
+
+// tickPeriod is how often a shard resolves the deadlines of the entries
+// armed without a clock read; coarseMin is the shortest delay armed that
+// way (so the resolution adds at most 1/16 of the delay).
+const (
+	tickPeriod = time.Millisecond
+	coarseMin  = 16 * tickPeriod
+)
+
+// sharedTimer is one entry of a shard: a clock.Timer whose callback f runs
+// (in a goroutine of its own, as time.AfterFunc's does) at or after its
+// deadline, never before.
+//
+// A delay of coarseMin or more is armed without reading the clock: the
+// entry joins the shard's list of unresolved entries, and the shard's
+// next tick (at most tickPeriod later, plus the runtime timer's own
+// lateness) gives it the deadline tick time + delay, which is never
+// earlier than arming time + delay, and later by at most the time to that
+// tick. A call that answers first leaves the list with a lock and an
+// unlink. A shorter delay reads the clock and goes to the heap directly.
+//
+// The zero sharedTimer is not usable: init it.
+type sharedTimer struct {
+	s          *timerShard
+	f          func()
+	when       int64 // monotonic ns since epoch, in the heap
+	d          int64 // the delay, in the list
+	index      int   // in s.heap; -1: not in the heap
+	listed     bool  // in s.list
+	prev, next *sharedTimer
+}
+
+type timerShard struct {
+	mu        sync.Mutex
+	heap      []*sharedTimer
+	list      sharedTimer // sentinel of the unresolved entries
+	t         *time.Timer // wakes the shard for heap[0]; nil until first needed
+	at        int64       // when t is set for; 0: not set (or gone off)
+	tick      *time.Timer // resolves the list
+	tickArmed bool
+	_         [64]byte // keep shards on separate cache lines
+}
+
+var (
+	timerShards [stripe.N]timerShard
+	epoch       = time.Now()
+)
+
+// monoNow is the monotonic time in ns since epoch: one runtime clock read.
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+func (t *sharedTimer) init(f func()) {
+	t.s = &timerShards[stripe.Hint()]
+	t.f = f
+	t.index = -1
+}
+
+// C is not used: a sharedTimer only calls back.
+func (t *sharedTimer) C() <-chan time.Time { return nil }
+
+// Reset sets the timer to call back after d, and reports whether it was
+// pending.
+func (t *sharedTimer) Reset(d time.Duration) bool {
+	s := t.s
+	d = max(d, 0)
+	if d >= coarseMin {
+		s.mu.Lock()
+		was := s.take(t)
+		t.d = int64(d)
+		s.link(t)
+		if !s.tickArmed {
+			s.tickArmed = true
+			if s.tick == nil {
+				s.tick = time.AfterFunc(tickPeriod, s.resolve)
+			} else {
+				s.tick.Reset(tickPeriod)
+			}
+		}
+		s.mu.Unlock()
+		return was
+	}
+	now := monoNow()
+	s.mu.Lock()
+	was := s.take(t)
+	s.pushAt(t, now, now+int64(d))
+	s.mu.Unlock()
+	return was
+}
+
+// Stop removes the timer, and reports whether it was pending (the callback
+// will then not run for it).
+func (t *sharedTimer) Stop() bool {
+	s := t.s
+	s.mu.Lock()
+	was := s.take(t)
+	s.mu.Unlock()
+	return was
+}
+
+// take removes t from the list or the heap and reports whether it was in
+// either; s.mu is held.
+func (s *timerShard) take(t *sharedTimer) bool {
+	switch {
+	case t.listed:
+		t.prev.next, t.next.prev = t.next, t.prev
+		t.prev, t.next, t.listed = nil, nil, false
+		return true
+	case t.index >= 0:
+		s.remove(t.index)
+		return true
+	}
+	return false
+}
+
+func (s *timerShard) link(t *sharedTimer) {
+	l := &s.list
+	if l.next == nil {
+		l.next, l.prev = l, l
+	}
+	t.prev, t.next = l.prev, l
+	l.prev.next = t
+	l.prev = t
+	t.listed = true
+}
+
+// pushAt puts t in the heap for when, and sets the runtime timer if t is
+// now the earliest; s.mu is held.
+func (s *timerShard) pushAt(t *sharedTimer, now, when int64) {
+	t.when = when
+	s.push(t)
+	if s.heap[0] == t && (s.at == 0 || when < s.at) {
+		s.arm(now, when)
+	}
+}
+
+// arm sets the shard's runtime timer for when; s.mu is held.
+func (s *timerShard) arm(now, when int64) {
+	s.at = max(when, 1)
+	d := time.Duration(when - now)
+	if s.t == nil {
+		s.t = time.AfterFunc(d, s.fire)
+		return
+	}
+	s.t.Reset(d)
+}
+
+// resolve is the shard's tick: every unresolved entry gets its deadline,
+// the tick's time plus its delay, and goes to the heap.
+func (s *timerShard) resolve() {
+	s.mu.Lock()
+	s.tickArmed = false
+	now := monoNow()
+	l := &s.list
+	for l.next != nil && l.next != l {
+		t := l.next
+		s.take(t)
+		s.pushAt(t, now, now+t.d)
+	}
+	s.mu.Unlock()
+}
+
+// fire runs when the shard's runtime timer goes off: it takes the entries
+// that are due, sets the timer for the earliest one left, and calls the due
+// ones back, each in a goroutine of its own.
+func (s *timerShard) fire() {
+	var buf [8]*sharedTimer
+	due := buf[:0]
+	s.mu.Lock()
+	s.at = 0
+	now := monoNow()
+	for len(s.heap) > 0 && s.heap[0].when <= now {
+		t := s.heap[0]
+		s.remove(0)
+		due = append(due, t)
+	}
+	if len(s.heap) > 0 {
+		s.arm(now, s.heap[0].when)
+	}
+	s.mu.Unlock()
+	for i, t := range due {
+		if i == len(due)-1 {
+			t.f() // this goroutine is the runtime timer's own
+		} else {
+			go t.f()
+		}
+	}
+}
+
+// The heap: a binary min-heap on when, each entry knowing its index.
+
+func (s *timerShard) push(t *sharedTimer) {
+	t.index = len(s.heap)
+	s.heap = append(s.heap, t)
+	s.up(t.index)
+}
+
+func (s *timerShard) remove(i int) {
+	h := s.heap
+	last := len(h) - 1
+	h[i].index = -1
+	if i != last {
+		h[i] = h[last]
+		h[i].index = i
+	}
+	h[last] = nil
+	s.heap = h[:last]
+	if i != last {
+		s.fix(i)
+	}
+}
+
+func (s *timerShard) fix(i int) {
+	if !s.down(i) {
+		s.up(i)
+	}
+}
+
+func (s *timerShard) up(i int) {
+	h := s.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].when <= h[i].when {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].index, h[i].index = p, i
+		i = p
+	}
+}
+
+// down sifts entry i down and reports whether it moved.
+func (s *timerShard) down(i int) bool {
+	h := s.heap
+	i0 := i
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].when < h[l].when {
+			m = r
+		}
+		if h[i].when <= h[m].when {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		h[i].index, h[m].index = i, m
+		i = m
+	}
+	return i > i0
+}
