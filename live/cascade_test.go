@@ -1,0 +1,65 @@
+package live_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/live"
+)
+
+// Issue #20, live: three real loopback tiers (tier 1 → tier 2 → bottom),
+// each behind layer.Middleware and calling the next through httpretry,
+// the bottom failing for a window. Per client call started in the window,
+// naive retries at every tier (4 attempts each) multiply the bottom's
+// load by at least 30×; the layer rule keeps it at most 4.5×; the layer
+// rule with the overload marker and a budget at most 1.5×. Bounded: 20
+// callers, 3s (the bottom failing for 2s), at most 1500 calls per policy, no backoff.
+func TestCascadeAmplification(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := live.RunCascade(ctx, live.CascadeOptions{
+		Clients:   20,
+		Duration:  3 * time.Second,
+		FailStart: 500 * time.Millisecond,
+		FailEnd:   2500 * time.Millisecond,
+		Think:     20 * time.Millisecond,
+		MaxCalls:  1500,
+		// The outage as each call sees it, so that a loaded machine's
+		// slow calls straddling the window's end do not blur the bounds.
+		WholeCalls: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.WriteTo(os.Stdout)
+	for _, c := range []struct {
+		name     string
+		min, max float64
+	}{
+		{live.CascadeNaive, 30, 64},
+		{live.CascadeLayer, 1, 4.5},
+		{live.CascadeMarker, 1, 1.5},
+	} {
+		row, ok := rep.Row(c.name)
+		if !ok {
+			t.Fatalf("no row %s", c.name)
+		}
+		if row.FaultCalls < 10 {
+			t.Errorf("%s: only %d calls in the failure window", c.name, row.FaultCalls)
+			continue
+		}
+		if a := row.Amplification[2]; a < c.min || a > c.max {
+			t.Errorf("%s: bottom amplification %.2f×, want within [%v, %v]", c.name, a, c.min, c.max)
+		}
+		if row.FaultSuccess >= row.Success {
+			t.Errorf("%s: success %.2f overall, %.2f in the window: the window should fail calls", c.name, row.Success, row.FaultSuccess)
+		}
+		for i := 1; i < 3; i++ {
+			if row.Amplification[i] < row.Amplification[i-1]-1e-9 {
+				t.Errorf("%s: tier %d amplification %.2f below the tier above's %.2f", c.name, i+1, row.Amplification[i], row.Amplification[i-1])
+			}
+		}
+	}
+}
