@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -60,6 +61,25 @@ func TestCascadeAmplification(t *testing.T) {
 			if row.Amplification[i] < row.Amplification[i-1]-1e-9 {
 				t.Errorf("%s: tier %d amplification %.2f below the tier above's %.2f", c.name, i+1, row.Amplification[i], row.Amplification[i-1])
 			}
+		}
+	}
+}
+
+// Options out of bounds are refused before any server starts.
+func TestCascadeOptionsValidate(t *testing.T) {
+	for _, o := range []live.CascadeOptions{
+		{Clients: -1},
+		{Clients: live.DefaultMaxClients + 1},
+		{Duration: live.MaxDuration + time.Second},
+		{Duration: time.Second, FailStart: 2 * time.Second, FailEnd: 3 * time.Second},
+		{FailStart: time.Second, FailEnd: time.Second},
+		{Attempts: live.MaxCascadeAttempts + 1},
+		{Backoff: -time.Second},
+		{MaxCalls: -1},
+		{Policies: []live.CascadePolicy{}},
+	} {
+		if _, err := live.RunCascade(context.Background(), o); !errors.Is(err, live.ErrScenario) {
+			t.Errorf("RunCascade(%+v) = %v, want ErrScenario", o, err)
 		}
 	}
 }
