@@ -14,9 +14,10 @@ import (
 // 5ms to 100ms for everyone for 1s; open-loop clients (20, every 100ms:
 // 200 calls/s) hedge once after 25ms through hedge.Transport. Unbudgeted
 // hedging doubles the requests per call during the slowdown (at least
-// 1.75 asked: a loaded machine answers a few before the delay) while one shared 10% budget keeps it near 1 (at most 1.3
-// asked); without hedging every call is one request. Bounded: 3s, at
-// most 1,000 calls per policy.
+// 1.75 asked: on a loaded machine a call started near the slowdown's end
+// may reach the server after it, answer fast and need no hedge) while one
+// shared 10% budget keeps it near 1 (at most 1.3 asked); without hedging
+// every call is one request. Bounded: 3s, at most 1,000 calls per policy.
 func TestBrownoutHedging(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -45,3 +45,17 @@ func Example_cascade() {
 	fmt.Println(naive.Amplification[2], // requests at the bottom per call during the outage
 		naive.FaultSuccess, naive.P99)
 }
+
+// Example_brownout is the README's brownout snippet (issue #22), compiled
+// so that it cannot drift. It is not run: it takes 3 s of real traffic.
+func Example_brownout() {
+	ctx := context.Background()
+	rep, err := live.RunBrownout(ctx, live.BrownoutOptions{Clients: 20, Duration: 3 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep.WriteTo(os.Stdout) // the table below
+	h, _ := rep.Row(live.BrownoutHedge)
+	b, _ := rep.Row(live.BrownoutHedgeBudget)
+	fmt.Println(h.SlowLoad, b.SlowLoad) // requests per call during the slowdown: about 2 and 1.1
+}
