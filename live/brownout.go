@@ -175,6 +175,10 @@ type BrownoutRow struct {
 	PeakInFlight int64
 	// Success is the share of calls answered 200.
 	Success float64
+	// StartLagMax is how late the clients started a call against their
+	// schedule at worst: a check on the harness (a machine that falls
+	// behind measures itself, not the policy).
+	StartLagMax time.Duration
 	// P50, P99 are end-to-end latencies of all calls; SlowP50 and SlowP99
 	// those of the calls started during the slowdown.
 	P50, P99, SlowP50, SlowP99 time.Duration
@@ -196,10 +200,11 @@ func (r *BrownoutReport) Table() sim.Table {
 	t := sim.Table{
 		Title: fmt.Sprintf("Live brownout with hedging: %d clients every %s, service %s rising to %s for everyone during %s–%s, hedge after %s",
 			o.Clients, o.Interval, o.Service, o.SlowService, o.SlowStart, o.SlowEnd, o.Delay),
-		Header: []string{"policy", "calls", "req/call before", "req/call slow", "cancelled", "peak in flight", "success", "p50", "p99", "p50 slow", "p99 slow"},
+		Header: []string{"policy", "calls", "req/call before", "req/call slow", "cancelled", "peak in flight", "success", "p50", "p99", "p50 slow", "p99 slow", "lag"},
 		Notes: []string{
 			"req/call: requests reaching the server (on the wire) per call, for calls started before / during the slowdown",
 			"hedge: hedge.Transport, one hedge after the delay; hedge+budget: the same under one budget.TenPercent shared by every client",
+			"lag: how late the clients started a call against their schedule at worst (a check on the harness)",
 		},
 	}
 	d := func(v time.Duration) string { return v.Round(10 * time.Microsecond).String() }
@@ -209,7 +214,7 @@ func (r *BrownoutReport) Table() sim.Table {
 			fmt.Sprintf("%.2f", row.BeforeLoad), fmt.Sprintf("%.2f", row.SlowLoad),
 			fmt.Sprint(row.Cancelled), fmt.Sprint(row.PeakInFlight),
 			fmt.Sprintf("%.1f%%", 100*row.Success),
-			d(row.P50), d(row.P99), d(row.SlowP50), d(row.SlowP99),
+			d(row.P50), d(row.P99), d(row.SlowP50), d(row.SlowP99), d(row.StartLagMax),
 		})
 	}
 	return t
@@ -322,6 +327,7 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 		mu    sync.Mutex
 		calls []brownoutCall
 		left  atomic.Int64
+		lag   atomic.Int64
 		wg    sync.WaitGroup
 	)
 	left.Store(int64(o.MaxCalls))
@@ -339,6 +345,9 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 				at := time.Since(start)
 				if at >= o.Duration || left.Add(-1) < 0 {
 					return
+				}
+				late := int64(time.Since(next))
+				for l := lag.Load(); late > l && !lag.CompareAndSwap(l, late); l = lag.Load() {
 				}
 				phase := ""
 				switch {
@@ -379,6 +388,7 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 		}
 	}
 	row.Calls = len(all)
+	row.StartLagMax = time.Duration(lag.Load())
 	row.Requests, row.BeforeRequests, row.SlowRequests = s.hits.Load(), s.before.Load(), s.slow.Load()
 	row.Cancelled, row.PeakInFlight = s.cancelled.Load(), s.peak.Load()
 	if row.BeforeCalls > 0 {

@@ -33,6 +33,11 @@ func TestBrownoutHedging(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep.WriteTo(os.Stdout)
+	for _, row := range rep.Rows {
+		if row.StartLagMax > 250*time.Millisecond {
+			t.Skipf("the machine did not keep up (%s: calls started up to %s late): a live figure would measure the harness", row.Policy.Name, row.StartLagMax)
+		}
+	}
 	for _, c := range []struct {
 		name     string
 		min, max float64

@@ -27,6 +27,8 @@ func TestCascadeAmplification(t *testing.T) {
 		FailEnd:   2500 * time.Millisecond,
 		Think:     20 * time.Millisecond,
 		MaxCalls:  1500,
+		// Room for a naive call's 84 requests on a loaded machine.
+		CallTimeout: 15 * time.Second,
 		// The outage as each call sees it, so that a loaded machine's
 		// slow calls straddling the window's end do not blur the bounds.
 		WholeCalls: true,
