@@ -85,3 +85,38 @@ func TestCascadeOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// The default outage fails requests by when they arrive: calls before and
+// after the window succeed, calls in it fail, and the layer rule's bound
+// holds whatever the machine's timing (at most 4 requests at any tier per
+// call).
+func TestCascadeOutageByTime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := live.RunCascade(ctx, live.CascadeOptions{
+		Clients:  5,
+		Duration: 1500 * time.Millisecond,
+		Think:    20 * time.Millisecond,
+		MaxCalls: 500,
+		Policies: []live.CascadePolicy{live.CascadePolicies()[1]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := rep.Rows[0]
+	t.Logf("%+v", row)
+	if row.FaultCalls == 0 || row.FaultCalls == row.Calls {
+		t.Fatalf("%d of %d calls in the window", row.FaultCalls, row.Calls)
+	}
+	if row.Success <= row.FaultSuccess || row.Success == 0 {
+		t.Errorf("success %.2f overall, %.2f in the window", row.Success, row.FaultSuccess)
+	}
+	for i, a := range row.Amplification {
+		if a < 1 || a > 4 {
+			t.Errorf("tier %d: %.2f requests per call, want within [1, 4]", i+1, a)
+		}
+	}
+	if row.Requests[2] < int64(row.Calls) {
+		t.Errorf("the bottom got %d requests for %d calls", row.Requests[2], row.Calls)
+	}
+}
