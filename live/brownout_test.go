@@ -81,3 +81,27 @@ func TestBrownoutOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// BrownoutPolicy.Adaptive takes the delay from hedge.NewAdaptive: a call
+// still makes at most two requests (one hedge), and every call succeeds.
+func TestBrownoutAdaptive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := live.RunBrownout(ctx, live.BrownoutOptions{
+		Clients:  10,
+		Duration: 1500 * time.Millisecond,
+		MaxCalls: 500,
+		Policies: []live.BrownoutPolicy{{Name: "adaptive", Hedge: true, Adaptive: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := rep.Rows[0]
+	t.Logf("%+v", row)
+	if row.Calls == 0 || row.Success < 0.99 {
+		t.Errorf("%d calls, success %.3f", row.Calls, row.Success)
+	}
+	if n := row.Requests; n < int64(row.Calls) || n > 2*int64(row.Calls) {
+		t.Errorf("%d requests for %d calls: want one to two per call", n, row.Calls)
+	}
+}
