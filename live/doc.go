@@ -86,6 +86,26 @@
 // cancellation, reissues). A Scenario is a plain struct: copy one and
 // change it, or write your own.
 //
+// # Cascade
+//
+// RunCascade is issue #20's multi-tier run, apart from the one-server
+// Scenario registry: three real servers on 127.0.0.1 (tier 1 → tier 2 →
+// bottom) behind layer.Middleware, each tier calling the next through
+// httpretry, the bottom failing for a window, under CascadePolicies (naive
+// retries at every tier, the layer rule, the layer rule with the overload
+// marker and a budget). Its CascadeReport gives, per tier, the requests
+// counted on the wire per client call made during the outage, end-to-end
+// success and latency.
+//
+// # Brownout
+//
+// RunBrownout is issue #22's hedging run: a real server on 127.0.0.1 that
+// slows for everyone for a window, open-loop clients through
+// hedge.Transport unbudgeted or under one shared 10% budget, and a
+// no-hedging baseline (BrownoutPolicies). Its BrownoutReport gives the
+// requests per call on the wire before and during the slowdown, the
+// losers cancelled, the server's peak in flight, success and latency.
+//
 // Live runs are not reproducible bit for bit: the schedule is, but the
 // machine's timing is not. Run policies at the same time (the default) to
 // give them the same conditions; Options.Sequential runs each alone.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/stormguard/stormguard/live"
@@ -29,4 +30,32 @@ func Example_readme() {
 		row.Extra.Duplicates.MaxConcurrentPerKey, // executions of one key at once
 		row.Extra.Entry.Rising,                   // first attempts still rising after errors began
 		len(simRep.Cases))
+}
+
+// Example_cascade is the README's cascade snippet (issue #20), compiled
+// so that it cannot drift. It is not run: it takes 3 s of real traffic.
+func Example_cascade() {
+	ctx := context.Background()
+	rep, err := live.RunCascade(ctx, live.CascadeOptions{Clients: 20, Duration: 3 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep.WriteTo(os.Stdout) // the table below
+	naive, _ := rep.Row(live.CascadeNaive)
+	fmt.Println(naive.Amplification[2], // requests at the bottom per call during the outage
+		naive.FaultSuccess, naive.P99)
+}
+
+// Example_brownout is the README's brownout snippet (issue #22), compiled
+// so that it cannot drift. It is not run: it takes 3 s of real traffic.
+func Example_brownout() {
+	ctx := context.Background()
+	rep, err := live.RunBrownout(ctx, live.BrownoutOptions{Clients: 20, Duration: 3 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep.WriteTo(os.Stdout) // the table below
+	h, _ := rep.Row(live.BrownoutHedge)
+	b, _ := rep.Row(live.BrownoutHedgeBudget)
+	fmt.Println(h.SlowLoad, b.SlowLoad) // requests per call during the slowdown: about 2 and 1.1
 }
