@@ -244,6 +244,11 @@ func runOne(ctx context.Context, p sim.Policy, d Downstream, s Storm, seed uint6
 		r.MeanAmplification = mean / mt.BaselineLoad
 		r.StormAttemptsPerCall = mean / d.Rate
 	}
+	if mt.FaultAttemptsPerCall > 0 {
+		// Exact: the attempts of the calls that started in the storm,
+		// per call, rather than the load over the nominal rate.
+		r.StormAttemptsPerCall = mt.FaultAttemptsPerCall
+	}
 	from, to = int((stormStart+s.Length)/step), min(int(stormDuration/step), len(res.Series.Load))
 	var att, calls float64
 	for i := from; i < to; i++ {
