@@ -275,6 +275,39 @@ type Policy struct {
 	// breaker when it admits them). This is the "stop retrying when the
 	// failure rate is high" breaker of the token-bucket experiments.
 	BreakerRetriesOnly bool
+	// LayerRule makes the callers on this hop obey the layer rule of
+	// retry.Policy.Nested = retry.NestedOneLayer (the core's default): a
+	// call made while serving an inbound attempt whose caller retries it
+	// (announced Will-Retry, or an attempt number above 1) makes one
+	// attempt and stops with retry.ErrNestedRetry. false models
+	// retry.NestedIgnore: every hop retries by its own count, the naive
+	// chain. Every caller announces what retry.Call.WillRetry would (see
+	// AnnouncesRetry), whatever its own rule.
+	LayerRule bool
+	// OverloadMarker makes the tier this hop calls (Tiers[i] for
+	// Policies[i]) answer the requests it sheds (a full queue) with the
+	// overload marker, retry.Overloaded(ErrOverloaded): no caller retries
+	// an error carrying it (retry.IsOverloaded, as retry.Call.Next
+	// classifies it), and a tier whose own call ended with it answers its
+	// caller with the marker too (as the core's server middleware passes
+	// it up), so the whole chain stops.
+	OverloadMarker bool
+}
+
+// AnnouncesRetry reports what a caller on a hop announces on the attempt
+// it sends (retry.Call.WillRetry, the Stormguard-Will-Retry header): for
+// attempt n of a call under maxAttempts (0: no count limit), serving an
+// inbound call whose caller retries (inboundRetries: announced Will-Retry
+// or attempt above 1). The layer rule does not change the answer: a call
+// it governs announces that its caller retries, one it does not govern
+// announces its own count. The
+// simulator computes the inbound facts of every tier's call with it;
+// TestLayerRuleMatchesRetryCall checks it against the real retry.Call.
+func AnnouncesRetry(n, maxAttempts int, inboundRetries bool) bool {
+	if inboundRetries {
+		return true
+	}
+	return maxAttempts <= 0 || n < maxAttempts
 }
 
 // Variant is one contender in a comparison: a name and the policy used for

@@ -68,9 +68,18 @@ const (
 	codeUnavailable
 	codeOverloaded
 	codeServer
+	codeMarked // shed with the overload marker (Policy.OverloadMarker)
 )
 
-var codeErr = [...]error{nil, ErrUnavailable, ErrOverloaded, ErrServer}
+var (
+	// errMarked is a refusal carrying the core's overload marker;
+	// errMarkedBudget is what a budget hears of it: marked Permanent, as
+	// retry.Call.End tells a budget about an error the policy does not
+	// retry.
+	errMarked       = retry.Overloaded(ErrOverloaded)
+	errMarkedBudget = retry.Permanent(errMarked)
+	codeErr         = [...]error{nil, ErrUnavailable, ErrOverloaded, ErrServer, errMarked}
+)
 
 type runner struct {
 	s       *Sim
@@ -139,6 +148,11 @@ type callRec struct {
 	parent    int32 // upstream attempt this call serves, -1 for a client's call
 	caller    int32
 	attempts  int32
+	// inRetries: the inbound attempt this call serves comes from a caller
+	// that retries it (announced Will-Retry, or an attempt above 1): the
+	// layer rule governs the call.
+	inRetries bool
+	marked    bool // the call ended on the overload marker
 }
 
 type attRec struct {
@@ -152,6 +166,7 @@ type attRec struct {
 	n          int32
 	svc        int32 // index in its tier's inService, -1 when not holding a worker
 	clientOpen bool  // the caller still waits for this attempt
+	announce   bool  // the caller announced it will retry (AnnouncesRetry)
 	pathRef    bool  // an event, the queue, a worker or a downstream call refers to it
 	dropped    bool  // a restart dropped it; its service end is ignored
 }
@@ -311,8 +326,10 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 			r.rec.rec.FaultCalls++
 		}
 	} else {
-		c.origin = r.atts[parent].origin
-		c.key = splitmix(r.atts[parent].key ^ 0x5bd1e995)
+		pa := &r.atts[parent]
+		c.origin = pa.origin
+		c.key = splitmix(pa.key ^ 0x5bd1e995)
+		c.inRetries = pa.announce || pa.n > 1
 	}
 	r.tryAttempt(ci)
 }
@@ -349,7 +366,11 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
+		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries)}
+	if r.rec.rec.FaultTierAttempts != nil && r.inFault(cl.origin) {
+		r.rec.rec.FaultTierAttempts[c.hop]++
+	}
 	if c.hop == r.measure {
 		r.rec.attemptSent(r.s.now, isRetry)
 		if r.inFault(cl.origin) {
@@ -442,6 +463,8 @@ func (r *runner) onReach(e Event) {
 		if ti == r.measure {
 			r.rec.server(r.s.now, t.busy, t.queue.len())
 		}
+	case r.hops[ti].pol.OverloadMarker:
+		r.reply(ai, codeMarked)
 	default:
 		r.reply(ai, codeOverloaded)
 	}
@@ -612,15 +635,32 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		a.done = nil
 	}
 	n := a.n
+	// The overload marker is never retried (retry.Call.Next classifies
+	// it first), and a budget hears it marked Permanent.
+	marked := err != nil && retry.IsOverloaded(err)
 	if c.budget != nil {
-		c.budget.Record(n > 1, err)
+		if marked {
+			c.budget.Record(n > 1, errMarkedBudget)
+		} else {
+			c.budget.Record(n > 1, err)
+		}
 	}
 	if err == nil {
 		r.finishCall(ci, true)
 		return
 	}
+	if marked {
+		cl.marked = true
+		r.finishCall(ci, false)
+		return
+	}
 	p := &h.pol
 	if p.MaxAttempts > 0 && int(n) >= p.MaxAttempts {
+		r.finishCall(ci, false)
+		return
+	}
+	if p.LayerRule && cl.inRetries {
+		// retry.NestedOneLayer: the inbound caller retries the chain.
 		r.finishCall(ci, false)
 		return
 	}
@@ -653,7 +693,7 @@ func (r *runner) onRetry(e Event) {
 
 func (r *runner) finishCall(ci int32, ok bool) {
 	cl := &r.calls[ci]
-	parent, parentGen, start := cl.parent, cl.parentGen, cl.start
+	parent, parentGen, start, marked := cl.parent, cl.parentGen, cl.start, cl.marked
 	cl.gen++ // any stale event for this call is ignored from now on
 	r.freeC = append(r.freeC, ci)
 	if parent < 0 {
@@ -667,7 +707,10 @@ func (r *runner) finishCall(ci int32, ok bool) {
 		return // the request this call served was dropped by a restart
 	}
 	code := codeOK
-	if !ok {
+	switch {
+	case !ok && marked:
+		code = codeMarked // passed up, as the server middleware does
+	case !ok:
 		code = codeServer
 	}
 	r.finishService(parent, code)
