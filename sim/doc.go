@@ -126,7 +126,15 @@
 //     at the users: 3 attempts per request (3x at worst) and a 10%
 //     per-client retry budget (1.1x). The "in fault" column
 //     (Metrics.FaultAttemptsPerCall) is the load multiplier during the
-//     fault, which the total case takes to its closed form.
+//     fault, which the total case takes to its closed form. The guard
+//     (retry at one layer): layer-rule puts every hop under the core's
+//     layer rule (Policy.LayerRule, retry.NestedOneLayer: a hop serving
+//     a caller that retries makes one attempt), so 4 attempts reach every
+//     tier instead of 4, 16 and 64 ("by tier",
+//     Metrics.FaultTierAttemptsPerCall); layer-rule+marker+budget adds
+//     the overload marker on the database's shedding
+//     (Policy.OverloadMarker: never retried, passed up by every tier) and
+//     a 10% token bucket per caller: at most 1.5x at every tier.
 //
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.

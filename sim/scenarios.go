@@ -500,7 +500,17 @@ model before model_version 2, the edge itself saturated under the storm and capp
 multiplier: the lab read 43.8x peak instead of about 64x.) Retrying at every tier also keeps the
 database overloaded after it comes back: 64 times the offered load keeps its queue full, and the
 partial and total cases both stay stuck.
-Shows the load on the database, end-to-end success and latency.`,
+The guard (retry at one layer): layer-rule is retry-every-tier with the core's layer rule
+(retry.Policy.Nested = retry.NestedOneLayer) at every hop: each caller announces its attempt
+number and whether it will retry, and a hop serving a caller that retries makes one attempt,
+so only the users retry: 4 attempts reach every tier (the "by tier" column), not 4, 16 and 64.
+layer-rule+marker+budget adds the overload marker (the database answers what it sheds from a
+full queue with retry.Overloaded, which no tier retries and each tier passes up) and a
+budget.TenPercent token bucket per caller: at most 1.5x at every tier. In the total case the
+database answers 503 without shedding, so the budget does the work there (1.1x); in the
+partial case the marker stops the retries of shed requests, and the chain recovers where the
+layer rule alone stays stuck at about 4x the load on half the database.
+Shows the load on the database and at every tier, end-to-end success and latency.`,
 		Model: Model{
 			Clients:  100,
 			Arrival:  Arrival{Kind: Poisson, Rate: 3},
