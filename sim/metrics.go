@@ -76,6 +76,11 @@ type Metrics struct {
 	// calls (FaultAttemptsPerCall is the measured tier's entry). nil for
 	// one tier, without a fault, or when not measured.
 	FaultTierAttemptsPerCall TierRates `json:"fault_tier_attempts_per_call,omitzero"`
+	// LocalRejected is the share of the requests towards the measured
+	// tier (attempts sent plus attempts refused) that a client-side
+	// limiter (Policy.Limiter) refused locally, before they cost the
+	// tier anything. 0 without a limiter.
+	LocalRejected float64 `json:"local_rejected,omitempty"`
 	// BaselineLoad is attempts per second in the baseline window (after
 	// Warmup, before the first fault).
 	BaselineLoad float64 `json:"baseline_load_per_s"`
@@ -299,6 +304,7 @@ func Mean(ms []Metrics) Metrics {
 		out.AttemptsPerCall += m.AttemptsPerCall / n
 		out.FaultAttemptsPerCall += m.FaultAttemptsPerCall / n
 		out.FaultTierAttemptsPerCall = out.FaultTierAttemptsPerCall.add(m.FaultTierAttemptsPerCall, n)
+		out.LocalRejected += m.LocalRejected / n
 		out.BaselineLoad += m.BaselineLoad / n
 		out.PeakLoad += m.PeakLoad / n
 		out.Amplification += m.Amplification / n

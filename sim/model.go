@@ -270,6 +270,18 @@ type Policy struct {
 	ShareBreaker bool
 	// Breaker builds one caller's circuit breaker (see Breaker). nil: none.
 	Breaker func(Env) retry.Breaker
+	// Limiter builds one caller's client-side limiter (retry.Limiter, as
+	// retry.Policy.Limiter: see SRELimiter, AdaptiveLimiter). nil: none.
+	// Every attempt, first or retry, asks it before the breaker, as
+	// retry.Call.Begin does; a refusal ends the call (retry.ReasonThrottled)
+	// and counts in Metrics.LocalRejected; done hears the attempt's result
+	// exactly once (the breaker's error when the breaker then refuses). A
+	// limiter that would wait (throttle.Adaptive) is asked with a deadline
+	// of now: when it answers throttle.ErrWaitTooLong, the attempt waits
+	// the limiter's own wait on the virtual clock and asks again, unless
+	// the wait would end after the call's MaxElapsed (a refusal then, as
+	// a context deadline makes it).
+	Limiter func(Env) retry.Limiter
 	// BreakerRetriesOnly consults the breaker for retries only: first
 	// attempts always go out (and their results are still reported to the
 	// breaker when it admits them). This is the "stop retrying when the

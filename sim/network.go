@@ -110,6 +110,8 @@ type runner struct {
 	seqs    []uint64 // calls started per client
 
 	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume HandlerID
+
+	now nowContext // the context limiters are asked with
 }
 
 // hop is the per-tier part of a variant: the policy its callers use and the
@@ -136,6 +138,7 @@ type caller struct {
 	budget  retry.Budget
 	tracker retry.BudgetTracker
 	breaker retry.Breaker
+	limiter retry.Limiter
 }
 
 type callRec struct {
@@ -161,6 +164,7 @@ type attRec struct {
 	sent       time.Duration
 	origin     time.Duration // start of the client call it serves
 	done       func(error)
+	lim        func(error) // the limiter's done
 	call       int32
 	tier       int32
 	n          int32
@@ -185,6 +189,7 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hCapacity = s.Register(r.onCapacity)
 	r.hRestart = s.Register(r.onRestart)
 	r.hResume = s.Register(r.onResume)
+	r.now = nowContext{c: s.Clock()}
 	if m.Reports != nil {
 		r.agents = make([]agent, m.Clients)
 	}
@@ -260,6 +265,9 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		case p.Breaker != nil:
 			c.breaker = p.Breaker(env)
 		}
+		if p.Limiter != nil {
+			c.limiter = p.Limiter(env)
+		}
 	}
 
 	r.rec.init(m)
@@ -308,7 +316,7 @@ func (r *runner) allocAtt() int32 {
 func (r *runner) maybeFreeAtt(ai int32) {
 	a := &r.atts[ai]
 	if !a.clientOpen && !a.pathRef {
-		a.done = nil
+		a.done, a.lim = nil, nil
 		r.freeA = append(r.freeA, ai)
 	}
 }
@@ -342,7 +350,29 @@ func (r *runner) tryAttempt(ci int32) {
 	h := &r.hops[c.hop]
 	n := cl.attempts + 1
 	isRetry := n > 1
-	var done func(error)
+	var done, lim func(error)
+	if c.limiter != nil {
+		d, err := c.limiter.Acquire(r.now, isRetry)
+		if err != nil {
+			if wait, ok := limiterWait(c.limiter, err); ok {
+				// The wait is bounded by the call's deadline (MaxElapsed),
+				// as a context deadline bounds Acquire's.
+				if p := &h.pol; p.MaxElapsed <= 0 || r.s.now+wait < cl.start+p.MaxElapsed {
+					r.s.After(wait, r.hRetry, ci, cl.gen) // asks again then
+					return
+				}
+			}
+			if c.hop == r.measure {
+				r.rec.rec.LocalRejected++
+			}
+			if isRetry && c.tracker != nil {
+				c.tracker.Refund()
+			}
+			r.finishCall(ci, false)
+			return
+		}
+		lim = d
+	}
 	if c.breaker != nil {
 		d, err := c.breaker.Allow()
 		switch {
@@ -351,6 +381,9 @@ func (r *runner) tryAttempt(ci int32) {
 		case h.pol.BreakerRetriesOnly && !isRetry:
 			// First attempts go out whatever the breaker says.
 		default:
+			if lim != nil {
+				lim(err)
+			}
 			if isRetry && c.tracker != nil {
 				c.tracker.Refund()
 			}
@@ -366,7 +399,7 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, lim: lim, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
 		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries)}
 	if r.rec.rec.FaultTierAttempts != nil && r.inFault(cl.origin) {
 		r.rec.rec.FaultTierAttempts[c.hop]++
@@ -633,6 +666,10 @@ func (r *runner) attemptEnded(ai int32, err error) {
 	if a.done != nil {
 		a.done(err)
 		a.done = nil
+	}
+	if a.lim != nil {
+		a.lim(err)
+		a.lim = nil
 	}
 	n := a.n
 	// The overload marker is never retried (retry.Call.Next classifies

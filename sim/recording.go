@@ -57,6 +57,9 @@ type Recording struct {
 	// first (the simulator fills it; nil for one tier or when not
 	// measured).
 	FaultTierAttempts []int64
+	// LocalRejected counts the attempts towards the measured tier that a
+	// client-side limiter (Policy.Limiter) refused before they were sent.
+	LocalRejected int64
 
 	// QueueSlack is how much longer than the baseline's longest queue the
 	// queue may be for the backlog to count as drained when recovery is
@@ -200,6 +203,9 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 			x.FaultTierAttemptsPerCall.v[i] = ratio(float64(a), float64(r.FaultCalls))
 		}
 		x.FaultTierAttemptsPerCall.n = uint8(min(len(r.FaultTierAttempts), 16))
+	}
+	if r.LocalRejected > 0 {
+		x.LocalRejected = ratio(float64(r.LocalRejected), float64(r.LocalRejected)+x.Attempts)
 	}
 	if r.ReportsOffered > 0 {
 		n := float64(r.ReportsOffered)

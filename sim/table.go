@@ -109,6 +109,7 @@ var columns = []Column{
 	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
 	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
 	{"tiers", "by tier", tiersCell},
+	{"local", "local", func(m *Metrics) string { return FormatShare(m.LocalRejected) }},
 	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
 	{"success", "success", func(m *Metrics) string {
 		if m.SuccessCI > 0 {
@@ -140,6 +141,7 @@ func ColumnLegend() [][2]string {
 		{"att/call", "attempts per client call"},
 		{"in fault", "attempts at the measured tier per client call started during the fault (through every tier in between): the load multiplier while the fault lasts"},
 		{"by tier", "in fault at every tier of the chain, outermost first: attempts reaching each tier per client call started during the fault (the last is \"in fault\")"},
+		{"local", "share of the requests towards the measured tier (attempts sent plus attempts refused) that a client-side limiter (SRE adaptive throttling, AWS adaptive mode) refused locally before they cost the tier anything"},
 		{"goodput", "calls that succeeded while the clients were starting calls, per second of that time (the drain's successes are not spread over the run)"},
 		{"success", "share of client calls that succeeded by the end of the run, the drain included"},
 		{"in run", "share of client calls that succeeded before the clients stopped starting calls (the rest of success came in the drain)"},
