@@ -135,6 +135,14 @@
 //     the overload marker on the database's shedding
 //     (Policy.OverloadMarker: never retried, passed up by every tier) and
 //     a 10% token bucket per caller: at most 1.5x at every tier.
+//   - brownout: 20 clients at 18 calls/s (360/s) to a backend of 20
+//     workers, Exp(50ms) (400/s), a queue of 20; from 30s to 90s it keeps
+//     half its workers (200/s). No retries, retries through a budget,
+//     behind a breaker, behind the SRE book's adaptive throttling
+//     (Policy.Limiter = SRELimiter, K=2 and K=1.1) and behind the AWS
+//     adaptive mode (AdaptiveLimiter, whose waits run on the virtual
+//     clock). The note under the table sets the lab's offered load ÷
+//     accepted rate beside the book's K (BrownoutOfferedAndAccepted).
 //
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.
