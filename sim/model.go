@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -143,6 +144,12 @@ type Tier struct {
 	// Timeout is how long this tier's callers wait for one attempt, when
 	// their policy sets no AttemptTimeout. 0: no timeout.
 	Timeout time.Duration
+	// StragglerProb is the probability that a request is a straggler,
+	// independently of every other: its service time is drawn from
+	// Straggler instead of Service (a heavy tail: most answers fast, a
+	// small share very slow). 0: none.
+	StragglerProb float64
+	Straggler     Dist
 }
 
 // Degrade models a server that gets slower when overloaded (lock
@@ -282,6 +289,9 @@ type Policy struct {
 	// the wait would end after the call's MaxElapsed (a refusal then, as
 	// a context deadline makes it).
 	Limiter func(Env) retry.Limiter
+	// Hedge makes the callers on this hop hedge (see Hedge). nil: no
+	// hedging.
+	Hedge *Hedge
 	// BreakerRetriesOnly consults the breaker for retries only: first
 	// attempts always go out (and their results are still reported to the
 	// breaker when it admits them). This is the "stop retrying when the
@@ -304,6 +314,32 @@ type Policy struct {
 	// caller with the marker too (as the core's server middleware passes
 	// it up), so the whole chain stops.
 	OverloadMarker bool
+}
+
+// Hedge is package hedge's rule (hedge.Hedger), modelled in the
+// simulator: hedge.Do runs attempts on goroutines and waits on timers,
+// which a single-threaded virtual time cannot host, so the run applies
+// its rule with the real hedge.Adaptive for the delay. When a call's
+// first attempt has gone unanswered for the delay (Adaptive's percentile
+// as of the call's start, once it has its samples; Delay until then), a
+// hedge is sent, if MaxHedges, the policy's MaxAttempts (a hedge is an
+// attempt) and the breaker (Ready) allow and the budget grants
+// Withdraw(hedge.ErrHedge); the next hedge waits the delay again. The
+// first answer wins and ends the call; the losers are abandoned (the
+// server does not learn of it, and their replies are ignored, their
+// breaker and budget hearing context.Canceled, which counts against
+// neither). A failed attempt while another is still running waits for
+// it. Every attempt that answers first feeds Adaptive its latency.
+type Hedge struct {
+	// Delay is the fixed delay, and Adaptive's until it has enough
+	// samples. 0: hedge.DefaultDelay.
+	Delay time.Duration
+	// Adaptive, when set, configures one hedge.Adaptive for the hop (its
+	// Clock is the run's), shared by every caller as the hedge package
+	// advises.
+	Adaptive *hedge.AdaptiveConfig
+	// MaxHedges bounds the hedges of one call. 0: hedge.DefaultMaxHedges.
+	MaxHedges int
 }
 
 // AnnouncesRetry reports what a caller on a hop announces on the attempt

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -109,7 +110,7 @@ type runner struct {
 	crnRand *rand.Rand
 	seqs    []uint64 // calls started per client
 
-	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume HandlerID
+	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume, hHedge HandlerID
 
 	now nowContext // the context limiters are asked with
 }
@@ -120,6 +121,7 @@ type hop struct {
 	pol     Policy
 	strat   backoff.Strategy
 	timeout time.Duration
+	ad      *hedge.Adaptive // Policy.Hedge.Adaptive, for the hop
 }
 
 type tierState struct {
@@ -155,12 +157,16 @@ type callRec struct {
 	// that retries it (announced Will-Retry, or an attempt above 1): the
 	// layer rule governs the call.
 	inRetries bool
-	marked    bool // the call ended on the overload marker
+	marked    bool  // the call ended on the overload marker
+	open      int32 // attempts the caller waits for (several when hedging)
+	hedges    int32 // hedges sent
 }
 
 type attRec struct {
 	key        uint64 // the attempt's identity for common random numbers
 	gen        int64
+	callGen    int64 // its call's generation: a hedged call may end first
+	caller     int32
 	sent       time.Duration
 	origin     time.Duration // start of the client call it serves
 	done       func(error)
@@ -189,6 +195,7 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hCapacity = s.Register(r.onCapacity)
 	r.hRestart = s.Register(r.onRestart)
 	r.hResume = s.Register(r.onResume)
+	r.hHedge = s.Register(r.onHedge)
 	r.now = nowContext{c: s.Clock()}
 	if m.Reports != nil {
 		r.agents = make([]agent, m.Clients)
@@ -209,6 +216,11 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		h.timeout = h.pol.AttemptTimeout
 		if h.timeout == 0 {
 			h.timeout = m.Tiers[i].Timeout
+		}
+		if hg := h.pol.Hedge; hg != nil && hg.Adaptive != nil {
+			c := *hg.Adaptive
+			c.Clock = s.Clock()
+			h.ad = hedge.NewAdaptive(c)
 		}
 	}
 
@@ -387,6 +399,9 @@ func (r *runner) tryAttempt(ci int32) {
 			if isRetry && c.tracker != nil {
 				c.tracker.Refund()
 			}
+			if cl.open > 0 {
+				return // a refused hedge: the running attempt goes on
+			}
 			r.finishCall(ci, false)
 			return
 		}
@@ -399,7 +414,8 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, lim: lim, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
+	cl.open++
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, callGen: cl.gen, caller: cl.caller, sent: r.s.now, origin: cl.origin, done: done, lim: lim, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
 		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries)}
 	if r.rec.rec.FaultTierAttempts != nil && r.inFault(cl.origin) {
 		r.rec.rec.FaultTierAttempts[c.hop]++
@@ -412,6 +428,9 @@ func (r *runner) tryAttempt(ci int32) {
 	}
 	if h.timeout > 0 {
 		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
+	}
+	if hg := h.pol.Hedge; hg != nil && int(cl.hedges) < hedgeMax(hg) && (!isRetry || cl.hedges > 0 && n == cl.hedges+1) {
+		r.s.After(r.hedgeDelay(h), r.hHedge, ci, cl.gen)
 	}
 	t := &r.tiers[c.hop]
 	for _, f := range t.faults {
@@ -513,7 +532,12 @@ func (r *runner) startService(ti int32, ai int32) {
 		r.rec.server(r.s.now, t.busy, t.queue.len())
 	}
 	rng := r.draw(ai, drawService)
-	d := t.cfg.Service.Sample(rng)
+	var d time.Duration
+	if t.cfg.StragglerProb > 0 && rng.Float64() < t.cfg.StragglerProb {
+		d = t.cfg.Straggler.Sample(rng)
+	} else {
+		d = t.cfg.Service.Sample(rng)
+	}
 	if f := t.cfg.Degrade.factor(t.queue.len(), t.cfg.Workers); f != 1 {
 		d = time.Duration(float64(d) * f)
 	}
@@ -658,6 +682,12 @@ func (r *runner) attemptEnded(ai int32, err error) {
 	a.clientOpen = false
 	ci := a.call
 	cl := &r.calls[ci]
+	if cl.gen != a.callGen {
+		// A hedge's loser: its call ended with another attempt's answer.
+		r.abandoned(ai)
+		return
+	}
+	cl.open--
 	c := &r.callers[cl.caller]
 	h := &r.hops[c.hop]
 	if c.hop == r.measure {
@@ -683,8 +713,14 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		}
 	}
 	if err == nil {
+		if h.ad != nil {
+			h.ad.ObserveAt(r.s.Clock().Now(), r.s.now-a.sent)
+		}
 		r.finishCall(ci, true)
 		return
+	}
+	if cl.open > 0 {
+		return // a hedge still runs: wait for it
 	}
 	if marked {
 		cl.marked = true
@@ -719,6 +755,68 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		return
 	}
 	r.s.After(delay, r.hRetry, ci, cl.gen)
+}
+
+// abandoned reports a hedge's loser to its caller's breaker and budget as
+// cancelled (retry.Call hears a lost attempt so: no failure).
+func (r *runner) abandoned(ai int32) {
+	a := &r.atts[ai]
+	if a.done != nil {
+		a.done(context.Canceled)
+		a.done = nil
+	}
+	if a.lim != nil {
+		a.lim(context.Canceled)
+		a.lim = nil
+	}
+	if c := &r.callers[a.caller]; c.budget != nil {
+		c.budget.Record(a.n > 1, context.Canceled)
+	}
+}
+
+func hedgeMax(hg *Hedge) int {
+	if hg.MaxHedges <= 0 {
+		return hedge.DefaultMaxHedges
+	}
+	return hg.MaxHedges
+}
+
+// hedgeDelay is the hedge delay of a call starting now on hop h: the
+// Adaptive percentile once it has its samples, else the fixed Delay.
+func (r *runner) hedgeDelay(h *hop) time.Duration {
+	if h.ad != nil {
+		if d, ok := h.ad.DelayAt(r.s.Clock().Now()); ok {
+			return d
+		}
+	}
+	if h.pol.Hedge.Delay > 0 {
+		return h.pol.Hedge.Delay
+	}
+	return hedge.DefaultDelay
+}
+
+// onHedge sends a hedge for call e.Ref when it is still waiting and its
+// limits, breaker and budget allow, as hedge's hedgeLocked does.
+func (r *runner) onHedge(e Event) {
+	ci := e.Ref
+	cl := &r.calls[ci]
+	if cl.gen != e.Arg || cl.open == 0 {
+		return
+	}
+	c := &r.callers[cl.caller]
+	h := &r.hops[c.hop]
+	p := &h.pol
+	if int(cl.hedges) >= hedgeMax(p.Hedge) || p.MaxAttempts > 0 && int(cl.attempts) >= p.MaxAttempts {
+		return
+	}
+	if c.limiter != nil || c.breaker != nil && c.breaker.Ready() != nil {
+		return // hedge refuses to hedge behind a Limiter
+	}
+	if c.budget != nil && !c.budget.Withdraw(hedge.ErrHedge) {
+		return
+	}
+	cl.hedges++
+	r.tryAttempt(ci)
 }
 
 func (r *runner) onRetry(e Event) {

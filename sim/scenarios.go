@@ -38,7 +38,7 @@ func Lookup(name string) (*Scenario, bool) {
 }
 
 func builtinSpecs() []ModelSpec {
-	return []ModelSpec{retryBudgetSpec(), gatewaySpec(), packetLossSpec(), metastableSpec(), cascadeSpec(), brownoutSpec()}
+	return []ModelSpec{retryBudgetSpec(), gatewaySpec(), packetLossSpec(), metastableSpec(), cascadeSpec(), brownoutSpec(), stragglerSpec()}
 }
 
 // retryBudgetSpec is the open-loop model of the token-bucket experiments.
