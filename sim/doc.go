@@ -143,6 +143,14 @@
 //     adaptive mode (AdaptiveLimiter, whose waits run on the virtual
 //     clock). The note under the table sets the lab's offered load ÷
 //     accepted rate beside the book's K (BrownoutOfferedAndAccepted).
+//   - straggler: 50 clients at 20 calls/s (1,000/s) to a service with
+//     unlimited workers whose requests take [4ms, 12ms], 1% of them
+//     (Tier.StragglerProb) [200ms, 2s]. No hedging, a hedge after 10ms,
+//     after the p95 (Policy.Hedge with the real hedge.Adaptive) and the
+//     same under a 10% token bucket; "The Tail at Scale"'s figure is set
+//     beside the lab's. A second case slows the service by 20ms for
+//     everyone for 30s: the fixed hedge doubles the load, the budgeted
+//     one does not.
 //
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.
