@@ -126,7 +126,31 @@
 //     at the users: 3 attempts per request (3x at worst) and a 10%
 //     per-client retry budget (1.1x). The "in fault" column
 //     (Metrics.FaultAttemptsPerCall) is the load multiplier during the
-//     fault, which the total case takes to its closed form.
+//     fault, which the total case takes to its closed form. The guard
+//     (retry at one layer): layer-rule puts every hop under the core's
+//     layer rule (Policy.LayerRule, retry.NestedOneLayer: a hop serving
+//     a caller that retries makes one attempt), so 4 attempts reach every
+//     tier instead of 4, 16 and 64 ("by tier",
+//     Metrics.FaultTierAttemptsPerCall); layer-rule+marker+budget adds
+//     the overload marker on the database's shedding
+//     (Policy.OverloadMarker: never retried, passed up by every tier) and
+//     a 10% token bucket per caller: at most 1.5x at every tier.
+//   - brownout: 20 clients at 18 calls/s (360/s) to a backend of 20
+//     workers, Exp(50ms) (400/s), a queue of 20; from 30s to 90s it keeps
+//     half its workers (200/s). No retries, retries through a budget,
+//     behind a breaker, behind the SRE book's adaptive throttling
+//     (Policy.Limiter = SRELimiter, K=2 and K=1.1) and behind the AWS
+//     adaptive mode (AdaptiveLimiter, whose waits run on the virtual
+//     clock). The note under the table sets the lab's offered load ÷
+//     accepted rate beside the book's K (BrownoutOfferedAndAccepted).
+//   - straggler: 50 clients at 20 calls/s (1,000/s) to a service with
+//     unlimited workers whose requests take [4ms, 12ms], 1% of them
+//     (Tier.StragglerProb) [200ms, 2s]. No hedging, a hedge after 10ms,
+//     after the p95 (Policy.Hedge with the real hedge.Adaptive) and the
+//     same under a 10% token bucket; "The Tail at Scale"'s figure is set
+//     beside the lab's. A second case slows the service by 20ms for
+//     everyone for 30s: the fixed hedge doubles the load, the budgeted
+//     one does not.
 //
 // NewModelScenario turns any Model and set of policies into a Scenario;
 // the stormsim command builds scenario files with it.

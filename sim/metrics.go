@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Windows used by the metric definitions.
 const (
@@ -66,6 +70,17 @@ type Metrics struct {
 	// three hops of four attempts). 0 without a fault, or when not
 	// measured (live runs).
 	FaultAttemptsPerCall float64 `json:"fault_attempts_per_call,omitempty"`
+	// FaultTierAttemptsPerCall is the amplification at every tier of a
+	// chain, outermost first: attempts reaching tier k caused by the
+	// client calls that started inside the fault window, divided by those
+	// calls (FaultAttemptsPerCall is the measured tier's entry). nil for
+	// one tier, without a fault, or when not measured.
+	FaultTierAttemptsPerCall TierRates `json:"fault_tier_attempts_per_call,omitzero"`
+	// LocalRejected is the share of the requests towards the measured
+	// tier (attempts sent plus attempts refused) that a client-side
+	// limiter (Policy.Limiter) refused locally, before they cost the
+	// tier anything. 0 without a limiter.
+	LocalRejected float64 `json:"local_rejected,omitempty"`
 	// BaselineLoad is attempts per second in the baseline window (after
 	// Warmup, before the first fault).
 	BaselineLoad float64 `json:"baseline_load_per_s"`
@@ -157,6 +172,68 @@ type Metrics struct {
 	KurtosisPoisson float64 `json:"kurtosis_poisson,omitempty"`
 }
 
+// TierRates holds one value per tier of a chain, outermost first (at most
+// 16, the tiers a Model may have). It is comparable, so Metrics is, and
+// its JSON is an array of Len numbers; the zero TierRates has none.
+type TierRates struct {
+	n uint8
+	v [16]float64
+}
+
+// NewTierRates returns the TierRates holding vs (at most 16: the rest are
+// dropped).
+func NewTierRates(vs ...float64) TierRates {
+	var t TierRates
+	t.n = uint8(copy(t.v[:], vs))
+	return t
+}
+
+// Len returns the number of tiers held.
+func (t TierRates) Len() int { return int(t.n) }
+
+// At returns tier i's value (0 beyond Len).
+func (t TierRates) At(i int) float64 {
+	if i < 0 || i >= int(t.n) {
+		return 0
+	}
+	return t.v[i]
+}
+
+// Slice returns the values as a new slice (nil when there are none).
+func (t TierRates) Slice() []float64 {
+	if t.n == 0 {
+		return nil
+	}
+	return append([]float64(nil), t.v[:t.n]...)
+}
+
+// MarshalJSON writes the values as a JSON array.
+func (t TierRates) MarshalJSON() ([]byte, error) { return json.Marshal(t.v[:t.n]) }
+
+// UnmarshalJSON reads a JSON array of at most 16 numbers.
+func (t *TierRates) UnmarshalJSON(b []byte) error {
+	var vs []float64
+	if err := json.Unmarshal(b, &vs); err != nil {
+		return err
+	}
+	if len(vs) > len(t.v) {
+		return fmt.Errorf("sim: %d tier values, at most %d", len(vs), len(t.v))
+	}
+	*t = NewTierRates(vs...)
+	return nil
+}
+
+// add returns t plus o/n tier by tier, for Mean.
+func (t TierRates) add(o TierRates, n float64) TierRates {
+	if o.n > t.n {
+		t.n = o.n
+	}
+	for i := range o.n {
+		t.v[i] += o.v[i] / n
+	}
+	return t
+}
+
 // CIFactor is the number of standard errors of a 95% confidence interval
 // (normal approximation).
 const CIFactor = 1.96
@@ -226,6 +303,8 @@ func Mean(ms []Metrics) Metrics {
 		out.Retries += m.Retries / n
 		out.AttemptsPerCall += m.AttemptsPerCall / n
 		out.FaultAttemptsPerCall += m.FaultAttemptsPerCall / n
+		out.FaultTierAttemptsPerCall = out.FaultTierAttemptsPerCall.add(m.FaultTierAttemptsPerCall, n)
+		out.LocalRejected += m.LocalRejected / n
 		out.BaselineLoad += m.BaselineLoad / n
 		out.PeakLoad += m.PeakLoad / n
 		out.Amplification += m.Amplification / n

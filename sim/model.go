@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -143,6 +144,12 @@ type Tier struct {
 	// Timeout is how long this tier's callers wait for one attempt, when
 	// their policy sets no AttemptTimeout. 0: no timeout.
 	Timeout time.Duration
+	// StragglerProb is the probability that a request is a straggler,
+	// independently of every other: its service time is drawn from
+	// Straggler instead of Service (a heavy tail: most answers fast, a
+	// small share very slow). 0: none.
+	StragglerProb float64
+	Straggler     Dist
 }
 
 // Degrade models a server that gets slower when overloaded (lock
@@ -270,11 +277,85 @@ type Policy struct {
 	ShareBreaker bool
 	// Breaker builds one caller's circuit breaker (see Breaker). nil: none.
 	Breaker func(Env) retry.Breaker
+	// Limiter builds one caller's client-side limiter (retry.Limiter, as
+	// retry.Policy.Limiter: see SRELimiter, AdaptiveLimiter). nil: none.
+	// Every attempt, first or retry, asks it before the breaker, as
+	// retry.Call.Begin does; a refusal ends the call (retry.ReasonThrottled)
+	// and counts in Metrics.LocalRejected; done hears the attempt's result
+	// exactly once (the breaker's error when the breaker then refuses). A
+	// limiter that would wait (throttle.Adaptive) is asked with a deadline
+	// of now: when it answers throttle.ErrWaitTooLong, the attempt waits
+	// the limiter's own wait on the virtual clock and asks again, unless
+	// the wait would end after the call's MaxElapsed (a refusal then, as
+	// a context deadline makes it).
+	Limiter func(Env) retry.Limiter
+	// Hedge makes the callers on this hop hedge (see Hedge). nil: no
+	// hedging.
+	Hedge *Hedge
 	// BreakerRetriesOnly consults the breaker for retries only: first
 	// attempts always go out (and their results are still reported to the
 	// breaker when it admits them). This is the "stop retrying when the
 	// failure rate is high" breaker of the token-bucket experiments.
 	BreakerRetriesOnly bool
+	// LayerRule makes the callers on this hop obey the layer rule of
+	// retry.Policy.Nested = retry.NestedOneLayer (the core's default): a
+	// call made while serving an inbound attempt whose caller retries it
+	// (announced Will-Retry, or an attempt number above 1) makes one
+	// attempt and stops with retry.ErrNestedRetry. false models
+	// retry.NestedIgnore: every hop retries by its own count, the naive
+	// chain. Every caller announces what retry.Call.WillRetry would (see
+	// AnnouncesRetry), whatever its own rule.
+	LayerRule bool
+	// OverloadMarker makes the tier this hop calls (Tiers[i] for
+	// Policies[i]) answer the requests it sheds (a full queue) with the
+	// overload marker, retry.Overloaded(ErrOverloaded): no caller retries
+	// an error carrying it (retry.IsOverloaded, as retry.Call.Next
+	// classifies it), and a tier whose own call ended with it answers its
+	// caller with the marker too (as the core's server middleware passes
+	// it up), so the whole chain stops.
+	OverloadMarker bool
+}
+
+// Hedge is package hedge's rule (hedge.Hedger), modelled in the
+// simulator: hedge.Do runs attempts on goroutines and waits on timers,
+// which a single-threaded virtual time cannot host, so the run applies
+// its rule with the real hedge.Adaptive for the delay. When a call's
+// first attempt has gone unanswered for the delay (Adaptive's percentile
+// as of the call's start, once it has its samples; Delay until then), a
+// hedge is sent, if MaxHedges, the policy's MaxAttempts (a hedge is an
+// attempt) and the breaker (Ready) allow and the budget grants
+// Withdraw(hedge.ErrHedge); the next hedge waits the delay again. The
+// first answer wins and ends the call; the losers are abandoned (the
+// server does not learn of it, and their replies are ignored, their
+// breaker and budget hearing context.Canceled, which counts against
+// neither). A failed attempt while another is still running waits for
+// it. Every attempt that answers first feeds Adaptive its latency.
+type Hedge struct {
+	// Delay is the fixed delay, and Adaptive's until it has enough
+	// samples. 0: hedge.DefaultDelay.
+	Delay time.Duration
+	// Adaptive, when set, configures one hedge.Adaptive for the hop (its
+	// Clock is the run's), shared by every caller as the hedge package
+	// advises.
+	Adaptive *hedge.AdaptiveConfig
+	// MaxHedges bounds the hedges of one call. 0: hedge.DefaultMaxHedges.
+	MaxHedges int
+}
+
+// AnnouncesRetry reports what a caller on a hop announces on the attempt
+// it sends (retry.Call.WillRetry, the Stormguard-Will-Retry header): for
+// attempt n of a call under maxAttempts (0: no count limit), serving an
+// inbound call whose caller retries (inboundRetries: announced Will-Retry
+// or attempt above 1). The layer rule does not change the answer: a call
+// it governs announces that its caller retries, one it does not govern
+// announces its own count. The
+// simulator computes the inbound facts of every tier's call with it;
+// TestLayerRuleMatchesRetryCall checks it against the real retry.Call.
+func AnnouncesRetry(n, maxAttempts int, inboundRetries bool) bool {
+	if inboundRetries {
+		return true
+	}
+	return maxAttempts <= 0 || n < maxAttempts
 }
 
 // Variant is one contender in a comparison: a name and the policy used for

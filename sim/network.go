@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -68,9 +69,18 @@ const (
 	codeUnavailable
 	codeOverloaded
 	codeServer
+	codeMarked // shed with the overload marker (Policy.OverloadMarker)
 )
 
-var codeErr = [...]error{nil, ErrUnavailable, ErrOverloaded, ErrServer}
+var (
+	// errMarked is a refusal carrying the core's overload marker;
+	// errMarkedBudget is what a budget hears of it: marked Permanent, as
+	// retry.Call.End tells a budget about an error the policy does not
+	// retry.
+	errMarked       = retry.Overloaded(ErrOverloaded)
+	errMarkedBudget = retry.Permanent(errMarked)
+	codeErr         = [...]error{nil, ErrUnavailable, ErrOverloaded, ErrServer, errMarked}
+)
 
 type runner struct {
 	s       *Sim
@@ -100,7 +110,9 @@ type runner struct {
 	crnRand *rand.Rand
 	seqs    []uint64 // calls started per client
 
-	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume HandlerID
+	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume, hHedge HandlerID
+
+	now nowContext // the context limiters are asked with
 }
 
 // hop is the per-tier part of a variant: the policy its callers use and the
@@ -109,6 +121,7 @@ type hop struct {
 	pol     Policy
 	strat   backoff.Strategy
 	timeout time.Duration
+	ad      *hedge.Adaptive // Policy.Hedge.Adaptive, for the hop
 }
 
 type tierState struct {
@@ -127,6 +140,7 @@ type caller struct {
 	budget  retry.Budget
 	tracker retry.BudgetTracker
 	breaker retry.Breaker
+	limiter retry.Limiter
 }
 
 type callRec struct {
@@ -139,19 +153,30 @@ type callRec struct {
 	parent    int32 // upstream attempt this call serves, -1 for a client's call
 	caller    int32
 	attempts  int32
+	// inRetries: the inbound attempt this call serves comes from a caller
+	// that retries it (announced Will-Retry, or an attempt above 1): the
+	// layer rule governs the call.
+	inRetries bool
+	marked    bool  // the call ended on the overload marker
+	open      int32 // attempts the caller waits for (several when hedging)
+	hedges    int32 // hedges sent
 }
 
 type attRec struct {
 	key        uint64 // the attempt's identity for common random numbers
 	gen        int64
+	callGen    int64 // its call's generation: a hedged call may end first
+	caller     int32
 	sent       time.Duration
 	origin     time.Duration // start of the client call it serves
 	done       func(error)
+	lim        func(error) // the limiter's done
 	call       int32
 	tier       int32
 	n          int32
 	svc        int32 // index in its tier's inService, -1 when not holding a worker
 	clientOpen bool  // the caller still waits for this attempt
+	announce   bool  // the caller announced it will retry (AnnouncesRetry)
 	pathRef    bool  // an event, the queue, a worker or a downstream call refers to it
 	dropped    bool  // a restart dropped it; its service end is ignored
 }
@@ -170,6 +195,8 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hCapacity = s.Register(r.onCapacity)
 	r.hRestart = s.Register(r.onRestart)
 	r.hResume = s.Register(r.onResume)
+	r.hHedge = s.Register(r.onHedge)
+	r.now = nowContext{c: s.Clock()}
 	if m.Reports != nil {
 		r.agents = make([]agent, m.Clients)
 	}
@@ -189,6 +216,11 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		h.timeout = h.pol.AttemptTimeout
 		if h.timeout == 0 {
 			h.timeout = m.Tiers[i].Timeout
+		}
+		if hg := h.pol.Hedge; hg != nil && hg.Adaptive != nil {
+			c := *hg.Adaptive
+			c.Clock = s.Clock()
+			h.ad = hedge.NewAdaptive(c)
 		}
 	}
 
@@ -245,6 +277,9 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		case p.Breaker != nil:
 			c.breaker = p.Breaker(env)
 		}
+		if p.Limiter != nil {
+			c.limiter = p.Limiter(env)
+		}
 	}
 
 	r.rec.init(m)
@@ -293,7 +328,7 @@ func (r *runner) allocAtt() int32 {
 func (r *runner) maybeFreeAtt(ai int32) {
 	a := &r.atts[ai]
 	if !a.clientOpen && !a.pathRef {
-		a.done = nil
+		a.done, a.lim = nil, nil
 		r.freeA = append(r.freeA, ai)
 	}
 }
@@ -311,8 +346,10 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 			r.rec.rec.FaultCalls++
 		}
 	} else {
-		c.origin = r.atts[parent].origin
-		c.key = splitmix(r.atts[parent].key ^ 0x5bd1e995)
+		pa := &r.atts[parent]
+		c.origin = pa.origin
+		c.key = splitmix(pa.key ^ 0x5bd1e995)
+		c.inRetries = pa.announce || pa.n > 1
 	}
 	r.tryAttempt(ci)
 }
@@ -325,7 +362,29 @@ func (r *runner) tryAttempt(ci int32) {
 	h := &r.hops[c.hop]
 	n := cl.attempts + 1
 	isRetry := n > 1
-	var done func(error)
+	var done, lim func(error)
+	if c.limiter != nil {
+		d, err := c.limiter.Acquire(r.now, isRetry)
+		if err != nil {
+			if wait, ok := limiterWait(c.limiter, err); ok {
+				// The wait is bounded by the call's deadline (MaxElapsed),
+				// as a context deadline bounds Acquire's.
+				if p := &h.pol; p.MaxElapsed <= 0 || r.s.now+wait < cl.start+p.MaxElapsed {
+					r.s.After(wait, r.hRetry, ci, cl.gen) // asks again then
+					return
+				}
+			}
+			if c.hop == r.measure {
+				r.rec.rec.LocalRejected++
+			}
+			if isRetry && c.tracker != nil {
+				c.tracker.Refund()
+			}
+			r.finishCall(ci, false)
+			return
+		}
+		lim = d
+	}
 	if c.breaker != nil {
 		d, err := c.breaker.Allow()
 		switch {
@@ -334,8 +393,14 @@ func (r *runner) tryAttempt(ci int32) {
 		case h.pol.BreakerRetriesOnly && !isRetry:
 			// First attempts go out whatever the breaker says.
 		default:
+			if lim != nil {
+				lim(err)
+			}
 			if isRetry && c.tracker != nil {
 				c.tracker.Refund()
+			}
+			if cl.open > 0 {
+				return // a refused hedge: the running attempt goes on
 			}
 			r.finishCall(ci, false)
 			return
@@ -349,7 +414,12 @@ func (r *runner) tryAttempt(ci int32) {
 	ai := r.allocAtt()
 	a := &r.atts[ai]
 	a.gen++
-	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, sent: r.s.now, origin: cl.origin, done: done, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true}
+	cl.open++
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, callGen: cl.gen, caller: cl.caller, sent: r.s.now, origin: cl.origin, done: done, lim: lim, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
+		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries)}
+	if r.rec.rec.FaultTierAttempts != nil && r.inFault(cl.origin) {
+		r.rec.rec.FaultTierAttempts[c.hop]++
+	}
 	if c.hop == r.measure {
 		r.rec.attemptSent(r.s.now, isRetry)
 		if r.inFault(cl.origin) {
@@ -358,6 +428,9 @@ func (r *runner) tryAttempt(ci int32) {
 	}
 	if h.timeout > 0 {
 		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
+	}
+	if hg := h.pol.Hedge; hg != nil && int(cl.hedges) < hedgeMax(hg) && (!isRetry || cl.hedges > 0 && n == cl.hedges+1) {
+		r.s.After(r.hedgeDelay(h), r.hHedge, ci, cl.gen)
 	}
 	t := &r.tiers[c.hop]
 	for _, f := range t.faults {
@@ -442,6 +515,8 @@ func (r *runner) onReach(e Event) {
 		if ti == r.measure {
 			r.rec.server(r.s.now, t.busy, t.queue.len())
 		}
+	case r.hops[ti].pol.OverloadMarker:
+		r.reply(ai, codeMarked)
 	default:
 		r.reply(ai, codeOverloaded)
 	}
@@ -457,7 +532,12 @@ func (r *runner) startService(ti int32, ai int32) {
 		r.rec.server(r.s.now, t.busy, t.queue.len())
 	}
 	rng := r.draw(ai, drawService)
-	d := t.cfg.Service.Sample(rng)
+	var d time.Duration
+	if t.cfg.StragglerProb > 0 && rng.Float64() < t.cfg.StragglerProb {
+		d = t.cfg.Straggler.Sample(rng)
+	} else {
+		d = t.cfg.Service.Sample(rng)
+	}
 	if f := t.cfg.Degrade.factor(t.queue.len(), t.cfg.Workers); f != 1 {
 		d = time.Duration(float64(d) * f)
 	}
@@ -602,6 +682,12 @@ func (r *runner) attemptEnded(ai int32, err error) {
 	a.clientOpen = false
 	ci := a.call
 	cl := &r.calls[ci]
+	if cl.gen != a.callGen {
+		// A hedge's loser: its call ended with another attempt's answer.
+		r.abandoned(ai)
+		return
+	}
+	cl.open--
 	c := &r.callers[cl.caller]
 	h := &r.hops[c.hop]
 	if c.hop == r.measure {
@@ -611,16 +697,43 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		a.done(err)
 		a.done = nil
 	}
+	if a.lim != nil {
+		a.lim(err)
+		a.lim = nil
+	}
 	n := a.n
+	// The overload marker is never retried (retry.Call.Next classifies
+	// it first), and a budget hears it marked Permanent.
+	marked := err != nil && retry.IsOverloaded(err)
 	if c.budget != nil {
-		c.budget.Record(n > 1, err)
+		if marked {
+			c.budget.Record(n > 1, errMarkedBudget)
+		} else {
+			c.budget.Record(n > 1, err)
+		}
 	}
 	if err == nil {
+		if h.ad != nil {
+			h.ad.ObserveAt(r.s.Clock().Now(), r.s.now-a.sent)
+		}
 		r.finishCall(ci, true)
+		return
+	}
+	if cl.open > 0 {
+		return // a hedge still runs: wait for it
+	}
+	if marked {
+		cl.marked = true
+		r.finishCall(ci, false)
 		return
 	}
 	p := &h.pol
 	if p.MaxAttempts > 0 && int(n) >= p.MaxAttempts {
+		r.finishCall(ci, false)
+		return
+	}
+	if p.LayerRule && cl.inRetries {
+		// retry.NestedOneLayer: the inbound caller retries the chain.
 		r.finishCall(ci, false)
 		return
 	}
@@ -644,6 +757,68 @@ func (r *runner) attemptEnded(ai int32, err error) {
 	r.s.After(delay, r.hRetry, ci, cl.gen)
 }
 
+// abandoned reports a hedge's loser to its caller's breaker and budget as
+// cancelled (retry.Call hears a lost attempt so: no failure).
+func (r *runner) abandoned(ai int32) {
+	a := &r.atts[ai]
+	if a.done != nil {
+		a.done(context.Canceled)
+		a.done = nil
+	}
+	if a.lim != nil {
+		a.lim(context.Canceled)
+		a.lim = nil
+	}
+	if c := &r.callers[a.caller]; c.budget != nil {
+		c.budget.Record(a.n > 1, context.Canceled)
+	}
+}
+
+func hedgeMax(hg *Hedge) int {
+	if hg.MaxHedges <= 0 {
+		return hedge.DefaultMaxHedges
+	}
+	return hg.MaxHedges
+}
+
+// hedgeDelay is the hedge delay of a call starting now on hop h: the
+// Adaptive percentile once it has its samples, else the fixed Delay.
+func (r *runner) hedgeDelay(h *hop) time.Duration {
+	if h.ad != nil {
+		if d, ok := h.ad.DelayAt(r.s.Clock().Now()); ok {
+			return d
+		}
+	}
+	if h.pol.Hedge.Delay > 0 {
+		return h.pol.Hedge.Delay
+	}
+	return hedge.DefaultDelay
+}
+
+// onHedge sends a hedge for call e.Ref when it is still waiting and its
+// limits, breaker and budget allow, as hedge's hedgeLocked does.
+func (r *runner) onHedge(e Event) {
+	ci := e.Ref
+	cl := &r.calls[ci]
+	if cl.gen != e.Arg || cl.open == 0 {
+		return
+	}
+	c := &r.callers[cl.caller]
+	h := &r.hops[c.hop]
+	p := &h.pol
+	if int(cl.hedges) >= hedgeMax(p.Hedge) || p.MaxAttempts > 0 && int(cl.attempts) >= p.MaxAttempts {
+		return
+	}
+	if c.limiter != nil || c.breaker != nil && c.breaker.Ready() != nil {
+		return // hedge refuses to hedge behind a Limiter
+	}
+	if c.budget != nil && !c.budget.Withdraw(hedge.ErrHedge) {
+		return
+	}
+	cl.hedges++
+	r.tryAttempt(ci)
+}
+
 func (r *runner) onRetry(e Event) {
 	if r.calls[e.Ref].gen != e.Arg {
 		return
@@ -653,7 +828,7 @@ func (r *runner) onRetry(e Event) {
 
 func (r *runner) finishCall(ci int32, ok bool) {
 	cl := &r.calls[ci]
-	parent, parentGen, start := cl.parent, cl.parentGen, cl.start
+	parent, parentGen, start, marked := cl.parent, cl.parentGen, cl.start, cl.marked
 	cl.gen++ // any stale event for this call is ignored from now on
 	r.freeC = append(r.freeC, ci)
 	if parent < 0 {
@@ -667,7 +842,10 @@ func (r *runner) finishCall(ci int32, ok bool) {
 		return // the request this call served was dropped by a restart
 	}
 	code := codeOK
-	if !ok {
+	switch {
+	case !ok && marked:
+		code = codeMarked // passed up, as the server middleware does
+	case !ok:
 		code = codeServer
 	}
 	r.finishService(parent, code)

@@ -23,6 +23,9 @@ func (r *recorder) init(m *Model) {
 	r.n = int((m.horizon()+bucket-1)/bucket) + 1
 	r.rec = *NewRecording(bucket, r.n)
 	r.rec.QueueSlack = QueueSlackFor(m.Tiers[m.MeasureTier()].Workers)
+	if _, _, ok := FaultWindow(m.Faults); ok && len(m.Tiers) > 1 {
+		r.rec.FaultTierAttempts = make([]int64, len(m.Tiers))
+	}
 	// The gauges fill the recording's own series.
 	r.conc = Gauge{peak: r.rec.Concurrency}
 	r.queue = Gauge{peak: r.rec.Queue}

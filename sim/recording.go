@@ -52,6 +52,14 @@ type Recording struct {
 	// the measured tier, through every tier in between (the simulator
 	// fills them; 0 when not measured).
 	FaultCalls, FaultAttempts int64
+	// FaultTierAttempts counts, for a chain of several tiers, the attempts
+	// the fault window's client calls caused at each tier, outermost
+	// first (the simulator fills it; nil for one tier or when not
+	// measured).
+	FaultTierAttempts []int64
+	// LocalRejected counts the attempts towards the measured tier that a
+	// client-side limiter (Policy.Limiter) refused before they were sent.
+	LocalRejected int64
 
 	// QueueSlack is how much longer than the baseline's longest queue the
 	// queue may be for the backlog to count as drained when recovery is
@@ -190,6 +198,15 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	x.Retries = float64(sum32(r.Retries))
 	x.AttemptsPerCall = ratio(x.Attempts, x.Calls)
 	x.FaultAttemptsPerCall = ratio(float64(r.FaultAttempts), float64(r.FaultCalls))
+	if r.FaultTierAttempts != nil && r.FaultCalls > 0 {
+		for i, a := range r.FaultTierAttempts[:min(len(r.FaultTierAttempts), 16)] {
+			x.FaultTierAttemptsPerCall.v[i] = ratio(float64(a), float64(r.FaultCalls))
+		}
+		x.FaultTierAttemptsPerCall.n = uint8(min(len(r.FaultTierAttempts), 16))
+	}
+	if r.LocalRejected > 0 {
+		x.LocalRejected = ratio(float64(r.LocalRejected), float64(r.LocalRejected)+x.Attempts)
+	}
 	if r.ReportsOffered > 0 {
 		n := float64(r.ReportsOffered)
 		x.Reports = float64(r.ReportsOffered)

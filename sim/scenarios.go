@@ -38,7 +38,7 @@ func Lookup(name string) (*Scenario, bool) {
 }
 
 func builtinSpecs() []ModelSpec {
-	return []ModelSpec{retryBudgetSpec(), gatewaySpec(), packetLossSpec(), metastableSpec(), cascadeSpec()}
+	return []ModelSpec{retryBudgetSpec(), gatewaySpec(), packetLossSpec(), metastableSpec(), cascadeSpec(), brownoutSpec(), stragglerSpec()}
 }
 
 // retryBudgetSpec is the open-loop model of the token-bucket experiments.
@@ -406,6 +406,12 @@ func MeanRate(rates []float64, stepMS, fromS, toS float64) float64 {
 	return ratio(sum, float64(n))
 }
 
+// The cascade's guarded contenders (issue 20).
+const (
+	PolicyLayerRule  = "layer-rule"
+	PolicyLayerGuard = "layer-rule+marker+budget"
+)
+
 // cascadeSpec is a three-tier chain with retries at every layer, over a
 // database that loses half its workers (the partial case) or fails every
 // attempt (the total case, where the closed forms hold: 4x4x4 = 64 with
@@ -447,6 +453,19 @@ func cascadeSpec() ModelSpec {
 		}
 		return Variant{Name: name, Policies: []Policy{p, none(timeouts[1]), none(timeouts[2])}}
 	}
+	// The guard (issue 20): the layer rule at every hop, the users
+	// retrying; then the overload marker on the database's shedding and
+	// a budget.TenPercent per caller on top.
+	layer := func(name string, guard bool) Variant {
+		v := all(name, guard)
+		for i := range v.Policies {
+			v.Policies[i].LayerRule = true
+		}
+		if guard {
+			v.Policies[2].OverloadMarker = true
+		}
+		return v
+	}
 	return ModelSpec{
 		Name:  "cascade",
 		Title: "Retry cascade: edge -> service -> database, database at half capacity or down for 30s",
@@ -481,7 +500,17 @@ model before model_version 2, the edge itself saturated under the storm and capp
 multiplier: the lab read 43.8x peak instead of about 64x.) Retrying at every tier also keeps the
 database overloaded after it comes back: 64 times the offered load keeps its queue full, and the
 partial and total cases both stay stuck.
-Shows the load on the database, end-to-end success and latency.`,
+The guard (retry at one layer): layer-rule is retry-every-tier with the core's layer rule
+(retry.Policy.Nested = retry.NestedOneLayer) at every hop: each caller announces its attempt
+number and whether it will retry, and a hop serving a caller that retries makes one attempt,
+so only the users retry: 4 attempts reach every tier (the "by tier" column), not 4, 16 and 64.
+layer-rule+marker+budget adds the overload marker (the database answers what it sheds from a
+full queue with retry.Overloaded, which no tier retries and each tier passes up) and a
+budget.TenPercent token bucket per caller: at most 1.5x at every tier. In the total case the
+database answers 503 without shedding, so the budget does the work there (1.1x); in the
+partial case the marker stops the retries of shed requests, and the chain recovers where the
+layer rule alone stays stuck at about 4x the load on half the database.
+Shows the load on the database and at every tier, end-to-end success and latency.`,
 		Model: Model{
 			Clients:  100,
 			Arrival:  Arrival{Kind: Poisson, Rate: 3},
@@ -501,14 +530,16 @@ Shows the load on the database, end-to-end success and latency.`,
 				m.Faults[0] = Fault{Kind: FaultUnavailable, Tier: 2, Start: 20 * time.Second, End: 50 * time.Second}
 			}},
 		},
-		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "inrun", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"},
-		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier", "sre-3-attempts", "sre-budget-10%"},
+		Columns:  []string{"amp", "attempts", "apc", "fapc", "tiers", "goodput", "success", "inrun", "conc", "queue", "recovery", "p50", "p99", "p999", "sync", "kurt"},
+		Policies: []string{"retry-every-tier", "retry-at-one-tier", "budget-every-tier", "sre-3-attempts", "sre-budget-10%", PolicyLayerRule, PolicyLayerGuard},
 		Custom: []Variant{
 			withDoc(all("retry-every-tier", false), "every hop retries 3 times (full jitter from 20ms): up to 4x4x4 = 64 database attempts per user call"),
 			one,
 			withDoc(all("budget-every-tier", true), "every hop retries 3 times through a budget.TenPercent token bucket per caller"),
 			withDoc(sre("sre-3-attempts", false), "the SRE book's per-request limit, at the users: at most 3 attempts per request"),
 			withDoc(sre("sre-budget-10%", true), "the SRE book's per-client budget, at the users: 3 attempts, retrying only while retries stay within 10% of the client's requests (budget.Window)"),
+			withDoc(layer(PolicyLayerRule, false), "retry-every-tier under the layer rule (retry.NestedOneLayer at every hop): each caller announces Will-Retry and its attempt number, and a hop serving a caller that retries makes one attempt, so only the users retry"),
+			withDoc(layer(PolicyLayerGuard, true), "layer-rule, plus the overload marker (the database answers the requests it sheds from a full queue with retry.Overloaded, which no tier retries and each passes up) and a budget.TenPercent token bucket per caller"),
 		},
 		Trials: 1,
 	}

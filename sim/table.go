@@ -108,6 +108,8 @@ var columns = []Column{
 	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
 	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
 	{"fapc", "in fault", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.FaultAttemptsPerCall) }},
+	{"tiers", "by tier", tiersCell},
+	{"local", "local", func(m *Metrics) string { return FormatShare(m.LocalRejected) }},
 	{"goodput", "goodput", func(m *Metrics) string { return fmt.Sprintf("%.0f/s", m.Goodput) }},
 	{"success", "success", func(m *Metrics) string {
 		if m.SuccessCI > 0 {
@@ -138,6 +140,8 @@ func ColumnLegend() [][2]string {
 		{"attempts", "attempts sent to the measured tier (the work)"},
 		{"att/call", "attempts per client call"},
 		{"in fault", "attempts at the measured tier per client call started during the fault (through every tier in between): the load multiplier while the fault lasts"},
+		{"by tier", "in fault at every tier of the chain, outermost first: attempts reaching each tier per client call started during the fault (the last is \"in fault\")"},
+		{"local", "share of the requests towards the measured tier (attempts sent plus attempts refused) that a client-side limiter (SRE adaptive throttling, AWS adaptive mode) refused locally before they cost the tier anything"},
 		{"goodput", "calls that succeeded while the clients were starting calls, per second of that time (the drain's successes are not spread over the run)"},
 		{"success", "share of client calls that succeeded by the end of the run, the drain included"},
 		{"in run", "share of client calls that succeeded before the clients stopped starting calls (the rest of success came in the drain)"},
@@ -150,6 +154,22 @@ func ColumnLegend() [][2]string {
 		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries), with the number of retries it is a share of; –: fewer than 100 retries, too few to judge"},
 		{"kurt", "kurtosis of the offered load per 10ms, and in brackets the 3 + 1/λ of a Poisson stream of the same mean λ per 10ms (not 3: at low rates steady random load is well above 3); higher than the bracket is spikier"},
 	}
+}
+
+// tiersCell shows FaultTierAttemptsPerCall as a/b/c.
+func tiersCell(m *Metrics) string {
+	t := m.FaultTierAttemptsPerCall
+	if t.Len() == 0 {
+		return "–"
+	}
+	var b strings.Builder
+	for i := range t.Len() {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		fmt.Fprintf(&b, "%.2f", t.At(i))
+	}
+	return b.String()
 }
 
 // DefaultColumns are the table columns of a model scenario.
