@@ -271,14 +271,39 @@ func TestAdviceJitterSpreadsClients(t *testing.T) {
 	}
 }
 
+// expiringCtx is a caller's context whose deadline passes when expire is
+// called, so that a test decides when it happens rather than a real timer
+// racing a loaded machine.
+type expiringCtx struct {
+	context.Context
+	once sync.Once
+	done chan struct{}
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) expire()                     { c.once.Do(func() { close(c.done) }) }
+func (c *expiringCtx) Done() <-chan struct{}       { return c.done }
+func (c *expiringCtx) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
 func TestCallerDeadlineIsNotRetried(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-	defer cancel()
+	ctx := newExpiringCtx()
 	var calls atomic.Int32
-	_, err := retry.Do(ctx, &retry.Policy{AttemptTimeout: time.Hour, Backoff: backoff.Constant{}}, func(ctx context.Context) (int, error) {
+	_, err := retry.Do(ctx, &retry.Policy{AttemptTimeout: time.Hour, Backoff: backoff.Constant{}}, func(actx context.Context) (int, error) {
 		calls.Add(1)
-		<-ctx.Done()
-		return 0, ctx.Err()
+		ctx.expire() // the caller's deadline passes during the attempt
+		<-actx.Done()
+		return 0, actx.Err()
 	})
 	if calls.Load() != 1 || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, retry.ErrAttemptTimeout) {
 		t.Fatalf("calls=%d err=%v", calls.Load(), err)
