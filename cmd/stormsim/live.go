@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ const liveStableClients = 200
 // none is named) runs on real loopback traffic, its tables printed as they
 // come, then the JSON or the --out report.
 func runLive(ctx context.Context, cfg *config, stdout, stderr io.Writer, tty bool) int {
+	if len(cfg.scenarios) == 1 && (cfg.scenarios[0] == "cascade" || cfg.scenarios[0] == "brownout") {
+		return runLiveTopology(ctx, cfg, stdout, stderr)
+	}
 	scenarios, err := pickLiveScenarios(cfg.scenarios)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -154,6 +158,46 @@ func liveLegend(reports []*live.Report) [][2]string {
 	return append(out, live.Legend()...)
 }
 
+// runLiveTopology runs the live runs whose topology is not one server:
+// "cascade" (three real tiers behind layer.Middleware, live.RunCascade)
+// and "brownout" (hedging through hedge.Transport in a slowdown,
+// live.RunBrownout). --clients and --duration apply; 0 keeps their
+// defaults.
+func runLiveTopology(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
+	var t sim.Table
+	var rep any
+	var err error
+	switch cfg.scenarios[0] {
+	case "cascade":
+		var r *live.CascadeReport
+		r, err = live.RunCascade(ctx, live.CascadeOptions{Clients: cfg.clients, Duration: cfg.duration})
+		if err == nil {
+			t, rep = r.Table(), r
+		}
+	default:
+		var r *live.BrownoutReport
+		r, err = live.RunBrownout(ctx, live.BrownoutOptions{Clients: cfg.clients, Duration: cfg.duration})
+		if err == nil {
+			t, rep = r.Table(), r
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "stormsim live: %s: %v\n", cfg.scenarios[0], err)
+		return exitError
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "stormsim live: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	writeTable(stdout, t)
+	return exitOK
+}
+
 func listLiveScenarios(w io.Writer) {
 	fmt.Fprintf(w, "\nLive scenarios (stormsim live NAME: real HTTP traffic on 127.0.0.1):\n\n")
 	for _, sc := range live.Scenarios() {
@@ -168,4 +212,8 @@ func listLiveScenarios(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "%-16s %s\n", "cascade", "retry at one layer: three real tiers behind layer.Middleware over a failing bottom tier (live.RunCascade)")
+	fmt.Fprintf(w, "%-16s policies: naive, layer-rule, layer-rule+marker+budget; requests per call at every tier\n\n", "")
+	fmt.Fprintf(w, "%-16s %s\n", "brownout", "hedging in a slowdown: hedge.Transport with and without a shared 10% budget (live.RunBrownout)")
+	fmt.Fprintf(w, "%-16s policies: no-hedge, hedge, hedge+budget; requests per call before and during the slowdown\n\n", "")
 }

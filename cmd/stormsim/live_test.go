@@ -160,3 +160,29 @@ func TestFileName(t *testing.T) {
 		}
 	}
 }
+
+// "stormsim live cascade" and "stormsim live brownout" run the multi-tier
+// and hedging live runs and print their tables.
+func TestLiveTopologies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real traffic for a few seconds")
+	}
+	for _, c := range []struct {
+		name string
+		want []string
+	}{
+		{"cascade", []string{"Live cascade", "naive", "layer-rule", "bottom ×"}},
+		{"brownout", []string{"no-hedging", "hedge+budget"}},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), []string{"live", c.name, "--clients", "10"}, &out, &errOut, false)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s", c.name, code, &errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: output lacks %q:\n%s", c.name, w, &out)
+			}
+		}
+	}
+}
