@@ -147,26 +147,9 @@ func hedgeCopy(actx context.Context) (proto.Message, error) {
 // call: another attempt may follow as far as the attempt limit says, or a
 // caller further up retries the inbound call this one serves.
 func (c *unaryCall) willRetry(n int) bool {
-	if in, ok := retry.InboundOf(c.ctx); ok && (in.Retries || in.Attempt > 1) {
+	if retry.CallerRetries(c.ctx) {
 		return true
 	}
 	limit := c.pol.AttemptLimit()
 	return limit <= 0 || n < limit
-}
-
-// layerForbids reports whether the layer rule (Policy.Nested) allows the
-// call no attempt after its first: the inbound caller retries (or has
-// retried), and the rule is NestedOneLayer, or NestedBudget without a
-// budget. Such a call is not hedged; it goes the retry interceptor's way,
-// which makes its one attempt. (hedge.Do asks retry.Call.WillRetry, which
-// is true while a caller above retries, so it would hedge it.)
-func layerForbids(ctx context.Context, p *retry.Policy) bool {
-	if p.Nested == retry.NestedIgnore {
-		return false
-	}
-	in, ok := retry.InboundOf(ctx)
-	if !ok || !in.Retries && in.Attempt <= 1 {
-		return false
-	}
-	return p.Nested != retry.NestedBudget || p.NestedBudget == nil
 }

@@ -419,7 +419,7 @@ func (c *call) hedgeLocked() {
 	switch {
 	case c.limit > 0 && c.rc.Attempts() >= c.limit:
 		reason = retry.ReasonAttempts
-	case c.layerForbids():
+	case c.p.NestedForbids(c.ctx):
 		reason = retry.ReasonNested
 	case c.p.Limiter != nil:
 		reason = retry.ReasonThrottled
@@ -469,30 +469,11 @@ func (c *call) hedgeLocked() {
 	}
 }
 
-// layerApplies reports whether the layer rule governs the call: its
-// inbound caller retries it, or has retried it already (Attempt > 1), as
-// retry.Call decides for retries.
-func (c *call) layerApplies() bool {
-	if c.p.Nested == retry.NestedIgnore {
-		return false
-	}
-	in, ok := retry.InboundOf(c.ctx)
-	return ok && (in.Retries || in.Attempt > 1)
-}
-
-// layerForbids reports whether the layer rule allows no hedge: it governs
-// the call, and is NestedOneLayer, or NestedBudget without a NestedBudget.
-// (Call.WillRetry is no test for this: it is true whenever a caller above
-// retries, which is what a client announces, not what this layer may do.)
-func (c *call) layerForbids() bool {
-	return c.layerApplies() && (c.p.Nested != retry.NestedBudget || c.p.NestedBudget == nil)
-}
-
 // nested reports whether the layer rule makes a hedge withdraw from
 // Policy.NestedBudget: the rule is NestedBudget (with a budget) and it
 // governs the call.
 func (c *call) nested() bool {
-	return c.p.Nested == retry.NestedBudget && c.p.NestedBudget != nil && c.layerApplies()
+	return c.p.Nested == retry.NestedBudget && c.p.NestedBudget != nil && retry.CallerRetries(c.ctx)
 }
 
 // fits reports whether the caller's deadline leaves Policy.MinAttemptTime

@@ -255,10 +255,10 @@ func (c *Call) Next(err error) (time.Duration, error) {
 	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
 		return 0, c.giveUp(c.n, ReasonAttempts, ErrAttemptsExhausted)
 	}
-	nested := c.p.Nested != NestedIgnore && c.nestedApplies()
-	if nested && (c.p.Nested != NestedBudget || c.p.NestedBudget == nil) {
+	if c.p.NestedForbids(c.ctx) {
 		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
 	}
+	nested := c.p.Nested == NestedBudget && c.p.NestedBudget != nil && c.nestedApplies()
 	b := c.p.Backoff
 	if b == nil {
 		b = DefaultBackoff

@@ -113,14 +113,32 @@ func IsOverloaded(err error) bool {
 	})
 }
 
-// nestedApplies reports whether the layer rule governs this call: its
-// inbound caller retries it, or has already retried it (Attempt > 1) — a
-// caller that retried is the layer that retries, on its last attempt too,
-// so that a chain retries at its outermost layer only.
-func (c *Call) nestedApplies() bool {
-	in, ok := InboundOf(c.ctx)
+// CallerRetries reports whether the inbound caller of ctx retries the call
+// it made, or has already retried it (Attempt > 1) — a caller that retried
+// is the layer that retries, on its last attempt too, so that a chain
+// retries at its outermost layer only. It is when Policy.Nested applies.
+func CallerRetries(ctx context.Context) bool {
+	in, ok := InboundOf(ctx)
 	return ok && (in.Retries || in.Attempt > 1)
 }
+
+// NestedForbids reports whether p's layer rule lets a call made with ctx
+// no attempt after its first: the caller retries (CallerRetries) and the
+// rule is NestedOneLayer, or NestedBudget without a NestedBudget. Adapters
+// that start attempts of their own (hedges) ask it as Do does. A nil p is
+// the zero Policy.
+func (p *Policy) NestedForbids(ctx context.Context) bool {
+	if p == nil {
+		p = &zeroPolicy
+	}
+	if p.Nested == NestedIgnore || !CallerRetries(ctx) {
+		return false
+	}
+	return p.Nested != NestedBudget || p.NestedBudget == nil
+}
+
+// nestedApplies reports whether the layer rule governs this call.
+func (c *Call) nestedApplies() bool { return CallerRetries(c.ctx) }
 
 // nestedRecord tells Policy.NestedBudget about an attempt of a call its
 // rule governs, so that a ratio budget earns from first attempts.
@@ -138,15 +156,7 @@ func (c *Call) MayRetry() bool {
 	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
 		return false
 	}
-	switch c.p.Nested {
-	case NestedIgnore:
-		return true
-	case NestedBudget:
-		if c.p.NestedBudget != nil {
-			return true
-		}
-	}
-	return !c.nestedApplies()
+	return !c.p.NestedForbids(c.ctx)
 }
 
 // WillRetry reports whether a failure of the current attempt may be

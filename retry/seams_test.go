@@ -296,3 +296,33 @@ func TestLimiterHearsBreakerRefusalAndPanic(t *testing.T) {
 		t.Fatalf("limiter results %v, want one PanicError", l2.results)
 	}
 }
+
+// NestedForbids is the rule Do applies, for adapters that start attempts
+// of their own (hedges): it forbids them only when the caller retries (or
+// has retried) and the rule leaves no budget.
+func TestNestedForbids(t *testing.T) {
+	retries := retry.WithInbound(context.Background(), retry.Inbound{Retries: true})
+	retried := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 2})
+	first := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1})
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		p    *retry.Policy
+		want bool
+	}{
+		{"nil policy, caller retries", retries, nil, true},
+		{"one layer, caller retried", retried, &retry.Policy{}, true},
+		{"one layer, first attempt of a caller that does not retry", first, &retry.Policy{}, false},
+		{"no inbound facts", context.Background(), &retry.Policy{}, false},
+		{"ignore", retries, &retry.Policy{Nested: retry.NestedIgnore}, false},
+		{"budget without one", retries, &retry.Policy{Nested: retry.NestedBudget}, true},
+		{"budget", retries, &retry.Policy{Nested: retry.NestedBudget, NestedBudget: &trackingBudget{}}, false},
+	} {
+		if got := c.p.NestedForbids(c.ctx); got != c.want {
+			t.Errorf("%s: NestedForbids = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if !retry.CallerRetries(retried) || retry.CallerRetries(first) {
+		t.Error("CallerRetries: a caller that retried retries; a first attempt of one that does not, does not")
+	}
+}
