@@ -580,60 +580,57 @@ func (r *Registry) watchOp(op string, p *retry.Policy) {
 		w = &opWatch{}
 		r.watches[op] = w
 	}
-	if w.budget != bud {
-		var un []func()
-		if bud != nil {
-			if r.opts.OnBudget != nil {
-				un = appendFunc(un, r.opts.OnBudget(op, bud))
-			}
-			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
-				if bw, ok := o.(BudgetWatcher); ok {
-					un = appendFunc(un, bw.WatchBudget(op, bud))
-				}
-			})
+	obs := r.opts.Observer
+	swapWatch(op, &w.budget, &w.unBudget, bud, r.opts.OnBudget, obs, func(o retry.Observer) (func(string, retry.Budget) func(), bool) {
+		bw, ok := o.(BudgetWatcher)
+		if !ok {
+			return nil, false
 		}
-		for _, f := range w.unBudget {
-			f()
+		return bw.WatchBudget, true
+	})
+	swapWatch(op, &w.breaker, &w.unBreaker, brk, r.opts.OnBreaker, obs, func(o retry.Observer) (func(string, retry.Breaker) func(), bool) {
+		bw, ok := o.(BreakerWatcher)
+		if !ok {
+			return nil, false
 		}
-		w.budget, w.unBudget = bud, un
-	}
-	if w.breaker != brk {
-		var un []func()
-		if brk != nil {
-			if r.opts.OnBreaker != nil {
-				un = appendFunc(un, r.opts.OnBreaker(op, brk))
-			}
-			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
-				if bw, ok := o.(BreakerWatcher); ok {
-					un = appendFunc(un, bw.WatchBreaker(op, brk))
-				}
-			})
+		return bw.WatchBreaker, true
+	})
+	swapWatch(op, &w.limiter, &w.unLimiter, lim, r.opts.OnLimiter, obs, func(o retry.Observer) (func(string, retry.Limiter) func(), bool) {
+		lw, ok := o.(LimiterWatcher)
+		if !ok {
+			return nil, false
 		}
-		for _, f := range w.unBreaker {
-			f()
-		}
-		w.breaker, w.unBreaker = brk, un
-	}
-	if w.limiter != lim {
-		var un []func()
-		if lim != nil {
-			if r.opts.OnLimiter != nil {
-				un = appendFunc(un, r.opts.OnLimiter(op, lim))
-			}
-			retry.EachObserver(r.opts.Observer, func(o retry.Observer) {
-				if lw, ok := o.(LimiterWatcher); ok {
-					un = appendFunc(un, lw.WatchLimiter(op, lim))
-				}
-			})
-		}
-		for _, f := range w.unLimiter {
-			f()
-		}
-		w.limiter, w.unLimiter = lim, un
-	}
+		return lw.WatchLimiter, true
+	})
 	if bud == nil && brk == nil && lim == nil {
 		delete(r.watches, op)
 	}
+}
+
+// swapWatch moves what watches operation op's object from *cur to next:
+// when they differ, it tells hook and every observer watch finds in obs
+// (through retry.EachObserver) about next, if any, then calls the unwatch
+// functions of *cur's watchers and keeps next's.
+func swapWatch[T comparable](op string, cur *T, unwatch *[]func(), next T, hook func(string, T) func(), obs retry.Observer, watch func(retry.Observer) (func(string, T) func(), bool)) {
+	if *cur == next {
+		return
+	}
+	var zero T
+	var un []func()
+	if next != zero {
+		if hook != nil {
+			un = appendFunc(un, hook(op, next))
+		}
+		retry.EachObserver(obs, func(o retry.Observer) {
+			if f, ok := watch(o); ok {
+				un = appendFunc(un, f(op, next))
+			}
+		})
+	}
+	for _, f := range *unwatch {
+		f()
+	}
+	*cur, *unwatch = next, un
 }
 
 func appendFunc(fs []func(), f func()) []func() {
