@@ -73,6 +73,20 @@ func NewCall(ctx context.Context, p *Policy) *Call {
 	return c
 }
 
+// Reset makes c a new call under p (nil: the zero Policy) for the caller's
+// ctx, as NewCall does, in place: an adapter that keeps a Call in a pooled
+// struct of its own starts each call without a copy. Whatever c was doing
+// is forgotten; a retry its budget granted and no attempt used is not
+// refunded.
+func (c *Call) Reset(ctx context.Context, p *Policy) {
+	c.n, c.delay, c.prevBackoff, c.withdrawn, c.elapsed = 0, 0, 0, false, 0
+	if c.last != nil {
+		c.last = nil
+	}
+	c.init(ctx, p)
+}
+
+// init sets up a Call that is zero, or that Reset cleared of its last call.
 func (c *Call) init(ctx context.Context, p *Policy) {
 	if p == nil {
 		p = &zeroPolicy
@@ -81,9 +95,11 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
 	}
+	c.tracker = nil
 	if p.Budget != nil {
 		c.tracker, _ = p.Budget.(BudgetTracker)
 	}
+	c.start = time.Time{}
 	if c.obs != nil || p.MaxElapsed > 0 {
 		c.start = c.clk.Now()
 	}

@@ -28,7 +28,7 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
-	if p.Observer != nil || p.AttemptTimeout > 0 || p.MaxElapsed > 0 || p.Limiter != nil || p.NestedBudget != nil || ctx.Err() != nil {
+	if !p.inlineFirst() || ctx.Err() != nil {
 		var zero T
 		return guarded(ctx, p, op, zero, nil)
 	}
@@ -47,9 +47,7 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	v, err, refused := first(ctx, p, op)
 	switch {
 	case refused != nil:
-		var c Call
-		c.init(ctx, p)
-		return v, c.giveUp(0, ReasonBreaker, refused)
+		return v, refuse(ctx, p, refused)
 	case err == nil:
 		return v, nil
 	}
@@ -57,14 +55,15 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 }
 
 // first makes the first attempt of a call whose Policy has only a breaker
-// or a budget to tell (the same steps as Call.begin and Call.End), and
-// reports it to both. refused is the breaker's refusal, when it made no
+// or a budget to tell (the same steps as Call.begin and Call.End, and as
+// BeginInline, written out here so that they inline), and reports it to
+// both. refused is the breaker's refusal, when it made no
 // attempt. An op that panics (or calls runtime.Goexit) is reported as a
 // failed attempt before the panic goes on.
 func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (v T, err error, refused error) {
 	var g firstGuard
 	if p.Breaker != nil {
-		if g.done, refused = p.Breaker.Allow(); refused != nil {
+		if g.in.done, refused = p.Breaker.Allow(); refused != nil {
 			return v, nil, refused
 		}
 	}
@@ -77,8 +76,8 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 	defer g.check()
 	v, err = op(ctx)
 	g.p = nil // returned: nothing for check to do
-	if g.done != nil {
-		g.done(err)
+	if g.in.done != nil {
+		g.in.done(err)
 	}
 	if p.Budget != nil {
 		if err == nil {
@@ -95,9 +94,9 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 // firstGuard is what first's deferred check needs to report a panicking
 // first attempt; p is nil once op returned.
 type firstGuard struct {
-	ctx  context.Context
-	p    *Policy
-	done func(error)
+	ctx context.Context
+	p   *Policy
+	in  Inline
 }
 
 // check, deferred by first, reports the attempt as failed when op did not
@@ -109,9 +108,7 @@ func (g *firstGuard) check() {
 	}
 	r := recover()
 	var c Call
-	c.init(g.ctx, g.p)
-	c.n = 1
-	a := Attempt{N: 1, Context: g.ctx, actx: g.ctx, done: g.done}
+	a := c.Adopt(g.ctx, g.p, g.in)
 	c.Panic(&a, r)
 	if r != nil {
 		panic(r)
