@@ -38,14 +38,14 @@ func BenchmarkFast(b *testing.B) {
 			hedge.Do(ctx, h, fast, nil)
 		}
 	})
-	b.Run("hedge.Do/adaptive", func(b *testing.B) {
+	b.Run("hedge.Do+adaptive", func(b *testing.B) {
 		h := &hedge.Hedger{Policy: benchPolicy(), Delay: time.Second, Adaptive: hedge.NewAdaptive(hedge.AdaptiveConfig{})}
 		b.ReportAllocs()
 		for b.Loop() {
 			hedge.Do(ctx, h, fast, nil)
 		}
 	})
-	b.Run("retry.Do/observer", func(b *testing.B) {
+	b.Run("retry.Do+observer", func(b *testing.B) {
 		p := benchPolicy()
 		p.Observer = retry.NopObserver{}
 		b.ReportAllocs()
@@ -53,7 +53,7 @@ func BenchmarkFast(b *testing.B) {
 			retry.Do(ctx, p, fast)
 		}
 	})
-	b.Run("hedge.Do/observer", func(b *testing.B) {
+	b.Run("hedge.Do+observer", func(b *testing.B) {
 		p := benchPolicy()
 		p.Observer = retry.NopObserver{}
 		h := &hedge.Hedger{Policy: p, Delay: time.Second}

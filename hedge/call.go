@@ -13,9 +13,12 @@ import (
 
 // call is the state of one hedged call. It is pooled: a call whose first
 // attempt answers before the delay allocates nothing but, once per ctxSlab
-// calls, a slab of first-attempt contexts; on the real clock its hedge
-// timer is an entry of a shared shard (sharedTimer), not a runtime timer. Fields are guarded by mu whenever a hedge or the timer may run; the
-// retry.Call is used under mu only, one goroutine at a time.
+// calls, a slab of first-attempt contexts; its first attempt begins
+// inline (retry.BeginInline) when the Policy allows, and rc adopts it only
+// when needed (adoptLocked); on the real clock its hedge timer is an entry
+// of a shared shard (sharedTimer), not a runtime timer. Fields are guarded
+// by mu whenever a hedge or the timer may run; the retry.Call is used
+// under mu only, one goroutine at a time.
 type call struct {
 	mu   sync.Mutex
 	rc   retry.Call
@@ -27,7 +30,6 @@ type call struct {
 	ad   *Adaptive
 	obs  observers
 
-	tracker     retry.BudgetTracker
 	launcher    launcher
 	op, release any
 	res         any // *results[T], made when the timer first fires
@@ -43,10 +45,12 @@ type call struct {
 	fired atomic.Bool   // the timer fired this round
 
 	inline     slot
-	slots      []*slot // this round's attempts
-	running    int     // attempts not yet returned
-	inflight   int     // hedge goroutines not yet gone, plus the inline attempt
-	done       bool    // a winner or a fatal result: nothing new starts
+	lazy       bool         // inline's attempt began without rc (retry.BeginInline): adoptLocked hands it over
+	first      retry.Inline // that attempt, until rc adopts it
+	slots      []*slot      // this round's attempts
+	running    int          // attempts not yet returned
+	inflight   int          // hedge goroutines not yet gone, plus the inline attempt
+	done       bool         // a winner or a fatal result: nothing new starts
 	winner     *slot
 	fatal      error
 	last       error
@@ -101,6 +105,14 @@ type arm struct {
 	st   sharedTimer // t, on the real clock
 }
 
+// stop is a.t.Stop(), without the interface call on the real clock.
+func (a *arm) stop() bool {
+	if a.real {
+		return a.st.Stop()
+	}
+	return a.t.Stop()
+}
+
 func (a *arm) fire() {
 	c := a.c
 	c.mu.Lock()
@@ -111,6 +123,7 @@ func (a *arm) fire() {
 	}
 	c.armed = false
 	c.fired.Store(true)
+	c.adoptLocked()
 	c.hedgeLocked()
 }
 
@@ -151,6 +164,21 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	if release != nil {
 		c.release = release
 	}
+	// A first attempt that needs nothing but the breaker and the budget
+	// around it begins inline, as retry.Do's does: rc takes it over only
+	// when a hedge or a retry needs the Call's steps (adoptLocked).
+	var in retry.Inline
+	inline := false
+	if c.max > 0 && c.limit != 1 {
+		var gerr error
+		if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
+			c.put()
+			return v, nil, gerr
+		}
+	}
+	if !inline {
+		c.rc.Reset(ctx, c.p)
+	}
 	var held T // the latest failed attempt's value
 	hasHeld := false
 	drop := func(x T) {
@@ -171,18 +199,25 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}()
 	for {
 		sl := &c.inline
-		*sl = slot{}
-		a, gerr := c.rc.Begin()
-		if gerr != nil {
-			c.put()
-			return held, nil, gerr
+		n := 1
+		if inline {
+			sl.hedge, sl.lost, sl.running = false, false, true
+			sl.ctx = c.inlineCtx(ctx, 1)
+			c.lazy, c.first = true, in
+			c.done = false // the rest of the round's state: adoptLocked
+		} else {
+			*sl = slot{}
+			a, gerr := c.rc.Begin()
+			if gerr != nil {
+				c.put()
+				return held, nil, gerr
+			}
+			sl.a, n = a, a.N
+			sl.ctx = c.inlineCtx(a.Context, a.N)
+			sl.running = true
+			c.newRound()
 		}
-		sl.a = a
-		sl.ctx = c.inlineCtx(a.Context, a.N)
-		sl.running = true
-		c.slots = append(c.slots[:0], sl)
 		c.running, c.inflight = 1, 1
-		c.done, c.winner, c.fatal, c.last, c.overloaded = false, nil, nil, nil, nil
 		delay := c.delay
 		if c.ad != nil {
 			sl.t0 = c.clk.Now()
@@ -190,13 +225,21 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				delay = d
 			}
 		}
-		armed := c.armTimer(delay)
+		armed := c.armTimer(delay, n)
 		inOp = true
 		v, err = op(sl.ctx)
 		inOp = false
 		if armed == nil || c.disarmFast(armed) {
 			// No hedge ran: nothing else touches the call.
-			err = c.rc.End(&sl.a, err)
+			wasInline := c.lazy && err == nil
+			if wasInline {
+				c.lazy, c.first = false, retry.Inline{}
+				in.Succeed(c.p)
+			} else {
+				c.adoptLocked()
+				err = c.rc.End(&sl.a, err)
+			}
+			inline = false
 			c.running, c.inflight, sl.running = 0, 0, false
 			if err == nil {
 				c.observe(sl)
@@ -205,7 +248,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				} else {
 					sl.ctx.cancel()
 				}
-				c.rc.Succeed()
+				if !wasInline {
+					c.rc.Succeed()
+				}
 				c.put()
 				if hasHeld {
 					drop(held)
@@ -226,6 +271,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			continue
 		}
 		// The timer fired: hedges may be running.
+		inline = false
 		complete(c, sl, v, err, release)
 		c.mu.Lock()
 		for c.inflight > 0 {
@@ -312,7 +358,6 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 		p = &zeroPolicy
 	}
 	c.ctx, c.p, c.max = ctx, p, maxHedges
-	c.tracker = nil
 	c.limit = p.AttemptLimit()
 	c.clk = clock.Or(p.Clock)
 	c.ad = h.Adaptive
@@ -323,14 +368,30 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 		c.p = &c.pol
 		c.obs.find(p.Observer)
 	}
-	if p.Budget != nil {
-		c.tracker, _ = p.Budget.(retry.BudgetTracker)
-	}
 	c.delay = h.Delay
 	if c.delay <= 0 {
 		c.delay = DefaultDelay
 	}
-	c.rc = *retry.NewCall(ctx, c.p)
+}
+
+// adoptLocked hands an inline first attempt over to rc, which has not
+// been set up for the call until then; c.mu is held, or no hedge or timer
+// callback can run.
+func (c *call) adoptLocked() {
+	if !c.lazy {
+		return
+	}
+	c.lazy = false
+	c.inline.a = c.rc.Adopt(c.ctx, c.p, c.first)
+	c.first = retry.Inline{}
+	c.newRound()
+}
+
+// newRound clears what a round of attempts finds out, its inline attempt
+// the only one so far.
+func (c *call) newRound() {
+	c.slots = append(c.slots[:0], &c.inline)
+	c.done, c.winner, c.fatal, c.last, c.overloaded = false, nil, nil, nil, nil
 }
 
 // put returns c to the pool. Every attempt has ended; a late timer
@@ -357,18 +418,23 @@ func (c *call) put() {
 	pool.Put(c)
 }
 
-// armTimer starts the hedge timer for the round, unless no hedge could
-// start. It returns the arm, or nil.
-func (c *call) armTimer(d time.Duration) *arm {
-	if c.hedges >= c.max || c.stopHedging || c.p.Limiter != nil || c.limit > 0 && c.rc.Attempts() >= c.limit {
+// armTimer starts the hedge timer for the round, whose inline attempt is
+// the call's nth, unless no hedge could start. It returns the arm, or nil.
+func (c *call) armTimer(d time.Duration, n int) *arm {
+	if c.hedges >= c.max || c.stopHedging || c.p.Limiter != nil || c.limit > 0 && n >= c.limit {
 		return nil
 	}
 	c.delay = d
-	c.fired.Store(false)
+	if c.fired.Load() { // only this arm's callback sets it, and it is not armed
+		c.fired.Store(false)
+	}
 	c.armed = true
 	if a := c.arm; a != nil && a.real && c.clk == clock.Real {
-		c.seq.Add(1) // publishes the writes above to the callback
-		a.t.Reset(d)
+		// The writes above reach the callback through the entry's
+		// state: Reset's compare-and-swap (or the shard's lock) is
+		// seen by the tick's, which the fire's sees, before it calls
+		// back.
+		a.st.Reset(d)
 		return a
 	}
 	c.mu.Lock()
@@ -390,7 +456,7 @@ func (c *call) armTimer(d time.Duration) *arm {
 // and no callback can come). It reads no field a hedge may write: c.arm
 // may have been dropped meanwhile.
 func (c *call) disarmFast(a *arm) bool {
-	if a.t.Stop() && !c.fired.Load() {
+	if a.stop() && !c.fired.Load() {
 		c.armed = false
 		return true
 	}
@@ -441,8 +507,8 @@ func (c *call) hedgeLocked() {
 	a, err := c.rc.Begin()
 	c.suppress = false
 	if err != nil {
-		if c.tracker != nil {
-			c.tracker.Refund()
+		if t, ok := c.p.Budget.(retry.BudgetTracker); ok {
+			t.Refund()
 		}
 		c.stopHedging = true
 		c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
@@ -523,6 +589,7 @@ func (c *call) leave() {
 }
 
 func (c *call) finishLocked(sl *slot, err error) verdict {
+	c.adoptLocked()
 	sl.running = false
 	c.running--
 	if sl.lost {
@@ -678,6 +745,7 @@ func (c *call) hedgePanic() {
 // reported with Call.Panic.
 func (c *call) inlinePanic(r any) {
 	c.mu.Lock()
+	c.adoptLocked()
 	sl := &c.inline
 	sl.running = false
 	c.running--

@@ -2,7 +2,7 @@ package hedge
 
 import (
 	"context"
-	"sync"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -15,14 +15,35 @@ import (
 // (materialize). After that, Value reaches the real context, so the context
 // package attaches children to it directly, without a goroutine.
 type attemptCtx struct {
-	// Fields are ordered to keep it at 56 bytes: first-attempt contexts
-	// come in slabs (inlineCtx), and every byte is one per call.
+	// 32 bytes: first-attempt contexts come in slabs (inlineCtx), and
+	// every byte is one per call. The lock is a bit of state (lock).
 	parent context.Context
 	real   atomic.Pointer[realCtx]
-	err    error // what Err reports once ended, written before ended is set
-	mu     sync.Mutex
-	ended  atomic.Bool // err is set
-	meta   uint32      // the attempt's number in the call << 1, | 1 for a hedge
+	state  atomic.Uint32 // live or how it ended (what Err reports), | busy while locked
+	meta   uint32        // the attempt's number in the call << 1, | 1 for a hedge
+}
+
+// The states of an attemptCtx. Once it has left live it never changes,
+// and what Err reports follows from it.
+const (
+	live      = iota
+	ctxCancel // cancelled by Do: context.Canceled
+	ctxParent // its parent had ended first: the parent's error
+	ctxReal   // materialized, then cancelled: the real context's error
+
+	busy = 4 // cancel or materialize holds the context
+)
+
+// lock sets busy, waiting while another holder has it (cancel and
+// materialize both hold it for a few instructions, and rarely meet), and
+// returns the state under it; unlock with c.state.Store(state).
+func (c *attemptCtx) lock() uint32 {
+	for {
+		if s := c.state.Load(); s&busy == 0 && c.state.CompareAndSwap(s, s|busy) {
+			return s
+		}
+		runtime.Gosched()
+	}
 }
 
 // pack gives attemptCtx.meta (attempt numbers above 2^31-1 are clamped).
@@ -48,7 +69,7 @@ func newAttemptCtx(parent context.Context, n int, hedge bool) *attemptCtx {
 // keep its context after it returned, and must find it ended), so the
 // slab is an allocation amortized over ctxSlab calls rather than one per
 // call; it stays alive while any of its contexts is reachable.
-const ctxSlab = 36 // 36 × 56 B = 2016 B, in the 2048 B size class
+const ctxSlab = 64 // 64 × 32 B = 2048 B, a size class of its own
 
 // inlineCtx returns a fresh context for the first attempt of a round, cut
 // from c's slab.
@@ -95,28 +116,35 @@ func (c *attemptCtx) Done() <-chan struct{} {
 	return c.materialize().ctx.Done()
 }
 
+// materialize gives the context its real context.WithCancel, once; a
+// context that has ended gets its real one cancelled before anyone
+// receives it.
 func (c *attemptCtx) materialize() *realCtx {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.real.Load(); r != nil {
-		return r
+	st := c.lock()
+	r := c.real.Load()
+	if r == nil {
+		ctx, cancel := context.WithCancel(c.parent)
+		r = &realCtx{ctx, cancel}
+		if st != live {
+			cancel()
+		}
+		c.real.Store(r)
 	}
-	ctx, cancel := context.WithCancel(c.parent)
-	r := &realCtx{ctx, cancel}
-	if c.err != nil {
-		cancel()
-	}
-	c.real.Store(r)
+	c.state.Store(st)
 	return r
 }
 
 // Err reports the error the context ended with. Once it has reported one,
-// it keeps reporting the same.
+// it keeps reporting the same: the state is written once, and the error
+// each state names cannot change after it is set.
 func (c *attemptCtx) Err() error {
-	if c.ended.Load() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.err
+	switch c.state.Load() &^ busy {
+	case ctxCancel:
+		return context.Canceled
+	case ctxParent:
+		return c.parent.Err()
+	case ctxReal:
+		return c.real.Load().ctx.Err()
 	}
 	if r := c.real.Load(); r != nil {
 		return r.ctx.Err()
@@ -125,22 +153,24 @@ func (c *attemptCtx) Err() error {
 }
 
 // cancel ends the context with context.Canceled, unless it had ended
-// already (the parent's end is then kept).
+// already (the parent's end is then kept). It costs a compare-and-swap
+// and a store when the context was never materialized.
 func (c *attemptCtx) cancel() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return
+	if !c.state.CompareAndSwap(live, busy) {
+		if st := c.lock(); st != live {
+			c.state.Store(st)
+			return
+		}
 	}
-	if r := c.real.Load(); r != nil {
+	st := uint32(ctxCancel)
+	switch r := c.real.Load(); {
+	case r != nil:
 		r.cancel()
-		c.err = r.ctx.Err()
-	} else if err := c.parent.Err(); err != nil {
-		c.err = err
-	} else {
-		c.err = context.Canceled
+		st = ctxReal
+	case c.parent.Err() != nil:
+		st = ctxParent
 	}
-	c.ended.Store(true)
+	c.state.Store(st)
 }
 
 func (c *attemptCtx) String() string { return "hedge.attempt" }

@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stormguard/stormguard/internal/stripe"
@@ -19,9 +20,13 @@ import (
 // clock read (sharedTimer says how). The shard's runtime timer is reset
 // only when an entry is earlier than the time it is set for (with one
 // delay per Hedger, new entries are nearly always later). Stopping an
-// entry is a lock and an unlink or a heap removal: the runtime timer is
-// left set, and when it goes off with nothing due it sets itself for the
-// new earliest entry (or not at all). So a shard's runtime timers go off
+// entry is one compare-and-swap: it stays where it is, no longer pending,
+// until the shard meets it or its owner arms it again. The tick keeps a
+// stopped entry in the list, parked, for parkTicks ticks: a pooled call
+// that arms again with the same delay meanwhile (the steady state of a
+// busy Hedger) does so with one compare-and-swap too, without the lock.
+// The runtime timer is left set, and when it goes off with nothing due it
+// sets itself for the new earliest entry (or not at all). So a shard's runtime timers go off
 // about once per tickPeriod and once per hedge delay while calls come,
 // not once per call, and only the calls still waiting at their deadline
 // are called back.
@@ -53,10 +58,12 @@ const (
 type sharedTimer struct {
 	s          *timerShard
 	f          func()
-	when       int64 // monotonic ns since epoch, in the heap
-	d          int64 // the delay, in the list
-	index      int   // in s.heap; -1: not in the heap
-	listed     bool  // in s.list
+	state      atomic.Uint32 // tIdle, tListed, tHeaped or tParked
+	when       int64         // monotonic ns since epoch, in the heap
+	d          int64         // the delay, in the list; written under s.mu
+	index      int           // in s.heap; -1: not in the heap
+	listed     bool          // in s.list
+	parked     uint8         // ticks spent parked
 	prev, next *sharedTimer
 }
 
@@ -70,6 +77,24 @@ type timerShard struct {
 	tickArmed bool
 	_         [64]byte // keep shards on separate cache lines
 }
+
+// The states of a sharedTimer. Only its owner arms it: under the shard's
+// lock, or from tParked with a compare-and-swap. Every other change is a
+// compare-and-swap too, so of two that race exactly one happens: the
+// owner's Stop against the tick's move to the heap or the fire, the
+// owner's arming against the tick's dropping of a parked entry.
+const (
+	tIdle   uint32 = iota // not armed (perhaps still in the heap, which pops it)
+	tListed               // armed, in the list: the next tick resolves it
+	tHeaped               // armed, in the heap: fire calls it back
+	tParked               // not armed, kept in the list by the tick
+)
+
+// pending reports whether a state is armed.
+func pending(st uint32) bool { return st == tListed || st == tHeaped }
+
+// parkTicks is how many ticks a stopped entry stays parked in the list.
+const parkTicks = 16
 
 var (
 	timerShards [stripe.N]timerShard
@@ -94,10 +119,19 @@ func (t *sharedTimer) Reset(d time.Duration) bool {
 	s := t.s
 	d = max(d, 0)
 	if d >= coarseMin {
+		// Parked with the same delay: the tick, which runs while the
+		// list has entries, will resolve it.
+		if t.d == int64(d) && t.state.CompareAndSwap(tParked, tListed) {
+			return false
+		}
 		s.mu.Lock()
-		was := s.take(t)
+		was := pending(t.state.Load())
+		if !t.listed {
+			s.take(t)
+			s.link(t)
+		}
 		t.d = int64(d)
-		s.link(t)
+		t.state.Store(tListed)
 		if !s.tickArmed {
 			s.tickArmed = true
 			if s.tick == nil {
@@ -111,24 +145,36 @@ func (t *sharedTimer) Reset(d time.Duration) bool {
 	}
 	now := monoNow()
 	s.mu.Lock()
-	was := s.take(t)
+	was := pending(t.state.Load())
+	s.take(t)
+	t.state.Store(tHeaped)
 	s.pushAt(t, now, now+int64(d))
 	s.mu.Unlock()
 	return was
 }
 
-// Stop removes the timer, and reports whether it was pending (the callback
-// will then not run for it).
+// Stop disarms the timer, and reports whether it was pending (the callback
+// will then not run for it). The entry stays where it is: in the list,
+// parked; in the heap, idle until the heap pops it.
 func (t *sharedTimer) Stop() bool {
-	s := t.s
-	s.mu.Lock()
-	was := s.take(t)
-	s.mu.Unlock()
-	return was
+	for {
+		switch st := t.state.Load(); st {
+		case tListed:
+			if t.state.CompareAndSwap(tListed, tParked) {
+				return true
+			}
+		case tHeaped:
+			if t.state.CompareAndSwap(tHeaped, tIdle) {
+				return true
+			}
+		default:
+			return false
+		}
+	}
 }
 
-// take removes t from the list or the heap and reports whether it was in
-// either; s.mu is held.
+// take removes t from the list or the heap, pending or not, and reports
+// whether it was in either; s.mu is held.
 func (s *timerShard) take(t *sharedTimer) bool {
 	switch {
 	case t.listed:
@@ -175,16 +221,37 @@ func (s *timerShard) arm(now, when int64) {
 }
 
 // resolve is the shard's tick: every unresolved entry gets its deadline,
-// the tick's time plus its delay, and goes to the heap.
+// the tick's time plus its delay, and goes to the heap. A parked entry
+// stays for parkTicks ticks, then leaves the list; the tick goes on while
+// the list has entries.
 func (s *timerShard) resolve() {
 	s.mu.Lock()
-	s.tickArmed = false
-	now := monoNow()
 	l := &s.list
-	for l.next != nil && l.next != l {
-		t := l.next
-		s.take(t)
-		s.pushAt(t, now, now+t.d)
+	for t := l.next; t != nil && t != l; {
+		next := t.next
+		switch t.state.Load() {
+		case tListed:
+			// The clock is read after the arming was seen: the
+			// deadline is never earlier than arming time + delay.
+			if t.state.CompareAndSwap(tListed, tHeaped) {
+				now := monoNow()
+				s.take(t)
+				s.pushAt(t, now, now+t.d)
+			}
+		case tParked:
+			if t.parked++; t.parked >= parkTicks && t.state.CompareAndSwap(tParked, tIdle) {
+				t.parked = 0
+				s.take(t)
+			}
+		default: // idle in the list: not a state the owner leaves behind
+			s.take(t)
+		}
+		t = next
+	}
+	if l.next != nil && l.next != l {
+		s.tick.Reset(tickPeriod)
+	} else {
+		s.tickArmed = false
 	}
 	s.mu.Unlock()
 }
@@ -198,10 +265,12 @@ func (s *timerShard) fire() {
 	s.mu.Lock()
 	s.at = 0
 	now := monoNow()
-	for len(s.heap) > 0 && s.heap[0].when <= now {
+	for len(s.heap) > 0 && (s.heap[0].when <= now || s.heap[0].state.Load() != tHeaped) {
 		t := s.heap[0]
 		s.remove(0)
-		due = append(due, t)
+		if t.state.CompareAndSwap(tHeaped, tIdle) {
+			due = append(due, t)
+		}
 	}
 	if len(s.heap) > 0 {
 		s.arm(now, s.heap[0].when)

@@ -134,3 +134,63 @@ func waitGroup(t *testing.T, wg *sync.WaitGroup) {
 		t.Fatal("timer callbacks did not all come within 10s")
 	}
 }
+
+// TestSharedTimerParked covers the parked entries of the list: a timer
+// stopped and armed again at once (a busy Hedger's steady state) calls
+// back once and never early, with the same delay or a new one; a parked
+// entry leaves the list after parkTicks ticks, and the shard's tick stops
+// once its list is empty, so an idle process is not woken every tick.
+func TestSharedTimerParked(t *testing.T) {
+	for _, d2 := range []time.Duration{coarseMin, 2 * coarseMin} {
+		var mu sync.Mutex
+		var fired []time.Time
+		var wg sync.WaitGroup
+		var st sharedTimer
+		st.init(func() {
+			mu.Lock()
+			fired = append(fired, time.Now())
+			mu.Unlock()
+			wg.Done()
+		})
+		for range 1000 { // armed and stopped: never called back
+			st.Reset(coarseMin)
+			if !st.Stop() {
+				t.Fatal("Stop of a timer just armed reports it was not pending")
+			}
+		}
+		wg.Add(1)
+		armed := time.Now()
+		if st.Reset(d2) {
+			t.Fatal("Reset of a stopped timer reports it pending")
+		}
+		waitGroup(t, &wg)
+		time.Sleep(3 * tickPeriod) // a second callback would come by now
+		mu.Lock()
+		if len(fired) != 1 {
+			t.Errorf("delay %v: %d callbacks, want 1", d2, len(fired))
+		} else if got := fired[0].Sub(armed); got < d2 {
+			t.Errorf("delay %v: called back after %v", d2, got)
+		}
+		mu.Unlock()
+
+		// Parked, then dropped, then the tick stops.
+		st.Reset(coarseMin)
+		st.Stop()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st.s.mu.Lock()
+			gone := !st.listed && st.index < 0 && !st.s.tickArmed
+			st.s.mu.Unlock()
+			if gone {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delay %v: a stopped entry still listed (or the tick still armed) after 5s", d2)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if st.Stop() {
+			t.Errorf("delay %v: Stop of a dropped entry reports it pending", d2)
+		}
+	}
+}
