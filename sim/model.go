@@ -128,7 +128,9 @@ type Tier struct {
 	// (every request is served at once).
 	Workers int
 	// Queue is the waiting room. 0: unlimited; -1: none (refuse when all
-	// workers are busy).
+	// workers are busy). faultinject.Limit, and so a live scenario's
+	// Server.Limit, reads 0 as none: live.Scenario.SimModel turns it into
+	// -1, and a scenario file refuses a queue of 0 for reading two ways.
 	Queue int
 	// Service is the time one request occupies a worker, before any call
 	// to the next tier.

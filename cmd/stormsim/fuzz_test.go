@@ -193,6 +193,7 @@ func TestScenarioFileRefusesSilentMistakes(t *testing.T) {
 		"capacity unlimited":  {head + "faults:\n  - {kind: capacity, tier: b, start: 2s, end: 3s, factor: 0.5}\n", `line 8: faults[0]: a capacity fault on tier "b", whose workers are unlimited`},
 		"capacity last tier":  {head + "faults:\n  - {kind: capacity, start: 2s, end: 3s, factor: 0.5}\n", `on tier "b", whose workers are unlimited`},
 		"second document":     {head + "---\nname: y\n", "line 7: a second YAML document"},
+		"queue zero":          {"name: x\nclients: 1\narrival: {poisson: 1}\nduration: 10s\nwarmup: 1s\ntiers:\n  - name: a\n    workers: 4\n    queue: 0\n", "line 9: tiers[0]: queue 0 reads two ways"},
 		"fault in warm-up":    {head + "faults:\n  - {kind: unavailable, tier: a, start: 1s, end: 3s}\n", "not after the warm-up"},
 		"unbounded work":      {"name: x\nclients: 10000000\narrival: {poisson: 1000000}\nduration: 24h\ntiers: [{name: a}]\n", ""},
 	} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -208,6 +209,9 @@ func parseScenarioFile(data []byte) (*sim.Scenario, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFile, err)
 	}
+	if err := checkQueues(&root); err != nil {
+		return nil, fmt.Errorf("%w: %w", errFile, err)
+	}
 	if err := f.checkFaults(&root); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFile, err)
 	}
@@ -252,6 +256,25 @@ func (f *fileSpec) checkFaults(root *yaml.Node) error {
 				if target && t.Workers == 0 {
 					return fmt.Errorf("line %d: faults[%d]: a capacity fault on tier %q, whose workers are unlimited, does nothing: give the tier workers", line, i, t.Name)
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkQueues refuses a tier's queue written as 0, naming the line: it
+// reads two ways (a live scenario's Server.Limit.Queue and faultinject's
+// Limit take 0 as no queue, sim.Tier as unlimited), so a file says which
+// with -1 (no queue) or by leaving queue out (unlimited).
+func checkQueues(root *yaml.Node) error {
+	tiers := mappingValue(root, "tiers")
+	if tiers == nil || tiers.Kind != yaml.SequenceNode {
+		return nil
+	}
+	for i, t := range tiers.Content {
+		if q := mappingValue(t, "queue"); q != nil && q.Kind == yaml.ScalarNode {
+			if n, err := strconv.Atoi(strings.TrimSpace(q.Value)); err == nil && n == 0 {
+				return fmt.Errorf("line %d: tiers[%d]: queue 0 reads two ways (no queue live and in faultinject, unlimited in sim): write -1 for no queue, or leave queue out for an unlimited one", q.Line, i)
 			}
 		}
 	}
