@@ -127,3 +127,24 @@ func TestFaultsMeanWhatTheyMeanInSim(t *testing.T) {
 		}
 	}
 }
+
+// A live server's queue keeps its meaning in the virtual twin: faultinject's
+// 0 (no queue) becomes sim's -1, a bounded queue keeps its length, and
+// unlimited workers stay unlimited.
+func TestSimModelKeepsTheServersQueue(t *testing.T) {
+	for _, tc := range []struct {
+		limit          faultinject.Limit
+		workers, queue int
+	}{
+		{faultinject.Limit{Concurrency: 2}, 2, -1},
+		{faultinject.Limit{Concurrency: 2, Queue: 7}, 2, 7},
+		{faultinject.Limit{}, 0, -1},
+	} {
+		sc := GatewayRestart()
+		sc.Server.Limit = tc.limit
+		tier := sc.SimModel().Tiers[0]
+		if tier.Workers != tc.workers || tier.Queue != tc.queue {
+			t.Errorf("Limit %+v: virtual tier has %d workers and queue %d, want %d and %d", tc.limit, tier.Workers, tier.Queue, tc.workers, tc.queue)
+		}
+	}
+}
