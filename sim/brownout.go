@@ -86,7 +86,7 @@ the note under the table sets the lab's figure beside it. Reported: the backend'
 			sre(PolicySREK11, 1.1),
 			{Name: PolicyAWSAdaptive, Policies: []Policy{aws}, Doc: "3 retries, full jitter from 50ms, behind the AWS SDKs' adaptive mode per client (throttle.NewAdaptive: CUBIC β=0.7, C=0.4; attempts wait for a token on the virtual clock)"},
 		},
-		Trials: 1,
+		Trials: 3,
 	}
 }
 

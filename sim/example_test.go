@@ -67,7 +67,7 @@ func ExampleScenario_Run() {
 	}
 	// Output:
 	// no-retry     1.00 attempts per call, recovered
-	// immediate    3.48 attempts per call, stuck
+	// immediate    3.49 attempts per call, stuck
 	// full+budget  1.00 attempts per call, recovered
 }
 

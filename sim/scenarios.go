@@ -101,7 +101,7 @@ attempts per call whatever the number of clients. --clients does not change this
 				Breaker: Breaker(breakerRate(0.1, 10*time.Second, 10, time.Second)),
 			}}, Doc: "3 immediate retries behind the real breaker per client, for retries only: opens at 10% failures of at least 10 calls in 10s, open 1s, then probes"},
 		},
-		Trials: 1,
+		Trials: 3,
 	}
 }
 
@@ -154,7 +154,7 @@ func retryBudgetClientsSpec() ModelSpec {
 				Doc: "published-bucket's rules, one bucket shared by the whole fleet"},
 		},
 		Columns: []string{"success", "apc"},
-		Trials:  1,
+		Trials:  3,
 	}
 }
 
@@ -294,7 +294,7 @@ Shows: the peak offered load, the peak number of open connections, and the recov
 		Custom: []Variant{{Name: budget10.Name, Policies: []Policy{budget10},
 			Doc: "full jitter from 50ms plus budget.TenPercent per process (10 tokens, +0.1 per successful first try)"}},
 		Columns: []string{"amp", "attempts", "apc", "success", "inrun", "inflight", "conc", "recovery", "p50", "p99", "p999"},
-		Trials:  1,
+		Trials:  3,
 	}
 }
 
@@ -367,7 +367,7 @@ never within the run).`,
 		Policies: append(PolicyNames(), "retry-once"),
 		Custom: []Variant{{Name: "retry-once", Policies: []Policy{{Name: "retry-once", MaxAttempts: 2}},
 			Doc: "the paper's client: one retry, at once, after the attempt timed out or failed"}},
-		Trials: 1,
+		Trials: 3,
 	}
 }
 
@@ -541,6 +541,6 @@ Shows the load on the database and at every tier, end-to-end success and latency
 			withDoc(layer(PolicyLayerRule, false), "retry-every-tier under the layer rule (retry.NestedOneLayer at every hop): each caller announces Will-Retry and its attempt number, and a hop serving a caller that retries makes one attempt, so only the users retry"),
 			withDoc(layer(PolicyLayerGuard, true), "layer-rule, plus the overload marker (the database answers the requests it sheds from a full queue with retry.Overloaded, which no tier retries and each passes up) and a budget.TenPercent token bucket per caller"),
 		},
-		Trials: 1,
+		Trials: 3,
 	}
 }

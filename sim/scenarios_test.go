@@ -278,8 +278,8 @@ func TestScenarioRunStopsOnCancel(t *testing.T) {
 
 func TestProgressReportsEveryUnit(t *testing.T) {
 	var calls, last, total int
-	runScenario(t, "retry-budget", Options{Seed: 1, Clients: 5, Progress: func(d, n int) { calls++; last, total = d, n }})
-	if total != 5*6 || last != total || calls != total {
+	runScenario(t, "retry-budget", Options{Seed: 1, Clients: 5, Trials: 2, Progress: func(d, n int) { calls++; last, total = d, n }})
+	if total != 5*6*2 || last != total || calls != total {
 		t.Fatalf("progress %d calls, last %d/%d", calls, last, total)
 	}
 }

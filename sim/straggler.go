@@ -72,7 +72,7 @@ every request and doubles the offered load; the budget holds it near 1.1x.`,
 			{Name: PolicyHedgeBudget, Policies: []Policy{hedged(PolicyHedgeBudget, Hedge{Delay: 10 * time.Millisecond, Adaptive: p95}, true)},
 				Doc: "hedge-p95 under a budget.TenPercent token bucket per client: a hedge withdraws a token (hedge.ErrHedge), a successful first try earns 0.1"},
 		},
-		Trials: 1,
+		Trials: 3,
 	}
 }
 
