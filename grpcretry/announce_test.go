@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -61,30 +63,97 @@ func TestAnnounce(t *testing.T) {
 		{"inbound caller's last attempt", retry.Policy{MaxAttempts: 2}, nil, &retry.Inbound{Attempt: 2, Retries: false},
 			[]outcome{unavailable}, []string{"1/1/-"}},
 	}
+	// Attempts past the prebuilt metadata (announcedAttempts) announce the
+	// same way.
+	long := make([]outcome, 19)
+	var longWant []string
+	for i := range long {
+		long[i] = unavailable
+		longWant = append(longWant, strconv.Itoa(i+1)+"/1/"+prevOf(i+1))
+	}
+	longWant = append(longWant, "20/0/19")
+	cases = append(cases, struct {
+		name    string
+		policy  retry.Policy
+		opts    []Option
+		inbound *retry.Inbound
+		script  []outcome
+		want    []string
+	}{"twenty attempts", retry.Policy{MaxAttempts: 20}, nil, nil, long, longWant})
 	for _, method := range []string{"unary", "server stream"} {
 		for _, c := range cases {
-			t.Run(method+"/"+c.name, func(t *testing.T) {
-				srv := newServer(c.script...)
-				p := c.policy
-				p.Backoff = noWait
-				client := dialRetry(t, serve(t, srv), &p, c.opts...)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-				defer cancel()
-				if c.inbound != nil {
-					ctx = retry.WithInbound(ctx, *c.inbound)
+			// With metadata of the caller's own (appended to) and without
+			// (the attempt's metadata is prebuilt).
+			for _, callerMD := range []bool{false, true} {
+				name := method + "/" + c.name
+				if callerMD {
+					name += "/caller metadata"
 				}
-				_ = callMethod(ctx, client, method)
-				if got := srv.announced(); !slices.Equal(got, c.want) {
-					t.Fatalf("announced %q, want %q", got, c.want)
-				}
-				_, _, left, _ := srv.stats()
-				for i, l := range left {
-					if l <= 59*time.Minute || l > time.Hour {
-						t.Fatalf("attempt %d: %v left to the deadline at the server, want about an hour", i+1, l)
+				t.Run(name, func(t *testing.T) {
+					srv := newServer(c.script...)
+					p := c.policy
+					p.Backoff = noWait
+					client := dialRetry(t, serve(t, srv), &p, c.opts...)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+					defer cancel()
+					if c.inbound != nil {
+						ctx = retry.WithInbound(ctx, *c.inbound)
 					}
-				}
-			})
+					if callerMD {
+						ctx = metadata.AppendToOutgoingContext(ctx, "x-caller", "c")
+					}
+					_ = callMethod(ctx, client, method)
+					if got := srv.announced(); !slices.Equal(got, c.want) {
+						t.Fatalf("announced %q, want %q", got, c.want)
+					}
+					_, _, left, _ := srv.stats()
+					for i, l := range left {
+						if l <= 59*time.Minute || l > time.Hour {
+							t.Fatalf("attempt %d: %v left to the deadline at the server, want about an hour", i+1, l)
+						}
+					}
+					srv.mu.Lock()
+					defer srv.mu.Unlock()
+					for i, md := range srv.incoming {
+						want := []string(nil)
+						if callerMD {
+							want = []string{"c"}
+						}
+						if got := md.Get("x-caller"); !slices.Equal(got, want) {
+							t.Fatalf("attempt %d: the caller's metadata arrived as %q, want %q", i+1, got, want)
+						}
+					}
+				})
+			}
 		}
+	}
+}
+
+func prevOf(n int) string {
+	if n == 1 {
+		return "-"
+	}
+	return strconv.Itoa(n - 1)
+}
+
+// TestAnnounceFindsTheOutgoingMetadataKey: announce learns package
+// metadata's context key at init; if it did not, every attempt would take
+// the slower AppendToOutgoingContext path, and this test says so.
+func TestAnnounceFindsTheOutgoingMetadataKey(t *testing.T) {
+	if outgoingKey == nil {
+		t.Fatal("metadata.ValueFromOutgoingContext asked the context for no key")
+	}
+	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs("k", "v"))
+	if ctx.Value(outgoingKey) == nil || context.Background().Value(outgoingKey) != nil {
+		t.Fatal("the learnt key does not find outgoing metadata")
+	}
+	ic := &interceptor{}
+	a := ic.announce(context.Background(), 2, true)
+	if got := metadata.ValueFromOutgoingContext(a, AttemptKey); !slices.Equal(got, []string{"2"}) {
+		t.Fatalf("prebuilt attempt metadata %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { ic.announce(context.Background(), 3, false) }); n > 1 {
+		t.Errorf("announce costs %v allocations with no caller metadata, want 1", n)
 	}
 }
 
