@@ -2,6 +2,7 @@ package faultinject_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -41,6 +42,19 @@ type result struct {
 	header http.Header
 	body   string
 	err    error
+}
+
+// clientLeft reports whether r is what a client that cancelled its
+// request may get: its context's error or, when the injector's answer to
+// the departed caller (503 with HeaderFault "canceled") wins the race with
+// the closing connection, that answer. It can over TLS, where closing a
+// connection first sends an alert, which the server reads as the client
+// leaving, and the reply may still be read before the socket closes.
+func clientLeft(r result) bool {
+	if errors.Is(r.err, context.Canceled) {
+		return true
+	}
+	return r.err == nil && r.status == http.StatusServiceUnavailable && r.header.Get(faultinject.HeaderFault) == "canceled"
 }
 
 func do(ctx context.Context, c *http.Client, method, url string) result {
