@@ -2,10 +2,8 @@ package live
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -238,24 +236,17 @@ func RunBrownout(ctx context.Context, opts BrownoutOptions) (*BrownoutReport, er
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &BrownoutReport{Options: opts, Rows: make([]BrownoutRow, len(opts.Policies))}
-	errs := make([]error, len(opts.Policies))
 	start := time.Now()
-	var wg sync.WaitGroup
-	for i, p := range opts.Policies {
-		wg.Go(func() { rep.Rows[i], errs[i] = runBrownoutPolicy(ctx, &opts, p, start) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	rows, err := runPolicies(opts.Policies, func(p BrownoutPolicy) (BrownoutRow, error) {
+		return runBrownoutPolicy(ctx, &opts, p, start)
+	})
+	if err != nil {
 		return nil, err
 	}
-	return rep, nil
+	return &BrownoutReport{Options: opts, Rows: rows}, nil
 }
 
 type brownoutServer struct {
-	srv                                *http.Server
-	url                                string
-	done                               chan struct{}
 	hits, before, slow, cancelled      atomic.Int64
 	inFlight, peak                     atomic.Int64
 	start                              time.Time
@@ -290,22 +281,12 @@ func (s *brownoutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy, start time.Time) (BrownoutRow, error) {
 	row := BrownoutRow{Policy: p}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s := &brownoutServer{start: start, slowStart: o.SlowStart, slowEnd: o.SlowEnd, service: o.Service, slowS: o.SlowService}
+	srv, err := serveLoopback(s)
 	if err != nil {
 		return row, err
 	}
-	s := &brownoutServer{url: "http://" + ln.Addr().String() + "/", done: make(chan struct{}), start: start,
-		slowStart: o.SlowStart, slowEnd: o.SlowEnd, service: o.Service, slowS: o.SlowService}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go func() { defer close(s.done); s.srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if s.srv.Shutdown(sctx) != nil {
-			s.srv.Close()
-		}
-		<-s.done
-	}()
+	defer srv.close()
 
 	base := &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients, IdleConnTimeout: 30 * time.Second}
 	defer base.CloseIdleConnections()
@@ -357,7 +338,7 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 					phase = "slow"
 				}
 				wg.Go(func() {
-					c := brownoutOne(ctx, o, client, s.url, phase)
+					c := brownoutOne(ctx, o, client, srv.url, phase)
 					mu.Lock()
 					calls = append(calls, c)
 					mu.Unlock()

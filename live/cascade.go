@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -248,56 +247,37 @@ func RunCascade(ctx context.Context, opts CascadeOptions) (*CascadeReport, error
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &CascadeReport{Options: opts, Rows: make([]CascadeRow, len(opts.Policies))}
-	errs := make([]error, len(opts.Policies))
 	start := time.Now()
-	var wg sync.WaitGroup
-	for i, p := range opts.Policies {
-		wg.Go(func() { rep.Rows[i], errs[i] = runCascadePolicy(ctx, &opts, p, start) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return rep, nil
-}
-
-// cascadeTier is one server of the chain.
-type cascadeTier struct {
-	srv         *http.Server
-	ln          net.Listener
-	url         string
-	hits, fault atomic.Int64
-	done        chan struct{}
-}
-
-func newCascadeTier(h http.Handler) (*cascadeTier, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	rows, err := runPolicies(opts.Policies, func(p CascadePolicy) (CascadeRow, error) {
+		return runCascadePolicy(ctx, &opts, p, start)
+	})
 	if err != nil {
 		return nil, err
 	}
-	t := &cascadeTier{ln: ln, url: "http://" + ln.Addr().String() + "/", done: make(chan struct{})}
-	t.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			t.hits.Add(1)
-			if r.Header.Get(cascadeFaultHeader) != "" {
-				t.fault.Add(1)
-			}
-			h.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go func() { defer close(t.done); t.srv.Serve(ln) }()
-	return t, nil
+	return &CascadeReport{Options: opts, Rows: rows}, nil
 }
 
-func (t *cascadeTier) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if t.srv.Shutdown(ctx) != nil {
-		t.srv.Close()
+// cascadeTier is one server of the chain, counting the requests it
+// receives and those of calls started in the failure window.
+type cascadeTier struct {
+	*loopback
+	hits, fault atomic.Int64
+}
+
+func newCascadeTier(h http.Handler) (*cascadeTier, error) {
+	t := &cascadeTier{}
+	l, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.hits.Add(1)
+		if r.Header.Get(cascadeFaultHeader) != "" {
+			t.fault.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	if err != nil {
+		return nil, err
 	}
-	<-t.done
+	t.loopback = l
+	return t, nil
 }
 
 // cascadeTransport is a fresh loopback transport with room for the
