@@ -32,6 +32,11 @@ func Overload(w http.ResponseWriter, retryAfter time.Duration) {
 // written its response,
 //
 //   - an error that wraps retry.ErrOverloaded is answered with Overload;
+//   - an error that a call made here did not retry only because the
+//     caller retries (NotRetriedHere: it wraps retry.ErrNestedRetry) is
+//     answered with NotRetried — 503 without the overload marker, which
+//     the caller retries, so that the one layer that retries makes its
+//     attempts;
 //   - any other error with 500 Internal Server Error (its text is not
 //     sent).
 //
@@ -53,6 +58,10 @@ func (f HandlerFunc) serve(w http.ResponseWriter, r *http.Request, o *options) {
 	}
 	if retry.IsOverloaded(err) {
 		Overload(w, o.retryAfter)
+		return
+	}
+	if NotRetriedHere(err) {
+		NotRetried(w, err)
 		return
 	}
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)

@@ -1,6 +1,7 @@
 package layer_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,16 @@ func TestHandlerFuncErrors(t *testing.T) {
 		}, 503, "1", "7"},
 		{"the sentinel itself", func(w http.ResponseWriter, r *http.Request) error { return retry.ErrOverloaded }, 503, "1", "7"},
 		{"other error", func(w http.ResponseWriter, r *http.Request) error { return errDown }, 500, "", ""},
+		// Issue #31 item 25: not retried here because the caller retries.
+		{"not retried here", func(w http.ResponseWriter, r *http.Request) error {
+			return &retry.Error{Attempts: 1, Reason: retry.ErrNestedRetry, Last: errDown}
+		}, 503, "", ""},
+		{"not retried here, with the downstream's advice", func(w http.ResponseWriter, r *http.Request) error {
+			return fmt.Errorf("calling tier 3: %w", &retry.Error{Attempts: 1, Reason: retry.ErrNestedRetry, Last: retry.After(errDown, 2500*time.Millisecond)})
+		}, 503, "", "3"},
+		{"overloaded wins over not retried here", func(w http.ResponseWriter, r *http.Request) error {
+			return errors.Join(retry.ErrNestedRetry, retry.Overloaded(errDown))
+		}, 503, "1", "7"},
 		{"already answered", func(w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(202)
 			return retry.Overloaded(errDown)
@@ -161,4 +172,31 @@ func TestLimitRejectsNoLimit(t *testing.T) {
 		}
 	}()
 	layer.Limit(0, http.NotFoundHandler())
+}
+
+// NotRetriedHere is true for an error the layer rule stopped (as retry.Do
+// reports it, wrapped or not) and false for the overload marker, other
+// stops and nil.
+func TestNotRetriedHere(t *testing.T) {
+	errDown := errors.New("connection reset")
+	p := &retry.Policy{MaxAttempts: 4, Backoff: zeroBackoff{}}
+	inbound := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+	nested := retry.Run(inbound, p, func(context.Context) error { return errDown })
+	alone := retry.Run(context.Background(), p, func(context.Context) error { return errDown })
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"stopped by the layer rule", nested, true},
+		{"wrapped", fmt.Errorf("calling tier 3: %w", nested), true},
+		{"attempts exhausted", alone, false},
+		{"overloaded", retry.Overloaded(nested), false},
+		{"plain", errDown, false},
+		{"nil", nil, false},
+	} {
+		if got := layer.NotRetriedHere(c.err); got != c.want {
+			t.Errorf("%s: NotRetriedHere(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
 }
