@@ -34,6 +34,7 @@ type call struct {
 
 	will    bool           // the attempt in flight may be followed by another ((*retry.Call).WillRetry)
 	n       int            // attempts started
+	sent    bool           // an attempt's request went to the next RoundTripper, which owns req.Body from then
 	prev    *http.Response // the last response, retryable, not yet released
 	lastErr error          // the last transport error, as the transport below returned it
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
@@ -145,6 +146,7 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	discard(c.prev)
 	c.prev = nil
 
+	c.sent = true
 	resp, err := c.t.next.RoundTrip(r)
 	if err != nil {
 		if actx != nil {

@@ -90,6 +90,11 @@
 //     GetBody) is reported to the breaker, budget and observer with
 //     retry.(*Call).Panic — a half-open probe permit or a concurrency
 //     slot is released, the call ends with retry.ReasonPanic — and goes on.
+//     A panic in a callback outside an attempt (the WithRetryable rule, the
+//     policy source, the request body's Read while it is buffered, an
+//     Observer, Limiter, Budget or Backoff) goes on too, after the request
+//     body, when no attempt sent it, and the response kept for a retry are
+//     closed.
 //
 // # Retry at one layer: what each attempt announces
 //

@@ -37,7 +37,8 @@ type options struct {
 //		return httpretry.Idempotent(r) && r.URL.Path != "/charge"
 //	})
 //
-// A nil f restores the default.
+// A nil f restores the default. f runs before anything is sent; if it
+// panics, the request body is closed and the panic goes on.
 func WithRetryable(f func(*http.Request) bool) Option {
 	return func(o *options) { o.repeatable = f }
 }
