@@ -256,10 +256,12 @@ func (c *call) classify(resp *http.Response, err error) bool {
 	return DefaultClassifier(resp, err)
 }
 
-// overloaded reports whether resp carries the overload marker.
+// overloaded reports whether resp carries the overload marker on a status
+// that can mean "overloaded": 429 or 5xx. On any other status (a success,
+// a redirect, another client error) the marker is ignored.
 func (c *call) overloaded(resp *http.Response) bool {
 	name := c.t.opts.hdr.Overloaded
-	if name == "" {
+	if name == "" || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500) {
 		return false
 	}
 	v := resp.Header[name]

@@ -114,8 +114,9 @@
 // an attempt three allocations: a request copy holding the values, and
 // the new header map net/http needs (BenchmarkAnnounce).
 //
-// A response carrying Stormguard-Overloaded: 1 (layer.Overload sends it
-// with 503 and Retry-After) says "overloaded; don't retry": the attempt
+// A response of status 429 or 5xx carrying Stormguard-Overloaded: 1
+// (layer.Overload sends it with 503 and Retry-After) says "overloaded;
+// don't retry" (on any other status the marker is ignored): the attempt
 // reports retry.Overloaded(*StatusError), which is never retried, counts
 // against the breaker and not against the budget; Result gives
 // retry.ReasonOverloaded and an Err matching retry.ErrOverloaded, which a
