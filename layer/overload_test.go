@@ -200,3 +200,48 @@ func TestNotRetriedHere(t *testing.T) {
 		}
 	}
 }
+
+// Issue #31 item 27: Overload (and the answers HandlerFunc writes for an
+// error) drop a Content-Length the handler had already set for other
+// content, as http.Error does; otherwise the client reads a truncated body
+// (unexpected EOF). On a real loopback server.
+func TestOverloadDropsContentLength(t *testing.T) {
+	errDown := errors.New("down")
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		want string
+	}{
+		{"Overload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			layer.Overload(w, time.Second)
+		}), "overloaded; do not retry\n"},
+		{"HandlerFunc overloaded", layer.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Length", "1000")
+			return retry.Overloaded(errDown)
+		}), "overloaded; do not retry\n"},
+		{"HandlerFunc not retried here", layer.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Length", "1000")
+			return &retry.Error{Attempts: 1, Reason: retry.ErrNestedRetry, Last: errDown}
+		}), "unavailable; not retried here, retry at the caller\n"},
+		{"HandlerFunc other error", layer.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Length", "1000")
+			return errDown
+		}), "Internal Server Error\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(c.h)
+			defer srv.Close()
+			defer srv.Client().CloseIdleConnections()
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != c.want {
+				t.Errorf("body %q, %v; want %q whole", body, err, c.want)
+			}
+		})
+	}
+}
