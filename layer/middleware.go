@@ -34,6 +34,7 @@ type options struct {
 	maxAttempt  int
 	maxDeadline time.Duration
 	retryAfter  time.Duration
+	afterSet    bool // retryAfter was given by WithRetryAfter (d > 0)
 	clock       clock.Clock
 }
 
@@ -73,12 +74,19 @@ func WithMaxDeadline(d time.Duration) Option {
 // WithRetryAfter sets the Retry-After of the overload answers written by
 // Middleware (for errors that wrap retry.ErrOverloaded) and Limit (default
 // DefaultRetryAfter); d <= 0 restores the default.
+//
+// Given to Middleware, it also holds for a Limit that Middleware wraps
+// directly (Middleware(Limit(n, h), WithRetryAfter(d)), the nesting the
+// README shows) — for Limit's sheds and for the errors of a HandlerFunc
+// inside it — unless that Limit was given a WithRetryAfter of its own:
+// the setting nearest the handler wins.
 func WithRetryAfter(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			d = DefaultRetryAfter
+			o.retryAfter, o.afterSet = DefaultRetryAfter, false
+			return
 		}
-		o.retryAfter = d
+		o.retryAfter, o.afterSet = d, true
 	}
 }
 
@@ -137,11 +145,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(retry.WithInbound(ctx, in))
 	}
-	if f, ok := m.next.(HandlerFunc); ok {
-		f.serve(w, r, &m.o)
-		return
+	switch next := m.next.(type) {
+	case HandlerFunc:
+		next.serve(w, r, m.o.retryAfter)
+	case *limiter:
+		next.serve(w, r, &m.o)
+	default:
+		next.ServeHTTP(w, r)
 	}
-	m.next.ServeHTTP(w, r)
 }
 
 // read returns the inbound facts in h, capped, and the caller's remaining

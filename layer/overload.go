@@ -42,24 +42,26 @@ func Overload(w http.ResponseWriter, retryAfter time.Duration) {
 //   - any other error with 500 Internal Server Error (its text is not
 //     sent).
 //
-// Inside Middleware, the overload answer's Retry-After is the
-// middleware's (WithRetryAfter); served alone, DefaultRetryAfter.
+// Inside Middleware, or Limit, the overload answer's Retry-After is the
+// nearest one's (WithRetryAfter: Limit's own when given, else that of a
+// Middleware directly around Limit); served alone, DefaultRetryAfter.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // ServeHTTP calls f and answers its error as described above.
 func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o := options{retryAfter: DefaultRetryAfter}
-	f.serve(w, r, &o)
+	f.serve(w, r, DefaultRetryAfter)
 }
 
-func (f HandlerFunc) serve(w http.ResponseWriter, r *http.Request, o *options) {
+// serve calls f and answers its error; retryAfter is the overload
+// answer's Retry-After.
+func (f HandlerFunc) serve(w http.ResponseWriter, r *http.Request, retryAfter time.Duration) {
 	tw := &trackedWriter{ResponseWriter: w}
 	err := f(tw, r)
 	if err == nil || tw.wrote {
 		return
 	}
 	if retry.IsOverloaded(err) {
-		Overload(w, o.retryAfter)
+		Overload(w, retryAfter)
 		return
 	}
 	if NotRetriedHere(err) {
@@ -116,15 +118,23 @@ type limiter struct {
 	o        options
 }
 
-func (l *limiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (l *limiter) ServeHTTP(w http.ResponseWriter, r *http.Request) { l.serve(w, r, nil) }
+
+// serve serves r; outer is the options of a Middleware directly around
+// l (nil: none), whose WithRetryAfter holds unless l has its own.
+func (l *limiter) serve(w http.ResponseWriter, r *http.Request, outer *options) {
+	retryAfter := l.o.retryAfter
+	if !l.o.afterSet && outer != nil {
+		retryAfter = outer.retryAfter
+	}
 	if l.inflight.Add(1) > l.n {
 		l.inflight.Add(-1)
-		Overload(w, l.o.retryAfter)
+		Overload(w, retryAfter)
 		return
 	}
 	defer l.inflight.Add(-1)
 	if f, ok := l.next.(HandlerFunc); ok {
-		f.serve(w, r, &l.o)
+		f.serve(w, r, retryAfter)
 		return
 	}
 	l.next.ServeHTTP(w, r)

@@ -245,3 +245,52 @@ func TestOverloadDropsContentLength(t *testing.T) {
 		})
 	}
 }
+
+// Issue #31 item 29: the Retry-After set with WithRetryAfter on Middleware
+// holds under Limit, in the README's nesting Middleware(Limit(HandlerFunc)):
+// for the overload answer of the handler's error and for Limit's own
+// sheds, unless Limit was given a WithRetryAfter of its own, which then
+// wins (the nearest setting around the handler).
+func TestMiddlewareRetryAfterHoldsUnderLimit(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		limitOpt []layer.Option
+		want     string
+	}{
+		{"Limit without its own", nil, "7"},
+		{"Limit with its own", []layer.Option{layer.WithRetryAfter(3 * time.Second)}, "3"},
+		{"Limit with the default restored", []layer.Option{layer.WithRetryAfter(0)}, "7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			h := layer.Middleware(layer.Limit(1, layer.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				if r.URL.Path == "/block" {
+					close(entered)
+					<-release
+					return nil
+				}
+				return fmt.Errorf("pricing: %w", retry.ErrOverloaded)
+			}), c.limitOpt...), layer.WithRetryAfter(7*time.Second))
+
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			if w.Code != 503 || w.Header().Get("Retry-After") != c.want || w.Header().Get(layer.HeaderOverloaded) != "1" {
+				t.Errorf("the handler's overload: %d, Retry-After %q, marker %q; want 503, %q, 1", w.Code, w.Header().Get("Retry-After"), w.Header().Get(layer.HeaderOverloaded), c.want)
+			}
+
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/block", nil))
+			}()
+			<-entered
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			close(release)
+			<-done
+			if w.Code != 503 || w.Header().Get("Retry-After") != c.want {
+				t.Errorf("Limit's shed: %d, Retry-After %q; want 503, %q", w.Code, w.Header().Get("Retry-After"), c.want)
+			}
+		})
+	}
+}
