@@ -36,6 +36,8 @@ type options struct {
 	retryAfter  time.Duration
 	afterSet    bool // retryAfter was given by WithRetryAfter (d > 0)
 	clock       clock.Clock
+	mesh        bool       // WithMeshRetries
+	meshSrc     MeshSource // WithMeshRetriesFrom; when set, it decides
 }
 
 func resolve(opts []Option) options {
@@ -105,9 +107,11 @@ func WithClock(c clock.Clock) Option {
 //     Stormguard-Will-Retry "1", or an attempt number above 1 — a caller
 //     that has already retried the call is the layer that retries it, so
 //     on its last attempt ("0") the calls made here still make one attempt
-//     each and the chain retries at one layer only; without
-//     Stormguard-Will-Retry, a request that carries x-envoy-attempt-count
-//     is taken to come from Envoy's retry policy, which retries;
+//     each and the chain retries at one layer only — or, when the mesh is
+//     declared to retry (WithMeshRetries, WithMeshRetriesFrom), any
+//     request that carries x-envoy-attempt-count; an Envoy count of 1
+//     alone says nothing about retries (meshes send the header whether or
+//     not they retry);
 //   - the caller's remaining time: Stormguard-Deadline-Ms, else Envoy's
 //     x-envoy-expected-rq-timeout-ms; at most WithMaxDeadline's bound.
 //
@@ -159,10 +163,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // time (-1: none); ok is false when h carries none of them.
 func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok bool) {
 	d = -1
-	attempt, envoy := h[HeaderAttempt], false
+	envoy := h[EnvoyAttemptCount]
+	attempt := h[HeaderAttempt]
 	if len(attempt) == 0 {
-		attempt = h[EnvoyAttemptCount]
-		envoy = len(attempt) > 0
+		attempt = envoy
 	}
 	if len(attempt) > 0 {
 		if n, valid := ParseAttempt(attempt[0]); valid {
@@ -176,7 +180,10 @@ func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok boo
 		case "0":
 			ok = true
 		}
-	} else if envoy {
+	}
+	if len(envoy) > 0 && !in.Retries && o.meshRetries() {
+		// The request came through a mesh declared to retry: it retries
+		// this request, whatever the caller behind it does.
 		in.Retries, ok = true, true
 	}
 	if in.Attempt > 1 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,19 @@ func TestMiddlewareReadsAndCapsFacts(t *testing.T) {
 		{"envoy", map[string]string{"x-envoy-attempt-count": "2", "x-envoy-expected-rq-timeout-ms": "250"}, nil,
 			seenFacts{retry.Inbound{Attempt: 2, Retries: true, Deadline: fc.Now().Add(250 * time.Millisecond)}, true, 250 * time.Millisecond}},
 		{"envoy with our will-retry", map[string]string{"x-envoy-attempt-count": "1", "Stormguard-Will-Retry": "0"}, nil,
+			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
+		// Issue #31 item 30: meshes send x-envoy-attempt-count whether or
+		// not they retry; a count of 1 says nothing of retries unless the
+		// operator declares that the mesh retries.
+		{"envoy's first attempt says nothing", map[string]string{"x-envoy-attempt-count": "1"}, nil,
+			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
+		{"envoy's first attempt, the mesh retries", map[string]string{"x-envoy-attempt-count": "1"}, []layer.Option{layer.WithMeshRetries(true)},
+			seenFacts{retry.Inbound{Attempt: 1, Retries: true}, true, none}},
+		{"the mesh retries whatever our caller says", map[string]string{"x-envoy-attempt-count": "1", "Stormguard-Attempt": "1", "Stormguard-Will-Retry": "0"}, []layer.Option{layer.WithMeshRetries(true)},
+			seenFacts{retry.Inbound{Attempt: 1, Retries: true}, true, none}},
+		{"the mesh retries, but the request did not come through it", map[string]string{"Stormguard-Attempt": "1", "Stormguard-Will-Retry": "0"}, []layer.Option{layer.WithMeshRetries(true)},
+			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
+		{"declaration withdrawn", map[string]string{"x-envoy-attempt-count": "1"}, []layer.Option{layer.WithMeshRetries(true), layer.WithMeshRetries(false)},
 			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
 		{"ours first", map[string]string{"Stormguard-Attempt": "1", "x-envoy-attempt-count": "5", "Stormguard-Deadline-Ms": "10", "x-envoy-expected-rq-timeout-ms": "9000"}, nil,
 			seenFacts{retry.Inbound{Attempt: 1, Deadline: fc.Now().Add(10 * time.Millisecond)}, true, 10 * time.Millisecond}},
@@ -219,4 +233,42 @@ func allDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// meshFlag is a layer.MeshSource an operator can flip (a reloaded policy
+// file, in config).
+type meshFlag struct{ on atomic.Bool }
+
+func (f *meshFlag) MeshRetries() bool { return f.on.Load() }
+
+// Issue #31 item 30: WithMeshRetriesFrom asks its source at every request
+// that came through the mesh, so a reloaded declaration holds from the
+// next request; a request without x-envoy-attempt-count does not ask.
+func TestMiddlewareMeshRetriesFollowsSource(t *testing.T) {
+	src := &meshFlag{}
+	var got retry.Inbound
+	h := layer.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = retry.InboundOf(r.Context())
+	}), layer.WithMeshRetriesFrom(src))
+	serve := func() retry.Inbound {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(layer.EnvoyAttemptCount, "1")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return got
+	}
+	if in := serve(); in.Retries {
+		t.Errorf("undeclared mesh: %+v, want no retries", in)
+	}
+	src.on.Store(true)
+	if in := serve(); !in.Retries {
+		t.Errorf("declared mesh: %+v, want retries", in)
+	}
+	src.on.Store(false)
+	if in := serve(); in.Retries {
+		t.Errorf("declaration withdrawn: %+v, want no retries", in)
+	}
+	w, bare := httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil)
+	if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(w, bare) }); n != 0 {
+		t.Errorf("%v allocations per request without facts, want 0", n)
+	}
 }
