@@ -10,17 +10,17 @@ import (
 )
 
 // Overload answers "overloaded; don't retry": 503 Service Unavailable
-// with Retry-After (retryAfter in whole seconds, at least 1) and
+// with Retry-After (retryAfter in whole seconds rounded up, at least 1,
+// saturating near math.MaxInt64) and
 // Stormguard-Overloaded: 1. httpretry never retries such an answer, at
 // any layer, and reports it as retry.ErrOverloaded; a service built with
 // Middleware passes it up on its own response. A Content-Length already
 // set (for other content) is removed, as http.Error does. Call it before
 // writing anything else to w.
 func Overload(w http.ResponseWriter, retryAfter time.Duration) {
-	secs := int64((retryAfter + time.Second - 1) / time.Second)
 	h := w.Header()
 	h.Del("Content-Length")
-	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	h.Set("Retry-After", retryAfterSeconds(retryAfter))
 	h.Set(HeaderOverloaded, "1")
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -292,5 +293,35 @@ func TestMiddlewareRetryAfterHoldsUnderLimit(t *testing.T) {
 				t.Errorf("Limit's shed: %d, Retry-After %q; want 503, %q", w.Code, w.Header().Get("Retry-After"), c.want)
 			}
 		})
+	}
+}
+
+// Sweep (arithmetic at the extremes): a Retry-After near math.MaxInt64
+// saturates to the largest whole number of seconds instead of wrapping
+// round to 1 s — the longest wait asked for must not turn into the
+// shortest. The Middleware option and NotRetried's advice alike.
+func TestOverloadRetryAfterSaturates(t *testing.T) {
+	const most = "9223372037" // math.MaxInt64 ns, rounded up to seconds
+	huge := time.Duration(math.MaxInt64)
+	w := httptest.NewRecorder()
+	layer.Overload(w, huge)
+	if got := w.Header().Get("Retry-After"); got != most {
+		t.Errorf("Overload(MaxInt64): Retry-After %q, want %q", got, most)
+	}
+	w = httptest.NewRecorder()
+	layer.Overload(w, huge-time.Second/2)
+	if got := w.Header().Get("Retry-After"); got != most {
+		t.Errorf("Overload(MaxInt64 - 0.5s): Retry-After %q, want %q", got, most)
+	}
+	w = httptest.NewRecorder()
+	layer.Middleware(layer.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return retry.ErrOverloaded }),
+		layer.WithRetryAfter(huge)).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if got := w.Header().Get("Retry-After"); got != most {
+		t.Errorf("WithRetryAfter(MaxInt64): Retry-After %q, want %q", got, most)
+	}
+	w = httptest.NewRecorder()
+	layer.NotRetried(w, &retry.Error{Attempts: 1, Reason: retry.ErrNestedRetry, Last: retry.After(errors.New("down"), huge)})
+	if got := w.Header().Get("Retry-After"); got != most {
+		t.Errorf("NotRetried with advice MaxInt64: Retry-After %q, want %q", got, most)
 	}
 }
