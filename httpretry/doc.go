@@ -133,8 +133,10 @@
 // intact and error nil, and the Observer's CallEnd carries
 // retry.ReasonAdvice (and retry.ErrAdviceExceedsCap). Likewise, when the
 // caller's deadline cannot hold the wait, the response is returned at once
-// instead of waiting. A malformed, negative or absurd value (beyond what
-// time.Duration holds) is ignored and the computed backoff applies.
+// instead of waiting. A malformed or negative value is ignored and the
+// computed backoff applies; a value beyond what time.Duration holds is
+// clamped to the largest one, so the call stops (retry.ReasonAdvice)
+// rather than come back sooner than asked.
 //
 // # Connections, timeouts and cancellation
 //
