@@ -65,11 +65,18 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		}
 		c.will = rc.WillRetry()
 		resp, err = c.try(rc, &a)
+		if resp != c.prev {
+			// Released if End, Succeed or Next (an Observer, a breaker
+			// listener, a budget) panics; c.prev is released anyway.
+			c.held = resp
+		}
 		if err = rc.End(&a, err); err == nil {
 			rc.Succeed()
+			c.held = nil
 			return resp, nil
 		}
 		d, err := rc.Next(err)
+		c.held = nil
 		if err != nil {
 			return resp, err
 		}
@@ -103,7 +110,8 @@ func (c *call) guarded(ctx context.Context) (*http.Response, error) {
 }
 
 // release frees what a panicking attempt holds: its timer and context,
-// the response being classified, the previous response kept for a retry.
+// the response being classified or reported (held), the previous response
+// kept for a retry (prev; never the same as held).
 func (c *call) release() {
 	if c.actx != nil {
 		c.actx.stop()

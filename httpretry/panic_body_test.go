@@ -2,8 +2,10 @@ package httpretry_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -135,5 +137,168 @@ func TestPanicBetweenAttemptsClosesHeldResponse(t *testing.T) {
 	}
 	if closed.Load() != 1 {
 		t.Errorf("%d response bodies closed, want 1", closed.Load())
+	}
+}
+
+// Sweep (every user callback under a panic test): the policy's own
+// Classify, which the transport asks with a *StatusError, panics on a 503:
+// the response being classified is closed, the breaker hears the attempt
+// end as a panic (its permit released), and the panic goes on.
+func TestPanicInPolicyClassifyReleasesResponse(t *testing.T) {
+	type boom struct{}
+	var closed atomic.Int32
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: closeSignal{io.NopCloser(strings.NewReader("down")), &closed}}, nil
+	})
+	br := &stubBreaker{}
+	p := noWait(3)
+	p.Breaker = br
+	p.Classify = func(error) bool { panic(boom{}) }
+	rt := httpretry.New(next, p)
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		rt.RoundTrip(get(t, "http://127.0.0.1:1/"))
+		return nil
+	}()
+	if _, ok := v.(boom); !ok {
+		t.Fatalf("recovered %v, want Classify's panic", v)
+	}
+	if closed.Load() != 1 {
+		t.Errorf("%d response bodies closed, want 1", closed.Load())
+	}
+	if res := br.results(); len(res) != 1 || !errors.Is(res[0], retry.ErrPanicked) {
+		t.Errorf("the breaker heard %v, want one panicked attempt", res)
+	}
+}
+
+// refusingLimiter refuses every attempt (with errThrottled).
+type refusingLimiter struct{}
+
+func (refusingLimiter) Acquire(context.Context, bool) (func(error), error) { return nil, errThrottled }
+
+// Sweep (cleanup on every path): a request refused before any attempt —
+// by an open breaker, by the Limiter, or because the caller's context had
+// ended — has its body closed exactly once, whichever way the body was
+// to be sent (once, through GetBody, buffered, or streamed as too large to
+// buffer), and nothing is sent.
+func TestRefusedRequestClosesBodyOnce(t *testing.T) {
+	type refusal struct {
+		name   string
+		policy func() *retry.Policy
+		ctx    func() context.Context
+	}
+	cancelled := func() context.Context {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	refusals := []refusal{
+		{"open breaker", func() *retry.Policy { p := noWait(3); p.Breaker = &stubBreaker{open: true}; return p }, context.Background},
+		{"limiter", func() *retry.Policy { p := noWait(3); p.Limiter = refusingLimiter{}; return p }, context.Background},
+		{"context ended", func() *retry.Policy { return noWait(3) }, cancelled},
+		{"context ended, with an observer", func() *retry.Policy { p := noWait(3); p.Observer = retry.NopObserver{}; return p }, cancelled},
+	}
+	bodies := []struct {
+		name    string
+		method  string
+		getBody bool
+		size    int
+	}{
+		{"POST sent once", http.MethodPost, false, 10},
+		{"POST with GetBody", http.MethodPost, true, 10},
+		{"PUT with GetBody", http.MethodPut, true, 10},
+		{"PUT buffered", http.MethodPut, false, 10},
+		{"PUT too large to buffer", http.MethodPut, false, httpretry.DefaultBodyLimit + 1},
+	}
+	for _, rf := range refusals {
+		for _, b := range bodies {
+			t.Run(rf.name+"/"+b.name, func(t *testing.T) {
+				sent := 0
+				next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					sent++
+					r.Body.Close()
+					return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+				})
+				body := &countingBody{Reader: strings.NewReader(strings.Repeat("x", b.size))}
+				req, _ := http.NewRequestWithContext(rf.ctx(), b.method, "http://127.0.0.1:1/", nil)
+				req.Body, req.ContentLength = body, int64(b.size)
+				if b.getBody {
+					req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("x")), nil }
+				}
+				resp, err := httpretry.New(next, rf.policy()).RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("a refused request got %d", resp.StatusCode)
+				}
+				if sent != 0 {
+					t.Errorf("sent %d times, want 0", sent)
+				}
+				if n := body.closes.Load(); n != 1 {
+					t.Errorf("request body closed %d times, want 1", n)
+				}
+			})
+		}
+	}
+}
+
+// endPanics is an Observer whose AttemptEnd (or, with call set, CallEnd)
+// panics.
+type endPanics struct {
+	retry.NopObserver
+	v    any
+	call bool
+}
+
+func (o endPanics) AttemptEnd(context.Context, retry.AttemptEnd) {
+	if !o.call {
+		panic(o.v)
+	}
+}
+
+func (o endPanics) CallEnd(context.Context, retry.CallEnd) {
+	if o.call {
+		panic(o.v)
+	}
+}
+
+// Sweep (callback panics; cleanup on every path): an Observer whose
+// AttemptEnd or CallEnd panics, after the attempt's response came back —
+// a success, a failure kept for a retry, a permanent failure, the last
+// failure — leaves no response open: its body is closed once, and the
+// panic goes on. Before the fix a success's body (and a permanent
+// failure's, on CallEnd) stayed open.
+func TestPanicInAttemptEndClosesResponse(t *testing.T) {
+	type boom struct{}
+	for _, c := range []struct {
+		code int
+		call bool
+	}{{200, false}, {503, false}, {404, false}, {200, true}, {404, true}, {503, true}} {
+		code := c.code
+		name := "AttemptEnd/" + strconv.Itoa(code)
+		if c.call {
+			name = "CallEnd/" + strconv.Itoa(code)
+		}
+		t.Run(name, func(t *testing.T) {
+			var opened, closed atomic.Int32
+			next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				opened.Add(1)
+				body := io.NopCloser(strings.NewReader(strings.Repeat("x", 64<<10)))
+				return &http.Response{StatusCode: code, Header: http.Header{}, Body: closeSignal{body, &closed}}, nil
+			})
+			p := noWait(3)
+			p.Observer = endPanics{v: boom{}, call: c.call}
+			rt := httpretry.New(next, p)
+			v := func() (v any) {
+				defer func() { v = recover() }()
+				rt.RoundTrip(get(t, "http://127.0.0.1:1/"))
+				return nil
+			}()
+			if _, ok := v.(boom); !ok {
+				t.Fatalf("recovered %v, want the Observer's panic", v)
+			}
+			if o, n := opened.Load(), closed.Load(); n != o {
+				t.Errorf("%d responses, %d bodies closed; want each closed once", o, n)
+			}
+		})
 	}
 }

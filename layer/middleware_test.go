@@ -272,3 +272,45 @@ func TestMiddlewareMeshRetriesFollowsSource(t *testing.T) {
 		t.Errorf("%v allocations per request without facts, want 0", n)
 	}
 }
+
+// panicMesh is a MeshSource that panics.
+type panicMesh struct{}
+
+func (panicMesh) MeshRetries() bool { panic("mesh source") }
+
+// Sweep (every user callback under a panic test): a handler that panics
+// behind Middleware, with the caller's deadline in force, leaves no timer
+// behind on the clock, and the panic goes on; so does a MeshSource that
+// panics, before the handler runs.
+func TestMiddlewarePanicsReleaseDeadline(t *testing.T) {
+	fc := clocktest.NewFake()
+	h := layer.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("handler") }), layer.WithClock(fc))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.HeaderDeadline, "5000")
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return nil
+	}()
+	if v != "handler" {
+		t.Fatalf("recovered %v, want the handler's panic", v)
+	}
+	if n := fc.Pending(); n != 0 {
+		t.Errorf("%d timers left on the clock after the panic, want 0", n)
+	}
+
+	served := false
+	h = layer.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }),
+		layer.WithClock(fc), layer.WithMeshRetriesFrom(panicMesh{}))
+	req = httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.EnvoyAttemptCount, "1")
+	req.Header.Set(layer.HeaderDeadline, "5000")
+	v = func() (v any) {
+		defer func() { v = recover() }()
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return nil
+	}()
+	if v != "mesh source" || served || fc.Pending() != 0 {
+		t.Errorf("recovered %v, served %v, %d timers; want the source's panic, before anything", v, served, fc.Pending())
+	}
+}
