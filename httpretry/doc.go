@@ -109,7 +109,10 @@
 // request's deadline or AttemptTimeout, the earlier; only when there is
 // one). A server using layer.Middleware then makes one attempt per call
 // of its own while the caller retries (retry.NestedOneLayer), so a chain
-// of services does not multiply retries. WithHeaders renames or drops
+// of services does not multiply retries; when such a call fails, the
+// server answers 503 without the overload marker (layer.NotRetried),
+// which this transport retries as any 503, so the one layer that retries
+// does. WithHeaders renames or drops
 // them; WithoutAnnounce sends none (for third parties). Announcing costs
 // an attempt three allocations: a request copy holding the values, and
 // the new header map net/http needs (BenchmarkAnnounce).

@@ -124,11 +124,14 @@ func WithClock(c clock.Clock) Option {
 // Malformed values are ignored. A request without any of the headers is
 // served as it came, at no allocation.
 //
-// When h is a HandlerFunc, an error it returns that wraps
-// retry.ErrOverloaded — a downstream's "overloaded; don't retry", as
-// httpretry.Result reports it — is answered with Overload (503,
+// When h is a HandlerFunc (or a Limit around one), an error it returns
+// that wraps retry.ErrOverloaded — a downstream's "overloaded; don't
+// retry", as httpretry.Result reports it — is answered with Overload (503,
 // Retry-After, Stormguard-Overloaded: 1), so the marker travels up the
-// chain and no caller retries; see HandlerFunc for other errors.
+// chain and no caller retries; an error that a call made here did not
+// retry because the caller retries (NotRetriedHere) is answered with
+// NotRetried (503 without the marker), which the caller retries; see
+// HandlerFunc for other errors.
 func Middleware(h http.Handler, opts ...Option) http.Handler {
 	return &middleware{next: h, o: resolve(opts)}
 }
