@@ -3,6 +3,7 @@ package layer_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -312,5 +313,25 @@ func TestMiddlewarePanicsReleaseDeadline(t *testing.T) {
 	}()
 	if v != "mesh source" || served || fc.Pending() != 0 {
 		t.Errorf("recovered %v, served %v, %d timers; want the source's panic, before anything", v, served, fc.Pending())
+	}
+}
+
+// Sweep (arithmetic at the extremes): with the cap lifted to the largest
+// Duration, a caller's deadline beyond what a Duration holds saturates on
+// the real clock: the request's context gets a deadline in the far
+// future, not one in the past that would end it at once.
+func TestMiddlewareHugeDeadlineSaturates(t *testing.T) {
+	var err error
+	var dl time.Time
+	var ok bool
+	h := layer.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err = r.Context().Err()
+		dl, ok = r.Context().Deadline()
+	}), layer.WithMaxDeadline(math.MaxInt64))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.HeaderDeadline, "99999999999999999999")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if err != nil || !ok || time.Until(dl) < 100*365*24*time.Hour {
+		t.Errorf("context err %v, deadline %v (%v); want a live context with a deadline centuries away", err, dl, ok)
 	}
 }
