@@ -39,7 +39,9 @@
 //	                               #   caller retries it (retry.Policy.Nested): one_layer (left out:
 //	                               #   the same) makes one attempt and leaves retrying to that caller;
 //	                               #   ignore retries as usual; {rule: budget, budget: {kind: ...}}
-//	                               #   retries only while that budget (a spec as above) grants it
+//	                               #   retries only while that budget (a spec as above) grants it;
+//	                               #   the mapping form also takes mesh_retries: true, declaring that
+//	                               #   the mesh in front retries (layer.WithMeshRetriesFrom(handle))
 //	    limiter:                   # sheds attempts on the client before they are sent (Policy.Limiter)
 //	      kind: sre                # sre: k, window, buckets, max_rejection, min_requests
 //	      k: 2                     # aws_adaptive: beta, scale_constant, smoothing, min_fill_rate

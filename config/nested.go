@@ -16,15 +16,33 @@ type NestedSpec struct {
 	// Budget grants the retries a call may still make under the rule
 	// NestedBudget (retry.Policy.NestedBudget); nil for the other rules.
 	Budget *BudgetSpec
+	// MeshRetries (mesh_retries, default false) declares that the service
+	// mesh in front of the server retries the requests it forwards, so
+	// that a request carrying x-envoy-attempt-count, even a count of 1,
+	// comes from a caller that retries. It is not part of retry.Policy: a
+	// server reads it through the policy's Handle, which is a
+	// layer.MeshSource (layer.WithMeshRetriesFrom(handle)), and so follows
+	// reloads.
+	MeshRetries bool
 }
 
 var nestedRules = []string{"one_layer", "budget", "ignore"}
 
-var nestedFields = []string{"rule", "budget"}
+var nestedFields = []string{"rule", "budget", "mesh_retries"}
+
+// MeshRetries reports whether the policy in force declares that the
+// service mesh in front of the server retries (nested.mesh_retries), so
+// that a *Handle is a layer.MeshSource: pass it to
+// layer.WithMeshRetriesFrom and the declaration follows every reload. A
+// name the file does not cover declares false. It is one atomic load.
+func (h *Handle) MeshRetries() bool {
+	s := h.spec.Load()
+	return s != nil && s.Nested.MeshRetries
+}
 
 // nested reads a policy's nested key: a rule name (one_layer or ignore),
-// or a mapping {rule, budget}; the rule budget needs a budget, the others
-// take none.
+// or a mapping {rule, budget, mesh_retries}; the rule budget needs a
+// budget, the others take none; mesh_retries is true or false.
 func (d *decoder) nested(n *yaml.Node, path string) NestedSpec {
 	var s NestedSpec
 	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
@@ -43,6 +61,8 @@ func (d *decoder) nested(n *yaml.Node, path string) NestedSpec {
 		case "budget":
 			budgetNode = v
 			s.Budget = d.budget(v, fp)
+		case "mesh_retries":
+			s.MeshRetries = d.nestedBool(v, fp)
 		}
 	})
 	if n.Kind != yaml.MappingNode {
@@ -58,6 +78,23 @@ func (d *decoder) nested(n *yaml.Node, path string) NestedSpec {
 		s.Budget = nil
 	}
 	return s
+}
+
+// nestedBool reads a YAML boolean (true or false, as YAML 1.2 spells
+// them; YAML 1.1's yes/no/on/off are refused, as ambiguous).
+func (d *decoder) nestedBool(n *yaml.Node, path string) bool {
+	v, ok := d.scalar(n, path)
+	if !ok {
+		return false
+	}
+	switch v {
+	case "true", "True", "TRUE":
+		return true
+	case "false", "False", "FALSE":
+		return false
+	}
+	d.fail(n, path, "%q is not true or false", v)
+	return false
 }
 
 // ruleOf maps a rule name to its retry.NestedRule ("" to the zero rule).

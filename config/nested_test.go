@@ -3,9 +3,13 @@ package config
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/layer"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -79,5 +83,92 @@ operations: {x: plain}
 `))
 	if nb := r.Policy("shared").Policy().NestedBudget; nb == kept || nb == nil {
 		t.Error("a changed nested budget was kept")
+	}
+}
+
+// TestNestedMeshRetriesFromFile (issue #31 item 30): nested.mesh_retries
+// declares that the service mesh in front of the server retries; a
+// Handle's MeshRetries reads it from the file in force, so
+// layer.WithMeshRetriesFrom(handle) follows a reload. A request that came
+// through the mesh with x-envoy-attempt-count: 1 then counts as coming
+// from a caller that retries, and a retry.Do made while serving it makes
+// one attempt.
+func TestNestedMeshRetriesFromFile(t *testing.T) {
+	declared := `
+policies:
+  mesh: {max_attempts: 4, backoff: {strategy: constant, base: 0s}, nested: {rule: one_layer, mesh_retries: true}}
+  plain: {max_attempts: 4, backoff: {strategy: constant, base: 0s}, nested: one_layer}
+`
+	f := mustParse(t, declared)
+	if !f.Policies["mesh"].Nested.MeshRetries || f.Policies["plain"].Nested.MeshRetries {
+		t.Fatalf("mesh_retries read as %v and %v, want true and false", f.Policies["mesh"].Nested.MeshRetries, f.Policies["plain"].Nested.MeshRetries)
+	}
+	r := NewRegistry(Options{Logger: discard})
+	if err := r.Apply(f); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("mesh")
+	fail := errors.New("connection reset")
+	var attempts int
+	srv := layer.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		attempts = 0
+		retry.Run(req.Context(), h.Policy(), func(context.Context) error { attempts++; return fail })
+	}), layer.WithMeshRetriesFrom(h))
+	serve := func() int {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(layer.EnvoyAttemptCount, "1")
+		srv.ServeHTTP(httptest.NewRecorder(), req)
+		return attempts
+	}
+	if n := serve(); n != 1 {
+		t.Errorf("behind a mesh declared to retry: %d attempts, want 1", n)
+	}
+
+	// A reload that withdraws the declaration holds from the next request.
+	if err := r.Apply(mustParse(t, strings.Replace(declared, "mesh_retries: true", "mesh_retries: false", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if h.MeshRetries() {
+		t.Error("MeshRetries still true after the reload")
+	}
+	if n := serve(); n != 4 {
+		t.Errorf("behind a mesh no longer declared to retry: %d attempts, want 4", n)
+	}
+	if (&Handle{}).MeshRetries() {
+		t.Error("a handle with no policy declares mesh retries")
+	}
+}
+
+// A mesh_retries that is not a boolean, or a scalar rule with it, is
+// refused with the file, line and field.
+func TestNestedMeshRetriesRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"not a boolean", `
+policies:
+  p:
+    nested: {rule: one_layer, mesh_retries: maybe}
+`, `test.yaml:4: policies.p.nested.mesh_retries: "maybe" is not true or false`},
+		{"a list", `
+policies:
+  p:
+    nested:
+      rule: ignore
+      mesh_retries: [true]
+`, `test.yaml:6: policies.p.nested.mesh_retries: must be a value, not a list`},
+		{"misspelt", `
+policies:
+  p:
+    nested: {rule: one_layer, mesh_retry: true}
+`, `test.yaml:4: policies.p.nested.mesh_retry: unknown field (known: budget, mesh_retries, rule)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("test.yaml", []byte(c.src))
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Error() != c.want {
+				t.Errorf("Parse: %v\nwant: %s", err, c.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -230,5 +231,53 @@ func TestOverloadedMarkerIsNotRetried(t *testing.T) {
 	readAll(t, resp)
 	if n := srv.hits.Load(); n != 3 {
 		t.Errorf("%d requests with the marker turned off, want 3", n)
+	}
+}
+
+// Issue #31 item 28: the overload marker counts only on 429 and 5xx. On a
+// success (2xx, 3xx) or another client error it is ignored: a 200 that
+// carries it is a success for the breaker and the caller, a 404 a plain
+// 404, a 408 is retried as usual.
+func TestOverloadedMarkerOnlyOn429And5xx(t *testing.T) {
+	for _, c := range []struct {
+		code       int
+		overloaded bool
+		hits       int64
+	}{
+		{200, false, 1},
+		{204, false, 1},
+		{304, false, 1},
+		{404, false, 1},
+		{408, false, 3}, // retried as any 408
+		{429, true, 1},
+		{500, true, 1},
+		{502, true, 1},
+		{503, true, 1},
+	} {
+		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request, hit int) {
+				w.Header().Set(layer.HeaderOverloaded, "1")
+				w.WriteHeader(c.code)
+			})
+			br := &stubBreaker{}
+			p := noWait(3)
+			p.Breaker = br
+			resp, err := httpretry.New(newBase(t), p).RoundTrip(get(t, srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if n := srv.hits.Load(); n != c.hits {
+				t.Errorf("%d requests, want %d", n, c.hits)
+			}
+			o, _ := httpretry.Result(resp)
+			if got := errors.Is(o.Err, retry.ErrOverloaded) || o.Reason == retry.ReasonOverloaded; got != c.overloaded {
+				t.Errorf("%d with the marker: read as overloaded %v (Result %+v), want %v", c.code, got, o, c.overloaded)
+			}
+			results := br.results()
+			if c.code < 400 && (len(results) != 1 || results[0] != nil) {
+				t.Errorf("the breaker heard %v for a %d, want one success", results, c.code)
+			}
+		})
 	}
 }

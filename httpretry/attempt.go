@@ -34,6 +34,7 @@ type call struct {
 
 	will    bool           // the attempt in flight may be followed by another ((*retry.Call).WillRetry)
 	n       int            // attempts started
+	sent    bool           // an attempt's request went to the next RoundTripper, which owns req.Body from then
 	prev    *http.Response // the last response, retryable, not yet released
 	lastErr error          // the last transport error, as the transport below returned it
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
@@ -64,11 +65,18 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		}
 		c.will = rc.WillRetry()
 		resp, err = c.try(rc, &a)
+		if resp != c.prev {
+			// Released if End, Succeed or Next (an Observer, a breaker
+			// listener, a budget) panics; c.prev is released anyway.
+			c.held = resp
+		}
 		if err = rc.End(&a, err); err == nil {
 			rc.Succeed()
+			c.held = nil
 			return resp, nil
 		}
 		d, err := rc.Next(err)
+		c.held = nil
 		if err != nil {
 			return resp, err
 		}
@@ -102,7 +110,8 @@ func (c *call) guarded(ctx context.Context) (*http.Response, error) {
 }
 
 // release frees what a panicking attempt holds: its timer and context,
-// the response being classified, the previous response kept for a retry.
+// the response being classified or reported (held), the previous response
+// kept for a retry (prev; never the same as held).
 func (c *call) release() {
 	if c.actx != nil {
 		c.actx.stop()
@@ -145,6 +154,7 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	discard(c.prev)
 	c.prev = nil
 
+	c.sent = true
 	resp, err := c.t.next.RoundTrip(r)
 	if err != nil {
 		if actx != nil {
@@ -254,10 +264,12 @@ func (c *call) classify(resp *http.Response, err error) bool {
 	return DefaultClassifier(resp, err)
 }
 
-// overloaded reports whether resp carries the overload marker.
+// overloaded reports whether resp carries the overload marker on a status
+// that can mean "overloaded": 429 or 5xx. On any other status (a success,
+// a redirect, another client error) the marker is ignored.
 func (c *call) overloaded(resp *http.Response) bool {
 	name := c.t.opts.hdr.Overloaded
-	if name == "" {
+	if name == "" || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500) {
 		return false
 	}
 	v := resp.Header[name]

@@ -94,11 +94,11 @@ func replay(b []byte) func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
-// closeUnsent closes the request body when no attempt was made (the breaker
-// refused the call): the RoundTripper contract requires it to be closed,
-// and no transport below has taken ownership of it.
+// closeUnsent closes the request body when no attempt sent it (the breaker
+// or the limiter refused the call): the RoundTripper contract requires it
+// to be closed, and no transport below has taken ownership of it.
 func (c *call) closeUnsent() {
-	if c.n > 0 {
+	if c.sent {
 		return
 	}
 	switch c.mode {
@@ -110,6 +110,24 @@ func (c *call) closeUnsent() {
 		} else {
 			c.req.Body.Close()
 		}
+	}
+}
+
+// closeUnsentOnPanic is closeUnsent for a call that a panic ended, at any
+// point: before prepareBody decided how the body is sent (the
+// WithRetryable rule, the policy source), while it buffered the body (the
+// body's own Read), or before any attempt sent it.
+func (c *call) closeUnsentOnPanic() {
+	if c.sent || c.req == nil {
+		return
+	}
+	switch {
+	case c.mode == bodyBuffered:
+		// Closed once it was read into memory.
+	case c.mode == bodyOnce && c.body != nil:
+		c.body.Close()
+	case c.req.Body != nil && c.req.Body != http.NoBody:
+		c.req.Body.Close()
 	}
 }
 

@@ -90,6 +90,11 @@
 //     GetBody) is reported to the breaker, budget and observer with
 //     retry.(*Call).Panic — a half-open probe permit or a concurrency
 //     slot is released, the call ends with retry.ReasonPanic — and goes on.
+//     A panic in a callback outside an attempt (the WithRetryable rule, the
+//     policy source, the request body's Read while it is buffered, an
+//     Observer, Limiter, Budget or Backoff) goes on too, after the request
+//     body, when no attempt sent it, and the response kept for a retry are
+//     closed.
 //
 // # Retry at one layer: what each attempt announces
 //
@@ -104,13 +109,17 @@
 // request's deadline or AttemptTimeout, the earlier; only when there is
 // one). A server using layer.Middleware then makes one attempt per call
 // of its own while the caller retries (retry.NestedOneLayer), so a chain
-// of services does not multiply retries. WithHeaders renames or drops
+// of services does not multiply retries; when such a call fails, the
+// server answers 503 without the overload marker (layer.NotRetried),
+// which this transport retries as any 503, so the one layer that retries
+// does. WithHeaders renames or drops
 // them; WithoutAnnounce sends none (for third parties). Announcing costs
 // an attempt three allocations: a request copy holding the values, and
 // the new header map net/http needs (BenchmarkAnnounce).
 //
-// A response carrying Stormguard-Overloaded: 1 (layer.Overload sends it
-// with 503 and Retry-After) says "overloaded; don't retry": the attempt
+// A response of status 429 or 5xx carrying Stormguard-Overloaded: 1
+// (layer.Overload sends it with 503 and Retry-After) says "overloaded;
+// don't retry" (on any other status the marker is ignored): the attempt
 // reports retry.Overloaded(*StatusError), which is never retried, counts
 // against the breaker and not against the budget; Result gives
 // retry.ReasonOverloaded and an Err matching retry.ErrOverloaded, which a
@@ -127,8 +136,10 @@
 // intact and error nil, and the Observer's CallEnd carries
 // retry.ReasonAdvice (and retry.ErrAdviceExceedsCap). Likewise, when the
 // caller's deadline cannot hold the wait, the response is returned at once
-// instead of waiting. A malformed, negative or absurd value (beyond what
-// time.Duration holds) is ignored and the computed backoff applies.
+// instead of waiting. A malformed or negative value is ignored and the
+// computed backoff applies; a value beyond what time.Duration holds is
+// clamped to the largest one, so the call stops (retry.ReasonAdvice)
+// rather than come back sooner than asked.
 //
 // # Connections, timeouts and cancellation
 //

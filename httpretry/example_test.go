@@ -92,7 +92,7 @@ func ExampleParseRetryAfter() {
 	// Output:
 	// 2m0s true
 	// 30s true
-	// 0s false
+	// 2562047h47m16.854775807s true
 	// 0s false
 }
 

@@ -37,7 +37,8 @@ type options struct {
 //		return httpretry.Idempotent(r) && r.URL.Path != "/charge"
 //	})
 //
-// A nil f restores the default.
+// A nil f restores the default. f runs before anything is sent; if it
+// panics, the request body is closed and the panic goes on.
 func WithRetryable(f func(*http.Request) bool) Option {
 	return func(o *options) { o.repeatable = f }
 }
@@ -92,7 +93,8 @@ type Headers struct {
 	// on the policy's clock, rounded down; it is sent only when there is
 	// such an end (default layer.HeaderDeadline).
 	Deadline string
-	// Overloaded is read on every response: "1" means "overloaded; don't
+	// Overloaded is read on every response of status 429 or 5xx (on any
+	// other status it is ignored): "1" means "overloaded; don't
 	// retry". The attempt then reports retry.Overloaded(*StatusError): it
 	// is never retried, the call ends with retry.ReasonOverloaded, Result
 	// gives an Err for which errors.Is(err, retry.ErrOverloaded), and a

@@ -17,11 +17,13 @@ const maxDelaySeconds = math.MaxInt64 / int64(time.Second)
 // with now (pass the retry policy's clock's Now). Surrounding spaces and
 // tabs are ignored. A date in the past yields (0, true).
 //
-// It returns ok false for an empty, malformed or negative value and for an
-// absurd one, a delay that time.Duration cannot hold (about 292 years, e.g.
-// "1000000000000"): the caller then falls back to its computed backoff. A
-// large but representable delay is returned as is; the retry policy caps
-// it with MaxRetryAfter.
+// It returns ok false for an empty, malformed or negative value: the
+// caller then falls back to its computed backoff. A delay longer than
+// time.Duration holds (about 292 years, e.g. "1000000000000", or a date in
+// the year 9999) is clamped to the largest Duration, not ignored: the
+// server asked for the longest wait, and the retry policy, which caps
+// advice with MaxRetryAfter, then stops instead of coming back sooner. A
+// large but representable delay is returned as is.
 func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	s := trimSpace(value)
 	if s == "" {
@@ -32,7 +34,7 @@ func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 		for i := 0; i < len(s); i++ {
 			secs = secs*10 + int64(s[i]-'0')
 			if secs > maxDelaySeconds {
-				return 0, false
+				return math.MaxInt64, true // clamped: the rest are digits too
 			}
 		}
 		return time.Duration(secs) * time.Second, true
@@ -41,12 +43,9 @@ func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	d = t.Sub(now)
-	switch {
-	case d <= 0:
+	d = t.Sub(now) // saturates at math.MaxInt64 for a date beyond a Duration
+	if d <= 0 {
 		return 0, true
-	case d == math.MaxInt64: // Sub saturated: beyond what a Duration holds
-		return 0, false
 	}
 	return d, true
 }

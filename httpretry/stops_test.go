@@ -32,6 +32,12 @@ func TestRetryAfterBeyondCapReturnsResponse(t *testing.T) {
 			{"120s over the default 30s", 503, "120", 0},
 			{"a day over the default", 429, "86400", 0},
 			{"60s over a custom 10s", 429, "60", 10 * time.Second},
+			// Sweep: a value beyond what a Duration holds is clamped, not
+			// ignored — ignoring it retried after the 100 ms backoff the
+			// server that asked for the longest wait.
+			{"absurd 99999999999 clamped", 503, "99999999999", 0},
+			{"beyond int64 clamped", 429, "99999999999999999999999999999", 0},
+			{"a date in 9999 clamped", 503, "Fri, 31 Dec 9999 23:59:59 GMT", 0},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

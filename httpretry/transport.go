@@ -105,7 +105,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The per-request state, with this request's copy of the policy.
 	c := getCall()
 	defer putCall(c)
-	c.t, c.req, c.policy = t, req, *t.policy() // the one read of the source
+	c.t, c.req = t, req
+	defer func() {
+		// A user callback that panicked outside an attempt (the
+		// WithRetryable rule, the policy source, the body's Read while it
+		// is buffered, an Observer, Limiter, Budget or Backoff): release
+		// what the call holds — the request body when no attempt sent it
+		// (the RoundTripper contract), the response kept for a retry — and
+		// let the panic go on.
+		if v := recover(); v != nil {
+			c.release()
+			c.closeUnsentOnPanic()
+			panic(v)
+		}
+	}()
+	c.policy = *t.policy() // the one read of the source
 	c.classifyPolicy = c.policy.Classify
 	if c.policy.Limiter != nil {
 		c.lim.inner = c.policy.Limiter

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -34,20 +35,57 @@ type tier struct {
 	hits atomic.Int64
 }
 
-// newTier starts a tier serving h behind Middleware, over HTTP/1.1, or
-// HTTP/2 over TLS when h2 is set.
-func newTier(t *testing.T, h2 bool, h http.Handler) *tier {
+// mode is the protocol a chain test runs over, as in httpretry's tests
+// (httpretry/modes_test.go): one test body, every protocol.
+type mode string
+
+const (
+	http1Mode  mode = "h1"     // HTTP/1.1 over TCP
+	https1Mode mode = "https1" // HTTP/1.1 over TLS
+	http2Mode  mode = "h2"     // HTTP/2 over TLS
+)
+
+var allModes = []mode{http1Mode, https1Mode, http2Mode}
+
+// runModes runs fn as a subtest per mode (all of them when none is given).
+func runModes(t *testing.T, fn func(t *testing.T, m mode), modes ...mode) {
+	t.Helper()
+	if len(modes) == 0 {
+		modes = allModes
+	}
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) { fn(t, m) })
+	}
+}
+
+func (m mode) protoMajor() int {
+	if m == http2Mode {
+		return 2
+	}
+	return 1
+}
+
+// newTier starts a tier serving h behind Middleware, speaking the
+// protocol of m; a request over another protocol fails the test.
+func newTier(t *testing.T, m mode, h http.Handler) *tier {
 	t.Helper()
 	tr := &tier{}
 	tr.srv = httptest.NewUnstartedServer(layer.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tr.hits.Add(1)
+		if r.ProtoMajor != m.protoMajor() {
+			t.Errorf("request over %s, want HTTP/%d", r.Proto, m.protoMajor())
+		}
 		h.ServeHTTP(w, r)
 	})))
-	if h2 {
+	tr.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	switch m {
+	case http1Mode:
+		tr.srv.Start()
+	case https1Mode:
+		tr.srv.StartTLS()
+	case http2Mode:
 		tr.srv.EnableHTTP2 = true
 		tr.srv.StartTLS()
-	} else {
-		tr.srv.Start()
 	}
 	t.Cleanup(tr.srv.Close)
 	return tr
@@ -94,11 +132,11 @@ type chain struct {
 
 // newChain builds the chain: every client (the caller's and the two
 // middle tiers') uses a policy from mk; the bottom answers with bottom.
-func newChain(t *testing.T, h2 bool, mk func() *retry.Policy, bottom http.HandlerFunc) *chain {
+func newChain(t *testing.T, m mode, mk func() *retry.Policy, bottom http.HandlerFunc) *chain {
 	c := &chain{}
-	c.bottom = newTier(t, h2, bottom)
-	c.t2 = newTier(t, h2, relay(t, c.bottom, mk()))
-	c.t1 = newTier(t, h2, relay(t, c.t2, mk()))
+	c.bottom = newTier(t, m, bottom)
+	c.t2 = newTier(t, m, relay(t, c.bottom, mk()))
+	c.t1 = newTier(t, m, relay(t, c.t2, mk()))
 	c.caller = &http.Client{Transport: httpretry.New(c.t1.base(t), mk())}
 	return c
 }
@@ -159,7 +197,7 @@ func TestLayerRuleTable(t *testing.T) {
 			}
 			for _, via := range []string{"retry.Do", "httpretry"} {
 				t.Run(via, func(t *testing.T) {
-					bottom := newTier(t, false, http.HandlerFunc(unavailable))
+					bottom := newTier(t, http1Mode, http.HandlerFunc(unavailable))
 					var h http.Handler
 					if via == "httpretry" {
 						h = relay(t, bottom, mk())
@@ -184,7 +222,7 @@ func TestLayerRuleTable(t *testing.T) {
 							w.WriteHeader(http.StatusBadGateway)
 						})
 					}
-					mid := newTier(t, false, h)
+					mid := newTier(t, http1Mode, h)
 					req, _ := http.NewRequest(http.MethodGet, mid.srv.URL, nil)
 					if c.attempt != "" {
 						req.Header.Set(layer.HeaderAttempt, c.attempt)
@@ -210,25 +248,52 @@ func TestLayerRuleTable(t *testing.T) {
 // retry on the way: each tier sees exactly one request, and the caller
 // learns retry.ReasonOverloaded. Over HTTP/1.1 and HTTP/2 (TLS).
 func TestOverloadMarkerCrossesThreeTiers(t *testing.T) {
-	for _, h2 := range []bool{false, true} {
-		name := "h1"
-		if h2 {
-			name = "h2"
+	runModes(t, func(t *testing.T, m mode) {
+		// NestedIgnore everywhere: only the marker stops the retries.
+		c := newChain(t, m, func() *retry.Policy { return policy(retry.NestedIgnore) }, overloaded)
+		code, o := c.call(t)
+		if code != 503 || o.Reason != retry.ReasonOverloaded || !errors.Is(o.Err, retry.ErrOverloaded) || o.Attempts != 1 {
+			t.Errorf("the caller got %d, %+v; want 503 overloaded after 1 attempt", code, o)
 		}
-		t.Run(name, func(t *testing.T) {
-			// NestedIgnore everywhere: only the marker stops the retries.
-			c := newChain(t, h2, func() *retry.Policy { return policy(retry.NestedIgnore) }, overloaded)
-			code, o := c.call(t)
-			if code != 503 || o.Reason != retry.ReasonOverloaded || !errors.Is(o.Err, retry.ErrOverloaded) || o.Attempts != 1 {
-				t.Errorf("the caller got %d, %+v; want 503 overloaded after 1 attempt", code, o)
+		for name, tr := range map[string]*tier{"tier 1": c.t1, "tier 2": c.t2, "bottom": c.bottom} {
+			if n := tr.hits.Load(); n != 1 {
+				t.Errorf("%s got %d requests, want 1", name, n)
 			}
-			for name, tr := range map[string]*tier{"tier 1": c.t1, "tier 2": c.t2, "bottom": c.bottom} {
-				if n := tr.hits.Load(); n != 1 {
-					t.Errorf("%s got %d requests, want 1", name, n)
-				}
+		}
+	})
+}
+
+// dropConnection is a bottom tier whose every request fails in transit:
+// the handler aborts, so the client sees the connection closed before a
+// response (HTTP/1.1: io.EOF) or the stream reset (HTTP/2:
+// INTERNAL_ERROR) — the transient transport error a retry is for.
+func dropConnection(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }
+
+// Issue #31 item 25: a dropped connection at the bottom of a three-tier
+// chain built as the README shows (Middleware + HandlerFunc returning the
+// client's error), under the default layer rule everywhere. Tier 2 makes
+// one attempt because tier 1's caller retries; its error must reach tier
+// 1 as a retryable answer (a 503 without the overload marker) and tier 1
+// must pass that up, so that the caller — the one layer that retries —
+// makes its 4 attempts, and each tier sees exactly one request per
+// attempt. Before the fix tier 2 answered 500, which nobody retries: the
+// whole chain made one attempt.
+func TestTransportErrorRetriedAtOneLayer(t *testing.T) {
+	runModes(t, func(t *testing.T, m mode) {
+		c := newChain(t, m, func() *retry.Policy { return policy(retry.NestedOneLayer) }, dropConnection)
+		code, o := c.call(t)
+		if code != http.StatusServiceUnavailable || o.Reason != retry.ReasonAttempts || o.Attempts != 4 {
+			t.Errorf("the caller got %d, %+v; want 503 after its 4 attempts", code, o)
+		}
+		if errors.Is(o.Err, retry.ErrOverloaded) {
+			t.Errorf("the caller read the answer as overloaded (%v): it is only \"not retried here\"", o.Err)
+		}
+		for name, tr := range map[string]*tier{"tier 1": c.t1, "tier 2": c.t2, "bottom": c.bottom} {
+			if n := tr.hits.Load(); n != 4 {
+				t.Errorf("%s got %d requests, want 4 (one per attempt of the caller)", name, n)
 			}
-		})
-	}
+		}
+	})
 }
 
 // Issue #20's end-to-end bound: a 3-tier chain (caller → tier 1 → tier 2
@@ -257,7 +322,7 @@ func TestChainAmplification(t *testing.T) {
 		}, overloaded, 1, 1.5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ch := newChain(t, false, c.mk, c.bottom)
+			ch := newChain(t, http1Mode, c.mk, c.bottom)
 			for range calls {
 				if code, _ := ch.call(t); code < 500 {
 					t.Fatalf("the caller got %d over a failing bottom tier", code)

@@ -16,6 +16,10 @@
 // Stormguard-Overloaded: 1 — which clients never retry, at any layer.
 // Handlers written as HandlerFunc return errors; Middleware turns an error
 // that wraps retry.ErrOverloaded (a downstream's marker, as httpretry
-// reports it) into that answer, so the marker travels up the chain. Limit
+// reports it) into that answer, so the marker travels up the chain, and
+// an error that a call made here did not retry only because the caller
+// retries (NotRetriedHere) into a 503 without the marker (NotRetried),
+// which the caller retries, so the one layer that retries makes its
+// attempts. Limit
 // sheds requests beyond a concurrency limit with the same answer.
 package layer

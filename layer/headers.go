@@ -16,7 +16,9 @@ const (
 	HeaderDeadline = "Stormguard-Deadline-Ms"
 	// HeaderOverloaded, set to "1" on a response (with 503 and
 	// Retry-After), says "overloaded; don't retry": no layer retries it,
-	// and a service that meets it passes it up on its own response.
+	// and a service that meets it passes it up on its own response. It
+	// counts only on a 429 or 5xx; httpretry ignores it on any other
+	// status.
 	HeaderOverloaded = "Stormguard-Overloaded"
 
 	// EnvoyAttemptCount is Envoy's attempt number for the request

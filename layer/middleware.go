@@ -34,7 +34,10 @@ type options struct {
 	maxAttempt  int
 	maxDeadline time.Duration
 	retryAfter  time.Duration
+	afterSet    bool // retryAfter was given by WithRetryAfter (d > 0)
 	clock       clock.Clock
+	mesh        bool       // WithMeshRetries
+	meshSrc     MeshSource // WithMeshRetriesFrom; when set, it decides
 }
 
 func resolve(opts []Option) options {
@@ -73,12 +76,19 @@ func WithMaxDeadline(d time.Duration) Option {
 // WithRetryAfter sets the Retry-After of the overload answers written by
 // Middleware (for errors that wrap retry.ErrOverloaded) and Limit (default
 // DefaultRetryAfter); d <= 0 restores the default.
+//
+// Given to Middleware, it also holds for a Limit that Middleware wraps
+// directly (Middleware(Limit(n, h), WithRetryAfter(d)), the nesting the
+// README shows) — for Limit's sheds and for the errors of a HandlerFunc
+// inside it — unless that Limit was given a WithRetryAfter of its own:
+// the setting nearest the handler wins.
 func WithRetryAfter(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			d = DefaultRetryAfter
+			o.retryAfter, o.afterSet = DefaultRetryAfter, false
+			return
 		}
-		o.retryAfter = d
+		o.retryAfter, o.afterSet = d, true
 	}
 }
 
@@ -97,9 +107,11 @@ func WithClock(c clock.Clock) Option {
 //     Stormguard-Will-Retry "1", or an attempt number above 1 — a caller
 //     that has already retried the call is the layer that retries it, so
 //     on its last attempt ("0") the calls made here still make one attempt
-//     each and the chain retries at one layer only; without
-//     Stormguard-Will-Retry, a request that carries x-envoy-attempt-count
-//     is taken to come from Envoy's retry policy, which retries;
+//     each and the chain retries at one layer only — or, when the mesh is
+//     declared to retry (WithMeshRetries, WithMeshRetriesFrom), any
+//     request that carries x-envoy-attempt-count; an Envoy count of 1
+//     alone says nothing about retries (meshes send the header whether or
+//     not they retry);
 //   - the caller's remaining time: Stormguard-Deadline-Ms, else Envoy's
 //     x-envoy-expected-rq-timeout-ms; at most WithMaxDeadline's bound.
 //
@@ -112,11 +124,14 @@ func WithClock(c clock.Clock) Option {
 // Malformed values are ignored. A request without any of the headers is
 // served as it came, at no allocation.
 //
-// When h is a HandlerFunc, an error it returns that wraps
-// retry.ErrOverloaded — a downstream's "overloaded; don't retry", as
-// httpretry.Result reports it — is answered with Overload (503,
+// When h is a HandlerFunc (or a Limit around one), an error it returns
+// that wraps retry.ErrOverloaded — a downstream's "overloaded; don't
+// retry", as httpretry.Result reports it — is answered with Overload (503,
 // Retry-After, Stormguard-Overloaded: 1), so the marker travels up the
-// chain and no caller retries; see HandlerFunc for other errors.
+// chain and no caller retries; an error that a call made here did not
+// retry because the caller retries (NotRetriedHere) is answered with
+// NotRetried (503 without the marker), which the caller retries; see
+// HandlerFunc for other errors.
 func Middleware(h http.Handler, opts ...Option) http.Handler {
 	return &middleware{next: h, o: resolve(opts)}
 }
@@ -137,21 +152,24 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(retry.WithInbound(ctx, in))
 	}
-	if f, ok := m.next.(HandlerFunc); ok {
-		f.serve(w, r, &m.o)
-		return
+	switch next := m.next.(type) {
+	case HandlerFunc:
+		next.serve(w, r, m.o.retryAfter)
+	case *limiter:
+		next.serve(w, r, &m.o)
+	default:
+		next.ServeHTTP(w, r)
 	}
-	m.next.ServeHTTP(w, r)
 }
 
 // read returns the inbound facts in h, capped, and the caller's remaining
 // time (-1: none); ok is false when h carries none of them.
 func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok bool) {
 	d = -1
-	attempt, envoy := h[HeaderAttempt], false
+	envoy := h[EnvoyAttemptCount]
+	attempt := h[HeaderAttempt]
 	if len(attempt) == 0 {
-		attempt = h[EnvoyAttemptCount]
-		envoy = len(attempt) > 0
+		attempt = envoy
 	}
 	if len(attempt) > 0 {
 		if n, valid := ParseAttempt(attempt[0]); valid {
@@ -165,7 +183,10 @@ func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok boo
 		case "0":
 			ok = true
 		}
-	} else if envoy {
+	}
+	if len(envoy) > 0 && !in.Retries && o.meshRetries() {
+		// The request came through a mesh declared to retry: it retries
+		// this request, whatever the caller behind it does.
 		in.Retries, ok = true, true
 	}
 	if in.Attempt > 1 {

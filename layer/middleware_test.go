@@ -3,9 +3,11 @@ package layer_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +42,19 @@ func TestMiddlewareReadsAndCapsFacts(t *testing.T) {
 		{"envoy", map[string]string{"x-envoy-attempt-count": "2", "x-envoy-expected-rq-timeout-ms": "250"}, nil,
 			seenFacts{retry.Inbound{Attempt: 2, Retries: true, Deadline: fc.Now().Add(250 * time.Millisecond)}, true, 250 * time.Millisecond}},
 		{"envoy with our will-retry", map[string]string{"x-envoy-attempt-count": "1", "Stormguard-Will-Retry": "0"}, nil,
+			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
+		// Issue #31 item 30: meshes send x-envoy-attempt-count whether or
+		// not they retry; a count of 1 says nothing of retries unless the
+		// operator declares that the mesh retries.
+		{"envoy's first attempt says nothing", map[string]string{"x-envoy-attempt-count": "1"}, nil,
+			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
+		{"envoy's first attempt, the mesh retries", map[string]string{"x-envoy-attempt-count": "1"}, []layer.Option{layer.WithMeshRetries(true)},
+			seenFacts{retry.Inbound{Attempt: 1, Retries: true}, true, none}},
+		{"the mesh retries whatever our caller says", map[string]string{"x-envoy-attempt-count": "1", "Stormguard-Attempt": "1", "Stormguard-Will-Retry": "0"}, []layer.Option{layer.WithMeshRetries(true)},
+			seenFacts{retry.Inbound{Attempt: 1, Retries: true}, true, none}},
+		{"the mesh retries, but the request did not come through it", map[string]string{"Stormguard-Attempt": "1", "Stormguard-Will-Retry": "0"}, []layer.Option{layer.WithMeshRetries(true)},
+			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
+		{"declaration withdrawn", map[string]string{"x-envoy-attempt-count": "1"}, []layer.Option{layer.WithMeshRetries(true), layer.WithMeshRetries(false)},
 			seenFacts{retry.Inbound{Attempt: 1}, true, none}},
 		{"ours first", map[string]string{"Stormguard-Attempt": "1", "x-envoy-attempt-count": "5", "Stormguard-Deadline-Ms": "10", "x-envoy-expected-rq-timeout-ms": "9000"}, nil,
 			seenFacts{retry.Inbound{Attempt: 1, Deadline: fc.Now().Add(10 * time.Millisecond)}, true, 10 * time.Millisecond}},
@@ -219,4 +234,104 @@ func allDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// meshFlag is a layer.MeshSource an operator can flip (a reloaded policy
+// file, in config).
+type meshFlag struct{ on atomic.Bool }
+
+func (f *meshFlag) MeshRetries() bool { return f.on.Load() }
+
+// Issue #31 item 30: WithMeshRetriesFrom asks its source at every request
+// that came through the mesh, so a reloaded declaration holds from the
+// next request; a request without x-envoy-attempt-count does not ask.
+func TestMiddlewareMeshRetriesFollowsSource(t *testing.T) {
+	src := &meshFlag{}
+	var got retry.Inbound
+	h := layer.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = retry.InboundOf(r.Context())
+	}), layer.WithMeshRetriesFrom(src))
+	serve := func() retry.Inbound {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(layer.EnvoyAttemptCount, "1")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return got
+	}
+	if in := serve(); in.Retries {
+		t.Errorf("undeclared mesh: %+v, want no retries", in)
+	}
+	src.on.Store(true)
+	if in := serve(); !in.Retries {
+		t.Errorf("declared mesh: %+v, want retries", in)
+	}
+	src.on.Store(false)
+	if in := serve(); in.Retries {
+		t.Errorf("declaration withdrawn: %+v, want no retries", in)
+	}
+	w, bare := httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil)
+	if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(w, bare) }); n != 0 {
+		t.Errorf("%v allocations per request without facts, want 0", n)
+	}
+}
+
+// panicMesh is a MeshSource that panics.
+type panicMesh struct{}
+
+func (panicMesh) MeshRetries() bool { panic("mesh source") }
+
+// Sweep (every user callback under a panic test): a handler that panics
+// behind Middleware, with the caller's deadline in force, leaves no timer
+// behind on the clock, and the panic goes on; so does a MeshSource that
+// panics, before the handler runs.
+func TestMiddlewarePanicsReleaseDeadline(t *testing.T) {
+	fc := clocktest.NewFake()
+	h := layer.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("handler") }), layer.WithClock(fc))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.HeaderDeadline, "5000")
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return nil
+	}()
+	if v != "handler" {
+		t.Fatalf("recovered %v, want the handler's panic", v)
+	}
+	if n := fc.Pending(); n != 0 {
+		t.Errorf("%d timers left on the clock after the panic, want 0", n)
+	}
+
+	served := false
+	h = layer.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }),
+		layer.WithClock(fc), layer.WithMeshRetriesFrom(panicMesh{}))
+	req = httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.EnvoyAttemptCount, "1")
+	req.Header.Set(layer.HeaderDeadline, "5000")
+	v = func() (v any) {
+		defer func() { v = recover() }()
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return nil
+	}()
+	if v != "mesh source" || served || fc.Pending() != 0 {
+		t.Errorf("recovered %v, served %v, %d timers; want the source's panic, before anything", v, served, fc.Pending())
+	}
+}
+
+// Sweep (arithmetic at the extremes): with the cap lifted to the largest
+// Duration, a caller's deadline beyond what a Duration holds saturates on
+// the real clock: the request's context gets a deadline in the far
+// future, not one in the past that would end it at once.
+func TestMiddlewareHugeDeadlineSaturates(t *testing.T) {
+	var err error
+	var dl time.Time
+	var ok bool
+	h := layer.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err = r.Context().Err()
+		dl, ok = r.Context().Deadline()
+	}), layer.WithMaxDeadline(math.MaxInt64))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.HeaderDeadline, "99999999999999999999")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if err != nil || !ok || time.Until(dl) < 100*365*24*time.Hour {
+		t.Errorf("context err %v, deadline %v (%v); want a live context with a deadline centuries away", err, dl, ok)
+	}
 }

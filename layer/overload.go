@@ -10,15 +10,17 @@ import (
 )
 
 // Overload answers "overloaded; don't retry": 503 Service Unavailable
-// with Retry-After (retryAfter in whole seconds, at least 1) and
+// with Retry-After (retryAfter in whole seconds rounded up, at least 1,
+// saturating near math.MaxInt64) and
 // Stormguard-Overloaded: 1. httpretry never retries such an answer, at
 // any layer, and reports it as retry.ErrOverloaded; a service built with
-// Middleware passes it up on its own response. Call it before writing
-// anything else to w.
+// Middleware passes it up on its own response. A Content-Length already
+// set (for other content) is removed, as http.Error does. Call it before
+// writing anything else to w.
 func Overload(w http.ResponseWriter, retryAfter time.Duration) {
-	secs := int64((retryAfter + time.Second - 1) / time.Second)
 	h := w.Header()
-	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	h.Del("Content-Length")
+	h.Set("Retry-After", retryAfterSeconds(retryAfter))
 	h.Set(HeaderOverloaded, "1")
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -32,27 +34,38 @@ func Overload(w http.ResponseWriter, retryAfter time.Duration) {
 // written its response,
 //
 //   - an error that wraps retry.ErrOverloaded is answered with Overload;
+//   - an error that a call made here did not retry only because the
+//     caller retries (NotRetriedHere: it wraps retry.ErrNestedRetry) is
+//     answered with NotRetried — 503 without the overload marker, which
+//     the caller retries, so that the one layer that retries makes its
+//     attempts;
 //   - any other error with 500 Internal Server Error (its text is not
 //     sent).
 //
-// Inside Middleware, the overload answer's Retry-After is the
-// middleware's (WithRetryAfter); served alone, DefaultRetryAfter.
+// Inside Middleware, or Limit, the overload answer's Retry-After is the
+// nearest one's (WithRetryAfter: Limit's own when given, else that of a
+// Middleware directly around Limit); served alone, DefaultRetryAfter.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // ServeHTTP calls f and answers its error as described above.
 func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o := options{retryAfter: DefaultRetryAfter}
-	f.serve(w, r, &o)
+	f.serve(w, r, DefaultRetryAfter)
 }
 
-func (f HandlerFunc) serve(w http.ResponseWriter, r *http.Request, o *options) {
+// serve calls f and answers its error; retryAfter is the overload
+// answer's Retry-After.
+func (f HandlerFunc) serve(w http.ResponseWriter, r *http.Request, retryAfter time.Duration) {
 	tw := &trackedWriter{ResponseWriter: w}
 	err := f(tw, r)
 	if err == nil || tw.wrote {
 		return
 	}
 	if retry.IsOverloaded(err) {
-		Overload(w, o.retryAfter)
+		Overload(w, retryAfter)
+		return
+	}
+	if NotRetriedHere(err) {
+		NotRetried(w, err)
 		return
 	}
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
@@ -105,15 +118,23 @@ type limiter struct {
 	o        options
 }
 
-func (l *limiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (l *limiter) ServeHTTP(w http.ResponseWriter, r *http.Request) { l.serve(w, r, nil) }
+
+// serve serves r; outer is the options of a Middleware directly around
+// l (nil: none), whose WithRetryAfter holds unless l has its own.
+func (l *limiter) serve(w http.ResponseWriter, r *http.Request, outer *options) {
+	retryAfter := l.o.retryAfter
+	if !l.o.afterSet && outer != nil {
+		retryAfter = outer.retryAfter
+	}
 	if l.inflight.Add(1) > l.n {
 		l.inflight.Add(-1)
-		Overload(w, l.o.retryAfter)
+		Overload(w, retryAfter)
 		return
 	}
 	defer l.inflight.Add(-1)
 	if f, ok := l.next.(HandlerFunc); ok {
-		f.serve(w, r, &l.o)
+		f.serve(w, r, retryAfter)
 		return
 	}
 	l.next.ServeHTTP(w, r)
