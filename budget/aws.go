@@ -17,9 +17,10 @@ import (
 // mode as revised in 2026 (the SDKs' "new retries 2026", SEP 2.1): a
 // bucket of 500 tokens that starts full; a retry costs 14 tokens, or 5
 // after a throttling answer (IsThrottle); a successful first attempt adds
-// 1 (NoRetryIncrement); a successful retry gives back its cost (see
-// RatioConfig.ThrottleCost for the one difference); a retry is refused
-// when its cost cannot be paid. Timeouts pay the 14 of any other retry
+// 1 (NoRetryIncrement); a successful retry gives back the cost it paid
+// (5 or 14: retry.Do and retry.Call report it through RecordPriced, see
+// RatioConfig.RefundRetrySuccess); a retry is refused when its cost cannot
+// be paid. Timeouts pay the 14 of any other retry
 // (aws-sdk-dotnet's 2026 CapacityManager keeps a timeout cost of 10; the
 // aws-sdk-go-v2 conformance table this package follows does not test
 // timeouts). AWSRules builds the complete policy around it.
@@ -36,8 +37,9 @@ func AWSStandard2026() RatioConfig {
 // AWSStandardLegacy returns the retry quota of the AWS SDKs' standard
 // retry mode before 2026: a bucket of 500 tokens that starts full; a
 // retry costs 5, or 10 after a timeout; a successful first attempt adds 1
-// and a successful retry gives its cost back; a retry is refused when its
-// cost cannot be paid.
+// and a successful retry gives back the cost it paid (5 or 10, see
+// RatioConfig.RefundRetrySuccess); a retry is refused when its cost cannot
+// be paid.
 func AWSStandardLegacy() RatioConfig {
 	return RatioConfig{
 		MaxTokens:          500,
