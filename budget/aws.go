@@ -144,22 +144,28 @@ const AWSRetryAfterHeader = "X-Amz-Retry-After"
 
 // AWSRetryAfter returns the delay advised by the x-amz-retry-after header
 // of the response in err (an httpretry.StatusError), in milliseconds; ok
-// is false when there is none or it is not a number of milliseconds >= 0.
+// is false when there is none or it is not a decimal number of
+// milliseconds >= 0. A value above 24 h, however large (beyond int64
+// too), reads as 24 h: the server asked for a long wait, which DelayAfter
+// clamps to the backoff + 5 s.
 func AWSRetryAfter(err error) (d time.Duration, ok bool) {
 	se, found := statusOf(err)
 	if !found || se.Response == nil {
 		return 0, false
 	}
-	v := strings.TrimSpace(se.Response.Header.Get(AWSRetryAfterHeader))
-	ms, perr := strconv.ParseInt(v, 10, 64)
-	if perr != nil || ms < 0 || ms > int64(maxAdvice/time.Millisecond) {
+	v := strings.TrimPrefix(strings.TrimSpace(se.Response.Header.Get(AWSRetryAfterHeader)), "+")
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
 		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	// Digits only: the one error left is a value beyond 64 bits.
+	if ms, perr := strconv.ParseUint(v, 10, 64); perr == nil && ms <= uint64(maxAdvice/time.Millisecond) {
+		return time.Duration(ms) * time.Millisecond, true
+	}
+	return maxAdvice, true
 }
 
 // maxAdvice bounds the x-amz-retry-after values read, so that a huge
-// value cannot overflow a Duration.
+// value cannot overflow a Duration: larger ones read as maxAdvice.
 const maxAdvice = 24 * time.Hour
 
 // Constants of the AWS SDKs' 2026 standard retry rules.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,6 +241,18 @@ func TestAWSStandard2026Conformance(t *testing.T) {
 			{awsResponse{status: 500, retryAfter: "invalid"}, retryRequest, 486, 50 * ms},
 			{ok, success, 500, 0},
 		}},
+		// Issue 31 item 20: a server asking for more than 24 h, or for more
+		// milliseconds than an int64 holds, gets the longest wait the rule
+		// allows (backoff + 5 s), not the bare backoff.
+		{name: "x-amz-retry-after above 24 h is clamped to 5+exponential backoff", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "86400001"}, retryRequest, 486, 5050 * ms},
+			{awsResponse{status: 500, retryAfter: "9223372036854775807"}, retryRequest, 472, 5100 * ms},
+			{ok, success, 486, 0},
+		}},
+		{name: "x-amz-retry-after beyond int64 is clamped to 5+exponential backoff", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "99999999999999999999999"}, retryRequest, 486, 5050 * ms},
+			{ok, success, 500, 0},
+		}},
 		// Not in the SDK's table: a non-retryable answer, and the
 		// throttle cost on a bucket that is not full.
 		{name: "non-retryable error", initial: 100, steps: []awsStep{
@@ -417,6 +430,23 @@ func TestIsThrottle(t *testing.T) {
 	}
 }
 
+// TestAWSRetryAfterHugeIsClamped (issue 31 item 20): an
+// x-amz-retry-after above 24 h, or beyond int64, reads as 24 h (which
+// DelayAfter then clamps to the backoff + 5 s) instead of being ignored;
+// what is not milliseconds >= 0 is still ignored.
+func TestAWSRetryAfterHugeIsClamped(t *testing.T) {
+	for _, v := range []string{"-99999999999999999999", "1e3", "12.5", ""} {
+		if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: v}.err()); ok {
+			t.Errorf("x-amz-retry-after %q read as %v, want ignored", v, d)
+		}
+	}
+	for _, v := range []string{"86400000", "86400001", "9223372036854775807", "99999999999999999999"} {
+		if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: v}.err()); !ok || d != 24*time.Hour {
+			t.Errorf("x-amz-retry-after %q read as %v %v, want 24h (clamped)", v, d, ok)
+		}
+	}
+}
+
 // FuzzAWSRetryAfter feeds arbitrary x-amz-retry-after values: the header
 // never makes a wait below the backoff or above the backoff plus 5 s, and
 // a value that is not milliseconds >= 0 is ignored.
@@ -435,6 +465,8 @@ func FuzzAWSRetryAfter(f *testing.F) {
 		got := r.DelayAfter(n, 0, err)
 		advice, ok := budget.AWSRetryAfter(err)
 		switch {
+		case !ok && isMillis(header):
+			t.Fatalf("header %q is milliseconds >= 0 and was ignored", header)
 		case !ok && got != plain:
 			t.Fatalf("ignored header %q changed the wait: %v, want %v", header, got, plain)
 		case ok && (advice < 0 || got < plain || got > plain+budget.AWSMaxAdviceExtra):
@@ -490,6 +522,21 @@ func TestAWSPolicyWaitsByTheError(t *testing.T) {
 	if a, b := r.DelayAfter(1, 0, awsResponse{status: 500}.err()), r.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err()); a >= b {
 		t.Fatalf("test premise: a throttle waits longer (%v) than a 500 (%v)", b, a)
 	}
+}
+
+// isMillis reports whether s is a decimal number >= 0 once trimmed, of
+// any size.
+func isMillis(s string) bool {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "+")
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 type waitRecorder struct{ waits *[]time.Duration }
