@@ -19,6 +19,11 @@ const (
 	DefaultMinFillRate   = 0.5 // AdaptiveConfig.MinFillRate, tokens per second
 )
 
+// minFillRateFloor is the least MinFillRate accepted: one token in about
+// 11.6 days. A slower floor would mean no limit worth the name, and waits
+// that only saturation keeps finite.
+const minFillRateFloor = 1e-6
+
 // maxRateScale bounds a new rate by this multiple of the measured send
 // rate (the SDKs' MAX_RATE_ADJUST_SCALE).
 const maxRateScale = 2.0
@@ -40,7 +45,8 @@ type AdaptiveConfig struct {
 	// send rate, in (0, 1]. 0: DefaultSmoothing (0.8).
 	Smoothing float64
 	// MinFillRate is the least rate tokens are refilled at, in tokens per
-	// second; positive. 0: DefaultMinFillRate (0.5).
+	// second, from 1e-6 (a token in about 11.6 days) to 1e9. 0:
+	// DefaultMinFillRate (0.5).
 	MinFillRate float64
 	// Throttled reports whether an attempt's error is a throttling answer.
 	// nil: IsOverload (HTTP 429 and 503, OverloadReporter errors, the
@@ -72,8 +78,8 @@ func (c AdaptiveConfig) resolve() (AdaptiveConfig, error) {
 		return c, invalid("AdaptiveConfig.ScaleConstant is %v, want a number in (0, 1e6]", c.ScaleConstant)
 	case !ok(c.Smoothing, 0, 1, false):
 		return c, invalid("AdaptiveConfig.Smoothing is %v, want a fraction in (0, 1]", c.Smoothing)
-	case !ok(c.MinFillRate, 0, 1e9, false):
-		return c, invalid("AdaptiveConfig.MinFillRate is %v, want tokens per second in (0, 1e9]", c.MinFillRate)
+	case !ok(c.MinFillRate, 0, 1e9, false) || c.MinFillRate != 0 && c.MinFillRate < minFillRateFloor:
+		return c, invalid("AdaptiveConfig.MinFillRate is %v, want tokens per second in [%v, 1e9] (0: the default %v)", c.MinFillRate, minFillRateFloor, DefaultMinFillRate)
 	}
 	if c.Beta == 0 {
 		c.Beta = DefaultBeta
@@ -172,6 +178,17 @@ func NewAdaptive(c AdaptiveConfig) *Adaptive {
 	return a
 }
 
+// waitFor returns how long the bucket takes to refill tokens at rate,
+// rounded up to the nanosecond, saturating at the longest Duration instead
+// of overflowing (a tiny rate, a long queue of waiters).
+func waitFor(tokens, rate float64) time.Duration {
+	ns := math.Ceil(tokens / rate * 1e9)
+	if !(ns < math.MaxInt64) { // NaN and +Inf too
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}
+
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
@@ -197,8 +214,8 @@ func (a *Adaptive) Acquire(ctx context.Context, _ bool) (done func(err error), e
 		a.mu.Unlock()
 		return a.done, nil
 	}
-	wait := time.Duration(math.Ceil((1 - a.tokens) / a.fillRate * 1e9))
-	if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
+	wait := waitFor(1-a.tokens, a.fillRate)
+	if dl, ok := ctx.Deadline(); ok && wait > dl.Sub(now) {
 		a.mu.Unlock()
 		a.refused.Add(1)
 		return nil, ErrWaitTooLong

@@ -1,0 +1,78 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/clock/clocktest"
+)
+
+// tinyRate returns an enabled Adaptive on a fake clock whose bucket is
+// empty and whose fill rate is rate, however small: the state a tiny
+// MinFillRate (or a huge backlog of waiters) leads to.
+func tinyRate(t *testing.T, rate float64) (*Adaptive, *clocktest.Fake) {
+	t.Helper()
+	clk := clocktest.NewFakeAt(time.Unix(100, 0))
+	a := NewAdaptive(AdaptiveConfig{Clock: clk})
+	a.record(errTestOverload{})
+	a.mu.Lock()
+	a.tokens, a.fillRate = 0, rate
+	a.mu.Unlock()
+	return a, clk
+}
+
+type errTestOverload struct{}
+
+func (errTestOverload) Error() string  { return "overloaded" }
+func (errTestOverload) Overload() bool { return true }
+
+// TestAdaptiveTinyRateWaitSaturates (issue 31 item 22): at a fill rate so
+// small that the wait for one token is beyond math.MaxInt64 nanoseconds,
+// the wait saturates instead of overflowing to a negative duration that
+// lets the attempt through at once: under a deadline it is refused, without
+// one it waits (until its context ends).
+func TestAdaptiveTinyRateWaitSaturates(t *testing.T) {
+	for _, rate := range []float64{1e-11, 1e-300, math.SmallestNonzeroFloat64} {
+		a, clk := tinyRate(t, rate)
+		ctx, cancel := clock.WithTimeout(context.Background(), clk, time.Hour, nil)
+		_, err := a.Acquire(ctx, false)
+		cancel()
+		if !errors.Is(err, ErrWaitTooLong) {
+			t.Fatalf("rate %v under a 1h deadline: %v, want ErrWaitTooLong", rate, err)
+		}
+
+		ctx, cancel = context.WithCancel(context.Background())
+		got := make(chan error, 1)
+		go func() {
+			_, err := a.Acquire(ctx, false)
+			got <- err
+		}()
+		clk.BlockUntil(1)
+		if d := clk.Deadlines(); len(d) != 1 || d[0] < 100*365*24*time.Hour {
+			t.Fatalf("rate %v: the wait is %v, want it saturated", rate, d)
+		}
+		cancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("rate %v: %v, want the context's error", rate, err)
+		}
+	}
+}
+
+// TestAdaptiveTinyMinFillRateRefused (issue 31 item 22): Validate refuses
+// a MinFillRate below the floor, naming the field and the floor.
+func TestAdaptiveTinyMinFillRateRefused(t *testing.T) {
+	for _, r := range []float64{1e-11, 1e-7, math.SmallestNonzeroFloat64} {
+		err := AdaptiveConfig{MinFillRate: r}.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "MinFillRate") || !strings.Contains(err.Error(), "1e-06") {
+			t.Errorf("MinFillRate %v: %v, want ErrInvalidConfig naming the field and the floor", r, err)
+		}
+	}
+	if err := (AdaptiveConfig{MinFillRate: 1e-6}).Validate(); err != nil {
+		t.Errorf("MinFillRate 1e-6: %v", err)
+	}
+}
