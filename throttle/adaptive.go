@@ -129,8 +129,8 @@ func (c AdaptiveConfig) resolve() (AdaptiveConfig, error) {
 // in a loop and re-read the rate); the wait is bounded by the context: an
 // attempt whose wait would end after the context's deadline is refused at
 // once with ErrWaitTooLong (matching retry.ErrDeadlineTooClose), and one
-// whose context ends during the wait gives its token back and returns the
-// context's error.
+// whose context ends during the wait gives its token back (within the
+// bucket's capacity) and returns the context's error.
 //
 // Make one with NewAdaptive, share it between every caller of one
 // downstream, and set it as a retry.Policy's Limiter. It is safe for
@@ -230,7 +230,10 @@ func (a *Adaptive) Acquire(ctx context.Context, _ bool) (done func(err error), e
 	case <-ctx.Done():
 		t.Stop()
 		a.mu.Lock()
-		a.tokens++ // the reservation is given back
+		// The reservation is given back, within the capacity: the
+		// bucket may have refilled to it meanwhile, reservation
+		// included (the rate rose after the wait was computed).
+		a.tokens = min(a.tokens+1, a.capacity)
 		a.mu.Unlock()
 		return nil, ctx.Err()
 	}

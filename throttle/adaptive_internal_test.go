@@ -76,3 +76,37 @@ func TestAdaptiveTinyMinFillRateRefused(t *testing.T) {
 		t.Errorf("MinFillRate 1e-6: %v", err)
 	}
 }
+
+// TestAdaptiveCancelledWaiterClampsToCapacity (issue 31 item 23): a waiter
+// reserved its token at a slow rate; the rate then rose and the bucket
+// refilled to its capacity, reservation included. When the waiter's
+// context ends, the token it hands back must not lift the bucket above
+// its capacity (it made 101 of 100).
+func TestAdaptiveCancelledWaiterClampsToCapacity(t *testing.T) {
+	a, clk := tinyRate(t, 0.5)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := a.Acquire(ctx, false)
+		got <- err
+	}()
+	clk.BlockUntil(1) // reserved: tokens -1, waiting 2 s
+	a.mu.Lock()
+	a.setRate(clk.Now(), 100) // answers raised the rate: 100/s, capacity 100
+	a.mu.Unlock()
+	clk.Advance(1500 * time.Millisecond) // before the waiter's timer
+	a.mu.Lock()
+	a.refill(clk.Now()) // as the next attempt or answer does
+	full, capacity := a.tokens, a.capacity
+	a.mu.Unlock()
+	if full != capacity {
+		t.Fatalf("test premise: the bucket holds %v of %v", full, capacity)
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want the context's error", err)
+	}
+	if st := a.Stats(); st.Tokens > capacity {
+		t.Fatalf("the bucket holds %v tokens, above its capacity %v", st.Tokens, capacity)
+	}
+}
