@@ -50,8 +50,11 @@ type AdaptiveConfig struct {
 	MinFillRate float64
 	// Throttled reports whether an attempt's error is a throttling answer.
 	// nil: IsOverload (HTTP 429 and 503, OverloadReporter errors, the
-	// retry package's overload marker). For AWS services, also count
-	// their throttling error codes (see budget.IsAWSThrottle).
+	// retry package's overload marker). For AWS services, whose throttling
+	// answers are mostly HTTP 400s with an error code, use
+	// budget.IsThrottle (the AWS throttling error codes and HTTP 429), as
+	// the AWS SDKs' adaptive mode does, or a function that accepts what
+	// either accepts.
 	Throttled func(error) bool
 	// Clock tells the time and waits. nil: clock.Real.
 	Clock clock.Clock
