@@ -25,7 +25,8 @@
 // (localhost, its IP, the -admin host: a guard against DNS rebinding), and,
 // given a token (-admin-token-file or $STORMGUARD_ADMIN_TOKEN), only
 // requests carrying "Authorization: Bearer TOKEN" (GET /healthz excepted).
-// An empty PUT /rules is refused; send {} to clear every fault.
+// An empty PUT /rules, or one whose body is null (JSON or YAML), is
+// refused with 400 and the rules stay; send {} to clear every fault.
 //
 // SIGINT or SIGTERM releases hanging requests and shuts down gracefully.
 package main
