@@ -28,6 +28,12 @@
 // An empty PUT /rules, or one whose body is null (JSON or YAML), is
 // refused with 400 and the rules stay; send {} to clear every fault.
 //
+// An -upstream that is the proxy's own listener is refused at start. Every
+// forwarded request carries a Faultproxy-Hop header with a random ID of
+// the proxy instance; a request that comes back with it (a loop through
+// another proxy, a name, a port forward), or that has passed more than 16
+// faultproxies, is answered 508 Loop Detected and not forwarded.
+//
 // SIGINT or SIGTERM releases hanging requests and shuts down gracefully.
 package main
 

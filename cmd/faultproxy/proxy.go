@@ -56,10 +56,12 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	upstream := cfg.Upstream
+	hop := newHopID()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
+			pr.Out.Header.Add(hopHeader, hop)
 		},
 		Transport: p.upstream,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -76,9 +78,13 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: -listen: %w (pass -allow-non-loopback to allow it)", err)
 	}
+	if upstreamIsSelf(upstream, proxyLn.Addr()) {
+		_ = proxyLn.Close()
+		return nil, fmt.Errorf("faultproxy: -upstream %s is the proxy itself (%s): every request would loop", upstream, proxyLn.Addr())
+	}
 	p.proxyURL = "http://" + proxyLn.Addr().String()
 	lns := []net.Listener{proxyLn}
-	handlers := []http.Handler{p.in.Handler(rp)}
+	handlers := []http.Handler{loopGuard(hop, p.in.Handler(rp), log)}
 	if cfg.adminEnabled() {
 		adminLn, err := listen(cfg.Admin, cfg.AllowNonLoopbackAdmin)
 		if err == nil && cfg.AdminToken == "" && !isLoopback(adminLn.Addr()) {
