@@ -27,6 +27,18 @@ type proxy struct {
 	closeOnce sync.Once
 }
 
+// Server timeouts. The proxy's requests may stream or hang on purpose (a
+// fault), so only its headers and idle connections are bounded; the admin
+// API's whole request (a PUT body is at most maxRulesBody), its answer and
+// its idle connections are.
+const (
+	readHeaderTimeout = 10 * time.Second
+	proxyIdleTimeout  = 2 * time.Minute
+	adminReadTimeout  = 30 * time.Second
+	adminWriteTimeout = 30 * time.Second
+	adminIdleTimeout  = time.Minute
+)
+
 // start binds the listeners and serves. The caller must call shutdown.
 func start(cfg config, log *slog.Logger) (*proxy, error) {
 	p := &proxy{errc: make(chan error, 2)}
@@ -102,8 +114,15 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 	for i, ln := range lns {
 		srv := &http.Server{
 			Handler:           handlers[i],
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: readHeaderTimeout,
+			IdleTimeout:       proxyIdleTimeout,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		if i == 1 { // the admin API: small requests, answered at once
+			srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = adminReadTimeout, adminWriteTimeout, adminIdleTimeout
+			if cfg.adminReadTimeout > 0 {
+				srv.ReadTimeout = cfg.adminReadTimeout
+			}
 		}
 		p.servers = append(p.servers, srv)
 		p.wg.Go(func() {
