@@ -205,26 +205,14 @@ func (a *Adaptive) Acquire(ctx context.Context, _ bool) (done func(err error), e
 	if a == nil {
 		return nop, nil
 	}
-	a.mu.Lock()
-	if !a.enabled {
-		a.mu.Unlock()
-		return a.done, nil
-	}
-	now := a.c.Clock.Now()
-	a.refill(now)
-	if a.tokens >= 1 {
-		a.tokens--
-		a.mu.Unlock()
-		return a.done, nil
-	}
-	wait := waitFor(1-a.tokens, a.fillRate)
-	if dl, ok := ctx.Deadline(); ok && wait > dl.Sub(now) {
-		a.mu.Unlock()
+	wait, ok := a.take(ctx)
+	switch {
+	case !ok:
 		a.refused.Add(1)
 		return nil, ErrWaitTooLong
+	case wait == 0:
+		return a.done, nil
 	}
-	a.tokens-- // reserved: the tokens refilled until the wait ends pay for it
-	a.mu.Unlock()
 	a.waits.Add(1)
 	t := a.c.Clock.NewTimer(wait)
 	select {
@@ -242,6 +230,29 @@ func (a *Adaptive) Acquire(ctx context.Context, _ bool) (done func(err error), e
 	}
 }
 
+// take takes a token, or reserves one and returns the wait until it is
+// refilled; ok is false when that wait would end after ctx's deadline. The
+// deferred unlock keeps the limiter usable when the Clock panics.
+func (a *Adaptive) take(ctx context.Context) (wait time.Duration, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.enabled {
+		return 0, true
+	}
+	now := a.c.Clock.Now()
+	a.refill(now)
+	if a.tokens >= 1 {
+		a.tokens--
+		return 0, true
+	}
+	wait = waitFor(1-a.tokens, a.fillRate)
+	if dl, ok := ctx.Deadline(); ok && wait > dl.Sub(now) {
+		return 0, false
+	}
+	a.tokens-- // reserved: the tokens refilled until the wait ends pay for it
+	return wait, true
+}
+
 // record is done: it updates the rate with an attempt's answer. An attempt
 // the breaker refused was never sent: its token is given back and the rate
 // left alone.
@@ -256,8 +267,8 @@ func (a *Adaptive) record(err error) {
 	}
 	throttled := err != nil && a.c.Throttled(err)
 	a.mu.Lock()
+	defer a.mu.Unlock() // a panicking Clock must not leave it locked
 	a.update(a.c.Clock.Now(), throttled)
-	a.mu.Unlock()
 }
 
 // update is the SDKs' UpdateClientSendingRate. a.mu must be held.

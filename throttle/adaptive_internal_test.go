@@ -110,3 +110,44 @@ func TestAdaptiveCancelledWaiterClampsToCapacity(t *testing.T) {
 		t.Fatalf("the bucket holds %v tokens, above its capacity %v", st.Tokens, capacity)
 	}
 }
+
+// panicClock is a fake clock whose Now panics while armed.
+type panicClock struct {
+	*clocktest.Fake
+	armed bool
+}
+
+func (c *panicClock) Now() time.Time {
+	if c.armed {
+		panic("clock: boom")
+	}
+	return c.Fake.Now()
+}
+
+// TestAdaptivePanickingClockDoesNotWedge (sweep: callback panics): a
+// Clock whose Now panics during Acquire or an answer must not leave the
+// limiter's mutex locked, which would stop every later attempt.
+func TestAdaptivePanickingClockDoesNotWedge(t *testing.T) {
+	clk := &panicClock{Fake: clocktest.NewFakeAt(time.Unix(100, 0))}
+	a := NewAdaptive(AdaptiveConfig{Clock: clk})
+	a.record(errTestOverload{}) // enabled: Acquire reads the clock
+	for name, f := range map[string]func(){
+		"Acquire": func() { _, _ = a.Acquire(context.Background(), false) },
+		"answer":  func() { a.record(nil) },
+	} {
+		func() {
+			clk.armed = true
+			defer func() {
+				clk.armed = false
+				if v := recover(); v == nil {
+					t.Fatalf("%s: the clock's panic did not go on", name)
+				}
+			}()
+			f()
+		}()
+		if !a.mu.TryLock() {
+			t.Fatalf("%s: a panicking clock left the limiter locked", name)
+		}
+		a.mu.Unlock()
+	}
+}
