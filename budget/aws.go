@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -242,10 +243,10 @@ func (r AWSRules) jittered(base time.Duration, n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}
-	if n <= 40 { // beyond, base·2^(n−1) is past any cap
-		if d := base << (n - 1); d > 0 && d < ceiling {
-			ceiling = d
-		}
+	// base·2^(n−1), when below the cap: compared without the shift, which
+	// would wrap around for a large n.
+	if n-1 < 63 && base <= ceiling>>(n-1) {
+		ceiling = base << (n - 1)
 	}
 	return time.Duration(backoff.Uniform(r.Rand, uint64(ceiling)))
 }
@@ -263,7 +264,11 @@ func (r AWSRules) DelayAfter(n int, prev time.Duration, err error) time.Duration
 		d = r.Delay(n, prev)
 	}
 	if advice, ok := AWSRetryAfter(err); ok {
-		return min(max(advice, d), d+AWSMaxAdviceExtra)
+		most := d + AWSMaxAdviceExtra
+		if most < d { // a MaxBackoff near the largest Duration
+			most = math.MaxInt64
+		}
+		return min(max(advice, d), most)
 	}
 	return d
 }

@@ -549,3 +549,32 @@ func (w waitRecorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) 
 	*w.waits = append(*w.waits, e.Delay)
 }
 func (waitRecorder) CallEnd(context.Context, retry.CallEnd) {}
+
+// TestAWSRulesHugeMaxBackoffSaturates (sweep: arithmetic extremes): with a
+// MaxBackoff near math.MaxInt64, the waits grow with n and never wrap
+// around (base·2^(n−1) overflowed), and the x-amz-retry-after clamp
+// (backoff + 5 s) saturates instead of turning negative.
+func TestAWSRulesHugeMaxBackoffSaturates(t *testing.T) {
+	for _, r := range []budget.AWSRules{
+		{MaxBackoff: math.MaxInt64, Rand: maxJitter{}},
+		{MaxBackoff: math.MaxInt64 - 1, DynamoDB: true, Rand: maxJitter{}},
+	} {
+		advised := awsResponse{status: 500, retryAfter: "10000"}.err()
+		throttled := awsResponse{status: 400, code: "Throttling"}.err()
+		var prev, prevT time.Duration
+		for n := 1; n <= 100; n++ {
+			d := r.Delay(n, 0)
+			dt := r.DelayAfter(n, 0, throttled)
+			if d < prev || dt < prevT {
+				t.Fatalf("n %d: waits %v and %v (throttled) after %v and %v: not growing", n, d, dt, prev, prevT)
+			}
+			prev, prevT = d, dt
+			if a := r.DelayAfter(n, 0, advised); a < d {
+				t.Fatalf("n %d: advised wait %v below the backoff %v", n, a, d)
+			}
+		}
+		if prev != math.MaxInt64 && prev != math.MaxInt64-1 {
+			t.Fatalf("the wait stops growing at %v, want the cap", prev)
+		}
+	}
+}
