@@ -54,7 +54,8 @@ type AdaptiveConfig struct {
 	// answers are mostly HTTP 400s with an error code, use
 	// budget.IsThrottle (the AWS throttling error codes and HTTP 429), as
 	// the AWS SDKs' adaptive mode does, or a function that accepts what
-	// either accepts.
+	// either accepts. If it panics, the panic goes on to done's caller and
+	// the answer leaves the rate as it was.
 	Throttled func(error) bool
 	// Clock tells the time and waits. nil: clock.Real.
 	Clock clock.Clock
