@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -17,9 +18,10 @@ import (
 // mode as revised in 2026 (the SDKs' "new retries 2026", SEP 2.1): a
 // bucket of 500 tokens that starts full; a retry costs 14 tokens, or 5
 // after a throttling answer (IsThrottle); a successful first attempt adds
-// 1 (NoRetryIncrement); a successful retry gives back its cost (see
-// RatioConfig.ThrottleCost for the one difference); a retry is refused
-// when its cost cannot be paid. Timeouts pay the 14 of any other retry
+// 1 (NoRetryIncrement); a successful retry gives back the cost it paid
+// (5 or 14: retry.Do and retry.Call report it through RecordPriced, see
+// RatioConfig.RefundRetrySuccess); a retry is refused when its cost cannot
+// be paid. Timeouts pay the 14 of any other retry
 // (aws-sdk-dotnet's 2026 CapacityManager keeps a timeout cost of 10; the
 // aws-sdk-go-v2 conformance table this package follows does not test
 // timeouts). AWSRules builds the complete policy around it.
@@ -36,8 +38,9 @@ func AWSStandard2026() RatioConfig {
 // AWSStandardLegacy returns the retry quota of the AWS SDKs' standard
 // retry mode before 2026: a bucket of 500 tokens that starts full; a
 // retry costs 5, or 10 after a timeout; a successful first attempt adds 1
-// and a successful retry gives its cost back; a retry is refused when its
-// cost cannot be paid.
+// and a successful retry gives back the cost it paid (5 or 10, see
+// RatioConfig.RefundRetrySuccess); a retry is refused when its cost cannot
+// be paid.
 func AWSStandardLegacy() RatioConfig {
 	return RatioConfig{
 		MaxTokens:          500,
@@ -142,22 +145,28 @@ const AWSRetryAfterHeader = "X-Amz-Retry-After"
 
 // AWSRetryAfter returns the delay advised by the x-amz-retry-after header
 // of the response in err (an httpretry.StatusError), in milliseconds; ok
-// is false when there is none or it is not a number of milliseconds >= 0.
+// is false when there is none or it is not a decimal number of
+// milliseconds >= 0. A value above 24 h, however large (beyond int64
+// too), reads as 24 h: the server asked for a long wait, which DelayAfter
+// clamps to the backoff + 5 s.
 func AWSRetryAfter(err error) (d time.Duration, ok bool) {
 	se, found := statusOf(err)
 	if !found || se.Response == nil {
 		return 0, false
 	}
-	v := strings.TrimSpace(se.Response.Header.Get(AWSRetryAfterHeader))
-	ms, perr := strconv.ParseInt(v, 10, 64)
-	if perr != nil || ms < 0 || ms > int64(maxAdvice/time.Millisecond) {
+	v := strings.TrimPrefix(strings.TrimSpace(se.Response.Header.Get(AWSRetryAfterHeader)), "+")
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
 		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	// Digits only: the one error left is a value beyond 64 bits.
+	if ms, perr := strconv.ParseUint(v, 10, 64); perr == nil && ms <= uint64(maxAdvice/time.Millisecond) {
+		return time.Duration(ms) * time.Millisecond, true
+	}
+	return maxAdvice, true
 }
 
 // maxAdvice bounds the x-amz-retry-after values read, so that a huge
-// value cannot overflow a Duration.
+// value cannot overflow a Duration: larger ones read as maxAdvice.
 const maxAdvice = 24 * time.Hour
 
 // Constants of the AWS SDKs' 2026 standard retry rules.
@@ -234,10 +243,10 @@ func (r AWSRules) jittered(base time.Duration, n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}
-	if n <= 40 { // beyond, base·2^(n−1) is past any cap
-		if d := base << (n - 1); d > 0 && d < ceiling {
-			ceiling = d
-		}
+	// base·2^(n−1), when below the cap: compared without the shift, which
+	// would wrap around for a large n.
+	if n-1 < 63 && base <= ceiling>>(n-1) {
+		ceiling = base << (n - 1)
 	}
 	return time.Duration(backoff.Uniform(r.Rand, uint64(ceiling)))
 }
@@ -255,7 +264,11 @@ func (r AWSRules) DelayAfter(n int, prev time.Duration, err error) time.Duration
 		d = r.Delay(n, prev)
 	}
 	if advice, ok := AWSRetryAfter(err); ok {
-		return min(max(advice, d), d+AWSMaxAdviceExtra)
+		most := d + AWSMaxAdviceExtra
+		if most < d { // a MaxBackoff near the largest Duration
+			most = math.MaxInt64
+		}
+		return min(max(advice, d), most)
 	}
 	return d
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type awsResponse struct {
 	status     int
 	code       string // an AWS error code, "" for none
 	retryAfter string // the x-amz-retry-after header, "" for none
+	timeout    bool   // no answer: the attempt timed out (status unused)
 }
 
 // awsAPIError is an AWS API error with a code, over the HTTP status error,
@@ -42,6 +44,9 @@ func (e *awsAPIError) Unwrap() error     { return e.err }
 func (e *awsAPIError) ErrorCode() string { return e.code }
 
 func (r awsResponse) err() error {
+	if r.timeout {
+		return fmt.Errorf("read: %w", retry.ErrAttemptTimeout)
+	}
 	if r.status < 300 {
 		return nil
 	}
@@ -83,18 +88,20 @@ type awsCase struct {
 	steps       []awsStep
 }
 
-// rules is what a step table runs: the attempt limit, the quota, the wait.
+// rules is what a step table runs: the policy (its attempt limit,
+// classification and backoff) and the quota.
 type rules struct {
-	attempts int
-	quota    budget.RatioConfig
-	delay    func(n int, err error) time.Duration
+	policy *retry.Policy
+	quota  budget.RatioConfig
 }
 
-// runAWSTable runs step tables as aws-sdk-go-v2's retry2026_test.go does:
-// each step is one attempt's response; a failure is recorded, then, if it
-// is retryable and attempts remain, a retry is withdrawn from the quota
-// and its delay computed; the quota is checked after every step; a
-// success ends the call (the next step starts a new one).
+// runAWSTable runs step tables as aws-sdk-go-v2's retry2026_test.go does,
+// through retry.Call as Do runs them: each step is one attempt's response,
+// recorded with End; a failure is then handed to Next, whose answer is the
+// step's outcome (a retry granted by the quota, with its delay, or the
+// reason to stop); the quota is checked after every step; a call that ends
+// (success or not) makes the next step start a new one. The Ratio is
+// shared by the calls of a case, as a client's quota is.
 func runAWSTable(t *testing.T, cases []awsCase, mk func(awsCase) rules) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,48 +114,47 @@ func runAWSTable(t *testing.T, cases []awsCase, mk func(awsCase) rules) {
 				q.InitialTokens = tc.initial
 			}
 			b := budget.NewRatio(q)
-			attempt := 0
+			p := *r.policy
+			p.Budget = b
+			var c *retry.Call
 			for i, s := range tc.steps {
-				attempt++
-				err := s.resp.err()
-				b.Record(attempt > 1, err)
-				switch s.want {
-				case success:
-					if err != nil {
-						t.Fatalf("step %d: a success step with an error", i)
-					}
-				case failRequest:
-					if budget.IsAWSRetryable(err) {
-						t.Fatalf("step %d: %v is retryable, want not", i, err)
-					}
-				default:
-					if !budget.IsAWSRetryable(err) {
-						t.Fatalf("step %d: %v is not retryable", i, err)
-					}
-					if attempt >= r.attempts {
-						if s.want != maxAttemptsExceeded {
-							t.Fatalf("step %d: attempts exhausted at %d, want %v", i, attempt, s.want)
-						}
-						break
-					}
-					if s.want == maxAttemptsExceeded {
-						t.Fatalf("step %d: attempt %d of %d: attempts not exhausted", i, attempt, r.attempts)
-					}
-					granted := b.Withdraw(err)
-					if granted != (s.want == retryRequest) {
-						t.Fatalf("step %d: retry granted %v, want outcome %v", i, granted, s.want)
-					}
-					if granted {
-						if d := r.delay(attempt, err); d != s.delay {
-							t.Errorf("step %d: delay %v, want %v", i, d, s.delay)
-						}
+				if c == nil {
+					c = retry.NewCall(context.Background(), &p)
+				}
+				a, err := c.Begin()
+				if err != nil {
+					t.Fatalf("step %d: Begin: %v", i, err)
+				}
+				err = c.End(&a, s.resp.err())
+				got := success
+				var d time.Duration
+				if err == nil {
+					c.Succeed()
+				} else {
+					var stop error
+					d, stop = c.Next(err)
+					switch {
+					case stop == nil:
+						got = retryRequest
+					case errors.Is(stop, retry.ErrAttemptsExhausted):
+						got = maxAttemptsExceeded
+					case errors.Is(stop, retry.ErrBudgetExhausted):
+						got = quotaExceeded
+					default:
+						got = failRequest
 					}
 				}
-				if got := b.Available(); got != s.quota {
-					t.Errorf("step %d: quota %v, want %v", i, got, s.quota)
+				if got != s.want {
+					t.Fatalf("step %d (attempt %d, %v): outcome %v, want %v", i, a.N, err, got, s.want)
 				}
-				if s.want == success {
-					attempt = 0
+				if got == retryRequest && d != s.delay {
+					t.Errorf("step %d: delay %v, want %v", i, d, s.delay)
+				}
+				if q := b.Available(); q != s.quota {
+					t.Errorf("step %d: quota %v, want %v", i, q, s.quota)
+				}
+				if got != retryRequest {
+					c = nil
 				}
 			}
 		})
@@ -235,6 +241,18 @@ func TestAWSStandard2026Conformance(t *testing.T) {
 			{awsResponse{status: 500, retryAfter: "invalid"}, retryRequest, 486, 50 * ms},
 			{ok, success, 500, 0},
 		}},
+		// Issue 31 item 20: a server asking for more than 24 h, or for more
+		// milliseconds than an int64 holds, gets the longest wait the rule
+		// allows (backoff + 5 s), not the bare backoff.
+		{name: "x-amz-retry-after above 24 h is clamped to 5+exponential backoff", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "86400001"}, retryRequest, 486, 5050 * ms},
+			{awsResponse{status: 500, retryAfter: "9223372036854775807"}, retryRequest, 472, 5100 * ms},
+			{ok, success, 486, 0},
+		}},
+		{name: "x-amz-retry-after beyond int64 is clamped to 5+exponential backoff", fixedJitter: true, steps: []awsStep{
+			{awsResponse{status: 500, retryAfter: "99999999999999999999999"}, retryRequest, 486, 5050 * ms},
+			{ok, success, 500, 0},
+		}},
 		// Not in the SDK's table: a non-retryable answer, and the
 		// throttle cost on a bucket that is not full.
 		{name: "non-retryable error", initial: 100, steps: []awsStep{
@@ -246,13 +264,35 @@ func TestAWSStandard2026Conformance(t *testing.T) {
 			{s503(), retryRequest, 76, 200 * ms},
 			{ok, success, 90, 0},
 		}},
+		// Issue 31 item 18: a successful retry gives back what it paid,
+		// 5 after a throttle (not the 14 of other retries), as the SDKs'
+		// retry token does: from 100 tokens the quota comes back to 100.
+		{name: "a throttled retry that succeeds gives back the 5 it paid", initial: 100, fixedJitter: true, steps: []awsStep{
+			{throttled, retryRequest, 95, time.Second},
+			{ok, success, 100, 0},
+		}},
+		{name: "each successful retry gives back its own cost", initial: 100, fixedJitter: true, maxAttempts: 4, steps: []awsStep{
+			{s503(), retryRequest, 86, 50 * ms},
+			{throttled, retryRequest, 81, 2 * time.Second},
+			{ok, success, 86, 0},
+			{throttled, retryRequest, 81, time.Second},
+			{s500, retryRequest, 67, 100 * ms},
+			{ok, success, 81, 0},
+		}},
+		{name: "a throttling storm drains the quota", initial: 100, fixedJitter: true, steps: []awsStep{
+			{throttled, retryRequest, 95, time.Second},
+			{throttled, retryRequest, 90, 2 * time.Second},
+			{ok, success, 95, 0},
+			{throttled, retryRequest, 90, time.Second},
+			{ok, success, 95, 0},
+		}},
 	}
 	runAWSTable(t, cases, func(tc awsCase) rules {
 		r := budget.AWSRules{DynamoDB: tc.dynamoDB, MaxAttempts: tc.maxAttempts, MaxBackoff: tc.maxBackoff}
 		if tc.fixedJitter {
 			r.Rand = maxJitter{}
 		}
-		return rules{attempts: r.Attempts(), quota: r.Budget(), delay: func(n int, err error) time.Duration { return r.DelayAfter(n, 0, err) }}
+		return rules{policy: r.Policy(), quota: r.Budget()}
 	})
 }
 
@@ -267,6 +307,7 @@ func s503() awsResponse { return awsResponse{status: 503} }
 func TestAWSStandardLegacyConformance(t *testing.T) {
 	s500 := awsResponse{status: 500}
 	ok := awsResponse{status: 200}
+	timedOut := awsResponse{timeout: true}
 	cases := []awsCase{
 		{name: "retry eventually succeeds", fixedJitter: true, steps: []awsStep{
 			{s500, retryRequest, 495, time.Second},
@@ -302,29 +343,35 @@ func TestAWSStandardLegacyConformance(t *testing.T) {
 			{ok, success, 101, 0},
 			{ok, success, 102, 0},
 		}},
+		// Issue 31 item 19: a retry after a timeout pays 10, and gives
+		// back the 10 it paid when it succeeds (500, 490, 500).
+		{name: "a timed-out retry that succeeds gives back the 10 it paid", fixedJitter: true, steps: []awsStep{
+			{timedOut, retryRequest, 490, time.Second},
+			{ok, success, 500, 0},
+		}},
+		{name: "each successful retry gives back its own cost", fixedJitter: true, initial: 100, steps: []awsStep{
+			{s500, retryRequest, 95, time.Second},
+			{timedOut, retryRequest, 85, 2 * time.Second},
+			{ok, success, 95, 0},
+			{timedOut, retryRequest, 85, time.Second},
+			{s500, retryRequest, 80, 2 * time.Second},
+			{ok, success, 85, 0},
+			{s500, retryRequest, 80, time.Second},
+			{timedOut, retryRequest, 70, 2 * time.Second},
+			{timedOut, maxAttemptsExceeded, 70, 0},
+		}},
 	}
 	runAWSTable(t, cases, func(tc awsCase) rules {
 		r := budget.AWSLegacyRules{}
 		if tc.fixedJitter {
 			r.Rand = maxJitter{}
 		}
-		attempts := budget.AWSMaxAttempts
+		p := r.Policy()
 		if tc.maxAttempts != 0 {
-			attempts = tc.maxAttempts
+			p.MaxAttempts = tc.maxAttempts
 		}
-		return rules{attempts: attempts, quota: r.Budget(), delay: func(n int, _ error) time.Duration { return r.Delay(n, 0) }}
+		return rules{policy: p, quota: r.Budget()}
 	})
-	// A retry after a timeout costs 10, and a successful retry gives back 5.
-	b := budget.NewRatio(budget.AWSStandardLegacy())
-	timeoutErr := fmt.Errorf("read: %w", retry.ErrAttemptTimeout)
-	b.Record(false, timeoutErr)
-	if !b.Withdraw(timeoutErr) || b.Available() != 490 {
-		t.Fatalf("after a timeout retry: %v, want 490", b.Available())
-	}
-	b.Record(true, nil)
-	if b.Available() != 495 {
-		t.Fatalf("after its success: %v, want 495", b.Available())
-	}
 }
 
 // TestAWSPolicyWithDo runs the 2026 policy through retry.Do: the quota
@@ -383,6 +430,23 @@ func TestIsThrottle(t *testing.T) {
 	}
 }
 
+// TestAWSRetryAfterHugeIsClamped (issue 31 item 20): an
+// x-amz-retry-after above 24 h, or beyond int64, reads as 24 h (which
+// DelayAfter then clamps to the backoff + 5 s) instead of being ignored;
+// what is not milliseconds >= 0 is still ignored.
+func TestAWSRetryAfterHugeIsClamped(t *testing.T) {
+	for _, v := range []string{"-99999999999999999999", "1e3", "12.5", ""} {
+		if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: v}.err()); ok {
+			t.Errorf("x-amz-retry-after %q read as %v, want ignored", v, d)
+		}
+	}
+	for _, v := range []string{"86400000", "86400001", "9223372036854775807", "99999999999999999999"} {
+		if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: v}.err()); !ok || d != 24*time.Hour {
+			t.Errorf("x-amz-retry-after %q read as %v %v, want 24h (clamped)", v, d, ok)
+		}
+	}
+}
+
 // FuzzAWSRetryAfter feeds arbitrary x-amz-retry-after values: the header
 // never makes a wait below the backoff or above the backoff plus 5 s, and
 // a value that is not milliseconds >= 0 is ignored.
@@ -401,6 +465,8 @@ func FuzzAWSRetryAfter(f *testing.F) {
 		got := r.DelayAfter(n, 0, err)
 		advice, ok := budget.AWSRetryAfter(err)
 		switch {
+		case !ok && isMillis(header):
+			t.Fatalf("header %q is milliseconds >= 0 and was ignored", header)
 		case !ok && got != plain:
 			t.Fatalf("ignored header %q changed the wait: %v, want %v", header, got, plain)
 		case ok && (advice < 0 || got < plain || got > plain+budget.AWSMaxAdviceExtra):
@@ -458,6 +524,21 @@ func TestAWSPolicyWaitsByTheError(t *testing.T) {
 	}
 }
 
+// isMillis reports whether s is a decimal number >= 0 once trimmed, of
+// any size.
+func isMillis(s string) bool {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "+")
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 type waitRecorder struct{ waits *[]time.Duration }
 
 func (waitRecorder) AttemptStart(ctx context.Context, _ retry.AttemptStart) context.Context {
@@ -468,3 +549,32 @@ func (w waitRecorder) RetryScheduled(_ context.Context, e retry.RetryScheduled) 
 	*w.waits = append(*w.waits, e.Delay)
 }
 func (waitRecorder) CallEnd(context.Context, retry.CallEnd) {}
+
+// TestAWSRulesHugeMaxBackoffSaturates (sweep: arithmetic extremes): with a
+// MaxBackoff near math.MaxInt64, the waits grow with n and never wrap
+// around (base·2^(n−1) overflowed), and the x-amz-retry-after clamp
+// (backoff + 5 s) saturates instead of turning negative.
+func TestAWSRulesHugeMaxBackoffSaturates(t *testing.T) {
+	for _, r := range []budget.AWSRules{
+		{MaxBackoff: math.MaxInt64, Rand: maxJitter{}},
+		{MaxBackoff: math.MaxInt64 - 1, DynamoDB: true, Rand: maxJitter{}},
+	} {
+		advised := awsResponse{status: 500, retryAfter: "10000"}.err()
+		throttled := awsResponse{status: 400, code: "Throttling"}.err()
+		var prev, prevT time.Duration
+		for n := 1; n <= 100; n++ {
+			d := r.Delay(n, 0)
+			dt := r.DelayAfter(n, 0, throttled)
+			if d < prev || dt < prevT {
+				t.Fatalf("n %d: waits %v and %v (throttled) after %v and %v: not growing", n, d, dt, prev, prevT)
+			}
+			prev, prevT = d, dt
+			if a := r.DelayAfter(n, 0, advised); a < d {
+				t.Fatalf("n %d: advised wait %v below the backoff %v", n, a, d)
+			}
+		}
+		if prev != math.MaxInt64 && prev != math.MaxInt64-1 {
+			t.Fatalf("the wait stops growing at %v, want the cap", prev)
+		}
+	}
+}

@@ -10,10 +10,11 @@ import (
 	"github.com/stormguard/stormguard/retry"
 )
 
-// The three budgets implement retry.Budget; Concurrency also follows
-// attempts in flight (retry.BudgetTracker).
+// The three budgets implement retry.Budget; Ratio also hears what each
+// retry paid (retry.PricedBudget), Concurrency follows attempts in flight
+// (retry.BudgetTracker).
 var (
-	_ retry.Budget        = (*Ratio)(nil)
+	_ retry.PricedBudget  = (*Ratio)(nil)
 	_ retry.Budget        = (*Window)(nil)
 	_ retry.BudgetTracker = (*Concurrency)(nil)
 )

@@ -77,5 +77,8 @@
 //
 // Users may write their own budget: anything implementing retry.Budget
 // (Record after every attempt, Withdraw before every retry) can be a
-// Policy's Budget.
+// Policy's Budget. A budget whose retries cost different amounts and that
+// gives a successful retry back what it paid implements
+// retry.PricedBudget as Ratio does, so that retry.Do tells it which cost
+// each retry paid.
 package budget

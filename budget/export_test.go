@@ -10,8 +10,13 @@ const RatioCells = stripe.N
 
 // RecordAt and WithdrawAt call Record and Withdraw as a goroutine of
 // cell i would.
-func RecordAt(r *Ratio, i int, retry bool, err error) { r.record(r.cells.At(i), retry, err) }
-func WithdrawAt(r *Ratio, i int, err error) bool      { return r.withdraw(r.cells.At(i), err) }
+func RecordAt(r *Ratio, i int, retry bool, err error) {
+	r.record(r.cells.At(i), retry, err, r.p.retryCost)
+}
+func WithdrawAt(r *Ratio, i int, err error) bool {
+	_, ok := r.withdraw(r.cells.At(i), err)
+	return ok
+}
 
 // Lend lends r's balance out, however near a limit it is.
 func Lend(r *Ratio) {

@@ -54,7 +54,7 @@ func TestRatioLendsOnContention(t *testing.T) {
 	r.lend(false)
 	r.lender.mu.Unlock()
 	for range shortLending / 2 {
-		r.record(c, false, nil)
+		r.record(c, false, nil, 0)
 		r.withdraw(c, errors.New("down"))
 	}
 	r.lender.mu.Lock()

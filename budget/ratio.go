@@ -56,11 +56,13 @@ type RatioConfig struct {
 	// successful RPC, including those that succeeded on a retry. 0: nothing.
 	RetryRefill float64
 
-	// RefundRetrySuccess gives back RetryCost when a retry succeeds (AWS SDK
-	// standard mode), so retries that work cost nothing in the long run.
-	// A shared budget cannot tell which retry an attempt belongs to, so a
-	// retry that paid TimeoutCost also gets RetryCost back: the cautious
-	// side when TimeoutCost is the larger.
+	// RefundRetrySuccess gives back, when a retry succeeds, the cost that
+	// retry paid (AWS SDK standard mode), so retries that work cost nothing
+	// in the long run: ThrottleCost, TimeoutCost or RetryCost, whichever
+	// its Withdraw charged. retry.Call (and so retry.Do) tells the Ratio
+	// which it was through WithdrawPriced and RecordPriced
+	// (retry.PricedBudget). A caller that uses only Record and Withdraw
+	// cannot say, and a successful retry it records gets RetryCost back.
 	RefundRetrySuccess bool
 
 	// RetryCost is paid by every granted retry. 0: DefaultRetryCost (1),
@@ -78,10 +80,9 @@ type RatioConfig struct {
 	// is the server asking the client to slow down, which the backoff
 	// does, not a sign that the request failed. 0: RetryCost.
 	//
-	// With RefundRetrySuccess a successful retry gives back RetryCost,
-	// whichever cost it paid (a shared budget cannot tell which retry an
-	// attempt belongs to): a successful retry after a throttle gets
-	// RetryCost−ThrottleCost more than it paid, within MaxTokens.
+	// With RefundRetrySuccess a successful retry after a throttle gives
+	// back ThrottleCost, what it paid, when recorded through RecordPriced
+	// (as retry.Call does); see RefundRetrySuccess.
 	ThrottleCost float64
 
 	// FailureCost is taken from the bucket (down to 0) for every failed
@@ -234,7 +235,8 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 	p.tokenUse = max(p.tokenUse, p.failCost)
 	p.spaceUse = max(p.refill, p.retryRefill)
 	if p.refund {
-		p.spaceUse = max(p.spaceUse, p.retryRefill+p.retryCost)
+		// A priced success (RecordPriced) gives back any of the costs.
+		p.spaceUse = max(p.spaceUse, p.retryRefill+max(p.retryCost, p.timeoutCost, p.throttleCost))
 	}
 	return p, nil
 }
@@ -315,15 +317,16 @@ func NewRatio(c RatioConfig) *Ratio {
 
 // Record takes an attempt's result: a successful first attempt adds Refill,
 // a successful retry adds RetryRefill (and RetryCost with
-// RefundRetrySuccess), a failure takes FailureCost. The bucket never holds
-// more than MaxTokens nor less than 0. Record on a nil Ratio does nothing.
+// RefundRetrySuccess: Record cannot know what the retry paid, RecordPriced
+// does), a failure takes FailureCost. The bucket never holds more than
+// MaxTokens nor less than 0. Record on a nil Ratio does nothing.
 func (r *Ratio) Record(retry bool, err error) {
 	if r == nil {
 		return
 	}
 	c := r.cells.Local()
 	if err != nil || retry {
-		r.record(c, retry, err)
+		r.record(c, retry, err, r.p.retryCost)
 		return
 	}
 	// A successful first attempt, the common case, without a call: into a
@@ -334,7 +337,23 @@ func (r *Ratio) Record(retry bool, err error) {
 	}
 }
 
-func (r *Ratio) record(c *ratioCell, retry bool, err error) {
+// RecordPriced takes the result of a retry attempt whose grant
+// WithdrawPriced priced at price: as Record(true, err), except that a
+// success with RefundRetrySuccess gives back price, what that retry paid
+// (ThrottleCost, TimeoutCost or RetryCost), as the AWS SDKs' retry token
+// does. retry.Call uses it (retry.PricedBudget). A price outside
+// [0, MaxTokens] is read as the nearest bound. RecordPriced on a nil Ratio
+// does nothing.
+func (r *Ratio) RecordPriced(err error, price int64) {
+	if r == nil {
+		return
+	}
+	r.record(r.cells.Local(), true, err, min(max(price, 0), r.p.max))
+}
+
+// record takes an attempt's result; a successful retry gives back refund
+// with RefundRetrySuccess.
+func (r *Ratio) record(c *ratioCell, retry bool, err error, refund int64) {
 	var delta int64
 	switch {
 	case err == nil && !retry:
@@ -342,7 +361,7 @@ func (r *Ratio) record(c *ratioCell, retry bool, err error) {
 	case err == nil:
 		delta = r.p.retryRefill
 		if r.p.refund {
-			delta += r.p.retryCost
+			delta += refund
 		}
 	case r.p.failCost > 0 && CountsAsFailure(err):
 		delta = -r.p.failCost
@@ -385,10 +404,23 @@ func (r *Ratio) Withdraw(err error) bool {
 	if r == nil {
 		return true
 	}
+	_, ok := r.withdraw(r.cells.Local(), err)
+	return ok
+}
+
+// WithdrawPriced is Withdraw, and also returns the cost the granted retry
+// paid, in millionths of a token (0 when refused), for RecordPriced:
+// retry.Call uses it (retry.PricedBudget), so that a successful retry gets
+// back what it paid. WithdrawPriced on a nil Ratio grants at no cost.
+func (r *Ratio) WithdrawPriced(err error) (price int64, ok bool) {
+	if r == nil {
+		return 0, true
+	}
 	return r.withdraw(r.cells.Local(), err)
 }
 
-func (r *Ratio) withdraw(c *ratioCell, err error) bool {
+// withdraw is Withdraw, returning the cost paid when granted.
+func (r *Ratio) withdraw(c *ratioCell, err error) (int64, bool) {
 	cost := r.p.retryCost
 	switch {
 	case r.p.throttleCost != cost && IsThrottle(err):
@@ -409,10 +441,10 @@ func (r *Ratio) withdraw(c *ratioCell, err error) bool {
 	}
 	if granted {
 		c.granted.Add(1)
-	} else {
-		c.refused.Add(1)
+		return cost, true
 	}
-	return granted
+	c.refused.Add(1)
+	return 0, false
 }
 
 // takeSlow takes cost from the balance if it holds at least need (>= cost),

@@ -49,6 +49,8 @@ type Call struct {
 	withdrawn   bool // a retry was granted by the budget and not yet begun
 	last        error
 	elapsed     time.Duration // since start, when the last attempt ended (with an Observer)
+
+	grant grant // a PricedBudget's grant, for the next Begin (priced.go)
 }
 
 // Attempt is one attempt in flight, from Call.Begin to Call.End.
@@ -62,6 +64,8 @@ type Attempt struct {
 	done func(error)   // the breaker's
 	lim  func(error)   // the Limiter's
 	t0   time.Duration // since the call's start (with an Observer)
+
+	grant grant // what a PricedBudget's grant for it paid (priced.go)
 }
 
 var zeroPolicy Policy
@@ -80,6 +84,7 @@ func NewCall(ctx context.Context, p *Policy) *Call {
 // refunded.
 func (c *Call) Reset(ctx context.Context, p *Policy) {
 	c.n, c.delay, c.prevBackoff, c.withdrawn, c.elapsed = 0, 0, 0, false, 0
+	c.grant = grant{}
 	if c.last != nil {
 		c.last = nil
 	}
@@ -145,6 +150,7 @@ func (c *Call) begin(a *Attempt) error {
 		}
 	}
 	c.withdrawn = false
+	a.grant, c.grant = c.grant, grant{}
 	if c.tracker != nil {
 		c.tracker.Start(n > 1)
 	}
@@ -193,7 +199,7 @@ func (c *Call) End(a *Attempt, err error) error {
 		a.lim(err)
 	}
 	if c.p.Budget != nil {
-		c.p.Budget.Record(a.N > 1, c.budgetErr(err))
+		c.record(a, c.budgetErr(err))
 	}
 	if c.p.NestedBudget != nil && c.p.Nested == NestedBudget {
 		c.nestedRecord(a.N > 1, err)
@@ -305,7 +311,7 @@ func (c *Call) Next(err error) (time.Duration, error) {
 		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
 	}
 	if c.p.Budget != nil {
-		if !c.p.Budget.Withdraw(err) {
+		if !c.withdraw(err) {
 			return 0, c.giveUp(c.n, ReasonBudget, ErrBudgetExhausted)
 		}
 		c.withdrawn = true

@@ -19,6 +19,11 @@ const (
 	DefaultMinFillRate   = 0.5 // AdaptiveConfig.MinFillRate, tokens per second
 )
 
+// minFillRateFloor is the least MinFillRate accepted: one token in about
+// 11.6 days. A slower floor would mean no limit worth the name, and waits
+// that only saturation keeps finite.
+const minFillRateFloor = 1e-6
+
 // maxRateScale bounds a new rate by this multiple of the measured send
 // rate (the SDKs' MAX_RATE_ADJUST_SCALE).
 const maxRateScale = 2.0
@@ -40,12 +45,17 @@ type AdaptiveConfig struct {
 	// send rate, in (0, 1]. 0: DefaultSmoothing (0.8).
 	Smoothing float64
 	// MinFillRate is the least rate tokens are refilled at, in tokens per
-	// second; positive. 0: DefaultMinFillRate (0.5).
+	// second, from 1e-6 (a token in about 11.6 days) to 1e9. 0:
+	// DefaultMinFillRate (0.5).
 	MinFillRate float64
 	// Throttled reports whether an attempt's error is a throttling answer.
 	// nil: IsOverload (HTTP 429 and 503, OverloadReporter errors, the
-	// retry package's overload marker). For AWS services, also count
-	// their throttling error codes (see budget.IsAWSThrottle).
+	// retry package's overload marker). For AWS services, whose throttling
+	// answers are mostly HTTP 400s with an error code, use
+	// budget.IsThrottle (the AWS throttling error codes and HTTP 429), as
+	// the AWS SDKs' adaptive mode does, or a function that accepts what
+	// either accepts. If it panics, the panic goes on to done's caller and
+	// the answer leaves the rate as it was.
 	Throttled func(error) bool
 	// Clock tells the time and waits. nil: clock.Real.
 	Clock clock.Clock
@@ -72,8 +82,8 @@ func (c AdaptiveConfig) resolve() (AdaptiveConfig, error) {
 		return c, invalid("AdaptiveConfig.ScaleConstant is %v, want a number in (0, 1e6]", c.ScaleConstant)
 	case !ok(c.Smoothing, 0, 1, false):
 		return c, invalid("AdaptiveConfig.Smoothing is %v, want a fraction in (0, 1]", c.Smoothing)
-	case !ok(c.MinFillRate, 0, 1e9, false):
-		return c, invalid("AdaptiveConfig.MinFillRate is %v, want tokens per second in (0, 1e9]", c.MinFillRate)
+	case !ok(c.MinFillRate, 0, 1e9, false) || c.MinFillRate != 0 && c.MinFillRate < minFillRateFloor:
+		return c, invalid("AdaptiveConfig.MinFillRate is %v, want tokens per second in [%v, 1e9] (0: the default %v)", c.MinFillRate, minFillRateFloor, DefaultMinFillRate)
 	}
 	if c.Beta == 0 {
 		c.Beta = DefaultBeta
@@ -123,8 +133,8 @@ func (c AdaptiveConfig) resolve() (AdaptiveConfig, error) {
 // in a loop and re-read the rate); the wait is bounded by the context: an
 // attempt whose wait would end after the context's deadline is refused at
 // once with ErrWaitTooLong (matching retry.ErrDeadlineTooClose), and one
-// whose context ends during the wait gives its token back and returns the
-// context's error.
+// whose context ends during the wait gives its token back (within the
+// bucket's capacity) and returns the context's error.
 //
 // Make one with NewAdaptive, share it between every caller of one
 // downstream, and set it as a retry.Policy's Limiter. It is safe for
@@ -172,6 +182,17 @@ func NewAdaptive(c AdaptiveConfig) *Adaptive {
 	return a
 }
 
+// waitFor returns how long the bucket takes to refill tokens at rate,
+// rounded up to the nanosecond, saturating at the longest Duration instead
+// of overflowing (a tiny rate, a long queue of waiters).
+func waitFor(tokens, rate float64) time.Duration {
+	ns := math.Ceil(tokens / rate * 1e9)
+	if !(ns < math.MaxInt64) { // NaN and +Inf too
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}
+
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
@@ -185,26 +206,14 @@ func (a *Adaptive) Acquire(ctx context.Context, _ bool) (done func(err error), e
 	if a == nil {
 		return nop, nil
 	}
-	a.mu.Lock()
-	if !a.enabled {
-		a.mu.Unlock()
-		return a.done, nil
-	}
-	now := a.c.Clock.Now()
-	a.refill(now)
-	if a.tokens >= 1 {
-		a.tokens--
-		a.mu.Unlock()
-		return a.done, nil
-	}
-	wait := time.Duration(math.Ceil((1 - a.tokens) / a.fillRate * 1e9))
-	if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
-		a.mu.Unlock()
+	wait, ok := a.take(ctx)
+	switch {
+	case !ok:
 		a.refused.Add(1)
 		return nil, ErrWaitTooLong
+	case wait == 0:
+		return a.done, nil
 	}
-	a.tokens-- // reserved: the tokens refilled until the wait ends pay for it
-	a.mu.Unlock()
 	a.waits.Add(1)
 	t := a.c.Clock.NewTimer(wait)
 	select {
@@ -213,10 +222,36 @@ func (a *Adaptive) Acquire(ctx context.Context, _ bool) (done func(err error), e
 	case <-ctx.Done():
 		t.Stop()
 		a.mu.Lock()
-		a.tokens++ // the reservation is given back
+		// The reservation is given back, within the capacity: the
+		// bucket may have refilled to it meanwhile, reservation
+		// included (the rate rose after the wait was computed).
+		a.tokens = min(a.tokens+1, a.capacity)
 		a.mu.Unlock()
 		return nil, ctx.Err()
 	}
+}
+
+// take takes a token, or reserves one and returns the wait until it is
+// refilled; ok is false when that wait would end after ctx's deadline. The
+// deferred unlock keeps the limiter usable when the Clock panics.
+func (a *Adaptive) take(ctx context.Context) (wait time.Duration, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.enabled {
+		return 0, true
+	}
+	now := a.c.Clock.Now()
+	a.refill(now)
+	if a.tokens >= 1 {
+		a.tokens--
+		return 0, true
+	}
+	wait = waitFor(1-a.tokens, a.fillRate)
+	if dl, ok := ctx.Deadline(); ok && wait > dl.Sub(now) {
+		return 0, false
+	}
+	a.tokens-- // reserved: the tokens refilled until the wait ends pay for it
+	return wait, true
 }
 
 // record is done: it updates the rate with an attempt's answer. An attempt
@@ -233,8 +268,8 @@ func (a *Adaptive) record(err error) {
 	}
 	throttled := err != nil && a.c.Throttled(err)
 	a.mu.Lock()
+	defer a.mu.Unlock() // a panicking Clock must not leave it locked
 	a.update(a.c.Clock.Now(), throttled)
-	a.mu.Unlock()
 }
 
 // update is the SDKs' UpdateClientSendingRate. a.mu must be held.

@@ -37,7 +37,9 @@
 // AttemptError implements OverloadReporter; this package does not import
 // gRPC. Everything else — success, a 500, a timeout, a reset — is an
 // answer that was not a refusal for lack of capacity, and counts as
-// accepted.
+// accepted. AWS services throttle mostly with an HTTP 400 and an error
+// code (ThrottlingException), which IsOverload does not see: in front of
+// them set AdaptiveConfig.Throttled to budget.IsThrottle.
 //
 // # Why a package of its own, not the breaker
 //

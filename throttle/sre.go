@@ -68,7 +68,9 @@ type SREConfig struct {
 	// Overload reports whether an attempt's error is an overload signal of
 	// the backend (the request was not accepted). nil: IsOverload (HTTP
 	// 429 and 503, errors implementing OverloadReporter, the retry
-	// package's overload marker).
+	// package's overload marker). If it panics, the panic goes on to
+	// done's caller and the request stays counted without an accept, as a
+	// rejected one is.
 	Overload func(error) bool
 
 	// Clock tells the time. nil: clock.Real.
@@ -76,7 +78,8 @@ type SREConfig struct {
 
 	// Rand draws the rejections. nil: math/rand/v2's generator. Any source
 	// may be shared (see backoff.Uniform); a source from backoff.NewSource
-	// is drawn from without a lock.
+	// is drawn from without a lock. If it panics, the panic goes on to
+	// Allow's caller and the request stays counted, as a rejected one is.
 	Rand rand.Source
 }
 

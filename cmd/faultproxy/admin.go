@@ -24,7 +24,7 @@ const maxRulesBody = 1 << 20
 //	GET  /rules              the rules in force, JSON (?format=yaml or Accept: application/yaml for YAML)
 //	PUT  /rules              replace the rules: a YAML or JSON body, validated, applied atomically;
 //	                         ?restart=true also restarts the outage schedule now, in the same step;
-//	                         an empty body (or only blanks and comments) is refused: send {} to clear
+//	                         an empty body (or only blanks and comments) or a null is refused: send {} to clear
 //	GET  /counters           the injector's counters and gauges, JSON
 //	GET  /healthz            "ok"
 func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) http.Handler {
@@ -56,6 +56,12 @@ func adminHandler(in *faultinject.Injector, clk clock.Clock, log *slog.Logger) h
 		}
 		var rules faultinject.Rules
 		if isJSON(r.Header.Get("Content-Type")) {
+			if isJSONNull(body) {
+				// A script that serialises an unset variable sends
+				// null: that must not wipe every fault either.
+				writeError(w, http.StatusBadRequest, errEmptyRules)
+				return
+			}
 			rules, err = faultinject.ParseRules(body)
 		} else {
 			rules, err = parseRulesYAML(body)
@@ -129,8 +135,8 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, map[string]string{"error": err.Error()})
 }
 
-// errEmptyRules refuses a PUT /rules without rules.
-var errEmptyRules = errors.New("faultproxy: empty rules body refused (was a file missing?); send {} to clear every fault")
+// errEmptyRules refuses a PUT /rules without rules: an empty body or a null.
+var errEmptyRules = errors.New("faultproxy: empty rules body refused (nothing, or null: was a file missing, a variable unset?); send {} to clear every fault")
 
 // isEmptyRules reports whether body holds no rules document at all: only
 // blanks and YAML comments.
@@ -142,6 +148,11 @@ func isEmptyRules(body []byte) bool {
 		}
 	}
 	return true
+}
+
+// isJSONNull reports whether body is the JSON null, blanks around it.
+func isJSONNull(body []byte) bool {
+	return string(bytes.TrimSpace(body)) == "null"
 }
 
 func isJSON(contentType string) bool {

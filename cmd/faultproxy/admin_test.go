@@ -270,3 +270,38 @@ func TestProxyHungPostFreesItsSlotWhenTheClientLeaves(t *testing.T) {
 		t.Fatalf("counters %+v", got)
 	}
 }
+
+// A PUT /rules whose body is a JSON null (a script serialising an unset
+// variable) is refused with 400 and the faults stay, as an empty body is
+// (issue 32 item 15).
+func TestPutNullRulesIsRefused(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, config{Upstream: mustURL(t, up.URL)}, nil)
+	c := client(t)
+	if r := putRules(t, c, p, "", "abort: {percent: 100, status: 429}"); r.status != 200 {
+		t.Fatalf("PUT abort: %+v", r)
+	}
+	for _, tc := range []struct{ contentType, body string }{
+		{"application/json", "null"},
+		{"application/json", " null\r\n"},
+		{"application/json; charset=utf-8", "null"},
+		{"application/merge-patch+json", "null"},
+		{"application/yaml", "null"},
+		{"application/yaml", "~"},
+		{"", "null"},
+	} {
+		r := putRules(t, c, p, tc.contentType, tc.body)
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, "empty rules") {
+			t.Errorf("PUT %q (%s): %+v, want 400 empty rules", tc.body, tc.contentType, r)
+		}
+	}
+	if r := get(c, p.proxyURL+"/a"); r.status != 429 {
+		t.Fatalf("after the refused PUTs: %+v, want the abort rule still in force", r)
+	}
+	if r := putRules(t, c, p, "application/json", "{}"); r.status != 200 {
+		t.Fatalf("PUT {} as JSON: %+v", r)
+	}
+	if r := get(c, p.proxyURL+"/a"); r.status != 200 {
+		t.Fatalf("after PUT {}: %+v", r)
+	}
+}

@@ -42,6 +42,8 @@ type config struct {
 	// Set by tests only.
 	clock   clock.Clock             // nil: the real clock
 	onEvent func(faultinject.Event) // called after the fault log
+	// adminReadTimeout replaces adminReadTimeout (the constant) when set.
+	adminReadTimeout time.Duration
 }
 
 // Defaults.

@@ -25,7 +25,19 @@
 // (localhost, its IP, the -admin host: a guard against DNS rebinding), and,
 // given a token (-admin-token-file or $STORMGUARD_ADMIN_TOKEN), only
 // requests carrying "Authorization: Bearer TOKEN" (GET /healthz excepted).
-// An empty PUT /rules is refused; send {} to clear every fault.
+// A request to the admin API must arrive whole within 30 s (its headers
+// within 10 s), and its idle connections are closed after a minute; the
+// proxy bounds headers to 10 s and idle connections to 2 minutes, and
+// leaves request bodies and answers unbounded (faults hold them on
+// purpose).
+// An empty PUT /rules, or one whose body is null (JSON or YAML), is
+// refused with 400 and the rules stay; send {} to clear every fault.
+//
+// An -upstream that is the proxy's own listener is refused at start. Every
+// forwarded request carries a Faultproxy-Hop header with a random ID of
+// the proxy instance; a request that comes back with it (a loop through
+// another proxy, a name, a port forward), or that has passed more than 16
+// faultproxies, is answered 508 Loop Detected and not forwarded.
 //
 // SIGINT or SIGTERM releases hanging requests and shuts down gracefully.
 package main

@@ -27,6 +27,18 @@ type proxy struct {
 	closeOnce sync.Once
 }
 
+// Server timeouts. The proxy's requests may stream or hang on purpose (a
+// fault), so only its headers and idle connections are bounded; the admin
+// API's whole request (a PUT body is at most maxRulesBody), its answer and
+// its idle connections are.
+const (
+	readHeaderTimeout = 10 * time.Second
+	proxyIdleTimeout  = 2 * time.Minute
+	adminReadTimeout  = 30 * time.Second
+	adminWriteTimeout = 30 * time.Second
+	adminIdleTimeout  = time.Minute
+)
+
 // start binds the listeners and serves. The caller must call shutdown.
 func start(cfg config, log *slog.Logger) (*proxy, error) {
 	p := &proxy{errc: make(chan error, 2)}
@@ -56,10 +68,12 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	upstream := cfg.Upstream
+	hop := newHopID()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
+			pr.Out.Header.Add(hopHeader, hop)
 		},
 		Transport: p.upstream,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -76,9 +90,13 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: -listen: %w (pass -allow-non-loopback to allow it)", err)
 	}
+	if upstreamIsSelf(upstream, proxyLn.Addr()) {
+		_ = proxyLn.Close()
+		return nil, fmt.Errorf("faultproxy: -upstream %s is the proxy itself (%s): every request would loop", upstream, proxyLn.Addr())
+	}
 	p.proxyURL = "http://" + proxyLn.Addr().String()
 	lns := []net.Listener{proxyLn}
-	handlers := []http.Handler{p.in.Handler(rp)}
+	handlers := []http.Handler{loopGuard(hop, p.in.Handler(rp), log)}
 	if cfg.adminEnabled() {
 		adminLn, err := listen(cfg.Admin, cfg.AllowNonLoopbackAdmin)
 		if err == nil && cfg.AdminToken == "" && !isLoopback(adminLn.Addr()) {
@@ -96,8 +114,15 @@ func start(cfg config, log *slog.Logger) (*proxy, error) {
 	for i, ln := range lns {
 		srv := &http.Server{
 			Handler:           handlers[i],
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: readHeaderTimeout,
+			IdleTimeout:       proxyIdleTimeout,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		if i == 1 { // the admin API: small requests, answered at once
+			srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = adminReadTimeout, adminWriteTimeout, adminIdleTimeout
+			if cfg.adminReadTimeout > 0 {
+				srv.ReadTimeout = cfg.adminReadTimeout
+			}
 		}
 		p.servers = append(p.servers, srv)
 		p.wg.Go(func() {
