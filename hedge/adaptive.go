@@ -68,7 +68,7 @@ type Adaptive struct {
 	minSamples uint64
 	clk        clock.Clock
 
-	base    atomic.Int64 // the first time seen, unix ns; 0: unset
+	base    atomic.Pointer[time.Time] // the first time seen; nil: unset
 	next    atomic.Int64 // the slot index at which the cache is stale
 	cached  atomic.Int64 // the delay, ns; -1: too few samples
 	samples [slots]window
@@ -141,21 +141,24 @@ func (a *Adaptive) DelayAt(now time.Time) (time.Duration, bool) {
 }
 
 // index returns the slot index of now: the number of slot widths since the
-// first time a saw.
+// first time a saw. Times are compared with time.Time.Sub, which uses
+// their monotonic clock readings when both have one (time.Now's do), so a
+// step of the wall clock does not move the window.
 func (a *Adaptive) index(now time.Time) int64 {
-	t := now.UnixNano()
 	b := a.base.Load()
-	if b == 0 {
-		if a.base.CompareAndSwap(0, t) {
-			b = t
-		} else {
+	if b == nil {
+		first := now
+		if !a.base.CompareAndSwap(nil, &first) {
 			b = a.base.Load()
+		} else {
+			b = &first
 		}
 	}
-	if t < b {
+	d := now.Sub(*b)
+	if d < 0 {
 		return 0
 	}
-	return (t - b) / a.width
+	return int64(d) / a.width
 }
 
 // compute returns the delay from the slots of the window ending at slot
