@@ -43,7 +43,8 @@ func Hedgeable(req *http.Request) bool {
 //
 // Policy.AttemptTimeout bounds each copy until its response headers come,
 // not the reading of the winner's body. Transport does not modify the
-// caller's request, and closes its body.
+// caller's request, and closes its body, whether or not it was sent (a
+// request the breaker refused, or whose context had ended, included).
 type Transport struct {
 	Next   http.RoundTripper // nil: http.DefaultTransport
 	Hedger *Hedger           // nil: the zero Hedger
@@ -87,6 +88,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		a.once = true
 	}
 	resp, kept, err := do(ctx, &hc, a.do, discard, true)
+	if a.once && !a.sent && req.Body != nil {
+		// Never sent (the breaker refused, the context had ended): the
+		// RoundTripper contract still asks for the body to be closed.
+		req.Body.Close()
+	}
 	if resp == nil {
 		return nil, err
 	}
@@ -102,6 +108,7 @@ type httpAttempt struct {
 	timeout time.Duration
 	clk     clock.Clock
 	once    bool // not hedgeable: send req itself, body and all
+	sent    bool // once: req went to next, which closes its body
 }
 
 // errHeaderTimeout is the cause of a copy cut by AttemptTimeout.
@@ -117,6 +124,7 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 	var r *http.Request
 	if a.once {
 		r = a.req.WithContext(ctx)
+		a.sent = true
 	} else if r = a.req.Clone(ctx); a.req.Body != nil && a.req.Body != http.NoBody {
 		b, err := a.req.GetBody()
 		if err != nil {
