@@ -63,6 +63,7 @@ type call struct {
 	hasPanic bool
 	panicked *slot // the attempt that panicked, nil for a release
 	panicVal any
+	relPanic panicBox // a release's panic in a hedged round
 
 	wake chan struct{}
 	slab []attemptCtx // unused first-attempt contexts (inlineCtx)
@@ -153,10 +154,6 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	if h.Policy != nil {
 		p = h.Policy.Policy()
 	}
-	if maxHedges < 0 && !keep {
-		v, err = retry.Do(ctx, p, op)
-		return v, nil, err
-	}
 	c := pool.Get().(*call)
 	c.setup(ctx, h, p, max(maxHedges, 0))
 	c.launcher = typed[T]{}
@@ -181,10 +178,17 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	var held T // the latest failed attempt's value
 	hasHeld := false
-	drop := func(x T) {
-		if release != nil {
-			release(x)
+	// A release that panics on this goroutine does not unwind the call:
+	// its panic is kept in rp, and re-raised once the call has ended and
+	// every value Do holds is released (raise).
+	var rp panicBox
+	drop := func(x T) { releaseSafe(release, x, &rp) }
+	raise := func(b panicBox, x T, kept *attemptCtx) {
+		if kept != nil {
+			kept.cancel()
 		}
+		drop(x)
+		panic(b.v)
 	}
 	inOp := false
 	defer func() {
@@ -255,13 +259,23 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				if hasHeld {
 					drop(held)
 				}
+				if rp.set {
+					raise(rp, v, kept)
+				}
 				return v, kept, nil
 			}
 			sl.ctx.cancel()
-			if hasHeld {
-				drop(held)
-			}
+			prev, hadPrev := held, hasHeld
 			held, hasHeld = v, true
+			if hadPrev {
+				drop(prev)
+			}
+			if rp.set {
+				// No retry after a release panicked: the call ends.
+				c.rc.Abandon()
+				c.put()
+				raise(rp, held, nil)
+			}
 			d, gerr := c.rc.Next(err)
 			if gerr != nil {
 				c.put()
@@ -280,6 +294,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			c.mu.Lock()
 		}
 		c.disarmLocked()
+		relp := c.relPanic
 		c.mu.Unlock()
 		r := resultsOf[T](c)
 		if c.hasPanic {
@@ -306,15 +321,34 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			if hasLast { // a failure of this round, before the winner
 				drop(last)
 			}
+			if relp.set {
+				raise(relp, v, kept)
+			}
+			if rp.set {
+				raise(rp, v, kept)
+			}
 			return v, kept, nil
 		}
 		if r.hasLast {
-			if hasHeld {
-				drop(held)
-			}
+			prev, hadPrev := held, hasHeld
 			held, hasHeld = r.last, true
 			var zero T
 			r.last, r.hasLast = zero, false
+			if hadPrev {
+				drop(prev)
+			}
+		}
+		if relp.set || rp.set {
+			// No retry after a release panicked: the call ends.
+			if !relp.set {
+				relp = rp
+			}
+			c.rc.Abandon()
+			c.put()
+			if !hasHeld {
+				panic(relp.v)
+			}
+			raise(relp, held, nil)
 		}
 		next := c.last
 		if c.overloaded != nil {
@@ -335,21 +369,62 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 }
 
-// releaseAll releases every value a panicking call holds.
+// releaseAll releases every value a panicking call holds. A release that
+// panics too does not stop the others; the first panic goes on.
 func releaseAll[T any](c *call, release func(T), held T, hasHeld bool) {
 	if release == nil {
 		return
 	}
+	var b panicBox
 	if hasHeld {
-		release(held)
+		releaseSafe(release, held, &b)
 	}
 	if r, ok := c.res.(*results[T]); ok {
 		if r.hasWin {
-			release(r.win)
+			releaseSafe(release, r.win, &b)
 		}
 		if r.hasLast {
-			release(r.last)
+			releaseSafe(release, r.last, &b)
 		}
+	}
+}
+
+// panicBox keeps the first panic of a release.
+type panicBox struct {
+	set bool
+	v   any
+}
+
+func (b *panicBox) keep(r any) {
+	if !b.set {
+		b.set, b.v = true, r
+	}
+}
+
+// releaseSafe calls release(v), when release is not nil, keeping a panic
+// in b instead of letting it unwind the call.
+func releaseSafe[T any](release func(T), v T, b *panicBox) {
+	if release == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b.keep(r)
+		}
+	}()
+	release(v)
+}
+
+// releasePanicLocked records a release's panic in a hedged round: the
+// call stops (the attempts still running are cancelled as losers), and
+// Do re-raises the panic once they have returned and every value it holds
+// is released.
+func (c *call) releasePanicLocked(r any) {
+	c.relPanic.keep(r)
+	c.stopHedging = true
+	if !c.done {
+		c.done = true
+		c.cancelOthersLocked(nil)
 	}
 }
 
@@ -415,6 +490,7 @@ func (c *call) put() {
 	}
 	c.op, c.release = nil, nil
 	c.hedges, c.stopHedging, c.done = 0, false, false
+	c.relPanic = panicBox{}
 	pool.Put(c)
 }
 
@@ -549,27 +625,38 @@ func (c *call) fits() bool {
 	return !ok || c.clk.Now().Add(c.p.MinAttemptTime).Before(dl)
 }
 
-// complete ends attempt sl with its result and keeps or releases v.
+// complete ends attempt sl with its result and keeps or releases v. A
+// release that panics stops the call (releasePanicLocked). complete
+// leaves (c.leave) last, when nothing panicked: a caller that recovers a
+// panic from it must leave itself.
 func complete[T any](c *call, sl *slot, v T, err error, release func(T)) {
-	c.mu.Lock()
-	vd := c.finishLocked(sl, err)
-	r := resultsOf[T](c)
 	var drop T
 	dropping := false
-	switch vd {
-	case vWin:
-		r.win, r.hasWin = v, true
-	case vLast:
-		if r.hasLast {
-			drop, dropping = r.last, true
+	func() {
+		c.mu.Lock()
+		defer c.mu.Unlock() // a callback of finishLocked may panic
+		vd := c.finishLocked(sl, err)
+		r := resultsOf[T](c)
+		switch vd {
+		case vWin:
+			r.win, r.hasWin = v, true
+		case vLast:
+			if r.hasLast {
+				drop, dropping = r.last, true
+			}
+			r.last, r.hasLast = v, true
+		default:
+			drop, dropping = v, true
 		}
-		r.last, r.hasLast = v, true
-	default:
-		drop, dropping = v, true
-	}
-	c.mu.Unlock()
+	}()
 	if dropping && release != nil {
-		release(drop)
+		var b panicBox
+		releaseSafe(release, drop, &b)
+		if b.set {
+			c.mu.Lock()
+			c.releasePanicLocked(b.v)
+			c.mu.Unlock()
+		}
 	}
 	c.leave()
 }
@@ -688,6 +775,10 @@ func runHedge[T any](c *call, sl *slot) {
 		if stage == 2 {
 			return
 		}
+		// op panicked (or called runtime.Goexit), or, once it returned,
+		// a callback complete made did (a release's Goexit; its panic
+		// complete keeps). complete has not left: leave, always, or the
+		// caller waits for this hedge for ever.
 		r := recover()
 		if r == nil {
 			r = errGoexit
@@ -699,9 +790,7 @@ func runHedge[T any](c *call, sl *slot) {
 			c.panicLocked(nil, r)
 		}
 		c.mu.Unlock()
-		if stage == 0 {
-			c.leave()
-		}
+		c.leave()
 	}()
 	v, err := op(sl.ctx)
 	stage = 1

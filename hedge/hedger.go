@@ -51,7 +51,9 @@ type Hedger struct {
 
 	// MaxHedges bounds the hedges one call starts (attempts started
 	// because of a delay, not after a failure). 0: DefaultMaxHedges (1).
-	// NoHedges (any negative value): none; Do is then retry.Do.
+	// NoHedges (any negative value): none; Do then makes the call as
+	// retry.Do would, and still hands every failed attempt's value it
+	// does not return to release.
 	MaxHedges int
 }
 
@@ -116,6 +118,13 @@ var zeroHedger Hedger
 // (Call.Panic: Observer, breaker and budget see the attempt fail), the
 // other attempts are cancelled and waited for, held values are released,
 // and the panic goes on in the calling goroutine (a hedge's panic too).
+// A panic in release, on any goroutine, stops the call the same way (no
+// further hedge or retry; the attempts still running are cancelled and
+// waited for): the call ends for the Observer, breaker and budget as its
+// attempts decided (success with a winner, otherwise given up as
+// retry.ReasonPermanent), every other value Do holds is released, the
+// winner's included, and the first such panic goes on in the calling
+// goroutine.
 func Do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, error), release func(T)) (T, error) {
 	v, _, err := do(ctx, h, op, release, false)
 	return v, err
