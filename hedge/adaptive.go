@@ -69,8 +69,8 @@ type Adaptive struct {
 	clk        clock.Clock
 
 	base    atomic.Pointer[time.Time] // the first time seen; nil: unset
-	next    atomic.Int64 // the slot index at which the cache is stale
-	cached  atomic.Int64 // the delay, ns; -1: too few samples
+	next    atomic.Int64              // the slot index at which the cache is stale
+	cached  atomic.Int64              // the delay, ns; -1: too few samples
 	samples [slots]window
 }
 
