@@ -55,6 +55,9 @@ type call struct {
 	fatal      error
 	last       error
 	overloaded error // a copy's pushback of this round: no retry follows
+	advice      time.Duration // the longest advice (retry.After) of this round's copies
+	adviceUntil time.Time     // the next hedge waits for it, on the Policy's clock
+	start       time.Time     // the call's start, with Policy.MaxElapsed
 
 	endingLost bool  // wrapObserver: the attempt ending was cancelled
 	suppress   bool  // wrapObserver: drop CallEnd
@@ -351,6 +354,11 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			raise(relp, held, nil)
 		}
 		next := c.last
+		if d, _ := retry.RetryAfter(next); next != nil && c.advice > d {
+			// Another copy of the round advised a longer wait than the
+			// last to fail: the longest advice holds for the retry.
+			next = retry.After(next, c.advice)
+		}
 		if c.overloaded != nil {
 			next = c.overloaded // never retried, at any layer
 		}
@@ -435,6 +443,9 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 	c.ctx, c.p, c.max = ctx, p, maxHedges
 	c.limit = p.AttemptLimit()
 	c.clk = clock.Or(p.Clock)
+	if p.MaxElapsed > 0 {
+		c.start = c.clk.Now()
+	}
 	c.ad = h.Adaptive
 	if p.Observer != nil {
 		c.pol = *p
@@ -467,6 +478,7 @@ func (c *call) adoptLocked() {
 func (c *call) newRound() {
 	c.slots = append(c.slots[:0], &c.inline)
 	c.done, c.winner, c.fatal, c.last, c.overloaded = false, nil, nil, nil, nil
+	c.advice, c.adviceUntil = 0, time.Time{}
 }
 
 // put returns c to the pool. Every attempt has ended; a late timer
@@ -618,11 +630,19 @@ func (c *call) nested() bool {
 	return c.p.Nested == retry.NestedBudget && c.p.NestedBudget != nil && retry.CallerRetries(c.ctx)
 }
 
-// fits reports whether the caller's deadline leaves Policy.MinAttemptTime
-// for a hedge.
+// fits reports whether the caller's deadline and Policy.MaxElapsed leave
+// Policy.MinAttemptTime for a hedge: no hedge starts past
+// start+MaxElapsed, as no retry does.
 func (c *call) fits() bool {
 	dl, ok := c.ctx.Deadline()
-	return !ok || c.clk.Now().Add(c.p.MinAttemptTime).Before(dl)
+	if !ok && c.p.MaxElapsed <= 0 {
+		return true
+	}
+	need := c.clk.Now().Add(max(c.p.MinAttemptTime, 0))
+	if ok && !need.Before(dl) {
+		return false
+	}
+	return c.p.MaxElapsed <= 0 || need.Before(c.start.Add(c.p.MaxElapsed))
 }
 
 // complete ends attempt sl with its result and keeps or releases v. A
@@ -715,19 +735,41 @@ func (c *call) finishLocked(sl *slot, err error) verdict {
 		c.cancelOthersLocked(sl)
 		return vLast
 	}
-	if d, ok := retry.RetryAfter(err); ok && d > 0 && c.armed && c.arm != nil {
-		// Server pushback with a delay: the next hedge waits at least
-		// that long (gRFC A6), capped by MaxRetryAfter like a retry.
-		if m := c.p.MaxRetryAfter; m >= 0 {
-			if m == 0 {
-				m = retry.DefaultMaxRetryAfter
-			}
-			c.seq.Add(1)
-			c.arm.t.Reset(min(max(d, c.delay), m))
-		}
+	if d, ok := retry.RetryAfter(err); ok && d > 0 && c.p.MaxRetryAfter >= 0 {
+		c.adviseLocked(d)
 	}
 	c.last = err
 	return vLast
+}
+
+// adviseLocked applies a copy's server advice d (retry.After, gRFC A6's
+// positive pushback) to the round: the retry, if one follows, waits the
+// longest advice of the round's copies (do), and the next hedge waits at
+// least d from now, and never less than an earlier copy asked. Advice
+// beyond MaxRetryAfter stops hedging, as it stops a retry: coming back at
+// the cap would be sooner than the server asked.
+func (c *call) adviseLocked(d time.Duration) {
+	c.advice = max(c.advice, d)
+	m := c.p.MaxRetryAfter
+	if m == 0 {
+		m = retry.DefaultMaxRetryAfter
+	}
+	if d > m {
+		c.stopHedging = true
+		c.disarmLocked()
+		return
+	}
+	if !c.armed || c.arm == nil {
+		return
+	}
+	now := c.clk.Now()
+	until := now.Add(max(d, c.delay))
+	if !until.After(c.adviceUntil) {
+		return // an earlier copy's advice holds the hedge longer
+	}
+	c.adviceUntil = until
+	c.seq.Add(1)
+	c.arm.t.Reset(until.Sub(now))
 }
 
 func (c *call) cancelOthersLocked(except *slot) {
