@@ -772,11 +772,21 @@ func (c *call) adviseLocked(d time.Duration) {
 	c.arm.t.Reset(until.Sub(now))
 }
 
+// cancelOthersLocked cancels the running attempts but except, as losers.
+// Each one's time so far goes to Adaptive as unanswered (censored): its
+// latency is more than that.
 func (c *call) cancelOthersLocked(except *slot) {
+	var now time.Time
 	for _, s := range c.slots {
 		if s.running && s != except {
 			s.lost = true
 			s.ctx.cancel()
+			if c.ad != nil {
+				if now.IsZero() {
+					now = c.clk.Now()
+				}
+				c.ad.ObserveUnansweredAt(now, now.Sub(s.t0))
+			}
 		}
 	}
 	c.disarmLocked()

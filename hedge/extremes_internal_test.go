@@ -1,11 +1,15 @@
 package hedge
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // A hedge delay near math.MaxInt64 must not overflow the shared timer's
@@ -115,5 +119,50 @@ func TestAdaptiveIgnoresWallClockStep(t *testing.T) {
 	}
 	if d, ok := a.DelayAt(t1.Add(time.Second)); !ok || d < 100*time.Millisecond || d > 113*time.Millisecond {
 		t.Fatalf("after a wall clock step back: Delay = %v, %v; want about 100ms", d, ok)
+	}
+}
+
+// Do feeds Adaptive the winner's latency and the loser's running time
+// when it is cancelled, as an unanswered (censored) sample.
+func TestDoFeedsLoserToAdaptive(t *testing.T) {
+	clk := clocktest.NewFake()
+	a := NewAdaptive(AdaptiveConfig{Clock: clk})
+	h := &Hedger{Policy: &retry.Policy{Clock: clk}, Delay: 10 * time.Millisecond, Adaptive: a}
+	started := make(chan int, 2)
+	answer := make(chan struct{})
+	var n atomic.Int32
+	op := func(ctx context.Context) (int, error) {
+		k := int(n.Add(1))
+		started <- k
+		if k == 1 {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}
+		<-answer
+		return k, nil
+	}
+	out := make(chan int, 1)
+	go func() { v, _ := Do(context.Background(), h, op, nil); out <- v }()
+	<-started
+	clk.BlockUntil(1)
+	clk.Advance(10 * time.Millisecond)
+	<-started
+	clk.Advance(5 * time.Millisecond)
+	close(answer)
+	if v := <-out; v != 2 {
+		t.Fatalf("Do = %d, want the hedge's 2", v)
+	}
+	var answered, unanswered [buckets]uint32
+	for i := range a.samples {
+		for j := range buckets {
+			answered[j] += a.samples[i].counts[j].Load()
+			unanswered[j] += a.samples[i].censored[j].Load()
+		}
+	}
+	if answered[bucket(uint64(5*time.Millisecond))] != 1 {
+		t.Errorf("the winner's 5ms not observed")
+	}
+	if unanswered[bucket(uint64(15*time.Millisecond))] != 1 {
+		t.Errorf("the loser's 15ms not observed as unanswered")
 	}
 }

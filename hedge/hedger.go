@@ -45,8 +45,9 @@ type Hedger struct {
 
 	// Adaptive, when set, gives the delay from recent latencies (a
 	// percentile over a sliding window, with a floor), and Do feeds it
-	// the latency of every attempt that answered. Share one per
-	// downstream operation.
+	// the latency of every attempt that answered and the running time of
+	// every attempt it cancelled unanswered (Adaptive.ObserveUnanswered).
+	// Share one per downstream operation.
 	Adaptive *Adaptive
 
 	// MaxHedges bounds the hedges one call starts (attempts started
