@@ -44,17 +44,17 @@ type call struct {
 	seq   atomic.Uint64 // bumped before arming: the timer's callback syncs on it
 	fired atomic.Bool   // the timer fired this round
 
-	inline     slot
-	lazy       bool         // inline's attempt began without rc (retry.BeginInline): adoptLocked hands it over
-	first      retry.Inline // that attempt, until rc adopts it
-	slots      []*slot      // this round's attempts
-	running    int          // attempts not yet returned
-	inflight   int          // hedge goroutines not yet gone, plus the inline attempt
-	done       bool         // a winner or a fatal result: nothing new starts
-	winner     *slot
-	fatal      error
-	last       error
-	overloaded error // a copy's pushback of this round: no retry follows
+	inline      slot
+	lazy        bool         // inline's attempt began without rc (retry.BeginInline): adoptLocked hands it over
+	first       retry.Inline // that attempt, until rc adopts it
+	slots       []*slot      // this round's attempts
+	running     int          // attempts not yet returned
+	inflight    int          // hedge goroutines not yet gone, plus the inline attempt
+	done        bool         // a winner or a fatal result: nothing new starts
+	winner      *slot
+	fatal       error
+	last        error
+	overloaded  error         // a copy's pushback of this round: no retry follows
 	advice      time.Duration // the longest advice (retry.After) of this round's copies
 	adviceUntil time.Time     // the next hedge waits for it, on the Policy's clock
 	start       time.Time     // the call's start, with Policy.MaxElapsed
