@@ -96,11 +96,18 @@ var zeroHedger Hedger
 // at once. Overload pushback (retry.Overloaded, gRFC A6's negative
 // grpc-retry-pushback-ms) stops further hedges, lets the copies in flight
 // answer, and is never retried; advice with a delay (retry.After, A6's
-// positive pushback) puts the next hedge off by at least that delay. Any other error is not fatal: the call waits for the attempts
-// still in flight, and when none is left and none answered, it retries as
-// retry.Do would (backoff, server advice, deadline, breaker, budget), and
-// the retry is hedged in turn. So hedges do not multiply the retry
-// schedule: retries happen only when nothing is in flight.
+// positive pushback) puts the next hedge off by at least that delay
+// (never less than an earlier copy of the round asked), and advice beyond
+// Policy.MaxRetryAfter starts no further hedge, as it starts no retry.
+// Any other error is not fatal: the call waits for the attempts still in
+// flight, and when none is left and none answered, it retries as retry.Do
+// would (backoff, the longest advice of the round's copies, deadline,
+// MaxElapsed, breaker, budget). The retry is hedged only while the call
+// has hedges left: h.MaxHedges bounds the hedges of the whole call, so
+// with one hedge a retry after a hedged round is not hedged. Hedges do
+// not multiply the retry schedule: retries happen only when nothing is in
+// flight, and no hedge starts past Policy.MaxElapsed or the caller's
+// deadline less Policy.MinAttemptTime.
 //
 // When an attempt wins or is fatal, the others are cancelled through
 // their contexts, and Do returns once all of them have returned (op must
