@@ -120,7 +120,16 @@ func (a *arm) stop() bool {
 func (a *arm) fire() {
 	c := a.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		// A callback hedgeLocked makes (Breaker.Ready, Budget.Withdraw,
+		// the Observers) may panic: on this goroutine, the clock's, the
+		// panic would crash the process. The call stops instead, and Do
+		// re-raises it in the caller's goroutine.
+		if r := recover(); r != nil {
+			c.panicLocked(nil, r)
+		}
+		c.mu.Unlock()
+	}()
 	c.seq.Load()
 	if c.arm != a {
 		return
@@ -614,8 +623,8 @@ func (c *call) hedgeLocked() {
 	if c.wake == nil {
 		c.wake = make(chan struct{}, 1)
 	}
+	c.launcher.launch(c, sl) // before the Observer, which may panic
 	c.notify(evStarted, sl, 0)
-	c.launcher.launch(c, sl)
 	if c.hedges < c.max && (c.limit < 0 || c.rc.Attempts() < c.limit) {
 		c.armed = true
 		c.seq.Add(1)
@@ -646,15 +655,31 @@ func (c *call) fits() bool {
 }
 
 // complete ends attempt sl with its result and keeps or releases v. A
-// release that panics stops the call (releasePanicLocked). complete
-// leaves (c.leave) last, when nothing panicked: a caller that recovers a
-// panic from it must leave itself.
+// release that panics stops the call (releasePanicLocked); so does a
+// callback of finishLocked that panics (panicLocked). complete leaves
+// (c.leave) last; only a runtime.Goexit in release can skip that, and a
+// caller that recovers from it must leave itself.
 func complete[T any](c *call, sl *slot, v T, err error, release func(T)) {
 	var drop T
 	dropping := false
 	func() {
 		c.mu.Lock()
-		defer c.mu.Unlock() // a callback of finishLocked may panic
+		ended := false
+		defer func() {
+			if !ended {
+				// A callback finishLocked made (Classify, the
+				// Observers, the breaker, the budget) panicked: the
+				// call stops, v (kept by no one) is released, and Do
+				// re-raises the panic in the caller's goroutine.
+				r := recover()
+				if r == nil {
+					r = errGoexit
+				}
+				c.panicLocked(nil, r)
+				drop, dropping = v, true
+			}
+			c.mu.Unlock()
+		}()
 		vd := c.finishLocked(sl, err)
 		r := resultsOf[T](c)
 		switch vd {
@@ -668,6 +693,7 @@ func complete[T any](c *call, sl *slot, v T, err error, release func(T)) {
 		default:
 			drop, dropping = v, true
 		}
+		ended = true
 	}()
 	if dropping && release != nil {
 		var b panicBox
@@ -853,6 +879,7 @@ func runHedge[T any](c *call, sl *slot) {
 // panicLocked records a hedge's panic (sl nil: a release's) for the
 // caller, and stops the call.
 func (c *call) panicLocked(sl *slot, r any) {
+	c.suppress, c.endingLost = false, false // a callback may have panicked between their set and reset
 	if sl != nil {
 		sl.running = false
 		c.running--

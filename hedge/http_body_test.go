@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/hedge"
@@ -73,6 +74,49 @@ func TestTransportClosesBodyOfUnsentRequest(t *testing.T) {
 			}
 			if body.closed != 1 {
 				t.Fatalf("the request body was closed %d times, want 1", body.closed)
+			}
+		})
+	}
+}
+
+// A Retry-After too large for a time.Duration is clamped, not ignored:
+// it is beyond MaxRetryAfter, so the call stops instead of retrying after
+// its backoff (the server asking for the longest wait must not get the
+// shortest).
+func TestTransportHugeRetryAfterClamped(t *testing.T) {
+	for _, v := range []string{"99999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"} {
+		t.Run(v, func(t *testing.T) {
+			sent := make(chan struct{}, 8)
+			tr := &hedge.Transport{
+				Next: rtFunc(func(r *http.Request) (*http.Response, error) {
+					sent <- struct{}{}
+					h := http.Header{}
+					h.Set("Retry-After", v)
+					return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: h, Body: http.NoBody, Request: r}, nil
+				}),
+				Hedger: &hedge.Hedger{Policy: &retry.Policy{Clock: clocktest.NewFake(), MaxAttempts: 3}},
+			}
+			req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
+			type rt struct {
+				resp *http.Response
+				err  error
+			}
+			out := make(chan rt, 1)
+			go func() {
+				resp, err := tr.RoundTrip(req)
+				out <- rt{resp, err}
+			}()
+			select {
+			case r := <-out:
+				if r.err != nil || r.resp == nil || r.resp.StatusCode != http.StatusServiceUnavailable {
+					t.Fatalf("RoundTrip = %v, %v; want the 503", r.resp, r.err)
+				}
+				r.resp.Body.Close()
+			case <-time.After(10 * time.Second):
+				t.Fatal("RoundTrip did not return: the advice was ignored and a retry waits for its backoff")
+			}
+			if n := len(sent); n != 1 {
+				t.Fatalf("sent %d times, want 1", n)
 			}
 		})
 	}
