@@ -47,10 +47,13 @@ const (
 	buckets    = (64 - subBits + 1) * subBuckets
 )
 
-// Adaptive computes a hedge delay from the latencies of recent successful
-// attempts: a percentile (default p95) over a sliding window, never below
-// a floor. Give one Adaptive to every Hedger of one downstream operation;
-// Do feeds it the latency of every attempt that answered.
+// Adaptive computes a hedge delay from the latencies of recent attempts:
+// a percentile (default p95) over a sliding window, never below a floor.
+// Give one Adaptive to every Hedger of one downstream operation; Do feeds
+// it the latency of every attempt that answered (Observe) and the running
+// time of every attempt cancelled unanswered (ObserveUnanswered), so that
+// the percentile is not biased low by the slow attempts that hedging cuts
+// short.
 //
 // It keeps a fixed log-linear histogram per slot of the window (8
 // sub-buckets per power of two: the delay is a bucket's upper bound, at
@@ -68,15 +71,16 @@ type Adaptive struct {
 	minSamples uint64
 	clk        clock.Clock
 
-	base    atomic.Int64 // the first time seen, unix ns; 0: unset
-	next    atomic.Int64 // the slot index at which the cache is stale
-	cached  atomic.Int64 // the delay, ns; -1: too few samples
+	base    atomic.Pointer[time.Time] // the first time seen; nil: unset
+	next    atomic.Int64              // the slot index at which the cache is stale
+	cached  atomic.Int64              // the delay, ns; -1: too few samples
 	samples [slots]window
 }
 
 type window struct {
-	epoch  atomic.Int64 // the slot index (time/width) it counts for, +1; 0: never
-	counts [buckets]atomic.Uint32
+	epoch    atomic.Int64 // the slot index (time/width) it counts for, +1; 0: never
+	counts   [buckets]atomic.Uint32
+	censored [buckets]atomic.Uint32 // attempts cancelled unanswered after that long
 }
 
 // NewAdaptive returns an Adaptive configured by cfg.
@@ -113,14 +117,43 @@ func (a *Adaptive) ObserveAt(now time.Time, d time.Duration) {
 	if a == nil || d < 0 {
 		return
 	}
+	a.slot(now).counts[bucket(uint64(d))].Add(1)
+}
+
+// ObserveUnanswered records an attempt cancelled, now, after running for
+// d without an answer (a hedge race's loser): its latency, unknown, is
+// more than d.
+func (a *Adaptive) ObserveUnanswered(d time.Duration) { a.ObserveUnansweredAt(a.clk.Now(), d) }
+
+// ObserveUnansweredAt is ObserveUnanswered at the time now.
+//
+// Only answers give latencies, and under hedging the slowest first
+// attempts never answer: the hedge wins and they are cancelled. A
+// percentile of the answers alone is then biased low (for p95 of a
+// lognormal latency, about 0.6 of the true p95, and twice the intended
+// share of calls hedged). Do records every cancelled attempt here, and
+// the percentile is the Kaplan-Meier estimate over answers and these
+// right-censored samples together, which is unbiased when an attempt's
+// latency does not depend on when it is cancelled.
+func (a *Adaptive) ObserveUnansweredAt(now time.Time, d time.Duration) {
+	if a == nil || d < 0 {
+		return
+	}
+	a.slot(now).censored[bucket(uint64(d))].Add(1)
+}
+
+// slot returns the window slot of now, cleared first if it last counted
+// for an older slot index.
+func (a *Adaptive) slot(now time.Time) *window {
 	idx := a.index(now)
 	s := &a.samples[idx%slots]
 	if e := s.epoch.Load(); e != idx+1 && s.epoch.CompareAndSwap(e, idx+1) {
 		for i := range s.counts {
 			s.counts[i].Store(0)
+			s.censored[i].Store(0)
 		}
 	}
-	s.counts[bucket(uint64(d))].Add(1)
+	return s
 }
 
 // Delay returns the hedge delay now, and false when the window holds too
@@ -141,28 +174,31 @@ func (a *Adaptive) DelayAt(now time.Time) (time.Duration, bool) {
 }
 
 // index returns the slot index of now: the number of slot widths since the
-// first time a saw.
+// first time a saw. Times are compared with time.Time.Sub, which uses
+// their monotonic clock readings when both have one (time.Now's do), so a
+// step of the wall clock does not move the window.
 func (a *Adaptive) index(now time.Time) int64 {
-	t := now.UnixNano()
 	b := a.base.Load()
-	if b == 0 {
-		if a.base.CompareAndSwap(0, t) {
-			b = t
-		} else {
+	if b == nil {
+		first := now
+		if !a.base.CompareAndSwap(nil, &first) {
 			b = a.base.Load()
+		} else {
+			b = &first
 		}
 	}
-	if t < b {
+	d := now.Sub(*b)
+	if d < 0 {
 		return 0
 	}
-	return (t - b) / a.width
+	return int64(d) / a.width
 }
 
 // compute returns the delay from the slots of the window ending at slot
-// idx, or -1 when they hold fewer than minSamples.
+// idx, or -1 when they hold fewer than minSamples answers.
 func (a *Adaptive) compute(idx int64) int64 {
-	var sum [buckets]uint64
-	var total uint64
+	var sum, cens [buckets]uint64
+	var total, censored uint64
 	for i := range a.samples {
 		s := &a.samples[i]
 		e := s.epoch.Load() - 1
@@ -173,26 +209,66 @@ func (a *Adaptive) compute(idx int64) int64 {
 			c := uint64(s.counts[j].Load())
 			sum[j] += c
 			total += c
+			u := uint64(s.censored[j].Load())
+			cens[j] += u
+			censored += u
 		}
 	}
 	if total == 0 || total < a.minSamples {
 		return -1
 	}
-	rank := uint64(math.Ceil(a.q * float64(total)))
-	var seen uint64
-	d := int64(0)
-	for j, c := range sum {
-		seen += c
-		if seen >= rank {
-			d = int64(min(upper(j), math.MaxInt64))
-			break
-		}
+	var d int64
+	if censored == 0 {
+		d = a.rank(&sum, total)
+	} else {
+		d = a.kaplanMeier(&sum, &cens, total+censored)
 	}
 	d = max(d, a.floor)
 	if a.max > 0 {
 		d = min(d, a.max)
 	}
 	return d
+}
+
+// rank returns the q-quantile of the answers alone: the upper bound of the
+// bucket holding the ceil(q*total)th.
+func (a *Adaptive) rank(sum *[buckets]uint64, total uint64) int64 {
+	rank := uint64(math.Ceil(a.q * float64(total)))
+	var seen uint64
+	for j, c := range sum {
+		seen += c
+		if seen >= rank {
+			return int64(min(upper(j), math.MaxInt64))
+		}
+	}
+	return 0
+}
+
+// kaplanMeier returns the q-quantile of the latency from answers (sum) and
+// right-censored samples (cens, attempts cancelled unanswered), n in all:
+// the upper bound of the first bucket where the Kaplan-Meier survival
+// estimate falls to 1-q. A sample censored in a bucket is counted at risk
+// for that bucket's answers. When the estimate never falls that far (the
+// quantile lies beyond every answer), it returns the upper bound of the
+// highest bucket holding any sample, a lower bound of the quantile.
+func (a *Adaptive) kaplanMeier(sum, cens *[buckets]uint64, n uint64) int64 {
+	surv := 1.0
+	target := 1 - a.q + 1e-12 // (absorbs rounding when nothing is censored)
+	atRisk := n
+	top := 0
+	for j := range sum {
+		if sum[j] > 0 && atRisk > 0 {
+			surv *= 1 - float64(sum[j])/float64(atRisk)
+			if surv <= target {
+				return int64(min(upper(j), math.MaxInt64))
+			}
+		}
+		if sum[j]+cens[j] > 0 {
+			top = j
+		}
+		atRisk -= sum[j] + cens[j]
+	}
+	return int64(min(upper(top), math.MaxInt64))
 }
 
 // bucket returns the histogram bucket of v: values below 8 have one each,

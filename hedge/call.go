@@ -44,17 +44,20 @@ type call struct {
 	seq   atomic.Uint64 // bumped before arming: the timer's callback syncs on it
 	fired atomic.Bool   // the timer fired this round
 
-	inline     slot
-	lazy       bool         // inline's attempt began without rc (retry.BeginInline): adoptLocked hands it over
-	first      retry.Inline // that attempt, until rc adopts it
-	slots      []*slot      // this round's attempts
-	running    int          // attempts not yet returned
-	inflight   int          // hedge goroutines not yet gone, plus the inline attempt
-	done       bool         // a winner or a fatal result: nothing new starts
-	winner     *slot
-	fatal      error
-	last       error
-	overloaded error // a copy's pushback of this round: no retry follows
+	inline      slot
+	lazy        bool         // inline's attempt began without rc (retry.BeginInline): adoptLocked hands it over
+	first       retry.Inline // that attempt, until rc adopts it
+	slots       []*slot      // this round's attempts
+	running     int          // attempts not yet returned
+	inflight    int          // hedge goroutines not yet gone, plus the inline attempt
+	done        bool         // a winner or a fatal result: nothing new starts
+	winner      *slot
+	fatal       error
+	last        error
+	overloaded  error         // a copy's pushback of this round: no retry follows
+	advice      time.Duration // the longest advice (retry.After) of this round's copies
+	adviceUntil time.Time     // the next hedge waits for it, on the Policy's clock
+	start       time.Time     // the call's start, with Policy.MaxElapsed
 
 	endingLost bool  // wrapObserver: the attempt ending was cancelled
 	suppress   bool  // wrapObserver: drop CallEnd
@@ -63,6 +66,7 @@ type call struct {
 	hasPanic bool
 	panicked *slot // the attempt that panicked, nil for a release
 	panicVal any
+	relPanic panicBox // a release's panic in a hedged round
 
 	wake chan struct{}
 	slab []attemptCtx // unused first-attempt contexts (inlineCtx)
@@ -116,7 +120,16 @@ func (a *arm) stop() bool {
 func (a *arm) fire() {
 	c := a.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		// A callback hedgeLocked makes (Breaker.Ready, Budget.Withdraw,
+		// the Observers) may panic: on this goroutine, the clock's, the
+		// panic would crash the process. The call stops instead, and Do
+		// re-raises it in the caller's goroutine.
+		if r := recover(); r != nil {
+			c.panicLocked(nil, r)
+		}
+		c.mu.Unlock()
+	}()
 	c.seq.Load()
 	if c.arm != a {
 		return
@@ -153,10 +166,6 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	if h.Policy != nil {
 		p = h.Policy.Policy()
 	}
-	if maxHedges < 0 && !keep {
-		v, err = retry.Do(ctx, p, op)
-		return v, nil, err
-	}
 	c := pool.Get().(*call)
 	c.setup(ctx, h, p, max(maxHedges, 0))
 	c.launcher = typed[T]{}
@@ -181,10 +190,17 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	var held T // the latest failed attempt's value
 	hasHeld := false
-	drop := func(x T) {
-		if release != nil {
-			release(x)
+	// A release that panics on this goroutine does not unwind the call:
+	// its panic is kept in rp, and re-raised once the call has ended and
+	// every value Do holds is released (raise).
+	var rp panicBox
+	drop := func(x T) { releaseSafe(release, x, &rp) }
+	raise := func(b panicBox, x T, kept *attemptCtx) {
+		if kept != nil {
+			kept.cancel()
 		}
+		drop(x)
+		panic(b.v)
 	}
 	inOp := false
 	defer func() {
@@ -255,13 +271,23 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				if hasHeld {
 					drop(held)
 				}
+				if rp.set {
+					raise(rp, v, kept)
+				}
 				return v, kept, nil
 			}
 			sl.ctx.cancel()
-			if hasHeld {
-				drop(held)
-			}
+			prev, hadPrev := held, hasHeld
 			held, hasHeld = v, true
+			if hadPrev {
+				drop(prev)
+			}
+			if rp.set {
+				// No retry after a release panicked: the call ends.
+				c.rc.Abandon()
+				c.put()
+				raise(rp, held, nil)
+			}
 			d, gerr := c.rc.Next(err)
 			if gerr != nil {
 				c.put()
@@ -280,6 +306,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			c.mu.Lock()
 		}
 		c.disarmLocked()
+		relp := c.relPanic
 		c.mu.Unlock()
 		r := resultsOf[T](c)
 		if c.hasPanic {
@@ -306,17 +333,41 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			if hasLast { // a failure of this round, before the winner
 				drop(last)
 			}
+			if relp.set {
+				raise(relp, v, kept)
+			}
+			if rp.set {
+				raise(rp, v, kept)
+			}
 			return v, kept, nil
 		}
 		if r.hasLast {
-			if hasHeld {
-				drop(held)
-			}
+			prev, hadPrev := held, hasHeld
 			held, hasHeld = r.last, true
 			var zero T
 			r.last, r.hasLast = zero, false
+			if hadPrev {
+				drop(prev)
+			}
+		}
+		if relp.set || rp.set {
+			// No retry after a release panicked: the call ends.
+			if !relp.set {
+				relp = rp
+			}
+			c.rc.Abandon()
+			c.put()
+			if !hasHeld {
+				panic(relp.v)
+			}
+			raise(relp, held, nil)
 		}
 		next := c.last
+		if d, _ := retry.RetryAfter(next); next != nil && c.advice > d {
+			// Another copy of the round advised a longer wait than the
+			// last to fail: the longest advice holds for the retry.
+			next = retry.After(next, c.advice)
+		}
 		if c.overloaded != nil {
 			next = c.overloaded // never retried, at any layer
 		}
@@ -335,21 +386,62 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 }
 
-// releaseAll releases every value a panicking call holds.
+// releaseAll releases every value a panicking call holds. A release that
+// panics too does not stop the others; the first panic goes on.
 func releaseAll[T any](c *call, release func(T), held T, hasHeld bool) {
 	if release == nil {
 		return
 	}
+	var b panicBox
 	if hasHeld {
-		release(held)
+		releaseSafe(release, held, &b)
 	}
 	if r, ok := c.res.(*results[T]); ok {
 		if r.hasWin {
-			release(r.win)
+			releaseSafe(release, r.win, &b)
 		}
 		if r.hasLast {
-			release(r.last)
+			releaseSafe(release, r.last, &b)
 		}
+	}
+}
+
+// panicBox keeps the first panic of a release.
+type panicBox struct {
+	set bool
+	v   any
+}
+
+func (b *panicBox) keep(r any) {
+	if !b.set {
+		b.set, b.v = true, r
+	}
+}
+
+// releaseSafe calls release(v), when release is not nil, keeping a panic
+// in b instead of letting it unwind the call.
+func releaseSafe[T any](release func(T), v T, b *panicBox) {
+	if release == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b.keep(r)
+		}
+	}()
+	release(v)
+}
+
+// releasePanicLocked records a release's panic in a hedged round: the
+// call stops (the attempts still running are cancelled as losers), and
+// Do re-raises the panic once they have returned and every value it holds
+// is released.
+func (c *call) releasePanicLocked(r any) {
+	c.relPanic.keep(r)
+	c.stopHedging = true
+	if !c.done {
+		c.done = true
+		c.cancelOthersLocked(nil)
 	}
 }
 
@@ -360,6 +452,9 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 	c.ctx, c.p, c.max = ctx, p, maxHedges
 	c.limit = p.AttemptLimit()
 	c.clk = clock.Or(p.Clock)
+	if p.MaxElapsed > 0 {
+		c.start = c.clk.Now()
+	}
 	c.ad = h.Adaptive
 	if p.Observer != nil {
 		c.pol = *p
@@ -392,6 +487,7 @@ func (c *call) adoptLocked() {
 func (c *call) newRound() {
 	c.slots = append(c.slots[:0], &c.inline)
 	c.done, c.winner, c.fatal, c.last, c.overloaded = false, nil, nil, nil, nil
+	c.advice, c.adviceUntil = 0, time.Time{}
 }
 
 // put returns c to the pool. Every attempt has ended; a late timer
@@ -415,6 +511,7 @@ func (c *call) put() {
 	}
 	c.op, c.release = nil, nil
 	c.hedges, c.stopHedging, c.done = 0, false, false
+	c.relPanic = panicBox{}
 	pool.Put(c)
 }
 
@@ -526,8 +623,8 @@ func (c *call) hedgeLocked() {
 	if c.wake == nil {
 		c.wake = make(chan struct{}, 1)
 	}
+	c.launcher.launch(c, sl) // before the Observer, which may panic
 	c.notify(evStarted, sl, 0)
-	c.launcher.launch(c, sl)
 	if c.hedges < c.max && (c.limit < 0 || c.rc.Attempts() < c.limit) {
 		c.armed = true
 		c.seq.Add(1)
@@ -542,34 +639,70 @@ func (c *call) nested() bool {
 	return c.p.Nested == retry.NestedBudget && c.p.NestedBudget != nil && retry.CallerRetries(c.ctx)
 }
 
-// fits reports whether the caller's deadline leaves Policy.MinAttemptTime
-// for a hedge.
+// fits reports whether the caller's deadline and Policy.MaxElapsed leave
+// Policy.MinAttemptTime for a hedge: no hedge starts past
+// start+MaxElapsed, as no retry does.
 func (c *call) fits() bool {
 	dl, ok := c.ctx.Deadline()
-	return !ok || c.clk.Now().Add(c.p.MinAttemptTime).Before(dl)
+	if !ok && c.p.MaxElapsed <= 0 {
+		return true
+	}
+	need := c.clk.Now().Add(max(c.p.MinAttemptTime, 0))
+	if ok && !need.Before(dl) {
+		return false
+	}
+	return c.p.MaxElapsed <= 0 || need.Before(c.start.Add(c.p.MaxElapsed))
 }
 
-// complete ends attempt sl with its result and keeps or releases v.
+// complete ends attempt sl with its result and keeps or releases v. A
+// release that panics stops the call (releasePanicLocked); so does a
+// callback of finishLocked that panics (panicLocked). complete leaves
+// (c.leave) last; only a runtime.Goexit in release can skip that, and a
+// caller that recovers from it must leave itself.
 func complete[T any](c *call, sl *slot, v T, err error, release func(T)) {
-	c.mu.Lock()
-	vd := c.finishLocked(sl, err)
-	r := resultsOf[T](c)
 	var drop T
 	dropping := false
-	switch vd {
-	case vWin:
-		r.win, r.hasWin = v, true
-	case vLast:
-		if r.hasLast {
-			drop, dropping = r.last, true
+	func() {
+		c.mu.Lock()
+		ended := false
+		defer func() {
+			if !ended {
+				// A callback finishLocked made (Classify, the
+				// Observers, the breaker, the budget) panicked: the
+				// call stops, v (kept by no one) is released, and Do
+				// re-raises the panic in the caller's goroutine.
+				r := recover()
+				if r == nil {
+					r = errGoexit
+				}
+				c.panicLocked(nil, r)
+				drop, dropping = v, true
+			}
+			c.mu.Unlock()
+		}()
+		vd := c.finishLocked(sl, err)
+		r := resultsOf[T](c)
+		switch vd {
+		case vWin:
+			r.win, r.hasWin = v, true
+		case vLast:
+			if r.hasLast {
+				drop, dropping = r.last, true
+			}
+			r.last, r.hasLast = v, true
+		default:
+			drop, dropping = v, true
 		}
-		r.last, r.hasLast = v, true
-	default:
-		drop, dropping = v, true
-	}
-	c.mu.Unlock()
+		ended = true
+	}()
 	if dropping && release != nil {
-		release(drop)
+		var b panicBox
+		releaseSafe(release, drop, &b)
+		if b.set {
+			c.mu.Lock()
+			c.releasePanicLocked(b.v)
+			c.mu.Unlock()
+		}
 	}
 	c.leave()
 }
@@ -628,26 +761,58 @@ func (c *call) finishLocked(sl *slot, err error) verdict {
 		c.cancelOthersLocked(sl)
 		return vLast
 	}
-	if d, ok := retry.RetryAfter(err); ok && d > 0 && c.armed && c.arm != nil {
-		// Server pushback with a delay: the next hedge waits at least
-		// that long (gRFC A6), capped by MaxRetryAfter like a retry.
-		if m := c.p.MaxRetryAfter; m >= 0 {
-			if m == 0 {
-				m = retry.DefaultMaxRetryAfter
-			}
-			c.seq.Add(1)
-			c.arm.t.Reset(min(max(d, c.delay), m))
-		}
+	if d, ok := retry.RetryAfter(err); ok && d > 0 && c.p.MaxRetryAfter >= 0 {
+		c.adviseLocked(d)
 	}
 	c.last = err
 	return vLast
 }
 
+// adviseLocked applies a copy's server advice d (retry.After, gRFC A6's
+// positive pushback) to the round: the retry, if one follows, waits the
+// longest advice of the round's copies (do), and the next hedge waits at
+// least d from now, and never less than an earlier copy asked. Advice
+// beyond MaxRetryAfter stops hedging, as it stops a retry: coming back at
+// the cap would be sooner than the server asked.
+func (c *call) adviseLocked(d time.Duration) {
+	c.advice = max(c.advice, d)
+	m := c.p.MaxRetryAfter
+	if m == 0 {
+		m = retry.DefaultMaxRetryAfter
+	}
+	if d > m {
+		c.stopHedging = true
+		c.disarmLocked()
+		return
+	}
+	if !c.armed || c.arm == nil {
+		return
+	}
+	now := c.clk.Now()
+	until := now.Add(max(d, c.delay))
+	if !until.After(c.adviceUntil) {
+		return // an earlier copy's advice holds the hedge longer
+	}
+	c.adviceUntil = until
+	c.seq.Add(1)
+	c.arm.t.Reset(until.Sub(now))
+}
+
+// cancelOthersLocked cancels the running attempts but except, as losers.
+// Each one's time so far goes to Adaptive as unanswered (censored): its
+// latency is more than that.
 func (c *call) cancelOthersLocked(except *slot) {
+	var now time.Time
 	for _, s := range c.slots {
 		if s.running && s != except {
 			s.lost = true
 			s.ctx.cancel()
+			if c.ad != nil {
+				if now.IsZero() {
+					now = c.clk.Now()
+				}
+				c.ad.ObserveUnansweredAt(now, now.Sub(s.t0))
+			}
 		}
 	}
 	c.disarmLocked()
@@ -688,6 +853,10 @@ func runHedge[T any](c *call, sl *slot) {
 		if stage == 2 {
 			return
 		}
+		// op panicked (or called runtime.Goexit), or, once it returned,
+		// a callback complete made did (a release's Goexit; its panic
+		// complete keeps). complete has not left: leave, always, or the
+		// caller waits for this hedge for ever.
 		r := recover()
 		if r == nil {
 			r = errGoexit
@@ -699,9 +868,7 @@ func runHedge[T any](c *call, sl *slot) {
 			c.panicLocked(nil, r)
 		}
 		c.mu.Unlock()
-		if stage == 0 {
-			c.leave()
-		}
+		c.leave()
 	}()
 	v, err := op(sl.ctx)
 	stage = 1
@@ -712,6 +879,7 @@ func runHedge[T any](c *call, sl *slot) {
 // panicLocked records a hedge's panic (sl nil: a release's) for the
 // caller, and stops the call.
 func (c *call) panicLocked(sl *slot, r any) {
+	c.suppress, c.endingLost = false, false // a callback may have panicked between their set and reset
 	if sl != nil {
 		sl.running = false
 		c.running--

@@ -13,8 +13,10 @@
 // answered within the delay, a hedge starts in a goroutine of its own, and
 // another after each further delay, up to Hedger.MaxHedges (default 1).
 // The delay is Hedger.Delay (default 100ms) or, with an Adaptive, a
-// percentile (default p95) of the latencies of recent answers over a
-// sliding window (default 10s), never below a floor (default 1ms).
+// percentile (default p95) of recent latencies over a sliding window
+// (default 10s), never below a floor (default 1ms); the attempts Do
+// cancels unanswered count as censored samples, so that the percentile is
+// not biased low by the tail hedging cuts off.
 // Hedge timers on the real clock are shared by all calls (a call that
 // answers first costs no runtime timer), and never go off early.
 //
@@ -25,10 +27,15 @@
 // rejected by Classify, the caller's own end) is fatal and stops the call
 // the same way. Overload pushback (retry.Overloaded) stops further hedges
 // but lets the copies in flight answer, and is never retried; a server's
-// advised delay (retry.After) puts the next hedge off by that delay. Any other failure lets the remaining
-// attempts run; when none is left and none answered, the call retries
-// exactly as retry.Do would — backoff, server advice, deadline, breaker,
-// budget — and that retry is hedged in turn.
+// advised delay (retry.After) puts the next hedge off by at least that
+// delay, and advice beyond Policy.MaxRetryAfter stops further hedges.
+// Any other failure lets the remaining attempts run; when none is left
+// and none answered, the call retries exactly as retry.Do would —
+// backoff, the longest advice any copy of the round gave, deadline,
+// MaxElapsed, breaker, budget. MaxHedges bounds the hedges of the whole
+// call, not of each round: a retry is hedged only while the call has
+// hedges left, so under the default MaxHedges of 1 a retry after a hedged
+// round is not hedged.
 //
 // # One budget for retries and hedges
 //

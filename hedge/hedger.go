@@ -45,13 +45,16 @@ type Hedger struct {
 
 	// Adaptive, when set, gives the delay from recent latencies (a
 	// percentile over a sliding window, with a floor), and Do feeds it
-	// the latency of every attempt that answered. Share one per
-	// downstream operation.
+	// the latency of every attempt that answered and the running time of
+	// every attempt it cancelled unanswered (Adaptive.ObserveUnanswered).
+	// Share one per downstream operation.
 	Adaptive *Adaptive
 
 	// MaxHedges bounds the hedges one call starts (attempts started
 	// because of a delay, not after a failure). 0: DefaultMaxHedges (1).
-	// NoHedges (any negative value): none; Do is then retry.Do.
+	// NoHedges (any negative value): none; Do then makes the call as
+	// retry.Do would, and still hands every failed attempt's value it
+	// does not return to release.
 	MaxHedges int
 }
 
@@ -93,11 +96,18 @@ var zeroHedger Hedger
 // at once. Overload pushback (retry.Overloaded, gRFC A6's negative
 // grpc-retry-pushback-ms) stops further hedges, lets the copies in flight
 // answer, and is never retried; advice with a delay (retry.After, A6's
-// positive pushback) puts the next hedge off by at least that delay. Any other error is not fatal: the call waits for the attempts
-// still in flight, and when none is left and none answered, it retries as
-// retry.Do would (backoff, server advice, deadline, breaker, budget), and
-// the retry is hedged in turn. So hedges do not multiply the retry
-// schedule: retries happen only when nothing is in flight.
+// positive pushback) puts the next hedge off by at least that delay
+// (never less than an earlier copy of the round asked), and advice beyond
+// Policy.MaxRetryAfter starts no further hedge, as it starts no retry.
+// Any other error is not fatal: the call waits for the attempts still in
+// flight, and when none is left and none answered, it retries as retry.Do
+// would (backoff, the longest advice of the round's copies, deadline,
+// MaxElapsed, breaker, budget). The retry is hedged only while the call
+// has hedges left: h.MaxHedges bounds the hedges of the whole call, so
+// with one hedge a retry after a hedged round is not hedged. Hedges do
+// not multiply the retry schedule: retries happen only when nothing is in
+// flight, and no hedge starts past Policy.MaxElapsed or the caller's
+// deadline less Policy.MinAttemptTime.
 //
 // When an attempt wins or is fatal, the others are cancelled through
 // their contexts, and Do returns once all of them have returned (op must
@@ -116,6 +126,13 @@ var zeroHedger Hedger
 // (Call.Panic: Observer, breaker and budget see the attempt fail), the
 // other attempts are cancelled and waited for, held values are released,
 // and the panic goes on in the calling goroutine (a hedge's panic too).
+// A panic in release, on any goroutine, stops the call the same way (no
+// further hedge or retry; the attempts still running are cancelled and
+// waited for): the call ends for the Observer, breaker and budget as its
+// attempts decided (success with a winner, otherwise given up as
+// retry.ReasonPermanent), every other value Do holds is released, the
+// winner's included, and the first such panic goes on in the calling
+// goroutine.
 func Do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, error), release func(T)) (T, error) {
 	v, _, err := do(ctx, h, op, release, false)
 	return v, err

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
@@ -43,7 +45,8 @@ func Hedgeable(req *http.Request) bool {
 //
 // Policy.AttemptTimeout bounds each copy until its response headers come,
 // not the reading of the winner's body. Transport does not modify the
-// caller's request, and closes its body.
+// caller's request, and closes its body, whether or not it was sent (a
+// request the breaker refused, or whose context had ended, included).
 type Transport struct {
 	Next   http.RoundTripper // nil: http.DefaultTransport
 	Hedger *Hedger           // nil: the zero Hedger
@@ -87,11 +90,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		a.once = true
 	}
 	resp, kept, err := do(ctx, &hc, a.do, discard, true)
+	if a.once && !a.sent && req.Body != nil {
+		// Never sent (the breaker refused, the context had ended): the
+		// RoundTripper contract still asks for the body to be closed.
+		req.Body.Close()
+	}
 	if resp == nil {
 		return nil, err
 	}
-	if kept != nil && resp.Body != nil {
-		resp.Body = &keptBody{ReadCloser: resp.Body, ctx: kept}
+	if kept != nil {
+		if resp.Body != nil {
+			resp.Body = &keptBody{ReadCloser: resp.Body, ctx: kept}
+		} else {
+			kept.cancel() // no body to end it
+		}
 	}
 	return resp, nil
 }
@@ -102,6 +114,7 @@ type httpAttempt struct {
 	timeout time.Duration
 	clk     clock.Clock
 	once    bool // not hedgeable: send req itself, body and all
+	sent    bool // once: req went to next, which closes its body
 }
 
 // errHeaderTimeout is the cause of a copy cut by AttemptTimeout.
@@ -117,6 +130,7 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 	var r *http.Request
 	if a.once {
 		r = a.req.WithContext(ctx)
+		a.sent = true
 	} else if r = a.req.Clone(ctx); a.req.Body != nil && a.req.Body != http.NoBody {
 		b, err := a.req.GetBody()
 		if err != nil {
@@ -125,7 +139,8 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 		r.Body = b
 	}
 	if a.timeout <= 0 {
-		return classify(a.next.RoundTrip(r))
+		resp, err := a.next.RoundTrip(r)
+		return classify(resp, err, a.clk)
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	t := a.clk.AfterFunc(a.timeout, func() { cancel(errHeaderTimeout) })
@@ -143,14 +158,17 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
-	return classify(resp, nil)
+	return classify(resp, nil, a.clk)
 }
 
 // classify turns a response into the attempt's result: an answer (nil
 // error), a failure worth another copy (a retryable status), or a fatal
 // one (another 5xx). A failed response's body is read into memory, so
 // that it outlives the attempt's context and its connection is reused.
-func classify(resp *http.Response, err error) (*http.Response, error) {
+// Its Retry-After is read on clk (an HTTP date is relative to it); one
+// too large for a time.Duration is clamped to the longest one, not
+// ignored, so that the Policy's MaxRetryAfter stops the call.
+func classify(resp *http.Response, err error, clk clock.Clock) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +182,28 @@ func classify(resp *http.Response, err error) (*http.Response, error) {
 		return resp, retry.Permanent(fail)
 	}
 	if v := resp.Header.Get("Retry-After"); v != "" {
-		if d, ok := httpretry.ParseRetryAfter(v, time.Now()); ok {
+		if d, ok := httpretry.ParseRetryAfter(v, clk.Now()); ok {
 			fail = retry.After(fail, d)
+		} else if hugeRetryAfter(v) {
+			fail = retry.After(fail, math.MaxInt64)
 		}
 	}
 	return resp, fail
+}
+
+// hugeRetryAfter reports whether v, which httpretry.ParseRetryAfter
+// refused, is well formed but beyond what a time.Duration holds: digits
+// only, or an HTTP date.
+func hugeRetryAfter(v string) bool {
+	v = strings.Trim(v, " \t")
+	if v == "" {
+		return false
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		return true
+	}
+	_, err := http.ParseTime(v)
+	return err == nil
 }
 
 func keep(resp *http.Response) {

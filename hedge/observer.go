@@ -18,7 +18,9 @@ import (
 // Methods are called while the call's state is locked, from the goroutine
 // that made the event happen (the caller's, a hedge's, or the clock's
 // timer): they must be quick, safe for concurrent use, and must not call
-// back into the call. ctx is the attempt's context as AttemptStart
+// back into the call. A method that panics stops the call as a panicking
+// op does, and the panic goes on in the caller's goroutine (never in a
+// goroutine of Do's or the clock's). ctx is the attempt's context as AttemptStart
 // returned it (so a tracer finds the attempt's span in it).
 type Observer interface {
 	// HedgeStarted is called when a hedge attempt has begun (after its
@@ -26,14 +28,16 @@ type Observer interface {
 	HedgeStarted(ctx context.Context, e Event)
 	// HedgeWon is called when a hedge attempt gave the call's result.
 	HedgeWon(ctx context.Context, e Event)
-	// HedgeCancelled is called when an attempt (a hedge or the attempt it
-	// hedged; see Event.Hedge) was cancelled because another attempt
-	// answered first or a fatal result stopped the call.
+	// HedgeCancelled is called when an attempt was cancelled because
+	// another attempt answered first or a fatal result (or a panic)
+	// stopped the call: a hedge (Event.Hedge true) or the attempt it
+	// hedged (Event.Hedge false: the call's first attempt, or a retry).
 	HedgeCancelled(ctx context.Context, e Event)
 	// HedgeRefused is called when a hedge was due but not started:
 	// Event.Reason says why (retry.ReasonBudget, ReasonBreaker,
-	// ReasonAttempts or ReasonDeadline). No further hedge starts in that
-	// call; running attempts go on.
+	// ReasonAttempts, ReasonDeadline — the caller's deadline or
+	// Policy.MaxElapsed —, ReasonNested or ReasonThrottled). No further
+	// hedge starts in that call; running attempts go on.
 	HedgeRefused(ctx context.Context, e Event)
 }
 

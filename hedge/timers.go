@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,7 @@ func (t *sharedTimer) Reset(d time.Duration) bool {
 	was := pending(t.state.Load())
 	s.take(t)
 	t.state.Store(tHeaped)
-	s.pushAt(t, now, now+int64(d))
+	s.pushAt(t, now, satAdd(now, int64(d)))
 	s.mu.Unlock()
 	return was
 }
@@ -209,10 +210,15 @@ func (s *timerShard) pushAt(t *sharedTimer, now, when int64) {
 	}
 }
 
-// arm sets the shard's runtime timer for when; s.mu is held.
+// arm sets the shard's runtime timer for when; s.mu is held. A deadline
+// already past (whatever its value) sets it to go off at once, so no
+// entry can hold the shard's timer back from the entries after it.
 func (s *timerShard) arm(now, when int64) {
 	s.at = max(when, 1)
-	d := time.Duration(when - now)
+	d := time.Duration(0)
+	if when > now {
+		d = time.Duration(when - now)
+	}
 	if s.t == nil {
 		s.t = time.AfterFunc(d, s.fire)
 		return
@@ -236,7 +242,7 @@ func (s *timerShard) resolve() {
 			if t.state.CompareAndSwap(tListed, tHeaped) {
 				now := monoNow()
 				s.take(t)
-				s.pushAt(t, now, now+t.d)
+				s.pushAt(t, now, satAdd(now, t.d))
 			}
 		case tParked:
 			if t.parked++; t.parked >= parkTicks && t.state.CompareAndSwap(tParked, tIdle) {
@@ -348,4 +354,16 @@ func (s *timerShard) down(i int) bool {
 		i = m
 	}
 	return i > i0
+}
+
+// satAdd returns a+b, saturated at the ends of int64: a deadline for a
+// delay near math.MaxInt64 is the far future, not the past.
+func satAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }

@@ -61,6 +61,7 @@
 //	stormguard.adaptive.refused {attempt}          -> stormguard_adaptive_refused_total{operation}
 //	stormguard.hedges {attempt}                    -> stormguard_hedges_total{operation,result}
 //	stormguard.hedges.refused {hedge}              -> stormguard_hedges_refused_total{operation,reason}
+//	stormguard.hedges.delay s                      -> stormguard_hedges_delay_seconds{operation}
 //	stormguard.queue.dropped_records {record}      -> stormguard_queue_dropped_records_total{queue}
 //	stormguard.queue.refused {task}                -> stormguard_queue_refused_total{queue}
 //	stormguard.queue.depth {record}                -> stormguard_queue_depth{queue}

@@ -3,6 +3,7 @@ package otelretry
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -38,11 +39,12 @@ const (
 const (
 	hedgeStarted = iota
 	hedgeWon
-	hedgeCancelled
+	hedgeCancelled // a hedge
+	firstCancelled // the attempt a hedge hedged (Event.Hedge false)
 	numHedgeResults
 )
 
-var hedgeResultNames = [numHedgeResults]string{"started", "won", "cancelled"}
+var hedgeResultNames = [numHedgeResults]string{"started", "won", "hedge_cancelled", "first_cancelled"}
 
 // keyReason is the reason attribute of stormguard.hedges.refused (the
 // result attribute of stormguard.hedges is config.go's keyResult).
@@ -102,14 +104,21 @@ func (o *Observer) HedgeWon(ctx context.Context, e hedge.Event) {
 	o.hedges.Add(ctx, 1, o.ops.Get(e.Operation).hedge.results[hedgeWon]...)
 }
 
-// HedgeCancelled counts the attempt in stormguard.hedges{result="cancelled"}.
-// (Its span, ended by AttemptEnd just before, has the hedge.cancelled
-// event.)
+// HedgeCancelled counts the attempt cancelled because another answered
+// first or a fatal result stopped the call: a hedge in
+// stormguard.hedges{result="hedge_cancelled"}, the attempt it hedged (the
+// call's first attempt or a retry; Event.Hedge false) in
+// stormguard.hedges{result="first_cancelled"}. (Its span, ended by
+// AttemptEnd just before, has the hedge.cancelled event.)
 func (o *Observer) HedgeCancelled(ctx context.Context, e hedge.Event) {
 	if o == nil {
 		return
 	}
-	o.hedges.Add(ctx, 1, o.ops.Get(e.Operation).hedge.results[hedgeCancelled]...)
+	r := firstCancelled
+	if e.Hedge {
+		r = hedgeCancelled
+	}
+	o.hedges.Add(ctx, 1, o.ops.Get(e.Operation).hedge.results[r]...)
 }
 
 // HedgeRefused counts a hedge that was due but not started in
@@ -145,4 +154,70 @@ func (o *Observer) hedgeEnd(span trace.Span, e retry.AttemptEnd) (lost bool) {
 		return true
 	}
 	return false
+}
+
+// hedgeWatches are the Adaptive delays WatchAdaptive reports.
+type hedgeWatches struct {
+	mu sync.Mutex
+	m  map[string]*adaptiveWatch // by operation label
+}
+
+type adaptiveWatch struct {
+	a    *hedge.Adaptive
+	opts []metric.ObserveOption
+}
+
+// newHedgeInstruments makes the hedge delay gauge (New calls it).
+func (o *Observer) newHedgeInstruments(m metric.Meter, name func(string) string, add func(error)) {
+	o.hedgeWatch.m = make(map[string]*adaptiveWatch)
+	_, err := m.Float64ObservableGauge(name("hedges.delay"), metric.WithUnit("s"),
+		metric.WithDescription("The hedge delay an Adaptive gives now (a percentile of recent latencies, losers of hedge races counted as censored samples); absent until it has enough samples."),
+		metric.WithFloat64Callback(o.observeHedgeDelays))
+	add(err)
+}
+
+// WatchAdaptive reports a's current delay (Adaptive.Delay: the hedge
+// delay a call starting now waits before hedging) as the observable gauge
+// stormguard.hedges.delay{operation}, in seconds, read at every
+// collection (stormguard_hedges_delay_seconds through the Prometheus
+// exporter, as the promretry module exports it). No point is reported
+// while a has too few samples (the Hedger's fixed Delay then applies).
+// Watching another Adaptive under the same operation replaces the first
+// one. The returned function stops watching; it is safe to call more than
+// once. A nil Observer or Adaptive does nothing.
+func (o *Observer) WatchAdaptive(operation string, a *hedge.Adaptive) (unwatch func()) {
+	if o == nil || a == nil {
+		return func() {}
+	}
+	label := o.ops.Get(operation).label
+	w := &adaptiveWatch{a: a, opts: []metric.ObserveOption{
+		metric.WithAttributeSet(attribute.NewSet(keyOperation.String(label)))}}
+	hw := &o.hedgeWatch
+	hw.mu.Lock()
+	hw.m[label] = w
+	hw.mu.Unlock()
+	return func() {
+		hw.mu.Lock()
+		if hw.m[label] == w {
+			delete(hw.m, label)
+		}
+		hw.mu.Unlock()
+	}
+}
+
+// observeHedgeDelays is the delay gauge's callback.
+func (o *Observer) observeHedgeDelays(_ context.Context, obs metric.Float64Observer) error {
+	hw := &o.hedgeWatch
+	hw.mu.Lock()
+	ws := make([]*adaptiveWatch, 0, len(hw.m))
+	for _, w := range hw.m {
+		ws = append(ws, w)
+	}
+	hw.mu.Unlock()
+	for _, w := range ws {
+		if d, ok := w.a.Delay(); ok {
+			obs.Observe(d.Seconds(), w.opts...)
+		}
+	}
+	return nil
 }

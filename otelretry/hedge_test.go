@@ -108,7 +108,7 @@ func eventNames(s sdktrace.ReadOnlySpan) []string {
 // exactly at the delay, under the caller's span like every attempt; the
 // hedge's span is marked stormguard.hedge=true with hedge.started (the
 // delay) and hedge.won, the first attempt's span has hedge.cancelled and
-// no Error status, and the counters say started, won, cancelled.
+// no Error status, and the counters say started, won, first_cancelled.
 func TestHedgeSpansAndMetrics(t *testing.T) {
 	h := newHarness(t, otelretry.Config{})
 	clk := clocktest.NewFake()
@@ -135,10 +135,13 @@ func TestHedgeSpansAndMetrics(t *testing.T) {
 	}
 	parent.End()
 
-	for _, r := range []string{"started", "won", "cancelled"} {
+	for _, r := range []string{"started", "won", "first_cancelled"} {
 		if v := h.value(t, "stormguard.hedges", op("search"), attribute.String("result", r)); v != 1 {
 			t.Errorf("hedges{%s} = %v, want 1", r, v)
 		}
+	}
+	if v, ok := h.point(t, "stormguard.hedges", op("search"), attribute.String("result", "hedge_cancelled")); ok && v != 0 {
+		t.Errorf("hedges{hedge_cancelled} = %v, want 0", v)
 	}
 	spans := attemptSpans(h)
 	if len(spans) != 2 {
@@ -258,4 +261,55 @@ func BenchmarkHedgeEventsMetrics(b *testing.B) {
 	for b.Loop() {
 		otelHedgeEvents(ctx, o)
 	}
+}
+
+// TestHedgeCancelledSplitsHedgesAndFirstAttempts: a cancelled hedge and a
+// cancelled first attempt (the attempt a hedge hedged) count apart.
+func TestHedgeCancelledSplitsHedgesAndFirstAttempts(t *testing.T) {
+	h := newHarness(t, otelretry.Config{})
+	ctx := context.Background()
+	h.obs.HedgeCancelled(ctx, hedge.Event{Operation: "op", Attempt: 2, Hedge: true})
+	h.obs.HedgeCancelled(ctx, hedge.Event{Operation: "op", Attempt: 1})
+	h.obs.HedgeCancelled(ctx, hedge.Event{Operation: "op", Attempt: 3})
+	if v := h.value(t, "stormguard.hedges", op("op"), attribute.String("result", "hedge_cancelled")); v != 1 {
+		t.Errorf("hedges{hedge_cancelled} = %v, want 1", v)
+	}
+	if v := h.value(t, "stormguard.hedges", op("op"), attribute.String("result", "first_cancelled")); v != 2 {
+		t.Errorf("hedges{first_cancelled} = %v, want 2", v)
+	}
+	if _, ok := h.point(t, "stormguard.hedges", op("op"), attribute.String("result", "cancelled")); ok {
+		t.Error(`result="cancelled" still reported`)
+	}
+}
+
+// TestHedgeDelayGauge: WatchAdaptive reports the Adaptive's current delay
+// as stormguard.hedges.delay{operation} in seconds, once it has one;
+// unwatch removes it.
+func TestHedgeDelayGauge(t *testing.T) {
+	h := newHarness(t, otelretry.Config{})
+	clk := clocktest.NewFake()
+	a := hedge.NewAdaptive(hedge.AdaptiveConfig{Clock: clk})
+	unwatch := h.obs.WatchAdaptive("search", a)
+	if _, ok := h.point(t, "stormguard.hedges.delay", op("search")); ok {
+		t.Fatal("a delay reported before the Adaptive has one")
+	}
+	for range 100 {
+		a.Observe(40 * time.Millisecond)
+	}
+	clk.Advance(time.Second)
+	d, ok := a.Delay()
+	if !ok {
+		t.Fatal("no adaptive delay")
+	}
+	if v := h.value(t, "stormguard.hedges.delay", op("search")); v != d.Seconds() {
+		t.Fatalf("stormguard.hedges.delay = %v, want %v", v, d.Seconds())
+	}
+	unwatch()
+	unwatch()
+	if _, ok := h.point(t, "stormguard.hedges.delay", op("search")); ok {
+		t.Fatal("reported after unwatch")
+	}
+	var nilO *otelretry.Observer
+	nilO.WatchAdaptive("x", a)()
+	h.obs.WatchAdaptive("x", nil)()
 }

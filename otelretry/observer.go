@@ -105,7 +105,8 @@ type Observer struct {
 	limiterInst   limiterInstruments
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 
-	hedgeSpans sync.Map // trace.Span -> struct{}: spans of hedges running (HedgeStarted to AttemptEnd)
+	hedgeSpans sync.Map     // trace.Span -> struct{}: spans of hedges running (HedgeStarted to AttemptEnd)
+	hedgeWatch hedgeWatches // hedge.go
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
@@ -223,12 +224,13 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithInt64Callback(o.observeConfig))
 	add(err)
 	o.hedges, err = m.Int64Counter(name("hedges"), metric.WithUnit("{attempt}"),
-		metric.WithDescription("Hedged attempts: sent because no attempt answered within the hedge delay (started), that gave the call's result (won), and attempts cancelled because another answered first (cancelled)."))
+		metric.WithDescription("Hedged attempts: sent because no attempt answered within the hedge delay (started), that gave the call's result (won), cancelled because another attempt answered first (hedge_cancelled), and the attempts they hedged cancelled because a hedge answered first (first_cancelled)."))
 	add(err)
 	o.hedgesRefused, err = m.Int64Counter(name("hedges.refused"), metric.WithUnit("{hedge}"),
 		metric.WithDescription("Hedges that were due but not sent, by reason (budget, breaker, attempts, deadline, nested, throttled); the attempts in flight went on."))
 	add(err)
 	o.newLimiterInstruments(m, name, add)
+	o.newHedgeInstruments(m, name, add)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
 	}

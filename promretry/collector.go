@@ -83,8 +83,9 @@ type Config struct {
 //	stormguard_adaptive_measured_rate{operation}                             gauge
 //	stormguard_adaptive_waits_total{operation}                               counter
 //	stormguard_adaptive_refused_total{operation}                             counter
-//	stormguard_hedges_total{operation,result="started|won|cancelled"}        counter
+//	stormguard_hedges_total{operation,result="started|won|hedge_cancelled|first_cancelled"} counter
 //	stormguard_hedges_refused_total{operation,reason}                        counter
+//	stormguard_hedges_delay_seconds{operation}                               gauge
 //	stormguard_queue_dropped_records_total{queue}                            counter
 //	stormguard_queue_refused_total{queue}                                    counter
 //	stormguard_queue_depth{queue}                                            gauge
@@ -94,10 +95,12 @@ type Config struct {
 // The last two are fed by ConfigReload. The hedge counters are fed by
 // hedge.Do through the hedge.Observer methods (HedgeStarted, HedgeWon,
 // HedgeCancelled, HedgeRefused): started counts hedges sent, won those
-// that gave the call's result, cancelled every attempt (a hedge or the
-// attempt it hedged) cancelled because another answered first; refused
+// that gave the call's result, hedge_cancelled the hedges and
+// first_cancelled the attempts they hedged (a call's first attempt or a
+// retry) cancelled because another answered first; refused
 // counts hedges that were due but not sent, by the reason hedge.Event
-// gives (budget, breaker, attempts, deadline, nested, throttled).
+// gives (budget, breaker, attempts, deadline, nested, throttled). The
+// delay gauge is fed by WatchAdaptive.
 //
 // The attempts outcome label takes retry.Outcome's values (success, error,
 // permanent_error, timeout, canceled); the calls outcome label takes
@@ -134,6 +137,7 @@ type Collector struct {
 	adaptiveRefused      *prometheus.Desc
 	hedgesDesc           *prometheus.Desc
 	hedgesRefusedDesc    *prometheus.Desc
+	hedgeWatch           hedgeWatches // hedge.go
 
 	transitions   *prometheus.CounterVec
 	queueDropped  *prometheus.CounterVec
@@ -242,7 +246,7 @@ func New(cfg Config) *Collector {
 			"Attempts the AWS adaptive-mode rate limiter refused because the wait for a token would not end before their deadline.",
 			"operation"),
 		hedgesDesc: desc("hedges_total",
-			"Hedged attempts: sent because no attempt answered within the hedge delay (started), that gave the call's result (won), and attempts cancelled because another answered first (cancelled).",
+			"Hedged attempts: sent because no attempt answered within the hedge delay (started), that gave the call's result (won), cancelled because another attempt answered first (hedge_cancelled), and the attempts they hedged cancelled because a hedge answered first (first_cancelled).",
 			"operation", "result"),
 		hedgesRefusedDesc: desc("hedges_refused_total",
 			"Hedges that were due but not sent, by reason (budget, breaker, attempts, deadline, nested, throttled); the attempts in flight went on.",
@@ -270,6 +274,7 @@ func New(cfg Config) *Collector {
 		limiters:      make(map[string]*limiterWatch),
 		limiterTotals: make(map[string]*limiterTotals),
 	}
+	c.hedgeWatch = newHedgeWatches(desc)
 	bounds, upper := bucketBounds(buckets)
 	c.ops = labels.New(maxOps, func(label string) *opMetrics {
 		return &opMetrics{name: label, duration: newDurationHistogram(bounds, upper)}
@@ -304,6 +309,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.adaptiveRefused
 	ch <- c.hedgesDesc
 	ch <- c.hedgesRefusedDesc
+	ch <- c.hedgeWatch.desc
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
 	c.queueRefused.Describe(ch)
@@ -346,6 +352,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.ops.Values() {
 		c.collectOp(ch, m)
 	}
+	c.collectHedgeDelays(ch)
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
 	c.queueRefused.Collect(ch)

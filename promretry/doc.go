@@ -29,8 +29,11 @@
 //
 // The Collector also implements hedge.Observer: as the Observer of the
 // Policy a hedge.Hedger uses (alone or in a retry.Multi), it counts hedges
-// started, won and cancelled in stormguard_hedges_total{result} and hedges
-// refused in stormguard_hedges_refused_total{reason}.
+// started, won and cancelled, and the attempts they hedged cancelled, in
+// stormguard_hedges_total{result} (started, won, hedge_cancelled,
+// first_cancelled) and hedges refused in
+// stormguard_hedges_refused_total{reason}; WatchAdaptive exports an
+// Adaptive's current delay as stormguard_hedges_delay_seconds.
 //
 // The metric names and labels are a contract shared with the dashboards and
 // alerting rules in the repository's ops/ folder and with the otelretry module;

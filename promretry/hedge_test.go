@@ -1,12 +1,17 @@
 package promretry_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/hedge"
@@ -92,11 +97,12 @@ func awaitResult(t *testing.T, out chan doResult) doResult {
 	return doResult{}
 }
 
-// hedges returns stormguard_hedges_total{operation=op} by result.
-func hedges(t *testing.T, g prometheus.Gatherer, op string) [3]float64 {
+// hedges returns stormguard_hedges_total{operation=op} by result:
+// started, won, hedge_cancelled, first_cancelled.
+func hedges(t *testing.T, g prometheus.Gatherer, op string) [4]float64 {
 	t.Helper()
-	var out [3]float64
-	for i, r := range []string{"started", "won", "cancelled"} {
+	var out [4]float64
+	for i, r := range []string{"started", "won", "hedge_cancelled", "first_cancelled"} {
 		out[i] = value(t, g, "stormguard_hedges_total", "operation", op, "result", r)
 	}
 	return out
@@ -112,7 +118,7 @@ func hedgePolicy(clk *clocktest.Fake, obs retry.Observer) *retry.Policy {
 func TestHedgeMetricsFromDo(t *testing.T) {
 	c := promretry.New(promretry.Config{Operations: []string{"search"}})
 	reg := registry(t, c)
-	if got := hedges(t, reg, "search"); got != [3]float64{} {
+	if got := hedges(t, reg, "search"); got != [4]float64{} {
 		t.Fatalf("before any call: %v", got)
 	}
 	for _, r := range []string{"budget", "breaker", "attempts", "deadline", "nested", "throttled"} {
@@ -128,20 +134,20 @@ func TestHedgeMetricsFromDo(t *testing.T) {
 	clk.BlockUntil(1)
 	clk.Advance(50*time.Millisecond - time.Nanosecond)
 	s.noStart(t)
-	if got := hedges(t, reg, "search"); got != [3]float64{} {
+	if got := hedges(t, reg, "search"); got != [4]float64{} {
 		t.Fatalf("before the delay: %v", got)
 	}
 	clk.Advance(time.Nanosecond)
 	s.wait(t, 2)
-	if got := hedges(t, reg, "search"); got != [3]float64{1, 0, 0} {
-		t.Fatalf("at the delay: started, won, cancelled = %v, want [1 0 0]", got)
+	if got := hedges(t, reg, "search"); got != [4]float64{1, 0, 0, 0} {
+		t.Fatalf("at the delay: started, won, hedge_cancelled, first_cancelled = %v, want [1 0 0 0]", got)
 	}
 	s.answers[2] <- nil
 	if r := awaitResult(t, out); r.err != nil || r.v != 2 {
 		t.Fatalf("Do = %d, %v; want the hedge's 2", r.v, r.err)
 	}
-	if got := hedges(t, reg, "search"); got != [3]float64{1, 1, 1} {
-		t.Fatalf("after the hedge won: started, won, cancelled = %v, want [1 1 1]", got)
+	if got := hedges(t, reg, "search"); got != [4]float64{1, 1, 0, 1} {
+		t.Fatalf("after the hedge won: started, won, hedge_cancelled, first_cancelled = %v, want [1 1 0 1]", got)
 	}
 	// The attempts themselves: two, the hedge counted as a retry; the
 	// cancelled first attempt as canceled.
@@ -176,8 +182,8 @@ func TestHedgeRefusedByBudget(t *testing.T) {
 	if r := awaitResult(t, out); r.err != nil || r.v != 1 {
 		t.Fatalf("Do = %d, %v; want 1", r.v, r.err)
 	}
-	if got := hedges(t, reg, "search"); got != [3]float64{} {
-		t.Fatalf("started, won, cancelled = %v, want none", got)
+	if got := hedges(t, reg, "search"); got != [4]float64{} {
+		t.Fatalf("started, won, hedge_cancelled, first_cancelled = %v, want none", got)
 	}
 }
 
@@ -236,5 +242,86 @@ func BenchmarkCollectorHedgeEvents(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		hedgeEvents(ctx, c)
+	}
+}
+
+// TestHedgeCancelledSplitsHedgesAndFirstAttempts: a cancelled hedge and a
+// cancelled first attempt (the attempt a hedge hedged) count apart.
+func TestHedgeCancelledSplitsHedgesAndFirstAttempts(t *testing.T) {
+	c := promretry.New(promretry.Config{})
+	reg := registry(t, c)
+	c.HedgeCancelled(t.Context(), hedge.Event{Operation: "op", Attempt: 2, Hedge: true})
+	c.HedgeCancelled(t.Context(), hedge.Event{Operation: "op", Attempt: 1})
+	c.HedgeCancelled(t.Context(), hedge.Event{Operation: "op", Attempt: 3})
+	if got := hedges(t, reg, "op"); got != [4]float64{0, 0, 1, 2} {
+		t.Fatalf("started, won, hedge_cancelled, first_cancelled = %v, want [0 0 1 2]", got)
+	}
+	if m := find(t, reg, "stormguard_hedges_total", "operation", "op", "result", "cancelled"); m != nil {
+		t.Fatal(`result="cancelled" still exported`)
+	}
+}
+
+// TestHedgeDelayGauge: WatchAdaptive exports the Adaptive's current delay
+// as stormguard_hedges_delay_seconds{operation}, once it has one; unwatch
+// removes it. The exposition passes promtool check metrics.
+func TestHedgeDelayGauge(t *testing.T) {
+	c := promretry.New(promretry.Config{})
+	reg := registry(t, c)
+	clk := clocktest.NewFake()
+	a := hedge.NewAdaptive(hedge.AdaptiveConfig{Clock: clk})
+	unwatch := c.WatchAdaptive("search", a)
+	if m := find(t, reg, "stormguard_hedges_delay_seconds", "operation", "search"); m != nil {
+		t.Fatal("a delay exported before the Adaptive has one")
+	}
+	for range 100 {
+		a.Observe(40 * time.Millisecond)
+	}
+	clk.Advance(time.Second)
+	d, ok := a.Delay()
+	if !ok {
+		t.Fatal("no adaptive delay")
+	}
+	if v := value(t, reg, "stormguard_hedges_delay_seconds", "operation", "search"); v != d.Seconds() {
+		t.Fatalf("stormguard_hedges_delay_seconds = %v, want %v", v, d.Seconds())
+	}
+	promtoolCheckMetrics(t, reg)
+	unwatch()
+	unwatch()
+	if m := find(t, reg, "stormguard_hedges_delay_seconds", "operation", "search"); m != nil {
+		t.Fatal("exported after unwatch")
+	}
+	var nilC *promretry.Collector
+	nilC.WatchAdaptive("x", a)()
+	c.WatchAdaptive("x", nil)()
+}
+
+// promtoolCheckMetrics lints g's exposition with promtool check metrics
+// (skipped without promtool, except under CI=true).
+func promtoolCheckMetrics(t *testing.T, g prometheus.Gatherer) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not installed; CI=true requires it")
+		}
+		t.Skip("promtool not installed")
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "stormguard_hedges") {
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = &buf
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }

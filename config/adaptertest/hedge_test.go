@@ -118,7 +118,7 @@ func checkHedges(t *testing.T, regs map[string]*prometheus.Registry, op string, 
 	t.Helper()
 	for name, reg := range regs {
 		got := series(t, reg, "stormguard_hedges_total")
-		for _, r := range []string{"started", "won", "cancelled"} {
+		for _, r := range []string{"started", "won", "first_cancelled"} {
 			if v := got["operation="+op+",result="+r]; v != want {
 				t.Errorf("%s: stormguard_hedges_total{operation=%q,result=%q} = %v, want %v (series %v)", name, op, r, v, want, got)
 			}
