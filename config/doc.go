@@ -178,6 +178,15 @@
 // Apply succeeds (and says so in the log when a handle is asked for): use
 // it to apply a File built in code; for a file on disk, use Open.
 //
+// A file is applied all or nothing: its budgets, breakers and limiters
+// are built and handed to the watch hooks (Options.OnBudget, OnBreaker,
+// OnLimiter and the observers' Watch* methods) before any handle serves
+// them. If a hook panics, the file is not applied: the old policies keep
+// serving under the old version, the reload is counted as rejected
+// (ReloadResult "failure", an error matching ErrHookPanic), and the panic
+// goes on to the caller of Reload or Apply; under Watch it is recovered
+// and reported, and the watch goes on.
+//
 // Reloads are serialised: Reload (from Watch, a SIGHUP handler, or both)
 // reads, applies and reports one file at a time, so the file read last is
 // the one in force and the last report names it.

@@ -160,26 +160,25 @@ func (h *Handle) Hedger() *hedge.Hedger {
 	return &hedge.Hedger{Policy: h, MaxHedges: hedge.NoHedges}
 }
 
-// assignHedger builds h's Hedger from spec. It must be called with the
-// Registry's mu held.
-func (r *Registry) assignHedger(h *Handle, spec *PolicySpec) {
+// planHedger works out st's Hedger from its spec, keeping the handle's
+// Adaptive while its settings are unchanged; it changes nothing until
+// st.store. It must be called with the Registry's mu held.
+func (r *Registry) planHedger(st *handleState) {
+	h, spec := st.h, st.spec
 	hd := &hedge.Hedger{Policy: h, MaxHedges: hedge.NoHedges}
 	if spec != nil && spec.Hedge != nil {
 		s := spec.Hedge
 		hd.Delay, hd.MaxHedges = s.Delay, s.MaxHedges
 		if s.Adaptive != nil {
 			key := adaptiveKey(s.Adaptive)
-			if h.adaptive == nil || h.adaptiveKey != key {
+			st.adaptive, st.adaptiveKey = h.adaptive, h.adaptiveKey
+			if st.adaptive == nil || st.adaptiveKey != key {
 				c := *s.Adaptive
 				c.Clock = r.opts.Clock
-				h.adaptive, h.adaptiveKey = hedge.NewAdaptive(c), key
+				st.adaptive, st.adaptiveKey = hedge.NewAdaptive(c), key
 			}
-			hd.Adaptive = h.adaptive
-		} else {
-			h.adaptive, h.adaptiveKey = nil, ""
+			hd.Adaptive = st.adaptive
 		}
-	} else {
-		h.adaptive, h.adaptiveKey = nil, ""
 	}
-	h.hedger.Store(hd)
+	st.hedger = hd
 }

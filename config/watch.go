@@ -113,7 +113,7 @@ func (r *Registry) Watch(path string, opts WatchOptions) (*Watcher, error) {
 		}
 	}
 	follow()
-	if err := r.Reload(path); err != nil && r.Version() == "" {
+	if err := r.reload(path); err != nil && r.Version() == "" {
 		w.Close()
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (r *Registry) watchLoop(w *fsnotify.Watcher, stop <-chan struct{}, path str
 			return
 		case ev, ok := <-w.Events:
 			if !ok {
-				r.watchError(errWatcherClosed)
+				r.safely(func() { r.watchError(errWatcherClosed) })
 				return
 			}
 			if ev.Op == fsnotify.Chmod {
@@ -146,19 +146,32 @@ func (r *Registry) watchLoop(w *fsnotify.Watcher, stop <-chan struct{}, path str
 			timer.Reset(debounce)
 		case err, ok := <-w.Errors:
 			if !ok {
-				r.watchError(errWatcherClosed)
+				r.safely(func() { r.watchError(errWatcherClosed) })
 				return
 			}
-			r.watchError(err)
+			r.safely(func() { r.watchError(err) })
 			timer.Reset(debounce) // events may have been lost: read the file again
 		case <-timer.C():
 			follow()
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 				continue // mid-swap: the new file will raise another event
 			}
-			r.Reload(path) // reports its own errors
+			r.safely(func() { r.reload(path) }) // reports its own errors
 		}
 	}
+}
+
+// safely runs f on the watch goroutine, recovering a panic of a callback
+// it calls (OnReload, a ReloadObserver; the watch hooks are recovered by
+// apply itself) so that the watch, and the process, go on. The panic is
+// logged at Error.
+func (r *Registry) safely(f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.logger().Error("config: a reload callback panicked on the watch goroutine; recovered, the watch goes on", "panic", v)
+		}
+	}()
+	f()
 }
 
 // errWatcherClosed is reported (as a watch error) if fsnotify closes its
