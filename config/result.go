@@ -48,3 +48,11 @@ func ReloadResult(err error) string {
 // under the old version, and the reload is counted as rejected
 // (ResultFailure).
 var ErrHookPanic = errors.New("config: a watch hook panicked")
+
+// ErrWatchLost is matched (errors.Is) by the watch error Watch reports
+// while a directory it must watch cannot be watched (it was deleted,
+// renamed away, or made again and not yet watched). It also matches
+// ErrWatch (ResultWatchError). Watch tries again every
+// WatchOptions.RetryInterval, reporting each failed try, and reloads from
+// disk once the watch is back.
+var ErrWatchLost = errors.New("config: a watched directory is gone")
