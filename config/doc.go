@@ -169,6 +169,13 @@
 // Prometheus collector counts reloads and exports the version). Budgets and
 // breakers whose settings did not change keep their state across a reload.
 //
+// Only events of the policy file and of the links on its way count: a
+// busy log beside it does not postpone a reload, and a burst of edits
+// postpones it at most WatchOptions.MaxDelay. A watched directory that is
+// deleted or made again is watched again once it is back (reported until
+// then as a watch error matching ErrWatchLost), and a policy file that
+// stays deleted is reported as a rejected reload until it is back.
+//
 // An operation in use — one a Handle was obtained for, or one the file in
 // force lists under operations — must keep a policy: a file that lists it
 // nowhere and has no default is refused, naming the operation, and the
