@@ -43,6 +43,7 @@
 //	    limiter:                   # sheds attempts on the client before they are sent (Policy.Limiter)
 //	      kind: sre                # sre: k, window, buckets, max_rejection, min_requests
 //	      k: 2                     # aws_adaptive: beta, scale_constant, smoothing, min_fill_rate
+//	      throttle_on: overload    # both kinds: aws|overload or a list; left out: aws for aws_adaptive, overload for sre
 //	    hedge:                     # hedged requests (Handle.Hedger): another attempt after delay
 //	      delay: 50ms              #   with no answer; positive (0 is refused); may be left out with adaptive
 //	      max_hedges: 1            #   at most max_attempts - 1; left out: 1
@@ -85,7 +86,14 @@
 // min_requests: 0 means no floor, left out it is 16); kind: aws_adaptive is
 // the AWS SDKs' adaptive-mode rate limiter (throttle.Adaptive, fields of
 // throttle.AdaptiveConfig: beta, scale_constant, smoothing, min_fill_rate).
-// Fields left out take the throttle package's defaults, and each block is
+// throttle_on (both kinds; SREConfig.Overload, AdaptiveConfig.Throttled)
+// names which errors are throttling answers: aws (budget.IsThrottle: the
+// AWS throttling codes, such as an HTTP 400 ThrottlingException, and HTTP
+// 429), overload (throttle.IsOverload: HTTP 429 and 503, OverloadReporter
+// errors, the overload marker), or a list of both (either counts). Left
+// out, aws_adaptive uses aws, so that it acts on the answers AWS sends,
+// and sre uses overload. Other fields left out take the throttle package's
+// defaults, and each block is
 // checked by the config's Validate. The Registry builds the limiter on
 // Options.Clock and keeps the instance, with its counts, across reloads
 // while the settings are unchanged (like budgets); a reload that changes
