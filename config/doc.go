@@ -25,8 +25,9 @@
 //	      grpc_codes: [UNAVAILABLE, RESOURCE_EXHAUSTED]
 //	    budget:                    # one of three kinds
 //	      kind: ratio              # preset grpc|aws_standard_2026|aws_standard_legacy|aws_standard|ten_percent,
-//	      preset: ten_percent      #   max_tokens, initial_tokens, refill, retry_cost, timeout_cost,
-//	                               #   failure_cost, throttle_cost, threshold
+//	      preset: ten_percent      #   max_tokens, initial_tokens, start_empty, refill, retry_refill,
+//	                               #   refund_retry_success, retry_cost, timeout_cost, failure_cost,
+//	                               #   throttle_cost, threshold
 //	      # kind: window           # window, ratio (0,1], min_retries_per_second, buckets
 //	      # kind: concurrency      # ratio (0,1], min_concurrency
 //	    breaker:                   # one of three kinds, plus open_timeout, max_open_timeout,
@@ -48,13 +49,17 @@
 //	      delay: 50ms              #   with no answer; positive (0 is refused); may be left out with adaptive
 //	      max_hedges: 1            #   at most max_attempts - 1; left out: 1
 //	      adaptive: {percentile: 0.95, window: 10s, floor: 5ms}  # also max, min_samples; {} for defaults
+//	      non_fatal_codes: [UNAVAILABLE]  # gRPC: codes a hedged copy may fail with (A6 nonFatalStatusCodes);
+//	                               #   left out: retry_on.grpc_codes; []: every code fatal
 //	  s3:
 //	    preset: aws_standard_2026  # a whole policy: aws_standard_2026|aws_standard_2026_dynamodb|aws_standard_legacy
 //	operations:                    # operation name -> policy name
 //	  charge-card: payments
 //	default: payments              # for names not listed (default: a policy named "default")
 //
-// Durations are Go durations ("250ms", "1m30s"). Shares are fractions in
+// Durations are Go durations ("250ms", "1m30s"), at most MaxDuration
+// (24h): a longer one (a hedge.delay of 2562047h, say) is refused with the
+// field's name, so no sum of durations downstream can overflow. Shares are fractions in
 // (0, 1] whose key says so: ratio, failure_ratio, slow_call_ratio (0.2 is
 // 20%), like the Go fields budget.WindowConfig.Ratio and
 // breaker.Window.FailureRatio. The keys of earlier versions (percent,
@@ -114,6 +119,14 @@
 // with neither delay nor adaptive, max_hedges beyond max_attempts - 1 (or
 // outside [1, 100]), a max below the floor, and hedge beside a limiter
 // (hedge.Do does not hedge such a policy).
+//
+// For gRPC, non_fatal_codes are gRFC A6's nonFatalStatusCodes
+// (grpcretry.WithNonFatalCodes): a hedged copy failing with one of them
+// lets the other copies go on; any other code ends the call. Left out,
+// the policy's retry_on.grpc_codes count (what would be retried does not
+// end a hedged call); non_fatal_codes: [] makes every code fatal, as in
+// A6. PolicySpec.GRPCNonFatalCodes gives the list for WithNonFatalCodes,
+// and Handle.GRPCNonFatal answers per code under the policy in force.
 //
 // Handle.Hedger returns the *hedge.Hedger: its Policy is the Handle, so
 // every reload of the policy reaches calls made through it; its Adaptive

@@ -8,7 +8,8 @@ import (
 )
 
 var budgetFields = map[string][]string{
-	"ratio":       {"kind", "preset", "max_tokens", "initial_tokens", "refill", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold"},
+	"ratio": {"kind", "preset", "max_tokens", "initial_tokens", "start_empty", "refill", "retry_refill",
+		"refund_retry_success", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold"},
 	"window":      {"kind", "window", "ratio", "min_retries_per_second", "buckets"},
 	"concurrency": {"kind", "ratio", "min_concurrency"},
 }
@@ -57,8 +58,14 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 			b.Ratio.MaxTokens = d.number(v, fp, 0, 1e9, true)
 		case "ratio.initial_tokens":
 			b.Ratio.InitialTokens = d.number(v, fp, 0, 1e9, false)
+		case "ratio.start_empty":
+			b.Ratio.StartEmpty = d.boolean(v, fp)
 		case "ratio.refill":
 			b.Ratio.Refill = d.number(v, fp, 0, 1e9, true)
+		case "ratio.retry_refill":
+			b.Ratio.RetryRefill = d.number(v, fp, 0, 1e9, false)
+		case "ratio.refund_retry_success":
+			b.Ratio.RefundRetrySuccess = d.boolean(v, fp)
 		case "ratio.retry_cost":
 			b.Ratio.RetryCost = d.number(v, fp, 0, 1e9, true)
 		case "ratio.timeout_cost":
