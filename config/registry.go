@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -67,6 +68,12 @@ type Options struct {
 	// gRPC, PolicySpec.GRPCRetryable turns retry_on.grpc_codes into the
 	// interceptor's classifier; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
+	// Shared maps store names to the stores that build the breakers and
+	// budgets a file marks shared: NAME (state shared by the fleet, such
+	// as redisstore's Store for shared: redis). The connection is given
+	// here, in code; the file only names the store. A file naming a store
+	// not in Shared is refused. See SharedStore.
+	Shared map[string]SharedStore
 }
 
 // silent is the logger used when Options.Logger is nil.
@@ -125,6 +132,7 @@ type Registry struct {
 	parts    parts
 	watches  map[string]*opWatch // operation -> its watched budget and breaker
 	version  atomic.Pointer[string]
+	closed   bool // guarded by mu
 	// badVersion and badErr remember the content rejected since the last
 	// Apply (guarded by reloadMu).
 	badVersion  string
@@ -357,6 +365,9 @@ func (e *hookPanicError) Unwrap() error { return ErrHookPanic }
 func (r *Registry) apply(f *File) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
 	if err := r.check(f); err != nil {
 		return err
 	}
@@ -401,6 +412,30 @@ func (r *Registry) apply(f *File) error {
 	old.closeDropped(plan.parts)
 	r.badVersion, r.badErr = "", nil
 	r.version.Store(&f.Version)
+	return nil
+}
+
+// ErrClosed is returned by Reload and Apply after Registry.Close.
+var ErrClosed = errors.New("config: registry closed")
+
+// Close stops the parts of the policies in force that run in the
+// background: the shared breakers and budgets a SharedStore built (whose
+// Close, such as redisstore's, gives back leased tokens and stops the
+// exchange with the store) and breakers' active probing. Later Reload and
+// Apply calls fail with ErrClosed. Handles keep serving the policies in
+// force, with their parts stopped: close the Registry when the process no
+// longer makes calls, after the Watcher. Calling it again does nothing.
+// It returns nil.
+func (r *Registry) Close() error {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.parts.closeDropped(newParts())
 	return nil
 }
 
@@ -554,8 +589,8 @@ func keep[T any](b *buildPlan, cur map[string]keyed[T], name, key string, make f
 // build makes a policy per spec, reusing budgets, breakers and limiters
 // whose settings are unchanged. It changes nothing in r: on error, the
 // parts it built are stopped. It must be called with r.mu held.
-func (r *Registry) build(f *File) (plan *buildPlan, err error) {
-	plan = &buildPlan{set: builtSet{}, parts: newParts()}
+func (r *Registry) build(f *File) (_ *buildPlan, err error) {
+	plan := &buildPlan{set: builtSet{}, parts: newParts()}
 	defer func() {
 		if err != nil {
 			plan.discard()
@@ -596,7 +631,9 @@ func (r *Registry) build(f *File) (plan *buildPlan, err error) {
 			p.Classify = budget.IsAWSRetryable
 		}
 		if s.Budget != nil {
-			k, err := keep(plan, cur.budgets, name, budgetKey(s.Budget), func() (retry.Budget, func(), error) { return r.newBudget(name, s.Budget) })
+			k, err := keep(plan, cur.budgets, name, budgetKey(s.Budget), func() (retry.Budget, func(), error) {
+				return r.newBudget(f.name, "policies."+name+".budget", name, s.Budget)
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -604,7 +641,9 @@ func (r *Registry) build(f *File) (plan *buildPlan, err error) {
 			p.Budget = k.v
 		}
 		if nb := s.Nested.Budget; nb != nil {
-			k, err := keep(plan, cur.nested, name, budgetKey(nb), func() (retry.Budget, func(), error) { return r.newBudget(name+".nested", nb) })
+			k, err := keep(plan, cur.nested, name, budgetKey(nb), func() (retry.Budget, func(), error) {
+				return r.newBudget(f.name, "policies."+name+".nested.budget", name+".nested", nb)
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -612,7 +651,9 @@ func (r *Registry) build(f *File) (plan *buildPlan, err error) {
 			p.NestedBudget = k.v
 		}
 		if s.Breaker != nil {
-			k, err := keep(plan, cur.breakers, name, breakerKey(s.Breaker), func() (retry.Breaker, func(), error) { return r.newBreaker(name, s.Breaker) })
+			k, err := keep(plan, cur.breakers, name, breakerKey(s.Breaker), func() (retry.Breaker, func(), error) {
+				return r.newBreaker(f.name, "policies."+name+".breaker", name, s.Breaker)
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -635,17 +676,29 @@ func (r *Registry) build(f *File) (plan *buildPlan, err error) {
 // budgetKey identifies a budget's settings: a budget is kept across a
 // reload while its key is unchanged.
 func budgetKey(s *BudgetSpec) string {
-	return fmt.Sprintf("%s %+v %+v %+v", s.Kind, s.Ratio, s.Window, s.Concurrency)
+	return fmt.Sprintf("%s %+v %+v %+v shared=%q", s.Kind, s.Ratio, s.Window, s.Concurrency, s.Shared)
 }
 
 // breakerKey identifies a breaker's settings, likewise.
 func breakerKey(s *BreakerSpec) string {
-	return fmt.Sprintf("%s %+v", s.Kind, s.Config)
+	return fmt.Sprintf("%s %+v shared=%q", s.Kind, s.Config, s.Shared)
 }
 
 // newBudget builds the budget s describes for the policy (or nested
 // budget) name, and the function that stops it (nil: nothing to stop).
-func (r *Registry) newBudget(name string, s *BudgetSpec) (retry.Budget, func(), error) {
+// file and field name the block in errors.
+func (r *Registry) newBudget(file, field, name string, s *BudgetSpec) (retry.Budget, func(), error) {
+	if s.Shared != "" {
+		st, err := r.sharedStore(file, field+".shared", s.Shared)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, closeFn, err := st.SharedBudget(name, s.Ratio)
+		if err != nil {
+			return nil, nil, sharedError(file, field, s.Shared, err)
+		}
+		return b, closeFn, nil
+	}
 	switch s.Kind {
 	case "ratio":
 		return budget.NewRatio(s.Ratio), nil, nil
@@ -661,9 +714,20 @@ func (r *Registry) newBudget(name string, s *BudgetSpec) (retry.Budget, func(), 
 
 // newBreaker builds the breaker s describes for the policy name, and the
 // function that stops it.
-func (r *Registry) newBreaker(name string, s *BreakerSpec) (retry.Breaker, func(), error) {
+func (r *Registry) newBreaker(file, field, name string, s *BreakerSpec) (retry.Breaker, func(), error) {
 	c := s.Config
 	c.Clock = r.opts.Clock
+	if s.Shared != "" {
+		st, err := r.sharedStore(file, field+".shared", s.Shared)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, closeFn, err := st.SharedBreaker(name, c)
+		if err != nil {
+			return nil, nil, sharedError(file, field, s.Shared, err)
+		}
+		return b, closeFn, nil
+	}
 	b := breaker.New(c)
 	return b, b.Close, nil // Close stops its active probing, if any
 }

@@ -98,12 +98,19 @@ type BudgetSpec struct {
 	Ratio       budget.RatioConfig
 	Window      budget.WindowConfig
 	Concurrency budget.ConcurrencyConfig
+	// Shared names the SharedStore in Options.Shared that builds the
+	// budget, shared by the fleet (kind ratio only); "" for a budget of
+	// this process.
+	Shared string
 }
 
 // BreakerSpec is a circuit breaker's settings.
 type BreakerSpec struct {
 	Kind   string // "consecutive", "count_window" or "time_window"
 	Config breaker.Config
+	// Shared names the SharedStore in Options.Shared that builds the
+	// breaker, shared by the fleet; "" for a breaker of this process.
+	Shared string
 }
 
 // Load reads and validates the policy file at path (YAML, or JSON, which
