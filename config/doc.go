@@ -154,6 +154,19 @@
 // Options.Classify or retry_on.http_status override its classification.
 // Hyphenated spellings (aws-2026) are refused with the name to write.
 //
+// # Fleet state
+//
+// A breaker block, or a budget block of kind ratio, with shared: NAME is
+// built by Options.Shared[NAME], a SharedStore given in code (the
+// connection is never in the file), so every process of the fleet shares
+// its state: redisstore.Store is the Redis one. The part is named after
+// its policy (NAME.nested for a nested budget). It is kept across reloads
+// while its settings are unchanged; a reload that changes them builds a
+// new part under the same name, which joins the fleet's state, and closes
+// the old one. A file naming a store not in Options.Shared, or one whose
+// store refuses the block, is refused with the field named. Registry.Close
+// stops the shared parts.
+//
 // schema.json beside this file is a JSON Schema of the format for editors.
 //
 // # Serving and reloading
