@@ -65,6 +65,16 @@
 // breaker.Window.FailureRatio. The keys of earlier versions (percent,
 // failure_rate, slow_call_rate) are refused with their new name.
 //
+// Every setting of the Go API that is a value has a file form. Function
+// fields have none, since a file cannot hold code: retry.Policy.Classify
+// (set Options.Classify, or use retry_on and a preset), Policy.Rand and
+// breaker.Config.Rand (the packages' default sources), breaker.Config's
+// ReadyToTrip, IsFailure, IsExcluded and OnStateChange (breakers built
+// from a file count every error of an attempt, as breaker.Config's
+// defaults do, and report transitions to the BreakerWatchers), and
+// breaker.Config.Probe with ProbeOffset and ProbeTimeout, which apply only
+// with a Probe; throttle.SREConfig.Rand likewise. Clocks are Options.Clock.
+//
 // max_attempts counts attempts, the first included, from 1 to 1000. A
 // policy that leaves it out gets retry.DefaultMaxAttempts (3), so a missing
 // setting never means "retry forever". No count limit must be spelled

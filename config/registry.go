@@ -277,8 +277,9 @@ func (r *Registry) WatchErrors() uint64 { return r.watchErrors.Load() }
 //
 // A file is applied all or nothing. If a watch hook (Options.OnBudget,
 // OnBreaker, OnLimiter, or an observer's WatchBudget, WatchBreaker or
-// WatchLimiter) panics while the file's parts are handed to it, the file
-// is not applied: the old policies keep serving under the old version,
+// WatchLimiter) panics while the file's parts are handed to it, or
+// Options.Classify or a SharedStore panics while they are built, the file
+// is not applied (the parts built for it are stopped): the old policies keep serving under the old version,
 // the watchers already told of the new parts are told to stop, the
 // reload is reported and counted as rejected (an error matching
 // ErrHookPanic, ResultFailure), and the panic goes on to the caller of
@@ -355,7 +356,7 @@ func (r *Registry) Apply(f *File) error {
 type hookPanicError struct{ v any }
 
 func (e *hookPanicError) Error() string {
-	return fmt.Sprintf("config: a watch hook panicked while the file was applied; the previous policies keep serving: %v", e.v)
+	return fmt.Sprintf("config: a callback (watch hook, Classify or shared store) panicked while the file was applied; the previous policies keep serving: %v", e.v)
 }
 func (e *hookPanicError) Unwrap() error { return ErrHookPanic }
 
@@ -589,9 +590,15 @@ func keep[T any](b *buildPlan, cur map[string]keyed[T], name, key string, make f
 // build makes a policy per spec, reusing budgets, breakers and limiters
 // whose settings are unchanged. It changes nothing in r: on error, the
 // parts it built are stopped. It must be called with r.mu held.
+//
+// A panic of Options.Classify or a SharedStore is returned as a
+// *hookPanicError, the parts built so far stopped.
 func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 	plan := &buildPlan{set: builtSet{}, parts: newParts()}
 	defer func() {
+		if v := recover(); v != nil {
+			err = &hookPanicError{v}
+		}
 		if err != nil {
 			plan.discard()
 		}

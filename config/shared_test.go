@@ -101,3 +101,41 @@ func TestSharedPartsFromFile(t *testing.T) {
 	}
 	r.Close() // again: nothing
 }
+
+// TestPanickingClassifyDuringReload: Options.Classify (or a SharedStore)
+// panicking while a file is built is handled like a panicking watch hook:
+// nothing applied, the parts built for the file closed, counted as
+// rejected, the panic re-raised from Apply.
+func TestPanickingClassifyDuringReload(t *testing.T) {
+	st := &fakeStore{built: map[string]int{}, closed: map[string]int{}}
+	var armed bool
+	r := NewRegistry(Options{Logger: discard, Shared: map[string]SharedStore{"redis": st},
+		Classify: func(s *PolicySpec) func(error) bool {
+			if armed && s.Name == "b" {
+				panic("classify exploded")
+			}
+			return nil
+		}})
+	if err := r.Apply(mustParse(t, "policies: {a: {max_attempts: 2}, b: {}}")); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Policy("a")
+	armed = true
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Apply did not re-raise Classify's panic")
+			}
+		}()
+		r.Apply(mustParse(t, "policies: {a: {max_attempts: 5, breaker: {kind: consecutive, shared: redis}}, b: {}}"))
+	}()
+	if h.Policy().MaxAttempts != 2 || h.Policy().Breaker != nil {
+		t.Fatalf("a panicking Classify left attempts=%d breaker=%v in force", h.Policy().MaxAttempts, h.Policy().Breaker)
+	}
+	if st.built["breaker a"] != 1 || st.closed["breaker a"] != 1 {
+		t.Fatalf("the shared breaker built for the file must be closed: built %v closed %v", st.built, st.closed)
+	}
+	if _, rejected := r.Stats(); rejected != 1 {
+		t.Fatalf("rejected %d, want 1", rejected)
+	}
+}
