@@ -70,8 +70,8 @@
 // (set Options.Classify, or use retry_on and a preset), Policy.Rand and
 // breaker.Config.Rand (the packages' default sources), breaker.Config's
 // ReadyToTrip, IsFailure, IsExcluded and OnStateChange (breakers built
-// from a file count every error of an attempt, as breaker.Config's
-// defaults do, and report transitions to the BreakerWatchers), and
+// from a file take breaker.DefaultIsFailure and DefaultIsExcluded, and
+// report transitions to the BreakerWatchers), and
 // breaker.Config.Probe with ProbeOffset and ProbeTimeout, which apply only
 // with a Probe; throttle.SREConfig.Rand likewise. Clocks are Options.Clock.
 //
