@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -131,8 +132,14 @@ func (d *decoder) scalar(n *yaml.Node, path string) (s string, ok bool) {
 	return n.Value, true
 }
 
+// MaxDuration bounds every duration in a policy file: a longer one is
+// refused with the field's name. A day is far beyond any sensible
+// timeout, delay or window, and keeps sums of durations (a deadline plus
+// a delay, twice an interval) far from overflowing.
+const MaxDuration = 24 * time.Hour
+
 // duration reads a Go duration ("250ms", "1m30s"); a bare 0 is accepted.
-// Negative durations are rejected.
+// Negative durations and durations above MaxDuration are rejected.
 func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 	s, ok := d.scalar(n, path)
 	if !ok {
@@ -143,6 +150,10 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
+		if durationSyntax.MatchString(s) { // well formed, beyond int64 nanoseconds
+			d.fail(n, path, "%q is above the limit of %v for a duration in this file", s, fmtDuration(MaxDuration))
+			return 0
+		}
 		d.fail(n, path, "%q is not a duration (use a number with a unit: 250ms, 2s, 1m)", s)
 		return 0
 	}
@@ -150,7 +161,37 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 		d.fail(n, path, "%q must not be negative", s)
 		return 0
 	}
+	if v > MaxDuration {
+		d.fail(n, path, "%q is above the limit of %v for a duration in this file", s, fmtDuration(MaxDuration))
+		return 0
+	}
 	return v
+}
+
+// durationSyntax matches what time.ParseDuration reads, without a sign.
+var durationSyntax = regexp.MustCompile(`^([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// fmtDuration writes d without zero minutes and seconds (24h, not 24h0m0s).
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	return strings.TrimSuffix(s, "0m")
+}
+
+// boolean reads true or false.
+func (d *decoder) boolean(n *yaml.Node, path string) bool {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(s) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	d.fail(n, path, "%q is not true or false", s)
+	return false
 }
 
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) int {

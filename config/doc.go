@@ -25,8 +25,9 @@
 //	      grpc_codes: [UNAVAILABLE, RESOURCE_EXHAUSTED]
 //	    budget:                    # one of three kinds
 //	      kind: ratio              # preset grpc|aws_standard_2026|aws_standard_legacy|aws_standard|ten_percent,
-//	      preset: ten_percent      #   max_tokens, initial_tokens, refill, retry_cost, timeout_cost,
-//	                               #   failure_cost, throttle_cost, threshold
+//	      preset: ten_percent      #   max_tokens, initial_tokens, start_empty, refill, retry_refill,
+//	                               #   refund_retry_success, retry_cost, timeout_cost, failure_cost,
+//	                               #   throttle_cost, threshold
 //	      # kind: window           # window, ratio (0,1], min_retries_per_second, buckets
 //	      # kind: concurrency      # ratio (0,1], min_concurrency
 //	    breaker:                   # one of three kinds, plus open_timeout, max_open_timeout,
@@ -45,21 +46,36 @@
 //	    limiter:                   # sheds attempts on the client before they are sent (Policy.Limiter)
 //	      kind: sre                # sre: k, window, buckets, max_rejection, min_requests
 //	      k: 2                     # aws_adaptive: beta, scale_constant, smoothing, min_fill_rate
+//	      throttle_on: overload    # both kinds: aws|overload or a list; left out: aws for aws_adaptive, overload for sre
 //	    hedge:                     # hedged requests (Handle.Hedger): another attempt after delay
 //	      delay: 50ms              #   with no answer; positive (0 is refused); may be left out with adaptive
 //	      max_hedges: 1            #   at most max_attempts - 1; left out: 1
 //	      adaptive: {percentile: 0.95, window: 10s, floor: 5ms}  # also max, min_samples; {} for defaults
+//	      non_fatal_codes: [UNAVAILABLE]  # gRPC: codes a hedged copy may fail with (A6 nonFatalStatusCodes);
+//	                               #   left out: retry_on.grpc_codes; []: every code fatal
 //	  s3:
 //	    preset: aws_standard_2026  # a whole policy: aws_standard_2026|aws_standard_2026_dynamodb|aws_standard_legacy
 //	operations:                    # operation name -> policy name
 //	  charge-card: payments
 //	default: payments              # for names not listed (default: a policy named "default")
 //
-// Durations are Go durations ("250ms", "1m30s"). Shares are fractions in
+// Durations are Go durations ("250ms", "1m30s"), at most MaxDuration
+// (24h): a longer one (a hedge.delay of 2562047h, say) is refused with the
+// field's name, so no sum of durations downstream can overflow. Shares are fractions in
 // (0, 1] whose key says so: ratio, failure_ratio, slow_call_ratio (0.2 is
 // 20%), like the Go fields budget.WindowConfig.Ratio and
 // breaker.Window.FailureRatio. The keys of earlier versions (percent,
 // failure_rate, slow_call_rate) are refused with their new name.
+//
+// Every setting of the Go API that is a value has a file form. Function
+// fields have none, since a file cannot hold code: retry.Policy.Classify
+// (set Options.Classify, or use retry_on and a preset), Policy.Rand and
+// breaker.Config.Rand (the packages' default sources), breaker.Config's
+// ReadyToTrip, IsFailure, IsExcluded and OnStateChange (breakers built
+// from a file take breaker.DefaultIsFailure and DefaultIsExcluded, and
+// report transitions to the BreakerWatchers), and
+// breaker.Config.Probe with ProbeOffset and ProbeTimeout, which apply only
+// with a Probe; throttle.SREConfig.Rand likewise. Clocks are Options.Clock.
 //
 // max_attempts counts attempts, the first included, from 1 to 1000. A
 // policy that leaves it out gets retry.DefaultMaxAttempts (3), so a missing
@@ -87,7 +103,14 @@
 // min_requests: 0 means no floor, left out it is 16); kind: aws_adaptive is
 // the AWS SDKs' adaptive-mode rate limiter (throttle.Adaptive, fields of
 // throttle.AdaptiveConfig: beta, scale_constant, smoothing, min_fill_rate).
-// Fields left out take the throttle package's defaults, and each block is
+// throttle_on (both kinds; SREConfig.Overload, AdaptiveConfig.Throttled)
+// names which errors are throttling answers: aws (budget.IsThrottle: the
+// AWS throttling codes, such as an HTTP 400 ThrottlingException, and HTTP
+// 429), overload (throttle.IsOverload: HTTP 429 and 503, OverloadReporter
+// errors, the overload marker), or a list of both (either counts). Left
+// out, aws_adaptive uses aws, so that it acts on the answers AWS sends,
+// and sre uses overload. Other fields left out take the throttle package's
+// defaults, and each block is
 // checked by the config's Validate. The Registry builds the limiter on
 // Options.Clock and keeps the instance, with its counts, across reloads
 // while the settings are unchanged (like budgets); a reload that changes
@@ -108,6 +131,14 @@
 // with neither delay nor adaptive, max_hedges beyond max_attempts - 1 (or
 // outside [1, 100]), a max below the floor, and hedge beside a limiter
 // (hedge.Do does not hedge such a policy).
+//
+// For gRPC, non_fatal_codes are gRFC A6's nonFatalStatusCodes
+// (grpcretry.WithNonFatalCodes): a hedged copy failing with one of them
+// lets the other copies go on; any other code ends the call. Left out,
+// the policy's retry_on.grpc_codes count (what would be retried does not
+// end a hedged call); non_fatal_codes: [] makes every code fatal, as in
+// A6. PolicySpec.GRPCNonFatalCodes gives the list for WithNonFatalCodes,
+// and Handle.GRPCNonFatal answers per code under the policy in force.
 //
 // Handle.Hedger returns the *hedge.Hedger: its Policy is the Handle, so
 // every reload of the policy reaches calls made through it; its Adaptive
@@ -134,6 +165,19 @@
 // backoff and budget written beside a preset override its own;
 // Options.Classify or retry_on.http_status override its classification.
 // Hyphenated spellings (aws-2026) are refused with the name to write.
+//
+// # Fleet state
+//
+// A breaker block, or a budget block of kind ratio, with shared: NAME is
+// built by Options.Shared[NAME], a SharedStore given in code (the
+// connection is never in the file), so every process of the fleet shares
+// its state: redisstore.Store is the Redis one. The part is named after
+// its policy (NAME.nested for a nested budget). It is kept across reloads
+// while its settings are unchanged; a reload that changes them builds a
+// new part under the same name, which joins the fleet's state, and closes
+// the old one. A file naming a store not in Options.Shared, or one whose
+// store refuses the block, is refused with the field named. Registry.Close
+// stops the shared parts.
 //
 // schema.json beside this file is a JSON Schema of the format for editors.
 //
@@ -171,6 +215,13 @@
 // Prometheus collector counts reloads and exports the version). Budgets and
 // breakers whose settings did not change keep their state across a reload.
 //
+// Only events of the policy file and of the links on its way count: a
+// busy log beside it does not postpone a reload, and a burst of edits
+// postpones it at most WatchOptions.MaxDelay. A watched directory that is
+// deleted or made again is watched again once it is back (reported until
+// then as a watch error matching ErrWatchLost), and a policy file that
+// stays deleted is reported as a rejected reload until it is back.
+//
 // An operation in use — one a Handle was obtained for, or one the file in
 // force lists under operations — must keep a policy: a file that lists it
 // nowhere and has no default is refused, naming the operation, and the
@@ -179,6 +230,15 @@
 // A Registry made with NewRegistry serves the zero Policy until Reload or
 // Apply succeeds (and says so in the log when a handle is asked for): use
 // it to apply a File built in code; for a file on disk, use Open.
+//
+// A file is applied all or nothing: its budgets, breakers and limiters
+// are built and handed to the watch hooks (Options.OnBudget, OnBreaker,
+// OnLimiter and the observers' Watch* methods) before any handle serves
+// them. If a hook panics, the file is not applied: the old policies keep
+// serving under the old version, the reload is counted as rejected
+// (ReloadResult "failure", an error matching ErrHookPanic), and the panic
+// goes on to the caller of Reload or Apply; under Watch it is recovered
+// and reported, and the watch goes on.
 //
 // Reloads are serialised: Reload (from Watch, a SIGHUP handler, or both)
 // reads, applies and reports one file at a time, so the file read last is

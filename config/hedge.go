@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,9 +28,17 @@ type HedgeSpec struct {
 	// latencies (hedge.NewAdaptive). Fields the file leaves out are zero:
 	// the hedge package's defaults. Clock is the Registry's.
 	Adaptive *hedge.AdaptiveConfig
+	// NonFatalCodes are gRFC A6's nonFatalStatusCodes for gRPC
+	// (grpcretry.WithNonFatalCodes): canonical names of the status codes
+	// with which a hedged copy may fail while the other copies go on (and
+	// the call is retried when none answers); any other code ends the
+	// call. nil when the file leaves non_fatal_codes out: the policy's
+	// retry_on.grpc_codes then apply (see PolicySpec.GRPCNonFatalCodes).
+	// Empty (non_fatal_codes: []): every code is fatal, as in A6.
+	NonFatalCodes []string
 }
 
-var hedgeFields = []string{"delay", "max_hedges", "adaptive"}
+var hedgeFields = []string{"delay", "max_hedges", "adaptive", "non_fatal_codes"}
 
 var adaptiveFields = []string{"percentile", "window", "floor", "max", "min_samples"}
 
@@ -40,7 +49,7 @@ const maxHedgesLimit = 100
 // checkHedge once the whole policy is read.
 func (d *decoder) hedge(n *yaml.Node, path string) *HedgeSpec {
 	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "must be a mapping (delay, max_hedges, adaptive), not %s", describe(n))
+		d.fail(n, path, "must be a mapping (delay, max_hedges, adaptive, non_fatal_codes), not %s", describe(n))
 		return nil
 	}
 	h := &HedgeSpec{MaxHedges: hedge.DefaultMaxHedges}
@@ -58,6 +67,8 @@ func (d *decoder) hedge(n *yaml.Node, path string) *HedgeSpec {
 			h.MaxHedges = d.integer(v, fp, 1, maxHedgesLimit)
 		case "adaptive":
 			h.Adaptive = d.adaptive(v, fp)
+		case "non_fatal_codes":
+			h.NonFatalCodes = d.grpcCodes(v, fp)
 		}
 	})
 	if delayNode == nil && valueOf(n, "adaptive") == nil {
@@ -160,26 +171,75 @@ func (h *Handle) Hedger() *hedge.Hedger {
 	return &hedge.Hedger{Policy: h, MaxHedges: hedge.NoHedges}
 }
 
-// assignHedger builds h's Hedger from spec. It must be called with the
-// Registry's mu held.
-func (r *Registry) assignHedger(h *Handle, spec *PolicySpec) {
+// planHedger works out st's Hedger from its spec, keeping the handle's
+// Adaptive while its settings are unchanged; it changes nothing until
+// st.store. It must be called with the Registry's mu held.
+func (r *Registry) planHedger(st *handleState) {
+	h, spec := st.h, st.spec
 	hd := &hedge.Hedger{Policy: h, MaxHedges: hedge.NoHedges}
 	if spec != nil && spec.Hedge != nil {
 		s := spec.Hedge
 		hd.Delay, hd.MaxHedges = s.Delay, s.MaxHedges
 		if s.Adaptive != nil {
 			key := adaptiveKey(s.Adaptive)
-			if h.adaptive == nil || h.adaptiveKey != key {
+			st.adaptive, st.adaptiveKey = h.adaptive, h.adaptiveKey
+			if st.adaptive == nil || st.adaptiveKey != key {
 				c := *s.Adaptive
 				c.Clock = r.opts.Clock
-				h.adaptive, h.adaptiveKey = hedge.NewAdaptive(c), key
+				st.adaptive, st.adaptiveKey = hedge.NewAdaptive(c), key
 			}
-			hd.Adaptive = h.adaptive
-		} else {
-			h.adaptive, h.adaptiveKey = nil, ""
+			hd.Adaptive = st.adaptive
 		}
-	} else {
-		h.adaptive, h.adaptiveKey = nil, ""
 	}
-	h.hedger.Store(hd)
+	st.hedger = hd
+}
+
+// GRPCNonFatalCodes returns the numeric gRPC status codes with which a
+// hedged copy of this policy's calls may fail without ending the call
+// (gRFC A6's nonFatalStatusCodes, grpcretry.WithNonFatalCodes): the hedge
+// block's non_fatal_codes, or, when it leaves them out, the policy's
+// retry_on.grpc_codes (the codes its retries go on after). ok is false
+// when the policy has no hedge block or names neither list: keep the
+// interceptor's own option (with none, every code is fatal). Convert for
+// the interceptor:
+//
+//	cs, _ := spec.GRPCNonFatalCodes()
+//	var list []codes.Code
+//	for _, c := range cs {
+//		list = append(list, codes.Code(c))
+//	}
+//	grpcretry.UnaryHedgingInterceptor(h.Hedger(), grpcretry.WithNonFatalCodes(list...))
+//
+// That fixes the list when the interceptor is built; Handle.GRPCNonFatal
+// follows reloads.
+func (s *PolicySpec) GRPCNonFatalCodes() (codes []uint32, ok bool) {
+	if s == nil || s.Hedge == nil {
+		return nil, false
+	}
+	names := s.Hedge.NonFatalCodes
+	if names == nil {
+		names = s.RetryOn.GRPCCodes
+		if len(names) == 0 {
+			return nil, false
+		}
+	}
+	codes = []uint32{}
+	for _, n := range names {
+		if c, ok := GRPCCodeNumber(n); ok && c != 0 && !slices.Contains(codes, c) {
+			codes = append(codes, c)
+		}
+	}
+	slices.Sort(codes)
+	return codes, true
+}
+
+// GRPCNonFatal reports whether a hedged copy failing with the gRPC status
+// code may let the other copies go on, under the policy in force now (see
+// PolicySpec.GRPCNonFatalCodes; false when it names no list). It reads
+// the current spec, so it follows reloads: a gRPC hedging interceptor
+// that asks its Hedger's Policy source for this method per call follows
+// the file's non_fatal_codes.
+func (h *Handle) GRPCNonFatal(code uint32) bool {
+	cs, ok := h.Spec().GRPCNonFatalCodes()
+	return ok && slices.Contains(cs, code)
 }

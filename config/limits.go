@@ -8,7 +8,8 @@ import (
 )
 
 var budgetFields = map[string][]string{
-	"ratio":       {"kind", "preset", "max_tokens", "initial_tokens", "refill", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold"},
+	"ratio": {"kind", "preset", "max_tokens", "initial_tokens", "start_empty", "refill", "retry_refill",
+		"refund_retry_success", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold", "shared"},
 	"window":      {"kind", "window", "ratio", "min_retries_per_second", "buckets"},
 	"concurrency": {"kind", "ratio", "min_concurrency"},
 }
@@ -53,12 +54,20 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 	defer func() { d.elsewhere, d.renamed = nil, nil }()
 	d.fields(n, path, budgetFields[kind], func(key string, v *yaml.Node, fp string) {
 		switch kind + "." + key {
+		case "ratio.shared":
+			b.Shared = d.shared(v, fp)
 		case "ratio.max_tokens":
 			b.Ratio.MaxTokens = d.number(v, fp, 0, 1e9, true)
 		case "ratio.initial_tokens":
 			b.Ratio.InitialTokens = d.number(v, fp, 0, 1e9, false)
+		case "ratio.start_empty":
+			b.Ratio.StartEmpty = d.boolean(v, fp)
 		case "ratio.refill":
 			b.Ratio.Refill = d.number(v, fp, 0, 1e9, true)
+		case "ratio.retry_refill":
+			b.Ratio.RetryRefill = d.number(v, fp, 0, 1e9, false)
+		case "ratio.refund_retry_success":
+			b.Ratio.RefundRetrySuccess = d.boolean(v, fp)
 		case "ratio.retry_cost":
 			b.Ratio.RetryCost = d.number(v, fp, 0, 1e9, true)
 		case "ratio.timeout_cost":
@@ -101,7 +110,7 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 }
 
 var breakerCommon = []string{"kind", "open_timeout", "max_open_timeout", "open_timeout_multiplier",
-	"open_jitter", "max_probes", "success_threshold"}
+	"open_jitter", "max_probes", "success_threshold", "shared"}
 
 var breakerFields = map[string][]string{
 	"consecutive":  append([]string{"failures"}, breakerCommon...),
@@ -121,6 +130,8 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 	defer func() { d.elsewhere, d.renamed = nil, nil }()
 	d.fields(n, path, breakerFields[kind], func(key string, v *yaml.Node, fp string) {
 		switch key {
+		case "shared":
+			b.Shared = d.shared(v, fp)
 		case "failures":
 			c.ConsecutiveFailures = d.integer(v, fp, 1, 1<<20)
 		case "calls":

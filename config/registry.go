@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -48,7 +49,9 @@ type Options struct {
 	// name. The function returned, if not nil, is called when the
 	// operation stops using that breaker (a reload gave it another one or
 	// none). It runs while the registry is locked: it must not call the
-	// Registry.
+	// Registry. If it (or an observer's Watch*) panics while a file is
+	// applied, the file is not applied: see Registry.Reload. A panicking
+	// unwatch function is recovered and logged.
 	OnBreaker func(operation string, b retry.Breaker) (unwatch func())
 	// OnBudget likewise for budgets (*budget.Ratio, *budget.Window or
 	// *budget.Concurrency).
@@ -65,6 +68,12 @@ type Options struct {
 	// gRPC, PolicySpec.GRPCRetryable turns retry_on.grpc_codes into the
 	// interceptor's classifier; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
+	// Shared maps store names to the stores that build the breakers and
+	// budgets a file marks shared: NAME (state shared by the fleet, such
+	// as redisstore's Store for shared: redis). The connection is given
+	// here, in code; the file only names the store. A file naming a store
+	// not in Shared is refused. See SharedStore.
+	Shared map[string]SharedStore
 }
 
 // silent is the logger used when Options.Logger is nil.
@@ -120,12 +129,10 @@ type Registry struct {
 	file     *File
 	set      builtSet
 	handles  map[string]*Handle
-	budgets  map[string]keyed[retry.Budget]
-	nested   map[string]keyed[retry.Budget] // policy -> its NestedBudget
-	breakers map[string]keyed[*breaker.Breaker]
-	limiters map[string]keyed[retry.Limiter]
+	parts    parts
 	watches  map[string]*opWatch // operation -> its watched budget and breaker
 	version  atomic.Pointer[string]
+	closed   bool // guarded by mu
 	// badVersion and badErr remember the content rejected since the last
 	// Apply (guarded by reloadMu).
 	badVersion  string
@@ -146,9 +153,12 @@ type opWatch struct {
 	unLimiter []func()
 }
 
+// keyed is a part and the key of the settings it was built with; close,
+// if not nil, stops it when a reload drops it.
 type keyed[T any] struct {
-	key string
-	v   T
+	key   string
+	v     T
+	close func()
 }
 
 // Handle is a caller's reference to the policy for one name. Keep it and
@@ -193,13 +203,10 @@ func Open(path string, opts Options) (*Registry, error) {
 // valid file.
 func NewRegistry(opts Options) *Registry {
 	return &Registry{
-		opts:     opts,
-		handles:  map[string]*Handle{},
-		budgets:  map[string]keyed[retry.Budget]{},
-		nested:   map[string]keyed[retry.Budget]{},
-		breakers: map[string]keyed[*breaker.Breaker]{},
-		limiters: map[string]keyed[retry.Limiter]{},
-		watches:  map[string]*opWatch{},
+		opts:    opts,
+		handles: map[string]*Handle{},
+		parts:   newParts(),
+		watches: map[string]*opWatch{},
 	}
 }
 
@@ -210,6 +217,11 @@ func NewRegistry(opts Options) *Registry {
 // A name the file in force does not cover gets the zero Policy (and a
 // warning in the log). Once asked for, a name is in use: a later file that
 // gives it no policy is refused (see Apply).
+//
+// If a watch hook (Options.OnBudget, OnBreaker, OnLimiter or an observer's
+// Watch*) panics while the new handle's parts are handed to it, no handle
+// is made, the watchers already told are told to stop, and the panic goes
+// on to the caller.
 func (r *Registry) Policy(name string) *Handle {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -217,9 +229,14 @@ func (r *Registry) Policy(name string) *Handle {
 		return h
 	}
 	h := &Handle{name: name}
+	st := r.planHandle(h, r.file, r.set)
+	staged, v := r.stageWatches([]opPolicy{{name, st.p}})
+	if v != nil {
+		panic(v)
+	}
+	st.store()
 	r.handles[name] = h
-	r.assign(h, r.file, r.set)
-	r.watchOp(name, h.p.Load())
+	r.commitWatches(staged)
 	if r.file == nil {
 		r.logger().Warn("config: no policy file loaded yet; the operation gets the zero policy until one is (use config.Open)", "operation", name)
 	} else if h.spec.Load() == nil {
@@ -257,7 +274,27 @@ func (r *Registry) WatchErrors() uint64 { return r.watchErrors.Load() }
 // Content already in force, or rejected since the last file was applied,
 // is not parsed or reported again, so a burst of file events costs one
 // report; bad content that comes back after a good file is reported again.
+//
+// A file is applied all or nothing. If a watch hook (Options.OnBudget,
+// OnBreaker, OnLimiter, or an observer's WatchBudget, WatchBreaker or
+// WatchLimiter) panics while the file's parts are handed to it, or
+// Options.Classify or a SharedStore panics while they are built, the file
+// is not applied (the parts built for it are stopped): the old policies keep serving under the old version,
+// the watchers already told of the new parts are told to stop, the
+// reload is reported and counted as rejected (an error matching
+// ErrHookPanic, ResultFailure), and the panic goes on to the caller of
+// Reload. Such content is not remembered as rejected: the next Reload of
+// it tries again. (Watch recovers the panic: see Watch.)
 func (r *Registry) Reload(path string) error {
+	err := r.reload(path)
+	if hp, ok := err.(*hookPanicError); ok {
+		panic(hp.v)
+	}
+	return err
+}
+
+// reload is Reload, returning a hook's panic as a *hookPanicError.
+func (r *Registry) reload(path string) error {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
 	data, err := os.ReadFile(path)
@@ -278,7 +315,9 @@ func (r *Registry) Reload(path string) error {
 		err = r.apply(f)
 	}
 	if err != nil {
-		r.badVersion, r.badErr = v, err
+		if _, ok := err.(*hookPanicError); !ok {
+			r.badVersion, r.badErr = v, err
+		}
 		r.report("", err)
 		return err
 	}
@@ -292,7 +331,9 @@ func (r *Registry) Reload(path string) error {
 // lists — must be listed in f's operations, be one of its policies, or be
 // covered by its default. Otherwise Apply returns an *Error naming each
 // such operation, reports it like an invalid file, and the old policies
-// keep serving. Applying the version in force does nothing.
+// keep serving. Applying the version in force does nothing. A panicking
+// watch hook is handled as by Reload: nothing applied, counted as
+// rejected, the panic re-raised.
 func (r *Registry) Apply(f *File) error {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
@@ -301,27 +342,101 @@ func (r *Registry) Apply(f *File) error {
 	}
 	if err := r.apply(f); err != nil {
 		r.report("", err)
+		if hp, ok := err.(*hookPanicError); ok {
+			panic(hp.v)
+		}
 		return err
 	}
 	r.report(f.Version, nil)
 	return nil
 }
 
-// apply checks and installs f. It must be called with r.reloadMu held.
+// hookPanicError is the error of a file not applied because a watch hook
+// panicked; v is the panic's value.
+type hookPanicError struct{ v any }
+
+func (e *hookPanicError) Error() string {
+	return fmt.Sprintf("config: a callback (watch hook, Classify or shared store) panicked while the file was applied; the previous policies keep serving: %v", e.v)
+}
+func (e *hookPanicError) Unwrap() error { return ErrHookPanic }
+
+// apply checks and installs f, all or nothing: it builds f's parts,
+// hands them to the watch hooks, and only when every hook returned makes
+// them current. It must be called with r.reloadMu held.
 func (r *Registry) apply(f *File) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
 	if err := r.check(f); err != nil {
 		return err
 	}
-	built := r.build(f)
-	for _, h := range r.handles {
-		r.assign(h, f, built)
+	plan, err := r.build(f)
+	if err != nil {
+		return err
 	}
-	r.file, r.set = f, built
-	r.syncWatches()
+	states := make([]handleState, 0, len(r.handles))
+	inUse := map[string]*retry.Policy{}
+	for name, h := range r.handles {
+		st := r.planHandle(h, f, plan.set)
+		states = append(states, st)
+		inUse[name] = st.p
+	}
+	for op, policy := range f.Operations {
+		if _, ok := inUse[op]; !ok {
+			inUse[op] = plan.set[policy]
+		}
+	}
+	for op := range r.watches {
+		if _, ok := inUse[op]; !ok {
+			inUse[op] = nil
+		}
+	}
+	ops := make([]opPolicy, 0, len(inUse))
+	for op, p := range inUse {
+		ops = append(ops, opPolicy{op, p})
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].op < ops[j].op })
+	staged, v := r.stageWatches(ops)
+	if v != nil {
+		plan.discard()
+		return &hookPanicError{v}
+	}
+	// Every hook returned: make f current.
+	for _, st := range states {
+		st.store()
+	}
+	old := r.parts
+	r.file, r.set, r.parts = f, plan.set, plan.parts
+	r.commitWatches(staged)
+	old.closeDropped(plan.parts)
 	r.badVersion, r.badErr = "", nil
 	r.version.Store(&f.Version)
+	return nil
+}
+
+// ErrClosed is returned by Reload and Apply after Registry.Close.
+var ErrClosed = errors.New("config: registry closed")
+
+// Close stops the parts of the policies in force that run in the
+// background: the shared breakers and budgets a SharedStore built (whose
+// Close, such as redisstore's, gives back leased tokens and stops the
+// exchange with the store) and breakers' active probing. Later Reload and
+// Apply calls fail with ErrClosed. Handles keep serving the policies in
+// force, with their parts stopped: close the Registry when the process no
+// longer makes calls, after the Watcher. Calling it again does nothing.
+// It returns nil.
+func (r *Registry) Close() error {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.parts.closeDropped(newParts())
 	return nil
 }
 
@@ -403,15 +518,99 @@ func (r *Registry) report(version string, err error) {
 // builtSet maps policy names to their built policies.
 type builtSet map[string]*retry.Policy
 
-// build makes a policy per spec, reusing budgets and breakers whose
-// settings are unchanged. It must be called with r.mu held.
-func (r *Registry) build(f *File) builtSet {
-	out := builtSet{}
-	keepBudgets := map[string]keyed[retry.Budget]{}
-	keepNested := map[string]keyed[retry.Budget]{}
-	keepBreakers := map[string]keyed[*breaker.Breaker]{}
-	keepLimiters := map[string]keyed[retry.Limiter]{}
-	for name, s := range f.Policies {
+// parts are the budgets, breakers and limiters of the policies in force,
+// by policy name.
+type parts struct {
+	budgets  map[string]keyed[retry.Budget]
+	nested   map[string]keyed[retry.Budget] // policy -> its NestedBudget
+	breakers map[string]keyed[retry.Breaker]
+	limiters map[string]keyed[retry.Limiter]
+}
+
+func newParts() parts {
+	return parts{
+		budgets:  map[string]keyed[retry.Budget]{},
+		nested:   map[string]keyed[retry.Budget]{},
+		breakers: map[string]keyed[retry.Breaker]{},
+		limiters: map[string]keyed[retry.Limiter]{},
+	}
+}
+
+// closeDropped stops the parts of p that next does not keep.
+func (p parts) closeDropped(next parts) {
+	closeDropped(p.budgets, next.budgets)
+	closeDropped(p.nested, next.nested)
+	closeDropped(p.breakers, next.breakers)
+	closeDropped(p.limiters, next.limiters)
+}
+
+func closeDropped[T comparable](old, next map[string]keyed[T]) {
+	for name, o := range old {
+		if o.close == nil {
+			continue
+		}
+		if keep, ok := next[name]; ok && keep.v == o.v {
+			continue
+		}
+		o.close()
+	}
+}
+
+// buildPlan is a file's policies and parts, built but not yet in force.
+type buildPlan struct {
+	set   builtSet
+	parts parts
+	fresh []func() // stops the parts built for this file (none kept from the file in force)
+}
+
+// discard stops the parts built for a file that is not applied.
+func (b *buildPlan) discard() {
+	for _, f := range b.fresh {
+		f()
+	}
+	b.fresh = nil
+}
+
+// keep returns the part for name from cur when its key is unchanged, or
+// builds a new one with make (recording its close function in fresh).
+func keep[T any](b *buildPlan, cur map[string]keyed[T], name, key string, make func() (T, func(), error)) (keyed[T], error) {
+	if old, ok := cur[name]; ok && old.key == key {
+		return old, nil
+	}
+	v, closeFn, err := make()
+	if err != nil {
+		return keyed[T]{}, err
+	}
+	if closeFn != nil {
+		b.fresh = append(b.fresh, closeFn)
+	}
+	return keyed[T]{key: key, v: v, close: closeFn}, nil
+}
+
+// build makes a policy per spec, reusing budgets, breakers and limiters
+// whose settings are unchanged. It changes nothing in r: on error, the
+// parts it built are stopped. It must be called with r.mu held.
+//
+// A panic of Options.Classify or a SharedStore is returned as a
+// *hookPanicError, the parts built so far stopped.
+func (r *Registry) build(f *File) (_ *buildPlan, err error) {
+	plan := &buildPlan{set: builtSet{}, parts: newParts()}
+	defer func() {
+		if v := recover(); v != nil {
+			err = &hookPanicError{v}
+		}
+		if err != nil {
+			plan.discard()
+		}
+	}()
+	cur := r.parts
+	names := make([]string, 0, len(f.Policies))
+	for name := range f.Policies {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s := f.Policies[name]
 		var b backoff.Strategy
 		if s.Preset != "" && s.Backoff.Strategy == "" {
 			_, b = presetRules(s.Preset)
@@ -439,80 +638,129 @@ func (r *Registry) build(f *File) builtSet {
 			p.Classify = budget.IsAWSRetryable
 		}
 		if s.Budget != nil {
-			key := budgetKey(s.Budget)
-			old, ok := r.budgets[name]
-			if !ok || old.key != key {
-				old = keyed[retry.Budget]{key, r.newBudget(s.Budget)}
+			k, err := keep(plan, cur.budgets, name, budgetKey(s.Budget), func() (retry.Budget, func(), error) {
+				return r.newBudget(f.name, "policies."+name+".budget", name, s.Budget)
+			})
+			if err != nil {
+				return nil, err
 			}
-			keepBudgets[name] = old
-			p.Budget = old.v
+			plan.parts.budgets[name] = k
+			p.Budget = k.v
 		}
 		if nb := s.Nested.Budget; nb != nil {
-			key := budgetKey(nb)
-			old, ok := r.nested[name]
-			if !ok || old.key != key {
-				old = keyed[retry.Budget]{key, r.newBudget(nb)}
+			k, err := keep(plan, cur.nested, name, budgetKey(nb), func() (retry.Budget, func(), error) {
+				return r.newBudget(f.name, "policies."+name+".nested.budget", name+".nested", nb)
+			})
+			if err != nil {
+				return nil, err
 			}
-			keepNested[name] = old
-			p.NestedBudget = old.v
+			plan.parts.nested[name] = k
+			p.NestedBudget = k.v
 		}
 		if s.Breaker != nil {
-			key := fmt.Sprintf("%s %+v", s.Breaker.Kind, s.Breaker.Config)
-			old, ok := r.breakers[name]
-			if !ok || old.key != key {
-				old = keyed[*breaker.Breaker]{key, r.newBreaker(s.Breaker)}
+			k, err := keep(plan, cur.breakers, name, breakerKey(s.Breaker), func() (retry.Breaker, func(), error) {
+				return r.newBreaker(f.name, "policies."+name+".breaker", name, s.Breaker)
+			})
+			if err != nil {
+				return nil, err
 			}
-			keepBreakers[name] = old
-			p.Breaker = old.v
+			plan.parts.breakers[name] = k
+			p.Breaker = k.v
 		}
 		if s.Limiter != nil {
-			key := limiterKey(s.Limiter)
-			old, ok := r.limiters[name]
-			if !ok || old.key != key {
-				old = keyed[retry.Limiter]{key, r.newLimiter(s.Limiter)}
+			k, err := keep(plan, cur.limiters, name, limiterKey(s.Limiter), func() (retry.Limiter, func(), error) { return r.newLimiter(s.Limiter), nil, nil })
+			if err != nil {
+				return nil, err
 			}
-			keepLimiters[name] = old
-			p.Limiter = old.v
+			plan.parts.limiters[name] = k
+			p.Limiter = k.v
 		}
-		out[name] = p
+		plan.set[name] = p
 	}
-	for name, old := range r.breakers {
-		if keep, ok := keepBreakers[name]; !ok || keep.v != old.v {
-			old.v.Close() // stops its active probing, if any
-		}
-	}
-	r.budgets, r.nested, r.breakers, r.limiters = keepBudgets, keepNested, keepBreakers, keepLimiters
-	return out
+	return plan, nil
 }
 
 // budgetKey identifies a budget's settings: a budget is kept across a
 // reload while its key is unchanged.
 func budgetKey(s *BudgetSpec) string {
-	return fmt.Sprintf("%s %+v %+v %+v", s.Kind, s.Ratio, s.Window, s.Concurrency)
+	return fmt.Sprintf("%s %+v %+v %+v shared=%q", s.Kind, s.Ratio, s.Window, s.Concurrency, s.Shared)
 }
 
-func (r *Registry) newBudget(s *BudgetSpec) retry.Budget {
+// breakerKey identifies a breaker's settings, likewise.
+func breakerKey(s *BreakerSpec) string {
+	return fmt.Sprintf("%s %+v shared=%q", s.Kind, s.Config, s.Shared)
+}
+
+// newBudget builds the budget s describes for the policy (or nested
+// budget) name, and the function that stops it (nil: nothing to stop).
+// file and field name the block in errors.
+func (r *Registry) newBudget(file, field, name string, s *BudgetSpec) (retry.Budget, func(), error) {
+	if s.Shared != "" {
+		st, err := r.sharedStore(file, field+".shared", s.Shared)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, closeFn, err := st.SharedBudget(name, s.Ratio)
+		if err != nil {
+			return nil, nil, sharedError(file, field, s.Shared, err)
+		}
+		return b, closeFn, nil
+	}
 	switch s.Kind {
 	case "ratio":
-		return budget.NewRatio(s.Ratio)
+		return budget.NewRatio(s.Ratio), nil, nil
 	case "window":
 		c := s.Window
 		c.Clock = r.opts.Clock
-		return budget.NewWindow(c)
+		return budget.NewWindow(c), nil, nil
 	case "concurrency":
-		return budget.NewConcurrency(s.Concurrency)
+		return budget.NewConcurrency(s.Concurrency), nil, nil
 	}
-	return nil
+	return nil, nil, nil
 }
 
-func (r *Registry) newBreaker(s *BreakerSpec) *breaker.Breaker {
+// newBreaker builds the breaker s describes for the policy name, and the
+// function that stops it.
+func (r *Registry) newBreaker(file, field, name string, s *BreakerSpec) (retry.Breaker, func(), error) {
 	c := s.Config
 	c.Clock = r.opts.Clock
-	return breaker.New(c)
+	if s.Shared != "" {
+		st, err := r.sharedStore(file, field+".shared", s.Shared)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, closeFn, err := st.SharedBreaker(name, c)
+		if err != nil {
+			return nil, nil, sharedError(file, field, s.Shared, err)
+		}
+		return b, closeFn, nil
+	}
+	b := breaker.New(c)
+	return b, b.Close, nil // Close stops its active probing, if any
 }
 
-// assign points h at its policy in f. It must be called with r.mu held.
-func (r *Registry) assign(h *Handle, f *File, built builtSet) {
+// handleState is what a handle will serve once a file is in force.
+type handleState struct {
+	h           *Handle
+	p           *retry.Policy
+	spec        *PolicySpec
+	hedger      *hedge.Hedger
+	adaptive    *hedge.Adaptive
+	adaptiveKey string
+}
+
+// store makes st what its handle serves.
+func (st handleState) store() {
+	h := st.h
+	h.adaptive, h.adaptiveKey = st.adaptive, st.adaptiveKey
+	h.spec.Store(st.spec)
+	h.p.Store(st.p)
+	h.hedger.Store(st.hedger)
+}
+
+// planHandle works out h's policy in f, changing nothing. It must be
+// called with r.mu held.
+func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 	var spec *PolicySpec
 	if f != nil {
 		name, ok := f.Operations[h.name]
@@ -531,106 +779,148 @@ func (r *Registry) assign(h *Handle, f *File, built builtSet) {
 		p = &cp
 	}
 	p.Operation = h.name
-	h.spec.Store(spec)
-	h.p.Store(p)
-	r.assignHedger(h, spec)
+	st := handleState{h: h, p: p, spec: spec}
+	r.planHedger(&st)
+	return st
 }
 
-// syncWatches gives every operation in use (a handle's, or one the file
-// in force lists) its budget and breaker watchers, and stops those of
-// operations no longer in use. It must be called with r.mu held, after
-// r.file and r.set are installed.
-func (r *Registry) syncWatches() {
-	inUse := map[string]bool{}
-	for name, h := range r.handles {
-		inUse[name] = true
-		r.watchOp(name, h.p.Load())
-	}
-	if r.file != nil {
-		for op, policy := range r.file.Operations {
-			if !inUse[op] {
-				inUse[op] = true
-				r.watchOp(op, r.set[policy])
+// opPolicy is an operation in use and the policy it gets (nil: none).
+type opPolicy struct {
+	op string
+	p  *retry.Policy
+}
+
+// stagedWatch is an operation's watchers being moved to new parts: the
+// hooks have been told about the new ones (un* stop them), the old ones
+// are still watched until commitWatches.
+type stagedWatch struct {
+	op                     string
+	bud                    retry.Budget
+	brk                    retry.Breaker
+	lim                    retry.Limiter
+	budNew, brkNew, limNew bool
+	unBud, unBrk, unLim    []func()
+}
+
+// stageWatches tells the watch hooks about each operation's parts that
+// differ from what its watchers have now, without unwatching anything. If
+// a hook panics, every watcher told so far is told to stop and the panic's
+// value is returned (staged is then nil). It must be called with r.mu
+// held.
+func (r *Registry) stageWatches(ops []opPolicy) (staged []*stagedWatch, panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			for _, s := range staged {
+				r.unwatch(s.op, s.unBud)
+				r.unwatch(s.op, s.unBrk)
+				r.unwatch(s.op, s.unLim)
 			}
+			staged, panicked = nil, v
 		}
-	}
-	for op := range r.watches {
-		if !inUse[op] {
-			r.watchOp(op, nil)
-		}
-	}
-}
-
-// watchOp points op's budget, breaker and limiter watchers at p's (p nil: none),
-// calling the watchers only for what changed: the new budget is watched
-// before the old one is unwatched, so a scrape in between still finds one.
-// It must be called with r.mu held.
-func (r *Registry) watchOp(op string, p *retry.Policy) {
-	var bud retry.Budget
-	var brk retry.Breaker
-	var lim retry.Limiter
-	if p != nil {
-		bud, brk, lim = p.Budget, p.Breaker, p.Limiter
-	}
-	w := r.watches[op]
-	if w == nil {
-		if bud == nil && brk == nil && lim == nil {
-			return
-		}
-		w = &opWatch{}
-		r.watches[op] = w
-	}
+	}()
 	obs := r.opts.Observer
-	swapWatch(op, &w.budget, &w.unBudget, bud, r.opts.OnBudget, obs, func(o retry.Observer) (func(string, retry.Budget) func(), bool) {
-		bw, ok := o.(BudgetWatcher)
-		if !ok {
-			return nil, false
+	for _, o := range ops {
+		s := &stagedWatch{op: o.op}
+		if o.p != nil {
+			s.bud, s.brk, s.lim = o.p.Budget, o.p.Breaker, o.p.Limiter
 		}
-		return bw.WatchBudget, true
-	})
-	swapWatch(op, &w.breaker, &w.unBreaker, brk, r.opts.OnBreaker, obs, func(o retry.Observer) (func(string, retry.Breaker) func(), bool) {
-		bw, ok := o.(BreakerWatcher)
-		if !ok {
-			return nil, false
+		var cur opWatch
+		if w := r.watches[o.op]; w != nil {
+			cur = *w
 		}
-		return bw.WatchBreaker, true
-	})
-	swapWatch(op, &w.limiter, &w.unLimiter, lim, r.opts.OnLimiter, obs, func(o retry.Observer) (func(string, retry.Limiter) func(), bool) {
-		lw, ok := o.(LimiterWatcher)
-		if !ok {
-			return nil, false
+		s.budNew, s.brkNew, s.limNew = cur.budget != s.bud, cur.breaker != s.brk, cur.limiter != s.lim
+		staged = append(staged, s)
+		if s.budNew && s.bud != nil {
+			watchAll(o.op, s.bud, &s.unBud, r.opts.OnBudget, obs, func(o retry.Observer) (func(string, retry.Budget) func(), bool) {
+				bw, ok := o.(BudgetWatcher)
+				if !ok {
+					return nil, false
+				}
+				return bw.WatchBudget, true
+			})
 		}
-		return lw.WatchLimiter, true
-	})
-	if bud == nil && brk == nil && lim == nil {
-		delete(r.watches, op)
+		if s.brkNew && s.brk != nil {
+			watchAll(o.op, s.brk, &s.unBrk, r.opts.OnBreaker, obs, func(o retry.Observer) (func(string, retry.Breaker) func(), bool) {
+				bw, ok := o.(BreakerWatcher)
+				if !ok {
+					return nil, false
+				}
+				return bw.WatchBreaker, true
+			})
+		}
+		if s.limNew && s.lim != nil {
+			watchAll(o.op, s.lim, &s.unLim, r.opts.OnLimiter, obs, func(o retry.Observer) (func(string, retry.Limiter) func(), bool) {
+				lw, ok := o.(LimiterWatcher)
+				if !ok {
+					return nil, false
+				}
+				return lw.WatchLimiter, true
+			})
+		}
+	}
+	return staged, nil
+}
+
+// commitWatches makes the staged parts the watched ones: for each part
+// that changed, the old part's watchers are told to stop (after the new
+// one was watched, so a scrape in between still finds one). It must be
+// called with r.mu held.
+func (r *Registry) commitWatches(staged []*stagedWatch) {
+	for _, s := range staged {
+		w := r.watches[s.op]
+		if w == nil {
+			if s.bud == nil && s.brk == nil && s.lim == nil {
+				continue
+			}
+			w = &opWatch{}
+			r.watches[s.op] = w
+		}
+		if s.budNew {
+			r.unwatch(s.op, w.unBudget)
+			w.budget, w.unBudget = s.bud, s.unBud
+		}
+		if s.brkNew {
+			r.unwatch(s.op, w.unBreaker)
+			w.breaker, w.unBreaker = s.brk, s.unBrk
+		}
+		if s.limNew {
+			r.unwatch(s.op, w.unLimiter)
+			w.limiter, w.unLimiter = s.lim, s.unLim
+		}
+		if w.budget == nil && w.breaker == nil && w.limiter == nil {
+			delete(r.watches, s.op)
+		}
 	}
 }
 
-// swapWatch moves what watches operation op's object from *cur to next:
-// when they differ, it tells hook and every observer watch finds in obs
-// (through retry.EachObserver) about next, if any, then calls the unwatch
-// functions of *cur's watchers and keeps next's.
-func swapWatch[T comparable](op string, cur *T, unwatch *[]func(), next T, hook func(string, T) func(), obs retry.Observer, watch func(retry.Observer) (func(string, T) func(), bool)) {
-	if *cur == next {
-		return
+// unwatch calls the unwatch functions fs. One that panics is recovered and
+// logged (at Error), so that the others still run and the registry stays
+// consistent: by then the watched part has been replaced.
+func (r *Registry) unwatch(op string, fs []func()) {
+	for _, f := range fs {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					r.logger().Error("config: an unwatch function panicked; recovered", "operation", op, "panic", v)
+				}
+			}()
+			f()
+		}()
 	}
-	var zero T
-	var un []func()
-	if next != zero {
-		if hook != nil {
-			un = appendFunc(un, hook(op, next))
+}
+
+// watchAll tells hook and every observer watch finds in obs (through
+// retry.EachObserver) about next, appending each unwatch function to *un
+// as soon as it is returned (so a later panic can still stop it).
+func watchAll[T any](op string, next T, un *[]func(), hook func(string, T) func(), obs retry.Observer, watch func(retry.Observer) (func(string, T) func(), bool)) {
+	if hook != nil {
+		*un = appendFunc(*un, hook(op, next))
+	}
+	retry.EachObserver(obs, func(o retry.Observer) {
+		if f, ok := watch(o); ok {
+			*un = appendFunc(*un, f(op, next))
 		}
-		retry.EachObserver(obs, func(o retry.Observer) {
-			if f, ok := watch(o); ok {
-				un = appendFunc(un, f(op, next))
-			}
-		})
-	}
-	for _, f := range *unwatch {
-		f()
-	}
-	*cur, *unwatch = next, un
+	})
 }
 
 func appendFunc(fs []func(), f func()) []func() {

@@ -40,3 +40,19 @@ func ReloadResult(err error) string {
 	}
 	return ResultFailure
 }
+
+// ErrHookPanic is matched (errors.Is) by the error reported when a watch
+// hook (Options.OnBreaker, OnBudget, OnLimiter, or an observer's
+// WatchBudget, WatchBreaker or WatchLimiter), Options.Classify or a
+// SharedStore panicked while a file was being applied. Such a file is not applied: the old policies keep serving
+// under the old version, and the reload is counted as rejected
+// (ResultFailure).
+var ErrHookPanic = errors.New("config: a watch hook panicked")
+
+// ErrWatchLost is matched (errors.Is) by the watch error Watch reports
+// while a directory it must watch cannot be watched (it was deleted,
+// renamed away, or made again and not yet watched). It also matches
+// ErrWatch (ResultWatchError). Watch tries again every
+// WatchOptions.RetryInterval, reporting each failed try, and reloads from
+// disk once the watch is back.
+var ErrWatchLost = errors.New("config: a watched directory is gone")

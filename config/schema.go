@@ -98,12 +98,19 @@ type BudgetSpec struct {
 	Ratio       budget.RatioConfig
 	Window      budget.WindowConfig
 	Concurrency budget.ConcurrencyConfig
+	// Shared names the SharedStore in Options.Shared that builds the
+	// budget, shared by the fleet (kind ratio only); "" for a budget of
+	// this process.
+	Shared string
 }
 
 // BreakerSpec is a circuit breaker's settings.
 type BreakerSpec struct {
 	Kind   string // "consecutive", "count_window" or "time_window"
 	Config breaker.Config
+	// Shared names the SharedStore in Options.Shared that builds the
+	// breaker, shared by the fleet; "" for a breaker of this process.
+	Shared string
 }
 
 // Load reads and validates the policy file at path (YAML, or JSON, which
@@ -364,24 +371,33 @@ func (d *decoder) retryOn(n *yaml.Node, path string) RetryOn {
 				}
 			})
 		case "grpc_codes":
-			d.list(v, fp, func(_ int, e *yaml.Node, ep string) {
-				s, ok := d.scalar(e, ep)
-				if !ok {
-					return
-				}
-				canon := strings.ToUpper(camelToSnake(s))
-				if canon == "CANCELED" {
-					canon = "CANCELLED"
-				}
-				if _, ok := GRPCCodeNumber(canon); !ok {
-					d.fail(e, ep, "%q is not a gRPC status code (e.g. UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED)", s)
-					return
-				}
-				r.GRPCCodes = append(r.GRPCCodes, canon)
-			})
+			r.GRPCCodes = d.grpcCodes(v, fp)
 		}
 	})
 	return r
+}
+
+// grpcCodes reads a list of gRPC status code names (UNAVAILABLE, or
+// Unavailable as grpc-go spells them) into canonical names. An empty list
+// gives an empty, non-nil slice.
+func (d *decoder) grpcCodes(n *yaml.Node, path string) []string {
+	out := []string{}
+	d.list(n, path, func(_ int, e *yaml.Node, ep string) {
+		s, ok := d.scalar(e, ep)
+		if !ok {
+			return
+		}
+		canon := strings.ToUpper(camelToSnake(s))
+		if canon == "CANCELED" {
+			canon = "CANCELLED"
+		}
+		if _, ok := GRPCCodeNumber(canon); !ok {
+			d.fail(e, ep, "%q is not a gRPC status code (e.g. UNAVAILABLE, RESOURCE_EXHAUSTED, ABORTED)", s)
+			return
+		}
+		out = append(out, canon)
+	})
+	return out
 }
 
 // camelToSnake turns "ResourceExhausted" into "Resource_Exhausted"; names

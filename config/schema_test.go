@@ -52,6 +52,9 @@ func TestSchemaMatchesDecoder(t *testing.T) {
 	}
 	check("hedge", props(get(policy, "properties", "hedge")), hedgeFields)
 	check("hedge adaptive", props(get(policy, "properties", "hedge", "properties", "adaptive")), adaptiveFields)
+	for i, kind := range []string{LimiterSRE, LimiterAWSAdaptive} {
+		check("limiter "+kind, props(get(policy, "properties", "limiter", "oneOf").([]any)[i]), limiterFields[kind])
+	}
 	for i, kind := range []string{"consecutive", "count_window", "time_window"} {
 		check("breaker "+kind, props(get(policy, "properties", "breaker", "oneOf").([]any)[i]), breakerFields[kind])
 	}

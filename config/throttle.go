@@ -21,6 +21,82 @@ type LimiterSpec struct {
 	Kind     string // "sre" (throttle.SRE) or "aws_adaptive" (throttle.Adaptive)
 	SRE      throttle.SREConfig
 	Adaptive throttle.AdaptiveConfig
+	// ThrottleOn names the classifications of an attempt's error that
+	// count as a throttling or overload answer (SREConfig.Overload,
+	// AdaptiveConfig.Throttled): any of them matching counts. nil: the
+	// kind's default, [ThrottleOnAWS] for aws_adaptive and
+	// [ThrottleOnOverload] for sre.
+	ThrottleOn []string
+}
+
+// Classifications throttle_on can name.
+const (
+	// ThrottleOnAWS is budget.IsThrottle: the AWS throttling error codes
+	// (budget.AWSThrottleCodes, from an error's ErrorCode method, such as
+	// an HTTP 400 ThrottlingException) and HTTP 429.
+	ThrottleOnAWS = "aws"
+	// ThrottleOnOverload is throttle.IsOverload: HTTP 429 and 503, errors
+	// implementing throttle.OverloadReporter, and the retry package's
+	// overload marker.
+	ThrottleOnOverload = "overload"
+)
+
+var throttleOnNames = []string{ThrottleOnAWS, ThrottleOnOverload}
+
+// throttleClassifier returns the classification names ask for (nil: the
+// kind's default).
+func throttleClassifier(kind string, names []string) func(error) bool {
+	if names == nil {
+		if kind == LimiterAWSAdaptive {
+			return budget.IsThrottle
+		}
+		return throttle.IsOverload
+	}
+	fs := make([]func(error) bool, 0, len(names))
+	for _, n := range names {
+		switch n {
+		case ThrottleOnAWS:
+			fs = append(fs, budget.IsThrottle)
+		case ThrottleOnOverload:
+			fs = append(fs, throttle.IsOverload)
+		}
+	}
+	if len(fs) == 1 {
+		return fs[0]
+	}
+	return func(err error) bool {
+		for _, f := range fs {
+			if f(err) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// throttleOn reads throttle_on: one name or a list of names.
+func (d *decoder) throttleOn(n *yaml.Node, path string) []string {
+	one := func(v *yaml.Node, p string) (string, bool) {
+		s := d.oneOf(v, p, throttleOnNames)
+		return s, s != ""
+	}
+	if n.Kind != yaml.SequenceNode {
+		if s, ok := one(n, path); ok {
+			return []string{s}
+		}
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.fail(n, path, "an empty list classifies nothing as throttling, and the limiter would never act: leave throttle_on out for the default, or name %s", strings.Join(throttleOnNames, ", "))
+		return nil
+	}
+	var out []string
+	d.list(n, path, func(_ int, v *yaml.Node, p string) {
+		if s, ok := one(v, p); ok && !contains(out, s) {
+			out = append(out, s)
+		}
+	})
+	return out
 }
 
 // Limiter kinds, as the file spells them.
@@ -30,12 +106,13 @@ const (
 )
 
 var limiterFields = map[string][]string{
-	LimiterSRE:         {"kind", "k", "window", "buckets", "max_rejection", "min_requests"},
-	LimiterAWSAdaptive: {"kind", "beta", "scale_constant", "smoothing", "min_fill_rate"},
+	LimiterSRE:         {"kind", "k", "window", "buckets", "max_rejection", "min_requests", "throttle_on"},
+	LimiterAWSAdaptive: {"kind", "beta", "scale_constant", "smoothing", "min_fill_rate", "throttle_on"},
 }
 
 // limiter reads a policy's limiter mapping. Every field left out takes
-// the throttle package's default; min_requests: 0 means no floor.
+// the throttle package's default, except throttle_on (the kind's
+// default: aws for aws_adaptive); min_requests: 0 means no floor.
 func (d *decoder) limiter(n *yaml.Node, path string) *LimiterSpec {
 	if n.Kind == yaml.MappingNode {
 		if v := valueOf(n, "kind"); v != nil && v.Kind == yaml.ScalarNode && strings.ReplaceAll(v.Value, "-", "_") == LimiterAWSAdaptive && v.Value != LimiterAWSAdaptive {
@@ -52,6 +129,10 @@ func (d *decoder) limiter(n *yaml.Node, path string) *LimiterSpec {
 	d.elsewhere = inAny(limiterFields)
 	defer func() { d.elsewhere = nil }()
 	d.fields(n, path, limiterFields[kind], func(key string, v *yaml.Node, fp string) {
+		if key == "throttle_on" {
+			l.ThrottleOn = d.throttleOn(v, fp)
+			return
+		}
 		switch kind + "." + key {
 		case "sre.k":
 			l.SRE.K = d.number(v, fp, throttle.MinK, throttle.MaxK, false)
@@ -107,10 +188,10 @@ func limiterKey(s *LimiterSpec) string {
 	switch s.Kind {
 	case LimiterSRE:
 		c := s.SRE
-		return fmt.Sprintf("sre %v %d %v %v %d", c.Window, c.Buckets, c.K, c.MaxRejection, c.MinRequests)
+		return fmt.Sprintf("sre %v %d %v %v %d %v", c.Window, c.Buckets, c.K, c.MaxRejection, c.MinRequests, s.ThrottleOn)
 	case LimiterAWSAdaptive:
 		c := s.Adaptive
-		return fmt.Sprintf("aws_adaptive %v %v %v %v", c.Beta, c.ScaleConstant, c.Smoothing, c.MinFillRate)
+		return fmt.Sprintf("aws_adaptive %v %v %v %v %v", c.Beta, c.ScaleConstant, c.Smoothing, c.MinFillRate, s.ThrottleOn)
 	}
 	return s.Kind
 }
@@ -120,10 +201,12 @@ func (r *Registry) newLimiter(s *LimiterSpec) retry.Limiter {
 	case LimiterSRE:
 		c := s.SRE
 		c.Clock = r.opts.Clock
+		c.Overload = throttleClassifier(s.Kind, s.ThrottleOn)
 		return throttle.NewSRE(c)
 	case LimiterAWSAdaptive:
 		c := s.Adaptive
 		c.Clock = r.opts.Clock
+		c.Throttled = throttleClassifier(s.Kind, s.ThrottleOn)
 		return throttle.NewAdaptive(c)
 	}
 	return nil

@@ -278,7 +278,8 @@ func TestREADMEPolicyBlocksParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := NewRegistry(Options{Logger: discard}).Apply(f); err != nil {
+		redis := &fakeStore{built: map[string]int{}, closed: map[string]int{}} // a block may say shared: redis
+		if err := NewRegistry(Options{Logger: discard, Shared: map[string]SharedStore{"redis": redis}}).Apply(f); err != nil {
 			t.Fatal(err)
 		}
 	}

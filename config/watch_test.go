@@ -237,7 +237,8 @@ func TestWatchDirs(t *testing.T) {
 		{"releases/current/missing.yaml", []string{"releases", "releases/current", "releases/v1"}},
 	} {
 		var got []string
-		for d := range watchDirs(filepath.Join(base, tc.path)) {
+		dirs, _ := watchDirs(filepath.Join(base, tc.path))
+		for d := range dirs {
 			rel, _ := filepath.Rel(base, d)
 			got = append(got, filepath.ToSlash(rel))
 		}
