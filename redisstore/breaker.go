@@ -44,7 +44,7 @@ type Breaker struct {
 	local atomic.Pointer[localBreaker] // replaced at every fallback
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
-	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
+	localTrip  atomic.Uint64 // the local breaker opened and Redis has not been told yet: tripSet | the generation it counts toward
 	claiming   atomic.Bool   // a probe permit is being asked for
 
 	stateKey, probesKey, windowPrefix, seenKey string
@@ -134,6 +134,12 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 
 func nopDone(error) {}
 
+// tripSet marks Breaker.localTrip as set; the low bits hold the shared
+// generation the trip counts toward: the one the process last saw when its
+// local breaker opened (0: before the first exchange). Generations are times in ms since 1970 plus the
+// number of transitions: far below 2^63.
+const tripSet = 1 << 63
+
 func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 	if !s.shared {
 		return b.allowLocal(s)
@@ -175,7 +181,14 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 			return
 		}
 		done(err)
-		b.count(start, err, true)
+		if s.gen == 0 {
+			b.count(start, err, true) // before the first exchange: for any generation
+			return
+		}
+		if b.snap.Load().gen != s.gen {
+			return // the process re-joined a later state: made against an earlier one
+		}
+		b.count(start, err, false)
 	}, nil
 }
 
@@ -205,19 +218,20 @@ func (c *timedCall) finish(err error) {
 
 // record counts the result of a closed-state call admitted under snapshot
 // s, unless the shared state has moved on since. A result that comes back
-// after the process fell back to local state counts as a local outcome.
+// after the process fell back to local state counts toward the same
+// generation (a degraded snapshot keeps the generation last seen).
 func (b *Breaker) record(s *snapshot, start time.Time, err error) {
-	cur := b.snap.Load()
-	if cur.shared && cur.gen != s.gen {
+	if b.snap.Load().gen != s.gen {
 		return // a result from an earlier generation
 	}
-	b.count(start, err, !cur.shared)
+	b.count(start, err, false)
 }
 
-// count adds one outcome to the batch of the next exchange; local marks
-// an outcome seen while the process did not follow the shared state.
-func (b *Breaker) count(start time.Time, err error, local bool) {
-	if local {
+// count adds one outcome to the batch of the next exchange; anygen marks
+// an outcome seen before the process first joined the shared state, which
+// counts toward whatever closed state Redis holds.
+func (b *Breaker) count(start time.Time, err error, anygen bool) {
+	if anygen {
 		b.acc.local.Store(true)
 	}
 	c := b.acc.cell()
@@ -372,6 +386,10 @@ func (lb *localBreaker) close() {
 // state starts again from the shared state (an open period last seen in
 // Redis is honoured by the snapshot until it ends). The caller holds stMu,
 // or is NewBreaker.
+//
+// A trip of the local breaker is noted with the generation of the cached
+// (local) snapshot: the shared state the process last saw, which its
+// local outcomes count toward.
 func (b *Breaker) resetLocal() {
 	lb := &localBreaker{b: breaker.New(b.s.local)}
 	lb.unsub = lb.b.Subscribe(func(_, to breaker.State) {
@@ -379,12 +397,16 @@ func (b *Breaker) resetLocal() {
 			return // an earlier stretch's breaker, finishing its calls
 		}
 		b.localState.Store(uint32(to))
-		switch to {
-		case breaker.Open:
-			b.localTrip.Store(true)
+		switch s := b.snap.Load(); {
+		case s.shared:
+			// The stretch is over: a call admitted on local state ended
+			// after the process re-joined. Its trip was made against the
+			// state of the stretch, not the one the process follows now.
+		case to == breaker.Open:
+			b.localTrip.Store(tripSet | s.gen)
 			b.l.poke()
-		case breaker.Closed:
-			b.localTrip.Store(false)
+		case to == breaker.Closed:
+			b.localTrip.Store(0)
 		}
 		b.settle()
 	})

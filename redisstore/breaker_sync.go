@@ -18,7 +18,8 @@ type sharedState struct {
 	st    breaker.State
 	gen   uint64
 	until time.Time
-	inuse int64 // probe permits held (half-open)
+	inuse int64  // probe permits held (half-open)
+	prev  uint64 // sync only, non-zero: an earlier generation whose outcomes count toward this state (see syncScript)
 }
 
 // decodeState reads st, gen, until, probes-in-use from v, whose element
@@ -62,10 +63,10 @@ func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
 // script ran but whose reply was lost is not counted twice.
 type flush struct {
 	seq    uint64
-	gen    uint64
+	gen    uint64 // the generation the outcomes and the trip were made against
 	bt     batch
 	trip   bool
-	anygen bool
+	anygen bool // outcomes or a trip from before the first exchange: for any closed state
 }
 
 func (b *Breaker) sync(ctx context.Context) error {
@@ -81,8 +82,12 @@ func (b *Breaker) sync(ctx context.Context) error {
 		if f == nil {
 			s := b.snap.Load()
 			b.batchSeq++
-			f = &flush{seq: b.batchSeq, gen: s.gen, trip: b.localTrip.Swap(false), bt: b.acc.take()}
-			f.anygen = f.bt.local || !s.shared
+			trip := b.localTrip.Swap(0)
+			f = &flush{seq: b.batchSeq, gen: s.gen, bt: b.acc.take()}
+			// A trip counts toward the generation the process saw when its
+			// local breaker opened; one made against an earlier state is void.
+			f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
+			f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
 		}
 		st, err = b.exchange(ctx, f)
 		if err != nil {
@@ -135,7 +140,7 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 	if err != nil {
 		return sharedState{}, err
 	}
-	if len(v) != 11 {
+	if len(v) != 12 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	st, err := b.decodeState(v, 9)
@@ -143,6 +148,9 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 		return st, err
 	}
 	b.epoch = v[10]
+	if v[11] == 1 && f.gen != st.gen {
+		st.prev = f.gen
+	}
 	c := breaker.Counts{
 		Requests:            uint64(max(v[4], 0)),
 		Successes:           uint64(max(v[5], 0)),
@@ -210,11 +218,28 @@ func (b *Breaker) apply(st sharedState) {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
 	cur := b.snap.Load()
-	if !cur.shared && st.st == breaker.Closed && b.localTrip.Load() {
-		// The local breaker opened while this call was in flight: keep it
-		// until the next exchange tells Redis, rather than close it.
-		b.l.poke()
-		return
+	// Outcomes counted toward the cached generation count toward st too if
+	// it is the same state, or a closed one standing in for a closed state
+	// Redis lost.
+	carry := cur.gen == st.gen || (st.prev != 0 && st.prev == cur.gen)
+	if t := b.localTrip.Load(); carry && t != 0 && t&^tripSet == cur.gen && cur.gen != st.gen {
+		b.localTrip.CompareAndSwap(t, tripSet|st.gen) // the trip counts toward the stand-in
+	}
+	if t := b.localTrip.Load(); t != 0 && !cur.shared && st.st == breaker.Closed {
+		if g := t &^ tripSet; g == 0 || g == st.gen {
+			// The local breaker opened while this call was in flight: keep
+			// it until the next exchange tells Redis, rather than close it.
+			if carry && cur.gen != st.gen {
+				n := *cur
+				n.gen = st.gen // the next batch counts toward the stand-in
+				b.snap.Store(&n)
+			}
+			b.l.poke()
+			return
+		}
+		// A trip made against a state the fleet has left: void, as the
+		// failures of an earlier generation are.
+		b.localTrip.CompareAndSwap(t, 0)
 	}
 	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
 		return
@@ -224,8 +249,10 @@ func (b *Breaker) apply(st sharedState) {
 		n.done = func(err error) { b.record(n, time.Time{}, err) }
 	}
 	b.snap.Store(n)
-	if cur.shared && cur.gen != st.gen && !b.acc.local.Load() {
-		b.acc.take() // counts of an earlier generation are void
+	if cur.gen != 0 && !carry && !b.acc.local.Load() {
+		// Counts of an earlier generation are void, whether counted in the
+		// shared state or while degraded against it.
+		b.acc.take()
 	}
 }
 
