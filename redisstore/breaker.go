@@ -355,11 +355,16 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 	return b.ev.subscribe(fn)
 }
 
-// Close stops the background exchange and waits for it (unless called
-// from OnDegraded or a listener while it runs them), then flushes the
-// outcomes counted since the last exchange (within Timeout). The Breaker
-// keeps deciding calls on its last cached state afterwards. Close is safe
-// to call more than once, and on a nil Breaker.
+// Close stops the background exchange and waits until its goroutine has
+// ended, an exchange in progress included (bounded by Timeout), then
+// flushes the outcomes counted since the last exchange (within Timeout).
+// Called from a listener or OnDegraded that the background goroutine is
+// running, Close does not wait for that goroutine (it is the caller's); a
+// callback the background goroutine is running when Close is called from
+// elsewhere may still be running when Close returns. Once Close has begun,
+// OnDegraded is not called again. The Breaker keeps deciding calls on its
+// last cached state afterwards. Close is safe to call more than once, and
+// on a nil Breaker.
 func (b *Breaker) Close() {
 	if b == nil || !b.l.shut() {
 		return

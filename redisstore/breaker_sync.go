@@ -50,12 +50,12 @@ func (b *Breaker) Sync(ctx context.Context) error {
 	if b.l.closed.Load() {
 		return ErrClosed
 	}
-	return b.sync(ctx)
+	return b.sync(ctx, false)
 }
 
-func (b *Breaker) loopSync() { _ = b.sync(context.Background()) }
+func (b *Breaker) loopSync() { _ = b.sync(context.Background(), true) }
 
-func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
+func (b *Breaker) flushOnClose() { _ = b.sync(context.Background(), false) }
 
 // flush is one batch of outcomes on its way to Redis. A flush whose
 // exchange failed is kept and sent again, under the same number, before
@@ -69,7 +69,8 @@ type flush struct {
 	anygen bool // outcomes or a trip from before the first exchange: for any closed state
 }
 
-func (b *Breaker) sync(ctx context.Context) error {
+// sync makes one exchange; loop is true on the background loop's goroutine.
+func (b *Breaker) sync(ctx context.Context, loop bool) error {
 	ctx, cancel := b.l.context(ctx)
 	defer cancel()
 	if err := b.acquire(ctx); err != nil {
@@ -103,10 +104,12 @@ func (b *Breaker) sync(ctx context.Context) error {
 		b.retained = nil
 		b.apply(st)
 	}
-	if err := b.conclude(st, err); err != nil {
+	if err == nil {
+		defer b.l.syncs.Add(1) // once the state is cached and told, even if a listener panics
+	}
+	if err := b.conclude(st, err, loop); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
-	b.l.succeeded()
 	return nil
 }
 
@@ -194,20 +197,28 @@ func (b *Breaker) release() { <-b.sem }
 // conclude ends a Redis call made with the right to call Redis: it caches
 // the state st the call returned or, when the call failed with err, falls
 // back to local state; then it releases the right and tells the listeners
-// of any change (and, on err, the log and OnDegraded). It returns err.
-func (b *Breaker) conclude(st sharedState, err error) error {
+// of any change, and the log and OnDegraded of a fallback or a re-join
+// (even if a listener panics). loop is true on the background loop's
+// goroutine. It returns err.
+func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
 	if err != nil {
 		b.fallBack()
 	} else {
 		b.apply(st)
 	}
 	b.release()
-	b.settle()
-	if err != nil {
-		b.l.failed(err)
-	} else {
-		b.l.reached()
+	if loop {
+		b.l.enterCallbacks()
+		defer b.l.leaveCallbacks()
 	}
+	defer func() {
+		if err != nil {
+			b.l.failed(err)
+		} else {
+			b.l.reached()
+		}
+	}()
+	b.settle()
 	return err
 }
 
@@ -324,7 +335,7 @@ func (b *Breaker) claim() (func(error), error) {
 			}
 		}()
 	}
-	if b.conclude(st, err) != nil {
+	if b.conclude(st, err, false) != nil {
 		return b.allowLocal(b.snap.Load())
 	}
 	if p != nil {
@@ -419,5 +430,5 @@ func (p *probe) report(outcome int) {
 			st, rerr = b.decodeState(v, 4)
 		}
 	}
-	_ = b.conclude(st, rerr)
+	_ = b.conclude(st, rerr, false)
 }

@@ -232,27 +232,36 @@ func (b *Budget) Sync(ctx context.Context) error {
 	if b.l.closed.Load() {
 		return ErrClosed
 	}
-	return b.sync(ctx, false)
+	return b.sync(ctx, false, false)
 }
 
-func (b *Budget) loopSync() { _ = b.sync(context.Background(), false) }
+func (b *Budget) loopSync() { _ = b.sync(context.Background(), false, true) }
 
-// Close stops the background exchange, waits for it, and gives the unused
-// lease and unflushed deposits back to the shared bucket (within Timeout),
-// even if the last exchange failed. Withdraw then grants retries only from
+// Close stops the background exchange and waits until its goroutine has
+// ended, an exchange in progress included (bounded by Timeout), and gives
+// the unused lease and unflushed deposits back to the shared bucket
+// (within Timeout), even if the last exchange failed. Called from an
+// OnDegraded that the background goroutine is running, Close does not wait
+// for that goroutine (it is the caller's). Once Close has begun,
+// OnDegraded is not called again. Withdraw then grants retries only from
 // the private budget. Close is safe to call more than once, on a nil
 // Budget, and from OnDegraded.
 func (b *Budget) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
-	_ = b.sync(context.Background(), true)
+	_ = b.sync(context.Background(), true, false)
 	b.joined.Store(false)
 }
 
-func (b *Budget) sync(ctx context.Context, closing bool) error {
+// sync makes one exchange; loop is true on the background loop's goroutine.
+func (b *Budget) sync(ctx context.Context, closing, loop bool) error {
 	err := b.syncLocked(ctx, closing)
 	// Outside syncMu: OnDegraded may call Close.
+	if loop {
+		b.l.enterCallbacks()
+		defer b.l.leaveCallbacks()
+	}
 	if err != nil {
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)

@@ -105,7 +105,9 @@ type BreakerConfig struct {
 	// OnDegraded, if set, is called when the process falls back to local
 	// state (degraded true, with the Redis error) and when it re-joins the
 	// shared state (degraded false, nil). Calls are made one at a time, in
-	// order, outside any lock.
+	// order, outside any lock, on the goroutine whose Redis call caused the
+	// change: the background goroutine, or one calling Allow, a probe's
+	// done or Sync. It is not called once Close has begun.
 	OnDegraded func(degraded bool, err error)
 }
 
