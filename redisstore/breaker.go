@@ -347,7 +347,13 @@ func (b *Breaker) Stats() LinkStats {
 
 // Subscribe adds fn to the functions called when the state this process
 // acts on changes (see State), and returns a function that removes it.
-// Listeners are called one at a time, in order, outside any lock.
+// Listeners are called one at a time, in order, outside any lock, on the
+// goroutine whose call saw the change: the background goroutine (after an
+// exchange), or one calling Allow, a done function, Sync or Close. A panic
+// in a listener does not stop the others from hearing the change; it then
+// goes on to that caller, or, on the background goroutine, which has no
+// caller, is recovered and logged at Error level (BreakerConfig.Logger;
+// nil: silent), and the exchanges go on.
 func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()) {
 	if b == nil || fn == nil {
 		return func() {}

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/clock/clocktest"
 )
 
@@ -198,6 +201,81 @@ func TestCloseWaitsForSlowExchange(t *testing.T) {
 			if len(late) > 0 {
 				t.Fatalf("OnDegraded called after Close returned: %v", late)
 			}
+		})
+	}
+}
+
+// TestBackgroundCallbackPanicIsRecovered (issue 32 item 12): a listener or
+// OnDegraded that panics on the background goroutine does not crash the
+// process: the panic is logged (Logger, at Error) and the exchanges go on.
+func TestBackgroundCallbackPanicIsRecovered(t *testing.T) {
+	t.Run("breaker listener", func(t *testing.T) {
+		logs := &logCapture{}
+		f := newFleet(t, 1, breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Minute})
+		a := f.bs[0]
+		c := f.cfg
+		c.Client = newClient(t, sharedRedis(t).addr)
+		c.Logger = slog.New(logs)
+		b, err := NewBreaker(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		waitFor(t, "B's first exchange", func() bool { return b.Stats().Syncs >= 1 })
+		b.Subscribe(func(_, to breaker.State) { panic("listener panicked on " + to.String()) })
+		_ = call(a, errDown)
+		mustSync(t, a)
+		f.fc.BlockUntil(2)
+		f.fc.Advance(testInterval) // B's loop sees the breaker open; its listener panics
+		waitFor(t, "the panic to be logged", func() bool { return logs.count(slog.LevelError) == 1 })
+		wantState(t, b, breaker.Open)
+		syncs := b.Stats().Syncs
+		f.fc.BlockUntil(2)
+		f.fc.Advance(testInterval)
+		waitFor(t, "B's loop to exchange again", func() bool { return b.Stats().Syncs > syncs })
+	})
+	for _, kind := range []string{"breaker", "budget"} {
+		t.Run(kind+" OnDegraded", func(t *testing.T) {
+			logs := &logCapture{}
+			g := newGatedScripter(t, sharedRedis(t).addr)
+			fc := clocktest.NewFake()
+			onDeg := func(degraded bool, _ error) { panic(fmt.Sprintf("OnDegraded(%v) panicked", degraded)) }
+			var stats func() LinkStats
+			switch kind {
+			case "breaker":
+				b, err := NewBreaker(BreakerConfig{
+					Client: g, Name: "panicky", Namespace: namespace(t), Clock: fc,
+					RefreshInterval: testInterval, Logger: slog.New(logs), OnDegraded: onDeg,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(b.Close)
+				stats = b.Stats
+			case "budget":
+				b, err := NewBudget(BudgetConfig{
+					Client: g, Name: "panicky", Namespace: namespace(t), Clock: fc,
+					RefreshInterval: testInterval, Logger: slog.New(logs), OnDegraded: onDeg,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(b.Close)
+				stats = func() LinkStats { return b.Stats().Link }
+			}
+			waitFor(t, "the first exchange", func() bool { return stats().Syncs >= 1 })
+			fc.BlockUntil(1)
+			g.fail.Store(true)
+			fc.Advance(testInterval) // falls back: OnDegraded(true) panics
+			waitFor(t, "the fallback's panic to be logged", func() bool { return logs.count(slog.LevelError) == 1 })
+			if !stats().Degraded {
+				t.Fatalf("stats %+v, want degraded", stats())
+			}
+			fc.BlockUntil(1)
+			g.fail.Store(false)
+			fc.Advance(testInterval) // re-joins: OnDegraded(false) panics
+			waitFor(t, "the re-join's panic to be logged", func() bool { return logs.count(slog.LevelError) == 2 })
+			waitFor(t, "the re-join", func() bool { return !stats().Degraded })
 		})
 	}
 }

@@ -60,7 +60,9 @@ type BreakerConfig struct {
 	// (Window.Duration, with failure and slow-call rates); a count window
 	// (Window.Calls), ReadyToTrip and Probe are rejected. It also configures
 	// the local fallback breaker unless Local is set. Its OnStateChange
-	// is called on changes of the state this Breaker reports (see State).
+	// is called on changes of the state this Breaker reports (see State),
+	// as a listener added with Subscribe is (a panic in it is handled the
+	// same way).
 	Breaker breaker.Config
 
 	// Local, if set, configures the local breaker used while Redis cannot be
@@ -98,8 +100,9 @@ type BreakerConfig struct {
 	// if that is nil too.
 	Clock clock.Clock
 
-	// Logger receives one warning when the process loses Redis and one
-	// message when it re-joins. nil: silent.
+	// Logger receives one warning when the process loses Redis, one
+	// message when it re-joins, and an error for a listener or OnDegraded
+	// that panicked on the background goroutine. nil: silent.
 	Logger *slog.Logger
 
 	// OnDegraded, if set, is called when the process falls back to local
@@ -107,7 +110,10 @@ type BreakerConfig struct {
 	// shared state (degraded false, nil). Calls are made one at a time, in
 	// order, outside any lock, on the goroutine whose Redis call caused the
 	// change: the background goroutine, or one calling Allow, a probe's
-	// done or Sync. It is not called once Close has begun.
+	// done or Sync. It is not called once Close has begun. A panic in it
+	// goes on to the caller of Allow, done or Sync; on the background
+	// goroutine, which has no caller, it is recovered and logged at Error
+	// level (Logger; nil: silent), and the exchanges go on.
 	OnDegraded func(degraded bool, err error)
 }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,10 +165,27 @@ func (l *link) run(sync func()) {
 		if !l.begin() {
 			return
 		}
-		sync()
+		l.exchange(sync)
 		l.end()
 		t.Reset(l.cfg.interval)
 	}
+}
+
+// exchange runs one exchange of the loop. A panic on the loop's goroutine
+// (a listener or OnDegraded that panicked: the Breaker and the Budget have
+// settled their state before they call them) would end the process, with
+// no caller to hand it to: it is logged at Error level (Logger; nil:
+// silent) and the loop goes on.
+func (l *link) exchange(sync func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			if lg := l.cfg.logger; lg != nil {
+				lg.Error("redisstore: a callback panicked on the background goroutine; recovered, the exchanges go on",
+					"kind", l.what, "name", l.cfg.name, "panic", v, "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	sync()
 }
 
 // begin marks the start of an exchange of the loop; it reports false,
