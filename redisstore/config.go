@@ -83,8 +83,9 @@ type BreakerConfig struct {
 	Timeout time.Duration
 
 	// KeyTTL is how long the keys live after the last process used them.
-	// It must exceed the longest open period and the window.
-	// 0: DefaultKeyTTL (24h).
+	// It must exceed the longest open period, the window and ProbeLease,
+	// and be at least 1s and two refresh intervals (so a RefreshInterval
+	// above KeyTTL/2 is refused). 0: DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// ProbeLease is how long a half-open probe permit is held for a process
@@ -160,7 +161,8 @@ type BudgetConfig struct {
 	Timeout time.Duration
 
 	// KeyTTL is how long the bucket lives after the last process used it.
-	// 0: DefaultKeyTTL (24h).
+	// It must be at least 1s and two refresh intervals (so a
+	// RefreshInterval above KeyTTL/2 is refused). 0: DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// Clock paces the exchanges with Redis. nil: clock.Real.
@@ -220,7 +222,9 @@ func resolveLink(kind string, client redis.Scripter, name, ns string, interval, 
 	if l.ttl == 0 {
 		l.ttl = DefaultKeyTTL
 	}
-	if l.ttl < time.Second || l.ttl < 2*l.interval {
+	// ttl/2 < interval is ttl < 2*interval, exactly, without overflowing
+	// for a huge interval.
+	if l.ttl < time.Second || l.ttl/2 < l.interval {
 		return l, invalid("%s.KeyTTL %v is too short: at least 1s and two refresh intervals", kind, l.ttl)
 	}
 	l.prefix = ns + ":{" + name + "}:"
