@@ -180,16 +180,22 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 		if once.Swap(true) {
 			return
 		}
+		defer b.countLocal(s, start, err) // even if the local breaker's listeners panic
 		done(err)
-		if s.gen == 0 {
-			b.count(start, err, true) // before the first exchange: for any generation
-			return
-		}
-		if b.snap.Load().gen != s.gen {
-			return // the process re-joined a later state: made against an earlier one
-		}
-		b.count(start, err, false)
 	}, nil
+}
+
+// countLocal counts the outcome of a call admitted on local state under
+// snapshot s.
+func (b *Breaker) countLocal(s *snapshot, start time.Time, err error) {
+	if s.gen == 0 {
+		b.count(start, err, true) // before the first exchange: for any generation
+		return
+	}
+	if b.snap.Load().gen != s.gen {
+		return // the process re-joined a later state: made against an earlier one
+	}
+	b.count(start, err, false)
 }
 
 // timedCall is the done of one closed-state call when slow calls are timed.
@@ -237,11 +243,16 @@ func (b *Breaker) count(start time.Time, err error, anygen bool) {
 	c := b.acc.cell()
 	failed := false
 	if err != nil {
-		if b.s.isExcluded(err) {
+		var excluded bool
+		var panicked any
+		failed, excluded, panicked = b.judge(err)
+		if panicked != nil {
+			defer panic(panicked) // once the failure is counted
+		}
+		if excluded {
 			c.excluded.Add(1)
 			return
 		}
-		failed = b.s.isFailure(err)
 	}
 	if b.s.slowDur > 0 && b.clk.Since(start) >= b.s.slowDur {
 		c.slow.Add(1)
@@ -258,6 +269,26 @@ func (b *Breaker) count(start time.Time, err error, anygen bool) {
 	if !b.s.window {
 		b.acc.success()
 	}
+}
+
+// judge classifies the error err of a call, as breaker.Breaker does: a
+// call that panicked (retry.PanicError) is a failure whatever IsExcluded
+// and IsFailure say. A panic in the user's IsExcluded or IsFailure makes
+// the call a failure too, and is handed back to re-raise once the outcome
+// is counted.
+func (b *Breaker) judge(err error) (failed, excluded bool, panicked any) {
+	if _, ok := err.(*retry.PanicError); ok {
+		return true, false, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			failed, excluded, panicked = true, false, v
+		}
+	}()
+	if b.s.isExcluded(err) {
+		return false, true, nil
+	}
+	return b.s.isFailure(err), false, nil
 }
 
 // Ready reports, without taking a probe permit, the error Allow would
@@ -375,10 +406,10 @@ func (b *Breaker) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
+	defer func() { b.local.Load().close() }() // even if a listener panics
 	if b.snap.Load().shared {
 		b.flushOnClose()
 	}
-	b.local.Load().close()
 }
 
 // localBreaker is the local breaker.Breaker of one stretch of local state,
@@ -448,9 +479,8 @@ func (b *Breaker) jitterDraw() float64 {
 		return rand.Float64()
 	}
 	b.randMu.Lock()
-	u := b.rnd.Uint64()
-	b.randMu.Unlock()
-	return float64(u>>11) / (1 << 53)
+	defer b.randMu.Unlock() // a panicking source must not wedge every later draw
+	return float64(b.rnd.Uint64()>>11) / (1 << 53)
 }
 
 func (b *Breaker) nextMember() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -76,10 +77,16 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 	if err := b.acquire(ctx); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
+	held := true
+	defer func() {
+		if held { // the Clock, Rand or Scripter panicked
+			b.release()
+		}
+	}()
 	var st sharedState
 	var err error
 	for {
-		f := b.retained
+		f, resend := b.retained, b.retained != nil
 		if f == nil {
 			s := b.snap.Load()
 			b.batchSeq++
@@ -89,24 +96,25 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 			// local breaker opened; one made against an earlier state is void.
 			f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
 			f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
+			if !f.bt.empty() || f.trip {
+				b.retained = f // kept until Redis has it, even if the exchange panics
+			}
 		}
 		st, err = b.exchange(ctx, f)
 		if err != nil {
-			if !f.bt.empty() || f.trip {
-				b.retained = f
-			}
 			break
 		}
-		if b.retained == nil {
+		b.retained = nil
+		if !resend {
 			break
 		}
 		// The batch kept from a failed exchange is in; now the newer ones.
-		b.retained = nil
 		b.apply(st)
 	}
 	if err == nil {
 		defer b.l.syncs.Add(1) // once the state is cached and told, even if a listener panics
 	}
+	held = false
 	if err := b.conclude(st, err, loop); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
@@ -177,7 +185,11 @@ func flag(v bool) int {
 // bucketTTL is how long a window bucket key lives: the window and one
 // bucket, and a second of slack.
 func (b *Breaker) bucketTTL() int64 {
-	return (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
+	w := b.s.width.Milliseconds()
+	if n := int64(b.s.buckets + 1); w > (math.MaxInt64-1000)/n {
+		return math.MaxInt64 / int64(time.Millisecond) // saturated: the longest TTL a Duration holds
+	}
+	return int64(b.s.buckets+1)*w + 1000
 }
 
 // acquire takes the right to call Redis, within ctx. Each process makes
@@ -302,6 +314,12 @@ func (b *Breaker) claim() (func(error), error) {
 	if b.acquire(ctx) != nil {
 		return nil, breaker.ErrTooManyProbes // an exchange is stuck: it will fall back
 	}
+	held := true
+	defer func() {
+		if held { // the Clock or Scripter panicked
+			b.release()
+		}
+	}()
 	now, err := b.tc.now(ctx, b.s.link.client)
 	var v []int64
 	if err == nil {
@@ -314,6 +332,7 @@ func (b *Breaker) claim() (func(error), error) {
 		if len(v) != 7 || v[0] < 0 || v[0] > 1 {
 			err = fmt.Errorf("%w: %v", errReply, v)
 		} else if v[6] == 1 {
+			held = false
 			b.stateLost()
 			return nil, breaker.ErrTooManyProbes
 		} else {
@@ -335,6 +354,7 @@ func (b *Breaker) claim() (func(error), error) {
 			}
 		}()
 	}
+	held = false
 	if b.conclude(st, err, false) != nil {
 		return b.allowLocal(b.snap.Load())
 	}
@@ -379,24 +399,28 @@ func (p *probe) finish(err error) {
 }
 
 // classify returns the probe's outcome (0 success, 1 failure, 2 excluded).
-// A panic in the user's IsExcluded or IsFailure makes it a failure, as a
-// panicking call is (retry.PanicError), and is handed back to re-raise
-// once the permit is released.
+// A panic in the user's IsExcluded, IsFailure or Clock makes it a failure,
+// as a panicking call is (see judge), and is handed back to re-raise once
+// the permit is released.
 func (p *probe) classify(err error) (outcome int, panicked any) {
 	b := p.b
+	if err != nil {
+		failed, excluded, v := b.judge(err)
+		switch {
+		case v != nil:
+			return 1, v
+		case excluded:
+			return 2, nil
+		case failed:
+			return 1, nil
+		}
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			outcome, panicked = 1, v
 		}
 	}()
-	switch {
-	case err == nil:
-	case b.s.isExcluded(err):
-		outcome = 2
-	case b.s.isFailure(err):
-		outcome = 1
-	}
-	if outcome == 0 && b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
+	if b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
 		outcome = 1 // a slow probe fails when the slow-call rate can trip
 	}
 	return outcome, nil
@@ -410,6 +434,12 @@ func (p *probe) report(outcome int) {
 	if b.acquire(ctx) != nil {
 		return // an exchange is stuck: the permit's lease will run out
 	}
+	held := true
+	defer func() {
+		if held { // the Clock, Rand or Scripter panicked
+			b.release()
+		}
+	}()
 	now, rerr := b.tc.now(ctx, b.s.link.client)
 	var v []int64
 	if rerr == nil {
@@ -424,11 +454,13 @@ func (p *probe) report(outcome int) {
 		if len(v) != 6 {
 			rerr = fmt.Errorf("%w: %v", errReply, v)
 		} else if v[5] == 1 {
+			held = false
 			b.stateLost()
 			return
 		} else {
 			st, rerr = b.decodeState(v, 4)
 		}
 	}
+	held = false
 	_ = b.conclude(st, rerr, false)
 }

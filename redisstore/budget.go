@@ -250,8 +250,8 @@ func (b *Budget) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
+	defer b.joined.Store(false) // even if the Scripter panics
 	_ = b.sync(context.Background(), true, false)
-	b.joined.Store(false)
 }
 
 // sync makes one exchange; loop is true on the background loop's goroutine.
@@ -280,7 +280,7 @@ func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 	defer cancel()
 	var err error
 	for {
-		x := b.retained
+		x, resend := b.retained, b.retained != nil
 		if x == nil {
 			b.seq++
 			x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
@@ -290,17 +290,18 @@ func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 			case b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0:
 				x.want = max(b.s.lease-b.lease.Load(), 0)
 			}
+			if x.delta != 0 || x.want > 0 || x.returned != 0 {
+				b.retained = x // kept until Redis has it, even if the exchange panics
+			}
 		}
 		if err = b.exchange(ctx, x); err != nil {
-			if x.delta != 0 || x.want > 0 || x.returned != 0 {
-				b.retained = x
-			}
 			break
 		}
-		if b.retained == nil {
+		b.retained = nil
+		if !resend {
 			break
 		}
-		b.retained = nil // the failed exchange is in; now the newer one
+		// the failed exchange is in; now the newer one
 	}
 	if err != nil {
 		if b.joined.Swap(false) {
