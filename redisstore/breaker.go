@@ -393,8 +393,9 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 }
 
 // Close stops the background exchange and waits until its goroutine has
-// ended, an exchange in progress included (bounded by Timeout), then
-// flushes the outcomes counted since the last exchange (within Timeout).
+// ended, an exchange in progress included (bounded by Timeout), then,
+// unless the process is degraded (its last Redis call failed), flushes
+// the outcomes counted since the last exchange (within Timeout).
 // Called from a listener or OnDegraded that the background goroutine is
 // running, Close does not wait for that goroutine (it is the caller's); a
 // callback the background goroutine is running when Close is called from

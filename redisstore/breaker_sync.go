@@ -42,8 +42,11 @@ func durMillis(d time.Duration) float64 { return float64(d) / float64(time.Milli
 // Sync flushes the outcomes counted since the last exchange and refreshes
 // the cached shared state now, within ctx and Timeout. The background
 // loop does this every RefreshInterval; Sync is for a process that wants
-// the shared state before it starts serving, and for tests. An error means
-// the process has fallen back to local state (see Stats).
+// the shared state before it starts serving, and for tests. It returns
+// ErrClosed after Close; an error wrapping ctx's (or Timeout's) end while
+// it waits for another Redis call of this Breaker to finish, with nothing
+// changed; and otherwise an error only when the Redis call failed, and the
+// process has fallen back to local state (see Stats).
 func (b *Breaker) Sync(ctx context.Context) error {
 	if b == nil {
 		return nil

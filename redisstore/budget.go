@@ -223,8 +223,8 @@ func (b *Budget) Stats() BudgetStats {
 
 // Sync flushes the deposits recorded since the last exchange and tops the
 // lease up now, within ctx and Timeout; the background loop does this
-// every RefreshInterval. An error means the process has fallen back to its
-// private budget (see Stats).
+// every RefreshInterval. It returns ErrClosed after Close; any other error
+// means the process has fallen back to its private budget (see Stats).
 func (b *Budget) Sync(ctx context.Context) error {
 	if b == nil {
 		return nil
