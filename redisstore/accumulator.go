@@ -19,9 +19,10 @@ type accumulator struct {
 	// needs to judge runs of failures exactly across batches.
 	_   [64]byte
 	run atomic.Uint64
-	// local is set when an outcome was counted while the process was not
-	// following the shared state (before its first exchange, or degraded):
-	// the batch then applies to whatever closed state Redis holds.
+	// local is set when an outcome was counted before the process first
+	// joined the shared state: the batch then applies to whatever closed
+	// state Redis holds. (Outcomes counted while degraded count toward
+	// the generation the process last saw, like any other.)
 	local atomic.Bool
 	_     [64]byte
 }

@@ -44,7 +44,7 @@ type Breaker struct {
 	local atomic.Pointer[localBreaker] // replaced at every fallback
 
 	localState atomic.Uint32 // the local breaker's state, as its listener last heard
-	localTrip  atomic.Bool   // the local breaker opened and Redis has not been told yet
+	localTrip  atomic.Uint64 // the local breaker opened and Redis has not been told yet: tripSet | the generation it counts toward
 	claiming   atomic.Bool   // a probe permit is being asked for
 
 	stateKey, probesKey, windowPrefix, seenKey string
@@ -134,6 +134,12 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 
 func nopDone(error) {}
 
+// tripSet marks Breaker.localTrip as set; the low bits hold the shared
+// generation the trip counts toward: the one the process last saw when its
+// local breaker opened (0: before the first exchange). Generations are times in ms since 1970 plus the
+// number of transitions: far below 2^63.
+const tripSet = 1 << 63
+
 func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 	if !s.shared {
 		return b.allowLocal(s)
@@ -174,9 +180,22 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 		if once.Swap(true) {
 			return
 		}
+		defer b.countLocal(s, start, err) // even if the local breaker's listeners panic
 		done(err)
-		b.count(start, err, true)
 	}, nil
+}
+
+// countLocal counts the outcome of a call admitted on local state under
+// snapshot s.
+func (b *Breaker) countLocal(s *snapshot, start time.Time, err error) {
+	if s.gen == 0 {
+		b.count(start, err, true) // before the first exchange: for any generation
+		return
+	}
+	if b.snap.Load().gen != s.gen {
+		return // the process re-joined a later state: made against an earlier one
+	}
+	b.count(start, err, false)
 }
 
 // timedCall is the done of one closed-state call when slow calls are timed.
@@ -205,29 +224,35 @@ func (c *timedCall) finish(err error) {
 
 // record counts the result of a closed-state call admitted under snapshot
 // s, unless the shared state has moved on since. A result that comes back
-// after the process fell back to local state counts as a local outcome.
+// after the process fell back to local state counts toward the same
+// generation (a degraded snapshot keeps the generation last seen).
 func (b *Breaker) record(s *snapshot, start time.Time, err error) {
-	cur := b.snap.Load()
-	if cur.shared && cur.gen != s.gen {
+	if b.snap.Load().gen != s.gen {
 		return // a result from an earlier generation
 	}
-	b.count(start, err, !cur.shared)
+	b.count(start, err, false)
 }
 
-// count adds one outcome to the batch of the next exchange; local marks
-// an outcome seen while the process did not follow the shared state.
-func (b *Breaker) count(start time.Time, err error, local bool) {
-	if local {
+// count adds one outcome to the batch of the next exchange; anygen marks
+// an outcome seen before the process first joined the shared state, which
+// counts toward whatever closed state Redis holds.
+func (b *Breaker) count(start time.Time, err error, anygen bool) {
+	if anygen {
 		b.acc.local.Store(true)
 	}
 	c := b.acc.cell()
 	failed := false
 	if err != nil {
-		if b.s.isExcluded(err) {
+		var excluded bool
+		var panicked any
+		failed, excluded, panicked = b.judge(err)
+		if panicked != nil {
+			defer panic(panicked) // once the failure is counted
+		}
+		if excluded {
 			c.excluded.Add(1)
 			return
 		}
-		failed = b.s.isFailure(err)
 	}
 	if b.s.slowDur > 0 && b.clk.Since(start) >= b.s.slowDur {
 		c.slow.Add(1)
@@ -244,6 +269,26 @@ func (b *Breaker) count(start time.Time, err error, local bool) {
 	if !b.s.window {
 		b.acc.success()
 	}
+}
+
+// judge classifies the error err of a call, as breaker.Breaker does: a
+// call that panicked (retry.PanicError) is a failure whatever IsExcluded
+// and IsFailure say. A panic in the user's IsExcluded or IsFailure makes
+// the call a failure too, and is handed back to re-raise once the outcome
+// is counted.
+func (b *Breaker) judge(err error) (failed, excluded bool, panicked any) {
+	if _, ok := err.(*retry.PanicError); ok {
+		return true, false, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			failed, excluded, panicked = true, false, v
+		}
+	}()
+	if b.s.isExcluded(err) {
+		return false, true, nil
+	}
+	return b.s.isFailure(err), false, nil
 }
 
 // Ready reports, without taking a probe permit, the error Allow would
@@ -333,7 +378,13 @@ func (b *Breaker) Stats() LinkStats {
 
 // Subscribe adds fn to the functions called when the state this process
 // acts on changes (see State), and returns a function that removes it.
-// Listeners are called one at a time, in order, outside any lock.
+// Listeners are called one at a time, in order, outside any lock, on the
+// goroutine whose call saw the change: the background goroutine (after an
+// exchange), or one calling Allow, a done function, Sync or Close. A panic
+// in a listener does not stop the others from hearing the change; it then
+// goes on to that caller, or, on the background goroutine, which has no
+// caller, is recovered and logged at Error level (BreakerConfig.Logger;
+// nil: silent), and the exchanges go on.
 func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()) {
 	if b == nil || fn == nil {
 		return func() {}
@@ -341,19 +392,25 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 	return b.ev.subscribe(fn)
 }
 
-// Close stops the background exchange and waits for it (unless called
-// from OnDegraded or a listener while it runs them), then flushes the
-// outcomes counted since the last exchange (within Timeout). The Breaker
-// keeps deciding calls on its last cached state afterwards. Close is safe
-// to call more than once, and on a nil Breaker.
+// Close stops the background exchange and waits until its goroutine has
+// ended, an exchange in progress included (bounded by Timeout), then,
+// unless the process is degraded (its last Redis call failed), flushes
+// the outcomes counted since the last exchange (within Timeout).
+// Called from a listener or OnDegraded that the background goroutine is
+// running, Close does not wait for that goroutine (it is the caller's); a
+// callback the background goroutine is running when Close is called from
+// elsewhere may still be running when Close returns. Once Close has begun,
+// OnDegraded is not called again. The Breaker keeps deciding calls on its
+// last cached state afterwards. Close is safe to call more than once, and
+// on a nil Breaker.
 func (b *Breaker) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
+	defer func() { b.local.Load().close() }() // even if a listener panics
 	if b.snap.Load().shared {
 		b.flushOnClose()
 	}
-	b.local.Load().close()
 }
 
 // localBreaker is the local breaker.Breaker of one stretch of local state,
@@ -372,6 +429,10 @@ func (lb *localBreaker) close() {
 // state starts again from the shared state (an open period last seen in
 // Redis is honoured by the snapshot until it ends). The caller holds stMu,
 // or is NewBreaker.
+//
+// A trip of the local breaker is noted with the generation of the cached
+// (local) snapshot: the shared state the process last saw, which its
+// local outcomes count toward.
 func (b *Breaker) resetLocal() {
 	lb := &localBreaker{b: breaker.New(b.s.local)}
 	lb.unsub = lb.b.Subscribe(func(_, to breaker.State) {
@@ -379,12 +440,16 @@ func (b *Breaker) resetLocal() {
 			return // an earlier stretch's breaker, finishing its calls
 		}
 		b.localState.Store(uint32(to))
-		switch to {
-		case breaker.Open:
-			b.localTrip.Store(true)
+		switch s := b.snap.Load(); {
+		case s.shared:
+			// The stretch is over: a call admitted on local state ended
+			// after the process re-joined. Its trip was made against the
+			// state of the stretch, not the one the process follows now.
+		case to == breaker.Open:
+			b.localTrip.Store(tripSet | s.gen)
 			b.l.poke()
-		case breaker.Closed:
-			b.localTrip.Store(false)
+		case to == breaker.Closed:
+			b.localTrip.Store(0)
 		}
 		b.settle()
 	})
@@ -415,9 +480,8 @@ func (b *Breaker) jitterDraw() float64 {
 		return rand.Float64()
 	}
 	b.randMu.Lock()
-	u := b.rnd.Uint64()
-	b.randMu.Unlock()
-	return float64(u>>11) / (1 << 53)
+	defer b.randMu.Unlock() // a panicking source must not wedge every later draw
+	return float64(b.rnd.Uint64()>>11) / (1 << 53)
 }
 
 func (b *Breaker) nextMember() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,8 @@ type sharedState struct {
 	st    breaker.State
 	gen   uint64
 	until time.Time
-	inuse int64 // probe permits held (half-open)
+	inuse int64  // probe permits held (half-open)
+	prev  uint64 // sync only, non-zero: an earlier generation whose outcomes count toward this state (see syncScript)
 }
 
 // decodeState reads st, gen, until, probes-in-use from v, whose element
@@ -40,8 +42,11 @@ func durMillis(d time.Duration) float64 { return float64(d) / float64(time.Milli
 // Sync flushes the outcomes counted since the last exchange and refreshes
 // the cached shared state now, within ctx and Timeout. The background
 // loop does this every RefreshInterval; Sync is for a process that wants
-// the shared state before it starts serving, and for tests. An error means
-// the process has fallen back to local state (see Stats).
+// the shared state before it starts serving, and for tests. It returns
+// ErrClosed after Close; an error wrapping ctx's (or Timeout's) end while
+// it waits for another Redis call of this Breaker to finish, with nothing
+// changed; and otherwise an error only when the Redis call failed, and the
+// process has fallen back to local state (see Stats).
 func (b *Breaker) Sync(ctx context.Context) error {
 	if b == nil {
 		return nil
@@ -49,12 +54,12 @@ func (b *Breaker) Sync(ctx context.Context) error {
 	if b.l.closed.Load() {
 		return ErrClosed
 	}
-	return b.sync(ctx)
+	return b.sync(ctx, false)
 }
 
-func (b *Breaker) loopSync() { _ = b.sync(context.Background()) }
+func (b *Breaker) loopSync() { _ = b.sync(context.Background(), true) }
 
-func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
+func (b *Breaker) flushOnClose() { _ = b.sync(context.Background(), false) }
 
 // flush is one batch of outcomes on its way to Redis. A flush whose
 // exchange failed is kept and sent again, under the same number, before
@@ -62,46 +67,60 @@ func (b *Breaker) flushOnClose() { _ = b.sync(context.Background()) }
 // script ran but whose reply was lost is not counted twice.
 type flush struct {
 	seq    uint64
-	gen    uint64
+	gen    uint64 // the generation the outcomes and the trip were made against
 	bt     batch
 	trip   bool
-	anygen bool
+	anygen bool // outcomes or a trip from before the first exchange: for any closed state
 }
 
-func (b *Breaker) sync(ctx context.Context) error {
+// sync makes one exchange; loop is true on the background loop's goroutine.
+func (b *Breaker) sync(ctx context.Context, loop bool) error {
 	ctx, cancel := b.l.context(ctx)
 	defer cancel()
 	if err := b.acquire(ctx); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
+	held := true
+	defer func() {
+		if held { // the Clock, Rand or Scripter panicked
+			b.release()
+		}
+	}()
 	var st sharedState
 	var err error
 	for {
-		f := b.retained
+		f, resend := b.retained, b.retained != nil
 		if f == nil {
 			s := b.snap.Load()
 			b.batchSeq++
-			f = &flush{seq: b.batchSeq, gen: s.gen, trip: b.localTrip.Swap(false), bt: b.acc.take()}
-			f.anygen = f.bt.local || !s.shared
+			trip := b.localTrip.Swap(0)
+			f = &flush{seq: b.batchSeq, gen: s.gen, bt: b.acc.take()}
+			// A trip counts toward the generation the process saw when its
+			// local breaker opened; one made against an earlier state is void.
+			f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
+			f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
+			if !f.bt.empty() || f.trip {
+				b.retained = f // kept until Redis has it, even if the exchange panics
+			}
 		}
 		st, err = b.exchange(ctx, f)
 		if err != nil {
-			if !f.bt.empty() || f.trip {
-				b.retained = f
-			}
 			break
 		}
-		if b.retained == nil {
+		b.retained = nil
+		if !resend {
 			break
 		}
 		// The batch kept from a failed exchange is in; now the newer ones.
-		b.retained = nil
 		b.apply(st)
 	}
-	if err := b.conclude(st, err); err != nil {
+	if err == nil {
+		defer b.l.syncs.Add(1) // once the state is cached and told, even if a listener panics
+	}
+	held = false
+	if err := b.conclude(st, err, loop); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
-	b.l.succeeded()
 	return nil
 }
 
@@ -135,7 +154,7 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 	if err != nil {
 		return sharedState{}, err
 	}
-	if len(v) != 11 {
+	if len(v) != 12 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	st, err := b.decodeState(v, 9)
@@ -143,6 +162,9 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 		return st, err
 	}
 	b.epoch = v[10]
+	if v[11] == 1 && f.gen != st.gen {
+		st.prev = f.gen
+	}
 	c := breaker.Counts{
 		Requests:            uint64(max(v[4], 0)),
 		Successes:           uint64(max(v[5], 0)),
@@ -166,7 +188,11 @@ func flag(v bool) int {
 // bucketTTL is how long a window bucket key lives: the window and one
 // bucket, and a second of slack.
 func (b *Breaker) bucketTTL() int64 {
-	return (time.Duration(b.s.buckets+1) * b.s.width).Milliseconds() + 1000
+	w := b.s.width.Milliseconds()
+	if n := int64(b.s.buckets + 1); w > (math.MaxInt64-1000)/n {
+		return math.MaxInt64 / int64(time.Millisecond) // saturated: the longest TTL a Duration holds
+	}
+	return int64(b.s.buckets+1)*w + 1000
 }
 
 // acquire takes the right to call Redis, within ctx. Each process makes
@@ -186,20 +212,28 @@ func (b *Breaker) release() { <-b.sem }
 // conclude ends a Redis call made with the right to call Redis: it caches
 // the state st the call returned or, when the call failed with err, falls
 // back to local state; then it releases the right and tells the listeners
-// of any change (and, on err, the log and OnDegraded). It returns err.
-func (b *Breaker) conclude(st sharedState, err error) error {
+// of any change, and the log and OnDegraded of a fallback or a re-join
+// (even if a listener panics). loop is true on the background loop's
+// goroutine. It returns err.
+func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
 	if err != nil {
 		b.fallBack()
 	} else {
 		b.apply(st)
 	}
 	b.release()
-	b.settle()
-	if err != nil {
-		b.l.failed(err)
-	} else {
-		b.l.reached()
+	if loop {
+		b.l.enterCallbacks()
+		defer b.l.leaveCallbacks()
 	}
+	defer func() {
+		if err != nil {
+			b.l.failed(err)
+		} else {
+			b.l.reached()
+		}
+	}()
+	b.settle()
 	return err
 }
 
@@ -210,11 +244,28 @@ func (b *Breaker) apply(st sharedState) {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
 	cur := b.snap.Load()
-	if !cur.shared && st.st == breaker.Closed && b.localTrip.Load() {
-		// The local breaker opened while this call was in flight: keep it
-		// until the next exchange tells Redis, rather than close it.
-		b.l.poke()
-		return
+	// Outcomes counted toward the cached generation count toward st too if
+	// it is the same state, or a closed one standing in for a closed state
+	// Redis lost.
+	carry := cur.gen == st.gen || (st.prev != 0 && st.prev == cur.gen)
+	if t := b.localTrip.Load(); carry && t != 0 && t&^tripSet == cur.gen && cur.gen != st.gen {
+		b.localTrip.CompareAndSwap(t, tripSet|st.gen) // the trip counts toward the stand-in
+	}
+	if t := b.localTrip.Load(); t != 0 && !cur.shared && st.st == breaker.Closed {
+		if g := t &^ tripSet; g == 0 || g == st.gen {
+			// The local breaker opened while this call was in flight: keep
+			// it until the next exchange tells Redis, rather than close it.
+			if carry && cur.gen != st.gen {
+				n := *cur
+				n.gen = st.gen // the next batch counts toward the stand-in
+				b.snap.Store(&n)
+			}
+			b.l.poke()
+			return
+		}
+		// A trip made against a state the fleet has left: void, as the
+		// failures of an earlier generation are.
+		b.localTrip.CompareAndSwap(t, 0)
 	}
 	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
 		return
@@ -224,8 +275,10 @@ func (b *Breaker) apply(st sharedState) {
 		n.done = func(err error) { b.record(n, time.Time{}, err) }
 	}
 	b.snap.Store(n)
-	if cur.shared && cur.gen != st.gen && !b.acc.local.Load() {
-		b.acc.take() // counts of an earlier generation are void
+	if cur.gen != 0 && !carry && !b.acc.local.Load() {
+		// Counts of an earlier generation are void, whether counted in the
+		// shared state or while degraded against it.
+		b.acc.take()
 	}
 }
 
@@ -264,6 +317,12 @@ func (b *Breaker) claim() (func(error), error) {
 	if b.acquire(ctx) != nil {
 		return nil, breaker.ErrTooManyProbes // an exchange is stuck: it will fall back
 	}
+	held := true
+	defer func() {
+		if held { // the Clock or Scripter panicked
+			b.release()
+		}
+	}()
 	now, err := b.tc.now(ctx, b.s.link.client)
 	var v []int64
 	if err == nil {
@@ -276,6 +335,7 @@ func (b *Breaker) claim() (func(error), error) {
 		if len(v) != 7 || v[0] < 0 || v[0] > 1 {
 			err = fmt.Errorf("%w: %v", errReply, v)
 		} else if v[6] == 1 {
+			held = false
 			b.stateLost()
 			return nil, breaker.ErrTooManyProbes
 		} else {
@@ -297,7 +357,8 @@ func (b *Breaker) claim() (func(error), error) {
 			}
 		}()
 	}
-	if b.conclude(st, err) != nil {
+	held = false
+	if b.conclude(st, err, false) != nil {
 		return b.allowLocal(b.snap.Load())
 	}
 	if p != nil {
@@ -341,24 +402,28 @@ func (p *probe) finish(err error) {
 }
 
 // classify returns the probe's outcome (0 success, 1 failure, 2 excluded).
-// A panic in the user's IsExcluded or IsFailure makes it a failure, as a
-// panicking call is (retry.PanicError), and is handed back to re-raise
-// once the permit is released.
+// A panic in the user's IsExcluded, IsFailure or Clock makes it a failure,
+// as a panicking call is (see judge), and is handed back to re-raise once
+// the permit is released.
 func (p *probe) classify(err error) (outcome int, panicked any) {
 	b := p.b
+	if err != nil {
+		failed, excluded, v := b.judge(err)
+		switch {
+		case v != nil:
+			return 1, v
+		case excluded:
+			return 2, nil
+		case failed:
+			return 1, nil
+		}
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			outcome, panicked = 1, v
 		}
 	}()
-	switch {
-	case err == nil:
-	case b.s.isExcluded(err):
-		outcome = 2
-	case b.s.isFailure(err):
-		outcome = 1
-	}
-	if outcome == 0 && b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
+	if b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
 		outcome = 1 // a slow probe fails when the slow-call rate can trip
 	}
 	return outcome, nil
@@ -372,6 +437,12 @@ func (p *probe) report(outcome int) {
 	if b.acquire(ctx) != nil {
 		return // an exchange is stuck: the permit's lease will run out
 	}
+	held := true
+	defer func() {
+		if held { // the Clock, Rand or Scripter panicked
+			b.release()
+		}
+	}()
 	now, rerr := b.tc.now(ctx, b.s.link.client)
 	var v []int64
 	if rerr == nil {
@@ -386,11 +457,13 @@ func (p *probe) report(outcome int) {
 		if len(v) != 6 {
 			rerr = fmt.Errorf("%w: %v", errReply, v)
 		} else if v[5] == 1 {
+			held = false
 			b.stateLost()
 			return
 		} else {
 			st, rerr = b.decodeState(v, 4)
 		}
 	}
-	_ = b.conclude(st, rerr)
+	held = false
+	_ = b.conclude(st, rerr, false)
 }

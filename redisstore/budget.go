@@ -223,8 +223,8 @@ func (b *Budget) Stats() BudgetStats {
 
 // Sync flushes the deposits recorded since the last exchange and tops the
 // lease up now, within ctx and Timeout; the background loop does this
-// every RefreshInterval. An error means the process has fallen back to its
-// private budget (see Stats).
+// every RefreshInterval. It returns ErrClosed after Close; any other error
+// means the process has fallen back to its private budget (see Stats).
 func (b *Budget) Sync(ctx context.Context) error {
 	if b == nil {
 		return nil
@@ -232,27 +232,36 @@ func (b *Budget) Sync(ctx context.Context) error {
 	if b.l.closed.Load() {
 		return ErrClosed
 	}
-	return b.sync(ctx, false)
+	return b.sync(ctx, false, false)
 }
 
-func (b *Budget) loopSync() { _ = b.sync(context.Background(), false) }
+func (b *Budget) loopSync() { _ = b.sync(context.Background(), false, true) }
 
-// Close stops the background exchange, waits for it, and gives the unused
-// lease and unflushed deposits back to the shared bucket (within Timeout),
-// even if the last exchange failed. Withdraw then grants retries only from
+// Close stops the background exchange and waits until its goroutine has
+// ended, an exchange in progress included (bounded by Timeout), and gives
+// the unused lease and unflushed deposits back to the shared bucket
+// (within Timeout), even if the last exchange failed. Called from an
+// OnDegraded that the background goroutine is running, Close does not wait
+// for that goroutine (it is the caller's). Once Close has begun,
+// OnDegraded is not called again. Withdraw then grants retries only from
 // the private budget. Close is safe to call more than once, on a nil
 // Budget, and from OnDegraded.
 func (b *Budget) Close() {
 	if b == nil || !b.l.shut() {
 		return
 	}
-	_ = b.sync(context.Background(), true)
-	b.joined.Store(false)
+	defer b.joined.Store(false) // even if the Scripter panics
+	_ = b.sync(context.Background(), true, false)
 }
 
-func (b *Budget) sync(ctx context.Context, closing bool) error {
+// sync makes one exchange; loop is true on the background loop's goroutine.
+func (b *Budget) sync(ctx context.Context, closing, loop bool) error {
 	err := b.syncLocked(ctx, closing)
 	// Outside syncMu: OnDegraded may call Close.
+	if loop {
+		b.l.enterCallbacks()
+		defer b.l.leaveCallbacks()
+	}
 	if err != nil {
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
@@ -271,7 +280,7 @@ func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 	defer cancel()
 	var err error
 	for {
-		x := b.retained
+		x, resend := b.retained, b.retained != nil
 		if x == nil {
 			b.seq++
 			x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
@@ -281,17 +290,18 @@ func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 			case b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0:
 				x.want = max(b.s.lease-b.lease.Load(), 0)
 			}
+			if x.delta != 0 || x.want > 0 || x.returned != 0 {
+				b.retained = x // kept until Redis has it, even if the exchange panics
+			}
 		}
 		if err = b.exchange(ctx, x); err != nil {
-			if x.delta != 0 || x.want > 0 || x.returned != 0 {
-				b.retained = x
-			}
 			break
 		}
-		if b.retained == nil {
+		b.retained = nil
+		if !resend {
 			break
 		}
-		b.retained = nil // the failed exchange is in; now the newer one
+		// the failed exchange is in; now the newer one
 	}
 	if err != nil {
 		if b.joined.Swap(false) {

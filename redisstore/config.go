@@ -60,7 +60,9 @@ type BreakerConfig struct {
 	// (Window.Duration, with failure and slow-call rates); a count window
 	// (Window.Calls), ReadyToTrip and Probe are rejected. It also configures
 	// the local fallback breaker unless Local is set. Its OnStateChange
-	// is called on changes of the state this Breaker reports (see State).
+	// is called on changes of the state this Breaker reports (see State),
+	// as a listener added with Subscribe is (a panic in it is handled the
+	// same way).
 	Breaker breaker.Config
 
 	// Local, if set, configures the local breaker used while Redis cannot be
@@ -81,8 +83,9 @@ type BreakerConfig struct {
 	Timeout time.Duration
 
 	// KeyTTL is how long the keys live after the last process used them.
-	// It must exceed the longest open period and the window.
-	// 0: DefaultKeyTTL (24h).
+	// It must exceed the longest open period, the window and ProbeLease,
+	// and be at least 1s and two refresh intervals (so a RefreshInterval
+	// above KeyTTL/2 is refused). 0: DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// ProbeLease is how long a half-open probe permit is held for a process
@@ -98,14 +101,20 @@ type BreakerConfig struct {
 	// if that is nil too.
 	Clock clock.Clock
 
-	// Logger receives one warning when the process loses Redis and one
-	// message when it re-joins. nil: silent.
+	// Logger receives one warning when the process loses Redis, one
+	// message when it re-joins, and an error for a listener or OnDegraded
+	// that panicked on the background goroutine. nil: silent.
 	Logger *slog.Logger
 
 	// OnDegraded, if set, is called when the process falls back to local
 	// state (degraded true, with the Redis error) and when it re-joins the
 	// shared state (degraded false, nil). Calls are made one at a time, in
-	// order, outside any lock.
+	// order, outside any lock, on the goroutine whose Redis call caused the
+	// change: the background goroutine, or one calling Allow, a probe's
+	// done or Sync. It is not called once Close has begun. A panic in it
+	// goes on to the caller of Allow, done or Sync; on the background
+	// goroutine, which has no caller, it is recovered and logged at Error
+	// level (Logger; nil: silent), and the exchanges go on.
 	OnDegraded func(degraded bool, err error)
 }
 
@@ -152,7 +161,8 @@ type BudgetConfig struct {
 	Timeout time.Duration
 
 	// KeyTTL is how long the bucket lives after the last process used it.
-	// 0: DefaultKeyTTL (24h).
+	// It must be at least 1s and two refresh intervals (so a
+	// RefreshInterval above KeyTTL/2 is refused). 0: DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// Clock paces the exchanges with Redis. nil: clock.Real.
@@ -212,7 +222,9 @@ func resolveLink(kind string, client redis.Scripter, name, ns string, interval, 
 	if l.ttl == 0 {
 		l.ttl = DefaultKeyTTL
 	}
-	if l.ttl < time.Second || l.ttl < 2*l.interval {
+	// ttl/2 < interval is ttl < 2*interval, exactly, without overflowing
+	// for a huge interval.
+	if l.ttl < time.Second || l.ttl/2 < l.interval {
 		return l, invalid("%s.KeyTTL %v is too short: at least 1s and two refresh intervals", kind, l.ttl)
 	}
 	l.prefix = ns + ":{" + name + "}:"

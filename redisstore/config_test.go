@@ -179,3 +179,28 @@ func TestNilReceivers(t *testing.T) {
 	}
 	bu.Close()
 }
+
+// TestHugeRefreshIntervalRefused (issue 32 item 14): the KeyTTL check
+// compares KeyTTL with two refresh intervals without overflowing, so a
+// huge RefreshInterval is refused instead of passing it.
+func TestHugeRefreshIntervalRefused(t *testing.T) {
+	c := offlineClient(t)
+	for _, interval := range []time.Duration{math.MaxInt64/2 + 1, math.MaxInt64 - 1, math.MaxInt64} {
+		for _, ttl := range []time.Duration{0, 100 * 365 * 24 * time.Hour, math.MaxInt64} {
+			berr := BreakerConfig{Client: c, Name: "n", RefreshInterval: interval, KeyTTL: ttl}.Validate()
+			uerr := BudgetConfig{Client: c, Name: "n", RefreshInterval: interval, KeyTTL: ttl}.Validate()
+			for _, err := range []error{berr, uerr} {
+				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "two refresh intervals") {
+					t.Errorf("RefreshInterval %v, KeyTTL %v: Validate = %v, want the KeyTTL check to refuse it", interval, ttl, err)
+				}
+			}
+		}
+	}
+	// Exactly two intervals is enough.
+	if err := (BudgetConfig{Client: c, Name: "n", RefreshInterval: time.Hour, KeyTTL: 2 * time.Hour}).Validate(); err != nil {
+		t.Fatalf("KeyTTL of two intervals: %v", err)
+	}
+	if err := (BudgetConfig{Client: c, Name: "n", RefreshInterval: time.Hour, KeyTTL: 2*time.Hour - 1}).Validate(); err == nil {
+		t.Fatal("KeyTTL 1ns short of two intervals: accepted")
+	}
+}

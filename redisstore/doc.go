@@ -150,14 +150,21 @@
 // the first exchange after NewBreaker or NewBudget, calls are decided on
 // local state too.
 //
-// Outcomes are kept from the moment a Breaker is made: those of calls
-// decided on local state (before the first exchange, or while degraded)
-// are flushed at the next exchange that succeeds and count in the shared
-// state if it is closed, whatever its generation. A trip of the local
-// breaker reaches Redis too: the next exchange opens a closed shared
-// breaker, and until it has, the exchange does not turn the process's
-// open breaker back to closed. A process restarting into an outage (a
-// crash loop) thus opens the breaker for the fleet with its first calls.
+// Outcomes are kept from the moment a Breaker is made, and flushed at the
+// next exchange that succeeds. Those of calls decided before the first
+// exchange count in the shared state if it is closed, whatever its
+// generation: a process restarting into an outage (a crash loop) thus
+// opens the breaker for the fleet with its first calls. Those of calls
+// decided while degraded count toward the shared state the process last
+// saw, as any other result does: if it is still the current state (or
+// Redis lost it and a new closed state stands in for it, see below) they
+// count; if the fleet has moved on meanwhile (another process's probe
+// closed the breaker) they are dropped, like the results of any earlier
+// generation, so a degraded period's failures do not re-open a fleet that
+// has already recovered. A trip of the local breaker follows the same
+// rule: the next exchange opens the closed shared breaker it counts
+// toward, and until it has, the exchange does not turn the process's open
+// breaker back to closed.
 //
 // # When Redis loses the state
 //

@@ -26,6 +26,7 @@ type proxy struct {
 
 	drops   atomic.Int32 // replies still to drop
 	dropped atomic.Int32 // replies dropped so far
+	severed atomic.Bool  // partitioned: every connection is closed at once (see cut)
 
 	gateMu sync.Mutex
 	gate   chan struct{} // non-nil: requests wait until it is closed
@@ -53,12 +54,22 @@ func (p *proxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.severed.Load() {
+			c.Close()
+			continue
+		}
 		r, err := net.DialTimeout("tcp", p.target, time.Second)
 		if err != nil {
 			c.Close()
 			continue
 		}
 		p.mu.Lock()
+		if p.severed.Load() { // cut while dialling
+			p.mu.Unlock()
+			c.Close()
+			r.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, r)
 		p.mu.Unlock()
 		p.wg.Go(func() { p.requests(c, r) })
@@ -110,6 +121,21 @@ func (p *proxy) replies(r, c net.Conn) {
 		}
 	}
 }
+
+// cut partitions the client from Redis: the open connections are closed
+// and new ones are closed as soon as they are accepted, until heal.
+func (p *proxy) cut() {
+	p.severed.Store(true)
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+}
+
+// heal ends a partition made by cut.
+func (p *proxy) heal() { p.severed.Store(false) }
 
 // dropNext makes the proxy drop the next n replies.
 func (p *proxy) dropNext(n int32) { p.drops.Store(n) }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,11 @@ type link struct {
 	stop      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
-	closed    atomic.Bool
-	inLoop    atomic.Bool // the loop is running an exchange (and maybe the callbacks it causes)
+	closed    atomic.Bool // Close was called; set under mu
+
+	mu          sync.Mutex
+	busy        bool // the loop is running an exchange; guarded by mu
+	inCallbacks bool // the loop is running the callbacks of its exchange; guarded by mu
 }
 
 type note struct {
@@ -119,8 +123,8 @@ func (l *link) deliver(n note) {
 			lg.Info("redisstore: Redis answers again, using shared state", "kind", l.what, "name", l.cfg.name)
 		}
 	}
-	if f := l.cfg.onDegraded; f != nil {
-		f(n.degraded, n.err)
+	if f := l.cfg.onDegraded; f != nil && !l.closed.Load() {
+		f(n.degraded, n.err) // never once Close has begun
 	}
 }
 
@@ -158,25 +162,82 @@ func (l *link) run(sync func()) {
 			}
 		}
 		last, synced = clk.Now(), true
-		l.inLoop.Store(true)
-		sync()
-		l.inLoop.Store(false)
+		if !l.begin() {
+			return
+		}
+		l.exchange(sync)
+		l.end()
 		t.Reset(l.cfg.interval)
 	}
 }
 
-// shut stops the loop and waits for it; only the first call does anything
-// and reports true. While the loop runs an exchange, shut does not wait:
-// it may be called from a callback (OnDegraded, a listener) the exchange
-// runs on the loop's goroutine, and the loop then returns as soon as the
-// exchange ends.
+// exchange runs one exchange of the loop. A panic on the loop's goroutine
+// (a listener or OnDegraded that panicked: the Breaker and the Budget have
+// settled their state before they call them) would end the process, with
+// no caller to hand it to: it is logged at Error level (Logger; nil:
+// silent) and the loop goes on.
+func (l *link) exchange(sync func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			if lg := l.cfg.logger; lg != nil {
+				lg.Error("redisstore: a callback panicked on the background goroutine; recovered, the exchanges go on",
+					"kind", l.what, "name", l.cfg.name, "panic", v, "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	sync()
+}
+
+// begin marks the start of an exchange of the loop; it reports false,
+// starting nothing, once shut has been called.
+func (l *link) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return false
+	}
+	l.busy = true
+	return true
+}
+
+func (l *link) end() {
+	l.mu.Lock()
+	l.busy = false
+	l.mu.Unlock()
+}
+
+// enterCallbacks and leaveCallbacks bracket the part of the loop's
+// exchange that runs user callbacks (listeners, OnDegraded), on the loop's
+// goroutine. Only the loop calls them.
+func (l *link) enterCallbacks() {
+	l.mu.Lock()
+	l.inCallbacks = true
+	l.mu.Unlock()
+}
+
+func (l *link) leaveCallbacks() {
+	l.mu.Lock()
+	l.inCallbacks = false
+	l.mu.Unlock()
+}
+
+// shut stops the loop and waits until its goroutine has ended, a slow
+// exchange in progress included; only the first call does anything and
+// reports true. While the loop is running the callbacks of an exchange,
+// shut does not wait: it may be called from one of them (OnDegraded, a
+// listener) on the loop's goroutine, which would wait for itself; the loop
+// then returns as soon as those callbacks do, and calls OnDegraded no
+// more (see deliver).
 func (l *link) shut() bool {
 	first := false
 	l.closeOnce.Do(func() {
 		first = true
+		l.mu.Lock()
 		l.closed.Store(true)
 		close(l.stop)
-		if !l.inLoop.Load() {
+		fromCallback := l.busy && l.inCallbacks
+		l.mu.Unlock()
+		if !fromCallback {
 			<-l.stopped
 		}
 	})

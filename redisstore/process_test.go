@@ -85,6 +85,19 @@ func TestHelperProcess(t *testing.T) {
 				}
 			}
 			reply("ok")
+		case "ok":
+			// n calls to a healthy downstream; the reply is how many were refused
+			n, _ := strconv.Atoi(arg)
+			refused := 0
+			for range n {
+				done, err := b.Allow()
+				if err != nil {
+					refused++
+					continue
+				}
+				done(nil)
+			}
+			reply("%d", refused)
 		case "sync":
 			if err := b.Sync(context.Background()); err != nil {
 				reply("error %v", err)

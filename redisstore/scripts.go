@@ -108,17 +108,25 @@ end
 // leading, longest and trailing runs of failures), window (1: time-window
 // condition), consecutive limit, minCalls, failPct, slowPct, open base,
 // open max, multiplier, jitter, rnd, ttl, bucket ttl, maxProbes, anygen
-// (1: the batch was counted without following the shared state, and
-// applies to the current closed state whatever its generation), trip
-// (1: the process's local breaker opened: open a closed breaker), window
+// (1: the batch holds outcomes counted before the process first joined the
+// shared state, and applies to the current closed state whatever its
+// generation), trip (1: the process's local breaker opened: open the
+// closed breaker the batch counts toward), window
 // prefix, bucket width, buckets, seq (the batch's number: a batch whose
 // number is not above the last one applied for this process is a replay,
 // and changes nothing).
 // Returns: st, gen, until, probes in use, requests, successes, failures,
-// slow, consec, now, epoch. ARGV 30-32: the epoch of the state the caller
+// slow, consec, now, epoch, carried (1: the state is closed and outcomes
+// of generation gen count toward it: it is that state, or stands in for
+// it). ARGV 30-32: the epoch of the state the caller
 // last saw (0: none), the state it saw (0 closed, 1 half-open, 2 open) and
 // the rest of its open period (ms): if Redis lost that state, a new closed
 // one is set back to it.
+//
+// A batch counts toward the closed state of generation gen only (as a
+// result of an earlier generation is ignored in Go), or toward any closed
+// state with anygen. When Redis lost the state the caller saw closed, the
+// new closed state stands in for it until its first transition.
 var syncScript = redis.NewScript(breakerLib + `
 local now, cgen = clock(ARGV[1]), tonumber(ARGV[2])
 local req, suc, fai, slo = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -147,7 +155,8 @@ if b.epoch == 0 then
   b.epoch = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
   dirty = true
 end
-if known ~= 0 and known ~= b.epoch and b.st == 0 and b.gen == b.born and held > 0 then
+local lost = known ~= 0 and known ~= b.epoch
+if lost and b.st == 0 and b.gen == b.born and held > 0 then
   -- Redis lost the state this process saw open or half-open, and made a
   -- closed one: restore what the process saw.
   reset(b, KEYS[2], held)
@@ -158,7 +167,7 @@ end
 if expire(b, KEYS[2], now) then dirty = true end
 
 local r, s, f, l = b.r, b.s, b.f, b.l
-local current = b.st == 0 and (b.gen == cgen or anygen)
+local current = b.st == 0 and (anygen or (not lost and b.gen == cgen) or (lost and held == 0 and b.gen == b.born))
 local trip = false
 if win then
   r, s, f, l = 0, 0, 0, 0
@@ -200,7 +209,7 @@ elseif current and req + suc + fai + slo + longest + saw > 0 then
   dirty = true
 end
 
-if ltrip and b.st == 0 then trip = true end
+if ltrip and current then trip = true end
 if trip then
   open(b, KEYS[2], now, tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20]))
   dirty = true
@@ -210,7 +219,9 @@ if dirty then save(KEYS[1], b, ttl) else redis.call('PEXPIRE', KEYS[1], ttl) end
 local n = 0
 if b.st == 1 then n = inuse(KEYS[2], now) end
 if b.st ~= 0 or (b.gen ~= cgen and not anygen) then r, s, f, l = 0, 0, 0, 0 end
-return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec, now, b.epoch}
+local carried = 0
+if b.st == 0 and ((not lost and b.gen == cgen) or (lost and held == 0 and b.gen == b.born)) then carried = 1 end
+return {b.st, b.gen, b.untl, n, r, s, f, l, b.consec, now, b.epoch, carried}
 `)
 
 // claimScript takes a half-open probe permit, moving an open breaker whose
