@@ -344,3 +344,41 @@ func TestAnnounceLongCalls(t *testing.T) {
 		t.Errorf("announced %+v, want %+v", g, want)
 	}
 }
+
+// Issue #36: the prebuilt values are read by the attempts of many calls at
+// once, over every protocol, each call with a header of its own; under
+// -race this shows that nothing writes to what the attempts share, and
+// every attempt announces its own number.
+func TestAnnounceSharedValuesConcurrently(t *testing.T) {
+	run(t, func(t *testing.T, m mode) {
+		srv := newModeServer(t, m, func(w http.ResponseWriter, r *http.Request, hit int) {
+			if r.Header.Get(layer.HeaderAttempt) != "3" {
+				w.WriteHeader(503)
+			}
+			r.Header.Get("X-Caller")
+		})
+		rt := httpretry.New(srv.base(t), noWait(3))
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for range 5 {
+					req := get(t, srv.URL)
+					req.Header.Set("X-Caller", strconv.Itoa(i))
+					resp, err := rt.RoundTrip(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						t.Errorf("status %d, want 200 on the third attempt", resp.StatusCode)
+					}
+					if o, _ := httpretry.Result(resp); o.Attempts != 3 {
+						t.Errorf("%d attempts, want 3", o.Attempts)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
