@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,4 +281,104 @@ func TestOverloadedMarkerOnlyOn429And5xx(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue #36: the announced values are shared, read-only, by every request
+// copy of the same attempt number. A next RoundTripper that (against the
+// RoundTripper contract) adds to or replaces an announced header of the
+// request it is given changes that copy only: the next request still
+// announces its own attempt alone, and the caller's header is untouched.
+func TestAnnounceSharedValuesSurviveAMisbehavingTransport(t *testing.T) {
+	var seen []string
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		seen = append(seen, strings.Join(r.Header.Values(layer.HeaderAttempt), ",")+"/"+
+			strings.Join(r.Header.Values(layer.HeaderWillRetry), ","))
+		r.Header.Add(layer.HeaderAttempt, "x")
+		r.Header.Add(layer.HeaderWillRetry, "y")
+		r.Header.Add("X-Caller", "z")
+		return &http.Response{StatusCode: 503, Body: http.NoBody}, nil
+	})
+	rt := httpretry.New(next, noWait(2))
+	req := get(t, "http://127.0.0.1/")
+	req.Header.Set("X-Caller", "a")
+	for range 2 {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := []string{"1/1", "2/0", "1/1", "2/0"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("announced %q, want %q", seen, want)
+	}
+	if v := req.Header.Values("X-Caller"); !slices.Equal(v, []string{"a"}) {
+		t.Errorf("caller's header now %q", v)
+	}
+}
+
+// Issue #36: attempt numbers past the prebuilt values, and deadlines of
+// every width, are announced exactly.
+func TestAnnounceLongCalls(t *testing.T) {
+	var got announcements
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got.record(r, httpretry.DefaultHeaders())
+		return &http.Response{StatusCode: 503, Body: http.NoBody}, nil
+	})
+	fc := clocktest.NewFake()
+	p := noWait(40)
+	p.Clock = fc
+	ctx, cancel := clock.WithTimeout(context.Background(), fc, 1234567890123*time.Millisecond, nil)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/", nil)
+	resp, err := httpretry.New(next, p).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var want []announcement
+	for n := 1; n <= 40; n++ {
+		want = append(want, announcement{strconv.Itoa(n), map[bool]string{true: "1", false: "0"}[n < 40], "1234567890123"})
+	}
+	if g := got.list(); !equalAnn(g, want) {
+		t.Errorf("announced %+v, want %+v", g, want)
+	}
+}
+
+// Issue #36: the prebuilt values are read by the attempts of many calls at
+// once, over every protocol, each call with a header of its own; under
+// -race this shows that nothing writes to what the attempts share, and
+// every attempt announces its own number.
+func TestAnnounceSharedValuesConcurrently(t *testing.T) {
+	run(t, func(t *testing.T, m mode) {
+		srv := newModeServer(t, m, func(w http.ResponseWriter, r *http.Request, hit int) {
+			if r.Header.Get(layer.HeaderAttempt) != "3" {
+				w.WriteHeader(503)
+			}
+			r.Header.Get("X-Caller")
+		})
+		rt := httpretry.New(srv.base(t), noWait(3))
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for range 5 {
+					req := get(t, srv.URL)
+					req.Header.Set("X-Caller", strconv.Itoa(i))
+					resp, err := rt.RoundTrip(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						t.Errorf("status %d, want 200 on the third attempt", resp.StatusCode)
+					}
+					if o, _ := httpretry.Result(resp); o.Attempts != 3 {
+						t.Errorf("%d attempts, want 3", o.Attempts)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

@@ -303,54 +303,113 @@ func (c *call) request(ctx context.Context) (*http.Request, error) {
 	return r, nil
 }
 
-// announced is an attempt's request copy together with the values of the
-// headers it announces, in one allocation; the header map is the other.
+// sharedAttempts is the highest attempt number whose announced value is
+// prebuilt.
+const sharedAttempts = 16
+
+// attemptValues[n] is the value of the Attempt header for attempt n
+// (1..sharedAttempts), willRetryValues[0] and [1] those of WillRetry. They
+// are shared by every request copy that announces them, and safe to share:
+// net/http and every RoundTripper only read a request's header (the
+// RoundTripper contract), a header map is the request copy's own (see
+// announce), and each slice has capacity 1, so that even an append through
+// the copy's map (Header.Add, against the contract) reallocates instead
+// of writing into the shared array.
+var (
+	attemptValues = func() (v [sharedAttempts + 1][]string) {
+		for n := 1; n <= sharedAttempts; n++ {
+			v[n] = []string{strconv.Itoa(n)}
+		}
+		return v
+	}()
+	willRetryValues = [2][]string{{"0"}, {"1"}}
+)
+
+// announced is an attempt's request copy together with the value of its
+// deadline header and that value's digits, in one allocation (352 bytes,
+// the size class of a bare http.Request copy plus 32); the header map is
+// the other.
 type announced struct {
-	r    http.Request
-	vals [3]string
-	num  [2][20]byte // the attempt number's and the deadline's digits
+	r   http.Request
+	dl  [1]string
+	num [20]byte
 }
 
 // announce returns a copy of req for an attempt with context ctx, whose
 // header is req's plus the attempt headers (layer.HeaderAttempt, ...).
+//
+// The copy costs one allocation (the request; announced when there is a
+// deadline to announce) and its header map two (the map and its group, sized once
+// for req's keys and the announced ones). The map is new for every
+// attempt: the request of an attempt must not share one with the caller's
+// (which the RoundTripper contract forbids modifying) or with another
+// attempt's (which net/http may still read after that attempt's RoundTrip
+// returned: "RoundTrip may read fields of the request in a separate
+// goroutine"), and cannot be pooled for the same reason. The caller's
+// value slices are copied by reference, not cloned as Header.Clone does:
+// nothing writes to them (net/http only reads a request's header; a
+// RoundTripper that wrote into a value slice would be writing into its
+// caller's request), so the copy sees exactly the caller's values.
 func (c *call) announce(ctx context.Context) *http.Request {
 	h := &c.t.opts.hdr
-	a := new(announced)
-	a.r = *c.req.WithContext(ctx) // inlined: no allocation beyond a's
-	hdr := make(http.Header, len(c.req.Header)+3)
-	for k, v := range c.req.Header {
-		hdr[k] = v
-	}
-	i := 0
-	put := func(name, v string) {
-		a.vals[i] = v
-		hdr[name] = a.vals[i : i+1 : i+1]
-		i++
-	}
+	var attempt, will, deadline []string
+	var a *announced
 	if h.Attempt != "" {
-		put(h.Attempt, digits(a.num[0][:0], int64(c.n)))
+		if c.n <= sharedAttempts {
+			attempt = attemptValues[c.n]
+		} else {
+			// Past 16 attempts, one more allocation does not show.
+			attempt = []string{strconv.Itoa(c.n)}
+		}
 	}
 	if h.WillRetry != "" {
 		if c.will {
-			put(h.WillRetry, "1")
+			will = willRetryValues[1]
 		} else {
-			put(h.WillRetry, "0")
+			will = willRetryValues[0]
 		}
 	}
 	if h.Deadline != "" {
 		dl, ok := ctx.Deadline()
-		if c.timeout > 0 {
-			if end := c.clock.Now().Add(c.timeout); !ok || end.Before(dl) {
-				dl, ok = end, true
+		if ok || c.timeout > 0 {
+			now := c.clock.Now()
+			if c.timeout > 0 {
+				if end := now.Add(c.timeout); !ok || end.Before(dl) {
+					dl = end
+				}
 			}
-		}
-		if ok {
-			ms := max(0, dl.Sub(c.clock.Now()).Milliseconds())
-			put(h.Deadline, digits(a.num[1][:0], ms))
+			a = &announced{r: *c.req.WithContext(ctx)} // inlined: no allocation beyond a's
+			a.dl[0] = digits(a.num[:0], max(0, dl.Sub(now).Milliseconds()))
+			deadline = a.dl[:]
 		}
 	}
-	a.r.Header = hdr
-	return &a.r
+	var r *http.Request
+	if a != nil {
+		r = &a.r
+	} else {
+		r = c.req.WithContext(ctx)
+	}
+	n := len(c.req.Header)
+	for _, v := range [...][]string{attempt, will, deadline} {
+		if v != nil {
+			n++
+		}
+	}
+	hdr := make(http.Header, n)
+	for k, v := range c.req.Header {
+		hdr[k] = v
+	}
+	if attempt != nil {
+		hdr[h.Attempt] = attempt
+	}
+	if will != nil {
+		hdr[h.WillRetry] = will
+	}
+	if deadline != nil {
+		hdr[h.Deadline] = deadline
+	}
+	r.Header = hdr
+	return r
 }
 
 // digits formats n into buf (which lives as long as the request it

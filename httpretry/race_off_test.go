@@ -1,0 +1,5 @@
+//go:build !race
+
+package httpretry_test
+
+const raceEnabled = false
