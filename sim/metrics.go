@@ -39,6 +39,9 @@ const (
 // clients' calls (end to end); attempts are attempts sent to the measured
 // tier. All rates are per second of virtual time.
 type Metrics struct {
+	// Trials is the number of runs the figures are the mean of (1 for
+	// one run).
+	Trials int `json:"trials,omitempty"`
 	// Calls the clients started, and how many succeeded (calls still open
 	// when the run ends count as failed).
 	Calls     float64 `json:"calls"`
@@ -91,7 +94,8 @@ type Metrics struct {
 	Amplification float64 `json:"amplification"`
 	// AmplificationCI and SuccessCI are, for a mean over several trials,
 	// the half-widths of the 95% confidence intervals of Amplification and
-	// SuccessRate (CIFactor standard errors); 0 for one trial.
+	// SuccessRate (CIHalfWidth: Student's t for the number of trials, 4.303
+	// standard errors for 3); 0 for one trial.
 	AmplificationCI float64 `json:"amplification_ci,omitempty"`
 	SuccessCI       float64 `json:"success_ci,omitempty"`
 	// PeakLoadAfter is PeakLoad over the windows that start at or after
@@ -234,10 +238,6 @@ func (t TierRates) add(o TierRates, n float64) TierRates {
 	return t
 }
 
-// CIFactor is the number of standard errors of a 95% confidence interval
-// (normal approximation).
-const CIFactor = 1.96
-
 // SyncMinRetries is the fewest retries for which the table shows
 // SyncShare: below it the share of a handful of retries is noise, and the
 // cell reads "–".
@@ -293,6 +293,9 @@ func Mean(ms []Metrics) Metrics {
 	}
 	n := float64(len(ms))
 	var recN float64
+	for _, m := range ms {
+		out.Trials += max(m.Trials, 1)
+	}
 	for _, m := range ms {
 		out.Calls += m.Calls / n
 		out.Succeeded += m.Succeeded / n

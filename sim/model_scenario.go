@@ -223,13 +223,18 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 					rep.Events += r.Events
 				}
 			}
+			if len(ms) == 0 {
+				// A cancelled run that finished no trial of the policy.
+				kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, NotRun: true})
+				continue
+			}
 			mean := Mean(ms)
 			if len(ms) > 1 {
 				amps, succ := make([]float64, len(ms)), make([]float64, len(ms))
 				for i := range ms {
 					amps[i], succ[i] = ms[i].Amplification, ms[i].SuccessRate
 				}
-				mean.AmplificationCI, mean.SuccessCI = CIFactor*StdErr(amps), CIFactor*StdErr(succ)
+				mean.AmplificationCI, mean.SuccessCI = CIHalfWidth(amps), CIHalfWidth(succ)
 			}
 			var series Series
 			if r := results[(c*np+p)*nt]; r != nil {
@@ -313,6 +318,10 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			for _, c := range rep.Cases {
 				var cells []string
 				for _, col := range cols {
+					if c.Rows[p].NotRun || c.Rows[p].Metrics == nil {
+						cells = []string{"not run"}
+						break
+					}
 					cells = append(cells, col.Cell(c.Rows[p].Metrics))
 				}
 				row = append(row, strings.Join(cells, " / "))
@@ -325,6 +334,9 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			for p := range rep.Cases[0].Rows {
 				ln := Line{Name: rep.Cases[0].Rows[p].Policy}
 				for i, c := range rep.Cases {
+					if c.Rows[p].NotRun || c.Rows[p].Metrics == nil {
+						continue
+					}
 					ln.X = append(ln.X, cases[i].X)
 					ln.Y = append(ln.Y, sweepValue(col.Key, c.Rows[p].Metrics))
 				}
@@ -340,9 +352,9 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			title += " (" + c.Name + ")"
 		}
 		t := MetricsTable(title, cols, c.Rows)
-		if len(c.Rows) > 0 && c.Rows[0].Metrics.AmplificationCI > 0 {
-			t.Notes = append(t.Notes, fmt.Sprintf("±: the 95%% confidence interval of the mean over the trials (%.2f standard errors); "+
-				"≈ marks a peak× whose interval overlaps the lowest one's: not told apart from it", CIFactor))
+		if n := caseTrials(&c); n > 1 {
+			t.Notes = append(t.Notes, fmt.Sprintf("±: the 95%% confidence interval of the mean over the %d trials (Student's t with %d degrees of freedom: %.2f standard errors); "+
+				"≈ marks a peak× whose interval overlaps the lowest one's: not told apart from it", n, n-1, TQuantile95(n-1)))
 		}
 		if c.AmpNoiseFloor > 0 && slices.Contains(keys, "amp") {
 			t.Notes = append(t.Notes, fmt.Sprintf("peak× noise floor %.2fx: the same workload with no fault and no retries reads that much; differences below it are noise", c.AmpNoiseFloor))
@@ -350,6 +362,17 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		rep.Tables = append(rep.Tables, t)
 		rep.Plots = append(rep.Plots, loadPlots(&c, spec.Model.Tiers[spec.Model.MeasureTier()].Name)...)
 	}
+}
+
+// caseTrials returns the most trials a row of c is the mean of.
+func caseTrials(c *Case) int {
+	n := 0
+	for _, r := range c.Rows {
+		if r.Metrics != nil && !r.NotRun {
+			n = max(n, r.Metrics.Trials)
+		}
+	}
+	return n
 }
 
 // sweepOf reports whether spec's cases are a sweep (one table, a column
@@ -433,6 +456,9 @@ func loadPlots(c *Case, tier string) []Plot {
 	out := []Plot{}
 	for i, r := range c.Rows {
 		s := r.Series
+		if r.NotRun || s == nil {
+			continue
+		}
 		x := xs(s)
 		over := &overs[i/MaxLinesPerPlot]
 		over.Lines = append(over.Lines, Line{Name: r.Policy, X: x, Y: s.Load})

@@ -188,6 +188,7 @@ func (r *Recording) check() {
 func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metrics {
 	r.check()
 	var x Metrics
+	x.Trials = 1
 	x.Calls = float64(r.Calls)
 	x.Succeeded = float64(sum32(r.CallsOK))
 	x.SuccessRate = ratio(x.Succeeded, x.Calls)

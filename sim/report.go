@@ -66,7 +66,10 @@ type Case struct {
 // Row is one policy's result in a case. Model scenarios fill Metrics and
 // Series (from the first trial); the OCC scenario fills OCC.
 type Row struct {
-	Policy  string    `json:"policy"`
+	Policy string `json:"policy"`
+	// NotRun is set for a policy of a cancelled run without a finished
+	// trial: it has no Metrics, and tables show "not run".
+	NotRun  bool      `json:"not_run,omitempty"`
 	Metrics *Metrics  `json:"metrics,omitempty"`
 	OCC     *OCCStats `json:"occ,omitempty"`
 	Series  *Series   `json:"series,omitempty"`

@@ -79,6 +79,9 @@ every request and doubles the offered load; the budget holds it near 1.1x.`,
 func stragglerNote(c *Case) string {
 	var none, p95 *Metrics
 	for _, r := range c.Rows {
+		if r.NotRun {
+			continue
+		}
 		switch r.Policy {
 		case PolicyNoHedge:
 			none = r.Metrics

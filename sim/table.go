@@ -195,8 +195,9 @@ func LookupColumn(key string) (Column, bool) {
 }
 
 // MetricsTable returns a table with a row per policy: its name under the
-// header "policy", then a cell per column. A row without Metrics shows
-// "-" in every column.
+// header "policy", then a cell per column. A row marked NotRun shows "not
+// run" in its first column and "-" in the others, as does a row without
+// Metrics.
 func MetricsTable(title string, cols []Column, rows []Row) Table {
 	t := Table{Title: title, Header: []string{"policy"}}
 	for _, col := range cols {
@@ -206,15 +207,18 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 	// confidence interval overlaps its own.
 	var low *Metrics
 	for _, r := range rows {
-		if r.Metrics != nil && r.Metrics.AmplificationCI > 0 && (low == nil || r.Metrics.Amplification < low.Amplification) {
+		if !r.NotRun && r.Metrics != nil && r.Metrics.AmplificationCI > 0 && (low == nil || r.Metrics.Amplification < low.Amplification) {
 			low = r.Metrics
 		}
 	}
 	for _, r := range rows {
 		row := []string{r.Policy}
-		for _, col := range cols {
+		for i, col := range cols {
 			cell := "-"
-			if r.Metrics != nil {
+			if (r.NotRun || r.Metrics == nil) && i == 0 {
+				cell = "not run"
+			}
+			if r.Metrics != nil && !r.NotRun {
 				cell = col.Cell(r.Metrics)
 				if col.Key == "amp" && low != nil && r.Metrics != low &&
 					r.Metrics.Amplification-r.Metrics.AmplificationCI <= low.Amplification+low.AmplificationCI {
@@ -227,7 +231,7 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 	}
 	var open []string
 	for _, r := range rows {
-		if r.Metrics != nil && r.Metrics.OpenCalls > 0 {
+		if !r.NotRun && r.Metrics != nil && r.Metrics.OpenCalls > 0 {
 			open = append(open, fmt.Sprintf("%s %.0f", r.Policy, r.Metrics.OpenCalls))
 		}
 	}
