@@ -41,7 +41,9 @@
 // event. Every client process owns its budget and breaker; a tier calling
 // the next one owns one of each. A server does not learn that a caller gave
 // up: a timed-out request still occupies a worker when its turn comes
-// (which is what makes retries feed a metastable overload).
+// (which is what makes retries feed a metastable overload). A hedge's
+// losers are the exception, as in the library: the caller cancels them
+// when another attempt wins, and the tier gives them up (see Hedge).
 //
 // # Metrics
 //

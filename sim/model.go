@@ -30,6 +30,9 @@ type Model struct {
 	// Drain is how long the run continues after Duration so that calls in
 	// flight can end. 0: 30s. Calls still open at the end count as failed.
 	Drain time.Duration
+	// hooks, set by the package's tests only, script service and observe
+	// cancellations.
+	hooks *simHooks
 	// MaxEvents caps the events of one trial: a run that needs more stops
 	// with an error wrapping ErrNoProgress that names the cap. 0:
 	// DefaultMaxEvents.
@@ -321,17 +324,32 @@ type Policy struct {
 // Hedge is package hedge's rule (hedge.Hedger), modelled in the
 // simulator: hedge.Do runs attempts on goroutines and waits on timers,
 // which a single-threaded virtual time cannot host, so the run applies
-// its rule with the real hedge.Adaptive for the delay. When a call's
-// first attempt has gone unanswered for the delay (Adaptive's percentile
-// as of the call's start, once it has its samples; Delay until then), a
-// hedge is sent, if MaxHedges, the policy's MaxAttempts (a hedge is an
-// attempt) and the breaker (Ready) allow and the budget grants
-// Withdraw(hedge.ErrHedge); the next hedge waits the delay again. The
-// first answer wins and ends the call; the losers are abandoned (the
-// server does not learn of it, and their replies are ignored, their
-// breaker and budget hearing context.Canceled, which counts against
-// neither). A failed attempt while another is still running waits for
-// it. Every attempt that answers first feeds Adaptive its latency.
+// its rule with the real hedge.Adaptive for the delay;
+// TestHedgeRuleMatchesHedgeDo checks the two on the same scripted
+// attempts. Each round of attempts (the call's first attempt, or a retry
+// once every attempt of the previous round has failed) arms a timer of
+// its own, for the delay as of the round's start (Adaptive's percentile
+// once it has its samples; Delay until then), unless the call has no
+// hedge left (MaxHedges counts the hedges of the whole call), a refusal
+// stopped its hedging, the hop has a Limiter, or the attempt is the last
+// the policy's MaxAttempts allows. When the timer goes off while the
+// round still waits, a hedge is sent if the attempt limit (hedges count
+// as attempts), the layer rule (Policy.LayerRule: no hedge for a call
+// whose inbound caller retries, as retry.Policy.NestedForbids), the
+// breaker (Ready) and the budget (Withdraw(hedge.ErrHedge)) allow; a
+// refusal stops the call's hedging; the next hedge of the round waits
+// the round's delay again. The first success wins and ends the call; the
+// attempts still running are cancelled, as hedge.Do cancels their
+// contexts and hedge.Transport their requests: their breaker, limiter
+// and budget hear context.Canceled (which counts against none of them),
+// and the tier gives them up (a request on its way is dropped on
+// arrival, a queued one leaves the queue, one in service frees its
+// worker and cancels the call its tier makes downstream for it). A
+// failure while another attempt runs waits for it; when every attempt of
+// the round has failed, the call retries as retry.Call.Next does,
+// counting every attempt begun (hedges included) for the attempt limit
+// and the backoff. The overload marker stops further hedges and any
+// retry. Every attempt that wins feeds Adaptive its latency.
 type Hedge struct {
 	// Delay is the fixed delay, and Adaptive's until it has enough
 	// samples. 0: hedge.DefaultDelay.
@@ -340,7 +358,8 @@ type Hedge struct {
 	// Clock is the run's), shared by every caller as the hedge package
 	// advises.
 	Adaptive *hedge.AdaptiveConfig
-	// MaxHedges bounds the hedges of one call. 0: hedge.DefaultMaxHedges.
+	// MaxHedges bounds the hedges of one call. 0: hedge.DefaultMaxHedges;
+	// negative (hedge.NoHedges): none.
 	MaxHedges int
 }
 
@@ -534,4 +553,12 @@ func (m *Model) bucket() time.Duration {
 		return DefaultBucket
 	}
 	return m.Bucket
+}
+
+// simHooks lets a test script a run: service, when set, replaces the
+// service time and failure draws of attempt n of a call (its tier, the
+// time), and cancelled hears every attempt a caller cancels.
+type simHooks struct {
+	service   func(now time.Duration, tier, n int) (d time.Duration, fail bool)
+	cancelled func(now time.Duration, tier, n int)
 }

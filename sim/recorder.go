@@ -61,6 +61,12 @@ func (r *recorder) attemptEnded(t time.Duration, ok bool) {
 	r.inflight.Set(b, r.inflight.Value()-1)
 }
 
+// attemptCancelled counts out of the in-flight gauge an attempt its caller
+// cancelled (neither a success nor a failure).
+func (r *recorder) attemptCancelled(t time.Duration) {
+	r.inflight.Set(r.idx(t), r.inflight.Value()-1)
+}
+
 func (r *recorder) server(t time.Duration, busy, queued int) {
 	b := r.idx(t)
 	r.conc.Set(b, int32(busy+queued))
