@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 33, item 1: a 95% interval of the mean of n trials uses Student's
@@ -82,5 +83,97 @@ func TestBrownoutVerdictNamesThePeaksItCannotTellApart(t *testing.T) {
 	}
 	if strings.Contains(rep.Verdict[0], "(sre-k2).") || strings.Contains(rep.Verdict[0], "(sre-k2);") {
 		t.Errorf("the verdict names sre-k2 alone as the highest peak: %s", rep.Verdict[0])
+	}
+}
+
+// Issue 33, item 2: every policy of a case is measured against one
+// baseline, the same workload with no fault and no retries, so the steady
+// cost of hedging shows: hedge-10ms sends about 1.38 attempts per call in
+// the straggler scenario, and its peak× and its steady× say so instead of
+// reading ≈1.1x beside no-hedge. The straggler verdict speaks of p99.9
+// and names the heaviest peak.
+func TestStragglerMeasuresEveryPolicyAgainstOneBaseline(t *testing.T) {
+	rep := runScenario(t, "straggler", Options{Seed: 1})
+	c := rep.Cases[0]
+	none, fixed := row(t, c, PolicyNoHedge), row(t, c, PolicyHedgeFixed)
+	for _, r := range c.Rows {
+		if r.Metrics.ReferenceLoad != none.ReferenceLoad || r.Metrics.ReferenceLoad == 0 {
+			t.Errorf("%s: reference load %.1f/s, no-hedge's %.1f/s: want one baseline", r.Policy, r.Metrics.ReferenceLoad, none.ReferenceLoad)
+		}
+	}
+	if math.Abs(fixed.SteadyLoad-fixed.AttemptsPerCall) > 0.03 || fixed.SteadyLoad < 1.3 {
+		t.Errorf("hedge-10ms: steady load %.2fx for %.2f attempts per call", fixed.SteadyLoad, fixed.AttemptsPerCall)
+	}
+	if math.Abs(none.SteadyLoad-1) > 0.005 {
+		t.Errorf("no-hedge: steady load %.3fx, want 1", none.SteadyLoad)
+	}
+	if fixed.Amplification < none.Amplification*1.3 || overlaps(fixed, none) {
+		t.Errorf("hedge-10ms peak %.2f ±%.2f against no-hedge's %.2f ±%.2f: its steady cost is invisible", fixed.Amplification, fixed.AmplificationCI, none.Amplification, none.AmplificationCI)
+	}
+	if cell := ampCellOf(t, rep.Tables[0], PolicyHedgeFixed); strings.HasPrefix(cell, "≈") {
+		t.Errorf("hedge-10ms peak× %q is marked as not told apart", cell)
+	}
+	v := JudgeCase(&c)
+	if v.HighPeak != PolicyHedgeFixed {
+		t.Errorf("the heaviest peak is %s's, want hedge-10ms's", v.HighPeak)
+	}
+	for _, want := range []string{"p99.9 runs from", "(hedge-10ms)", "steady load runs from 1.00x (no-hedge) to 1.38x (hedge-10ms)"} {
+		if !strings.Contains(rep.Verdict[0], want) {
+			t.Errorf("verdict lacks %q: %s", want, rep.Verdict[0])
+		}
+	}
+}
+
+// Issue 33, item 7: "stuck" needs an observation window: at least the
+// recovery tolerance (10s unless the model sets one) plus 10s of traffic
+// after the fault; a run that stops sooner without recovering is
+// "unobserved", in the simulator and in the live lab alike (both judge
+// through Recording.Metrics).
+func TestStuckNeedsAnObservationWindow(t *testing.T) {
+	const bucket = 10 * time.Millisecond
+	fault := []Fault{{Kind: FaultUnavailable, Start: 10 * time.Second, End: 20 * time.Second}}
+	for _, c := range []struct {
+		after, tolerance time.Duration
+		unobserved       bool
+	}{
+		{time.Second, 0, true}, {19 * time.Second, 0, true}, {20 * time.Second, 0, false},
+		{39 * time.Second, 30 * time.Second, true}, {40 * time.Second, 30 * time.Second, false},
+	} {
+		duration := fault[0].End + c.after
+		rec := NewRecording(bucket, int(duration/bucket)+1)
+		rec.RecoveryTolerance = c.tolerance
+		for b := range int(fault[0].Start / bucket) {
+			rec.CallsOK[b], rec.AttemptsOK[b], rec.Attempts[b] = 5, 5, 5
+		}
+		for b := int(fault[0].Start / bucket); b < rec.Len(); b++ {
+			rec.CallsFailed[b], rec.AttemptsFailed[b], rec.Attempts[b] = 5, 5, 5
+		}
+		rec.Calls = int64(5 * rec.Len())
+		m := rec.Metrics(time.Second, duration, fault)
+		if m.Recovered != 0 || (m.Unobserved == 1) != c.unobserved {
+			t.Errorf("%v of traffic after the fault, tolerance %v: recovered %v, unobserved %v; want unobserved %v",
+				c.after, c.tolerance, m.Recovered, m.Unobserved, c.unobserved)
+		}
+		if cell := recoveryCell(&m); (cell == "unobserved") != c.unobserved || !c.unobserved && cell != "stuck" {
+			t.Errorf("%v after, tolerance %v: recovery cell %q", c.after, c.tolerance, cell)
+		}
+	}
+	if got := StuckWindow(math.MaxInt64); got != math.MaxInt64 {
+		t.Errorf("StuckWindow overflows: %v", got)
+	}
+}
+
+// Issue 33, item 7: in the default suite brownout's sre-k1.1 has not
+// recovered 30s after the brownout, but it recovers later (after about
+// 66s with --duration 180s): 30s is too short to call it stuck.
+func TestBrownoutSlowRecoveryIsNotCalledStuck(t *testing.T) {
+	rep := runScenario(t, "brownout", Options{Seed: 1, Trials: 1, Policies: []string{PolicySREK11}})
+	m := rep.Cases[0].Rows[0].Metrics
+	if m.Recovered == 0 && m.Unobserved == 0 {
+		t.Errorf("sre-k1.1 is called stuck after 30s of traffic: %s", rep.Verdict[0])
+	}
+	long := runScenario(t, "brownout", Options{Seed: 1, Trials: 1, Duration: 180 * time.Second, Policies: []string{PolicySREK11}})
+	if m := long.Cases[0].Rows[0].Metrics; m.Recovered != 1 {
+		t.Errorf("sre-k1.1 with 90s of traffic after the brownout: recovered %v, unobserved %v", m.Recovered, m.Unobserved)
 	}
 }

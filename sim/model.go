@@ -30,9 +30,21 @@ type Model struct {
 	// Drain is how long the run continues after Duration so that calls in
 	// flight can end. 0: 30s. Calls still open at the end count as failed.
 	Drain time.Duration
+	// RecoveryTolerance is how long after the last fault a recovery may
+	// take and still count as slow rather than stuck: a policy that has
+	// not recovered is called stuck only when the clients went on for at
+	// least RecoveryTolerance + StuckMargin (10s) after the fault, and
+	// unobserved otherwise (Recording.RecoveryTolerance). 0:
+	// DefaultRecoveryTolerance (10s), so stuck needs 20s of traffic after
+	// the fault.
+	RecoveryTolerance time.Duration
 	// hooks, set by the package's tests only, script service and observe
 	// cancellations.
 	hooks *simHooks
+	// windows, when set, are the faults whose windows the run is measured
+	// by (baseline, recovery) in place of Faults: a reference run has no
+	// fault but the windows of the case it is the reference of.
+	windows []Fault
 	// MaxEvents caps the events of one trial: a run that needs more stops
 	// with an error wrapping ErrNoProgress that names the cap. 0:
 	// DefaultMaxEvents.

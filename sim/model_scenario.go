@@ -36,6 +36,9 @@ type ModelSpec struct {
 	Columns []string
 	// Trials is the default number of trials.
 	Trials int
+	// TailVerdict makes each case's verdict compare the policies' p99.9
+	// too (see CaseVerdict).
+	TailVerdict bool
 }
 
 // ModelCase is one setting of a sweep.
@@ -158,8 +161,34 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 
 	nc, np, nt := len(cases), len(variants), o.Trials
+	// The reference of every trial of a case: its workload without its
+	// faults and without retries, measured over the case's own windows.
+	// Every policy's peak× is its peak over the reference's baseline load
+	// (one baseline for every policy: what a policy adds in steady state,
+	// hedging above all, counts), and the references' own peak× is the
+	// case's noise floor.
+	refs := make([]*Result, nc*nt)
+	err := parallel(ctx, o.Workers, len(refs), nil, func(i int) error {
+		c, t := i/nt, i%nt
+		m := copyModel(models[c])
+		m.Faults, m.windows = nil, models[c].Faults
+		res, err := RunContext(ctx, &m, Single(Policy{Name: "no-fault", MaxAttempts: 1}), unitSeed(o.Seed, c, t))
+		if err != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("scenario %s case %q reference: %w", spec.Name, cases[c].Name, err)
+			}
+			return err
+		}
+		res.Series = Series{}
+		refs[i] = res
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return nil, err
+	}
 	results := make([]*Result, nc*np*nt)
-	err := parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
+	if err == nil {
+		err = parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
 		c, p, t := i/(np*nt), (i/nt)%np, i%nt
 		res, err := RunContext(ctx, &models[c], variants[p], unitSeed(o.Seed, c, t))
 		if err != nil {
@@ -168,35 +197,24 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 			}
 			return err
 		}
-		if t > 0 {
-			res.Series = Series{} // only the first trial's series is kept
-		}
-		results[i] = res
-		return nil
-	})
+			rebase(&res.Metrics, refs[c*nt+t])
+			results[i] = res
+			return nil
+		})
+	}
 	partial := err != nil && ctx.Err() != nil
 	if err != nil && !partial {
 		return nil, err
 	}
-
-	// The noise floor of peak×: each case's workload without its faults
-	// and without retries.
 	floors := make([]float64, nc)
-	if !partial {
-		err = parallel(ctx, o.Workers, nc, nil, func(c int) error {
-			m := copyModel(models[c])
-			m.Faults = nil
-			res, err := RunContext(ctx, &m, Single(Policy{Name: "no-fault", MaxAttempts: 1}), unitSeed(o.Seed, c, 0))
-			if err != nil {
-				return err
+	for c := range floors {
+		var amps []float64
+		for t := 0; t < nt; t++ {
+			if r := refs[c*nt+t]; r != nil {
+				amps = append(amps, r.Metrics.Amplification)
 			}
-			floors[c] = res.Metrics.Amplification
-			return nil
-		})
-		partial = err != nil && ctx.Err() != nil
-		if err != nil && !partial {
-			return nil, err
 		}
+		floors[c] = Mean(ampsMetrics(amps)).Amplification
 	}
 
 	rep := &Report{}
@@ -211,7 +229,7 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 	for c := range cases {
 		m := &models[c]
-		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c], TrafficEndS: m.Duration.Seconds()}
+		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c], TrafficEndS: m.Duration.Seconds(), tail: spec.TailVerdict}
 		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
@@ -236,11 +254,15 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 				}
 				mean.AmplificationCI, mean.SuccessCI = CIHalfWidth(amps), CIHalfWidth(succ)
 			}
-			var series Series
-			if r := results[(c*np+p)*nt]; r != nil {
-				series = r.Series
+			// The charts show the first finished trial; notes read them all.
+			var all []Series
+			for t := 0; t < nt; t++ {
+				if r := results[(c*np+p)*nt+t]; r != nil {
+					all = append(all, r.Series)
+				}
 			}
-			kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, Metrics: &mean, Series: &series})
+			series := all[0]
+			kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, Metrics: &mean, Series: &series, trials: all})
 		}
 		rep.Cases = append(rep.Cases, kase)
 	}
@@ -275,6 +297,27 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		return rep, err
 	}
 	return rep, nil
+}
+
+// rebase measures m, a policy's trial, against ref, the reference run of
+// the same trial: ReferenceLoad is ref's baseline load, Amplification and
+// AmplificationAfter are m's peaks over it, and SteadyLoad is m's own
+// baseline load over it.
+func rebase(m *Metrics, ref *Result) {
+	base := ref.Metrics.BaselineLoad
+	m.ReferenceLoad = base
+	m.Amplification = ratio(m.PeakLoad, base)
+	m.AmplificationAfter = ratio(m.PeakLoadAfter, base)
+	m.SteadyLoad = ratio(m.BaselineLoad, base)
+}
+
+// ampsMetrics wraps peak× values as Metrics, for their Mean.
+func ampsMetrics(amps []float64) []Metrics {
+	ms := make([]Metrics, len(amps))
+	for i, a := range amps {
+		ms[i].Amplification = a
+	}
+	return ms
 }
 
 // capacity returns the measured tier's requests per second at full
@@ -392,6 +435,8 @@ func sweepValue(key string, m *Metrics) float64 {
 		return m.Amplification
 	case "after":
 		return m.AmplificationAfter
+	case "steady":
+		return m.SteadyLoad
 	case "fapc":
 		return m.FaultAttemptsPerCall
 	case "goodput":

@@ -54,17 +54,21 @@ type Case struct {
 	// second (workers ÷ mean service time), when it is bounded.
 	CapacityPerS float64 `json:"capacity_per_s,omitempty"`
 	// AmpNoiseFloor is the peak× of the same workload with no fault and
-	// no retries (the first trial's seed): what Poisson noise alone reads
-	// as amplification. Differences of peak× below it are noise.
+	// no retries (the case's reference runs, one per trial, with the
+	// trials' seeds; their mean): what Poisson noise alone reads as
+	// amplification. Differences of peak× below it are noise.
 	AmpNoiseFloor float64 `json:"amp_noise_floor,omitempty"`
 	// TrafficEndS is when the clients stopped starting calls (Duration),
 	// in seconds: the charts mark it.
 	TrafficEndS float64 `json:"traffic_end_s,omitempty"`
 	Rows        []Row   `json:"rows"`
+	// tail makes the case's verdict compare p99.9 (ModelSpec.TailVerdict).
+	tail bool
 }
 
-// Row is one policy's result in a case. Model scenarios fill Metrics and
-// Series (from the first trial); the OCC scenario fills OCC.
+// Row is one policy's result in a case. Model scenarios fill Metrics (the
+// mean over the trials) and Series (the first finished trial's, for the
+// charts); the OCC scenario fills OCC.
 type Row struct {
 	Policy string `json:"policy"`
 	// NotRun is set for a policy of a cancelled run without a finished
@@ -73,6 +77,9 @@ type Row struct {
 	Metrics *Metrics  `json:"metrics,omitempty"`
 	OCC     *OCCStats `json:"occ,omitempty"`
 	Series  *Series   `json:"series,omitempty"`
+	// trials are the series of every finished trial (Series is the
+	// first's), for the notes computed from all of them.
+	trials []Series
 }
 
 // OCCStats summarises the trials of the OCC model for one policy.

@@ -61,7 +61,8 @@ every request and doubles the offered load; the budget holds it near 1.1x.`,
 				m.Faults = []Fault{{Kind: FaultSlow, Tier: 0, Start: stragglerSlowStart, End: stragglerSlowEnd, Extra: Const(20 * time.Millisecond)}}
 			}},
 		},
-		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "p50", "p99", "p999"},
+		Columns:     []string{"amp", "steady", "attempts", "apc", "fapc", "goodput", "success", "p50", "p99", "p999"},
+		TailVerdict: true,
 		Policies: []string{PolicyNoHedge, PolicyHedgeFixed, PolicyHedgeP95, PolicyHedgeBudget},
 		Custom: []Variant{
 			{Name: PolicyNoHedge, Policies: []Policy{{Name: PolicyNoHedge, MaxAttempts: 1}}, Doc: "one attempt, no hedging"},

@@ -45,6 +45,16 @@ type CaseVerdict struct {
 	EndsTied   bool
 	NoiseFloor float64
 	Fault      bool
+	// LowSteady and HighSteady are the policies with the lowest and
+	// highest SteadyLoad (the load before any fault against the
+	// reference's), when the case has a reference.
+	LowSteady, HighSteady   string
+	LowSteadyX, HighSteadyX float64
+	// Tail is set when the verdict compares p99.9 (ModelSpec.TailVerdict):
+	// LowTail and HighTail are the policies with the lowest and highest.
+	Tail                  bool
+	LowTail, HighTail     string
+	LowTailMS, HighTailMS float64
 }
 
 // PartialRecovery is a policy that recovered in Recovered of its Trials
@@ -73,8 +83,8 @@ func overlaps(a, b *Metrics) bool {
 // after the fault to call it stuck (Metrics.Unobserved). A row without
 // Metrics, or marked NotRun, is not run.
 func JudgeCase(c *Case) CaseVerdict {
-	v := CaseVerdict{Case: c.Name, NoiseFloor: c.AmpNoiseFloor, Fault: c.FaultEndS > c.FaultStartS}
-	var low, high *Metrics
+	v := CaseVerdict{Case: c.Name, NoiseFloor: c.AmpNoiseFloor, Fault: c.FaultEndS > c.FaultStartS, Tail: c.tail}
+	var low, high, lowS, highS, lowT, highT *Metrics
 	for _, r := range c.Rows {
 		m := r.Metrics
 		if m == nil || r.NotRun {
@@ -107,6 +117,20 @@ func JudgeCase(c *Case) CaseVerdict {
 		}
 		if high == nil || m.Amplification > high.Amplification {
 			v.HighPeak, v.HighPeakX, high = r.Policy, m.Amplification, m
+		}
+		if m.SteadyLoad > 0 {
+			if lowS == nil || m.SteadyLoad < lowS.SteadyLoad {
+				v.LowSteady, v.LowSteadyX, lowS = r.Policy, m.SteadyLoad, m
+			}
+			if highS == nil || m.SteadyLoad > highS.SteadyLoad {
+				v.HighSteady, v.HighSteadyX, highS = r.Policy, m.SteadyLoad, m
+			}
+		}
+		if lowT == nil || m.P999ms < lowT.P999ms {
+			v.LowTail, v.LowTailMS, lowT = r.Policy, m.P999ms, m
+		}
+		if highT == nil || m.P999ms > highT.P999ms {
+			v.HighTail, v.HighTailMS, highT = r.Policy, m.P999ms, m
 		}
 	}
 	if low == nil || low == high {
@@ -189,8 +213,20 @@ func (v CaseVerdict) String() string {
 		}
 		b.WriteString(".")
 	}
+	if v.HighSteady != "" && v.HighSteady != v.LowSteady && v.HighSteadyX >= 1+SteadyMargin {
+		fmt.Fprintf(&b, " Before any fault, steady load runs from %.2fx (%s) to %.2fx (%s) of the same workload without retries.",
+			v.LowSteadyX, v.LowSteady, v.HighSteadyX, v.HighSteady)
+	}
+	if v.Tail && v.HighTail != "" && v.HighTail != v.LowTail && FormatMS(v.LowTailMS) != FormatMS(v.HighTailMS) {
+		fmt.Fprintf(&b, " p99.9 runs from %s (%s) to %s (%s).", FormatMS(v.LowTailMS), v.LowTail, FormatMS(v.HighTailMS), v.HighTail)
+	}
 	return strings.TrimSpace(b.String())
 }
+
+// SteadyMargin is how far above 1 the highest SteadyLoad of a case must
+// be for its verdict to state the steady load: below it, what the
+// policies add before any fault is not worth a sentence.
+const SteadyMargin = 0.05
 
 // tiedGroup names a peak's policy and those not told apart from it.
 func tiedGroup(p string, tied []string) string {
