@@ -189,14 +189,14 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	results := make([]*Result, nc*np*nt)
 	if err == nil {
 		err = parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
-		c, p, t := i/(np*nt), (i/nt)%np, i%nt
-		res, err := RunContext(ctx, &models[c], variants[p], unitSeed(o.Seed, c, t))
-		if err != nil {
-			if ctx.Err() == nil {
-				err = fmt.Errorf("scenario %s case %q policy %s: %w", spec.Name, cases[c].Name, variants[p].Name, err)
+			c, p, t := i/(np*nt), (i/nt)%np, i%nt
+			res, err := RunContext(ctx, &models[c], variants[p], unitSeed(o.Seed, c, t))
+			if err != nil {
+				if ctx.Err() == nil {
+					err = fmt.Errorf("scenario %s case %q policy %s: %w", spec.Name, cases[c].Name, variants[p].Name, err)
+				}
+				return err
 			}
-			return err
-		}
 			rebase(&res.Metrics, refs[c*nt+t])
 			results[i] = res
 			return nil

@@ -63,7 +63,7 @@ every request and doubles the offered load; the budget holds it near 1.1x.`,
 		},
 		Columns:     []string{"amp", "steady", "attempts", "apc", "fapc", "goodput", "success", "p50", "p99", "p999"},
 		TailVerdict: true,
-		Policies: []string{PolicyNoHedge, PolicyHedgeFixed, PolicyHedgeP95, PolicyHedgeBudget},
+		Policies:    []string{PolicyNoHedge, PolicyHedgeFixed, PolicyHedgeP95, PolicyHedgeBudget},
 		Custom: []Variant{
 			{Name: PolicyNoHedge, Policies: []Policy{{Name: PolicyNoHedge, MaxAttempts: 1}}, Doc: "one attempt, no hedging"},
 			{Name: PolicyHedgeFixed, Policies: []Policy{hedged(PolicyHedgeFixed, Hedge{Delay: 10 * time.Millisecond}, false)},
