@@ -1,6 +1,10 @@
 package sim
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -175,5 +179,136 @@ func TestBrownoutSlowRecoveryIsNotCalledStuck(t *testing.T) {
 	long := runScenario(t, "brownout", Options{Seed: 1, Trials: 1, Duration: 180 * time.Second, Policies: []string{PolicySREK11}})
 	if m := long.Cases[0].Rows[0].Metrics; m.Recovered != 1 {
 		t.Errorf("sre-k1.1 with 90s of traffic after the brownout: recovered %v, unobserved %v", m.Recovered, m.Unobserved)
+	}
+}
+
+// verdictCase builds a case of a fault from 10s to 20s with rows of the
+// given peak×, interval and recovery share over 3 trials.
+func verdictCase(floor float64, rows ...Row) Case {
+	return Case{Name: "c", FaultStartS: 10, FaultEndS: 20, AmpNoiseFloor: floor, Rows: rows}
+}
+
+func vrow(policy string, amp, ci, recovered float64) Row {
+	return Row{Policy: policy, Metrics: &Metrics{Trials: 3, Amplification: amp, AmplificationCI: ci, Recovered: recovered, RecoveryS: 12.6, SuccessRate: 0.7}}
+}
+
+// Issue 33, item 6: a policy that recovered in only some trials is in the
+// verdict, with the number of trials, and the verdict no longer says
+// "every policy recovers" beside it.
+func TestVerdictNamesPoliciesThatRecoveredInSomeTrials(t *testing.T) {
+	c := verdictCase(1.1, vrow("a", 1.2, 0.1, 1), vrow("aws-adaptive", 1.3, 0.1, 2.0/3))
+	got := JudgeCase(&c).String()
+	if strings.Contains(got, "every policy recovers") || !strings.Contains(got, "aws-adaptive recovers in only 2 of 3 trials") {
+		t.Errorf("verdict: %s", got)
+	}
+}
+
+// Issue 33, item 8: "all within the noise floor" is never said of a
+// storm whose policies merely agree, and a tie names no policy twice.
+func TestVerdictNoiseFloorAndTies(t *testing.T) {
+	storm := verdictCase(1.05, vrow(PolicyImmediate, 5.82, 0.01, 0), vrow(PolicyFull, 5.86, 0.01, 0))
+	got := JudgeCase(&storm).String()
+	if strings.Contains(got, "within the") || !strings.Contains(got, "differ by less than the 1.05x noise floor") {
+		t.Errorf("a 5.8x–5.9x storm: %s", got)
+	}
+	quiet := verdictCase(1.2, vrow("a", 1.1, 0.05, 1), vrow("b", 1.15, 0.05, 1))
+	if got := JudgeCase(&quiet).String(); !strings.Contains(got, "all within the 1.20x noise floor") {
+		t.Errorf("peaks under the noise floor: %s", got)
+	}
+	for _, c := range []Case{
+		verdictCase(0, vrow("a", 1.1, 0, 1), vrow("b", 1.1, 0, 1)),
+		verdictCase(0, vrow("a", 1.1, 0, 1)),
+		verdictCase(0, vrow("a", 1.1, 0.3, 1), vrow("b", 1.3, 0.3, 1), vrow("c", 1.2, 0.3, 1)),
+		verdictCase(0, vrow("a", 1.0, 0.1, 1), vrow("b", 3.0, 0.1, 1), vrow("c", 2.0, 1.5, 1)),
+	} {
+		got := JudgeCase(&c).String()
+		peak := got[strings.Index(got, "Peak load"):]
+		for _, r := range c.Rows {
+			if n := strings.Count(peak, "("+r.Policy) + strings.Count(peak, " "+r.Policy+")") + strings.Count(peak, " "+r.Policy+" "); n > 1 {
+				t.Errorf("%s named %d times: %s", r.Policy, n, peak)
+			}
+		}
+	}
+}
+
+// Issue 33, item 9: a cancelled run reports the policies without a
+// finished trial as not run (not as measured zeros called stuck), and
+// its partial report renders, charts and encodes.
+func TestCancelledRunShowsUnrunPoliciesAsNotRun(t *testing.T) {
+	sc, _ := Lookup("brownout")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := sc.Run(ctx, Options{Seed: 1, Trials: 1, Workers: 1, Duration: 45 * time.Second,
+		Progress: func(done, total int) { cancel() }})
+	if !errors.Is(err, context.Canceled) || rep == nil || !rep.Partial || rep.TrialsDone == 0 {
+		t.Fatalf("err %v, report %v", err, rep != nil)
+	}
+	c := rep.Cases[0]
+	notRun := 0
+	for i, r := range c.Rows {
+		if r.NotRun {
+			notRun++
+			if r.Metrics != nil || rep.Tables[0].Rows[i][1] != "not run" {
+				t.Errorf("%s: metrics %v, row %q", r.Policy, r.Metrics, rep.Tables[0].Rows[i])
+			}
+			if !strings.Contains(rep.Verdict[0], r.Policy) {
+				t.Errorf("the verdict does not name %s: %s", r.Policy, rep.Verdict[0])
+			}
+		}
+	}
+	if notRun == 0 || notRun == len(c.Rows) || !strings.Contains(rep.Verdict[0], "not run") || strings.Contains(rep.Verdict[0], "stays stuck") || strings.Contains(rep.Verdict[0], "stay stuck") {
+		t.Errorf("%d of %d not run; verdict %s", notRun, len(c.Rows), rep.Verdict[0])
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, tb := range rep.Tables {
+		tb.WriteTo(&b)
+	}
+	if len(rep.Plots) == 0 || !strings.Contains(b.String(), "partial: cancelled") {
+		t.Errorf("%d plots; tables:\n%s", len(rep.Plots), b.String())
+	}
+}
+
+// Issue 33, item 10: the notes beside published figures read the run's
+// own windows and every trial: a brownout that ends before the
+// throttles settle prints no NaN, and the metastable paper note says
+// what the table's recovery column says.
+func TestNotesFollowTheRunsWindowsAndTrials(t *testing.T) {
+	rep := runScenario(t, "brownout", Options{Seed: 1, Duration: 31 * time.Second, Policies: []string{PolicySREK2, PolicySREK11}})
+	notes := strings.Join(rep.Tables[0].Notes, "\n")
+	if strings.Contains(notes, "NaN") || strings.Contains(notes, "Inf") || !strings.Contains(notes, "The lab cannot say") {
+		t.Errorf("brownout ending at 31s: %s", notes)
+	}
+	rep = runScenario(t, "brownout", Options{Seed: 1, Trials: 2, Duration: 70 * time.Second, Policies: []string{PolicySREK2}})
+	if notes := strings.Join(rep.Tables[0].Notes, "\n"); !strings.Contains(notes, "from 50s to 70s, the mean of 2 trials") {
+		t.Errorf("brownout ending at 70s, 2 trials: %s", notes)
+	}
+	rep = runScenario(t, "metastable", Options{Seed: 1, Duration: 45 * time.Second, Policies: []string{"retry-once"}})
+	for i, c := range rep.Cases {
+		if c.Name != "paper: retries alone" {
+			continue
+		}
+		cell := recoveryCell(c.Rows[0].Metrics)
+		notes := strings.Join(rep.Tables[i].Notes, "\n")
+		if !strings.Contains(notes, "recovery: "+cell) || strings.Contains(notes, "NaN") || !strings.Contains(notes, "from 40s to 45s") {
+			t.Errorf("paper note beside a table reading %q: %s", cell, notes)
+		}
+	}
+}
+
+// Issue 33, item 9: a sweep cancelled before its last case ran reports
+// and sums up what it has.
+func TestCancelledSweepReports(t *testing.T) {
+	sc, _ := Lookup("retry-budget")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := sc.Run(ctx, Options{Seed: 1, Trials: 1, Workers: 1, Clients: 5, Progress: func(done, total int) { cancel() }})
+	if !errors.Is(err, context.Canceled) || rep == nil || !rep.Partial {
+		t.Fatalf("err %v, report %v", err, rep != nil)
+	}
+	if len(rep.Verdict) == 0 || len(rep.Tables) == 0 || !strings.Contains(strings.Join(rep.Tables[0].Rows[len(rep.Tables[0].Rows)-1], " "), "not run") {
+		t.Errorf("verdict %q, tables %v", rep.Verdict, rep.Tables)
 	}
 }

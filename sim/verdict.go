@@ -272,7 +272,15 @@ func secRange(a, b float64) string {
 // range of attempts per call and what each end achieved.
 func sweepVerdict(rep *Report, first, n int) string {
 	last := rep.Cases[first+n-1]
-	rows := slices.Clone(last.Rows)
+	var rows []Row
+	for _, r := range last.Rows {
+		if !r.NotRun && r.Metrics != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return fmt.Sprintf("At %s, no policy was run (the run was cancelled first).", last.Name)
+	}
 	slices.SortStableFunc(rows, func(a, b Row) int { return cmp.Compare(a.Metrics.AttemptsPerCall, b.Metrics.AttemptsPerCall) })
 	lo, hi := rows[0], rows[len(rows)-1]
 	if len(rows) == 1 {
