@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/throttle"
 )
 
 // Issue 33, item 1: a 95% interval of the mean of n trials uses Student's
@@ -310,5 +313,75 @@ func TestCancelledSweepReports(t *testing.T) {
 	}
 	if len(rep.Verdict) == 0 || len(rep.Tables) == 0 || !strings.Contains(strings.Join(rep.Tables[0].Rows[len(rep.Tables[0].Rows)-1], " "), "not run") {
 		t.Errorf("verdict %q, tables %v", rep.Verdict, rep.Tables)
+	}
+}
+
+// Issue 33, item 14: an attempt waiting for the AWS adaptive bucket
+// reserves its token, as throttle.Adaptive's Acquire does, so attempts
+// that ask together wait one refill apart instead of all asking again at
+// the same instant (where one would get the token and the rest wait
+// again); a wait past the call's deadline is refused.
+func TestAWSAdaptiveWaitersReserveTheirTokens(t *testing.T) {
+	s := New(1)
+	lim := AdaptiveLimiter(throttle.AdaptiveConfig{})(Env{Clock: s.Clock()})
+	ctx := &askContext{}
+	done, err := lim.Acquire(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(ErrOverloaded) // a throttle: the bucket is on
+	var waits []time.Duration
+	for i := 0; i < 4; i++ {
+		done, err := lim.Acquire(ctx, true)
+		if err != nil {
+			t.Fatalf("ask %d: %v", i, err)
+		}
+		w, ok := lim.(reserver).reserved()
+		if !ok {
+			w = 0
+		}
+		waits = append(waits, w)
+		defer done(nil)
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i] <= waits[i-1] {
+			t.Fatalf("waits %v: want each behind the one before", waits)
+		}
+	}
+	ctx.dl, ctx.has = s.Clock().Now().Add(waits[len(waits)-1]/2), true
+	if _, err := lim.Acquire(ctx, true); !errors.Is(err, throttle.ErrWaitTooLong) {
+		t.Errorf("a wait past the deadline: %v, want ErrWaitTooLong", err)
+	}
+}
+
+// Issue 33, item 14: a fault that starts when the clients have stopped
+// starting calls meets no call, and Validate refuses it.
+func TestFaultAfterTheRunIsRefused(t *testing.T) {
+	m := Model{Clients: 1, Arrival: Arrival{Kind: Poisson, Rate: 1}, Duration: 10 * time.Second, Tiers: []Tier{{}},
+		Faults: []Fault{{Kind: FaultUnavailable, Start: 10 * time.Second, End: 20 * time.Second}}}
+	if err := m.Validate(); !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "no call would meet it") {
+		t.Errorf("a fault at the end of the traffic: %v", err)
+	}
+	m.Faults[0].Start = 9 * time.Second
+	if err := m.Validate(); err != nil {
+		t.Errorf("a fault inside the run: %v", err)
+	}
+	sc, _ := Lookup("gateway-restart")
+	if _, err := sc.Run(context.Background(), Options{Seed: 1, Trials: 1, Duration: 15 * time.Second}); !errors.Is(err, ErrModel) {
+		t.Errorf("gateway-restart --duration 15s (its restart at 20s): %v", err)
+	}
+}
+
+// Issue 33, item 14: the charts' capacity line follows the capacity
+// faults: brownout's backend serves 400/s, then 200/s from 30s to 90s.
+func TestCapacityLineFollowsCapacityFaults(t *testing.T) {
+	rep := runScenario(t, "brownout", Options{Seed: 1, Trials: 1, Policies: []string{PolicyNoRetry}})
+	p := rep.Plots[0]
+	if fmt.Sprint(p.HLineX) != "[0 30 90]" || fmt.Sprint(p.HLineY) != "[400 200 400]" || p.HLine != 400 {
+		t.Errorf("capacity line x %v y %v (HLine %v), want 400/s, 200/s from 30s to 90s, 400/s", p.HLineX, p.HLineY, p.HLine)
+	}
+	rep = runScenario(t, "straggler", Options{Seed: 1, Trials: 1, Policies: []string{PolicyNoHedge}})
+	if p := rep.Plots[0]; p.HLineX != nil {
+		t.Errorf("an unbounded tier has no capacity steps: %v", p.HLineX)
 	}
 }

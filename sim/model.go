@@ -479,6 +479,9 @@ func (m *Model) Validate() error {
 		if f.Start < 0 || f.End <= f.Start {
 			return bad("fault %d: window [%s, %s) is empty or negative", i, f.Start, f.End)
 		}
+		if f.Start >= m.Duration {
+			return bad("fault %d starts at %s, when the clients have stopped starting calls (duration %s): no call would meet it; start it earlier or run longer", i, f.Start, m.Duration)
+		}
 		if f.Kind >= FaultKind(len(faultNames)) {
 			return bad("fault %d: unknown kind %d", i, f.Kind)
 		}
@@ -496,8 +499,17 @@ func (m *Model) Validate() error {
 			}
 		}
 	}
-	if calls := m.expectedCalls(); calls > MaxExpectedCalls {
-		return bad("the workload would start about %.3g calls (clients × rate × duration), more than the %d a run may take", calls, MaxExpectedCalls)
+	calls := m.expectedCalls()
+	if calls > MaxExpectedCalls {
+		return bad("the workload would start about %.3g calls (clients × rate × duration), more than the %d a run may take (MaxExpectedCalls)", calls, MaxExpectedCalls)
+	}
+	capEvents := m.MaxEvents
+	if capEvents == 0 {
+		capEvents = DefaultMaxEvents
+	}
+	if calls*MinEventsPerCall > float64(capEvents) {
+		return bad("the workload would start about %.3g calls (clients × rate × duration) of at least %d events each, more than the trial's event cap of %d (Model.MaxEvents)",
+			calls, MinEventsPerCall, capEvents)
 	}
 	return nil
 }
@@ -523,8 +535,11 @@ func (m *Model) CheckBaseline() error {
 
 // MaxExpectedCalls bounds the calls a model's workload may start, so
 // that a typing slip (10M clients at 1e6 calls/s for 24h) is refused at
-// once instead of running for days.
-const MaxExpectedCalls = 200_000_000
+// once instead of running for days. It agrees with the default event
+// cap: DefaultMaxEvents / MinEventsPerCall, the most calls a trial could
+// take at the fewest events each; Validate also holds the calls against
+// the model's own MaxEvents.
+const MaxExpectedCalls = DefaultMaxEvents / MinEventsPerCall
 
 // expectedCalls is the mean number of calls the clients start.
 func (m *Model) expectedCalls() float64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ModelSpec describes a scenario built on a Model: the model, the policies
@@ -233,6 +234,7 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
+		kase.capX, kase.capY = capacitySteps(m)
 		for p := range variants {
 			ms := make([]Metrics, 0, nt)
 			for t := 0; t < nt; t++ {
@@ -329,6 +331,40 @@ func capacity(m *Model) float64 {
 		return 0
 	}
 	return float64(t.Workers) / mean.Seconds()
+}
+
+// capacitySteps returns the measured tier's capacity (requests per second)
+// as a step function of time, from 0 and at every start and end of a
+// capacity fault on it, or nil when no capacity fault changes it or the
+// tier is unbounded.
+func capacitySteps(m *Model) (xs, ys []float64) {
+	ti := m.MeasureTier()
+	t := m.Tiers[ti]
+	mean := t.Service.Mean()
+	if t.Workers == 0 || mean <= 0 {
+		return nil, nil
+	}
+	at := []time.Duration{0}
+	for _, f := range m.Faults {
+		if f.Kind == FaultCapacity && f.Tier == ti {
+			at = append(at, f.Start, f.End)
+		}
+	}
+	if len(at) == 1 {
+		return nil, nil
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	for _, x := range at {
+		w := t.Workers
+		for _, f := range m.Faults {
+			if f.Kind == FaultCapacity && f.Tier == ti && f.active(x) {
+				w = min(w, CapacityWorkers(t.Workers, f.Factor))
+			}
+		}
+		xs, ys = append(xs, x.Seconds()), append(ys, float64(w)/mean.Seconds())
+	}
+	return xs, ys
 }
 
 // present builds the tables and plots of a model scenario's report.
@@ -496,7 +532,7 @@ func loadPlots(c *Case, tier string) []Plot {
 			t = fmt.Sprintf("%s (%d of %d)", title, i+1, panels)
 		}
 		overs = append(overs, Plot{Title: t, XLabel: "time (s)", YLabel: "attempts/s", Marks: end,
-			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group})
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", HLineX: c.capX, HLineY: c.capY, Group: group})
 	}
 	out := []Plot{}
 	for i, r := range c.Rows {
@@ -515,7 +551,7 @@ func loadPlots(c *Case, tier string) []Plot {
 		}
 		out = append(out, Plot{
 			Title: r.Policy, XLabel: "time (s)", YLabel: "per second", Marks: marks,
-			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group,
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", HLineX: c.capX, HLineY: c.capY, Group: group,
 			Lines: []Line{
 				{Name: "attempts", X: x, Y: s.Load},
 				{Name: "retries", X: x, Y: s.Retries},

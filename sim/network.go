@@ -112,7 +112,7 @@ type runner struct {
 
 	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume, hHedge HandlerID
 
-	now nowContext // the context limiters are asked with
+	ask askContext // the context limiters are asked with
 
 	timers int64 // hedge timers armed so far: each round's timer has its own number
 }
@@ -174,6 +174,9 @@ type callRec struct {
 	// live are the attempts the call has sent: the open ones among them
 	// are cancelled when another wins, or when the call is cancelled.
 	live []int32
+	// heldLim is the done of an admission a limiter reserved for the
+	// call's next attempt, which waits for it.
+	heldLim func(error)
 }
 
 type attRec struct {
@@ -223,7 +226,7 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hRestart = s.Register(r.onRestart)
 	r.hResume = s.Register(r.onResume)
 	r.hHedge = s.Register(r.onHedge)
-	r.now = nowContext{c: s.Clock()}
+
 	if m.Reports != nil {
 		r.agents = make([]agent, m.Clients)
 	}
@@ -394,17 +397,28 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 	n := cl.attempts + 1
 	isRetry := n > 1
 	var done, lim func(error)
-	if c.limiter != nil {
-		d, err := c.limiter.Acquire(r.now, isRetry)
-		if err != nil {
-			if wait, ok := limiterWait(c.limiter, err); ok {
-				// The wait is bounded by the call's deadline (MaxElapsed),
-				// as a context deadline bounds Acquire's.
-				if p := &h.pol; p.MaxElapsed <= 0 || r.s.now+wait < cl.start+p.MaxElapsed {
-					r.s.After(wait, r.hRetry, ci, cl.gen) // asks again then
+	if c.limiter != nil && cl.heldLim != nil {
+		// The admission reserved before the wait that just ended.
+		lim, cl.heldLim = cl.heldLim, nil
+	} else if c.limiter != nil {
+		// The call's deadline (MaxElapsed) bounds the limiter's wait, as
+		// a context deadline bounds Acquire's.
+		r.ask.has = h.pol.MaxElapsed > 0
+		if r.ask.has {
+			r.ask.dl = r.s.Clock().Now().Add(cl.start + h.pol.MaxElapsed - r.s.now)
+		}
+		d, err := c.limiter.Acquire(&r.ask, isRetry)
+		if err == nil {
+			if rs, ok := c.limiter.(reserver); ok {
+				if wait, waited := rs.reserved(); waited && wait > 0 {
+					// Reserved: the attempt goes out when the wait ends.
+					cl.heldLim = d
+					r.s.After(wait, r.hRetry, ci, cl.gen)
 					return
 				}
 			}
+		}
+		if err != nil {
 			if c.hop == r.measure {
 				r.rec.rec.LocalRejected++
 			}
@@ -912,6 +926,10 @@ func (r *runner) cancelCall(ci int32, gen int64) {
 		if a := &r.atts[o]; a.clientOpen && a.call == ci && a.callGen == gen {
 			r.cancelAttempt(o)
 		}
+	}
+	if cl.heldLim != nil {
+		cl.heldLim(errWaitCancelled)
+		cl.heldLim = nil
 	}
 	cl.gen++
 	r.freeC = append(r.freeC, ci)

@@ -64,6 +64,9 @@ type Case struct {
 	Rows        []Row   `json:"rows"`
 	// tail makes the case's verdict compare p99.9 (ModelSpec.TailVerdict).
 	tail bool
+	// capX and capY are the measured tier's capacity over time, a step
+	// function (see Plot.HLineX), when a capacity fault changes it.
+	capX, capY []float64
 }
 
 // Row is one policy's result in a case. Model scenarios fill Metrics (the
@@ -115,6 +118,12 @@ type Plot struct {
 	// HLine draws a horizontal reference line (a capacity) when > 0.
 	HLine      float64
 	HLineLabel string
+	// HLineX and HLineY, when set (of equal length), make the reference
+	// line a step function instead: HLineY[i] from x = HLineX[i] to
+	// HLineX[i+1] (the last to the end of the axis). A capacity fault
+	// lowers the capacity line for its window; HLine is then HLineY[0],
+	// for a chart that draws only a constant line.
+	HLineX, HLineY []float64
 	// Group heads a run of related plots ("Load over time"); "" for none.
 	Group string
 	// Marks are vertical lines at points of the x axis, each labelled
