@@ -10,8 +10,13 @@ package sim
 // History: 1, the models before the fidelity work of issue 19; 2, the
 // published aws-occ schedule and retry-budget models, the cascade's total
 // failure and SRE cases, the paper's metastable example, the retry-budget
-// client sweep, response loss and the gateway's report queue.
-const ModelVersion = 2
+// client sweep, response loss and the gateway's report queue; 3 (issue
+// 33), peak× over one baseline per case (the reference run of each
+// trial), 95% intervals from Student's t, hedging as hedge.Hedger does it
+// (a timer per round, the layer rule, losers cancelled), the AWS adaptive
+// limiter's reserved waits, and "stuck" only after the recovery tolerance
+// + 10s of traffic after the fault.
+const ModelVersion = 3
 
 // Report is the result of running one scenario: raw numbers per case and
 // policy (encoded by encoding/json deterministically: the same seed gives
