@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/throttle"
 )
 
@@ -383,5 +384,52 @@ func TestCapacityLineFollowsCapacityFaults(t *testing.T) {
 	rep = runScenario(t, "straggler", Options{Seed: 1, Trials: 1, Policies: []string{PolicyNoHedge}})
 	if p := rep.Plots[0]; p.HLineX != nil {
 		t.Errorf("an unbounded tier has no capacity steps: %v", p.HLineX)
+	}
+}
+
+// Class sweep: a policy's code that panics inside a trial (here its
+// budget's constructor) ends the run with the panic in the caller's
+// goroutine, after the other workers stopped, instead of crashing a
+// worker goroutine; a panicking progress callback too.
+func TestRunPanicsReachTheCaller(t *testing.T) {
+	m := Model{Clients: 2, Arrival: Arrival{Kind: Poisson, Rate: 5}, Duration: 5 * time.Second, Tiers: []Tier{{}}}
+	boom := Policy{Name: "boom", MaxAttempts: 2, Budget: func(Env) retry.Budget { panic("budget boom") }}
+	sc, err := NewModelScenario(ModelSpec{Name: "panics", Model: m, Custom: []Variant{Single(boom)}, Policies: []string{"boom", PolicyNoRetry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Seed: 1, Trials: 4, Workers: 2}, "budget boom"},
+		{Options{Seed: 1, Trials: 4, Workers: 2, Policies: []string{PolicyNoRetry}, Progress: func(int, int) { panic("progress boom") }}, "progress boom"},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != c.want {
+					t.Errorf("recovered %v, want %q", r, c.want)
+				}
+			}()
+			sc.Run(context.Background(), c.o)
+		}()
+	}
+}
+
+// Class sweep: a MaxElapsed near the largest duration does not overflow
+// the retry deadline (the call retries until its attempt limit).
+func TestHugeMaxElapsedDoesNotOverflow(t *testing.T) {
+	m := Model{Clients: 2, Arrival: Arrival{Kind: Poisson, Rate: 5}, Duration: 5 * time.Second, Tiers: []Tier{{FailProb: 1, Latency: Const(time.Millisecond)}}}
+	for _, p := range []Policy{
+		{Name: "long", MaxAttempts: 3, MaxElapsed: math.MaxInt64},
+		{Name: "long-limited", MaxAttempts: 3, MaxElapsed: math.MaxInt64, Limiter: AdaptiveLimiter(throttle.AdaptiveConfig{})},
+	} {
+		res, err := Run(&m, Single(p), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Metrics.AttemptsPerCall != 3 {
+			t.Errorf("%s: %.2f attempts per call, want 3", p.Name, res.Metrics.AttemptsPerCall)
+		}
 	}
 }

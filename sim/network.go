@@ -405,7 +405,7 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 		// a context deadline bounds Acquire's.
 		r.ask.has = h.pol.MaxElapsed > 0
 		if r.ask.has {
-			r.ask.dl = r.s.Clock().Now().Add(cl.start + h.pol.MaxElapsed - r.s.now)
+			r.ask.dl = r.s.Clock().Now().Add(satAdd(cl.start, h.pol.MaxElapsed) - r.s.now)
 		}
 		d, err := c.limiter.Acquire(&r.ask, isRetry)
 		if err == nil {
@@ -845,7 +845,7 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		delay = h.strat.Delay(int(n), cl.prev)
 		cl.prev = delay
 	}
-	if p.MaxElapsed > 0 && r.s.now+delay+p.MinAttemptTime >= cl.start+p.MaxElapsed {
+	if p.MaxElapsed > 0 && satAdd(satAdd(r.s.now, max(delay, 0)), max(p.MinAttemptTime, 0)) >= satAdd(cl.start, p.MaxElapsed) {
 		r.finishCall(ci, false)
 		return
 	}
