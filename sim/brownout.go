@@ -65,7 +65,10 @@ retry mode (throttle.NewAdaptive: a CUBIC-driven token bucket whose Acquire wait
 virtual clock). A 503 is an overload signal (not an accept) for both. The SRE book's claim: with
 throttling the requests that reach the backend settle near K times the requests it accepts;
 the note under the table sets the lab's figure beside it. Reported: the backend's offered load
-(chart, with its capacity), the share of requests rejected locally, goodput and recovery.`,
+(chart, with its capacity), the share of requests rejected locally, goodput and recovery. The
+throttles forget the brownout over their windows, so a recovery within 30s of its end is slow,
+not stuck: a policy is called stuck only after 40s of traffic after the brownout (--duration
+130s or more), and unobserved in a shorter run.`,
 		Model: Model{
 			Clients:  20,
 			Arrival:  Arrival{Kind: Poisson, Rate: 18},
