@@ -65,7 +65,10 @@ retry mode (throttle.NewAdaptive: a CUBIC-driven token bucket whose Acquire wait
 virtual clock). A 503 is an overload signal (not an accept) for both. The SRE book's claim: with
 throttling the requests that reach the backend settle near K times the requests it accepts;
 the note under the table sets the lab's figure beside it. Reported: the backend's offered load
-(chart, with its capacity), the share of requests rejected locally, goodput and recovery.`,
+(chart, with its capacity), the share of requests rejected locally, goodput and recovery. The
+throttles forget the brownout over their windows, so a recovery within 30s of its end is slow,
+not stuck: a policy is called stuck only after 40s of traffic after the brownout (--duration
+130s or more), and unobserved in a shorter run.`,
 		Model: Model{
 			Clients:  20,
 			Arrival:  Arrival{Kind: Poisson, Rate: 18},
@@ -75,6 +78,10 @@ the note under the table sets the lab's figure beside it. Reported: the backend'
 			Tiers: []Tier{{Name: "backend", Workers: 20, Queue: 20, Service: Exp(50 * time.Millisecond),
 				Latency: Normal(time.Millisecond, 200*time.Microsecond), Timeout: time.Second}},
 			Faults: []Fault{{Kind: FaultCapacity, Tier: 0, Start: BrownoutStart, End: BrownoutEnd, Factor: 0.5}},
+			// The throttles forget the brownout over their windows: a
+			// recovery within three of them (30s) is slow, not stuck, so
+			// stuck needs 40s of traffic after it (--duration 130s).
+			RecoveryTolerance: 3 * BrownoutSREWindow,
 		},
 		Cases:    []ModelCase{{Name: "half capacity for 60s", Note: brownoutNote}},
 		Columns:  []string{"amp", "attempts", "apc", "local", "goodput", "success", "inrun", "queue", "recovery", "p50", "p99", "p999"},
@@ -104,19 +111,40 @@ func BrownoutOfferedAndAccepted(s *Series) (offered, accepted float64) {
 	return MeanRate(s.Load, s.StepMS, from, to), MeanRate(s.Goodput, s.StepMS, from, to)
 }
 
+// brownoutWindow is the window the SRE claim is judged over in case c, as
+// run: from BrownoutSettle into the fault to its end or the end of
+// traffic, whichever comes first; ok is false when that leaves less than
+// a second.
+func brownoutWindow(c *Case) (from, to float64, ok bool) {
+	from, to = c.FaultStartS+BrownoutSettle.Seconds(), c.FaultEndS
+	if c.TrafficEndS > 0 {
+		to = min(to, c.TrafficEndS)
+	}
+	return from, to, to-from >= 1
+}
+
 func brownoutNote(c *Case) string {
+	from, to, ok := brownoutWindow(c)
 	var out string
 	for _, k := range []struct {
 		name string
 		k    float64
 	}{{PolicySREK2, 2}, {PolicySREK11, 1.1}} {
 		for _, r := range c.Rows {
-			if r.Policy != k.name || r.Series == nil {
+			if r.Policy != k.name || r.NotRun || len(r.trials) == 0 {
 				continue
 			}
-			off, acc := BrownoutOfferedAndAccepted(r.Series)
 			if out != "" {
 				out += "; "
+			}
+			var off, acc float64
+			for _, s := range r.trials {
+				off += MeanRate(s.Load, s.StepMS, from, to) / float64(len(r.trials))
+				acc += MeanRate(s.Goodput, s.StepMS, from, to) / float64(len(r.trials))
+			}
+			if !ok || acc == 0 {
+				out += k.name + ": no figure"
+				continue
 			}
 			out += fmt.Sprintf("%s: %.0f/s offered for %.0f/s accepted, %.2fx (K × accepted: %.0f/s)", k.name, off, acc, off/acc, k.k*acc)
 		}
@@ -124,6 +152,22 @@ func brownoutNote(c *Case) string {
 	if out == "" {
 		return ""
 	}
-	return "The SRE book (ch. 21, \"Client-side throttling\"): requests reaching the backend settle near K × accepts. The lab, " +
-		fmt.Sprintf("from %.0fs to %.0fs: ", (BrownoutStart+BrownoutSettle).Seconds(), BrownoutEnd.Seconds()) + out
+	head := "The SRE book (ch. 21, \"Client-side throttling\"): requests reaching the backend settle near K × accepts. "
+	if !ok {
+		return head + fmt.Sprintf("The lab cannot say: the traffic stops at %.0fs, before the throttles settle (%.0fs into the brownout, from %.0fs): ", c.TrafficEndS, BrownoutSettle.Seconds(), from) + out
+	}
+	return head + fmt.Sprintf("The lab, from %.0fs to %.0fs, the mean of %s: ", from, to, trialsPhrase(c)) + out
+}
+
+// trialsPhrase says how many trials a case's rows hold: "3 trials", "the
+// one trial".
+func trialsPhrase(c *Case) string {
+	n := 0
+	for _, r := range c.Rows {
+		n = max(n, len(r.trials))
+	}
+	if n == 1 {
+		return "the one trial"
+	}
+	return fmt.Sprintf("%d trials", n)
 }

@@ -41,16 +41,24 @@
 // event. Every client process owns its budget and breaker; a tier calling
 // the next one owns one of each. A server does not learn that a caller gave
 // up: a timed-out request still occupies a worker when its turn comes
-// (which is what makes retries feed a metastable overload).
+// (which is what makes retries feed a metastable overload). A hedge's
+// losers are the exception, as in the library: the caller cancels them
+// when another attempt wins, and the tier gives them up (see Hedge).
 //
 // # Metrics
 //
 // Metrics documents each measure: amplification (peak 1s offered load ÷
-// the baseline's), work (attempts) and attempts per call, goodput, success
-// rate, peak concurrency and queue at the measured tier, peak connections,
-// recovery time after the last fault, call latency percentiles, the share
-// of retries in synchronized spikes, and the kurtosis of the load series.
-// Each definition is in the doc comment of its Metrics field.
+// the baseline's: in a scenario, one baseline for every policy of a case,
+// that of the same workload with no fault and no retries) and the steady
+// load before any fault against it, work (attempts) and attempts per
+// call, goodput, success rate, peak concurrency and queue at the measured
+// tier, peak connections, recovery time after the last fault (and the
+// rule that calls a run stuck only after the recovery tolerance + 10s of
+// traffic after the fault, unobserved before), call latency percentiles,
+// the share of retries in synchronized spikes, and the kurtosis of the
+// load series. Each definition is in the doc comment of its Metrics field.
+// Over several trials a report gives their means, with 95% confidence
+// intervals from Student's t for the number of trials (TQuantile95).
 //
 // A run records its events in a Recording (counts and Gauge peaks per 10ms
 // bucket, the calls' latencies), and Recording.Metrics and
@@ -141,8 +149,12 @@
 //     behind a breaker, behind the SRE book's adaptive throttling
 //     (Policy.Limiter = SRELimiter, K=2 and K=1.1) and behind the AWS
 //     adaptive mode (AdaptiveLimiter, whose waits run on the virtual
-//     clock). The note under the table sets the lab's offered load ÷
-//     accepted rate beside the book's K (BrownoutOfferedAndAccepted).
+//     clock, each attempt short of a token reserving one). The note under
+//     the table sets the lab's offered load ÷ accepted rate beside the
+//     book's K (BrownoutOfferedAndAccepted, over the run's own window and
+//     every trial). Its recovery tolerance is 30s: a policy not recovered
+//     30s after the brownout, the default run's end, is unobserved, not
+//     stuck.
 //   - straggler: 50 clients at 20 calls/s (1,000/s) to a service with
 //     unlimited workers whose requests take [4ms, 12ms], 1% of them
 //     (Tier.StragglerProb) [200ms, 2s]. No hedging, a hedge after 10ms,

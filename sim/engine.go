@@ -151,14 +151,37 @@ const (
 	// retries take no time (no backoff, no latency) would otherwise spin
 	// for ever without the clock moving.
 	MaxSameInstant = 4 << 20
+	// MinEventsPerCall is the fewest events a call that reaches its tier
+	// takes (its arrival, the request's arrival at the tier, the end of
+	// its service, the reply's arrival): Model.Validate refuses a
+	// workload whose expected calls times this exceed the event cap.
+	MinEventsPerCall = 4
 	// checkEvery is how often, in events, RunUntilContext looks at its
 	// context.
 	checkEvery = 1 << 12
 )
 
 // ErrNoProgress is wrapped by the error of a run that stopped because its
-// clock stopped moving or it exceeded its event cap.
+// clock stopped moving. The error of a run that exceeded its event cap
+// matches it too (it wraps ErrEventCap), for callers that check only it.
 var ErrNoProgress = errors.New("sim: the run makes no progress")
+
+// ErrEventCap is wrapped by the error of a run that exceeded its event
+// cap (Model.MaxEvents, DefaultMaxEvents): a workload too large for a
+// trial, not one that stopped moving. Model.Validate refuses a workload
+// whose calls alone would need more events than the cap
+// (MinEventsPerCall each), so this is met only by retries and hedges
+// multiplying the work.
+var ErrEventCap = errors.New("sim: the trial exceeded its event cap")
+
+// capError is the event cap's error: it matches ErrEventCap and
+// ErrNoProgress.
+type capError struct{ msg string }
+
+func (e *capError) Error() string { return e.msg }
+func (e *capError) Is(target error) bool {
+	return target == ErrEventCap || target == ErrNoProgress
+}
 
 // RunUntilContext is RunUntil with guards: it returns ctx's error when ctx
 // ends (looked at every few thousand events, so a trial stops within
@@ -187,7 +210,8 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 			}
 		}
 		if n >= maxEvents {
-			return fmt.Errorf("%w: the trial exceeded its cap of %d events at %v of virtual time (Model.MaxEvents)", ErrNoProgress, maxEvents, s.now)
+			return &capError{fmt.Sprintf("%v: %d events by %v of virtual time (Model.MaxEvents; DefaultMaxEvents is %d): "+
+				"the retries or hedges multiply the work past what a trial may take: shorten the run or lower the load", ErrEventCap, maxEvents, s.now, uint64(DefaultMaxEvents))}
 		}
 	}
 	if !s.stopped && s.now < t {

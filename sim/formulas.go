@@ -234,3 +234,40 @@ func StdErr(xs []float64) float64 {
 	}
 	return math.Sqrt(ss/(n-1)) / math.Sqrt(n)
 }
+
+// tTable holds the 0.975 quantiles of Student's t distribution for 1 to
+// 30 degrees of freedom (to three decimals, as statistics tables print
+// them): the factor of a two-sided 95% confidence interval of a mean of
+// df+1 values.
+var tTable = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// TQuantile95 returns the number of standard errors of a two-sided 95%
+// confidence interval of the mean of df+1 values: the 0.975 quantile of
+// Student's t distribution with df degrees of freedom (4.303 for the
+// mean of 3 trials, where the normal approximation's 1.96 would give an
+// 81% interval). For df from 1 to 30 it is the tabulated value; beyond,
+// the normal quantile 1.95996 with the Cornish-Fisher correction
+// z + (z³+z)/(4·df) + (5z⁵+16z³+3z)/(96·df²), within 0.001 of the exact
+// quantile there and tending to the normal one. 0 for df < 1 (one value
+// has no interval).
+func TQuantile95(df int) float64 {
+	switch {
+	case df < 1:
+		return 0
+	case df <= len(tTable):
+		return tTable[df-1]
+	}
+	const z = 1.959963984540054
+	n := float64(df)
+	z3, z5 := z*z*z, z*z*z*z*z
+	return z + (z3+z)/(4*n) + (5*z5+16*z3+3*z)/(96*n*n)
+}
+
+// CIHalfWidth returns the half-width of the two-sided 95% confidence
+// interval of the mean of xs: TQuantile95(len(xs)−1) × StdErr(xs). 0 for
+// fewer than two values.
+func CIHalfWidth(xs []float64) float64 {
+	return TQuantile95(len(xs)-1) * StdErr(xs)
+}

@@ -43,19 +43,31 @@ func TestRunWithoutProgressStopsWithItsCause(t *testing.T) {
 	}
 }
 
+// Issue 33, item 14: the call limit and the event cap agree: a workload
+// whose calls alone would pass the cap is refused by Validate, naming the
+// cap; one that passes and whose retries multiply the work past the cap
+// stops with ErrEventCap, which says so (not "makes no progress").
 func TestRunStopsAtItsEventCap(t *testing.T) {
 	m := Model{
 		Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 100}, Duration: 10 * time.Second,
 		Tiers:     []Tier{{Service: Const(time.Millisecond)}},
 		MaxEvents: 1000,
 	}
-	_, err := Run(&m, noRetry, 1)
-	if !errors.Is(err, ErrNoProgress) {
-		t.Fatalf("err = %v, want the event cap's ErrNoProgress", err)
+	if err := m.Validate(); !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "event cap of 1000") {
+		t.Fatalf("10,000 calls under a cap of 1,000 events: %v", err)
 	}
-	m.MaxEvents = 0
+	m.Arrival.Rate, m.Tiers[0].FailProb, m.Tiers[0].Latency = 1, 1, Const(time.Millisecond)
+	_, err := Run(&m, Single(Policy{Name: "forever"}), 1)
+	if !errors.Is(err, ErrEventCap) || !errors.Is(err, ErrNoProgress) || strings.Contains(err.Error(), "makes no progress") {
+		t.Fatalf("err = %v, want the event cap's ErrEventCap", err)
+	}
+	m.MaxEvents, m.Tiers[0].FailProb = 0, 0
 	if _, err := Run(&m, noRetry, 1); err != nil {
 		t.Fatalf("the default cap stopped a small model: %v", err)
+	}
+	big := Model{Clients: 1000, Arrival: Arrival{Kind: Poisson, Rate: 1000}, Duration: 200 * time.Second, Tiers: []Tier{{}}}
+	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "MaxExpectedCalls") && !strings.Contains(err.Error(), "event cap") {
+		t.Errorf("2e8 calls: %v", err)
 	}
 }
 

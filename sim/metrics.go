@@ -39,6 +39,9 @@ const (
 // clients' calls (end to end); attempts are attempts sent to the measured
 // tier. All rates are per second of virtual time.
 type Metrics struct {
+	// Trials is the number of runs the figures are the mean of (1 for
+	// one run).
+	Trials int `json:"trials,omitempty"`
 	// Calls the clients started, and how many succeeded (calls still open
 	// when the run ends count as failed).
 	Calls     float64 `json:"calls"`
@@ -87,18 +90,34 @@ type Metrics struct {
 	// PeakLoad is the highest attempts-per-second rate over any PeakWindow
 	// (1s) window of the run, sliding by one bucket (10ms).
 	PeakLoad float64 `json:"peak_load_per_s"`
-	// Amplification is PeakLoad / BaselineLoad.
+	// Amplification is PeakLoad / BaselineLoad for one run measured on
+	// its own (Recording.Metrics, the live lab). In a scenario's report it
+	// is PeakLoad / ReferenceLoad: every policy of a case is measured
+	// against the same baseline, so that what a policy adds in steady
+	// state (hedging above all) shows in its peak.
 	Amplification float64 `json:"amplification"`
+	// ReferenceLoad is, in a scenario's report, the baseline load (the
+	// same window as BaselineLoad) of the case's reference run: the same
+	// workload and trial seed with no fault and no retries. 0 otherwise.
+	ReferenceLoad float64 `json:"reference_load_per_s,omitempty"`
+	// SteadyLoad is BaselineLoad / ReferenceLoad: the load the policy
+	// sends before any fault, against the reference's. Above 1 by what
+	// it adds in steady state: hedges (a hedge after a fixed 10ms, behind
+	// a 1% heavy tail, adds about 38%), or retries of failures that
+	// happen without a fault. 0 without a reference.
+	SteadyLoad float64 `json:"steady_load,omitempty"`
 	// AmplificationCI and SuccessCI are, for a mean over several trials,
 	// the half-widths of the 95% confidence intervals of Amplification and
-	// SuccessRate (CIFactor standard errors); 0 for one trial.
+	// SuccessRate (CIHalfWidth: Student's t for the number of trials, 4.303
+	// standard errors for 3); 0 for one trial.
 	AmplificationCI float64 `json:"amplification_ci,omitempty"`
 	SuccessCI       float64 `json:"success_ci,omitempty"`
 	// PeakLoadAfter is PeakLoad over the windows that start at or after
 	// the end of the last fault: the peak of arrivals once the server is
 	// back, apart from the fault itself (during which, for instance, 503s
 	// return at once and immediate retries pile up). AmplificationAfter
-	// is PeakLoadAfter / BaselineLoad. 0 without a fault.
+	// is PeakLoadAfter over the baseline Amplification divides by. 0
+	// without a fault.
 	PeakLoadAfter      float64 `json:"peak_load_after_fault_per_s,omitempty"`
 	AmplificationAfter float64 `json:"amplification_after_fault,omitempty"`
 	// Reports counts the records the clients offered to their report
@@ -122,11 +141,12 @@ type Metrics struct {
 	// (or there was no fault), else 0; a mean over trials is the share
 	// that recovered.
 	Recovered float64 `json:"recovered"`
-	// Unobserved is 1 when recovery could not be judged: the last fault
-	// ends after Duration, or less than RecoveryHold before it, so no
-	// window of traffic follows it in which recovery could show (Recovered
-	// is then 0, and the table says "unobserved", never "stuck"); a mean
-	// over trials is the share of such trials.
+	// Unobserved is 1 when the run did not recover but its traffic ended
+	// too soon after the last fault to call it stuck: less than
+	// StuckWindow(Model.RecoveryTolerance) (the tolerance + StuckMargin,
+	// 20s by default) after the fault (Recovered is then 0, and the table
+	// says "unobserved", never "stuck"); a mean over trials is the share
+	// of such trials.
 	Unobserved float64 `json:"recovery_unobserved,omitempty"`
 	// RecoveryS is the time in seconds from the end of the last fault to
 	// the first instant T such that, over [T, T+RecoveryHold) (1s), both
@@ -234,10 +254,6 @@ func (t TierRates) add(o TierRates, n float64) TierRates {
 	return t
 }
 
-// CIFactor is the number of standard errors of a 95% confidence interval
-// (normal approximation).
-const CIFactor = 1.96
-
 // SyncMinRetries is the fewest retries for which the table shows
 // SyncShare: below it the share of a handful of retries is noise, and the
 // cell reads "–".
@@ -294,6 +310,9 @@ func Mean(ms []Metrics) Metrics {
 	n := float64(len(ms))
 	var recN float64
 	for _, m := range ms {
+		out.Trials += max(m.Trials, 1)
+	}
+	for _, m := range ms {
 		out.Calls += m.Calls / n
 		out.Succeeded += m.Succeeded / n
 		out.SuccessRate += m.SuccessRate / n
@@ -308,6 +327,8 @@ func Mean(ms []Metrics) Metrics {
 		out.BaselineLoad += m.BaselineLoad / n
 		out.PeakLoad += m.PeakLoad / n
 		out.Amplification += m.Amplification / n
+		out.ReferenceLoad += m.ReferenceLoad / n
+		out.SteadyLoad += m.SteadyLoad / n
 		out.PeakLoadAfter += m.PeakLoadAfter / n
 		out.AmplificationAfter += m.AmplificationAfter / n
 		out.PeakConcurrency += m.PeakConcurrency / n

@@ -30,6 +30,21 @@ type Model struct {
 	// Drain is how long the run continues after Duration so that calls in
 	// flight can end. 0: 30s. Calls still open at the end count as failed.
 	Drain time.Duration
+	// RecoveryTolerance is how long after the last fault a recovery may
+	// take and still count as slow rather than stuck: a policy that has
+	// not recovered is called stuck only when the clients went on for at
+	// least RecoveryTolerance + StuckMargin (10s) after the fault, and
+	// unobserved otherwise (Recording.RecoveryTolerance). 0:
+	// DefaultRecoveryTolerance (10s), so stuck needs 20s of traffic after
+	// the fault.
+	RecoveryTolerance time.Duration
+	// hooks, set by the package's tests only, script service and observe
+	// cancellations.
+	hooks *simHooks
+	// windows, when set, are the faults whose windows the run is measured
+	// by (baseline, recovery) in place of Faults: a reference run has no
+	// fault but the windows of the case it is the reference of.
+	windows []Fault
 	// MaxEvents caps the events of one trial: a run that needs more stops
 	// with an error wrapping ErrNoProgress that names the cap. 0:
 	// DefaultMaxEvents.
@@ -321,17 +336,32 @@ type Policy struct {
 // Hedge is package hedge's rule (hedge.Hedger), modelled in the
 // simulator: hedge.Do runs attempts on goroutines and waits on timers,
 // which a single-threaded virtual time cannot host, so the run applies
-// its rule with the real hedge.Adaptive for the delay. When a call's
-// first attempt has gone unanswered for the delay (Adaptive's percentile
-// as of the call's start, once it has its samples; Delay until then), a
-// hedge is sent, if MaxHedges, the policy's MaxAttempts (a hedge is an
-// attempt) and the breaker (Ready) allow and the budget grants
-// Withdraw(hedge.ErrHedge); the next hedge waits the delay again. The
-// first answer wins and ends the call; the losers are abandoned (the
-// server does not learn of it, and their replies are ignored, their
-// breaker and budget hearing context.Canceled, which counts against
-// neither). A failed attempt while another is still running waits for
-// it. Every attempt that answers first feeds Adaptive its latency.
+// its rule with the real hedge.Adaptive for the delay;
+// TestHedgeRuleMatchesHedgeDo checks the two on the same scripted
+// attempts. Each round of attempts (the call's first attempt, or a retry
+// once every attempt of the previous round has failed) arms a timer of
+// its own, for the delay as of the round's start (Adaptive's percentile
+// once it has its samples; Delay until then), unless the call has no
+// hedge left (MaxHedges counts the hedges of the whole call), a refusal
+// stopped its hedging, the hop has a Limiter, or the attempt is the last
+// the policy's MaxAttempts allows. When the timer goes off while the
+// round still waits, a hedge is sent if the attempt limit (hedges count
+// as attempts), the layer rule (Policy.LayerRule: no hedge for a call
+// whose inbound caller retries, as retry.Policy.NestedForbids), the
+// breaker (Ready) and the budget (Withdraw(hedge.ErrHedge)) allow; a
+// refusal stops the call's hedging; the next hedge of the round waits
+// the round's delay again. The first success wins and ends the call; the
+// attempts still running are cancelled, as hedge.Do cancels their
+// contexts and hedge.Transport their requests: their breaker, limiter
+// and budget hear context.Canceled (which counts against none of them),
+// and the tier gives them up (a request on its way is dropped on
+// arrival, a queued one leaves the queue, one in service frees its
+// worker and cancels the call its tier makes downstream for it). A
+// failure while another attempt runs waits for it; when every attempt of
+// the round has failed, the call retries as retry.Call.Next does,
+// counting every attempt begun (hedges included) for the attempt limit
+// and the backoff. The overload marker stops further hedges and any
+// retry. Every attempt that wins feeds Adaptive its latency.
 type Hedge struct {
 	// Delay is the fixed delay, and Adaptive's until it has enough
 	// samples. 0: hedge.DefaultDelay.
@@ -340,7 +370,8 @@ type Hedge struct {
 	// Clock is the run's), shared by every caller as the hedge package
 	// advises.
 	Adaptive *hedge.AdaptiveConfig
-	// MaxHedges bounds the hedges of one call. 0: hedge.DefaultMaxHedges.
+	// MaxHedges bounds the hedges of one call. 0: hedge.DefaultMaxHedges;
+	// negative (hedge.NoHedges): none.
 	MaxHedges int
 }
 
@@ -448,6 +479,9 @@ func (m *Model) Validate() error {
 		if f.Start < 0 || f.End <= f.Start {
 			return bad("fault %d: window [%s, %s) is empty or negative", i, f.Start, f.End)
 		}
+		if f.Start >= m.Duration {
+			return bad("fault %d starts at %s, when the clients have stopped starting calls (duration %s): no call would meet it; start it earlier or run longer", i, f.Start, m.Duration)
+		}
 		if f.Kind >= FaultKind(len(faultNames)) {
 			return bad("fault %d: unknown kind %d", i, f.Kind)
 		}
@@ -465,8 +499,17 @@ func (m *Model) Validate() error {
 			}
 		}
 	}
-	if calls := m.expectedCalls(); calls > MaxExpectedCalls {
-		return bad("the workload would start about %.3g calls (clients × rate × duration), more than the %d a run may take", calls, MaxExpectedCalls)
+	calls := m.expectedCalls()
+	if calls > MaxExpectedCalls {
+		return bad("the workload would start about %.3g calls (clients × rate × duration), more than the %d a run may take (MaxExpectedCalls)", calls, MaxExpectedCalls)
+	}
+	capEvents := m.MaxEvents
+	if capEvents == 0 {
+		capEvents = DefaultMaxEvents
+	}
+	if calls*MinEventsPerCall > float64(capEvents) {
+		return bad("the workload would start about %.3g calls (clients × rate × duration) of at least %d events each, more than the trial's event cap of %d (Model.MaxEvents)",
+			calls, MinEventsPerCall, capEvents)
 	}
 	return nil
 }
@@ -492,8 +535,11 @@ func (m *Model) CheckBaseline() error {
 
 // MaxExpectedCalls bounds the calls a model's workload may start, so
 // that a typing slip (10M clients at 1e6 calls/s for 24h) is refused at
-// once instead of running for days.
-const MaxExpectedCalls = 200_000_000
+// once instead of running for days. It agrees with the default event
+// cap: DefaultMaxEvents / MinEventsPerCall, the most calls a trial could
+// take at the fewest events each; Validate also holds the calls against
+// the model's own MaxEvents.
+const MaxExpectedCalls = DefaultMaxEvents / MinEventsPerCall
 
 // expectedCalls is the mean number of calls the clients start.
 func (m *Model) expectedCalls() float64 {
@@ -534,4 +580,12 @@ func (m *Model) bucket() time.Duration {
 		return DefaultBucket
 	}
 	return m.Bucket
+}
+
+// simHooks lets a test script a run: service, when set, replaces the
+// service time and failure draws of attempt n of a call (its tier, the
+// time), and cancelled hears every attempt a caller cancels.
+type simHooks struct {
+	service   func(now time.Duration, tier, n int) (d time.Duration, fail bool)
+	cancelled func(now time.Duration, tier, n int)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ModelSpec describes a scenario built on a Model: the model, the policies
@@ -36,6 +37,9 @@ type ModelSpec struct {
 	Columns []string
 	// Trials is the default number of trials.
 	Trials int
+	// TailVerdict makes each case's verdict compare the policies' p99.9
+	// too (see CaseVerdict).
+	TailVerdict bool
 }
 
 // ModelCase is one setting of a sweep.
@@ -158,45 +162,60 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 
 	nc, np, nt := len(cases), len(variants), o.Trials
-	results := make([]*Result, nc*np*nt)
-	err := parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
-		c, p, t := i/(np*nt), (i/nt)%np, i%nt
-		res, err := RunContext(ctx, &models[c], variants[p], unitSeed(o.Seed, c, t))
+	// The reference of every trial of a case: its workload without its
+	// faults and without retries, measured over the case's own windows.
+	// Every policy's peak× is its peak over the reference's baseline load
+	// (one baseline for every policy: what a policy adds in steady state,
+	// hedging above all, counts), and the references' own peak× is the
+	// case's noise floor.
+	refs := make([]*Result, nc*nt)
+	err := parallel(ctx, o.Workers, len(refs), nil, func(i int) error {
+		c, t := i/nt, i%nt
+		m := copyModel(models[c])
+		m.Faults, m.windows = nil, models[c].Faults
+		res, err := RunContext(ctx, &m, Single(Policy{Name: "no-fault", MaxAttempts: 1}), unitSeed(o.Seed, c, t))
 		if err != nil {
 			if ctx.Err() == nil {
-				err = fmt.Errorf("scenario %s case %q policy %s: %w", spec.Name, cases[c].Name, variants[p].Name, err)
+				err = fmt.Errorf("scenario %s case %q reference: %w", spec.Name, cases[c].Name, err)
 			}
 			return err
 		}
-		if t > 0 {
-			res.Series = Series{} // only the first trial's series is kept
-		}
-		results[i] = res
+		res.Series = Series{}
+		refs[i] = res
 		return nil
 	})
+	if err != nil && ctx.Err() == nil {
+		return nil, err
+	}
+	results := make([]*Result, nc*np*nt)
+	if err == nil {
+		err = parallel(ctx, o.Workers, len(results), o.Progress, func(i int) error {
+			c, p, t := i/(np*nt), (i/nt)%np, i%nt
+			res, err := RunContext(ctx, &models[c], variants[p], unitSeed(o.Seed, c, t))
+			if err != nil {
+				if ctx.Err() == nil {
+					err = fmt.Errorf("scenario %s case %q policy %s: %w", spec.Name, cases[c].Name, variants[p].Name, err)
+				}
+				return err
+			}
+			rebase(&res.Metrics, refs[c*nt+t])
+			results[i] = res
+			return nil
+		})
+	}
 	partial := err != nil && ctx.Err() != nil
 	if err != nil && !partial {
 		return nil, err
 	}
-
-	// The noise floor of peak×: each case's workload without its faults
-	// and without retries.
 	floors := make([]float64, nc)
-	if !partial {
-		err = parallel(ctx, o.Workers, nc, nil, func(c int) error {
-			m := copyModel(models[c])
-			m.Faults = nil
-			res, err := RunContext(ctx, &m, Single(Policy{Name: "no-fault", MaxAttempts: 1}), unitSeed(o.Seed, c, 0))
-			if err != nil {
-				return err
+	for c := range floors {
+		var amps []float64
+		for t := 0; t < nt; t++ {
+			if r := refs[c*nt+t]; r != nil {
+				amps = append(amps, r.Metrics.Amplification)
 			}
-			floors[c] = res.Metrics.Amplification
-			return nil
-		})
-		partial = err != nil && ctx.Err() != nil
-		if err != nil && !partial {
-			return nil, err
 		}
+		floors[c] = Mean(ampsMetrics(amps)).Amplification
 	}
 
 	rep := &Report{}
@@ -211,10 +230,11 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	}
 	for c := range cases {
 		m := &models[c]
-		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c], TrafficEndS: m.Duration.Seconds()}
+		kase := Case{Name: cases[c].Name, CapacityPerS: capacity(m), AmpNoiseFloor: floors[c], TrafficEndS: m.Duration.Seconds(), tail: spec.TailVerdict}
 		if s, e, ok := FaultWindow(m.Faults); ok {
 			kase.FaultStartS, kase.FaultEndS = s.Seconds(), e.Seconds()
 		}
+		kase.capX, kase.capY = capacitySteps(m)
 		for p := range variants {
 			ms := make([]Metrics, 0, nt)
 			for t := 0; t < nt; t++ {
@@ -223,19 +243,28 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 					rep.Events += r.Events
 				}
 			}
+			if len(ms) == 0 {
+				// A cancelled run that finished no trial of the policy.
+				kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, NotRun: true})
+				continue
+			}
 			mean := Mean(ms)
 			if len(ms) > 1 {
 				amps, succ := make([]float64, len(ms)), make([]float64, len(ms))
 				for i := range ms {
 					amps[i], succ[i] = ms[i].Amplification, ms[i].SuccessRate
 				}
-				mean.AmplificationCI, mean.SuccessCI = CIFactor*StdErr(amps), CIFactor*StdErr(succ)
+				mean.AmplificationCI, mean.SuccessCI = CIHalfWidth(amps), CIHalfWidth(succ)
 			}
-			var series Series
-			if r := results[(c*np+p)*nt]; r != nil {
-				series = r.Series
+			// The charts show the first finished trial; notes read them all.
+			var all []Series
+			for t := 0; t < nt; t++ {
+				if r := results[(c*np+p)*nt+t]; r != nil {
+					all = append(all, r.Series)
+				}
 			}
-			kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, Metrics: &mean, Series: &series})
+			series := all[0]
+			kase.Rows = append(kase.Rows, Row{Policy: variants[p].Name, Metrics: &mean, Series: &series, trials: all})
 		}
 		rep.Cases = append(rep.Cases, kase)
 	}
@@ -272,6 +301,27 @@ func runModelSpec(ctx context.Context, spec *ModelSpec, custom map[string]Varian
 	return rep, nil
 }
 
+// rebase measures m, a policy's trial, against ref, the reference run of
+// the same trial: ReferenceLoad is ref's baseline load, Amplification and
+// AmplificationAfter are m's peaks over it, and SteadyLoad is m's own
+// baseline load over it.
+func rebase(m *Metrics, ref *Result) {
+	base := ref.Metrics.BaselineLoad
+	m.ReferenceLoad = base
+	m.Amplification = ratio(m.PeakLoad, base)
+	m.AmplificationAfter = ratio(m.PeakLoadAfter, base)
+	m.SteadyLoad = ratio(m.BaselineLoad, base)
+}
+
+// ampsMetrics wraps peak× values as Metrics, for their Mean.
+func ampsMetrics(amps []float64) []Metrics {
+	ms := make([]Metrics, len(amps))
+	for i, a := range amps {
+		ms[i].Amplification = a
+	}
+	return ms
+}
+
 // capacity returns the measured tier's requests per second at full
 // strength, or 0 when it is unbounded.
 func capacity(m *Model) float64 {
@@ -281,6 +331,40 @@ func capacity(m *Model) float64 {
 		return 0
 	}
 	return float64(t.Workers) / mean.Seconds()
+}
+
+// capacitySteps returns the measured tier's capacity (requests per second)
+// as a step function of time, from 0 and at every start and end of a
+// capacity fault on it, or nil when no capacity fault changes it or the
+// tier is unbounded.
+func capacitySteps(m *Model) (xs, ys []float64) {
+	ti := m.MeasureTier()
+	t := m.Tiers[ti]
+	mean := t.Service.Mean()
+	if t.Workers == 0 || mean <= 0 {
+		return nil, nil
+	}
+	at := []time.Duration{0}
+	for _, f := range m.Faults {
+		if f.Kind == FaultCapacity && f.Tier == ti {
+			at = append(at, f.Start, f.End)
+		}
+	}
+	if len(at) == 1 {
+		return nil, nil
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	for _, x := range at {
+		w := t.Workers
+		for _, f := range m.Faults {
+			if f.Kind == FaultCapacity && f.Tier == ti && f.active(x) {
+				w = min(w, CapacityWorkers(t.Workers, f.Factor))
+			}
+		}
+		xs, ys = append(xs, x.Seconds()), append(ys, float64(w)/mean.Seconds())
+	}
+	return xs, ys
 }
 
 // present builds the tables and plots of a model scenario's report.
@@ -313,6 +397,10 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			for _, c := range rep.Cases {
 				var cells []string
 				for _, col := range cols {
+					if c.Rows[p].NotRun || c.Rows[p].Metrics == nil {
+						cells = []string{"not run"}
+						break
+					}
 					cells = append(cells, col.Cell(c.Rows[p].Metrics))
 				}
 				row = append(row, strings.Join(cells, " / "))
@@ -325,6 +413,9 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			for p := range rep.Cases[0].Rows {
 				ln := Line{Name: rep.Cases[0].Rows[p].Policy}
 				for i, c := range rep.Cases {
+					if c.Rows[p].NotRun || c.Rows[p].Metrics == nil {
+						continue
+					}
 					ln.X = append(ln.X, cases[i].X)
 					ln.Y = append(ln.Y, sweepValue(col.Key, c.Rows[p].Metrics))
 				}
@@ -340,9 +431,9 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 			title += " (" + c.Name + ")"
 		}
 		t := MetricsTable(title, cols, c.Rows)
-		if len(c.Rows) > 0 && c.Rows[0].Metrics.AmplificationCI > 0 {
-			t.Notes = append(t.Notes, fmt.Sprintf("±: the 95%% confidence interval of the mean over the trials (%.2f standard errors); "+
-				"≈ marks a peak× whose interval overlaps the lowest one's: not told apart from it", CIFactor))
+		if n := caseTrials(&c); n > 1 {
+			t.Notes = append(t.Notes, fmt.Sprintf("±: the 95%% confidence interval of the mean over the %d trials (Student's t with %d degrees of freedom: %.2f standard errors); "+
+				"≈ marks a peak× whose interval overlaps the lowest one's: not told apart from it", n, n-1, TQuantile95(n-1)))
 		}
 		if c.AmpNoiseFloor > 0 && slices.Contains(keys, "amp") {
 			t.Notes = append(t.Notes, fmt.Sprintf("peak× noise floor %.2fx: the same workload with no fault and no retries reads that much; differences below it are noise", c.AmpNoiseFloor))
@@ -350,6 +441,17 @@ func present(rep *Report, spec *ModelSpec, cases []ModelCase) {
 		rep.Tables = append(rep.Tables, t)
 		rep.Plots = append(rep.Plots, loadPlots(&c, spec.Model.Tiers[spec.Model.MeasureTier()].Name)...)
 	}
+}
+
+// caseTrials returns the most trials a row of c is the mean of.
+func caseTrials(c *Case) int {
+	n := 0
+	for _, r := range c.Rows {
+		if r.Metrics != nil && !r.NotRun {
+			n = max(n, r.Metrics.Trials)
+		}
+	}
+	return n
 }
 
 // sweepOf reports whether spec's cases are a sweep (one table, a column
@@ -369,6 +471,8 @@ func sweepValue(key string, m *Metrics) float64 {
 		return m.Amplification
 	case "after":
 		return m.AmplificationAfter
+	case "steady":
+		return m.SteadyLoad
 	case "fapc":
 		return m.FaultAttemptsPerCall
 	case "goodput":
@@ -428,11 +532,14 @@ func loadPlots(c *Case, tier string) []Plot {
 			t = fmt.Sprintf("%s (%d of %d)", title, i+1, panels)
 		}
 		overs = append(overs, Plot{Title: t, XLabel: "time (s)", YLabel: "attempts/s", Marks: end,
-			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group})
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", HLineX: c.capX, HLineY: c.capY, Group: group})
 	}
 	out := []Plot{}
 	for i, r := range c.Rows {
 		s := r.Series
+		if r.NotRun || s == nil {
+			continue
+		}
 		x := xs(s)
 		over := &overs[i/MaxLinesPerPlot]
 		over.Lines = append(over.Lines, Line{Name: r.Policy, X: x, Y: s.Load})
@@ -444,7 +551,7 @@ func loadPlots(c *Case, tier string) []Plot {
 		}
 		out = append(out, Plot{
 			Title: r.Policy, XLabel: "time (s)", YLabel: "per second", Marks: marks,
-			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", Group: group,
+			ShadeFrom: c.FaultStartS, ShadeTo: c.FaultEndS, HLine: c.CapacityPerS, HLineLabel: "capacity", HLineX: c.capX, HLineY: c.capY, Group: group,
 			Lines: []Line{
 				{Name: "attempts", X: x, Y: s.Load},
 				{Name: "retries", X: x, Y: s.Retries},

@@ -112,7 +112,9 @@ type runner struct {
 
 	hArrive, hRetry, hReach, hServed, hReply, hTimeout, hCapacity, hRestart, hResume, hHedge HandlerID
 
-	now nowContext // the context limiters are asked with
+	ask askContext // the context limiters are asked with
+
+	timers int64 // hedge timers armed so far: each round's timer has its own number
 }
 
 // hop is the per-tier part of a variant: the policy its callers use and the
@@ -160,6 +162,21 @@ type callRec struct {
 	marked    bool  // the call ended on the overload marker
 	open      int32 // attempts the caller waits for (several when hedging)
 	hedges    int32 // hedges sent
+	// The hedge timer of the call's current round of attempts (a first
+	// attempt or a retry, and the hedges of it), as hedge.Do arms one per
+	// round: its number (0: none armed; a timer event whose number is not
+	// this is stale) and its delay.
+	timer      int64
+	roundDelay time.Duration
+	// stopHedging: a budget, breaker or rule refused a hedge; the call
+	// starts no further hedge (hedge.Do's stopHedging).
+	stopHedging bool
+	// live are the attempts the call has sent: the open ones among them
+	// are cancelled when another wins, or when the call is cancelled.
+	live []int32
+	// heldLim is the done of an admission a limiter reserved for the
+	// call's next attempt, which waits for it.
+	heldLim func(error)
 }
 
 type attRec struct {
@@ -178,8 +195,21 @@ type attRec struct {
 	clientOpen bool  // the caller still waits for this attempt
 	announce   bool  // the caller announced it will retry (AnnouncesRetry)
 	pathRef    bool  // an event, the queue, a worker or a downstream call refers to it
-	dropped    bool  // a restart dropped it; its service end is ignored
+	dropped    bool  // a restart dropped it, or its caller cancelled it; its service end is ignored
+	cancelled  bool  // its caller cancelled it (a hedge's loser) before it reached the tier
+	stage      uint8 // where the request is: stageSent, stageQueued, stageService or stageReplied
+	scriptFail bool  // simHooks.service failed it
+	child      int32 // the call its tier makes downstream for it, -1 for none
+	childGen   int64 // that call's generation
 }
+
+// Where an attempt's request is, for a caller that cancels it.
+const (
+	stageSent    uint8 = iota // on its way to the tier (or lost)
+	stageQueued               // in the tier's queue
+	stageService              // holding a worker (and maybe calling downstream)
+	stageReplied              // answered or dropped: the tier holds nothing of it
+)
 
 func newRunner(m *Model, v Variant, seed uint64) *runner {
 	s := New(seed)
@@ -196,7 +226,7 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	r.hRestart = s.Register(r.onRestart)
 	r.hResume = s.Register(r.onResume)
 	r.hHedge = s.Register(r.onHedge)
-	r.now = nowContext{c: s.Clock()}
+
 	if m.Reports != nil {
 		r.agents = make([]agent, m.Clients)
 	}
@@ -337,7 +367,8 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 	ci := r.allocCall()
 	c := &r.calls[ci]
 	c.gen++
-	*c = callRec{start: r.s.now, origin: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller}
+	live := c.live[:0]
+	*c = callRec{start: r.s.now, origin: r.s.now, gen: c.gen, parent: parent, parentGen: parentGen, caller: caller, live: live}
 	if parent < 0 {
 		r.seqs[caller]++
 		c.key = splitmix(uint64(caller)<<32 ^ r.seqs[caller])
@@ -350,30 +381,44 @@ func (r *runner) startCall(caller int32, parent int32, parentGen int64) {
 		c.origin = pa.origin
 		c.key = splitmix(pa.key ^ 0x5bd1e995)
 		c.inRetries = pa.announce || pa.n > 1
+		pa.child, pa.childGen = ci, c.gen
 	}
-	r.tryAttempt(ci)
+	r.tryAttempt(ci, false)
 }
 
 // tryAttempt makes the call's next attempt, in retry.Do's order: breaker
-// Allow, budget Start, the attempt.
-func (r *runner) tryAttempt(ci int32) {
+// Allow, budget Start, the attempt. A hedge (hedged) is an attempt of the
+// current round; any other starts a round, with a hedge timer of its own
+// when the hop hedges (hedge.Do's armTimer).
+func (r *runner) tryAttempt(ci int32, hedged bool) {
 	cl := &r.calls[ci]
 	c := &r.callers[cl.caller]
 	h := &r.hops[c.hop]
 	n := cl.attempts + 1
 	isRetry := n > 1
 	var done, lim func(error)
-	if c.limiter != nil {
-		d, err := c.limiter.Acquire(r.now, isRetry)
-		if err != nil {
-			if wait, ok := limiterWait(c.limiter, err); ok {
-				// The wait is bounded by the call's deadline (MaxElapsed),
-				// as a context deadline bounds Acquire's.
-				if p := &h.pol; p.MaxElapsed <= 0 || r.s.now+wait < cl.start+p.MaxElapsed {
-					r.s.After(wait, r.hRetry, ci, cl.gen) // asks again then
+	if c.limiter != nil && cl.heldLim != nil {
+		// The admission reserved before the wait that just ended.
+		lim, cl.heldLim = cl.heldLim, nil
+	} else if c.limiter != nil {
+		// The call's deadline (MaxElapsed) bounds the limiter's wait, as
+		// a context deadline bounds Acquire's.
+		r.ask.has = h.pol.MaxElapsed > 0
+		if r.ask.has {
+			r.ask.dl = r.s.Clock().Now().Add(satAdd(cl.start, h.pol.MaxElapsed) - r.s.now)
+		}
+		d, err := c.limiter.Acquire(&r.ask, isRetry)
+		if err == nil {
+			if rs, ok := c.limiter.(reserver); ok {
+				if wait, waited := rs.reserved(); waited && wait > 0 {
+					// Reserved: the attempt goes out when the wait ends.
+					cl.heldLim = d
+					r.s.After(wait, r.hRetry, ci, cl.gen)
 					return
 				}
 			}
+		}
+		if err != nil {
 			if c.hop == r.measure {
 				r.rec.rec.LocalRejected++
 			}
@@ -399,8 +444,11 @@ func (r *runner) tryAttempt(ci int32) {
 			if isRetry && c.tracker != nil {
 				c.tracker.Refund()
 			}
-			if cl.open > 0 {
-				return // a refused hedge: the running attempt goes on
+			if hedged {
+				// A refused hedge: the running attempts go on, and the
+				// call starts no further hedge.
+				cl.stopHedging = true
+				return
 			}
 			r.finishCall(ci, false)
 			return
@@ -416,7 +464,7 @@ func (r *runner) tryAttempt(ci int32) {
 	a.gen++
 	cl.open++
 	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, callGen: cl.gen, caller: cl.caller, sent: r.s.now, origin: cl.origin, done: done, lim: lim, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
-		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries)}
+		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries), child: -1}
 	if r.rec.rec.FaultTierAttempts != nil && r.inFault(cl.origin) {
 		r.rec.rec.FaultTierAttempts[c.hop]++
 	}
@@ -429,8 +477,9 @@ func (r *runner) tryAttempt(ci int32) {
 	if h.timeout > 0 {
 		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
 	}
-	if hg := h.pol.Hedge; hg != nil && int(cl.hedges) < hedgeMax(hg) && (!isRetry || cl.hedges > 0 && n == cl.hedges+1) {
-		r.s.After(r.hedgeDelay(h), r.hHedge, ci, cl.gen)
+	cl.live = append(cl.live, ai)
+	if h.pol.Hedge != nil {
+		r.armHedge(ci, h, c, hedged)
 	}
 	t := &r.tiers[c.hop]
 	for _, f := range t.faults {
@@ -440,6 +489,34 @@ func (r *runner) tryAttempt(ci int32) {
 	}
 	a.pathRef = true
 	r.s.After(r.leg(t, ai, drawRequestLeg), r.hReach, ai, 0)
+}
+
+// armHedge arms call ci's hedge timer after it sent an attempt, as hedge.Do
+// does: an attempt that starts a round (the first, or a retry once every
+// attempt of the previous round has failed) drops the previous round's
+// timer and arms one of its own for the delay as of now (Adaptive's
+// percentile once it has its samples), unless the call has no hedge left
+// (MaxHedges), a refusal stopped its hedging, the hop has a Limiter or the
+// attempt is the last MaxAttempts allows; a hedge re-arms the round's
+// timer for the round's delay while hedges and attempts remain.
+func (r *runner) armHedge(ci int32, h *hop, c *caller, hedged bool) {
+	cl := &r.calls[ci]
+	p := &h.pol
+	maxH := hedgeMax(p.Hedge)
+	if hedged {
+		if int(cl.hedges) < maxH && (p.MaxAttempts <= 0 || int(cl.attempts) < p.MaxAttempts) {
+			r.s.After(cl.roundDelay, r.hHedge, ci, cl.timer)
+		}
+		return
+	}
+	cl.timer = 0
+	if int(cl.hedges) >= maxH || cl.stopHedging || c.limiter != nil || p.MaxAttempts > 0 && int(cl.attempts) >= p.MaxAttempts {
+		return
+	}
+	cl.roundDelay = r.hedgeDelay(h)
+	r.timers++
+	cl.timer = r.timers
+	r.s.After(cl.roundDelay, r.hHedge, ci, cl.timer)
 }
 
 // CapacityWorkers returns the workers that serve during a capacity fault
@@ -491,6 +568,13 @@ func (r *runner) leg(t *tierState, ai int32, kind uint64) time.Duration {
 func (r *runner) onReach(e Event) {
 	ai := e.Ref
 	a := &r.atts[ai]
+	if a.cancelled {
+		// Its caller cancelled it on the way: the tier never serves it.
+		a.pathRef = false
+		a.stage = stageReplied
+		r.maybeFreeAtt(ai)
+		return
+	}
 	ti := a.tier
 	t := &r.tiers[ti]
 	for _, f := range t.faults {
@@ -503,6 +587,7 @@ func (r *runner) onReach(e Event) {
 			return
 		case FaultHang:
 			a.pathRef = false
+			a.stage = stageReplied
 			r.maybeFreeAtt(ai)
 			return
 		}
@@ -512,6 +597,7 @@ func (r *runner) onReach(e Event) {
 		r.startService(ti, ai)
 	case t.cfg.Queue == 0 || t.queue.len() < t.cfg.Queue: // 0: unlimited; -1: none
 		t.queue.push(ai)
+		a.stage = stageQueued
 		if ti == r.measure {
 			r.rec.server(r.s.now, t.busy, t.queue.len())
 		}
@@ -526,6 +612,7 @@ func (r *runner) startService(ti int32, ai int32) {
 	t := &r.tiers[ti]
 	t.busy++
 	a := &r.atts[ai]
+	a.stage = stageService
 	a.svc = int32(len(t.inService))
 	t.inService = append(t.inService, ai)
 	if ti == r.measure {
@@ -533,7 +620,9 @@ func (r *runner) startService(ti int32, ai int32) {
 	}
 	rng := r.draw(ai, drawService)
 	var d time.Duration
-	if t.cfg.StragglerProb > 0 && rng.Float64() < t.cfg.StragglerProb {
+	if hk := r.m.hooks; hk != nil && hk.service != nil {
+		d, a.scriptFail = hk.service(r.s.now, int(ti), int(a.n))
+	} else if t.cfg.StragglerProb > 0 && rng.Float64() < t.cfg.StragglerProb {
 		d = t.cfg.Straggler.Sample(rng)
 	} else {
 		d = t.cfg.Service.Sample(rng)
@@ -557,7 +646,7 @@ func (r *runner) onServed(e Event) {
 	ti := r.atts[ai].tier
 	t := &r.tiers[ti]
 	rng := r.draw(ai, drawFail)
-	fail := t.cfg.FailProb > 0 && rng.Float64() < t.cfg.FailProb
+	fail := t.cfg.FailProb > 0 && rng.Float64() < t.cfg.FailProb || r.atts[ai].scriptFail
 	for _, f := range t.faults {
 		if f.Kind == FaultErrors && f.active(r.s.now) && rng.Float64() < f.Prob {
 			fail = true
@@ -626,6 +715,7 @@ func (r *runner) dispatch(ti int32) {
 }
 
 func (r *runner) reply(ai int32, code int64) {
+	r.atts[ai].stage = stageReplied
 	t := &r.tiers[r.atts[ai].tier]
 	for _, f := range t.faults {
 		if f.Kind == FaultReplyLoss && f.active(r.s.now) && r.draw(ai, drawReplyLoss).Float64() < f.Prob {
@@ -676,14 +766,19 @@ func (r *runner) onCapacity(e Event) {
 
 // attemptEnded handles the end of an attempt as the caller sees it, in
 // retry.Do's order: breaker done, budget Record; on failure the attempt
-// limit, the backoff, the deadline, breaker Ready, budget Withdraw.
+// limit, the backoff, the deadline, breaker Ready, budget Withdraw. With
+// hedging it follows hedge.Do: the first success wins and cancels the
+// attempts still running; a failure while others run waits for them; the
+// overload marker stops further hedges and retries; once every attempt
+// of the round has failed, the round's timer goes and the call retries as
+// retry.Call.Next would, counting every attempt begun (hedges included).
 func (r *runner) attemptEnded(ai int32, err error) {
 	a := &r.atts[ai]
 	a.clientOpen = false
 	ci := a.call
 	cl := &r.calls[ci]
 	if cl.gen != a.callGen {
-		// A hedge's loser: its call ended with another attempt's answer.
+		// Its call has ended without it (cancelled before it answered).
 		r.abandoned(ai)
 		return
 	}
@@ -701,32 +796,40 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		a.lim(err)
 		a.lim = nil
 	}
-	n := a.n
 	// The overload marker is never retried (retry.Call.Next classifies
 	// it first), and a budget hears it marked Permanent.
 	marked := err != nil && retry.IsOverloaded(err)
 	if c.budget != nil {
 		if marked {
-			c.budget.Record(n > 1, errMarkedBudget)
+			c.budget.Record(a.n > 1, errMarkedBudget)
 		} else {
-			c.budget.Record(n > 1, err)
+			c.budget.Record(a.n > 1, err)
 		}
 	}
 	if err == nil {
 		if h.ad != nil {
 			h.ad.ObserveAt(r.s.Clock().Now(), r.s.now-a.sent)
 		}
+		if cl.open > 0 {
+			r.cancelLosers(ci, ai)
+		}
 		r.finishCall(ci, true)
 		return
+	}
+	if marked {
+		// Pushback: no further hedge and no retry, but the copies in
+		// flight may still answer.
+		cl.marked, cl.stopHedging = true, true
 	}
 	if cl.open > 0 {
 		return // a hedge still runs: wait for it
 	}
-	if marked {
-		cl.marked = true
+	cl.timer = 0 // the round is over, and its hedge timer with it
+	if cl.marked {
 		r.finishCall(ci, false)
 		return
 	}
+	n := cl.attempts // retry.Call counts every attempt begun, hedges too
 	p := &h.pol
 	if p.MaxAttempts > 0 && int(n) >= p.MaxAttempts {
 		r.finishCall(ci, false)
@@ -742,7 +845,7 @@ func (r *runner) attemptEnded(ai int32, err error) {
 		delay = h.strat.Delay(int(n), cl.prev)
 		cl.prev = delay
 	}
-	if p.MaxElapsed > 0 && r.s.now+delay+p.MinAttemptTime >= cl.start+p.MaxElapsed {
+	if p.MaxElapsed > 0 && satAdd(satAdd(r.s.now, max(delay, 0)), max(p.MinAttemptTime, 0)) >= satAdd(cl.start, p.MaxElapsed) {
 		r.finishCall(ci, false)
 		return
 	}
@@ -757,8 +860,84 @@ func (r *runner) attemptEnded(ai int32, err error) {
 	r.s.After(delay, r.hRetry, ci, cl.gen)
 }
 
-// abandoned reports a hedge's loser to its caller's breaker and budget as
-// cancelled (retry.Call hears a lost attempt so: no failure).
+// cancelLosers cancels the attempts of call ci still running when attempt
+// won answered, as hedge.Do cancels its losers' contexts: see cancelAttempt.
+func (r *runner) cancelLosers(ci, won int32) {
+	cl := &r.calls[ci]
+	for _, o := range cl.live {
+		if a := &r.atts[o]; o != won && a.clientOpen && a.call == ci && a.callGen == cl.gen {
+			r.cancelAttempt(o)
+		}
+	}
+}
+
+// cancelAttempt cancels attempt ai, as a cancelled context does: its
+// caller stops waiting for it (its breaker, limiter and budget hear the
+// cancellation, which counts against none of them), and the tier gives
+// up on it: a request still on its way is dropped when it arrives, a
+// queued one leaves the queue, and one in service frees its worker and
+// cancels the call its tier makes downstream for it (hedge.Transport
+// cancels a loser's request; a server handler's context ends with it).
+func (r *runner) cancelAttempt(ai int32) {
+	a := &r.atts[ai]
+	a.clientOpen = false
+	r.calls[a.call].open--
+	if a.tier == r.measure {
+		r.rec.attemptCancelled(r.s.now)
+	}
+	if hk := r.m.hooks; hk != nil && hk.cancelled != nil {
+		hk.cancelled(r.s.now, int(a.tier), int(a.n))
+	}
+	r.abandoned(ai)
+	t := &r.tiers[a.tier]
+	switch a.stage {
+	case stageSent:
+		if a.pathRef {
+			a.cancelled = true // onReach drops it
+		}
+	case stageQueued:
+		t.queue.remove(ai)
+		a.pathRef = false
+		a.stage = stageReplied
+		if a.tier == r.measure {
+			r.rec.server(r.s.now, t.busy, t.queue.len())
+		}
+	case stageService:
+		if a.child >= 0 {
+			r.cancelCall(a.child, a.childGen)
+		}
+		r.release(ai)
+		a.dropped, a.pathRef = true, false
+		a.stage = stageReplied
+		r.dispatch(a.tier)
+	}
+	r.maybeFreeAtt(ai)
+}
+
+// cancelCall ends call ci (of generation gen), which a tier makes for an
+// attempt its caller cancelled: its running attempts are cancelled, its
+// pending retry or hedge never comes, and its result goes nowhere.
+func (r *runner) cancelCall(ci int32, gen int64) {
+	cl := &r.calls[ci]
+	if cl.gen != gen {
+		return
+	}
+	for _, o := range cl.live {
+		if a := &r.atts[o]; a.clientOpen && a.call == ci && a.callGen == gen {
+			r.cancelAttempt(o)
+		}
+	}
+	if cl.heldLim != nil {
+		cl.heldLim(errWaitCancelled)
+		cl.heldLim = nil
+	}
+	cl.gen++
+	r.freeC = append(r.freeC, ci)
+}
+
+// abandoned reports a cancelled attempt to its caller's breaker, limiter
+// and budget as cancelled (retry.Call hears a hedge's loser so: no
+// failure).
 func (r *runner) abandoned(ai int32) {
 	a := &r.atts[ai]
 	if a.done != nil {
@@ -774,14 +953,19 @@ func (r *runner) abandoned(ai int32) {
 	}
 }
 
+// hedgeMax is the hedges a call may start: hedge.Hedger's MaxHedges rule
+// (0: DefaultMaxHedges; negative, NoHedges: none).
 func hedgeMax(hg *Hedge) int {
-	if hg.MaxHedges <= 0 {
+	switch {
+	case hg.MaxHedges < 0:
+		return 0
+	case hg.MaxHedges == 0:
 		return hedge.DefaultMaxHedges
 	}
 	return hg.MaxHedges
 }
 
-// hedgeDelay is the hedge delay of a call starting now on hop h: the
+// hedgeDelay is the hedge delay of a round starting now on hop h: the
 // Adaptive percentile once it has its samples, else the fixed Delay.
 func (r *runner) hedgeDelay(h *hop) time.Duration {
 	if h.ad != nil {
@@ -795,35 +979,40 @@ func (r *runner) hedgeDelay(h *hop) time.Duration {
 	return hedge.DefaultDelay
 }
 
-// onHedge sends a hedge for call e.Ref when it is still waiting and its
-// limits, breaker and budget allow, as hedge's hedgeLocked does.
+// onHedge is the round timer of call e.Ref going off: it sends a hedge
+// when the round still waits and its limits, the layer rule, the breaker
+// and the budget allow, in the order hedge's hedgeLocked asks them; a
+// refusal stops the call's hedging.
 func (r *runner) onHedge(e Event) {
 	ci := e.Ref
 	cl := &r.calls[ci]
-	if cl.gen != e.Arg || cl.open == 0 {
-		return
+	if cl.timer == 0 || cl.timer != e.Arg || cl.open == 0 {
+		return // a stale timer: its round is over
 	}
 	c := &r.callers[cl.caller]
 	h := &r.hops[c.hop]
 	p := &h.pol
-	if int(cl.hedges) >= hedgeMax(p.Hedge) || p.MaxAttempts > 0 && int(cl.attempts) >= p.MaxAttempts {
+	if cl.stopHedging || int(cl.hedges) >= hedgeMax(p.Hedge) {
 		return
 	}
-	if c.limiter != nil || c.breaker != nil && c.breaker.Ready() != nil {
-		return // hedge refuses to hedge behind a Limiter
-	}
-	if c.budget != nil && !c.budget.Withdraw(hedge.ErrHedge) {
+	refused := p.MaxAttempts > 0 && int(cl.attempts) >= p.MaxAttempts ||
+		p.LayerRule && cl.inRetries || // retry.Policy.NestedForbids
+		c.limiter != nil ||
+		c.breaker != nil && c.breaker.Ready() != nil ||
+		c.budget != nil && !c.budget.Withdraw(hedge.ErrHedge)
+	if refused {
+		cl.stopHedging = true
 		return
 	}
 	cl.hedges++
-	r.tryAttempt(ci)
+	r.tryAttempt(ci, true)
 }
 
 func (r *runner) onRetry(e Event) {
 	if r.calls[e.Ref].gen != e.Arg {
 		return
 	}
-	r.tryAttempt(e.Ref)
+	r.tryAttempt(e.Ref, false)
 }
 
 func (r *runner) finishCall(ci int32, ok bool) {
@@ -869,6 +1058,20 @@ func (q *ring) push(v int32) {
 	}
 	q.buf[(q.head+q.size)%len(q.buf)] = v
 	q.size++
+}
+
+// remove takes v out of the queue, keeping the order of the rest.
+func (q *ring) remove(v int32) {
+	for i := 0; i < q.size; i++ {
+		if q.buf[(q.head+i)%len(q.buf)] != v {
+			continue
+		}
+		for j := i; j < q.size-1; j++ {
+			q.buf[(q.head+j)%len(q.buf)] = q.buf[(q.head+j+1)%len(q.buf)]
+		}
+		q.size--
+		return
+	}
 }
 
 func (q *ring) pop() int32 {

@@ -23,6 +23,7 @@ func (r *recorder) init(m *Model) {
 	r.n = int((m.horizon()+bucket-1)/bucket) + 1
 	r.rec = *NewRecording(bucket, r.n)
 	r.rec.QueueSlack = QueueSlackFor(m.Tiers[m.MeasureTier()].Workers)
+	r.rec.RecoveryTolerance = m.RecoveryTolerance
 	if _, _, ok := FaultWindow(m.Faults); ok && len(m.Tiers) > 1 {
 		r.rec.FaultTierAttempts = make([]int64, len(m.Tiers))
 	}
@@ -61,6 +62,12 @@ func (r *recorder) attemptEnded(t time.Duration, ok bool) {
 	r.inflight.Set(b, r.inflight.Value()-1)
 }
 
+// attemptCancelled counts out of the in-flight gauge an attempt its caller
+// cancelled (neither a success nor a failure).
+func (r *recorder) attemptCancelled(t time.Duration) {
+	r.inflight.Set(r.idx(t), r.inflight.Value()-1)
+}
+
 func (r *recorder) server(t time.Duration, busy, queued int) {
 	b := r.idx(t)
 	r.conc.Set(b, int32(busy+queued))
@@ -86,5 +93,9 @@ func (r *recorder) finish(m *Model) (Metrics, Series) {
 	r.inflight.Peaks()
 	slices.Sort(r.rec.Latencies)
 	slices.Sort(r.rec.Open)
-	return r.rec.Metrics(m.Warmup, m.Duration, m.Faults), r.rec.Series(r.n)
+	faults := m.Faults
+	if m.windows != nil {
+		faults = m.windows
+	}
+	return r.rec.Metrics(m.Warmup, m.Duration, faults), r.rec.Series(r.n)
 }

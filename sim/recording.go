@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -60,6 +61,13 @@ type Recording struct {
 	// LocalRejected counts the attempts towards the measured tier that a
 	// client-side limiter (Policy.Limiter) refused before they were sent.
 	LocalRejected int64
+
+	// RecoveryTolerance is how long a recovery may take after the fault
+	// and still be a recovery to wait for (slow, not stuck): a run that
+	// has not recovered is judged stuck only when its traffic went on for
+	// at least RecoveryTolerance + StuckMargin after the fault, and
+	// unobserved otherwise. 0: DefaultRecoveryTolerance.
+	RecoveryTolerance time.Duration
 
 	// QueueSlack is how much longer than the baseline's longest queue the
 	// queue may be for the backlog to count as drained when recovery is
@@ -188,6 +196,7 @@ func (r *Recording) check() {
 func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metrics {
 	r.check()
 	var x Metrics
+	x.Trials = 1
 	x.Calls = float64(r.Calls)
 	x.Succeeded = float64(sum32(r.CallsOK))
 	x.SuccessRate = ratio(x.Succeeded, x.Calls)
@@ -236,9 +245,9 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 		switch {
 		case ok:
 			x.RecoveryS = rec.Seconds()
-		case r.Index(end)+max(int(RecoveryHold/r.Bucket), 1) > r.Index(duration):
-			// No full window of traffic after the fault: no evidence
-			// either way.
+		case duration-end < StuckWindow(r.RecoveryTolerance):
+			// Too short a window of traffic after the fault to tell a
+			// slow recovery from none.
 			x.Recovered, x.Unobserved = 0, 1
 		default:
 			x.Recovered = 0
@@ -262,6 +271,34 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 		x.KurtosisPoisson = 3 + 1/lambda
 	}
 	return x
+}
+
+// Defaults of the stuck rule (Recording.RecoveryTolerance).
+const (
+	// DefaultRecoveryTolerance is the recovery tolerance of a model that
+	// sets none.
+	DefaultRecoveryTolerance = 10 * time.Second
+	// StuckMargin is the observation beyond the tolerance that a run
+	// needs before a system that has not recovered is called stuck.
+	StuckMargin = 10 * time.Second
+)
+
+// StuckWindow returns how long the traffic must go on after the fault
+// for a run that has not recovered to count as stuck rather than
+// unobserved: tolerance (0: DefaultRecoveryTolerance) + StuckMargin.
+func StuckWindow(tolerance time.Duration) time.Duration {
+	if tolerance <= 0 {
+		tolerance = DefaultRecoveryTolerance
+	}
+	return satAdd(tolerance, StuckMargin)
+}
+
+// satAdd adds two non-negative durations, saturating at the largest.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Series returns the load over the first n buckets (all of them when n is

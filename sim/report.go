@@ -10,8 +10,13 @@ package sim
 // History: 1, the models before the fidelity work of issue 19; 2, the
 // published aws-occ schedule and retry-budget models, the cascade's total
 // failure and SRE cases, the paper's metastable example, the retry-budget
-// client sweep, response loss and the gateway's report queue.
-const ModelVersion = 2
+// client sweep, response loss and the gateway's report queue; 3 (issue
+// 33), peak× over one baseline per case (the reference run of each
+// trial), 95% intervals from Student's t, hedging as hedge.Hedger does it
+// (a timer per round, the layer rule, losers cancelled), the AWS adaptive
+// limiter's reserved waits, and "stuck" only after the recovery tolerance
+// + 10s of traffic after the fault.
+const ModelVersion = 3
 
 // Report is the result of running one scenario: raw numbers per case and
 // policy (encoded by encoding/json deterministically: the same seed gives
@@ -54,22 +59,35 @@ type Case struct {
 	// second (workers ÷ mean service time), when it is bounded.
 	CapacityPerS float64 `json:"capacity_per_s,omitempty"`
 	// AmpNoiseFloor is the peak× of the same workload with no fault and
-	// no retries (the first trial's seed): what Poisson noise alone reads
-	// as amplification. Differences of peak× below it are noise.
+	// no retries (the case's reference runs, one per trial, with the
+	// trials' seeds; their mean): what Poisson noise alone reads as
+	// amplification. Differences of peak× below it are noise.
 	AmpNoiseFloor float64 `json:"amp_noise_floor,omitempty"`
 	// TrafficEndS is when the clients stopped starting calls (Duration),
 	// in seconds: the charts mark it.
 	TrafficEndS float64 `json:"traffic_end_s,omitempty"`
 	Rows        []Row   `json:"rows"`
+	// tail makes the case's verdict compare p99.9 (ModelSpec.TailVerdict).
+	tail bool
+	// capX and capY are the measured tier's capacity over time, a step
+	// function (see Plot.HLineX), when a capacity fault changes it.
+	capX, capY []float64
 }
 
-// Row is one policy's result in a case. Model scenarios fill Metrics and
-// Series (from the first trial); the OCC scenario fills OCC.
+// Row is one policy's result in a case. Model scenarios fill Metrics (the
+// mean over the trials) and Series (the first finished trial's, for the
+// charts); the OCC scenario fills OCC.
 type Row struct {
-	Policy  string    `json:"policy"`
+	Policy string `json:"policy"`
+	// NotRun is set for a policy of a cancelled run without a finished
+	// trial: it has no Metrics, and tables show "not run".
+	NotRun  bool      `json:"not_run,omitempty"`
 	Metrics *Metrics  `json:"metrics,omitempty"`
 	OCC     *OCCStats `json:"occ,omitempty"`
 	Series  *Series   `json:"series,omitempty"`
+	// trials are the series of every finished trial (Series is the
+	// first's), for the notes computed from all of them.
+	trials []Series
 }
 
 // OCCStats summarises the trials of the OCC model for one policy.
@@ -105,6 +123,12 @@ type Plot struct {
 	// HLine draws a horizontal reference line (a capacity) when > 0.
 	HLine      float64
 	HLineLabel string
+	// HLineX and HLineY, when set (of equal length), make the reference
+	// line a step function instead: HLineY[i] from x = HLineX[i] to
+	// HLineX[i+1] (the last to the end of the axis). A capacity fault
+	// lowers the capacity line for its window; HLine is then HLineY[0],
+	// for a chart that draws only a constant line.
+	HLineX, HLineY []float64
 	// Group heads a run of related plots ("Load over time"); "" for none.
 	Group string
 	// Marks are vertical lines at points of the x axis, each labelled

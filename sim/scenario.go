@@ -135,6 +135,9 @@ func unitSeed(seed uint64, c, trial int) uint64 {
 	return splitmix(splitmix(seed^uint64(c)*0xd1b54a32d192ed03) ^ uint64(trial)*0x9e3779b97f4a7c15)
 }
 
+// jobPanic carries a job's panic value to the calling goroutine.
+type jobPanic struct{ v any }
+
 func splitmix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
@@ -145,7 +148,10 @@ func splitmix(x uint64) uint64 {
 // parallel runs job(0) … job(n-1) on workers goroutines, calling progress
 // from the calling goroutine as jobs finish. It stops handing out jobs when
 // ctx ends or a job fails, waits for the running ones, and returns the
-// first error.
+// first error. A job that panics (a policy's budget, breaker or limiter
+// code, say) stops the others as a failure does, and once they have
+// ended the panic goes on in the calling goroutine; so does a panic of
+// progress, once the workers have ended.
 func parallel(ctx context.Context, workers, n int, progress func(done, total int), job func(i int) error) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -157,12 +163,19 @@ func parallel(ctx context.Context, workers, n int, progress func(done, total int
 		errOnce  sync.Once
 		firstErr error
 		stop     atomic.Bool
+		panicked atomic.Pointer[jobPanic]
 	)
 	finished := make(chan struct{}, max(workers, 1))
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					panicked.CompareAndSwap(nil, &jobPanic{r})
+					stop.Store(true)
+				}
+			}()
 			for !stop.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= n {
@@ -185,11 +198,25 @@ func parallel(ctx context.Context, workers, n int, progress func(done, total int
 		close(finished)
 	}()
 	done := 0
-	for range finished {
-		done++
-		if progress != nil {
-			progress(done, n)
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				// progress panicked: let the workers end, then go on.
+				stop.Store(true)
+				for range finished {
+				}
+				panic(r)
+			}
+		}()
+		for range finished {
+			done++
+			if progress != nil {
+				progress(done, n)
+			}
 		}
+	}()
+	if p := panicked.Load(); p != nil {
+		panic(p.v)
 	}
 	// A trial cut short by ctx returns ctx's error: report the
 	// cancellation itself, whether or not every job was handed out.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -375,18 +376,23 @@ never within the run).`,
 // scenario's paper case.
 func paperNote(c *Case) string {
 	for _, r := range c.Rows {
-		if r.Policy != "retry-once" || r.Series == nil {
+		if r.Policy != "retry-once" || r.NotRun || len(r.trials) == 0 {
 			continue
 		}
+		// 10s after the trigger, for up to 60s, within the traffic.
 		from := c.FaultEndS + 10
-		load := MeanRate(r.Series.Load, r.Series.StepMS, from, from+60)
-		state := "recovered"
-		if r.Metrics.Recovered == 0 {
-			state = "stuck"
+		to := min(from+60, c.TrafficEndS)
+		head := "Bronson et al. (HotOS '21): the retries double the load to 560 QPS against the database's 300, and it stays so after the trigger. "
+		if to-from < 1 {
+			return head + fmt.Sprintf("The lab cannot say: the traffic stops at %.0fs, less than 11s after the trigger", c.TrafficEndS)
 		}
-		return fmt.Sprintf("Bronson et al. (HotOS '21): the retries double the load to 560 QPS against the database's 300, "+
-			"and it stays so after the trigger. The lab: retry-once sends %.0f attempts/s (%.2fx the %.0f/s offered) from %.0fs to %.0fs, "+
-			"and is %s", load, load/280, 280.0, from, from+60, state)
+		var load float64
+		for _, s := range r.trials {
+			load += MeanRate(s.Load, s.StepMS, from, to) / float64(len(r.trials))
+		}
+		offered := cmp.Or(r.Metrics.ReferenceLoad, r.Metrics.BaselineLoad)
+		return head + fmt.Sprintf("The lab, the mean of %s: retry-once sends %.0f attempts/s (%.2fx the %.0f/s offered) from %.0fs to %.0fs; recovery: %s",
+			trialsPhrase(c), load, ratio(load, offered), offered, from, to, recoveryCell(r.Metrics))
 	}
 	return ""
 }

@@ -61,8 +61,9 @@ every request and doubles the offered load; the budget holds it near 1.1x.`,
 				m.Faults = []Fault{{Kind: FaultSlow, Tier: 0, Start: stragglerSlowStart, End: stragglerSlowEnd, Extra: Const(20 * time.Millisecond)}}
 			}},
 		},
-		Columns:  []string{"amp", "attempts", "apc", "fapc", "goodput", "success", "p50", "p99", "p999"},
-		Policies: []string{PolicyNoHedge, PolicyHedgeFixed, PolicyHedgeP95, PolicyHedgeBudget},
+		Columns:     []string{"amp", "steady", "attempts", "apc", "fapc", "goodput", "success", "p50", "p99", "p999"},
+		TailVerdict: true,
+		Policies:    []string{PolicyNoHedge, PolicyHedgeFixed, PolicyHedgeP95, PolicyHedgeBudget},
 		Custom: []Variant{
 			{Name: PolicyNoHedge, Policies: []Policy{{Name: PolicyNoHedge, MaxAttempts: 1}}, Doc: "one attempt, no hedging"},
 			{Name: PolicyHedgeFixed, Policies: []Policy{hedged(PolicyHedgeFixed, Hedge{Delay: 10 * time.Millisecond}, false)},
@@ -79,6 +80,9 @@ every request and doubles the offered load; the budget holds it near 1.1x.`,
 func stragglerNote(c *Case) string {
 	var none, p95 *Metrics
 	for _, r := range c.Rows {
+		if r.NotRun {
+			continue
+		}
 		switch r.Policy {
 		case PolicyNoHedge:
 			none = r.Metrics

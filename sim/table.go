@@ -104,6 +104,7 @@ type Column struct {
 
 var columns = []Column{
 	{"amp", "peak×", ampCell},
+	{"steady", "steady×", func(m *Metrics) string { return fmt.Sprintf("%.2fx", m.SteadyLoad) }},
 	{"after", "peak× after", func(m *Metrics) string { return fmt.Sprintf("%.1fx", m.AmplificationAfter) }},
 	{"attempts", "attempts", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.Attempts) }},
 	{"apc", "att/call", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.AttemptsPerCall) }},
@@ -135,7 +136,8 @@ var columns = []Column{
 // ColumnLegend explains the table headers, in column order.
 func ColumnLegend() [][2]string {
 	return [][2]string{
-		{"peak×", "amplification: peak offered load (1s window) ÷ baseline load"},
+		{"peak×", "amplification: peak offered load (1s window) ÷ the baseline load of the same workload with no fault and no retries (one baseline for every policy of a case)"},
+		{"steady×", "steady load: the policy's own load before any fault ÷ that same baseline: what it adds in steady state (hedges, or retries of failures that happen without a fault)"},
 		{"peak× after", "peak× over the windows after the fault has ended: the retries arriving once the server is back, apart from the fault itself"},
 		{"attempts", "attempts sent to the measured tier (the work)"},
 		{"att/call", "attempts per client call"},
@@ -149,7 +151,7 @@ func ColumnLegend() [][2]string {
 		{"conc", "peak requests inside the measured tier (serving + queued)"},
 		{"queue", "peak queue length of the measured tier"},
 		{"conns", "peak attempts in flight towards the measured tier (open connections)"},
-		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: never, though the run went on for at least 1s after the fault; unobserved: the fault ended less than 1s before the traffic stopped, so nothing could show recovery"},
+		{"recovery", "time from the end of the fault until success holds at 99% of baseline for 1s with the queue drained; stuck: not recovered, though the traffic went on for at least the scenario's recovery tolerance (10s unless it says otherwise) + 10s after the fault; unobserved: not recovered, but the traffic stopped sooner after the fault, too soon to tell a slow recovery from none"},
 		{"p50 p99 p99.9", "client call latency percentiles, counting the calls still open at the end of the run with their age then; \"> x\": the percentile is such a call, so x is only a lower bound"},
 		{"sync", "share of retries sent in synchronized spikes (10ms buckets with ≥4x the mean of the surrounding second and ≥5 retries), with the number of retries it is a share of; –: fewer than 100 retries, too few to judge"},
 		{"kurt", "kurtosis of the offered load per 10ms, and in brackets the 3 + 1/λ of a Poisson stream of the same mean λ per 10ms (not 3: at low rates steady random load is well above 3); higher than the bracket is spikier"},
@@ -195,8 +197,9 @@ func LookupColumn(key string) (Column, bool) {
 }
 
 // MetricsTable returns a table with a row per policy: its name under the
-// header "policy", then a cell per column. A row without Metrics shows
-// "-" in every column.
+// header "policy", then a cell per column. A row marked NotRun shows "not
+// run" in its first column and "-" in the others; a row without Metrics
+// shows "-" in every column.
 func MetricsTable(title string, cols []Column, rows []Row) Table {
 	t := Table{Title: title, Header: []string{"policy"}}
 	for _, col := range cols {
@@ -206,15 +209,18 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 	// confidence interval overlaps its own.
 	var low *Metrics
 	for _, r := range rows {
-		if r.Metrics != nil && r.Metrics.AmplificationCI > 0 && (low == nil || r.Metrics.Amplification < low.Amplification) {
+		if !r.NotRun && r.Metrics != nil && r.Metrics.AmplificationCI > 0 && (low == nil || r.Metrics.Amplification < low.Amplification) {
 			low = r.Metrics
 		}
 	}
 	for _, r := range rows {
 		row := []string{r.Policy}
-		for _, col := range cols {
+		for i, col := range cols {
 			cell := "-"
-			if r.Metrics != nil {
+			if r.NotRun && i == 0 {
+				cell = "not run"
+			}
+			if r.Metrics != nil && !r.NotRun {
 				cell = col.Cell(r.Metrics)
 				if col.Key == "amp" && low != nil && r.Metrics != low &&
 					r.Metrics.Amplification-r.Metrics.AmplificationCI <= low.Amplification+low.AmplificationCI {
@@ -227,7 +233,7 @@ func MetricsTable(title string, cols []Column, rows []Row) Table {
 	}
 	var open []string
 	for _, r := range rows {
-		if r.Metrics != nil && r.Metrics.OpenCalls > 0 {
+		if !r.NotRun && r.Metrics != nil && r.Metrics.OpenCalls > 0 {
 			open = append(open, fmt.Sprintf("%s %.0f", r.Policy, r.Metrics.OpenCalls))
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -13,34 +14,86 @@ import (
 // CaseVerdict is what a verdict says of one case of a model scenario,
 // in a form a test can hold against the table: which policies stayed
 // stuck, which recovered (and the range of their recovery times), which
-// could not be judged, and the policies with the lowest and highest peak
-// load. Verdict renders it.
+// recovered in only some trials, which could not be judged, which were
+// not run, and the policies with the lowest and highest peak load, with
+// the policies the trials cannot tell apart from each end. Verdict
+// renders it.
 type CaseVerdict struct {
 	Case                   string
 	Stuck, Recovered       []string
 	Unobserved             []string
 	RecoveryMin, RecoveryS float64 // the fastest and slowest recovery
 	StuckSuccess           [2]float64
-	LowPeak, HighPeak      string
-	LowPeakX, HighPeakX    float64
-	NoiseFloor             float64
-	Fault                  bool
+	// Partly are the policies that recovered in some of their trials
+	// but not all.
+	Partly []PartialRecovery
+	// NotRun are the policies without a finished trial (a cancelled
+	// run): they are judged on nothing.
+	NotRun []string
+	// Judged is the number of policies with figures.
+	Judged int
+	// LowPeak and HighPeak are the policies with the lowest and highest
+	// mean peak×; LowTied and HighTied the other policies whose peak×
+	// confidence interval overlaps theirs (not told apart from them by
+	// the trials), a policy tied with both ends listed with the highest
+	// only, neither end listed with the other.
+	LowPeak, HighPeak   string
+	LowPeakX, HighPeakX float64
+	LowTied, HighTied   []string
+	// EndsTied is set when the lowest and highest peaks' intervals
+	// overlap: the trials tell no two peaks of the case apart.
+	EndsTied   bool
+	NoiseFloor float64
+	Fault      bool
+	// LowSteady and HighSteady are the policies with the lowest and
+	// highest SteadyLoad (the load before any fault against the
+	// reference's), when the case has a reference.
+	LowSteady, HighSteady   string
+	LowSteadyX, HighSteadyX float64
+	// Tail is set when the verdict compares p99.9 (ModelSpec.TailVerdict):
+	// LowTail and HighTail are the policies with the lowest and highest.
+	Tail                  bool
+	LowTail, HighTail     string
+	LowTailMS, HighTailMS float64
+}
+
+// PartialRecovery is a policy that recovered in Recovered of its Trials
+// trials, in RecoveryS on average over those.
+type PartialRecovery struct {
+	Policy            string
+	Recovered, Trials int
+	RecoveryS         float64
+}
+
+// overlaps reports whether the confidence intervals of two rows' peak×
+// overlap: the trials do not tell the peaks apart (the ≈ of the tables).
+func overlaps(a, b *Metrics) bool {
+	lo, hi := a, b
+	if lo.Amplification > hi.Amplification {
+		lo, hi = hi, lo
+	}
+	return hi.Amplification-hi.AmplificationCI <= lo.Amplification+lo.AmplificationCI
 }
 
 // JudgeCase computes the verdict of a case whose rows carry Metrics. A
-// policy counts as stuck when no trial recovered, as recovered when every
-// trial did (RecoveryS then ranges over them), and as unobserved when no
-// trial could be judged; partly recovered policies are in none of them.
+// policy counts as stuck when no trial recovered and the trials could
+// judge recovery, as recovered when every trial did (RecoveryS then
+// ranges over them), as partly recovered when some trials did, and as
+// unobserved when no trial recovered and the run left too short a window
+// after the fault to call it stuck (Metrics.Unobserved). A row without
+// Metrics, or marked NotRun, is not run.
 func JudgeCase(c *Case) CaseVerdict {
-	v := CaseVerdict{Case: c.Name, NoiseFloor: c.AmpNoiseFloor, Fault: c.FaultEndS > c.FaultStartS}
-	first := true
+	v := CaseVerdict{Case: c.Name, NoiseFloor: c.AmpNoiseFloor, Fault: c.FaultEndS > c.FaultStartS, Tail: c.tail}
+	var low, high, lowS, highS, lowT, highT *Metrics
 	for _, r := range c.Rows {
 		m := r.Metrics
-		if m == nil {
+		if m == nil || r.NotRun {
+			v.NotRun = append(v.NotRun, r.Policy)
 			continue
 		}
+		v.Judged++
 		switch {
-		case m.Recovered == 0 && m.Unobserved >= 1:
+		case m.Recovered == 0 && m.Unobserved > 0:
 			v.Unobserved = append(v.Unobserved, r.Policy)
 		case m.Recovered == 0:
 			if len(v.Stuck) == 0 {
@@ -48,20 +101,56 @@ func JudgeCase(c *Case) CaseVerdict {
 			}
 			v.StuckSuccess[0], v.StuckSuccess[1] = min(v.StuckSuccess[0], m.SuccessRate), max(v.StuckSuccess[1], m.SuccessRate)
 			v.Stuck = append(v.Stuck, r.Policy)
-		case m.Recovered == 1:
+		case m.Recovered >= 1:
 			if len(v.Recovered) == 0 {
 				v.RecoveryMin, v.RecoveryS = m.RecoveryS, m.RecoveryS
 			}
 			v.RecoveryMin, v.RecoveryS = min(v.RecoveryMin, m.RecoveryS), max(v.RecoveryS, m.RecoveryS)
 			v.Recovered = append(v.Recovered, r.Policy)
+		default:
+			n := max(m.Trials, 1)
+			k := min(max(int(math.Round(m.Recovered*float64(n))), 1), n)
+			v.Partly = append(v.Partly, PartialRecovery{Policy: r.Policy, Recovered: k, Trials: n, RecoveryS: m.RecoveryS})
 		}
-		if first || m.Amplification < v.LowPeakX {
-			v.LowPeak, v.LowPeakX = r.Policy, m.Amplification
+		if low == nil || m.Amplification < low.Amplification {
+			v.LowPeak, v.LowPeakX, low = r.Policy, m.Amplification, m
 		}
-		if first || m.Amplification > v.HighPeakX {
-			v.HighPeak, v.HighPeakX = r.Policy, m.Amplification
+		if high == nil || m.Amplification > high.Amplification {
+			v.HighPeak, v.HighPeakX, high = r.Policy, m.Amplification, m
 		}
-		first = false
+		if m.SteadyLoad > 0 {
+			if lowS == nil || m.SteadyLoad < lowS.SteadyLoad {
+				v.LowSteady, v.LowSteadyX, lowS = r.Policy, m.SteadyLoad, m
+			}
+			if highS == nil || m.SteadyLoad > highS.SteadyLoad {
+				v.HighSteady, v.HighSteadyX, highS = r.Policy, m.SteadyLoad, m
+			}
+		}
+		if lowT == nil || m.P999ms < lowT.P999ms {
+			v.LowTail, v.LowTailMS, lowT = r.Policy, m.P999ms, m
+		}
+		if highT == nil || m.P999ms > highT.P999ms {
+			v.HighTail, v.HighTailMS, highT = r.Policy, m.P999ms, m
+		}
+	}
+	if low == nil || low == high {
+		return v
+	}
+	v.EndsTied = overlaps(low, high)
+	if v.EndsTied {
+		return v
+	}
+	for _, r := range c.Rows {
+		m := r.Metrics
+		if m == nil || r.NotRun || m == low || m == high {
+			continue
+		}
+		switch {
+		case overlaps(m, high):
+			v.HighTied = append(v.HighTied, r.Policy)
+		case overlaps(m, low):
+			v.LowTied = append(v.LowTied, r.Policy)
+		}
 	}
 	return v
 }
@@ -73,36 +162,78 @@ func (v CaseVerdict) String() string {
 		b.WriteString(v.Case + ": ")
 	}
 	var parts []string
+	all := len(v.NotRun) == 0 && len(v.Partly) == 0 && len(v.Unobserved) == 0
 	if v.Fault {
 		switch {
-		case len(v.Stuck) > 0 && len(v.Recovered) == 0 && len(v.Unobserved) == 0:
+		case len(v.Stuck) > 0 && len(v.Recovered) == 0 && all:
 			parts = append(parts, fmt.Sprintf("every policy stays stuck after the fault (%s success)", shareRange(v.StuckSuccess)))
 		case len(v.Stuck) > 0:
 			parts = append(parts, fmt.Sprintf("%s %s stuck after the fault (%s success)", list(v.Stuck), verb(v.Stuck, "stays", "stay"), shareRange(v.StuckSuccess)))
 		}
 		switch {
-		case len(v.Recovered) > 0 && len(v.Stuck) == 0 && len(v.Unobserved) == 0:
+		case len(v.Recovered) > 0 && len(v.Stuck) == 0 && all:
 			parts = append(parts, "every policy recovers, "+secRange(v.RecoveryMin, v.RecoveryS)+" after the fault ends")
 		case len(v.Recovered) > 0:
 			parts = append(parts, fmt.Sprintf("%s %s, %s after the fault ends", list(v.Recovered), verb(v.Recovered, "recovers", "recover"), secRange(v.RecoveryMin, v.RecoveryS)))
 		}
-		if len(v.Unobserved) > 0 {
-			parts = append(parts, list(v.Unobserved)+" cannot be judged (the fault ends too close to the end of traffic)")
+		for _, p := range v.Partly {
+			parts = append(parts, fmt.Sprintf("%s recovers in only %d of %d trials (in %.1fs after the fault ends in those)", p.Policy, p.Recovered, p.Trials, p.RecoveryS))
 		}
+		if len(v.Unobserved) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s not recovered when the traffic stops, too soon after the fault to call %s stuck (unobserved)",
+				list(v.Unobserved), verb(v.Unobserved, "has", "have"), verb(v.Unobserved, "it", "them")))
+		}
+	}
+	if len(v.NotRun) > 0 {
+		parts = append(parts, fmt.Sprintf("%s %s not run (the run was cancelled first)", list(v.NotRun), verb(v.NotRun, "was", "were")))
 	}
 	if len(parts) > 0 {
 		b.WriteString(strings.Join(parts, "; ") + ". ")
 	}
 	if v.HighPeak != "" {
-		fmt.Fprintf(&b, "Peak load runs from %.1fx (%s) to %.1fx (%s)", v.LowPeakX, v.LowPeak, v.HighPeakX, v.HighPeak)
-		if v.NoiseFloor > 0 && v.HighPeakX-v.LowPeakX < v.NoiseFloor-1 {
+		lo, hi := fmt.Sprintf("%.1fx", v.LowPeakX), fmt.Sprintf("%.1fx", v.HighPeakX)
+		switch {
+		case v.Judged == 1:
+			fmt.Fprintf(&b, "Peak load is %s (%s)", hi, v.HighPeak)
+		case v.HighPeak == v.LowPeak || lo == hi:
+			fmt.Fprintf(&b, "Peak load is %s for every policy", hi)
+		case v.EndsTied:
+			fmt.Fprintf(&b, "Peak load runs from %s (%s) to %s (%s), which the trials do not tell apart", lo, v.LowPeak, hi, v.HighPeak)
+		default:
+			fmt.Fprintf(&b, "Peak load runs from %s (%s) to %s (%s)", lo, tiedGroup(v.LowPeak, v.LowTied), hi, tiedGroup(v.HighPeak, v.HighTied))
+		}
+		switch {
+		case v.NoiseFloor <= 0:
+		case v.HighPeakX <= v.NoiseFloor:
 			fmt.Fprintf(&b, ", all within the %.2fx noise floor", v.NoiseFloor)
-		} else if v.NoiseFloor > 0 {
+		case v.Judged > 1 && v.HighPeakX-v.LowPeakX < v.NoiseFloor-1:
+			fmt.Fprintf(&b, "; the policies differ by less than the %.2fx noise floor", v.NoiseFloor)
+		default:
 			fmt.Fprintf(&b, "; the no-fault noise floor is %.2fx", v.NoiseFloor)
 		}
 		b.WriteString(".")
 	}
+	if v.HighSteady != "" && v.HighSteady != v.LowSteady && v.HighSteadyX >= 1+SteadyMargin {
+		fmt.Fprintf(&b, " Before any fault, steady load runs from %.2fx (%s) to %.2fx (%s) of the same workload without retries.",
+			v.LowSteadyX, v.LowSteady, v.HighSteadyX, v.HighSteady)
+	}
+	if v.Tail && v.HighTail != "" && v.HighTail != v.LowTail && FormatMS(v.LowTailMS) != FormatMS(v.HighTailMS) {
+		fmt.Fprintf(&b, " p99.9 runs from %s (%s) to %s (%s).", FormatMS(v.LowTailMS), v.LowTail, FormatMS(v.HighTailMS), v.HighTail)
+	}
 	return strings.TrimSpace(b.String())
+}
+
+// SteadyMargin is how far above 1 the highest SteadyLoad of a case must
+// be for its verdict to state the steady load: below it, what the
+// policies add before any fault is not worth a sentence.
+const SteadyMargin = 0.05
+
+// tiedGroup names a peak's policy and those not told apart from it.
+func tiedGroup(p string, tied []string) string {
+	if len(tied) == 0 {
+		return p
+	}
+	return p + ", not told apart from " + list(tied)
 }
 
 func verb(names []string, one, many string) string {
@@ -141,7 +272,15 @@ func secRange(a, b float64) string {
 // range of attempts per call and what each end achieved.
 func sweepVerdict(rep *Report, first, n int) string {
 	last := rep.Cases[first+n-1]
-	rows := slices.Clone(last.Rows)
+	var rows []Row
+	for _, r := range last.Rows {
+		if !r.NotRun && r.Metrics != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return fmt.Sprintf("At %s, no policy was run (the run was cancelled first).", last.Name)
+	}
 	slices.SortStableFunc(rows, func(a, b Row) int { return cmp.Compare(a.Metrics.AttemptsPerCall, b.Metrics.AttemptsPerCall) })
 	lo, hi := rows[0], rows[len(rows)-1]
 	if len(rows) == 1 {

@@ -89,7 +89,7 @@ func TestVerdictAgreesWithTheTable(t *testing.T) {
 // Every built-in scenario defines every policy it runs by default.
 func TestEveryPolicyHasALegend(t *testing.T) {
 	for _, sc := range Scenarios() {
-		rep, err := sc.Run(t.Context(), Options{Seed: 1, Trials: 1, Clients: 5, Duration: 30 * time.Second})
+		rep, err := sc.Run(t.Context(), Options{Seed: 1, Trials: 1, Clients: 5, Duration: 40 * time.Second}) // every fault starts before 40s
 		if sc.Name == "aws-occ" {
 			rep, err = sc.Run(t.Context(), Options{Seed: 1, Trials: 1, Clients: 5})
 		}

@@ -64,17 +64,53 @@ func FormatWaves(ws []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// waveNote lists each policy's retry waves after the fault starts.
+// WaveMatch is how close a wave of another trial must be to one of the
+// first trial's to count as the same wave (waveNote).
+const WaveMatch = 0.2
+
+// waveNote lists each policy's retry waves after the fault starts: those
+// of the trial the charts show (the first finished), each with the number
+// of trials that have a wave within WaveMatch of it when the case ran
+// several.
 func waveNote(c *Case) string {
 	var parts []string
+	n := 0
 	for _, r := range c.Rows {
-		if r.Series != nil && len(r.Series.Retries) > 0 {
-			parts = append(parts, r.Policy+" "+FormatWaves(Waves(r.Series.Retries, r.Series.StepMS, c.FaultStartS)))
+		if r.NotRun || r.Series == nil || len(r.Series.Retries) == 0 {
+			continue
 		}
+		first := Waves(r.Series.Retries, r.Series.StepMS, c.FaultStartS)
+		n = max(n, len(r.trials))
+		if len(r.trials) < 2 || len(first) == 0 {
+			parts = append(parts, r.Policy+" "+FormatWaves(first))
+			continue
+		}
+		all := make([][]float64, len(r.trials))
+		for i, s := range r.trials {
+			all[i] = Waves(s.Retries, s.StepMS, c.FaultStartS)
+		}
+		var ws []string
+		for _, w := range first {
+			k := 0
+			for _, tw := range all {
+				for _, x := range tw {
+					if x >= w-WaveMatch && x <= w+WaveMatch {
+						k++
+						break
+					}
+				}
+			}
+			ws = append(ws, fmt.Sprintf("+%.1fs (%d/%d)", w, k, len(r.trials)))
+		}
+		parts = append(parts, r.Policy+" "+strings.Join(ws, ", "))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("retry waves after the fault starts (steps of %v whose retries reach %.2gx the half second before; marked on the charts): %s",
-		ChartStep, WaveRise, strings.Join(parts, "; "))
+	seen := ""
+	if n > 1 {
+		seen = fmt.Sprintf(", each with the trials of %d that show a wave within %.1fs of it", n, WaveMatch)
+	}
+	return fmt.Sprintf("retry waves after the fault starts in the charted trial (steps of %v whose retries reach %.2gx the half second before; marked on the charts%s): %s",
+		ChartStep, WaveRise, seen, strings.Join(parts, "; "))
 }

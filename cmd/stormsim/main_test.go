@@ -87,7 +87,7 @@ func TestScenarioFile(t *testing.T) {
 
 func TestOutDirWritesSelfContainedReport(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"--quiet", "--seed", "2", "retry-budget", "metastable", "--duration", "40s", "--policies", "immediate,full+budget"}
+	args := []string{"--quiet", "--seed", "2", "retry-budget", "metastable", "--duration", "50s", "--policies", "immediate,full+budget"} // 20s after the blip: enough to call a policy stuck
 	code, _, errOut := runCLI(t, append([]string{"--out", dir, "--png"}, args...)...)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
