@@ -115,11 +115,13 @@ type StormResult struct {
 	// Trials are the runs, each with its own seed.
 	Trials []Trial `json:"trials"`
 	// PeakAmplification is the highest offered load (attempts per second
-	// at the downstream, over any 1s window) divided by the baseline
-	// load, the steady load before the trigger.
+	// at the downstream, over any 1s window) divided by the fleet's steady
+	// call rate (Downstream.Rate): the load the calls would make with no
+	// retries and no hedges, so that hedges sent in steady traffic count
+	// too.
 	PeakAmplification Estimate `json:"peak_amplification"`
 	// MeanAmplification is the mean offered load while the trigger lasts,
-	// divided by the baseline load (mean over the trials).
+	// divided by the fleet's call rate (mean over the trials).
 	MeanAmplification float64 `json:"mean_amplification"`
 	// RecoveredTrials is how many trials recovered after the trigger
 	// ended (see sim.Metrics.RecoveryS: success rates back to 99% of the
@@ -473,7 +475,7 @@ func runOne(ctx context.Context, p Policy, d Downstream, s Storm, seed uint64) (
 	mt := res.Metrics
 	r := trialRun{
 		seed:          seed,
-		peak:          mt.Amplification,
+		peak:          mt.PeakLoad / d.Rate,
 		recovered:     mt.Recovered > 0,
 		recoveryS:     mt.RecoveryS,
 		successRun:    mt.SuccessRate,
@@ -504,9 +506,9 @@ func runOne(ctx context.Context, p Policy, d Downstream, s Storm, seed uint64) (
 	if ok+failed > 0 {
 		r.successStorm = ok / (ok + failed)
 	}
-	if secs := s.Length.Seconds(); secs > 0 && mt.BaselineLoad > 0 {
-		r.mean = att / secs / mt.BaselineLoad
-		r.stormAPC = att / secs / d.Rate
+	if secs := s.Length.Seconds(); secs > 0 {
+		r.mean = att / secs / d.Rate
+		r.stormAPC = r.mean
 	}
 	if mt.FaultAttemptsPerCall > 0 {
 		// Exact: the attempts of the calls that started in the storm,
