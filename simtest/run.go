@@ -376,22 +376,22 @@ func toolVersion() string {
 
 // trialRun is one trial's measures.
 type trialRun struct {
-	seed                          uint64
-	peak, mean                    float64
-	recovered                     bool
-	recoveryS                     float64
-	successRun, successStorm      float64
-	successRecovery               float64
-	p99                           float64
-	p99Open                       bool
-	apc, stormAPC, afterAPC       float64
-	stormCalls, stormAttempts     float64
-	hedges, stormHedges           float64
-	notRetried, localRejected     float64
-	runaway                       string
-	metrics                       sim.Metrics
-	load                          []float64
-	events                        uint64
+	seed                      uint64
+	peak, mean                float64
+	recovered                 bool
+	recoveryS                 float64
+	successRun, successStorm  float64
+	successRecovery           float64
+	p99                       float64
+	p99Open                   bool
+	apc, stormAPC, afterAPC   float64
+	stormCalls, stormAttempts float64
+	hedges, stormHedges       float64
+	notRetried, localRejected float64
+	runaway                   string
+	metrics                   sim.Metrics
+	load                      []float64
+	events                    uint64
 }
 
 // combine folds the trials of storm s into its StormResult.
