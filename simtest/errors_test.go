@@ -81,7 +81,7 @@ func TestSectionErrors(t *testing.T) {
 			`FILE:6: downstream.rate: -5 is outside (0, 1e6] calls/s`,
 			`FILE:7: downstream.timeout: "soon" is not a duration`}},
 		{"both sizes", "downstream:\n  workers: 10\n  capacity: 100\n", []string{`FILE:5: downstream.capacity: set workers or capacity, not both`}},
-		{"bad storm", "gates:\n  storms:\n    typhoon: {min_success: 0.5}\n", []string{`FILE:5: gates.storms.typhoon: not a storm (storms: outage, brownout, latency-spike, errors-10, errors-50)`}},
+		{"bad storm", "gates:\n  storms:\n    typhoon: {min_success: 0.5}\n", []string{`FILE:5: gates.storms.typhoon: not a storm (storms: outage, brownout, latency-spike, errors-10, errors-50, throttle)`}},
 		{"bad share", "gates:\n  min_success: 95\n", []string{`FILE:4: gates.min_success: 95 must be a share in (0, 1] (0.95 is 95%)`}},
 		{"amplification below 1", "gates:\n  max_amplification: 0.5\n", []string{`FILE:4: gates.max_amplification: 0.5 must be at least 1`}},
 		{"recovery 0", "gates:\n  max_recovery: 0\n", []string{`FILE:4: gates.max_recovery: 0 is not a limit`}},

@@ -99,6 +99,9 @@ func readFile(path string) ([]byte, error) {
 // ParseSections.) Sections in a flow-style document ({...}, JSON) cannot
 // be blanked line by line and are refused.
 func ParsePolicyFile(name string, data []byte) (*PolicyFile, error) {
+	if p, ok := secondDocument(name, data); ok {
+		return nil, &Error{[]Problem{p}}
+	}
 	rest, err := stripSections(name, data)
 	if err != nil {
 		return nil, err
@@ -116,6 +119,27 @@ func ParsePolicyFile(name string, data []byte) (*PolicyFile, error) {
 		out.Sections = s
 	}
 	return out, nil
+}
+
+// secondDocument reports a YAML document after the first: config.Parse
+// reads only the first, so a policy in a second one would be dropped
+// without a word (by the service too, until config.Parse refuses it).
+func secondDocument(name string, data []byte) (Problem, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first yaml.Node
+	if err := dec.Decode(&first); err != nil {
+		return Problem{}, false // empty or invalid: config.Parse reports it
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err != nil {
+		return Problem{}, false
+	}
+	line, col := next.Line, next.Column
+	if len(next.Content) > 0 {
+		line, col = next.Content[0].Line, next.Content[0].Column
+	}
+	return Problem{File: name, Line: line, Column: col,
+		Msg: "a second YAML document: a policy file holds one (the service's loader reads only the first); merge them or split the file"}, true
 }
 
 // sectionKeys are the top-level keys check reads itself.

@@ -8,10 +8,16 @@ import (
 // Gates are the limits a policy must keep in every storm. A zero
 // MaxAmplification means DefaultMaxAmplification and a zero MaxRecovery
 // DefaultMaxRecovery, so that a check with no gates at all still fails a
-// policy that multiplies the load tenfold or leaves the downstream down
-// after a storm; NoAmplificationLimit and NoRecoveryLimit turn them off.
-// A zero MinSuccess sets no limit (what share of calls can succeed
-// depends on the storm: at 50% failures, half of them without retries).
+// policy that doubles the load or leaves the downstream down after a
+// storm; NoAmplificationLimit and NoRecoveryLimit turn them off. A zero
+// MinSuccess sets no limit (what share of calls can succeed depends on
+// the storm: at 50% failures, half of them without retries).
+//
+// Each gate is judged on the trials' mean and its 95% interval (see
+// Estimate): a result whose interval lies on the right side of the limit
+// passes, one whose interval lies wholly on the wrong side fails, and one
+// whose interval crosses the limit is borderline: it fails too, marked
+// so, unless PassBorderline.
 type Gates struct {
 	// MaxAmplification bounds the peak amplification: the highest offered
 	// load over any 1s window, divided by the baseline load. At least 1.
@@ -22,9 +28,15 @@ type Gates struct {
 	// it does not recover fails. 0: DefaultMaxRecovery; NoRecoveryLimit:
 	// not gated.
 	MaxRecovery time.Duration `json:"-"`
-	// MinSuccess is the least share of the run's calls that must succeed,
-	// in [0, 1] (0.95 is 95%).
+	// MinSuccess is the least share of calls that must succeed, in
+	// [0, 1] (0.95 is 95%), judged twice: on the calls ending while the
+	// trigger lasts (StormResult.SuccessStorm) and on those ending after
+	// it (SuccessRecovery), not on the whole run, which the steady part
+	// dilutes.
 	MinSuccess float64 `json:"min_success,omitempty"`
+	// PassBorderline lets a borderline result (its interval crosses the
+	// limit) pass; it is still reported. Not per storm.
+	PassBorderline bool `json:"pass_borderline,omitempty"`
 	// Storms holds limits for single storms by name: a field set there
 	// replaces the one above for that storm.
 	Storms map[string]Gates `json:"storms,omitempty"`
@@ -34,8 +46,11 @@ type Gates struct {
 const DefaultMaxRecovery = 10 * time.Second
 
 // DefaultMaxAmplification is the limit of a zero Gates.MaxAmplification:
-// callers sending ten times their steady load are an outage of their own.
-const DefaultMaxAmplification = 10
+// callers that double their steady load in a storm turn a blip into an
+// overload of their own. Five attempts without a budget (about 5× in the
+// outage) and three attempts without jitter or a budget (about 3×) fail
+// it; every policy with a retry budget in simtest/testdata keeps it.
+const DefaultMaxAmplification = 2
 
 // NoAmplificationLimit, as Gates.MaxAmplification, leaves the peak
 // amplification ungated.
@@ -47,7 +62,7 @@ const NoRecoveryLimit time.Duration = -1
 // For returns the gates that apply to storm: g's, with the fields that
 // g.Storms[storm] sets replacing them, and MaxRecovery resolved.
 func (g Gates) For(storm string) Gates {
-	out := Gates{MaxAmplification: g.MaxAmplification, MaxRecovery: g.MaxRecovery, MinSuccess: g.MinSuccess}
+	out := Gates{MaxAmplification: g.MaxAmplification, MaxRecovery: g.MaxRecovery, MinSuccess: g.MinSuccess, PassBorderline: g.PassBorderline}
 	if s, ok := g.Storms[storm]; ok {
 		if s.MaxAmplification != 0 {
 			out.MaxAmplification = s.MaxAmplification
@@ -103,10 +118,17 @@ func (g Gates) validate() error {
 const (
 	GateAmplification = "max-amplification"
 	GateRecovery      = "max-recovery"
-	GateSuccess       = "min-success"
+	// GateSuccess is judged on two windows: Failure.Window says which.
+	GateSuccess = "min-success"
 	// GateRunaway is failed by a storm run stopped for its work (see
 	// StormResult.Runaway), whatever the gates.
 	GateRunaway = "runaway"
+)
+
+// Windows of the success gate.
+const (
+	WindowStorm    = "storm"
+	WindowRecovery = "recovery"
 )
 
 // Failure is one gate a policy failed in one storm.
@@ -114,51 +136,142 @@ type Failure struct {
 	Policy string `json:"policy"`
 	Storm  string `json:"storm"`
 	Gate   string `json:"gate"`
-	// Limit and Value are the gate's limit and what the run measured
-	// (seconds for max-recovery; Value is -1 when the downstream did not
-	// recover).
-	Limit float64 `json:"limit"`
-	Value float64 `json:"value"`
+	// Window is, for GateSuccess, the calls judged: WindowStorm or
+	// WindowRecovery.
+	Window string `json:"window,omitempty"`
+	// Limit is the gate's limit (seconds for max-recovery). Value is the
+	// trials' mean and Low, High its 95% interval; they are null when
+	// there is no value (a storm after which some trial did not recover,
+	// a runaway).
+	Limit float64  `json:"limit"`
+	Value *float64 `json:"value"`
+	Low   *float64 `json:"low"`
+	High  *float64 `json:"high"`
+	// Borderline says the interval crosses the limit: the result may be
+	// on either side of it. It fails unless Gates.PassBorderline.
+	Borderline bool `json:"borderline,omitempty"`
 	// Message says it in a sentence, with the margin.
 	Message string `json:"message"`
 }
 
-// judge returns the gates r fails.
+// Verdicts of one gate.
+const (
+	verdictPass = iota
+	verdictBorderline
+	verdictFail
+)
+
+// overMax judges an estimate against a maximum.
+func overMax(e Estimate, limit float64) int {
+	switch {
+	case e.High <= limit:
+		return verdictPass
+	case e.Low > limit:
+		return verdictFail
+	}
+	return verdictBorderline
+}
+
+// underMin judges an estimate against a minimum.
+func underMin(e Estimate, limit float64) int {
+	switch {
+	case e.Low >= limit:
+		return verdictPass
+	case e.High < limit:
+		return verdictFail
+	}
+	return verdictBorderline
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// judge returns the gates r fails, borderline ones included.
 func judge(policy string, r *StormResult, g Gates) []Failure {
 	var out []Failure
-	fail := func(gate string, limit, value float64, format string, args ...any) {
-		out = append(out, Failure{Policy: policy, Storm: r.Storm, Gate: gate, Limit: limit, Value: value,
-			Message: fmt.Sprintf("%s failed %s: ", policy, r.Storm) + fmt.Sprintf(format, args...)})
+	n := len(r.Trials)
+	fail := func(f Failure, format string, args ...any) {
+		f.Policy, f.Storm = policy, r.Storm
+		word := "failed"
+		if f.Borderline {
+			word = "is borderline in"
+			if g.PassBorderline {
+				word = "is borderline (passed) in"
+			}
+		}
+		f.Message = fmt.Sprintf("%s %s %s: ", policy, word, r.Storm) + fmt.Sprintf(format, args...)
+		out = append(out, f)
 	}
+	interval := func(e Estimate, unit func(float64) string) string {
+		return fmt.Sprintf("mean of %d trials %s, 95%% interval %s–%s", n, unit(e.Mean), unit(e.Low), unit(e.High))
+	}
+	times := func(x float64) string { return fmt.Sprintf("%.2f×", x) }
+	pct := func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 	if r.Runaway != "" {
-		fail(GateRunaway, RunawayFactor, 0,
+		fail(Failure{Gate: GateRunaway, Limit: RunawayFactor},
 			"its retries ran away: the simulation stopped after more than %d times the work of steady traffic, "+
 				"so every gate fails (give the policy a backoff, an attempt limit or a budget)", RunawayFactor)
 		return out
 	}
-	if g.MaxAmplification > 0 && r.PeakAmplification > g.MaxAmplification {
-		over := r.PeakAmplification - g.MaxAmplification
-		fail(GateAmplification, g.MaxAmplification, r.PeakAmplification,
-			"peak amplification %.2f× is above the limit %.2f× by %.2f× (+%.0f%%)",
-			r.PeakAmplification, g.MaxAmplification, over, 100*over/g.MaxAmplification)
+	withEst := func(f Failure, e Estimate, v int) Failure {
+		f.Value, f.Low, f.High, f.Borderline = ptr(e.Mean), ptr(e.Low), ptr(e.High), v == verdictBorderline
+		return f
+	}
+	if L := g.MaxAmplification; L > 0 {
+		e := r.PeakAmplification
+		switch v := overMax(e, L); v {
+		case verdictFail:
+			over := e.Mean - L
+			fail(withEst(Failure{Gate: GateAmplification, Limit: L}, e, v),
+				"peak amplification %.2f× is above the limit %.2f× by %.2f× (+%.0f%%; %s)",
+				e.Mean, L, over, 100*over/L, interval(e, times))
+		case verdictBorderline:
+			fail(withEst(Failure{Gate: GateAmplification, Limit: L}, e, v),
+				"peak amplification %.2f×: its 95%% interval %.2f×–%.2f× over %d trials crosses the limit %.2f×",
+				e.Mean, e.Low, e.High, n, L)
+		}
 	}
 	if g.MaxRecovery > 0 {
 		limit := g.MaxRecovery.Seconds()
+		secs := func(x float64) string { return fmtSeconds(x) }
 		switch {
+		case r.RecoveredTrials == 0:
+			fail(Failure{Gate: GateRecovery, Limit: limit},
+				"no recovery in the %s observed after the trigger ended, in any of %d trials (limit %s)",
+				fmtSeconds(r.observed), n, g.MaxRecovery)
 		case !r.Recovered:
-			fail(GateRecovery, limit, -1,
-				"no recovery in the %s observed after the trigger ended (limit %s)",
-				fmtSeconds(r.observed), g.MaxRecovery)
-		case r.RecoveryS > limit:
-			fail(GateRecovery, limit, r.RecoveryS,
-				"recovery took %s after the trigger ended, %s over the limit %s",
-				fmtSeconds(r.RecoveryS), fmtSeconds(r.RecoveryS-limit), g.MaxRecovery)
+			fail(Failure{Gate: GateRecovery, Limit: limit, Borderline: true},
+				"%d of %d trials did not recover in the %s observed after the trigger ended (limit %s)",
+				n-r.RecoveredTrials, n, fmtSeconds(r.observed), g.MaxRecovery)
+		default:
+			e := *r.RecoveryS
+			switch v := overMax(e, limit); v {
+			case verdictFail:
+				fail(withEst(Failure{Gate: GateRecovery, Limit: limit}, e, v),
+					"recovery took %s after the trigger ended, %s over the limit %s (%s)",
+					fmtSeconds(e.Mean), fmtSeconds(e.Mean-limit), g.MaxRecovery, interval(e, secs))
+			case verdictBorderline:
+				fail(withEst(Failure{Gate: GateRecovery, Limit: limit}, e, v),
+					"recovery took %s after the trigger ended: its 95%% interval %s–%s over %d trials crosses the limit %s",
+					fmtSeconds(e.Mean), fmtSeconds(e.Low), fmtSeconds(e.High), n, g.MaxRecovery)
+			}
 		}
 	}
-	if g.MinSuccess > 0 && r.SuccessRate < g.MinSuccess {
-		fail(GateSuccess, g.MinSuccess, r.SuccessRate,
-			"success rate %.1f%% is below the minimum %.1f%% by %.1f points",
-			100*r.SuccessRate, 100*g.MinSuccess, 100*(g.MinSuccess-r.SuccessRate))
+	if L := g.MinSuccess; L > 0 {
+		for _, w := range []struct {
+			name, what string
+			e          Estimate
+		}{{WindowStorm, "while the trigger lasts", r.SuccessStorm}, {WindowRecovery, "after the trigger ended", r.SuccessRecovery}} {
+			switch v := underMin(w.e, L); v {
+			case verdictFail:
+				fail(withEst(Failure{Gate: GateSuccess, Window: w.name, Limit: L}, w.e, v),
+					"success %s %.1f%% is below the minimum %.1f%% by %.1f points (%s)",
+					w.what, 100*w.e.Mean, 100*L, 100*(L-w.e.Mean), interval(w.e, pct))
+			case verdictBorderline:
+				fail(withEst(Failure{Gate: GateSuccess, Window: w.name, Limit: L}, w.e, v),
+					"success %s %.1f%%: its 95%% interval %.1f%%–%.1f%% over %d trials crosses the minimum %.1f%%",
+					w.what, 100*w.e.Mean, 100*w.e.Low, 100*w.e.High, n, 100*L)
+			}
+		}
 	}
 	return out
 }

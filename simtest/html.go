@@ -53,8 +53,8 @@ a fleet of {{.Clients}} clients at {{printf "%.0f" .Rate}} calls/s; client timeo
 <h2>{{.Policy}} {{if .Pass}}<span class="pass">pass</span>{{else}}<span class="fail">fail</span>{{end}}</h2>
 <p class="weak">Weakest point: {{.Weakest}}.</p>
 {{range .Notes}}<p>Note: {{.}}.</p>{{end}}
-<table><tr><th>storm</th><th>peak×</th><th>mean×</th><th>recovery</th><th>success</th><th>p99</th><th>verdict</th><th>offered load (attempts/s)</th></tr>
-{{range .Storms}}<tr><td>{{.Storm}}</td><td>{{x2 .PeakAmplification}}</td><td>{{x2 .MeanAmplification}}</td><td>{{rec .}}</td><td>{{pct .SuccessRate}}</td>
+<table><tr><th>storm</th><th>peak×</th><th>mean×</th><th>recovery</th><th>success during</th><th>success after</th><th>p99</th><th>verdict</th><th>offered load (attempts/s)</th></tr>
+{{range .Storms}}<tr><td>{{.Storm}}</td><td>{{x2 .PeakAmplification.Mean}} ({{x2 .PeakAmplification.Low}}–{{x2 .PeakAmplification.High}})</td><td>{{x2 .MeanAmplification}}</td><td>{{rec .}}</td><td>{{pct .SuccessStorm.Mean}}</td><td>{{pct .SuccessRecovery.Mean}}</td>
 <td>{{if .P99Open}}&gt; {{end}}{{ms .P99ms}}</td><td>{{if .Failures}}<span class="fail">{{gatelist .Failures}}</span>{{else}}<span class="pass">pass</span>{{end}}</td>
 <td>{{chart .}}</td></tr>
 {{end}}</table>
@@ -62,7 +62,8 @@ a fleet of {{.Clients}} clients at {{printf "%.0f" .Rate}} calls/s; client timeo
 <p>Peak× is the highest offered load over any 1s window divided by the baseline load before the trigger; mean× the mean
 offered load while the trigger lasts, divided likewise. Recovery is the time from the end of the trigger until calls and
 attempts succeed at 99% of their baseline rates for a second and the backlog has drained; stuck: not within the run.
-Success is the share of all calls of the run that succeeded. The shaded band is the trigger.</p>
+Success during and after is the share of the calls ending while the trigger lasts, and from its end to the end of
+the run, that succeeded. Every figure is the mean over the trials; peak× shows its 95% interval. The shaded band is the trigger.</p>
 </body></html>
 `))
 

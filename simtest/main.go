@@ -33,7 +33,16 @@ const usage = `usage: stormsim check [flags] policies.yaml
 
 Runs each policy of the file (or those serving --operation) against a storm
 suite on a simulated downstream, and fails when a gate is not kept.
-Storms: outage, brownout, latency-spike, errors-10, errors-50.
+Storms: outage, brownout, latency-spike, errors-10, errors-50, throttle.
+
+Each storm runs --trials times (default 3) with different seeds; every gate
+is judged on the trials' mean and its 95% interval (Student's t). A result
+whose interval crosses a gate is BORDERLINE: it fails unless
+--pass-borderline.
+
+Default gates (when neither the file nor a flag sets them): peak
+amplification at most 2× the baseline load, recovery within 10s after
+every storm; no success gate.
 
 Exit codes: 0 every gate kept; 1 a gate failed; 2 the check could not be
 run (bad flags or files, with the loader's line-numbered messages).
@@ -99,7 +108,7 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return fail(fmt.Errorf("check: %s: %w", cl.file, err))
 	}
-	rep, err := Run(ctx, policies, d, g, Options{Seed: cl.seed, Storms: cl.storms})
+	rep, err := Run(ctx, policies, d, g, Options{Seed: cl.seed, Storms: cl.storms, Trials: cl.trials})
 	if err != nil {
 		return fail(fmt.Errorf("check: %s: %w", cl.file, err))
 	}
@@ -141,6 +150,8 @@ type cmdline struct {
 	operations, storms    []string
 	json                  bool
 	seed                  uint64
+	trials                int
+	passBorderline        bool
 	set                   map[string]bool // flags given
 
 	maxAmp, minSuccess float64
@@ -273,12 +284,14 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 	}
 	fs.Var(listFlag{&cl.operations}, "operation", "check only the policies serving these operations (comma-separated, repeatable)")
 	fs.Var(listFlag{&cl.storms}, "storms", "run only these storms (comma-separated): "+strings.Join(StormNames(), ", "))
-	fs.Var(ampFlag{&cl.maxAmp}, "max-amplification", "gate: the most peak amplification (offered load over baseline) a storm may cause, or none (default 10)")
+	fs.Var(ampFlag{&cl.maxAmp}, "max-amplification", fmt.Sprintf("gate: the most peak amplification (offered load over baseline) a storm may cause, or none (default %d)", DefaultMaxAmplification))
 	fs.Var(recoveryFlag{&cl.maxRecovery}, "max-recovery", "gate: the longest recovery after a storm's trigger ends, or none (default 10s)")
-	fs.Var(shareFlag{&cl.minSuccess}, "min-success", "gate: the least share of calls that must succeed in each storm (0.95 or 95%)")
+	fs.Var(shareFlag{&cl.minSuccess}, "min-success", "gate: the least share of calls that must succeed while each storm's trigger lasts, and after it (0.95 or 95%; default none)")
 	fs.BoolVar(&cl.json, "json", false, "print the report as JSON")
 	fs.StringVar(&cl.out, "out", "", "write an HTML report (index.html) and report.json to this directory")
 	fs.Uint64Var(&cl.seed, "seed", 1, "seed of every random draw: the same seed gives the same report")
+	fs.IntVar(&cl.trials, "trials", DefaultTrials, fmt.Sprintf("runs of each storm, with different seeds; gates judge their mean and its 95%% interval (%d to %d)", MinTrials, MaxTrials))
+	fs.BoolVar(&cl.passBorderline, "pass-borderline", false, "let a borderline result pass (its 95% interval crosses a gate); by default it fails")
 	fs.StringVar(&cl.downstream, "downstream", "", "a file with the downstream and gates sections")
 	fs.IntVar(&cl.clients, "clients", 0, "downstream: client instances in the fleet, each with its own budget and breaker (default 10)")
 	fs.Float64Var(&cl.rate, "rate", 0, "downstream: steady calls/s across the fleet (default 60% of capacity)")
@@ -314,6 +327,9 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 		cl.file = files[0]
 	default:
 		return bad("one policy file at a time, got %d: %s", len(files), strings.Join(files, " "))
+	}
+	if cl.trials < MinTrials || cl.trials > MaxTrials {
+		return bad("-trials %d: want %d to %d", cl.trials, MinTrials, MaxTrials)
 	}
 	if _, err := pickStorms(cl.storms); err != nil {
 		return bad("-storms: %v", err)
@@ -382,6 +398,9 @@ func (cl *cmdline) apply(d *Downstream, g *Gates) {
 	}
 	if cl.set["min-success"] {
 		g.MinSuccess = cl.minSuccess
+	}
+	if cl.passBorderline {
+		g.PassBorderline = true
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stormguard/stormguard/config"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/throttle"
 )
 
 // Policy is one retry policy under test: its name and how each client
@@ -36,6 +37,13 @@ type Policy struct {
 	// advice, so MaxRetryAfter has no effect; the clients' calls carry no
 	// inbound call, so Nested has no effect; Observer is not called.
 	New func(env sim.Env) *retry.Policy
+	// Hedge, when set, makes every client hedge its calls under this
+	// policy (sim.Hedge: package hedge's rule). FromFile sets it from the
+	// policy's hedge: block.
+	Hedge *sim.Hedge
+
+	spec *config.PolicySpec // FromFile's: the limiter and retry_on are rebuilt from it
+	grpc bool               // classify by retry_on.grpc_codes (FromFile's gRPC run)
 }
 
 // FromFile returns the policies of a file loaded by config.Parse, each
@@ -86,7 +94,7 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 		if p.op != "" && p.op != name {
 			label = p.op + " (" + name + ")"
 		}
-		out = append(out, Policy{Name: label, Operation: p.op, New: func(env sim.Env) *retry.Policy {
+		pol := Policy{Name: label, Operation: p.op, spec: spec, New: func(env sim.Env) *retry.Policy {
 			r := config.NewRegistry(config.Options{Clock: env.Clock})
 			if err := r.Apply(file); err != nil {
 				return nil // f was applied above; cannot happen
@@ -106,7 +114,26 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 				cp.Breaker = breaker.New(c)
 			}
 			return &cp
-		}})
+		}}
+		if h := spec.Hedge; h != nil {
+			pol.Hedge = &sim.Hedge{Delay: h.Delay, MaxHedges: h.MaxHedges}
+			if h.Adaptive != nil {
+				a := *h.Adaptive
+				pol.Hedge.Adaptive = &a
+			}
+		}
+		switch http, grpc := len(spec.RetryOn.HTTPStatus) > 0, len(spec.RetryOn.GRPCCodes) > 0; {
+		case http && grpc:
+			// Both adapters may serve it: check each client's list.
+			h, g := pol, pol
+			h.Name, g.Name, g.grpc = label+" (http)", label+" (grpc)", true
+			out = append(out, h, g)
+		case grpc:
+			pol.grpc = true
+			out = append(out, pol)
+		default:
+			out = append(out, pol)
+		}
 	}
 	return out, nil
 }
@@ -145,16 +172,21 @@ type features struct {
 	attempts  int // -1: no count limit
 	budget    bool
 	breaker   bool
+	limiter   bool
+	hedge     bool
+	classify  bool // retries only some failures (retry_on, a preset, Classify)
 	noJitter  bool
 	noBackoff bool
 	timeout   time.Duration
 	notes     []string
 }
 
-// simPolicy turns p into the simulator's description: the static settings
-// read from one instance, and constructors that build a fresh instance
-// for each client (budget, breaker) and for each run (the strategy).
-func simPolicy(p Policy) (sim.Policy, features) {
+// simPolicy turns p into the simulator's description for one run of
+// storm: the static settings read from one instance, and constructors
+// that build a fresh instance for each client (budget, breaker, limiter)
+// and for each run (the strategy), each behind the run's seams (see
+// seams) so that they hear the downstream's answers by kind.
+func simPolicy(p Policy, storm Storm, counts *runCounts) (sim.Policy, features) {
 	build := func(env sim.Env) *retry.Policy {
 		if p.New == nil {
 			return &retry.Policy{}
@@ -175,6 +207,14 @@ func simPolicy(p Policy) (sim.Policy, features) {
 		MinAttemptTime: probe.MinAttemptTime,
 	}
 	f := features{attempts: limit, budget: probe.Budget != nil, breaker: probe.Breaker != nil, timeout: probe.AttemptTimeout}
+	sm := &seams{throttle: storm.throttle, counts: counts}
+	if probe.Classify != nil {
+		sm.classify = probe.Classify
+	}
+	if p.grpc && p.spec != nil {
+		sm.classify = grpcClassifier(p.spec.RetryOn.GRPCCodes)
+	}
+	f.classify = sm.classify != nil
 	if limit != 1 {
 		sp.Backoff = func(src rand.Source) backoff.Strategy {
 			q := build(sim.Env{Clock: probeSim.Clock(), Rand: src})
@@ -195,20 +235,76 @@ func simPolicy(p Policy) (sim.Policy, features) {
 	case backoff.Linear:
 		f.noJitter = b.Jitter == backoff.None
 	}
-	if probe.Budget != nil {
-		sp.Budget = func(env sim.Env) retry.Budget { return build(env).Budget }
+	// Every client has the seams' budget and breaker: they count hedges
+	// and end the calls whose failure the policy does not retry, and are
+	// transparent otherwise.
+	sp.Budget = func(env sim.Env) retry.Budget {
+		var inner retry.Budget
+		if probe.Budget != nil {
+			inner = build(env).Budget
+		}
+		return sm.budget(inner, env)
 	}
-	if probe.Breaker != nil {
-		sp.Breaker = func(env sim.Env) retry.Breaker { return build(env).Breaker }
+	sp.Breaker = func(env sim.Env) retry.Breaker {
+		var inner retry.Breaker
+		if probe.Breaker != nil {
+			inner = build(env).Breaker
+		}
+		return &classBreaker{inner: inner, s: sm, clk: env.Clock}
 	}
-	if probe.Limiter != nil {
-		f.notes = append(f.notes, "Limiter is not consulted: the simulator sends every attempt the policy would make")
+	switch {
+	case p.spec != nil && p.spec.Limiter != nil:
+		f.limiter = true
+		sp.Limiter = specLimiter(p.spec.Limiter, sm)
+	case probe.Limiter != nil:
+		f.limiter = true
+		sp.Limiter = func(env sim.Env) retry.Limiter {
+			l := build(env).Limiter
+			if _, ok := l.(*throttle.Adaptive); ok {
+				return l // the simulator waits on it by its type (see sim.Policy.Limiter)
+			}
+			return &seamLimiter{inner: l, s: sm}
+		}
+		if _, ok := probe.Limiter.(*throttle.Adaptive); ok {
+			f.notes = append(f.notes, "the throttle.Adaptive limiter built in Go hears the simulator's own errors (sim.ErrOverloaded, sim.ErrServer), "+
+				"not HTTP answers: give it Throttled: sim.IsSimOverload, or load the policy from a file")
+		}
 	}
-	if probe.Classify != nil {
-		f.notes = append(f.notes, "Classify is not consulted: every simulated failure (503, 500, timeout) is retried")
+	if p.Hedge != nil {
+		h := *p.Hedge
+		sp.Hedge, f.hedge = &h, true
+		if f.limiter {
+			f.notes = append(f.notes, "hedge: is not used with a limiter (package hedge refuses to hedge behind a Limiter), so no hedges are sent")
+		}
 	}
 	if b, ok := probe.Breaker.(*breaker.Breaker); ok {
 		b.Close()
 	}
 	return sp, f
+}
+
+// specLimiter builds a file's limiter per client on the run's clock and
+// seeded random source, hearing the downstream's answers by kind (a 503
+// or a 429 is an overload, as throttle.IsOverload has it).
+func specLimiter(ls *config.LimiterSpec, sm *seams) func(sim.Env) retry.Limiter {
+	switch ls.Kind {
+	case config.LimiterAWSAdaptive:
+		return func(env sim.Env) retry.Limiter {
+			c := ls.Adaptive
+			c.Clock = env.Clock
+			th := c.Throttled
+			if th == nil {
+				th = throttle.IsOverload
+			}
+			c.Throttled = func(err error) bool { return th(answer(err, sm.throttle)) }
+			return throttle.NewAdaptive(c)
+		}
+	default:
+		return func(env sim.Env) retry.Limiter {
+			c := ls.SRE
+			c.Clock = env.Clock
+			c.Rand = rand.NewPCG(rand.New(env.Rand).Uint64(), 0x853c49e6748fea9b)
+			return &seamLimiter{inner: throttle.NewSRE(c), s: sm}
+		}
+	}
 }

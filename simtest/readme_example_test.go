@@ -36,12 +36,12 @@ func TestPaymentsPolicySurvivesStorms(t *testing.T) {
 	simtest.Check(t, simtest.Policy{Name: "payments", New: func(env sim.Env) *retry.Policy {
 		return payments.NewPolicy(env.Clock, env.Rand) // one per client instance, on the virtual clock
 	}}, simtest.Downstream{Workers: 24, Service: sim.Uniform(60*time.Millisecond, 100*time.Millisecond), Rate: 200},
-		simtest.Gates{MaxAmplification: 2, MinSuccess: 0.7})
+		simtest.Gates{MaxAmplification: 2, Storms: map[string]simtest.Gates{simtest.StormErrors10: {MinSuccess: 0.85}}})
 }
 
 func TestReadmePolicyFileInGoTest(t *testing.T) {
 	downstream := simtest.Downstream{Workers: 24, Service: sim.Uniform(60*time.Millisecond, 100*time.Millisecond), Rate: 200}
-	gates := simtest.Gates{MaxAmplification: 2, MinSuccess: 0.7}
+	gates := simtest.Gates{MaxAmplification: 2, Storms: map[string]simtest.Gates{simtest.StormErrors10: {MinSuccess: 0.85}}}
 	pf, err := simtest.LoadPolicyFile("testdata/budgeted.yaml") // config.Parse, plus any downstream/gates sections
 	if err != nil {
 		t.Fatal(err)

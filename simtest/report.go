@@ -42,45 +42,67 @@ func (d Downstream) json() DownstreamReport {
 	return out
 }
 
-// GatesReport is Gates as the report prints them, in the file's syntax:
-// defaults filled in at the top, "none" when not gated, "" (left out) in
-// a storm's gates for a limit it takes from the top.
+// GatesReport is Gates as the report prints them: numbers, defaults
+// filled in at the top, null (nil) when not gated; in a storm's gates,
+// only the limits it sets itself (left out otherwise).
 type GatesReport struct {
-	MaxAmplification string                 `json:"max_amplification,omitempty"`
-	MaxRecovery      string                 `json:"max_recovery,omitempty"`
-	MinSuccess       float64                `json:"min_success,omitempty"`
-	Storms           map[string]GatesReport `json:"storms,omitempty"`
+	// MaxAmplification is the peak amplification limit (× the baseline).
+	MaxAmplification *float64 `json:"max_amplification"`
+	// MaxRecoveryS is the recovery limit in seconds.
+	MaxRecoveryS *float64 `json:"max_recovery_s"`
+	// MinSuccess is the least share of calls succeeding while the trigger
+	// lasts and after it.
+	MinSuccess *float64 `json:"min_success"`
+	// PassBorderline says borderline results pass.
+	PassBorderline bool `json:"pass_borderline"`
+	// Storms are the per-storm limits, by storm.
+	Storms map[string]StormGatesReport `json:"storms,omitempty"`
+}
+
+// StormGatesReport is the limits one storm sets itself.
+type StormGatesReport struct {
+	MaxAmplification *float64 `json:"max_amplification,omitempty"`
+	MaxRecoveryS     *float64 `json:"max_recovery_s,omitempty"`
+	MinSuccess       *float64 `json:"min_success,omitempty"`
+	// NoAmplificationLimit and NoRecoveryLimit say the storm turns the
+	// gate off.
+	NoAmplificationLimit bool `json:"no_amplification_limit,omitempty"`
+	NoRecoveryLimit      bool `json:"no_recovery_limit,omitempty"`
 }
 
 func (g Gates) json() GatesReport {
-	rec := func(d time.Duration, top bool) string {
-		switch {
-		case d == NoRecoveryLimit:
-			return "none"
-		case d == 0 && top:
-			return DefaultMaxRecovery.String()
-		case d == 0:
-			return ""
-		}
-		return d.String()
+	top := g.For("")
+	out := GatesReport{PassBorderline: g.PassBorderline}
+	if top.MaxAmplification > 0 {
+		out.MaxAmplification = ptr(top.MaxAmplification)
 	}
-	amp := func(a float64, top bool) string {
-		switch {
-		case a == NoAmplificationLimit:
-			return "none"
-		case a == 0 && top:
-			return strconv.Itoa(DefaultMaxAmplification)
-		case a == 0:
-			return ""
-		}
-		return strconv.FormatFloat(a, 'g', -1, 64)
+	if top.MaxRecovery > 0 {
+		out.MaxRecoveryS = ptr(top.MaxRecovery.Seconds())
 	}
-	out := GatesReport{MaxAmplification: amp(g.MaxAmplification, true), MaxRecovery: rec(g.MaxRecovery, true), MinSuccess: g.MinSuccess}
+	if top.MinSuccess > 0 {
+		out.MinSuccess = ptr(top.MinSuccess)
+	}
 	for name, s := range g.Storms {
 		if out.Storms == nil {
-			out.Storms = map[string]GatesReport{}
+			out.Storms = map[string]StormGatesReport{}
 		}
-		out.Storms[name] = GatesReport{MaxAmplification: amp(s.MaxAmplification, false), MaxRecovery: rec(s.MaxRecovery, false), MinSuccess: s.MinSuccess}
+		var sg StormGatesReport
+		switch {
+		case s.MaxAmplification == NoAmplificationLimit:
+			sg.NoAmplificationLimit = true
+		case s.MaxAmplification > 0:
+			sg.MaxAmplification = ptr(s.MaxAmplification)
+		}
+		switch {
+		case s.MaxRecovery == NoRecoveryLimit:
+			sg.NoRecoveryLimit = true
+		case s.MaxRecovery > 0:
+			sg.MaxRecoveryS = ptr(s.MaxRecovery.Seconds())
+		}
+		if s.MinSuccess > 0 {
+			sg.MinSuccess = ptr(s.MinSuccess)
+		}
+		out.Storms[name] = sg
 	}
 	return out
 }
@@ -109,8 +131,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	d := r.Downstream
 	if r.File != "" {
-		fmt.Fprintf(&b, "%s (version %s), seed %d\n", r.File, r.Version, r.Seed)
+		fmt.Fprintf(&b, "%s (version %s), ", r.File, r.Version)
 	}
+	fmt.Fprintf(&b, "seed %d, %d trials per storm, model %s\n", r.Seed, r.Trials, r.ModelVersion)
 	fmt.Fprintf(&b, "downstream: %d workers × service %s (capacity %.0f/s), queue %d, latency %s; "+
 		"fleet of %d clients at %.0f calls/s; client timeout %s\n",
 		d.Workers, d.Service, d.Capacity, d.Queue, d.Latency, d.Clients, d.Rate, d.Timeout)
@@ -118,26 +141,24 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, p := range r.Policies {
 		fmt.Fprintf(&b, "%s\n", p.Policy)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  storm\tpeak×\tmean×\trecovery\tsuccess\tp99\tverdict")
+		fmt.Fprintln(tw, "  storm\tpeak× (95% interval)\tmean×\trecovery\tsuccess storm\tsuccess after\tp99\thedges\tverdict")
 		for _, s := range p.Storms {
-			verdict := "pass"
-			if len(s.Failures) > 0 {
-				var gates []string
-				for _, f := range s.Failures {
-					gates = append(gates, f.Gate)
-				}
-				verdict = "FAIL " + strings.Join(gates, ",")
+			verdict := verdictCell(s, r.Gates.PassBorderline)
+			if s.Runaway != "" {
+				fmt.Fprintf(tw, "  %s\t–\t–\trunaway\t–\t–\t–\t–\t%s\n", s.Storm, verdict)
+				continue
 			}
 			p99 := fmtMS(s.P99ms)
 			if s.P99Open {
 				p99 = "> " + p99
 			}
-			if s.Runaway != "" {
-				fmt.Fprintf(tw, "  %s\t–\t–\trunaway\t–\t–\t%s\n", s.Storm, verdict)
-				continue
+			hedges := "–"
+			if s.Hedges > 0 {
+				hedges = fmt.Sprintf("%.2f/call, %.0f%% of load", s.Hedges, 100*s.HedgeLoad)
 			}
-			fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t%s\t%.1f%%\t%s\t%s\n", s.Storm, s.PeakAmplification, s.MeanAmplification,
-				recoveryCell(s), 100*s.SuccessRate, p99, verdict)
+			e := s.PeakAmplification
+			fmt.Fprintf(tw, "  %s\t%.2f (%.2f–%.2f)\t%.2f\t%s\t%.1f%%\t%.1f%%\t%s\t%s\t%s\n", s.Storm, e.Mean, e.Low, e.High, s.MeanAmplification,
+				recoveryCell(s), 100*s.SuccessStorm.Mean, 100*s.SuccessRecovery.Mean, p99, hedges, verdict)
 		}
 		tw.Flush()
 		fmt.Fprintf(&b, "  weakest point: %s\n", p.Weakest)
@@ -157,14 +178,44 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
+// verdictCell is a storm's verdict: pass, FAIL with the gates failed,
+// or BORDERLINE with the gates whose interval crosses the limit.
+func verdictCell(s StormResult, passBorderline bool) string {
+	var hard, border []string
+	for _, f := range s.Failures {
+		if f.Borderline {
+			border = append(border, f.Gate)
+		} else {
+			hard = append(hard, f.Gate)
+		}
+	}
+	var parts []string
+	if len(hard) > 0 {
+		parts = append(parts, "FAIL "+strings.Join(hard, ","))
+	}
+	if len(border) > 0 {
+		word := "BORDERLINE (fails) "
+		if passBorderline {
+			word = "borderline (passes) "
+		}
+		parts = append(parts, word+strings.Join(border, ","))
+	}
+	if len(parts) == 0 {
+		return "pass"
+	}
+	return strings.Join(parts, "; ")
+}
+
 func recoveryCell(s StormResult) string {
-	if s.Runaway != "" {
+	switch {
+	case s.Runaway != "":
 		return "runaway"
-	}
-	if !s.Recovered {
+	case s.RecoveredTrials == 0:
 		return "stuck"
+	case !s.Recovered:
+		return fmt.Sprintf("stuck in %d/%d", len(s.Trials)-s.RecoveredTrials, len(s.Trials))
 	}
-	return fmtSeconds(s.RecoveryS)
+	return fmtSeconds(s.RecoveryS.Mean)
 }
 
 func fmtMS(ms float64) string {
@@ -173,31 +224,43 @@ func fmtMS(ms float64) string {
 
 func (g GatesReport) describe() string {
 	var parts []string
-	if g.MaxAmplification == "none" {
+	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	if g.MaxAmplification == nil {
 		parts = append(parts, "amplification not gated")
 	} else {
-		parts = append(parts, "peak amplification ≤ "+g.MaxAmplification+"×")
+		parts = append(parts, "peak amplification ≤ "+num(*g.MaxAmplification)+"×")
 	}
-	if g.MaxRecovery == "none" {
+	if g.MaxRecoveryS == nil {
 		parts = append(parts, "recovery not gated")
 	} else {
-		parts = append(parts, "recovery within "+g.MaxRecovery)
+		parts = append(parts, "recovery within "+fmtSeconds(*g.MaxRecoveryS))
 	}
-	if g.MinSuccess > 0 {
-		parts = append(parts, fmt.Sprintf("success ≥ %.1f%%", 100*g.MinSuccess))
+	if g.MinSuccess != nil {
+		parts = append(parts, fmt.Sprintf("success ≥ %.1f%% during and after each storm", 100**g.MinSuccess))
+	}
+	if g.PassBorderline {
+		parts = append(parts, "borderline results pass")
+	} else {
+		parts = append(parts, "borderline results fail")
 	}
 	s := strings.Join(parts, ", ")
 	for _, name := range sortedKeys(g.Storms) {
 		sg := g.Storms[name]
 		var sp []string
-		if sg.MaxAmplification != "" {
-			sp = append(sp, "peak ≤ "+sg.MaxAmplification+"×")
+		switch {
+		case sg.NoAmplificationLimit:
+			sp = append(sp, "amplification not gated")
+		case sg.MaxAmplification != nil:
+			sp = append(sp, "peak ≤ "+num(*sg.MaxAmplification)+"×")
 		}
-		if sg.MaxRecovery != "" {
-			sp = append(sp, "recovery "+sg.MaxRecovery)
+		switch {
+		case sg.NoRecoveryLimit:
+			sp = append(sp, "recovery not gated")
+		case sg.MaxRecoveryS != nil:
+			sp = append(sp, "recovery "+fmtSeconds(*sg.MaxRecoveryS))
 		}
-		if sg.MinSuccess > 0 {
-			sp = append(sp, fmt.Sprintf("success ≥ %.1f%%", 100*sg.MinSuccess))
+		if sg.MinSuccess != nil {
+			sp = append(sp, fmt.Sprintf("success ≥ %.1f%%", 100**sg.MinSuccess))
 		}
 		s += fmt.Sprintf("; %s: %s", name, strings.Join(sp, ", "))
 	}

@@ -4,68 +4,186 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/stormguard/stormguard/sim"
 )
 
-// Options adjust a Run. The zero value runs every storm with seed 0 on
-// GOMAXPROCS goroutines.
+// Options adjust a Run. The zero value runs every storm over
+// DefaultTrials trials with seed 0 on GOMAXPROCS goroutines.
 type Options struct {
 	// Seed determines every random draw: the same seed gives the same
-	// report.
+	// report. Trial i of every storm runs with a seed derived from Seed
+	// and i, the same for every policy (each policy meets the same
+	// workload).
 	Seed uint64
 	// Storms names the storms to run (see StormNames). nil: all.
 	Storms []string
+	// Trials is how many runs of each storm, with different seeds, each
+	// measure is the mean of. 0: DefaultTrials; otherwise at least
+	// MinTrials, at most MaxTrials.
+	Trials int
 	// Workers is how many runs go at once. 0: GOMAXPROCS.
 	Workers int
 }
 
-// StormResult is what one policy did in one storm.
+// Trials: a measure is judged on the mean of at least MinTrials runs
+// and its 95% interval (see Estimate).
+const (
+	DefaultTrials = 3
+	MinTrials     = 3
+	MaxTrials     = 100
+)
+
+// Estimate is a measure over the trials: their mean and its 95%
+// confidence interval, mean ± t(0.975, n−1) × s/√n with s the trials'
+// sample standard deviation and t Student's quantile (4.303 for 3
+// trials). Low equals High equals Mean when the trials agree.
+type Estimate struct {
+	Mean float64 `json:"mean"`
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+}
+
+// estimate returns the Estimate of xs (the zero Estimate for none).
+func estimate(xs []float64) Estimate {
+	n := len(xs)
+	if n == 0 {
+		return Estimate{}
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(n)
+	if n == 1 {
+		return Estimate{mean, mean, mean}
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	hw := StudentT95(n-1) * math.Sqrt(ss/float64(n-1)) / math.Sqrt(float64(n))
+	return Estimate{mean, mean - hw, mean + hw}
+}
+
+// studentT is t(0.975, df) for df = 1..30.
+var studentT = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// StudentT95 returns Student's t quantile t(0.975, df), the factor of a
+// two-sided 95% interval of a mean over df+1 samples: 12.706 for df 1,
+// 4.303 for df 2, down to 1.96 for large df (between tabulated values
+// the next smaller df's, which is the wider interval). df < 1 gives +Inf.
+func StudentT95(df int) float64 {
+	switch {
+	case df < 1:
+		return math.Inf(1)
+	case df <= len(studentT):
+		return studentT[df-1]
+	case df < 40:
+		return studentT[len(studentT)-1]
+	case df < 60:
+		return 2.021
+	case df < 120:
+		return 2.000
+	case df < 1000:
+		return 1.980
+	}
+	return 1.960
+}
+
+// Trial is what one run of a storm measured.
+type Trial struct {
+	Seed              uint64  `json:"seed"`
+	PeakAmplification float64 `json:"peak_amplification"`
+	// RecoveryS is null when the downstream did not recover in this run.
+	RecoveryS       *float64 `json:"recovery_s"`
+	SuccessStorm    float64  `json:"success_storm"`
+	SuccessRecovery float64  `json:"success_recovery"`
+	Runaway         string   `json:"runaway,omitempty"`
+}
+
+// StormResult is what one policy did in one storm, over the trials.
 type StormResult struct {
 	Storm string `json:"storm"`
+	// Trials are the runs, each with its own seed.
+	Trials []Trial `json:"trials"`
 	// PeakAmplification is the highest offered load (attempts per second
-	// at the downstream, over any 1s window) divided by the baseline
-	// load, the steady load before the trigger.
-	PeakAmplification float64 `json:"peak_amplification"`
+	// at the downstream, over any 1s window) divided by the fleet's steady
+	// call rate (Downstream.Rate): the load the calls would make with no
+	// retries and no hedges, so that hedges sent in steady traffic count
+	// too.
+	PeakAmplification Estimate `json:"peak_amplification"`
 	// MeanAmplification is the mean offered load while the trigger lasts,
-	// divided by the baseline load.
+	// divided by the fleet's call rate (mean over the trials).
 	MeanAmplification float64 `json:"mean_amplification"`
-	// Recovered says whether the downstream recovered after the trigger
-	// ended; RecoveryS is how long that took, in seconds (see
-	// sim.Metrics.RecoveryS: success rates back to 99% of the baseline's
-	// for a second and the backlog drained).
-	Recovered bool    `json:"recovered"`
-	RecoveryS float64 `json:"recovery_s"`
-	// SuccessRate is the share of the run's calls that succeeded.
-	SuccessRate float64 `json:"success_rate"`
-	// P99ms is the 99th percentile of call latency in milliseconds;
-	// P99Open says it fell on a call still open at the end (a lower bound).
+	// RecoveredTrials is how many trials recovered after the trigger
+	// ended (see sim.Metrics.RecoveryS: success rates back to 99% of the
+	// baseline's for a second and the backlog drained); Recovered says
+	// every trial did. RecoveryS is the time that took, in seconds, over
+	// the trials: nil (null) unless every trial recovered.
+	RecoveredTrials int       `json:"recovered_trials"`
+	Recovered       bool      `json:"recovered"`
+	RecoveryS       *Estimate `json:"recovery_s"`
+	// SuccessStorm is the share of the calls ending while the trigger
+	// lasts that succeeded; SuccessRecovery the same for the calls ending
+	// from the trigger's end to the end of the run (where recovery is
+	// judged). These are what min_success gates. SuccessRate is the share
+	// of all the run's calls that succeeded (diluted by the steady part:
+	// reported, not gated).
+	SuccessStorm    Estimate `json:"success_storm"`
+	SuccessRecovery Estimate `json:"success_recovery"`
+	SuccessRate     float64  `json:"success_run"`
+	// P99ms is the 99th percentile of call latency in milliseconds (mean
+	// over the trials); P99Open says it fell on a call still open at the
+	// end in some trial (a lower bound).
 	P99ms   float64 `json:"p99_ms"`
 	P99Open bool    `json:"p99_open,omitempty"`
 	// AttemptsPerCall is attempts sent over calls made, over the run.
 	AttemptsPerCall float64 `json:"attempts_per_call"`
-	// StormAttemptsPerCall is the same while the trigger lasts: offered
-	// load over the baseline's call rate.
+	// StormAttemptsPerCall is the attempts of the calls that started
+	// while the trigger lasts, per call.
 	StormAttemptsPerCall float64 `json:"storm_attempts_per_call"`
 	// AfterAttemptsPerCall is attempts sent over calls ended, from the end
 	// of the trigger to the end of the run: well below 1 when a breaker
 	// fails calls without trying the downstream.
 	AfterAttemptsPerCall float64 `json:"after_attempts_per_call"`
-	// Runaway, when set, says why the run was stopped: the policy's
+	// StormFastFailed is the share of the calls ending while the trigger
+	// lasts that ended without an attempt answered by the downstream
+	// (refused by an open breaker or the limiter): 1 − attempts/calls
+	// floored at 0 is its lower bound, which is what is reported.
+	StormFastFailed float64 `json:"storm_fast_failed"`
+	// Hedges is the hedges sent per call while the trigger lasts, and
+	// HedgeLoad the share of the trigger's offered load they make up (0
+	// without hedge:).
+	Hedges    float64 `json:"hedges_per_call"`
+	HedgeLoad float64 `json:"hedge_load_share"`
+	// NotRetried is the failed attempts per call that the policy's
+	// classification (retry_on, a preset) did not retry, over the run.
+	NotRetried float64 `json:"not_retried_per_call"`
+	// LocalRejected is the share of attempts a client-side limiter
+	// refused (sim.Metrics.LocalRejected), mean over the trials.
+	LocalRejected float64 `json:"local_rejected"`
+	// Runaway, when set, says why a trial was stopped: the policy's
 	// retries needed more than RunawayFactor times the work of steady
 	// traffic (or made no progress in virtual time). Such a storm fails
 	// whatever the gates, and the measures above are zero.
 	Runaway string `json:"runaway,omitempty"`
-	// Failures are the gates this run failed.
+	// Failures are the gates this storm failed (borderline ones included,
+	// marked so).
 	Failures []Failure `json:"failures,omitempty"`
-	// Metrics are every measure of the run.
-	Metrics sim.Metrics `json:"metrics"`
-	// Events is how many events the simulation processed.
+	// Metrics are every measure of the first trial.
+	Metrics sim.Metrics `json:"first_trial_metrics"`
+	// Events is how many events the simulation processed, over the trials.
 	Events uint64 `json:"events"`
-	// Load is the offered load per second at ChartStep (100ms) steps, for
-	// charts.
+	// Load is the offered load per second at ChartStep (100ms) steps,
+	// mean over the trials, for charts.
 	Load []float64 `json:"-"`
 
 	observed float64 // seconds of traffic after the trigger in which recovery could show
@@ -76,25 +194,37 @@ type PolicyResult struct {
 	Policy    string        `json:"policy"`
 	Operation string        `json:"operation,omitempty"`
 	Storms    []StormResult `json:"storms"`
-	// Weakest names the policy's weakest point in one sentence.
+	// Weakest names the policy's weakest point in one sentence, derived
+	// from the measured figures.
 	Weakest string `json:"weakest"`
-	// Notes are settings the simulator does not model.
+	// Notes are settings the simulator models only in part.
 	Notes []string `json:"notes,omitempty"`
 	Pass  bool     `json:"pass"`
 }
 
+// ModelVersion names the check's model (storms, trials, measures,
+// failure kinds): reports of the same ModelVersion are comparable.
+const ModelVersion = "check/2"
+
 // Report is the result of a check.
 type Report struct {
+	// ModelVersion is the check model's (see ModelVersion); ToolVersion
+	// the version of the stormsim binary (its module version, or
+	// "devel").
+	ModelVersion string `json:"model_version"`
+	ToolVersion  string `json:"tool_version"`
 	// File and Version name the policy file (empty for Check).
 	File    string `json:"file,omitempty"`
 	Version string `json:"version,omitempty"`
 	Seed    uint64 `json:"seed"`
+	Trials  int    `json:"trials"`
 	// Downstream is the model, defaults filled in.
 	Downstream DownstreamReport `json:"downstream"`
 	Gates      GatesReport      `json:"gates"`
 	Storms     []StormInfo      `json:"storms"`
 	Policies   []PolicyResult   `json:"policies"`
-	// Failures lists every failed gate, policy by policy.
+	// Failures lists every failed gate, policy by policy (borderline ones
+	// included, marked so).
 	Failures []Failure `json:"failures"`
 	Pass     bool      `json:"pass"`
 }
@@ -121,22 +251,31 @@ func Run(ctx context.Context, policies []Policy, d Downstream, g Gates, o Option
 	if err != nil {
 		return nil, fmt.Errorf("simtest: %w", err)
 	}
-	type unit struct{ p, s int }
-	sims := make([]sim.Policy, len(policies))
+	trials := o.Trials
+	if trials == 0 {
+		trials = DefaultTrials
+	}
+	if trials < MinTrials || trials > MaxTrials {
+		return nil, fmt.Errorf("simtest: trials must be in [%d, %d], got %d", MinTrials, MaxTrials, o.Trials)
+	}
+	type unit struct{ p, s, t int }
 	feats := make([]features, len(policies))
 	for i, p := range policies {
-		sims[i], feats[i] = simPolicy(p)
+		_, feats[i] = simPolicy(p, storms[0], &runCounts{})
 	}
-	results := make([][]StormResult, len(policies))
-	for i := range results {
-		results[i] = make([]StormResult, len(storms))
+	runs := make([][][]trialRun, len(policies))
+	for i := range runs {
+		runs[i] = make([][]trialRun, len(storms))
+		for j := range runs[i] {
+			runs[i][j] = make([]trialRun, trials)
+		}
 	}
 	units := make(chan unit)
 	workers := o.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = min(workers, len(policies)*len(storms))
+	workers = min(workers, len(policies)*len(storms)*trials)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -149,7 +288,7 @@ func Run(ctx context.Context, policies []Policy, d Downstream, g Gates, o Option
 		go func() {
 			defer wg.Done()
 			for u := range units {
-				r, err := runOne(ctx, sims[u.p], d, storms[u.s], o.Seed)
+				r, err := runOne(ctx, policies[u.p], d, storms[u.s], TrialSeed(o.Seed, u.t))
 				if err != nil {
 					errOnce.Do(func() {
 						firstErr = fmt.Errorf("%w: policy %s, storm %s: %w", ErrRun, policies[u.p].Name, storms[u.s].Name, err)
@@ -157,17 +296,19 @@ func Run(ctx context.Context, policies []Policy, d Downstream, g Gates, o Option
 					cancel()
 					continue
 				}
-				results[u.p][u.s] = r
+				runs[u.p][u.s][u.t] = r
 			}
 		}()
 	}
 feed:
 	for p := range policies {
 		for s := range storms {
-			select {
-			case units <- unit{p, s}:
-			case <-ctx.Done():
-				break feed
+			for t := range trials {
+				select {
+				case units <- unit{p, s, t}:
+				case <-ctx.Done():
+					break feed
+				}
 			}
 		}
 	}
@@ -180,20 +321,22 @@ feed:
 		return nil, err
 	}
 
-	rep := &Report{Seed: o.Seed, Downstream: d.json(), Gates: g.json(), Pass: true, Failures: []Failure{}}
+	rep := &Report{ModelVersion: ModelVersion, ToolVersion: toolVersion(), Seed: o.Seed, Trials: trials,
+		Downstream: d.json(), Gates: g.json(), Pass: true, Failures: []Failure{}}
 	for _, s := range storms {
 		rep.Storms = append(rep.Storms, StormInfo{Name: s.Name, Title: s.Title, Doc: s.Doc,
 			StartS: stormStart.Seconds(), EndS: (stormStart + s.Length).Seconds()})
 	}
 	for i, p := range policies {
-		pr := PolicyResult{Policy: p.Name, Operation: p.Operation, Storms: results[i], Notes: feats[i].notes, Pass: true}
-		for j := range pr.Storms {
-			r := &pr.Storms[j]
-			r.Failures = judge(p.Name, r, g.For(r.Storm))
-			if len(r.Failures) > 0 {
+		pr := PolicyResult{Policy: p.Name, Operation: p.Operation, Notes: feats[i].notes, Pass: true}
+		for j, s := range storms {
+			r := combine(s, d, runs[i][j])
+			r.Failures = judge(p.Name, &r, g.For(r.Storm))
+			if failing(r.Failures, g.PassBorderline) {
 				pr.Pass, rep.Pass = false, false
-				rep.Failures = append(rep.Failures, r.Failures...)
 			}
+			rep.Failures = append(rep.Failures, r.Failures...)
+			pr.Storms = append(pr.Storms, r)
 		}
 		pr.Weakest = weakest(feats[i], storms, pr.Storms)
 		rep.Policies = append(rep.Policies, pr)
@@ -201,62 +344,181 @@ feed:
 	return rep, nil
 }
 
-// runOne runs policy p in storm s against the resolved downstream d.
-func runOne(ctx context.Context, p sim.Policy, d Downstream, s Storm, seed uint64) (StormResult, error) {
+// TrialSeed is the seed of trial i (from 0) of a check run with seed.
+func TrialSeed(seed uint64, i int) uint64 {
+	if i == 0 {
+		return seed
+	}
+	z := seed + uint64(i)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// failing reports whether fs holds a failure that fails the policy:
+// any, unless passBorderline lets the borderline ones through.
+func failing(fs []Failure, passBorderline bool) bool {
+	for _, f := range fs {
+		if !f.Borderline || !passBorderline {
+			return true
+		}
+	}
+	return false
+}
+
+// toolVersion is the module version of the running binary, or "devel".
+func toolVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// trialRun is one trial's measures.
+type trialRun struct {
+	seed                      uint64
+	peak, mean                float64
+	recovered                 bool
+	recoveryS                 float64
+	successRun, successStorm  float64
+	successRecovery           float64
+	p99                       float64
+	p99Open                   bool
+	apc, stormAPC, afterAPC   float64
+	stormCalls, stormAttempts float64
+	hedges, stormHedges       float64
+	notRetried, localRejected float64
+	runaway                   string
+	metrics                   sim.Metrics
+	load                      []float64
+	events                    uint64
+}
+
+// combine folds the trials of storm s into its StormResult.
+func combine(s Storm, d Downstream, ts []trialRun) StormResult {
+	r := StormResult{Storm: s.Name, Metrics: ts[0].metrics, observed: (stormDuration - stormStart - s.Length).Seconds()}
+	var peaks, recs, succS, succR []float64
+	n := float64(len(ts))
+	for _, t := range ts {
+		tr := Trial{Seed: t.seed, PeakAmplification: t.peak, SuccessStorm: t.successStorm, SuccessRecovery: t.successRecovery, Runaway: t.runaway}
+		r.Events += t.events
+		if t.runaway != "" {
+			if r.Runaway == "" {
+				r.Runaway = t.runaway
+			}
+			r.Trials = append(r.Trials, tr)
+			continue
+		}
+		if t.recovered {
+			v := t.recoveryS
+			tr.RecoveryS = &v
+			r.RecoveredTrials++
+			recs = append(recs, v)
+		}
+		r.Trials = append(r.Trials, tr)
+		peaks, succS, succR = append(peaks, t.peak), append(succS, t.successStorm), append(succR, t.successRecovery)
+		r.MeanAmplification += t.mean / n
+		r.SuccessRate += t.successRun / n
+		r.P99ms += t.p99 / n
+		r.P99Open = r.P99Open || t.p99Open
+		r.AttemptsPerCall += t.apc / n
+		r.StormAttemptsPerCall += t.stormAPC / n
+		r.AfterAttemptsPerCall += t.afterAPC / n
+		r.LocalRejected += t.localRejected / n
+		if t.stormCalls > 0 {
+			r.StormFastFailed += max(0, 1-t.stormAttempts/t.stormCalls) / n
+			r.Hedges += t.stormHedges / t.stormCalls / n
+		}
+		if t.stormAttempts > 0 {
+			r.HedgeLoad += t.stormHedges / t.stormAttempts / n
+		}
+		if calls := t.metrics.Calls; calls > 0 {
+			r.NotRetried += t.notRetried / calls / n
+		}
+		if len(r.Load) < len(t.load) {
+			r.Load = append(r.Load, make([]float64, len(t.load)-len(r.Load))...)
+		}
+		for i, v := range t.load {
+			r.Load[i] += v / n
+		}
+	}
+	if r.Runaway != "" {
+		return StormResult{Storm: s.Name, Trials: r.Trials, Runaway: r.Runaway, Events: r.Events, observed: r.observed}
+	}
+	r.PeakAmplification = estimate(peaks)
+	r.SuccessStorm, r.SuccessRecovery = estimate(succS), estimate(succR)
+	r.Recovered = r.RecoveredTrials == len(ts)
+	if r.Recovered {
+		e := estimate(recs)
+		e.Low = max(e.Low, 0)
+		r.RecoveryS = &e
+	}
+	return r
+}
+
+// runOne runs policy p in storm s against the resolved downstream d, one
+// trial with seed.
+func runOne(ctx context.Context, p Policy, d Downstream, s Storm, seed uint64) (trialRun, error) {
 	m := d.model(s)
 	if err := m.CheckBaseline(); err != nil {
-		return StormResult{}, err
+		return trialRun{}, err
 	}
-	res, err := sim.RunContext(ctx, &m, sim.Single(p), seed)
+	counts := &runCounts{from: stormStart, to: stormStart + s.Length}
+	sp, _ := simPolicy(p, s, counts)
+	res, err := sim.RunContext(ctx, &m, sim.Single(sp), seed)
 	if errors.Is(err, sim.ErrNoProgress) && ctx.Err() == nil {
-		return StormResult{Storm: s.Name, Runaway: err.Error()}, nil
+		return trialRun{seed: seed, runaway: err.Error()}, nil
 	}
 	if err != nil {
-		return StormResult{}, err
+		return trialRun{}, err
 	}
 	mt := res.Metrics
-	r := StormResult{
-		Storm:             s.Name,
-		PeakAmplification: mt.Amplification,
-		Recovered:         mt.Recovered > 0,
-		RecoveryS:         mt.RecoveryS,
-		SuccessRate:       mt.SuccessRate,
-		P99ms:             mt.P99ms,
-		P99Open:           mt.P99Open > 0,
-		AttemptsPerCall:   mt.AttemptsPerCall,
-		Metrics:           mt,
-		Load:              res.Series.Load,
-		Events:            res.Events,
-		observed:          (stormDuration - stormStart - s.Length).Seconds(),
-	}
-	if !r.Recovered {
-		r.RecoveryS = 0
+	r := trialRun{
+		seed:          seed,
+		peak:          mt.PeakLoad / d.Rate,
+		recovered:     mt.Recovered > 0,
+		recoveryS:     mt.RecoveryS,
+		successRun:    mt.SuccessRate,
+		p99:           mt.P99ms,
+		p99Open:       mt.P99Open > 0,
+		apc:           mt.AttemptsPerCall,
+		localRejected: mt.LocalRejected,
+		metrics:       mt,
+		load:          res.Series.Load,
+		events:        res.Events,
+		hedges:        counts.hedges,
+		stormHedges:   counts.stormHedges,
+		notRetried:    counts.notRetried,
 	}
 	step := sim.ChartStep
-	from, to := int(stormStart/step), int((stormStart+s.Length)/step)
-	to = min(to, len(res.Series.Load))
-	if from < to && mt.BaselineLoad > 0 {
-		var sum float64
-		for _, v := range res.Series.Load[from:to] {
-			sum += v
+	window := func(from, to time.Duration) (att, ok, failed float64) {
+		i, j := int(from/step), min(int(to/step), len(res.Series.Load))
+		for k := i; k < j; k++ {
+			att += res.Series.Load[k] * step.Seconds()
+			ok += res.Series.Goodput[k] * step.Seconds()
+			failed += res.Series.Failed[k] * step.Seconds()
 		}
-		mean := sum / float64(to-from)
-		r.MeanAmplification = mean / mt.BaselineLoad
-		r.StormAttemptsPerCall = mean / d.Rate
+		return att, ok, failed
+	}
+	trig := stormStart + s.Length
+	att, ok, failed := window(stormStart, trig)
+	r.stormAttempts, r.stormCalls = att, ok+failed
+	if ok+failed > 0 {
+		r.successStorm = ok / (ok + failed)
+	}
+	if secs := s.Length.Seconds(); secs > 0 {
+		r.mean = att / secs / d.Rate
+		r.stormAPC = r.mean
 	}
 	if mt.FaultAttemptsPerCall > 0 {
 		// Exact: the attempts of the calls that started in the storm,
 		// per call, rather than the load over the nominal rate.
-		r.StormAttemptsPerCall = mt.FaultAttemptsPerCall
+		r.stormAPC = mt.FaultAttemptsPerCall
 	}
-	from, to = int((stormStart+s.Length)/step), min(int(stormDuration/step), len(res.Series.Load))
-	var att, calls float64
-	for i := from; i < to; i++ {
-		att += res.Series.Load[i]
-		calls += res.Series.Goodput[i] + res.Series.Failed[i]
-	}
-	if calls > 0 {
-		r.AfterAttemptsPerCall = att / calls
+	att, ok, failed = window(trig, stormDuration)
+	if ok+failed > 0 {
+		r.successRecovery = ok / (ok + failed)
+		r.afterAPC = att / (ok + failed)
 	}
 	return r, nil
 }

@@ -30,7 +30,8 @@ type Storm struct {
 	// Length is how long the trigger lasts, from StormStart.
 	Length time.Duration
 
-	faults func(d Downstream) []sim.Fault
+	faults   func(d Downstream) []sim.Fault
+	throttle bool // the failures are 429s (the downstream's quota), not 500s
 }
 
 // StormStart is when every storm's trigger begins (after a baseline of
@@ -44,6 +45,7 @@ const (
 	StormLatencySpike = "latency-spike"
 	StormErrors10     = "errors-10"
 	StormErrors50     = "errors-50"
+	StormThrottle     = "throttle"
 )
 
 // Storms returns the storm suite, in the order reports list it.
@@ -85,6 +87,11 @@ func Storms() []Storm {
 			Name: StormErrors50, Title: "50% failures", Length: 10 * time.Second,
 			Doc:    "from 10s to 20s each attempt fails (500) with probability 50%, independently",
 			faults: errs(0.5),
+		},
+		{
+			Name: StormThrottle, Title: "throttling", Length: 10 * time.Second,
+			Doc:    "from 10s to 20s the downstream's quota refuses each attempt with probability 50%, independently, answering 429 Too Many Requests",
+			faults: errs(0.5), throttle: true,
 		},
 	}
 }
