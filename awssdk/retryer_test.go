@@ -380,3 +380,66 @@ func (o *events) CallEnd(context.Context, retry.CallEnd) {
 	defer o.mu.Unlock()
 	o.b.WriteString("call end; ")
 }
+
+// TestRetryerBudgetSharedByClients: two DynamoDB clients made from one
+// aws.Config share the Policy's budget: retries of either draw on it.
+func TestRetryerBudgetSharedByClients(t *testing.T) {
+	e := newEndpoint(t)
+	policy := awsretry.Rules{DynamoDB: true, Rand: maxJitter{}}.Policy()
+	quota := policy.Budget.(*budget.Ratio)
+	clk := clocktest.NewFake()
+	side := &sleepless{clk: clk, RetryerV2: awssdk.NewRetryer(policy)}
+	opt := config.WithRetryer(func() aws.Retryer { return side })
+	a, b := e.client(t, opt), e.client(t, opt)
+	for _, c := range []*dynamodb.Client{a, b} {
+		if n := e.play([]reply{internal, internal, internal, internal}, func() { _ = getItem(c) }); n != 4 {
+			t.Fatalf("%d attempts, want 4", n)
+		}
+	}
+	if got := quota.Available(); got != 500-6*14 {
+		t.Fatalf("the shared quota is %v, want %v", got, 500-6*14)
+	}
+}
+
+// panicObserver panics at the end of every attempt.
+type panicObserver struct{ retry.NopObserver }
+
+func (panicObserver) AttemptEnd(context.Context, retry.AttemptEnd) { panic("observer") }
+
+// TestRetryerObserverPanicStillReportsTheAttempt: when the Observer panics
+// as an attempt ends, the breaker and the budget still hear the attempt,
+// and the panic goes on to the caller.
+func TestRetryerObserverPanicStillReportsTheAttempt(t *testing.T) {
+	policy := awsretry.Rules{}.Policy()
+	quota := budget.NewRatio(budget.RatioConfig{MaxTokens: 10, InitialTokens: 5, Refill: 1})
+	policy.Budget = quota
+	brk := breaker.New(breaker.Config{ConsecutiveFailures: 1, Clock: clocktest.NewFake()})
+	policy.Breaker = brk
+	policy.Observer = panicObserver{}
+	r := awssdk.NewRetryer(policy)
+	release, err := r.GetAttemptToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() != "observer" {
+				t.Error("the Observer's panic did not go on")
+			}
+		}()
+		_ = release(errors.New("boom"))
+	}()
+	if brk.Ready() == nil {
+		t.Error("the breaker did not hear the failed attempt")
+	}
+	_ = release(nil) // a second release does nothing
+	r2 := awssdk.NewRetryer(&retry.Policy{Budget: quota, Observer: panicObserver{}})
+	release, _ = r2.GetAttemptToken(context.Background())
+	func() {
+		defer func() { _ = recover() }()
+		_ = release(nil)
+	}()
+	if got := quota.Available(); got != 6 {
+		t.Errorf("the budget did not hear the successful first attempt: %v, want 6", got)
+	}
+}
