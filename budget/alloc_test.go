@@ -3,6 +3,7 @@ package budget_test
 import (
 	"testing"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 )
@@ -13,7 +14,7 @@ func TestZeroAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation")
 	}
-	r := budget.NewRatio(budget.AWSStandard())
+	r := budget.NewRatio(awsretry.StandardLegacy())
 	g := budget.NewRatio(budget.GRPC())
 	w := budget.NewWindow(budget.WindowConfig{Clock: clocktest.NewFake()})
 	c := budget.NewConcurrency(budget.ConcurrencyConfig{})

@@ -22,10 +22,10 @@
 // failures take them out. It follows the downstream's health — when nearly
 // everything fails it stops retrying at once, and it recovers as successes
 // return — and needs no clock. Start with TenPercent; use GRPC to behave
-// as a gRPC client with retryThrottling, AWSStandard2026 as an AWS SDK
-// client of the 2026 standard mode (AWSRules: the whole policy, with its
-// backoff, classification and x-amz-retry-after rule), AWSStandardLegacy
-// as one of the mode before 2026 (AWSStandard is its former name, kept).
+// as a gRPC client with retryThrottling. The AWS SDKs' retry quotas, with
+// the rest of their rules (backoff, classification, throttle codes,
+// x-amz-retry-after), are in package awsretry (awsretry.Standard2026,
+// awsretry.StandardLegacy, awsretry.Rules), built on Ratio.
 //
 // Window (Finagle's RetryBudget) allows retries up to a share (a fraction)
 // of the requests of the last few seconds, plus a floor of retries per second. It

@@ -88,22 +88,6 @@ func ExampleGRPC() {
 	// 3 successes: 4.3 tokens, retry granted: false
 }
 
-// The AWS SDKs' standard retry quota: 500 tokens, 5 per retry, 10 per retry
-// after a timeout, refunded when the retry succeeds.
-func ExampleAWSStandard() {
-	b := budget.NewRatio(budget.AWSStandard())
-	b.Withdraw(errors.New("throttled"))
-	fmt.Println("after a retry:", b.Available())
-	b.Withdraw(context.DeadlineExceeded)
-	fmt.Println("after a retry on a timeout:", b.Available())
-	b.Record(true, nil)
-	fmt.Println("after a retry succeeded:", b.Available())
-	// Output:
-	// after a retry: 495
-	// after a retry on a timeout: 485
-	// after a retry succeeded: 490
-}
-
 // The 10% budget: ten successful calls pay for one retry.
 func ExampleTenPercent() {
 	b := budget.NewRatio(budget.RatioConfig{StartEmpty: true}) // TenPercent, starting empty
@@ -166,21 +150,4 @@ func ExampleNewConcurrency() {
 	// retries allowed in flight: 10
 	// granted: 10
 	// active: 50 requests, 9 retries
-}
-
-// ExampleAWSRules builds the AWS SDKs' 2026 standard retry policy and shows
-// its waits: 50 ms doubling after transient errors, from 1 s after a
-// throttle, and an x-amz-retry-after advice clamped to the backoff plus 5 s.
-func ExampleAWSRules() {
-	rules := budget.AWSRules{Rand: maxJitter{}} // jitter fixed at its top, for the example
-	p := rules.Policy()
-	fmt.Println("attempts:", p.AttemptLimit(), "quota:", p.Budget.(*budget.Ratio).Available())
-	fmt.Println(rules.DelayAfter(1, 0, awsResponse{status: 500}.err()), rules.DelayAfter(2, 0, awsResponse{status: 500}.err()))
-	fmt.Println(rules.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err()))
-	fmt.Println(rules.DelayAfter(1, 0, awsResponse{status: 503, retryAfter: "60000"}.err()))
-	// Output:
-	// attempts: 3 quota: 500
-	// 50ms 100ms
-	// 1s
-	// 5.05s
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
@@ -79,7 +80,7 @@ func TestPermanentFailures(t *testing.T) {
 	}{
 		{"GRPC", budget.GRPC()},
 		{"GRPCThrottling", budget.GRPCThrottling(100, 0.5)},
-		{"AWSStandard", budget.AWSStandard()},
+		{"AWSStandard", awsretry.StandardLegacy()},
 		{"TenPercent", budget.TenPercent()},
 		{"zero", budget.RatioConfig{}},
 		{"StartEmpty", budget.RatioConfig{StartEmpty: true, FailureCost: 1, RetryRefill: 0.2}},

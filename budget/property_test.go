@@ -11,6 +11,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/httpretry"
@@ -40,6 +41,7 @@ type ratioModel struct {
 	throttleCost                     int64
 	threshold                        int64
 	refund                           bool
+	throttles                        budget.ThrottleRule
 }
 
 func newRatioModel(c budget.RatioConfig) *ratioModel {
@@ -47,7 +49,7 @@ func newRatioModel(c budget.RatioConfig) *ratioModel {
 		max: micro(c.MaxTokens), refill: micro(c.Refill), retryRefill: micro(c.RetryRefill),
 		retryCost: micro(c.RetryCost), timeoutCost: micro(c.TimeoutCost), failCost: micro(c.FailureCost),
 		throttleCost: micro(c.ThrottleCost),
-		threshold:    micro(c.Threshold), refund: c.RefundRetrySuccess,
+		threshold:    micro(c.Threshold), refund: c.RefundRetrySuccess, throttles: c.Throttles,
 	}
 	if m.max == 0 {
 		m.max = 10 * unit
@@ -74,7 +76,7 @@ func newRatioModel(c budget.RatioConfig) *ratioModel {
 func (m *ratioModel) add(d int64) { m.tokens = min(max(m.tokens+d, 0), m.max) }
 
 func (m *ratioModel) cost(err error) int64 {
-	if budget.IsThrottle(err) {
+	if m.throttles != nil && m.throttles.IsThrottle(err) || m.throttles == nil && retry.IsThrottle(err) {
 		return m.throttleCost
 	}
 	if budget.IsTimeout(err) {
@@ -86,11 +88,11 @@ func (m *ratioModel) cost(err error) int64 {
 func drawRatioConfig(t *rapid.T) budget.RatioConfig {
 	switch rapid.IntRange(0, 5).Draw(t, "preset") {
 	case 5:
-		return budget.AWSStandard2026()
+		return awsretry.Standard2026()
 	case 0:
 		return budget.GRPC()
 	case 1:
-		return budget.AWSStandard()
+		return awsretry.StandardLegacy()
 	case 2:
 		return budget.TenPercent()
 	case 3:
@@ -255,7 +257,7 @@ func TestPresetBounds(t *testing.T) {
 		{"GRPC", budget.GRPC(), func(d, w int) float64 { return 0.1*float64(d+w) + 10 - 5 }},
 		// 500 tokens, retries cost at least 5, successes add 1, successful
 		// retries refund 5.
-		{"AWSStandard", budget.AWSStandard(), func(d, w int) float64 { return (float64(d) + 5*float64(w) + 500) / 5 }},
+		{"AWSStandard", awsretry.StandardLegacy(), func(d, w int) float64 { return (float64(d) + 5*float64(w) + 500) / 5 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stormguard/stormguard/internal/stripe"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // Defaults for zero RatioConfig fields.
@@ -75,7 +76,7 @@ type RatioConfig struct {
 	TimeoutCost float64
 
 	// ThrottleCost is paid instead of RetryCost (and TimeoutCost) by a
-	// retry after a throttling answer (see IsThrottle). The AWS SDKs' 2026
+	// retry after a throttling answer (see Throttles). The AWS SDKs' 2026
 	// rules make it cheaper than other retries (5 against 14): a throttle
 	// is the server asking the client to slow down, which the backoff
 	// does, not a sign that the request failed. 0: RetryCost.
@@ -84,6 +85,16 @@ type RatioConfig struct {
 	// back ThrottleCost, what it paid, when recorded through RecordPriced
 	// (as retry.Call does); see RefundRetrySuccess.
 	ThrottleCost float64
+
+	// Throttles tells which failures are throttling answers, for
+	// ThrottleCost. nil: retry.IsThrottle (a retry.ThrottleReporter's
+	// verdict, or an HTTP status 429 from a retry.StatusReporter).
+	// awsretry.Throttles adds the AWS throttling error codes (its presets
+	// set it). It is asked only when ThrottleCost differs from RetryCost;
+	// if it panics, the panic goes on to Withdraw's caller and the bucket
+	// is left as it was. RatioConfig stays comparable with == as long as
+	// the rule's dynamic type is (an empty struct, a pointer).
+	Throttles ThrottleRule
 
 	// FailureCost is taken from the bucket (down to 0) for every failed
 	// attempt, first or retry, except errors marked retry.Permanent and the
@@ -94,6 +105,13 @@ type RatioConfig struct {
 	// fewer (gRPC A6 uses MaxTokens/2). It must be below MaxTokens. 0: a
 	// retry needs only its cost.
 	Threshold float64
+}
+
+// ThrottleRule is a classification of throttling answers, for
+// RatioConfig.Throttles: IsThrottle reports whether a failed attempt's
+// error says the server asked the client to slow down.
+type ThrottleRule interface {
+	IsThrottle(err error) bool
 }
 
 // GRPC returns the gRPC A6 retry throttling settings gRPC uses by default
@@ -154,6 +172,7 @@ type ratioParams struct {
 	throttleCost                      int64
 	threshold                         int64
 	refund                            bool
+	throttles                         ThrottleRule // nil: retry.IsThrottle
 
 	// For leases (ratio_lease.go): the reserve never lends its first floor
 	// units; a token lease is worth making when it holds tokenUse, a space
@@ -193,6 +212,7 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 		failCost:     toUnits(c.FailureCost),
 		threshold:    toUnits(c.Threshold),
 		refund:       c.RefundRetrySuccess,
+		throttles:    c.Throttles,
 	}
 	if p.max == 0 {
 		p.max = toUnits(DefaultMaxTokens)
@@ -241,6 +261,14 @@ func (c RatioConfig) resolve() (ratioParams, error) {
 	return p, nil
 }
 
+// isThrottle applies the bucket's throttle rule.
+func (p *ratioParams) isThrottle(err error) bool {
+	if p.throttles == nil {
+		return retry.IsThrottle(err)
+	}
+	return p.throttles.IsThrottle(err)
+}
+
 func toUnits(x float64) int64   { return int64(math.Round(x * tokenUnit)) }
 func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
 
@@ -257,8 +285,8 @@ func fromUnits(u int64) float64 { return float64(u) / tokenUnit }
 // may find its bucket empty after a single bad spell (see Window, whose
 // floor keeps a few retries per second available).
 //
-// Make one with NewRatio, from a preset (GRPC, AWSStandard2026,
-// AWSStandardLegacy, TenPercent) or
+// Make one with NewRatio, from a preset (GRPC, TenPercent,
+// awsretry.Standard2026, awsretry.StandardLegacy) or
 // a RatioConfig, and share it between every caller of one downstream. A
 // Ratio is safe for concurrent use, and exact under it: every Record and
 // Withdraw takes effect at one instant between its call and its return, as
@@ -423,7 +451,7 @@ func (r *Ratio) WithdrawPriced(err error) (price int64, ok bool) {
 func (r *Ratio) withdraw(c *ratioCell, err error) (int64, bool) {
 	cost := r.p.retryCost
 	switch {
-	case r.p.throttleCost != cost && IsThrottle(err):
+	case r.p.throttleCost != cost && r.p.isThrottle(err):
 		cost = r.p.throttleCost
 	case r.p.timeoutCost != cost && IsTimeout(err):
 		cost = r.p.timeoutCost

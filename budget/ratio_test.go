@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -135,21 +136,21 @@ func TestRatioGRPCThrottling(t *testing.T) {
 // a successful first attempt adds 1, a successful retry refunds its cost.
 func TestRatioAWSStandard(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
-		r := budget.NewRatio(budget.AWSStandard())
+		r := budget.NewRatio(awsretry.StandardLegacy())
 		if got := withdrawN(r, 200, errDown); got != 100 {
 			t.Fatalf("granted %d retries of cost 5 from 500 tokens, want 100", got)
 		}
 	})
 	for _, err := range []error{errSlow, context.DeadlineExceeded, fmt.Errorf("get: %w", netTimeout{})} {
 		t.Run("timeout "+err.Error(), func(t *testing.T) {
-			r := budget.NewRatio(budget.AWSStandard())
+			r := budget.NewRatio(awsretry.StandardLegacy())
 			if got := withdrawN(r, 200, err); got != 50 {
 				t.Fatalf("granted %d retries of cost 10 from 500 tokens, want 50", got)
 			}
 		})
 	}
 	t.Run("refills", func(t *testing.T) {
-		r := budget.NewRatio(budget.AWSStandard())
+		r := budget.NewRatio(awsretry.StandardLegacy())
 		r.Record(false, nil)
 		checkTokens(t, r, 500) // capped
 		withdrawN(r, 99, errDown)
@@ -208,7 +209,7 @@ func TestRatioFixedPointIsExact(t *testing.T) {
 }
 
 func TestRatioConfigValidate(t *testing.T) {
-	valid := []budget.RatioConfig{{}, budget.GRPC(), budget.AWSStandard(), budget.TenPercent(),
+	valid := []budget.RatioConfig{{}, budget.GRPC(), awsretry.StandardLegacy(), budget.TenPercent(),
 		budget.GRPCThrottling(1000, 0.001), {MaxTokens: budget.MaxRatioTokens, RetryCost: 1e-6}, {StartEmpty: true}}
 	for _, c := range valid {
 		if err := c.Validate(); err != nil {
@@ -313,8 +314,8 @@ func TestRatioConfigWithDefaults(t *testing.T) {
 	}{
 		{"zero", budget.RatioConfig{}, budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryCost: 1, TimeoutCost: 1, ThrottleCost: 1}},
 		{"gRPC", budget.GRPC(), budget.RatioConfig{MaxTokens: 10, InitialTokens: 10, Refill: 0.1, RetryRefill: 0.1, FailureCost: 1, Threshold: 5}},
-		{"AWS", budget.AWSStandard(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 5, TimeoutCost: 10, ThrottleCost: 5, RefundRetrySuccess: true}},
-		{"AWS 2026", budget.AWSStandard2026(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 14, TimeoutCost: 14, ThrottleCost: 5, RefundRetrySuccess: true}},
+		{"AWS", awsretry.StandardLegacy(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 5, TimeoutCost: 10, ThrottleCost: 5, RefundRetrySuccess: true, Throttles: awsretry.Throttles{}}},
+		{"AWS 2026", awsretry.Standard2026(), budget.RatioConfig{MaxTokens: 500, InitialTokens: 500, Refill: 1, RetryCost: 14, TimeoutCost: 14, ThrottleCost: 5, RefundRetrySuccess: true, Throttles: awsretry.Throttles{}}},
 		{"start empty", budget.RatioConfig{MaxTokens: 20, StartEmpty: true}, budget.RatioConfig{MaxTokens: 20, StartEmpty: true, Refill: 0.1, RetryCost: 1, TimeoutCost: 1, ThrottleCost: 1}},
 	} {
 		got, err := tc.in.WithDefaults()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
@@ -192,7 +193,7 @@ func TestDoSharedBudgets(t *testing.T) {
 		}
 		maxRetries uint64
 	}{
-		{"Ratio", budget.NewRatio(budget.AWSStandard()), 100},                    // 500 tokens / 5
+		{"Ratio", budget.NewRatio(awsretry.StandardLegacy()), 100},               // 500 tokens / 5
 		{"Window", budget.NewWindow(budget.WindowConfig{Clock: clk}), 300},       // 20% of 1000 + 100
 		{"Concurrency", budget.NewConcurrency(budget.ConcurrencyConfig{}), 3000}, // 3 active at most
 	} {

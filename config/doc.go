@@ -104,7 +104,7 @@
 // the AWS SDKs' adaptive-mode rate limiter (throttle.Adaptive, fields of
 // throttle.AdaptiveConfig: beta, scale_constant, smoothing, min_fill_rate).
 // throttle_on (both kinds; SREConfig.Overload, AdaptiveConfig.Throttled)
-// names which errors are throttling answers: aws (budget.IsThrottle: the
+// names which errors are throttling answers: aws (awsretry.IsThrottle: the
 // AWS throttling codes, such as an HTTP 400 ThrottlingException, and HTTP
 // 429), overload (throttle.IsOverload: HTTP 429 and 503, OverloadReporter
 // errors, the overload marker), or a list of both (either counts). Left
@@ -149,19 +149,19 @@
 // # AWS presets
 //
 // Budget presets (kind: ratio): aws_standard_2026 is the AWS SDKs' 2026
-// standard-mode quota (budget.AWSStandard2026), aws_standard_legacy the one
-// before it (budget.AWSStandardLegacy), and aws_standard keeps meaning the
+// standard-mode quota (awsretry.Standard2026), aws_standard_legacy the one
+// before it (awsretry.StandardLegacy), and aws_standard keeps meaning the
 // legacy quota, the name it had before 2026, so existing files do not
 // change behaviour. There is no DynamoDB budget preset: DynamoDB's 2026
 // rules have the same quota and differ only in attempts (4) and backoff
 // base (25 ms).
 //
 // A policy's preset key names a whole policy: aws_standard_2026
-// (budget.AWSRules: 3 attempts, the 2026 quota, the rules' backoff — 50 ms
+// (awsretry.Rules: 3 attempts, the 2026 quota, the rules' backoff — 50 ms
 // base, 1 s after throttling, 20 s cap, full jitter, x-amz-retry-after
-// clamped, as a retry.ErrorBackoff — and budget.IsAWSRetryable),
-// aws_standard_2026_dynamodb (budget.AWSRules{DynamoDB: true}: 4 attempts,
-// 25 ms base) and aws_standard_legacy (budget.AWSLegacyRules). max_attempts,
+// clamped, as a retry.ErrorBackoff — and awsretry.IsRetryable),
+// aws_standard_2026_dynamodb (awsretry.Rules{DynamoDB: true}: 4 attempts,
+// 25 ms base) and aws_standard_legacy (awsretry.LegacyRules). max_attempts,
 // backoff and budget written beside a preset override its own;
 // Options.Classify or retry_on.http_status override its classification.
 // Hyphenated spellings (aws-2026) are refused with the name to write.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/awsretry"
 )
 
 // TestRatioBudgetFileForms (issue #32 item 8): the Ratio budget's
@@ -22,7 +22,7 @@ policies:
 		t.Fatalf("a: %+v", a)
 	}
 	b := f.Policies["b"].Budget.Ratio
-	want := budget.AWSStandard2026()
+	want := awsretry.Standard2026()
 	want.RefundRetrySuccess = false
 	if b != want {
 		t.Fatalf("b: %+v, want the preset with refund_retry_success false", b)

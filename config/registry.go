@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
@@ -64,7 +65,7 @@ type Options struct {
 	// retry_on.http_status gets httpretry.PolicyClassifier of its
 	// PolicySpec.HTTPClassifier, so httpretry.New(nil, handle) follows the
 	// list across reloads; a policy with a preset gets the preset's
-	// budget.IsAWSRetryable; any other gets retry.DefaultClassifier. (For
+	// awsretry.IsRetryable; any other gets retry.DefaultClassifier. (For
 	// gRPC, PolicySpec.GRPCRetryable turns retry_on.grpc_codes into the
 	// interceptor's classifier; see Handle.Spec.)
 	Classify func(spec *PolicySpec) func(error) bool
@@ -635,7 +636,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 			// over the Handle classifies by the file's current list.
 			p.Classify = httpretry.PolicyClassifier(s.HTTPClassifier())
 		} else if s.Preset != "" {
-			p.Classify = budget.IsAWSRetryable
+			p.Classify = awsretry.IsRetryable
 		}
 		if s.Budget != nil {
 			k, err := keep(plan, cur.budgets, name, budgetKey(s.Budget), func() (retry.Budget, func(), error) {

@@ -72,7 +72,7 @@ type PolicySpec struct {
 	// backoff is not a registered strategy, so Backoff.Strategy is "" when
 	// the preset supplies it (the Registry sets the preset's
 	// backoff.Strategy, which implements retry.ErrorBackoff). The preset's
-	// classification, budget.IsAWSRetryable, is the built policy's Classify
+	// classification, awsretry.IsRetryable, is the built policy's Classify
 	// unless Options.Classify or retry_on.http_status gives another.
 	Preset string
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/retry"
@@ -31,8 +32,8 @@ type LimiterSpec struct {
 
 // Classifications throttle_on can name.
 const (
-	// ThrottleOnAWS is budget.IsThrottle: the AWS throttling error codes
-	// (budget.AWSThrottleCodes, from an error's ErrorCode method, such as
+	// ThrottleOnAWS is awsretry.IsThrottle: the AWS throttling error codes
+	// (awsretry.ThrottleErrorCodes, from an error's ErrorCode method, such as
 	// an HTTP 400 ThrottlingException) and HTTP 429.
 	ThrottleOnAWS = "aws"
 	// ThrottleOnOverload is throttle.IsOverload: HTTP 429 and 503, errors
@@ -48,7 +49,7 @@ var throttleOnNames = []string{ThrottleOnAWS, ThrottleOnOverload}
 func throttleClassifier(kind string, names []string) func(error) bool {
 	if names == nil {
 		if kind == LimiterAWSAdaptive {
-			return budget.IsThrottle
+			return awsretry.IsThrottle
 		}
 		return throttle.IsOverload
 	}
@@ -56,7 +57,7 @@ func throttleClassifier(kind string, names []string) func(error) bool {
 	for _, n := range names {
 		switch n {
 		case ThrottleOnAWS:
-			fs = append(fs, budget.IsThrottle)
+			fs = append(fs, awsretry.IsThrottle)
 		case ThrottleOnOverload:
 			fs = append(fs, throttle.IsOverload)
 		}
@@ -215,42 +216,42 @@ func (r *Registry) newLimiter(s *LimiterSpec) retry.Limiter {
 // Policy presets: a whole policy after a published rule set.
 const (
 	// PresetAWSStandard2026 is the AWS SDKs' standard retry mode of 2026
-	// (budget.AWSRules): 3 attempts, the AWSStandard2026 quota, the
+	// (awsretry.Rules): 3 attempts, the awsretry.Standard2026 quota, the
 	// rules' backoff (50 ms base, 1 s after throttling, 20 s cap, full
-	// jitter, x-amz-retry-after clamped) and budget.IsAWSRetryable.
+	// jitter, x-amz-retry-after clamped) and awsretry.IsRetryable.
 	PresetAWSStandard2026 = "aws_standard_2026"
 	// PresetAWSStandard2026DynamoDB is the same for DynamoDB
-	// (budget.AWSRules{DynamoDB: true}): 4 attempts and a 25 ms base; the
+	// (awsretry.Rules{DynamoDB: true}): 4 attempts and a 25 ms base; the
 	// quota is the same.
 	PresetAWSStandard2026DynamoDB = "aws_standard_2026_dynamodb"
 	// PresetAWSStandardLegacy is the AWS SDKs' standard mode before 2026
-	// (budget.AWSLegacyRules): 3 attempts, the AWSStandardLegacy quota, a
-	// 1 s base with full jitter and a 20 s cap, budget.IsAWSRetryable.
+	// (awsretry.LegacyRules): 3 attempts, the awsretry.StandardLegacy quota, a
+	// 1 s base with full jitter and a 20 s cap, awsretry.IsRetryable.
 	PresetAWSStandardLegacy = "aws_standard_legacy"
 )
 
 var policyPresets = []string{PresetAWSStandard2026, PresetAWSStandard2026DynamoDB, PresetAWSStandardLegacy}
 
 // presetRules returns the attempt limit and backoff of a policy preset.
-// Its classification is budget.IsAWSRetryable.
+// Its classification is awsretry.IsRetryable.
 func presetRules(name string) (attempts int, b backoff.Strategy) {
 	switch name {
 	case PresetAWSStandard2026:
-		r := budget.AWSRules{}
+		r := awsretry.Rules{}
 		return r.Attempts(), r
 	case PresetAWSStandard2026DynamoDB:
-		r := budget.AWSRules{DynamoDB: true}
+		r := awsretry.Rules{DynamoDB: true}
 		return r.Attempts(), r
 	}
-	return budget.AWSMaxAttempts, budget.AWSLegacyRules{}
+	return awsretry.MaxAttempts, awsretry.LegacyRules{}
 }
 
 // presetBudget returns the quota of a policy preset.
 func presetBudget(name string) budget.RatioConfig {
 	if name == PresetAWSStandardLegacy {
-		return budget.AWSStandardLegacy()
+		return awsretry.StandardLegacy()
 	}
-	return budget.AWSStandard2026()
+	return awsretry.Standard2026()
 }
 
 // Budget presets of kind ratio, as the file spells them.
@@ -276,9 +277,9 @@ func (d *decoder) budgetPreset(n *yaml.Node, path string) (budget.RatioConfig, b
 	case "grpc":
 		return budget.GRPC(), true
 	case "aws_standard_2026":
-		return budget.AWSStandard2026(), true
+		return awsretry.Standard2026(), true
 	case "aws_standard", "aws_standard_legacy":
-		return budget.AWSStandardLegacy(), true
+		return awsretry.StandardLegacy(), true
 	case "ten_percent":
 		return budget.TenPercent(), true
 	}

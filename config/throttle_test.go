@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
@@ -201,9 +202,9 @@ policies:
 		backoff  any
 		quota    budget.RatioConfig
 	}{
-		{"s3", 3, budget.AWSRules{}, budget.AWSStandard2026()},
-		{"ddb", 4, budget.AWSRules{DynamoDB: true}, budget.AWSStandard2026()},
-		{"old", 3, budget.AWSLegacyRules{}, budget.AWSStandardLegacy()},
+		{"s3", 3, awsretry.Rules{}, awsretry.Standard2026()},
+		{"ddb", 4, awsretry.Rules{DynamoDB: true}, awsretry.Standard2026()},
+		{"old", 3, awsretry.LegacyRules{}, awsretry.StandardLegacy()},
 	} {
 		p, spec := r.Policy(tc.name).Policy(), f.Policies[tc.name]
 		if p.MaxAttempts != tc.attempts || p.Backoff != tc.backoff || spec.Backoff.Strategy != "" {
@@ -220,7 +221,7 @@ policies:
 		}
 		// The AWS classification: a plain error is not transient, a 500-class code is.
 		if p.Classify == nil || p.Classify(errors.New("bad input")) || !p.Classify(awsCoded("ThrottlingException")) {
-			t.Errorf("%s: Classify is not budget.IsAWSRetryable", tc.name)
+			t.Errorf("%s: Classify is not awsretry.IsRetryable", tc.name)
 		}
 	}
 	tuned := r.Policy("tuned").Policy()
@@ -248,13 +249,13 @@ policies:
   cheaper: {budget: {kind: ratio, preset: aws_standard_2026, throttle_cost: 2}}
 `)
 	for name, want := range map[string]budget.RatioConfig{
-		"new": budget.AWSStandard2026(), "legacy": budget.AWSStandardLegacy(), "old_name": budget.AWSStandardLegacy(),
+		"new": awsretry.Standard2026(), "legacy": awsretry.StandardLegacy(), "old_name": awsretry.StandardLegacy(),
 	} {
 		if got := f.Policies[name].Budget.Ratio; got != want {
 			t.Errorf("%s: %+v, want %+v", name, got, want)
 		}
 	}
-	want := budget.AWSStandard2026()
+	want := awsretry.Standard2026()
 	want.ThrottleCost = 2
 	if got := f.Policies["cheaper"].Budget.Ratio; got != want {
 		t.Errorf("cheaper: %+v", got)

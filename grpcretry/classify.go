@@ -107,7 +107,7 @@ func (b *pushbackBackoff) Delay(n int, prev time.Duration) time.Duration {
 }
 
 // DelayAfter implements retry.ErrorBackoff, so that a Policy.Backoff whose
-// wait depends on the failure (budget.AWSRules) still hears it through
+// wait depends on the failure (awsretry.Rules) still hears it through
 // the pushback wrapper.
 func (b *pushbackBackoff) DelayAfter(n int, _ time.Duration, err error) time.Duration {
 	pushed := b.pushed

@@ -435,7 +435,7 @@ func (b *errorBackoff) DelayAfter(_ int, _ time.Duration, err error) time.Durati
 }
 
 // TestErrorBackoffHearsAttempts: a Policy.Backoff that implements
-// retry.ErrorBackoff (budget.AWSRules) hears each failed attempt's error
+// retry.ErrorBackoff (awsretry.Rules) hears each failed attempt's error
 // through the interceptors' pushback wrapper, for unary calls and streams.
 func TestErrorBackoffHearsAttempts(t *testing.T) {
 	for _, method := range []string{"unary", "server stream"} {

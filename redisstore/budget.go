@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -95,7 +96,7 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 // cost returns the tokens a retry after err costs.
 func (b *Budget) cost(err error) int64 {
 	switch {
-	case b.s.throttleCost != b.s.retryCost && budget.IsThrottle(err):
+	case b.s.throttleCost != b.s.retryCost && awsretry.IsThrottle(err):
 		return b.s.throttleCost
 	case b.s.timeoutCost != b.s.retryCost && budget.IsTimeout(err):
 		return b.s.timeoutCost

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
@@ -295,7 +296,7 @@ func TestBudgetCloseReturnsLease(t *testing.T) {
 // TestBudgetAWSStandard: timeout retries cost more and successful retries
 // refund, fleet-wide.
 func TestBudgetAWSStandard(t *testing.T) {
-	bs, _ := newBudgets(t, 1, BudgetConfig{Ratio: budget.AWSStandard(), LeaseTokens: 20})
+	bs, _ := newBudgets(t, 1, BudgetConfig{Ratio: awsretry.StandardLegacy(), LeaseTokens: 20})
 	b := bs[0]
 	if !b.Withdraw(retry.ErrAttemptTimeout) {
 		t.Fatal("timeout retry refused")

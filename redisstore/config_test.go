@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 )
@@ -135,7 +136,7 @@ func TestBudgetConfigDefaults(t *testing.T) {
 	}{
 		{"ten percent", budget.TenPercent(), 2, 1, 1, 10, 10, 0},
 		{"zero value", budget.RatioConfig{}, 2, 1, 1, 10, 10, 0},
-		{"aws", budget.AWSStandard(), 20, 5, 10, 500, 500, 0},
+		{"aws", awsretry.StandardLegacy(), 20, 5, 10, 500, 500, 0},
 		{"grpc", budget.GRPC(), 0, 0, 0, 10, 10, 5},
 		{"start empty", budget.RatioConfig{StartEmpty: true, MaxTokens: 1}, 1, 1, 1, 0, 1, 0},
 	} {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
@@ -27,8 +28,8 @@ func TestBudgetConservesTokens(t *testing.T) {
 	}
 	configs := []budget.RatioConfig{
 		budget.TenPercent(),
-		budget.AWSStandard(),
-		budget.AWSStandard2026(),
+		awsretry.StandardLegacy(),
+		awsretry.Standard2026(),
 		{MaxTokens: 5, Refill: 0.5, RetryCost: 2, TimeoutCost: 3, RetryRefill: 0.25, RefundRetrySuccess: true},
 		{MaxTokens: 3, Refill: 0.2, RetryCost: 1, FailureCost: 0.5, StartEmpty: true},
 	}
@@ -145,7 +146,7 @@ func FuzzDecodeState(f *testing.F) {
 	})
 }
 
-// throttled is an AWS throttling answer (budget.IsThrottle).
+// throttled is an AWS throttling answer (awsretry.IsThrottle).
 type throttled struct{}
 
 func (throttled) Error() string     { return "ThrottlingException" }
@@ -154,12 +155,12 @@ func (throttled) ErrorCode() string { return "ThrottlingException" }
 // A fleet budget on the AWS 2026 quota charges a retry after throttling 5
 // tokens, others 14, as budget.Ratio does.
 func TestBudgetThrottleCost(t *testing.T) {
-	if !budget.IsThrottle(throttled{}) {
+	if !awsretry.IsThrottle(throttled{}) {
 		t.Fatal("test premise: throttled is a throttle")
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	s, err := BudgetConfig{Client: rdb, Name: "p", Ratio: budget.AWSStandard2026()}.resolve()
+	s, err := BudgetConfig{Client: rdb, Name: "p", Ratio: awsretry.Standard2026()}.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

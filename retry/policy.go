@@ -166,7 +166,7 @@ type BudgetTracker interface {
 // ErrorBackoff is implemented by a Policy.Backoff whose wait depends on the
 // failure it follows, such as the AWS SDKs' 2026 standard rules (a 1 s base
 // after a throttling answer, x-amz-retry-after clamped to the computed
-// wait; budget.AWSRules). Do then calls DelayAfter with the failed
+// wait; awsretry.Rules). Do then calls DelayAfter with the failed
 // attempt's error instead of Delay. Server advice marked with After still
 // raises the wait afterwards.
 type ErrorBackoff interface {

@@ -52,7 +52,7 @@ type AdaptiveConfig struct {
 	// nil: IsOverload (HTTP 429 and 503, OverloadReporter errors, the
 	// retry package's overload marker). For AWS services, whose throttling
 	// answers are mostly HTTP 400s with an error code, use
-	// budget.IsThrottle (the AWS throttling error codes and HTTP 429), as
+	// awsretry.IsThrottle (the AWS throttling error codes and HTTP 429), as
 	// the AWS SDKs' adaptive mode does, or a function that accepts what
 	// either accepts. If it panics, the panic goes on to done's caller and
 	// the answer leaves the rate as it was.

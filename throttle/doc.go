@@ -39,7 +39,7 @@
 // answer that was not a refusal for lack of capacity, and counts as
 // accepted. AWS services throttle mostly with an HTTP 400 and an error
 // code (ThrottlingException), which IsOverload does not see: in front of
-// them set AdaptiveConfig.Throttled to budget.IsThrottle.
+// them set AdaptiveConfig.Throttled to awsretry.IsThrottle.
 //
 // # Why a package of its own, not the breaker
 //

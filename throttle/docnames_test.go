@@ -69,9 +69,10 @@ func TestDocNamesExist(t *testing.T) {
 		"budget":   exported(t, "../budget"),
 		"retry":    exported(t, "../retry"),
 		"throttle": exported(t, "."),
+		"awsretry": exported(t, "../awsretry"),
 	}
-	ref := regexp.MustCompile(`\b(budget|retry|throttle)\.([A-Z]\w*(?:\.[A-Z]\w*)?)`)
-	for _, dir := range []string{".", "../budget"} {
+	ref := regexp.MustCompile(`\b(budget|retry|throttle|awsretry)\.([A-Z]\w*(?:\.[A-Z]\w*)?)`)
+	for _, dir := range []string{".", "../budget", "../awsretry"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

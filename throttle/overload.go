@@ -2,10 +2,9 @@ package throttle
 
 import (
 	"errors"
-	"net/http"
 
 	"github.com/stormguard/stormguard/breaker"
-	"github.com/stormguard/stormguard/httpretry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // OverloadReporter is implemented by errors that know whether they are an
@@ -13,7 +12,8 @@ import (
 // because it is out of capacity). IsOverload asks the first error in the
 // chain that implements it. Adapters make their attempt errors implement
 // it: grpcretry's AttemptError for RESOURCE_EXHAUSTED and UNAVAILABLE,
-// for instance, so that this package needs no gRPC import.
+// httpretry's StatusError for 429 and 503, so that this package imports
+// no adapter.
 type OverloadReporter interface {
 	Overload() bool
 }
@@ -27,8 +27,8 @@ type OverloadReporter interface {
 //     (retry.Overloaded, retry.ErrOverloaded: "overloaded, don't retry")
 //     is one;
 //   - the first error in the chain implementing OverloadReporter decides;
-//   - an httpretry.StatusError with status 429 (Too Many Requests) or 503
-//     (Service Unavailable) is one;
+//   - otherwise an error reporting an HTTP status (retry.StatusReporter)
+//     of 429 (Too Many Requests) or 503 (Service Unavailable) is one;
 //   - anything else is not (a timeout, a reset, a 500, the caller's
 //     cancellation: the backend answered, or did not, but did not say it
 //     is overloaded).
@@ -44,13 +44,8 @@ func IsOverload(err error) bool {
 	if r, ok := errors.AsType[overloadError](err); ok {
 		return r.Overload()
 	}
-	if se, ok := errors.AsType[*httpretry.StatusError](err); ok {
-		switch se.StatusCode {
-		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-			return true
-		}
-	}
-	return false
+	code, ok := retry.HTTPStatusCode(err)
+	return ok && (code == 429 || code == 503)
 }
 
 // overloadError is an error implementing OverloadReporter.

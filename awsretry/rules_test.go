@@ -1,4 +1,4 @@
-package budget_test
+package awsretry_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
@@ -288,7 +289,7 @@ func TestAWSStandard2026Conformance(t *testing.T) {
 		}},
 	}
 	runAWSTable(t, cases, func(tc awsCase) rules {
-		r := budget.AWSRules{DynamoDB: tc.dynamoDB, MaxAttempts: tc.maxAttempts, MaxBackoff: tc.maxBackoff}
+		r := awsretry.Rules{DynamoDB: tc.dynamoDB, MaxAttempts: tc.maxAttempts, MaxBackoff: tc.maxBackoff}
 		if tc.fixedJitter {
 			r.Rand = maxJitter{}
 		}
@@ -362,7 +363,7 @@ func TestAWSStandardLegacyConformance(t *testing.T) {
 		}},
 	}
 	runAWSTable(t, cases, func(tc awsCase) rules {
-		r := budget.AWSLegacyRules{}
+		r := awsretry.LegacyRules{}
 		if tc.fixedJitter {
 			r.Rand = maxJitter{}
 		}
@@ -377,7 +378,7 @@ func TestAWSStandardLegacyConformance(t *testing.T) {
 // TestAWSPolicyWithDo runs the 2026 policy through retry.Do: the quota
 // moves as the table says for a call that succeeds on its third attempt.
 func TestAWSPolicyWithDo(t *testing.T) {
-	r := budget.AWSRules{Rand: maxJitter{}}
+	r := awsretry.Rules{Rand: maxJitter{}}
 	p := r.Policy()
 	p.Backoff = backoff.Func(func(int, time.Duration) time.Duration { return 0 }) // the delays are the tables' business
 	n := 0
@@ -394,7 +395,7 @@ func TestAWSPolicyWithDo(t *testing.T) {
 	if got := p.Budget.(*budget.Ratio).Available(); got != 486 {
 		t.Fatalf("quota %v, want 486", got)
 	}
-	if p.AttemptLimit() != 3 || (budget.AWSRules{DynamoDB: true}).Policy().AttemptLimit() != 4 {
+	if p.AttemptLimit() != 3 || (awsretry.Rules{DynamoDB: true}).Policy().AttemptLimit() != 4 {
 		t.Fatal("attempt limits")
 	}
 	// A 404 is not retried, and leaves the quota alone.
@@ -421,11 +422,11 @@ func TestIsThrottle(t *testing.T) {
 		{awsResponse{status: 400, code: "ValidationException"}.err(), false},
 		{errors.New("throttling"), false},
 	} {
-		if got := budget.IsThrottle(tc.err); got != tc.want {
+		if got := awsretry.IsThrottle(tc.err); got != tc.want {
 			t.Errorf("IsThrottle(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
-	if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: "-5"}.err()); ok {
+	if d, ok := awsretry.RetryAfter(awsResponse{status: 500, retryAfter: "-5"}.err()); ok {
 		t.Errorf("negative x-amz-retry-after read as %v", d)
 	}
 }
@@ -436,12 +437,12 @@ func TestIsThrottle(t *testing.T) {
 // what is not milliseconds >= 0 is still ignored.
 func TestAWSRetryAfterHugeIsClamped(t *testing.T) {
 	for _, v := range []string{"-99999999999999999999", "1e3", "12.5", ""} {
-		if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: v}.err()); ok {
+		if d, ok := awsretry.RetryAfter(awsResponse{status: 500, retryAfter: v}.err()); ok {
 			t.Errorf("x-amz-retry-after %q read as %v, want ignored", v, d)
 		}
 	}
 	for _, v := range []string{"86400000", "86400001", "9223372036854775807", "99999999999999999999"} {
-		if d, ok := budget.AWSRetryAfter(awsResponse{status: 500, retryAfter: v}.err()); !ok || d != 24*time.Hour {
+		if d, ok := awsretry.RetryAfter(awsResponse{status: 500, retryAfter: v}.err()); !ok || d != 24*time.Hour {
 			t.Errorf("x-amz-retry-after %q read as %v %v, want 24h (clamped)", v, d, ok)
 		}
 	}
@@ -454,7 +455,7 @@ func FuzzAWSRetryAfter(f *testing.F) {
 	for _, s := range []string{"0", "1500", "10000", "invalid", "-1", " 42 ", "99999999999999999999", "1e3", ""} {
 		f.Add(s, 1)
 	}
-	r := budget.AWSRules{Rand: maxJitter{}}
+	r := awsretry.Rules{Rand: maxJitter{}}
 	f.Fuzz(func(t *testing.T, header string, n int) {
 		n = n%30 + 1
 		if n < 1 {
@@ -463,15 +464,15 @@ func FuzzAWSRetryAfter(f *testing.F) {
 		plain := r.DelayAfter(n, 0, awsResponse{status: 500}.err())
 		err := &httpretry.StatusError{StatusCode: 500, Response: &http.Response{Header: http.Header{"X-Amz-Retry-After": {header}}}}
 		got := r.DelayAfter(n, 0, err)
-		advice, ok := budget.AWSRetryAfter(err)
+		advice, ok := awsretry.RetryAfter(err)
 		switch {
 		case !ok && isMillis(header):
 			t.Fatalf("header %q is milliseconds >= 0 and was ignored", header)
 		case !ok && got != plain:
 			t.Fatalf("ignored header %q changed the wait: %v, want %v", header, got, plain)
-		case ok && (advice < 0 || got < plain || got > plain+budget.AWSMaxAdviceExtra):
+		case ok && (advice < 0 || got < plain || got > plain+awsretry.MaxAdviceExtra):
 			t.Fatalf("header %q (advice %v): wait %v outside [%v, %v+5s]", header, advice, got, plain, plain)
-		case plain < 0 || plain > budget.AWSMaxBackoff:
+		case plain < 0 || plain > awsretry.MaxBackoff:
 			t.Fatalf("backoff %v outside [0, 20s]", plain)
 		}
 	})
@@ -487,10 +488,10 @@ func TestAWSPolicyWaitsByTheError(t *testing.T) {
 		resp awsResponse
 		want time.Duration
 	}{
-		{"transient", awsResponse{status: 500}, budget.AWSRules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 500}.err())},
-		{"throttle", awsResponse{status: 400, code: "ThrottlingException"}, budget.AWSRules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err())},
+		{"transient", awsResponse{status: 500}, awsretry.Rules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 500}.err())},
+		{"throttle", awsResponse{status: 400, code: "ThrottlingException"}, awsretry.Rules{Rand: maxJitter{}}.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err())},
 	} {
-		p := budget.AWSRules{Rand: maxJitter{}}.Policy()
+		p := awsretry.Rules{Rand: maxJitter{}}.Policy()
 		p.Clock = clk
 		var waits []time.Duration
 		p.Observer = waitRecorder{&waits}
@@ -518,7 +519,7 @@ func TestAWSPolicyWaitsByTheError(t *testing.T) {
 			t.Fatalf("%s: waits %v, want [%v]", c.name, waits, c.want)
 		}
 	}
-	r := budget.AWSRules{Rand: maxJitter{}}
+	r := awsretry.Rules{Rand: maxJitter{}}
 	if a, b := r.DelayAfter(1, 0, awsResponse{status: 500}.err()), r.DelayAfter(1, 0, awsResponse{status: 400, code: "ThrottlingException"}.err()); a >= b {
 		t.Fatalf("test premise: a throttle waits longer (%v) than a 500 (%v)", b, a)
 	}
@@ -555,7 +556,7 @@ func (waitRecorder) CallEnd(context.Context, retry.CallEnd) {}
 // around (base·2^(n−1) overflowed), and the x-amz-retry-after clamp
 // (backoff + 5 s) saturates instead of turning negative.
 func TestAWSRulesHugeMaxBackoffSaturates(t *testing.T) {
-	for _, r := range []budget.AWSRules{
+	for _, r := range []awsretry.Rules{
 		{MaxBackoff: math.MaxInt64, Rand: maxJitter{}},
 		{MaxBackoff: math.MaxInt64 - 1, DynamoDB: true, Rand: maxJitter{}},
 	} {
@@ -576,5 +577,53 @@ func TestAWSRulesHugeMaxBackoffSaturates(t *testing.T) {
 		if prev != math.MaxInt64 && prev != math.MaxInt64-1 {
 			t.Fatalf("the wait stops growing at %v, want the cap", prev)
 		}
+	}
+}
+
+// TestDoThrottledRetryRefundsWhatItPaid (issue 31 item 18, moved from
+// budget with the rules): through
+// retry.Do, a call throttled once that then succeeds leaves the 2026 quota
+// where it was: it paid 5 and gets 5 back (it got 14 back, 100 → 109).
+// Item 19: a legacy retry after a timeout pays 10 and gets 10 back (it got
+// 5 back, 500 → 495).
+func TestDoThrottledRetryRefundsWhatItPaid(t *testing.T) {
+	throttled := awsResponse{status: 400, code: "ThrottlingException"}.err()
+	timedOut := fmt.Errorf("read: %w", retry.ErrAttemptTimeout)
+	for _, tc := range []struct {
+		name      string
+		policy    *retry.Policy
+		quota     budget.RatioConfig
+		initial   float64
+		first     error
+		mid, want float64
+	}{
+		{"2026 throttle", awsretry.Rules{}.Policy(), awsretry.Standard2026(), 100, throttled, 95, 100},
+		{"2026 transient", awsretry.Rules{}.Policy(), awsretry.Standard2026(), 100, awsResponse{status: 503}.err(), 86, 100},
+		{"legacy timeout", awsretry.LegacyRules{}.Policy(), awsretry.StandardLegacy(), 0, timedOut, 490, 500},
+		{"legacy transient", awsretry.LegacyRules{}.Policy(), awsretry.StandardLegacy(), 0, awsResponse{status: 500}.err(), 495, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.quota.InitialTokens = tc.initial
+			b := budget.NewRatio(tc.quota)
+			p := tc.policy
+			p.Budget = b
+			p.Backoff = backoff.Constant{}
+			n := 0
+			var mid float64
+			_, err := retry.Do(context.Background(), p, func(context.Context) (int, error) {
+				n++
+				if n == 1 {
+					return 0, tc.first
+				}
+				mid = b.Available()
+				return 1, nil
+			})
+			if err != nil || n != 2 {
+				t.Fatalf("err %v after %d attempts", err, n)
+			}
+			if mid != tc.mid || b.Available() != tc.want {
+				t.Fatalf("quota %v during the retry and %v after, want %v and %v", mid, b.Available(), tc.mid, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,19 @@
+// Package awssdk puts a stormguard retry.Policy behind every client of the
+// AWS SDK for Go v2 (github.com/aws/aws-sdk-go-v2): its Retryer is an
+// aws.RetryerV2, so that one line,
+//
+//	policy := awsretry.Rules{DynamoDB: true}.Policy() // the SDKs' 2026 rules
+//	policy.Budget = fleetBudget                        // e.g. a redisstore budget shared by the fleet
+//	policy.Breaker = breaker.New(breaker.Config{})
+//	policy.Observer = metrics                          // a promretry.Collector: the stormguard_* metrics
+//	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(awssdk.Provider(policy)))
+//
+// gives every client made from cfg the AWS SDKs' standard retry rules
+// (awsretry: attempts, backoff, throttle codes, the retry quota), a budget
+// that can be shared by every client and every process, a circuit breaker,
+// client-side throttling and the metrics, with the SDK's own retry loop.
+//
+// The rules themselves live in the root module (awsretry, standard library
+// only); this module holds only the SDK glue, so that users who take the
+// core take no AWS dependency.
+package awssdk

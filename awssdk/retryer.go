@@ -1,0 +1,368 @@
+package awssdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/stormguard/stormguard/awsretry"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// ErrBudgetExhausted is the error GetRetryToken returns when the Policy's
+// Budget refuses a retry. It matches retry.ErrBudgetExhausted; the SDK
+// joins it with the failed attempt's error (errors.Join), so the
+// operation's error matches both.
+var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
+
+// Retryer is an aws.RetryerV2 that runs the AWS SDK's attempts under a
+// stormguard retry.Policy. The SDK keeps its retry loop (the Retry
+// middleware) and asks the Retryer at each step:
+//
+//   - MaxAttempts: the Policy's AttemptLimit (0, no count limit, when the
+//     Policy asks for retry.Unlimited);
+//   - GetAttemptToken, before every attempt: the Policy's Limiter, then
+//     its Breaker (a refusal fails the operation at once, with the
+//     refusal's error: throttle.ErrThrottled, breaker.ErrOpen, …), the
+//     BudgetTracker's Start and the Observer's AttemptStart; the token's
+//     release, after the attempt, reports its result to each of them and
+//     records a first attempt with the Budget (Record(false, err));
+//   - IsErrorRetryable: the Policy's Classify (nil: awsretry.IsRetryable);
+//   - GetRetryToken, before every retry: the Breaker's Ready, then the
+//     Budget's WithdrawPriced (retry.PricedBudget) or Withdraw; a refusal
+//     returns ErrBudgetExhausted and the operation fails. The token's
+//     release, after the retry, records it (RecordPriced, or Record(true,
+//     err)), so that a successful retry gets back what it paid, as the
+//     SDK's own quota does;
+//   - RetryDelay: the Policy's Backoff after the failure (DelayAfter when
+//     it is a retry.ErrorBackoff, such as awsretry.Rules; nil:
+//     awsretry.Rules{}), and the Observer's RetryScheduled.
+//
+// The SDK applies the x-amz-retry-after header itself, after RetryDelay:
+// the wait it sleeps is the advice clamped to [delay, delay + 5 s], the
+// rule of awsretry.Rules.DelayAfter. The SDK's errors carry no
+// retry.HeaderReporter, so DelayAfter returns the computed backoff alone
+// and the advice is applied once. RetryScheduled.Delay reports the wait the
+// SDK will sleep (advice included, read as awsretry.RetryAfter reads it)
+// and Advised whether an advice set it.
+//
+// What the SDK does not tell a retryer: which retry an attempt is, and
+// when an operation ends. AttemptStart and AttemptEnd report Attempt 1
+// for a first attempt and 2 for every retry (so their Retry method, and
+// the metrics' attempt_kind, are right), RetryScheduled reports the exact
+// number of the attempt that follows, and no CallEnd is sent. The context
+// AttemptStart returns is not used: the SDK does not let a retryer change
+// the attempt's context. A retry granted by the Budget whose attempt never
+// runs (the Limiter or the Breaker refused it, the caller gave up during
+// the wait) is not given back, as in the AWS SDKs.
+//
+// The Policy's AttemptTimeout, MaxElapsed, MaxRetryAfter, MinAttemptTime
+// and Nested rules are not applied: the SDK's context and its HTTP client
+// bound the operation. Use one Retryer (and so one Policy, Budget and
+// Breaker) for every client of a service: Provider gives config.WithRetryer
+// the same Retryer for each client the aws.Config makes. A Retryer is safe
+// for concurrent use. The Policy must not be modified while in use.
+//
+// Every callback of the Policy (Classify, the Observer, Backoff, the
+// Budget, Breaker and Limiter and their done functions) may panic: the
+// panic goes on to the SDK's caller; a panic while an attempt's result is
+// reported still reports it to every other part first, and a panic in
+// GetAttemptToken after the Limiter or Breaker admitted the attempt
+// reports the attempt to them as failed.
+type Retryer struct {
+	p        *retry.Policy
+	clock    clock.Clock
+	classify func(error) bool
+	backoff  func(n int, err error) time.Duration
+	probes   sync.Pool // *probe
+}
+
+var _ aws.RetryerV2 = (*Retryer)(nil)
+
+// NewRetryer returns a Retryer running attempts under p. A nil p is
+// awsretry.Rules{}.Policy(): the AWS SDKs' 2026 standard rules with a
+// Ratio of its own.
+func NewRetryer(p *retry.Policy) *Retryer {
+	if p == nil {
+		p = awsretry.Rules{}.Policy()
+	}
+	r := &Retryer{p: p, clock: clock.Or(p.Clock), classify: p.Classify}
+	if r.classify == nil {
+		r.classify = awsretry.IsRetryable
+	}
+	switch b := p.Backoff.(type) {
+	case retry.ErrorBackoff:
+		r.backoff = func(n int, err error) time.Duration { return b.DelayAfter(n, 0, err) }
+	case nil:
+		rules := awsretry.Rules{Rand: p.Rand}
+		r.backoff = func(n int, err error) time.Duration { return rules.DelayAfter(n, 0, err) }
+	default:
+		r.backoff = func(n int, _ error) time.Duration { return b.Delay(n, 0) }
+	}
+	r.probes.New = newProbe
+	return r
+}
+
+// Provider returns a function that gives every caller the same Retryer
+// under p, for config.WithRetryer (or aws.Config.Retryer):
+//
+//	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(awssdk.Provider(policy)))
+//
+// so that every client made from the aws.Config shares p's Budget,
+// Breaker, Limiter and Observer.
+func Provider(p *retry.Policy) func() aws.Retryer {
+	r := NewRetryer(p)
+	return func() aws.Retryer { return r }
+}
+
+// MaxAttempts returns the Policy's attempt limit, the first attempt
+// included; 0 (which the SDK reads as no limit) for retry.Unlimited.
+func (r *Retryer) MaxAttempts() int {
+	return max(r.p.AttemptLimit(), 0)
+}
+
+// IsErrorRetryable reports whether the failure err is worth retrying: the
+// Policy's Classify, or awsretry.IsRetryable when it has none. The SDK
+// asks it after the attempt's tokens were released.
+func (r *Retryer) IsErrorRetryable(err error) bool {
+	return err != nil && r.classify(err)
+}
+
+// RetryDelay returns the wait before the retry that follows attempt
+// (1 for the first attempt) after the failure err, by the Policy's
+// Backoff, and tells the Observer (RetryScheduled). The SDK adds the
+// x-amz-retry-after advice to it (see Retryer).
+func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	d := max(r.backoff(attempt, err), 0)
+	if o := r.p.Observer; o != nil {
+		wait, advised := sdkWait(d, err)
+		o.RetryScheduled(context.Background(), retry.RetryScheduled{
+			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: err,
+		})
+	}
+	return d, nil
+}
+
+// sdkWait returns the wait the SDK sleeps after RetryDelay returned d for
+// err: an x-amz-retry-after advice clamped to [d, d + 5 s], or d.
+func sdkWait(d time.Duration, err error) (time.Duration, bool) {
+	advice, ok := awsretry.RetryAfter(headerOf{err})
+	if !ok {
+		return d, false
+	}
+	most := d + awsretry.MaxAdviceExtra
+	if most < d {
+		most = math.MaxInt64
+	}
+	return min(max(advice, d), most), true
+}
+
+// headerOf reports the header of the SDK's HTTP response error in err's
+// chain, as a retry.HeaderReporter, for sdkWait alone.
+type headerOf struct{ err error }
+
+func (h headerOf) Error() string { return h.err.Error() }
+
+func (h headerOf) ResponseHeader(name string) string {
+	var re *smithyhttp.ResponseError
+	if !errors.As(h.err, &re) || re.Response == nil || re.Response.Response == nil {
+		return ""
+	}
+	return re.Response.Header.Get(name)
+}
+
+// GetRetryToken asks the Policy for one retry after the failure opErr:
+// the Breaker must be ready (else its error is returned), then the Budget
+// must grant it (else ErrBudgetExhausted). The returned release records
+// the retry's result with the Budget once it has run.
+func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
+	if b := r.p.Breaker; b != nil {
+		if err := b.Ready(); err != nil {
+			return nil, err
+		}
+	}
+	switch b := r.p.Budget.(type) {
+	case nil:
+		return nopRelease, nil
+	case retry.PricedBudget:
+		price, ok := b.WithdrawPriced(opErr)
+		if !ok {
+			return nil, ErrBudgetExhausted
+		}
+		return func(err error) error { b.RecordPriced(err, price); return nil }, nil
+	default:
+		if !b.Withdraw(opErr) {
+			return nil, ErrBudgetExhausted
+		}
+		return func(err error) error { b.Record(true, err); return nil }, nil
+	}
+}
+
+// GetInitialToken returns a release that does nothing: the SDK calls
+// GetAttemptToken of an aws.RetryerV2 instead.
+func (r *Retryer) GetInitialToken() func(error) error { return nopRelease }
+
+func nopRelease(error) error { return nil }
+
+// GetAttemptToken admits one attempt: the Policy's Limiter, then its
+// Breaker; a refusal returns the refusal's error, and the SDK fails the
+// operation with it. The returned release reports the attempt's result to
+// the Limiter, the Breaker, the Budget (for a first attempt) and the
+// Observer.
+func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
+	a := &attempt{r: r, retry: !r.first(ctx)}
+	ok := false
+	defer func() {
+		if !ok { // refused, or a callback panicked: release what was admitted
+			why := err
+			if why == nil {
+				why = errAttemptNotMade
+			}
+			a.end(why)
+		}
+	}()
+	if l := r.p.Limiter; l != nil {
+		if a.limiterDone, err = l.Acquire(ctx, a.retry); err != nil {
+			a.limiterDone = nil
+			return nil, err
+		}
+	}
+	if b := r.p.Breaker; b != nil {
+		if a.breakerDone, err = b.Allow(); err != nil {
+			a.breakerDone = nil
+			return nil, err
+		}
+	}
+	if bt, is := r.p.Budget.(retry.BudgetTracker); is {
+		bt.Start(a.retry)
+	}
+	if o := r.p.Observer; o != nil {
+		o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.number()})
+	}
+	a.start = r.clock.Now()
+	ok = true
+	return a.release, nil
+}
+
+// errAttemptNotMade is the result reported for an attempt that was
+// admitted by some parts but never sent (a later part refused it or
+// panicked).
+var errAttemptNotMade = errors.New("awssdk: attempt not made")
+
+// attempt is one admitted attempt, until its release.
+type attempt struct {
+	r                        *Retryer
+	retry                    bool
+	start                    time.Time
+	limiterDone, breakerDone func(error)
+	once                     sync.Once
+}
+
+func (a *attempt) number() int {
+	if a.retry {
+		return 2
+	}
+	return 1
+}
+
+// release is the attempt token's release: the SDK calls it once, with
+// the attempt's error (nil on success).
+func (a *attempt) release(err error) error {
+	a.once.Do(func() { a.report(err) })
+	return nil
+}
+
+// end reports an attempt that never ran to the parts that admitted it.
+func (a *attempt) end(err error) {
+	a.once.Do(func() {
+		defer call(a.limiterDone, err)
+		call(a.breakerDone, err)
+	})
+}
+
+// report tells every part how the attempt ended. Each is told even when
+// an earlier one panics; the first panic goes on afterwards.
+func (a *attempt) report(err error) {
+	r := a.r
+	defer call(a.limiterDone, err)
+	defer call(a.breakerDone, err)
+	if b := r.p.Budget; b != nil && !a.retry {
+		defer b.Record(false, err)
+	}
+	if o := r.p.Observer; o != nil {
+		o.AttemptEnd(context.Background(), retry.AttemptEnd{
+			Operation: r.p.Operation, Attempt: a.number(), Outcome: outcome(err), Err: err,
+			Duration: r.clock.Since(a.start),
+		})
+	}
+}
+
+func call(f func(error), err error) {
+	if f != nil {
+		f(err)
+	}
+}
+
+// outcome classifies an attempt's result for the Observer.
+func outcome(err error) retry.Outcome {
+	switch {
+	case err == nil:
+		return retry.OutcomeSuccess
+	case errors.Is(err, context.Canceled):
+		return retry.OutcomeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return retry.OutcomeTimeout
+	}
+	return retry.OutcomeError
+}
+
+// first reports whether ctx is the context of an operation's first
+// attempt. The SDK keeps the attempt number in the context under a key of
+// its own; its standard retryer's documented GetAttemptToken answers with
+// a release that adds NoRetryIncrement to its rate limiter on success for
+// the first attempt only, which a probe (a standard retryer with a rate
+// limiter that notes the deposit) reads.
+func (r *Retryer) first(ctx context.Context) bool {
+	pr := r.probes.Get().(*probe)
+	defer r.probes.Put(pr)
+	rel, err := pr.std.GetAttemptToken(ctx)
+	if err != nil {
+		return true
+	}
+	pr.lim.added = false
+	_ = rel(nil)
+	return pr.lim.added
+}
+
+// probe is a standard retryer whose rate limiter notes deposits.
+type probe struct {
+	std *sdkretry.Standard
+	lim *probeLimiter
+}
+
+func newProbe() any {
+	lim := &probeLimiter{}
+	return &probe{
+		std: sdkretry.NewStandard(func(o *sdkretry.StandardOptions) {
+			o.RateLimiter = lim
+			o.NoRetryIncrement = 1
+		}),
+		lim: lim,
+	}
+}
+
+type probeLimiter struct{ added bool }
+
+func (*probeLimiter) GetToken(context.Context, uint) (func() error, error) {
+	return func() error { return nil }, nil
+}
+
+func (l *probeLimiter) AddTokens(uint) error { l.added = true; return nil }
