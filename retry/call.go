@@ -41,12 +41,14 @@ type Call struct {
 	clk     clock.Clock
 	obs     Observer
 	tracker BudgetTracker
+	ntrack  BudgetTracker // Policy.NestedBudget's, when the layer rule is NestedBudget
 	start   time.Time
 
 	n           int           // attempts begun
 	delay       time.Duration // the wait before the next attempt
 	prevBackoff time.Duration
 	withdrawn   bool // a retry was granted by the budget and not yet begun
+	nwithdrawn  bool // a retry was granted by the NestedBudget and not yet begun
 	last        error
 	elapsed     time.Duration // since start, when the last attempt ended (with an Observer)
 	over        bool          // the Observer has been told the call ended (CallEnd)
@@ -78,10 +80,10 @@ func NewCall(ctx context.Context, p *Policy) *Call {
 // Reset makes c a new call under p (nil: the zero Policy) for the caller's
 // ctx, as NewCall does, in place: an adapter that keeps a Call in a pooled
 // struct of its own starts each call without a copy. Whatever c was doing
-// is forgotten; a retry its budget granted and no attempt used is not
-// refunded.
+// is forgotten; a retry its budget (or NestedBudget) granted and no attempt
+// used is not refunded: end the call first (Abandon refunds it).
 func (c *Call) Reset(ctx context.Context, p *Policy) {
-	c.n, c.delay, c.prevBackoff, c.withdrawn, c.elapsed, c.over = 0, 0, 0, false, 0, false
+	c.n, c.delay, c.prevBackoff, c.withdrawn, c.nwithdrawn, c.elapsed, c.over = 0, 0, 0, false, false, 0, false
 	if c.last != nil {
 		c.last = nil
 	}
@@ -97,9 +99,12 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
 	}
-	c.tracker = nil
+	c.tracker, c.ntrack = nil, nil
 	if p.Budget != nil {
 		c.tracker, _ = p.Budget.(BudgetTracker)
+	}
+	if p.NestedBudget != nil && p.Nested == NestedBudget {
+		c.ntrack, _ = p.NestedBudget.(BudgetTracker)
 	}
 	c.start = time.Time{}
 	if c.obs != nil || p.MaxElapsed > 0 {
@@ -162,11 +167,14 @@ func (c *Call) begin(a *Attempt) error {
 		}
 		a.done = done
 	}
-	c.withdrawn = false
+	c.withdrawn, c.nwithdrawn = false, false
 	c.n = n
 	a.N, a.Delay, a.Context, a.actx, a.live = n, c.delay, c.ctx, c.ctx, true
 	if c.tracker != nil {
 		c.tracker.Start(n > 1)
+	}
+	if c.ntrack != nil && c.nestedApplies() {
+		c.ntrack.Start(n > 1) // as it hears Record: for the calls the rule governs
 	}
 	if c.p.AttemptTimeout > 0 {
 		a.actx, a.stop = clock.WithTimeout(c.ctx, c.p.Clock, c.p.AttemptTimeout, ErrAttemptTimeout)
@@ -481,11 +489,15 @@ func (c *Call) next(err error) (time.Duration, error) {
 			return 0, c.giveUp(c.n, ReasonBreaker, berr)
 		}
 	}
-	if nested && !c.p.NestedBudget.Withdraw(err) {
-		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
+	if nested {
+		if !c.p.NestedBudget.Withdraw(err) {
+			return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
+		}
+		c.nwithdrawn = true
 	}
 	if c.p.Budget != nil {
 		if !c.p.Budget.Withdraw(err) {
+			c.refund() // the NestedBudget's grant
 			return 0, c.giveUp(c.n, ReasonBudget, ErrBudgetExhausted)
 		}
 		c.withdrawn = true
@@ -512,19 +524,23 @@ func (c *Call) Wait(d time.Duration) {
 }
 
 // Abandon gives up a retry that Next granted but that will not be made
-// (a stream was committed meanwhile): the budget is refunded and the
-// Observer hears the call end as permanent.
+// (a stream was committed meanwhile): the budget and the NestedBudget are
+// refunded and the Observer hears the call end as permanent.
 func (c *Call) Abandon() error {
 	c.refund()
 	return c.giveUp(c.n, ReasonPermanent, nil)
 }
 
-// refund returns a granted, unstarted retry to a BudgetTracker.
+// refund returns a granted, unstarted retry to the budget and to the
+// NestedBudget that granted it, when they are BudgetTrackers.
 func (c *Call) refund() {
 	if c.withdrawn && c.tracker != nil {
 		c.tracker.Refund()
 	}
-	c.withdrawn = false
+	if c.nwithdrawn && c.ntrack != nil {
+		c.ntrack.Refund()
+	}
+	c.withdrawn, c.nwithdrawn = false, false
 }
 
 func (c *Call) giveUp(attempts int, reason Reason, sentinel error) error {
