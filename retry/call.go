@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/internal/sat"
 )
 
 // Call is one call's retry loop taken apart into steps, for adapters whose
@@ -614,7 +615,7 @@ func (c *Call) fits(d time.Duration) (Reason, error) {
 	if !hasDL && c.p.MaxElapsed <= 0 {
 		return 0, nil
 	}
-	need := c.clk.Now().Add(d + c.p.MinAttemptTime)
+	need := c.clk.Now().Add(sat.Add(d, c.p.MinAttemptTime)) // a sum near math.MaxInt64 must not wrap into the past
 	if c.p.MaxElapsed > 0 && !need.Before(c.start.Add(c.p.MaxElapsed)) {
 		if !hasDL || c.start.Add(c.p.MaxElapsed).Before(dl) {
 			return ReasonDeadline, ErrElapsed
