@@ -23,6 +23,7 @@ type Fake struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	now    time.Time
+	target time.Time // the time the Advance and Set calls so far move to
 	timers []*fakeTimer
 	seq    uint64
 }
@@ -75,8 +76,17 @@ func (f *Fake) add(t *fakeTimer, d time.Duration) {
 	f.schedule(t, d)
 	f.mu.Unlock()
 	if d <= 0 {
-		f.Advance(0)
+		f.fireDue()
 	}
+}
+
+// fireDue fires the timers due now, without moving the clock (whatever
+// a concurrent Advance is moving it to).
+func (f *Fake) fireDue() {
+	f.mu.Lock()
+	now := f.now
+	f.mu.Unlock()
+	f.advanceTo(now)
 }
 
 // schedule must be called with f.mu held.
@@ -111,15 +121,30 @@ func (f *Fake) remove(t *fakeTimer) bool {
 // Advance moves the clock forward by d, firing every timer due on the way
 // in deadline order (and, for equal deadlines, in creation order). Timers
 // created by callbacks that fall due within the advance fire too.
+// Concurrent calls add up: each moves the clock d beyond where the calls
+// before it move it, even while those are still firing timers, and
+// returns once the clock has got at least that far.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
-	target := f.now.Add(d)
+	if f.target.Before(f.now) {
+		f.target = f.now
+	}
+	f.target = f.target.Add(d)
+	target := f.target
 	f.mu.Unlock()
 	f.advanceTo(target)
 }
 
 // Set moves the clock to t, which must not be before Now(); see Advance.
-func (f *Fake) Set(t time.Time) { f.advanceTo(t) }
+// A concurrent Advance counts from the later of t and its own start.
+func (f *Fake) Set(t time.Time) {
+	f.mu.Lock()
+	if t.After(f.target) {
+		f.target = t
+	}
+	f.mu.Unlock()
+	f.advanceTo(t)
+}
 
 func (f *Fake) advanceTo(target time.Time) {
 	for {
@@ -244,7 +269,7 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.f.schedule(t, d)
 	t.f.mu.Unlock()
 	if d <= 0 {
-		t.f.Advance(0)
+		t.f.fireDue()
 	}
 	return was
 }
