@@ -63,7 +63,8 @@ type Policy struct {
 	// the caller's own cancellation never is, whatever Classify says; an
 	// attempt cut by AttemptTimeout always is (Classify is not asked). The
 	// Budget hears an error Classify rejects marked Permanent, so it does
-	// not charge it.
+	// not charge it. An attempt that panicked (a *PanicError) is a
+	// failure whatever Classify says, and Classify is not asked about it.
 	Classify func(error) bool
 
 	// Budget, shared by all callers of one downstream, caps retries as a
