@@ -276,10 +276,15 @@ func uniform(src rand.Source, n uint64) uint64 {
 	case *lockedSource:
 		src = x.src // drawn under sourceMu below, not twice
 	}
+	return lockedUniform(src, n)
+}
+
+// lockedUniform is uniformFrom under sourceMu, released with defer: a
+// source that panics must not wedge every locked draw in the process.
+func lockedUniform(src rand.Source, n uint64) uint64 {
 	sourceMu.Lock()
-	v := uniformFrom(src, n)
-	sourceMu.Unlock()
-	return v
+	defer sourceMu.Unlock()
+	return uniformFrom(src, n)
 }
 
 // uniformFrom returns a uniform integer in [0, n], n > 0, from src.

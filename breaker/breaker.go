@@ -24,14 +24,16 @@ import (
 //
 // In the closed state Allow takes no lock, writes nothing and does not
 // allocate; nor does its done function allocate, which takes the lock only
-// for the window and custom conditions. With the consecutive-failures
+// for the window and custom conditions. (With Window.SlowCallDuration each
+// call gets a done function of its own, one allocation of 24 bytes, so
+// that a done called twice cannot be mistaken for another call's.) With the consecutive-failures
 // condition a call costs three atomic loads and one increment of a counter
 // striped per processor, so the breaker scales with parallel callers.
 type Breaker struct {
 	cur  atomic.Pointer[epoch] // the current state; replaced, never mutated, on a change
 	s    settings
 	clk  clock.Clock
-	pool sync.Pool // *call records for the closed state
+	pool sync.Pool // *call records of timed calls and probes
 
 	_          [64]byte
 	streak     atomic.Uint64              // consecutive condition: uint32(gen)<<32 | failures in a row
@@ -88,11 +90,7 @@ func New(c Config) *Breaker {
 			b.win = newTimeWindow(b.s.windowDur, b.s.buckets, now)
 		}
 	}
-	b.pool.New = func() any {
-		c := &call{b: b}
-		c.done = c.finish
-		return c
-	}
+	b.pool.New = func() any { return &call{b: b} }
 	if b.s.probe != nil {
 		b.probeCtx, b.probeCancel = context.WithCancel(context.Background())
 	}
@@ -116,8 +114,10 @@ var _ retry.Breaker = (*Breaker)(nil)
 // In the closed state all calls of one generation share one done function
 // (that is what makes Allow free of allocation), so calling it twice counts
 // the result twice. A half-open probe's done, and that of a call timed for
-// Window.SlowCallDuration, ignore every call after the first; a probe slot
-// is never released twice.
+// Window.SlowCallDuration, are the call's own (one allocation of 24 bytes)
+// and ignore every call after the first, even one made after other calls
+// were admitted: it never counts for another call, and a probe slot is
+// never released twice.
 func (b *Breaker) Allow() (done func(err error), err error) {
 	if b == nil {
 		return nopDone, nil
@@ -135,11 +135,7 @@ func (b *Breaker) admitClosed(e *epoch) func(error) {
 	if e.done != nil {
 		return e.done
 	}
-	c := b.pool.Get().(*call)
-	c.e = e
-	c.start = b.clk.Now()
-	c.armed.Store(true)
-	return c.done
+	return b.admit(e, b.clk.Now(), false)
 }
 
 // allowSlow is Allow for every case but the closed state's shared done.
@@ -170,13 +166,11 @@ func (b *Breaker) allowSlow(e *epoch) (func(error), error) {
 			}
 			e.inflight++
 			b.mu.Unlock()
-			c := &call{b: b, e: e, probe: true}
+			var start time.Time
 			if b.s.slowDur > 0 {
-				c.start = b.clk.Now()
+				start = b.clk.Now()
 			}
-			c.done = c.finish
-			c.armed.Store(true)
-			return c.done, nil
+			return b.admit(e, start, true), nil
 		}
 	}
 }

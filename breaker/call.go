@@ -15,12 +15,15 @@ import (
 // allocation. Such a done cannot tell one call from
 // another, so calling it twice counts twice.
 //
-// Calls that need their own state get a call record: in the closed state
-// with slow-call timing (the start time) from the breaker's pool, with
-// done bound once, so that admitting them does not allocate either; in the
-// half-open state a fresh record, so that a repeated done can never
-// release a probe slot twice. A record ignores every done after the first
-// one until it is handed out again.
+// Calls that need their own state (the start time of a call timed for
+// SlowCallDuration, a half-open probe's slot) get a call record from the
+// breaker's pool, and a done function of their own: a closure of the
+// record and the admission's number, its only allocation. The record
+// counts its admissions; a done whose number is not the record's current
+// admission does nothing, so a done called again — even after its record
+// went back to the pool and was handed to another call — neither records
+// twice nor touches the other call's record, and a probe slot is never
+// released twice.
 
 // bindDone gives the closed epoch e its shared done function, unless calls
 // need to be timed.
@@ -45,21 +48,28 @@ type call struct {
 	b     *Breaker
 	e     *epoch
 	start time.Time
-	armed atomic.Bool
 	probe bool
-	done  func(error) // c.finish, bound once
+	seq   atomic.Uint64 // odd while admission seq is in flight
 }
 
-// finish records the outcome of the call; it is the done function.
-func (c *call) finish(err error) {
-	if !c.armed.CompareAndSwap(true, false) {
-		return // done called again
+// admit hands out pooled record c to a call of epoch e started at start:
+// it returns the call's done function.
+func (b *Breaker) admit(e *epoch, start time.Time, probe bool) func(error) {
+	c := b.pool.Get().(*call)
+	c.e, c.start, c.probe = e, start, probe
+	seq := c.seq.Add(1) // odd: armed for this admission only
+	return func(err error) { c.finish(seq, err) }
+}
+
+// finish records the outcome of admission seq of c; it is the done
+// function.
+func (c *call) finish(seq uint64, err error) {
+	if !c.seq.CompareAndSwap(seq, seq+1) {
+		return // done called again, maybe after c was handed out anew
 	}
 	b, e, start, probe := c.b, c.e, c.start, c.probe
 	c.e = nil
-	if !probe {
-		b.pool.Put(c) // c may be reused from here on
-	}
+	b.pool.Put(c) // c may be reused from here on
 	b.record(e, start, probe, err)
 }
 

@@ -83,7 +83,13 @@ func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 // first it reports the parent's Err and cause; after the returned cancel it
 // reports context.Canceled. Contexts derived from it (WithCancel,
 // WithTimeout, WithCancelCause, nested WithTimeout on the same clock)
-// inherit its Err and cause as they would from a real timeout.
+// inherit its Err and cause as they would from a real timeout and, as
+// under a real timeout, have ended by the time the timer's firing (within
+// the virtual clock's Advance) or cancel returns; so have the contexts
+// made by WithTimeout on a non-real clock from those. When a parent that
+// is not itself derived from such a virtual timeout ends (a standard
+// context cancelled on its own), the returned context follows it from a
+// goroutine of the context package's, as context.AfterFunc does.
 func WithTimeout(parent context.Context, c Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
 	if c == nil || c == Real {
 		return context.WithTimeoutCause(parent, d, cause)
@@ -95,9 +101,24 @@ func WithTimeout(parent context.Context, c Clock, d time.Duration, cause error) 
 	v.holder, v.cancelHolder = context.WithCancelCause(parent)
 	v.sig, v.cancelSig = context.WithCancel(context.Background())
 	v.Context = v.holder
-	// The parent's end reaches v through holder.
+	// The parent's end reaches v through holder: at once from a parent
+	// that runs its AfterFunc functions when it ends (another virtual
+	// deadline), from a goroutine of the context package's otherwise —
+	// and also at once when the nearest virtual deadline above the parent
+	// ends, after the contexts between (registered with it before v) have
+	// ended.
+	end := func() { v.finish(nil, nil) }
 	v.mu.Lock()
-	v.stopParent = context.AfterFunc(v.holder, func() { v.finish(nil, nil) })
+	if a, ok := parent.(afterFuncer); ok {
+		v.stopParent = a.AfterFunc(end) // after holder's own, registered first
+	} else {
+		stop := context.AfterFunc(v.holder, end)
+		v.stopParent = stop
+		if anc, ok := parent.Value(virtualKey{}).(*virtualDeadline); ok {
+			stopAnc := anc.AfterFunc(end)
+			v.stopParent = func() bool { a, b := stopAnc(), stop(); return a && b }
+		}
+	}
 	v.mu.Unlock()
 	if v.holder.Err() != nil { // the parent has ended already: end now, as context does
 		v.finish(nil, nil)
@@ -132,26 +153,52 @@ type virtualDeadline struct {
 	mu         sync.Mutex
 	stopParent func() bool
 	err        error
+	after      []*afterFunc // registered by AfterFunc, run by finish in order
+}
+
+// afterFunc is one function registered with virtualDeadline.AfterFunc.
+type afterFunc struct{ f func() }
+
+// afterFuncer is a context that runs functions when it ends, as the
+// context package looks for it.
+type afterFuncer interface {
+	AfterFunc(func()) func() bool
 }
 
 // finish ends v with err and cause, unless the parent has ended already:
-// then v takes the parent's Err and cause. Only the first call counts.
+// then v takes the parent's Err and cause. Only the first call counts;
+// finish(nil, nil) (the parent's end) does nothing while holder has not
+// ended. The
+// functions registered with AfterFunc — the cancellation of the contexts
+// derived from v — run before finish returns, in the order they were
+// registered, as a real timeout cancels its children before its own
+// cancel returns.
 func (v *virtualDeadline) finish(err, cause error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if v.err != nil {
+		v.mu.Unlock()
 		return
+	}
+	if herr := v.holder.Err(); herr != nil {
+		err = herr // the parent ended first: report its end and cause
+	} else if err == nil {
+		v.mu.Unlock() // not ended yet (a context between ends on its own time)
+		return
+	} else if cause != nil {
+		v.cancelHolder(cause)
 	}
 	if v.stopParent != nil {
 		v.stopParent()
 	}
-	if herr := v.holder.Err(); herr != nil {
-		err = herr // the parent ended first: report its end and cause
-	} else if cause != nil {
-		v.cancelHolder(cause)
-	}
 	v.err = err
 	v.cancelSig()
+	after := v.after
+	v.after = nil
+	v.mu.Unlock()
+	// Outside the lock: each function reads v.Err and Cause(v).
+	for _, a := range after {
+		a.f()
+	}
 }
 
 func (v *virtualDeadline) Deadline() (time.Time, bool) {
@@ -163,6 +210,18 @@ func (v *virtualDeadline) Deadline() (time.Time, bool) {
 
 func (v *virtualDeadline) Done() <-chan struct{} { return v.sig.Done() }
 
+// virtualKey finds, through Value, the nearest virtualDeadline a context
+// derives from.
+type virtualKey struct{}
+
+// Value returns v for virtualKey, and holder's value for any other key.
+func (v *virtualDeadline) Value(key any) any {
+	if key == (virtualKey{}) {
+		return v
+	}
+	return v.holder.Value(key)
+}
+
 // Err reports context.DeadlineExceeded once this context's own timer
 // expired, like a context made by context.WithTimeout, the parent's error
 // if the parent ended first, and context.Canceled after cancel.
@@ -173,9 +232,33 @@ func (v *virtualDeadline) Err() error {
 }
 
 // AfterFunc lets contexts derived from v follow it without a goroutine of
-// their own (the context package looks for this method).
-func (v *virtualDeadline) AfterFunc(f func()) func() bool {
-	return context.AfterFunc(v.sig, f)
+// their own (the context package looks for this method): f runs when v
+// ends, in the goroutine that ends it (finish), so that v's children have
+// ended by the time Advance or cancel returns. If v has ended already, f
+// runs at once in a goroutine of its own (the context package may hold a
+// lock of the child's while it registers f). stop reports whether it kept
+// f from running.
+func (v *virtualDeadline) AfterFunc(f func()) (stop func() bool) {
+	a := &afterFunc{f: f}
+	v.mu.Lock()
+	if v.err != nil {
+		v.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	v.after = append(v.after, a)
+	v.mu.Unlock()
+	return func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		for i, x := range v.after {
+			if x == a {
+				v.after = append(v.after[:i], v.after[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
 }
 
 func (v *virtualDeadline) String() string { return "clock.WithTimeout(virtual)" }

@@ -306,7 +306,14 @@ func TestRetryAfterPausesQueue(t *testing.T) {
 	if len(d) != 1 || d[0] < 5*time.Second || d[0] > 5500*time.Millisecond {
 		t.Fatalf("pause %v, want the advised 5s plus at most 10%%", d)
 	}
+	// A full batch wakes the worker, which must pause again. Only once it
+	// has set its timer anew may the clock move: a worker that read the
+	// clock before an Advance and set its timer after it would count the
+	// pause from the later time and miss the end the test advances to
+	// (the "no delivery" flake under load).
+	armed := fake.Armed()
 	q.Offer(2)
+	fake.BlockUntilArmed(armed + 1)
 	fake.Advance(d[0] - time.Nanosecond)
 	c.none(t)
 	fake.Advance(time.Nanosecond)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/internal/sat"
 )
 
 // Call is one call's retry loop taken apart into steps, for adapters whose
@@ -41,14 +42,17 @@ type Call struct {
 	clk     clock.Clock
 	obs     Observer
 	tracker BudgetTracker
+	ntrack  BudgetTracker // Policy.NestedBudget's, when the layer rule is NestedBudget
 	start   time.Time
 
 	n           int           // attempts begun
 	delay       time.Duration // the wait before the next attempt
 	prevBackoff time.Duration
 	withdrawn   bool // a retry was granted by the budget and not yet begun
+	nwithdrawn  bool // a retry was granted by the NestedBudget and not yet begun
 	last        error
 	elapsed     time.Duration // since start, when the last attempt ended (with an Observer)
+	over        bool          // the Observer has been told the call ended (CallEnd)
 
 	grant grant // a PricedBudget's grant, for the next Begin (priced.go)
 }
@@ -64,6 +68,7 @@ type Attempt struct {
 	done func(error)   // the breaker's
 	lim  func(error)   // the Limiter's
 	t0   time.Duration // since the call's start (with an Observer)
+	live bool          // begun and not yet ended: End has something to report
 
 	grant grant // what a PricedBudget's grant for it paid (priced.go)
 }
@@ -80,10 +85,10 @@ func NewCall(ctx context.Context, p *Policy) *Call {
 // Reset makes c a new call under p (nil: the zero Policy) for the caller's
 // ctx, as NewCall does, in place: an adapter that keeps a Call in a pooled
 // struct of its own starts each call without a copy. Whatever c was doing
-// is forgotten; a retry its budget granted and no attempt used is not
-// refunded.
+// is forgotten; a retry its budget (or NestedBudget) granted and no attempt
+// used is not refunded: end the call first (Abandon refunds it).
 func (c *Call) Reset(ctx context.Context, p *Policy) {
-	c.n, c.delay, c.prevBackoff, c.withdrawn, c.elapsed = 0, 0, 0, false, 0
+	c.n, c.delay, c.prevBackoff, c.withdrawn, c.nwithdrawn, c.elapsed, c.over = 0, 0, 0, false, false, 0, false
 	c.grant = grant{}
 	if c.last != nil {
 		c.last = nil
@@ -100,9 +105,12 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
 	}
-	c.tracker = nil
+	c.tracker, c.ntrack = nil, nil
 	if p.Budget != nil {
 		c.tracker, _ = p.Budget.(BudgetTracker)
+	}
+	if p.NestedBudget != nil && p.Nested == NestedBudget {
+		c.ntrack, _ = p.NestedBudget.(BudgetTracker)
 	}
 	c.start = time.Time{}
 	if c.obs != nil || p.MaxElapsed > 0 {
@@ -114,9 +122,15 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 func (c *Call) Attempts() int { return c.n }
 
 // Begin starts the next attempt: it checks the caller's context, asks the
-// breaker, tells a BudgetTracker, bounds the attempt's context by
-// AttemptTimeout and tells the Observer. It returns the *Error to give up
-// with when the attempt may not run.
+// Limiter and the breaker, tells a BudgetTracker, bounds the attempt's
+// context by AttemptTimeout and tells the Observer. It returns the *Error
+// to give up with when the attempt may not run.
+//
+// A callback that panics once the Limiter has admitted the attempt (a
+// breaker listener re-raised from Allow, a BudgetTracker, the Observer's
+// AttemptStart) ends the attempt as failed with a *PanicError and the call
+// with ReasonPanic, as Panic does — the Limiter's permit, the breaker's
+// probe and the budget's slot are given back — and the panic goes on.
 func (c *Call) Begin() (Attempt, error) {
 	var a Attempt
 	err := c.begin(&a)
@@ -131,7 +145,7 @@ func (c *Call) begin(a *Attempt) error {
 		c.refund()
 		return c.giveUp(n-1, ReasonContext, cerr)
 	}
-	var lim, done func(error)
+	var lim func(error)
 	if c.p.Limiter != nil {
 		var lerr error
 		if lim, lerr = c.p.Limiter.Acquire(c.ctx, n > 1); lerr != nil {
@@ -139,23 +153,36 @@ func (c *Call) begin(a *Attempt) error {
 			return c.giveUp(n-1, ReasonThrottled, lerr)
 		}
 	}
+	*a = Attempt{lim: lim}
+	settled := false
+	defer func() {
+		if !settled {
+			c.beginPanic(a, recover())
+		}
+	}()
 	if c.p.Breaker != nil {
-		var berr error
-		if done, berr = c.p.Breaker.Allow(); berr != nil {
-			if lim != nil {
+		done, berr := c.p.Breaker.Allow()
+		if berr != nil {
+			c.refund()
+			if lim := a.lim; lim != nil {
+				a.lim = nil
 				lim(berr)
 			}
-			c.refund()
+			settled = true
 			return c.giveUp(n-1, ReasonBreaker, berr)
 		}
+		a.done = done
 	}
-	c.withdrawn = false
+	c.withdrawn, c.nwithdrawn = false, false
+	c.n = n
+	a.N, a.Delay, a.Context, a.actx, a.live = n, c.delay, c.ctx, c.ctx, true
 	a.grant, c.grant = c.grant, grant{}
 	if c.tracker != nil {
 		c.tracker.Start(n > 1)
 	}
-	c.n = n
-	a.N, a.Delay, a.Context, a.actx, a.done, a.lim, a.stop = n, c.delay, c.ctx, c.ctx, done, lim, nil
+	if c.ntrack != nil && c.nestedApplies() {
+		c.ntrack.Start(n > 1) // as it hears Record: for the calls the rule governs
+	}
 	if c.p.AttemptTimeout > 0 {
 		a.actx, a.stop = clock.WithTimeout(c.ctx, c.p.Clock, c.p.AttemptTimeout, ErrAttemptTimeout)
 		a.Context = a.actx
@@ -170,48 +197,181 @@ func (c *Call) begin(a *Attempt) error {
 			a.t0 = c.clk.Since(c.start)
 		}
 	}
+	settled = true
 	return nil
 }
 
+// beginPanic ends attempt a, whose begin panicked with v once the Limiter
+// admitted it, and the call, then lets the panic go on: an attempt the
+// breaker admitted is ended as failed, otherwise the Limiter's permit is
+// given back.
+func (c *Call) beginPanic(a *Attempt, v any) {
+	perr := &PanicError{Value: v}
+	if a.live {
+		a.live = false
+		c.last = perr
+		c.endSteps(a, &ending{err: perr})
+	} else if lim := a.lim; lim != nil {
+		a.lim = nil
+		safely(lim, perr)
+	}
+	c.endPanic()
+	if v != nil { // nil: runtime.Goexit, which goes on by itself
+		panic(v)
+	}
+}
+
+// safely calls f(err), dropping a panic of f's: it runs while another
+// panic, which goes on, is being handled.
+func safely(f func(error), err error) {
+	defer func() { _ = recover() }()
+	f(err)
+}
+
 // End finishes attempt a with its result err (nil: success): the Observer
-// hears the outcome, then the breaker, then the budget. It returns err as
-// the loop sees it — an attempt cut by AttemptTimeout is marked so that
-// errors.Is(err, ErrAttemptTimeout) — and releases the attempt's context.
-// When the Policy would not retry err (Permanent, Classify or
-// DefaultClassifier), the budget's Record receives it marked Permanent,
-// so that retry.IsPermanent reports true and the budget does not charge
-// the failure.
+// hears the outcome, then the breaker, then the Limiter, then the budget.
+// It returns err as the loop sees it — an attempt cut by AttemptTimeout is
+// marked so that errors.Is(err, ErrAttemptTimeout) — and releases the
+// attempt's context. When the Policy would not retry err (Permanent,
+// Classify or DefaultClassifier), the budget's Record receives it marked
+// Permanent, so that retry.IsPermanent reports true and the budget does not
+// charge the failure.
+//
+// Every step runs even when one before it panics (Classify, the Observer,
+// a breaker listener re-raised from the breaker's done, the Limiter's
+// done): the steps after it hear the attempt fail with a *PanicError, so
+// the breaker's probe, the Limiter's permit and the budget's slot are
+// given back. The call then ends with ReasonPanic, as Panic ends it, and
+// the first panic goes on. An attempt already ended (by End or Panic) is
+// not reported again: End returns err and does nothing else.
 func (c *Call) End(a *Attempt, err error) error {
+	if !a.live {
+		return err
+	}
+	a.live = false
 	if err != nil && a.actx != c.ctx && c.ctx.Err() == nil && a.actx.Err() != nil {
 		err = &attemptTimeoutError{err}
 	}
-	if c.obs != nil {
-		c.elapsed = c.clk.Since(c.start)
-		c.obs.AttemptEnd(a.Context, AttemptEnd{Operation: c.p.Operation, Attempt: a.N, Outcome: c.outcome(err), Err: err, Duration: c.elapsed - a.t0})
-	}
-	if a.stop != nil {
-		a.stop()
-	}
-	if a.done != nil {
-		a.done(err)
-	}
-	if a.lim != nil {
-		a.lim(err)
-	}
-	if c.p.Budget != nil {
-		c.record(a, c.budgetErr(err))
-	}
-	if c.p.NestedBudget != nil && c.p.Nested == NestedBudget {
-		c.nestedRecord(a.N > 1, err)
-	}
 	c.last = err
+	if v, panicked := c.endSteps(a, &ending{err: err}); panicked {
+		c.endPanic()
+		if v != nil { // nil: runtime.Goexit, which goes on by itself
+			panic(v)
+		}
+	}
 	return err
 }
 
+// ending is what End's steps tell about one attempt.
+type ending struct {
+	err  error   // the attempt's result; a *PanicError once a step panicked
+	berr error   // what the budgets hear
+	out  Outcome // what the Observer hears
+	step int     // the step running
+}
+
+// End's steps, in order.
+const (
+	stepJudge = iota
+	stepObserve
+	stepStop
+	stepBreaker
+	stepLimiter
+	stepBudget
+	stepNested
+	stepsDone
+)
+
+// endSteps runs End's steps for attempt a from e.step on. A step that
+// panics is recovered and the steps after it run with the attempt failed
+// by a *PanicError; endSteps then returns the first panic's value (nil
+// for runtime.Goexit), dropping any later one.
+func (c *Call) endSteps(a *Attempt, e *ending) (v any, panicked bool) {
+	defer func() {
+		if e.step == stepsDone {
+			return
+		}
+		v, panicked = recover(), true
+		e.err = &PanicError{Value: v}
+		e.out, e.berr = c.judge(e.err) // asks no callback
+		e.step++
+		c.endSteps(a, e)
+	}()
+	for ; e.step < stepsDone; e.step++ {
+		c.endStep(a, e)
+	}
+	return nil, false
+}
+
+// endStep runs End's step e.step for attempt a. The breaker's, the
+// Limiter's and the context's functions are cleared before they are
+// called, so that none is called twice.
+func (c *Call) endStep(a *Attempt, e *ending) {
+	switch e.step {
+	case stepJudge:
+		e.out, e.berr = OutcomeSuccess, nil
+		if e.err != nil && (c.obs != nil || c.p.Budget != nil || c.p.NestedBudget != nil) {
+			e.out, e.berr = c.judge(e.err)
+		}
+	case stepObserve:
+		if c.obs != nil {
+			c.elapsed = c.clk.Since(c.start)
+			c.obs.AttemptEnd(a.Context, AttemptEnd{Operation: c.p.Operation, Attempt: a.N, Outcome: e.out, Err: e.err, Duration: c.elapsed - a.t0})
+		}
+	case stepStop:
+		if stop := a.stop; stop != nil {
+			a.stop = nil
+			stop()
+		}
+	case stepBreaker:
+		if done := a.done; done != nil {
+			a.done = nil
+			done(e.err)
+		}
+	case stepLimiter:
+		if lim := a.lim; lim != nil {
+			a.lim = nil
+			lim(e.err)
+		}
+	case stepBudget:
+		if c.p.Budget != nil {
+			c.record(a, e.berr)
+		}
+	case stepNested:
+		if c.p.NestedBudget != nil && c.p.Nested == NestedBudget && c.nestedApplies() {
+			c.p.NestedBudget.Record(a.N > 1, e.berr)
+		}
+	}
+}
+
+// judge returns, for an attempt that ended with err, the outcome the
+// Observer hears and the error the budgets hear: err itself when the
+// Policy would retry it, marked Permanent when its classification would
+// not (so that a budget charges only failures that cost retries). It asks
+// Classify at most once, never about a *PanicError, and allocates only to
+// mark err.
+func (c *Call) judge(err error) (Outcome, error) {
+	if err == nil {
+		return OutcomeSuccess, nil
+	}
+	retryable := c.retryable(err)
+	berr := err
+	if !retryable && !IsPermanent(err) {
+		berr = Permanent(err)
+	}
+	switch {
+	case c.ctx.Err() != nil:
+		return OutcomeCanceled, berr
+	case walk(err, isTimeoutMarker):
+		return OutcomeTimeout, berr
+	case !retryable:
+		return OutcomePermanent, berr
+	}
+	return OutcomeError, berr
+}
+
 // budgetErr is the error Budget.Record hears for an attempt that ended with
-// err: err itself when the Policy would retry it, marked Permanent when
-// its classification would not (so that a budget charges only failures
-// that cost retries). It allocates only on that path.
+// err, as judge gives it. It allocates only to mark err.
 func (c *Call) budgetErr(err error) error {
 	if err == nil || IsPermanent(err) || c.retryable(err) {
 		return err
@@ -219,25 +379,14 @@ func (c *Call) budgetErr(err error) error {
 	return Permanent(err)
 }
 
-func (c *Call) outcome(err error) Outcome {
-	switch {
-	case err == nil:
-		return OutcomeSuccess
-	case c.ctx.Err() != nil:
-		return OutcomeCanceled
-	case walk(err, isTimeoutMarker):
-		return OutcomeTimeout
-	case !c.retryable(err):
-		return OutcomePermanent
-	}
-	return OutcomeError
-}
-
 // Panic ends attempt a, whose code panicked with v, and the whole call: the
-// Observer, the breaker and the budget see the attempt fail with a
-// *PanicError (so a half-open probe permit or a concurrency slot is
+// Observer, the breaker, the Limiter and the budget see the attempt fail
+// with a *PanicError (so a half-open probe permit or a concurrency slot is
 // released), a granted retry is refunded, and the Observer hears the call
-// end with ReasonPanic. The caller then re-panics with v:
+// end with ReasonPanic (unless it heard the call end already). A callback
+// that panics meanwhile stops none of this, and its panic is dropped. An
+// attempt already ended (End panicked, say) is not reported again. The
+// caller then re-panics with v:
 //
 //	defer func() {
 //		if v := recover(); v != nil {
@@ -246,14 +395,28 @@ func (c *Call) outcome(err error) Outcome {
 //		}
 //	}()
 func (c *Call) Panic(a *Attempt, v any) {
-	c.End(a, &PanicError{Value: v})
+	if a.live {
+		a.live = false
+		perr := &PanicError{Value: v}
+		c.last = perr
+		c.endSteps(a, &ending{err: perr})
+	}
+	c.endPanic()
+}
+
+// endPanic ends the call after a panic: a granted retry is refunded and
+// the Observer, unless it heard the call end already, hears it end with
+// ReasonPanic. A panic of theirs is dropped: the first one goes on.
+func (c *Call) endPanic() {
+	defer func() { _ = recover() }()
 	c.refund()
 	c.giveUp(c.n, ReasonPanic, ErrPanicked)
 }
 
 // Succeed ends the call with success, after End returned nil.
 func (c *Call) Succeed() {
-	if c.obs != nil {
+	if c.obs != nil && !c.over {
+		c.over = true
 		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: c.n, Reason: ReasonSuccess, Duration: c.elapsed})
 	}
 }
@@ -264,7 +427,33 @@ func (c *Call) Succeed() {
 // server advice), whether the deadline can hold it, the breaker, the
 // NestedBudget when the layer rule asks it, and the budget, in that order. It returns the wait, the budget
 // having granted the retry, or the *Error to give up with.
+//
+// A callback that panics meanwhile (Classify, the Backoff, the Observer's
+// RetryScheduled) ends the call with ReasonPanic, a retry already granted
+// refunded, and the panic goes on.
 func (c *Call) Next(err error) (time.Duration, error) {
+	settled := false
+	defer func() {
+		if !settled {
+			c.nextPanic(recover())
+		}
+	}()
+	d, gerr := c.next(err)
+	settled = true
+	return d, gerr
+}
+
+// nextPanic ends the call whose Next panicked with v, and lets the panic
+// go on.
+func (c *Call) nextPanic(v any) {
+	c.endPanic()
+	if v != nil { // nil: runtime.Goexit, which goes on by itself
+		panic(v)
+	}
+}
+
+// next is Next.
+func (c *Call) next(err error) (time.Duration, error) {
 	if cerr := c.ctx.Err(); cerr != nil {
 		return 0, c.giveUp(c.n, ReasonContext, cerr)
 	}
@@ -307,11 +496,15 @@ func (c *Call) Next(err error) (time.Duration, error) {
 			return 0, c.giveUp(c.n, ReasonBreaker, berr)
 		}
 	}
-	if nested && !c.p.NestedBudget.Withdraw(err) {
-		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
+	if nested {
+		if !c.p.NestedBudget.Withdraw(err) {
+			return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
+		}
+		c.nwithdrawn = true
 	}
 	if c.p.Budget != nil {
 		if !c.withdraw(err) {
+			c.refund() // the NestedBudget's grant
 			return 0, c.giveUp(c.n, ReasonBudget, ErrBudgetExhausted)
 		}
 		c.withdrawn = true
@@ -338,19 +531,23 @@ func (c *Call) Wait(d time.Duration) {
 }
 
 // Abandon gives up a retry that Next granted but that will not be made
-// (a stream was committed meanwhile): the budget is refunded and the
-// Observer hears the call end as permanent.
+// (a stream was committed meanwhile): the budget and the NestedBudget are
+// refunded and the Observer hears the call end as permanent.
 func (c *Call) Abandon() error {
 	c.refund()
 	return c.giveUp(c.n, ReasonPermanent, nil)
 }
 
-// refund returns a granted, unstarted retry to a BudgetTracker.
+// refund returns a granted, unstarted retry to the budget and to the
+// NestedBudget that granted it, when they are BudgetTrackers.
 func (c *Call) refund() {
 	if c.withdrawn && c.tracker != nil {
 		c.tracker.Refund()
 	}
-	c.withdrawn = false
+	if c.nwithdrawn && c.ntrack != nil {
+		c.ntrack.Refund()
+	}
+	c.withdrawn, c.nwithdrawn = false, false
 }
 
 func (c *Call) giveUp(attempts int, reason Reason, sentinel error) error {
@@ -360,13 +557,19 @@ func (c *Call) giveUp(attempts int, reason Reason, sentinel error) error {
 			err.Cause = cause
 		}
 	}
-	if c.obs != nil {
+	if c.obs != nil && !c.over {
+		c.over = true
 		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: attempts, Reason: reason, Err: err, Duration: c.clk.Since(c.start)})
 	}
 	return err
 }
 
 func (c *Call) retryable(err error) bool {
+	if _, ok := err.(*PanicError); ok {
+		// An attempt that panicked is a failure like any other, and
+		// Classify, which may be what panicked, is not asked about it.
+		return true
+	}
 	if IsPermanent(err) {
 		return false
 	}
@@ -418,7 +621,7 @@ func (c *Call) fits(d time.Duration) (Reason, error) {
 	if !hasDL && c.p.MaxElapsed <= 0 {
 		return 0, nil
 	}
-	need := c.clk.Now().Add(d + c.p.MinAttemptTime)
+	need := c.clk.Now().Add(sat.Add(d, c.p.MinAttemptTime)) // a sum near math.MaxInt64 must not wrap into the past
 	if c.p.MaxElapsed > 0 && !need.Before(c.start.Add(c.p.MaxElapsed)) {
 		if !hasDL || c.start.Add(c.p.MaxElapsed).Before(dl) {
 			return ReasonDeadline, ErrElapsed

@@ -17,13 +17,16 @@
 // The order of checks for each call is fixed and documented so that it can
 // be reasoned about under load:
 //
-//  1. Before every attempt: the caller's context, then the Breaker (open:
-//     return at once, no wait, no budget spent).
+//  1. Before every attempt: the caller's context, then the Limiter, then
+//     the Breaker (open: return at once, no wait, no budget spent).
 //  2. The attempt runs with a context bounded by AttemptTimeout. Its outcome
-//     goes to the Observer, then the Breaker, then the Budget (which hears
-//     an error the Policy would not retry marked Permanent, so it does not
-//     charge it). An attempt whose operation panics is reported to all
-//     three as failed, with a *PanicError, before the panic goes on.
+//     goes to the Observer, then the Breaker, then the Limiter, then the
+//     Budget (which hears an error the Policy would not retry marked
+//     Permanent, so it does not charge it). An attempt whose operation
+//     panics is reported to all of them as failed, with a *PanicError,
+//     before the panic goes on; so is an attempt during whose start or end
+//     a callback panics (Classify, the Observer, a breaker listener, the
+//     Limiter's done): every permit, probe and budget slot is given back.
 //  3. After a failure, Do stops when the caller's context is done, the error
 //     is not retryable (Permanent, or the Classifier says so; an attempt
 //     cut by AttemptTimeout always is), or MaxAttempts is reached.
@@ -33,7 +36,9 @@
 //  5. If the caller's deadline (or MaxElapsed) cannot hold that wait plus
 //     MinAttemptTime, Do stops now rather than sleep only to fail, with
 //     ErrDeadlineTooClose (ErrElapsed for MaxElapsed).
-//  6. The Budget is asked for a retry; refused means stop now.
+//  6. The Breaker is asked whether it would admit the retry, then the
+//     NestedBudget when the layer rule asks it, then the Budget; a refusal
+//     means stop now (a NestedBudget grant already made is given back).
 //  7. The wait runs on the policy's clock and ends early if the caller's
 //     context ends.
 //

@@ -83,14 +83,30 @@ func (p *Policy) inlineFirst() bool {
 
 // Succeed ends the successful inline attempt of a call under p: the
 // breaker and the budget hear of it as End and Call.Succeed would tell
-// them.
+// them. When the breaker's done panics (a listener's panic re-raised), the
+// budget hears the attempt fail with a *PanicError, and the panic goes on.
 func (in Inline) Succeed(p *Policy) {
+	if p == nil || p.Budget == nil {
+		if in.done != nil {
+			in.done(nil)
+		}
+		return
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			v := recover()
+			p.Budget.Record(false, &PanicError{Value: v})
+			if v != nil { // nil: runtime.Goexit, which goes on by itself
+				panic(v)
+			}
+		}
+	}()
 	if in.done != nil {
 		in.done(nil)
 	}
-	if p != nil && p.Budget != nil {
-		p.Budget.Record(false, nil)
-	}
+	returned = true
+	p.Budget.Record(false, nil)
 }
 
 // Adopt makes c a new call under p for ctx, as Reset does, whose first
@@ -99,5 +115,5 @@ func (in Inline) Succeed(p *Policy) {
 func (c *Call) Adopt(ctx context.Context, p *Policy, in Inline) Attempt {
 	c.Reset(ctx, p)
 	c.n = 1
-	return Attempt{N: 1, Context: c.ctx, actx: c.ctx, done: in.done}
+	return Attempt{N: 1, Context: c.ctx, actx: c.ctx, done: in.done, live: true}
 }

@@ -140,14 +140,6 @@ func (p *Policy) NestedForbids(ctx context.Context) bool {
 // nestedApplies reports whether the layer rule governs this call.
 func (c *Call) nestedApplies() bool { return CallerRetries(c.ctx) }
 
-// nestedRecord tells Policy.NestedBudget about an attempt of a call its
-// rule governs, so that a ratio budget earns from first attempts.
-func (c *Call) nestedRecord(retry bool, err error) {
-	if c.nestedApplies() {
-		c.p.NestedBudget.Record(retry, c.budgetErr(err))
-	}
-}
-
 // MayRetry reports whether this call may make another attempt after the
 // current one, as far as MaxAttempts and the layer rule say (a budget, a
 // breaker or a deadline may still stop it). Hedging asks it before each

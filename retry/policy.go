@@ -63,7 +63,8 @@ type Policy struct {
 	// the caller's own cancellation never is, whatever Classify says; an
 	// attempt cut by AttemptTimeout always is (Classify is not asked). The
 	// Budget hears an error Classify rejects marked Permanent, so it does
-	// not charge it.
+	// not charge it. An attempt that panicked (a *PanicError) is a
+	// failure whatever Classify says, and Classify is not asked about it.
 	Classify func(error) bool
 
 	// Budget, shared by all callers of one downstream, caps retries as a
@@ -88,7 +89,12 @@ type Policy struct {
 
 	// NestedBudget grants the retries a call may still make under
 	// NestedBudget; keep it small and separate from Budget. nil with
-	// NestedBudget: no retries.
+	// NestedBudget: no retries. It hears the calls the rule governs as
+	// Budget hears every call: Record after each attempt, Withdraw before
+	// each retry and, for a BudgetTracker, Start before each attempt and
+	// Refund for a granted retry that does not start (Budget refused it,
+	// the caller gave up during the wait, the Limiter or the breaker
+	// refused it, or a callback panicked).
 	NestedBudget Budget
 
 	// Clock measures and waits. nil: clock.Real.
@@ -156,7 +162,9 @@ type Budget interface {
 // BudgetTracker is implemented by budgets that follow attempts in flight
 // (such as the concurrency budget). Do calls Start before every attempt and
 // Refund when a withdrawn retry is abandoned before it started (the caller
-// gave up during the wait, or the breaker refused it).
+// gave up during the wait, the Limiter or the breaker refused it, or a
+// callback panicked). A NestedBudget that implements it hears the same for
+// the calls its layer rule governs.
 type BudgetTracker interface {
 	Budget
 	Start(retry bool)

@@ -67,41 +67,47 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 			return v, nil, refused
 		}
 	}
+	g.ctx, g.p = ctx, p
+	defer g.check()
 	if p.Budget != nil {
 		if tracker, ok := p.Budget.(BudgetTracker); ok {
 			tracker.Start(false)
 		}
 	}
-	g.ctx, g.p = ctx, p
-	defer g.check()
 	v, err = op(ctx)
-	g.p = nil // returned: nothing for check to do
-	if g.in.done != nil {
-		g.in.done(err)
+	if done := g.in.done; done != nil {
+		g.in.done = nil // told: check does not tell it again
+		done(err)
 	}
-	if p.Budget != nil {
-		if err == nil {
-			p.Budget.Record(false, nil)
-		} else {
-			var c Call
-			c.init(ctx, p)
-			p.Budget.Record(false, c.budgetErr(err))
-		}
+	if p.Budget == nil {
+		g.p = nil // nothing left for check to do
+		return v, err, nil
 	}
+	berr := err
+	if err != nil {
+		var c Call
+		c.init(ctx, p)
+		berr = c.budgetErr(err) // Classify, which may panic
+	}
+	g.p = nil
+	p.Budget.Record(false, berr)
 	return v, err, nil
 }
 
 // firstGuard is what first's deferred check needs to report a panicking
-// first attempt; p is nil once op returned.
+// first attempt; p is nil once the budget is to hear the attempt's end,
+// and in.done once the breaker heard it.
 type firstGuard struct {
 	ctx context.Context
 	p   *Policy
 	in  Inline
 }
 
-// check, deferred by first, reports the attempt as failed when op did not
-// return (a panic, or runtime.Goexit when recover gives nil), and lets the
-// panic go on.
+// check, deferred by first, reports the attempt as failed when op, the
+// breaker's done (a listener's panic re-raised) or Classify did not return
+// (a panic, or runtime.Goexit when recover gives nil), to the breaker
+// unless it heard the attempt end and to the budget, and lets the panic go
+// on.
 func (g *firstGuard) check() {
 	if g.p == nil {
 		return

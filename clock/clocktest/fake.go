@@ -18,13 +18,17 @@ import (
 // after the clock's lock has been released.
 //
 // BlockUntil lets a test wait, without sleeping, until the code under test
-// has started waiting on the clock. Fake is safe for concurrent use.
+// has started waiting on the clock; BlockUntilArmed, until it has set a
+// timer anew (the wait for a goroutine that reacts by re-arming a timer
+// that was pending already, so that BlockUntil would return at once).
+// Fake is safe for concurrent use.
 type Fake struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	now    time.Time
+	target time.Time // the time the Advance and Set calls so far move to
 	timers []*fakeTimer
-	seq    uint64
+	seq    uint64 // timers set so far (NewTimer, AfterFunc, Reset)
 }
 
 var _ clock.Clock = (*Fake)(nil)
@@ -75,8 +79,17 @@ func (f *Fake) add(t *fakeTimer, d time.Duration) {
 	f.schedule(t, d)
 	f.mu.Unlock()
 	if d <= 0 {
-		f.Advance(0)
+		f.fireDue()
 	}
+}
+
+// fireDue fires the timers due now, without moving the clock (whatever
+// a concurrent Advance is moving it to).
+func (f *Fake) fireDue() {
+	f.mu.Lock()
+	now := f.now
+	f.mu.Unlock()
+	f.advanceTo(now)
 }
 
 // schedule must be called with f.mu held.
@@ -111,15 +124,33 @@ func (f *Fake) remove(t *fakeTimer) bool {
 // Advance moves the clock forward by d, firing every timer due on the way
 // in deadline order (and, for equal deadlines, in creation order). Timers
 // created by callbacks that fall due within the advance fire too.
+// Concurrent calls add up: each moves the clock d beyond where the calls
+// before it move it, even while those are still firing timers, and
+// returns once the clock has got at least that far. So does a call made
+// by a callback that an Advance is running: it moves the clock d beyond
+// that Advance's target (to make time pass inside a callback without
+// going further, keep the outer Advance short of it).
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
-	target := f.now.Add(d)
+	if f.target.Before(f.now) {
+		f.target = f.now
+	}
+	f.target = f.target.Add(d)
+	target := f.target
 	f.mu.Unlock()
 	f.advanceTo(target)
 }
 
 // Set moves the clock to t, which must not be before Now(); see Advance.
-func (f *Fake) Set(t time.Time) { f.advanceTo(t) }
+// A concurrent Advance counts from the later of t and its own start.
+func (f *Fake) Set(t time.Time) {
+	f.mu.Lock()
+	if t.After(f.target) {
+		f.target = t
+	}
+	f.mu.Unlock()
+	f.advanceTo(t)
+}
 
 func (f *Fake) advanceTo(target time.Time) {
 	for {
@@ -178,6 +209,29 @@ func (f *Fake) BlockUntil(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for len(f.timers) < n {
+		f.cond.Wait()
+	}
+}
+
+// Armed returns how many times a timer has been set on f so far: by
+// NewTimer, AfterFunc and Reset. With BlockUntilArmed it lets a test wait
+// for code that reacts by setting a timer:
+//
+//	armed := fake.Armed()
+//	q.Offer(v) // wakes a goroutine, which sets its timer anew
+//	fake.BlockUntilArmed(armed + 1)
+//	fake.Advance(d) // the goroutine's timer counts from the time it was set
+func (f *Fake) Armed() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seq
+}
+
+// BlockUntilArmed blocks until Armed reports at least n.
+func (f *Fake) BlockUntilArmed(n uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.seq < n {
 		f.cond.Wait()
 	}
 }
@@ -244,7 +298,7 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.f.schedule(t, d)
 	t.f.mu.Unlock()
 	if d <= 0 {
-		t.f.Advance(0)
+		t.f.fireDue()
 	}
 	return was
 }

@@ -1,0 +1,47 @@
+package backoff
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// panicSource is a rand.Source that panics on every draw.
+type panicSource struct{}
+
+func (panicSource) Uint64() uint64 { panic("boom") }
+
+// TestPanickingSourceDoesNotWedgeLockedDraws: a rand source that panics
+// inside a locked draw (Uniform, a strategy's jitter, Shared) must leave
+// the process-wide source lock free, or every later locked draw in the
+// process — each breaker's open-period jitter among them — blocks for
+// good.
+func TestPanickingSourceDoesNotWedgeLockedDraws(t *testing.T) {
+	draws := map[string]func(){
+		"Uniform":         func() { Uniform(panicSource{}, 10) },
+		"strategy":        func() { Exponential{Jitter: Full, Rand: panicSource{}}.Delay(3, 0) },
+		"Shared":          func() { Shared(panicSource{}).Uint64() },
+		"Uniform(Shared)": func() { Uniform(Shared(panicSource{}), 10) },
+	}
+	for name, draw := range draws {
+		t.Run(name, func(t *testing.T) {
+			func() {
+				defer func() {
+					if v := recover(); v != "boom" {
+						t.Fatalf("recovered %v, want the source's panic to go on", v)
+					}
+				}()
+				draw()
+			}()
+			if !sourceMu.TryLock() {
+				sourceMu.Unlock() // free it for the other cases
+				t.Fatal("the source lock is still held after the source panicked: every locked draw now blocks")
+			}
+			sourceMu.Unlock()
+			// And a locked draw still works.
+			if d := (Constant{Interval: time.Second, Jitter: Full, Rand: rand.NewPCG(1, 2)}).Delay(1, 0); d < 0 || d > time.Second {
+				t.Fatalf("delay %v", d)
+			}
+		})
+	}
+}
