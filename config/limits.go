@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/budget"
 	"go.yaml.in/yaml/v3"
 )
@@ -93,6 +94,12 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 	})
 	if len(d.problems) > before {
 		return b
+	}
+	if kind == "ratio" && b.Ratio.Throttles == nil {
+		// A file's throttle_cost is charged for AWS throttling codes too, as
+		// before the AWS rules moved to awsretry: awsretry.IsThrottle is
+		// retry.IsThrottle (429, a ThrottleReporter) plus those codes.
+		b.Ratio.Throttles = awsretry.Throttles{}
 	}
 	var err error
 	switch kind {

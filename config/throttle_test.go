@@ -285,3 +285,29 @@ func TestREADMEPolicyBlocksParse(t *testing.T) {
 		}
 	}
 }
+
+// TestFileThrottleCostSeesAWSCodes: a ratio budget written in a file
+// charges its throttle_cost for an AWS throttling code (an HTTP 400
+// ThrottlingException), as it did before the AWS rules left package
+// budget, whatever preset it starts from.
+func TestFileThrottleCostSeesAWSCodes(t *testing.T) {
+	f := mustParse(t, `
+policies:
+  plain: {budget: {kind: ratio, max_tokens: 100, retry_cost: 10, throttle_cost: 1}}
+  preset: {budget: {kind: ratio, preset: ten_percent, throttle_cost: 1}}
+`)
+	for _, name := range []string{"plain", "preset"} {
+		cfg := f.Policies[name].Budget.Ratio
+		if cfg.Throttles == nil || !cfg.Throttles.IsThrottle(awsCoded("ThrottlingException")) {
+			t.Fatalf("%s: Throttles %v does not see an AWS throttling code", name, cfg.Throttles)
+		}
+		b := budget.NewRatio(cfg)
+		before := b.Available()
+		if !b.Withdraw(awsCoded("ThrottlingException")) {
+			t.Fatalf("%s: refused", name)
+		}
+		if paid := before - b.Available(); paid != cfg.ThrottleCost {
+			t.Errorf("%s: a throttled retry paid %v, want throttle_cost %v", name, paid, cfg.ThrottleCost)
+		}
+	}
+}
