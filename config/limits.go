@@ -95,7 +95,7 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 	if len(d.problems) > before {
 		return b
 	}
-	if kind == "ratio" && b.Ratio.Throttles == nil {
+	if kind == "ratio" && b.Ratio.ThrottleCost > 0 && b.Ratio.Throttles == nil {
 		// A file's throttle_cost is charged for AWS throttling codes too, as
 		// before the AWS rules moved to awsretry: awsretry.IsThrottle is
 		// retry.IsThrottle (429, a ThrottleReporter) plus those codes.
