@@ -229,6 +229,7 @@ func TestBreakerSeesEveryAttempt(t *testing.T) {
 	clk.BlockUntil(1)
 	clk.Advance(10 * time.Millisecond)
 	s.wait(t, 2)
+	clk.BlockUntil(1) // the third copy's timer, set when the second was sent
 	clk.Advance(10 * time.Millisecond)
 	s.wait(t, 3)
 	s.answer(3, "v3", nil)
