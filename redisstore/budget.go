@@ -64,7 +64,7 @@ type budgetExchange struct {
 	closing     bool
 }
 
-var _ retry.Budget = (*Budget)(nil)
+var _ retry.PricedBudget = (*Budget)(nil)
 
 // BudgetStats are a Budget's counters: the calls this process saw, in
 // both modes, and its link to Redis.
@@ -106,11 +106,34 @@ func (b *Budget) cost(err error) int64 {
 
 // Record takes an attempt's result, as budget.Ratio.Record does. The
 // deposit (or the failure's cost) is flushed to the shared bucket at the
-// next exchange. Record on a nil Budget does nothing.
+// next exchange. A successful retry recorded here gives back RetryCost
+// with RefundRetrySuccess; retry.Do and retry.Call record retries with
+// RecordPriced instead, which gives back what the retry paid. Record on a
+// nil Budget does nothing.
 func (b *Budget) Record(retry bool, err error) {
 	if b == nil {
 		return
 	}
+	if !retry {
+		b.record(false, err, 0, false)
+		return
+	}
+	b.record(true, err, b.s.retryCost, false)
+}
+
+// RecordPriced is Record(true, err) for a retry whose WithdrawPriced
+// returned price: a success gives back price with RefundRetrySuccess (the
+// AWS SDKs' rule: 5 after a throttle, not the 14 a retry costs). It
+// implements retry.PricedBudget. RecordPriced on a nil Budget does nothing.
+func (b *Budget) RecordPriced(err error, price int64) {
+	if b == nil {
+		return
+	}
+	b.record(true, err, min(max(price, 0), max(b.s.retryCost, b.s.timeoutCost, b.s.throttleCost)), true)
+}
+
+// record is Record with the refund a successful retry gives back.
+func (b *Budget) record(retry bool, err error, refund int64, priced bool) {
 	switch {
 	case retry:
 		b.retries.Add(1)
@@ -121,7 +144,11 @@ func (b *Budget) Record(retry bool, err error) {
 		}
 	}
 	if !b.joined.Load() {
-		b.local.Load().Record(retry, err)
+		if priced {
+			b.local.Load().RecordPriced(err, refund)
+		} else {
+			b.local.Load().Record(retry, err)
+		}
 		return
 	}
 	var delta int64
@@ -131,7 +158,7 @@ func (b *Budget) Record(retry bool, err error) {
 	case err == nil:
 		delta = b.s.retryRefill
 		if b.s.refund {
-			delta += b.s.retryCost
+			delta += refund
 		}
 	case b.s.fail > 0 && budget.CountsAsFailure(err):
 		delta = -b.s.fail
@@ -146,24 +173,34 @@ func (b *Budget) Record(retry bool, err error) {
 // lease cannot pay (asking Redis for more in the background). Withdraw on a
 // nil Budget returns true.
 func (b *Budget) Withdraw(err error) bool {
+	_, ok := b.WithdrawPriced(err)
+	return ok
+}
+
+// WithdrawPriced is Withdraw, and also returns what the granted retry paid,
+// in millionths of a token (0 when refused, or free), for RecordPriced. It
+// implements retry.PricedBudget. WithdrawPriced on a nil Budget returns 0,
+// true.
+func (b *Budget) WithdrawPriced(err error) (price int64, ok bool) {
 	if b == nil {
-		return true
+		return 0, true
 	}
-	var ok bool
 	switch cost := b.cost(err); {
 	case !b.joined.Load():
-		ok = b.local.Load().Withdraw(err)
+		price, ok = b.local.Load().WithdrawPriced(err)
 	case cost == 0:
 		ok = b.shared.Load()+b.pending.Load() > b.s.threshold
 	default:
 		ok = b.spend(cost)
+		price = cost
 	}
 	if ok {
 		b.granted.Add(1)
 	} else {
 		b.refused.Add(1)
+		price = 0
 	}
-	return ok
+	return price, ok
 }
 
 // spend pays cost from the lease.

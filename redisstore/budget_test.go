@@ -320,3 +320,70 @@ func TestBudgetAWSStandard(t *testing.T) {
 		t.Fatalf("Available = %v, want %v", got, 20+500-20+6-15)
 	}
 }
+
+// TestFleetBudgetRefundsWhatTheRetryPaid: the fleet budget is a
+// retry.PricedBudget, so a successful retry after a throttle gives back
+// the 5 it paid under the 2026 rules (not the 14 a retry costs), and a
+// legacy retry after a timeout gives back its 10: the quota drains during
+// a throttling storm, as in the AWS SDKs (issue #31 items 18 and 19, for
+// the fleet).
+func TestFleetBudgetRefundsWhatTheRetryPaid(t *testing.T) {
+	throttled := awsCode("ThrottlingException")
+	for _, tc := range []struct {
+		name string
+		cfg  budget.RatioConfig
+		err  error
+		paid float64
+	}{
+		{"2026 throttle", awsretry.Standard2026(), throttled, 5},
+		{"2026 other", awsretry.Standard2026(), errDown, 14},
+		{"legacy timeout", awsretry.StandardLegacy(), retry.ErrAttemptTimeout, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs, _ := newBudgets(t, 1, BudgetConfig{Ratio: tc.cfg, LeaseTokens: 40})
+			b := bs[0]
+			before := b.Lease()
+			price, ok := b.WithdrawPriced(tc.err)
+			if !ok {
+				t.Fatal("refused")
+			}
+			if got := before - b.Lease(); got != tc.paid {
+				t.Fatalf("paid %v, want %v", got, tc.paid)
+			}
+			b.RecordPriced(nil, price)
+			if err := b.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			lease, total := b.Lease(), b.Available()
+			// Through retry.Do: the retry that succeeds is recorded with its price.
+			n := 0
+			_, err := retry.Do(context.Background(), &retry.Policy{MaxAttempts: 2, Budget: b, Backoff: noWait{}},
+				func(context.Context) (int, error) {
+					if n++; n == 1 {
+						return 0, tc.err
+					}
+					return 1, nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// The first attempt's success deposits nothing here (it failed);
+			// the retry paid and was refunded: the balance is unchanged.
+			if got := b.Available(); got != total {
+				t.Fatalf("Available after a paid and refunded retry = %v, want %v (lease %v -> %v)", got, total, lease, b.Lease())
+			}
+		})
+	}
+}
+
+type awsCode string
+
+func (e awsCode) Error() string     { return string(e) }
+func (e awsCode) ErrorCode() string { return string(e) }
+
+type noWait struct{}
+
+func (noWait) Delay(int, time.Duration) time.Duration { return 0 }
