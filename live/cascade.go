@@ -351,14 +351,21 @@ func (r *CascadeReport) Sim() *sim.Report {
 		Scenario: "live:" + CascadeScenario, ModelVersion: sim.ModelVersion, Title: t.Title, Seed: o.Seed, Trials: 1,
 		Description: "sim's cascade (caller → tier 1 → tier 2 → bottom, every tier behind layer.Middleware and calling the next through httpretry) in its total case: the bottom answers every request of the failure window with 503, or layer.Overload under the marker. Measured on real loopback servers.",
 		Tables:      []sim.Table{t},
-		PolicyLegend: [][2]string{
-			{CascadeNaive, "retry.NestedIgnore at every tier: every hop retries by its own count"},
-			{CascadeLayer, "retry.NestedOneLayer at every tier: a hop serving a caller that retries makes one attempt"},
-			{CascadeMarker, "the layer rule, the bottom shedding with layer.Overload (passed up by every tier, retried by none) and budget.TenPercent per tier"},
-		},
 	}
 	pl := sim.Plot{Title: "Requests per call started in the fault, by tier", XLabel: "tier (1: tier 1, 2: tier 2, 3: bottom)", YLabel: "requests per call"}
 	for _, row := range r.Rows {
+		p := row.Policy
+		doc := "retry.NestedIgnore at every tier: every hop retries by its own count"
+		if p.Nested == retry.NestedOneLayer {
+			doc = "retry.NestedOneLayer at every tier: a hop serving a caller that retries makes one attempt"
+		}
+		if p.Marker {
+			doc += "; the bottom sheds with layer.Overload, passed up by every tier and retried by none"
+		}
+		if p.Budget {
+			doc += "; budget.TenPercent per tier (" + o.Scope.String() + " among the callers)"
+		}
+		rep.PolicyLegend = append(rep.PolicyLegend, [2]string{p.Name, doc})
 		pl.Lines = append(pl.Lines, sim.Line{Name: row.Policy.Name, X: []float64{1, 2, 3}, Y: row.Amplification[:]})
 	}
 	rep.Plots = []sim.Plot{pl}
