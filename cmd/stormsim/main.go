@@ -111,7 +111,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "stormsim: %s: %v\n", sc.Name, err)
-			if errors.Is(err, context.Canceled) {
+			if ctx.Err() != nil {
+				// Cancelled: the scenarios that finished and this one's
+				// partial report (its policies without a finished trial
+				// marked not run), in every format asked for.
+				if rep != nil && rep.Partial {
+					reports = append(reports, rep)
+				}
+				if len(reports) > 0 {
+					set := reportSet{Reports: reports, Data: reports, Legend: sim.ColumnLegend()}
+					emit(cfg, set, hasModelTables(reports), stdout, stderr)
+				}
 				return exitError
 			}
 			if errors.Is(err, sim.ErrModel) || errors.Is(err, sim.ErrPolicy) || errors.Is(err, sim.ErrScenario) {
