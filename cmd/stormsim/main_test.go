@@ -237,8 +237,10 @@ func TestProgressBar(t *testing.T) {
 }
 
 // The review's stalling model: a custom policy bounded only by
-// max_elapsed that retries at once, a tier with no latency and a 503
-// window. The run must end, with an error naming the cause.
+// max_elapsed that retries at once (max_attempts -1, a constant backoff
+// of 0: max_elapsed alone now means retry.Policy's 3 attempts and its
+// default backoff), a tier with no latency and a 503 window. The run must
+// end, with an error naming the cause.
 func TestStallingScenarioFileEndsWithItsCause(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stall.yaml")
 	spec := `name: stall
@@ -248,7 +250,7 @@ duration: 5s
 tiers: [{name: api}]
 faults: [{kind: unavailable, tier: api, start: 1s, end: 3s}]
 policies: [tight]
-custom: [{name: tight, max_elapsed: 10s}]
+custom: [{name: tight, max_attempts: -1, max_elapsed: 10s, backoff: {strategy: constant}}]
 `
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
