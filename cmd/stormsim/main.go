@@ -5,6 +5,7 @@
 //	stormsim                      # the default suite, a table per scenario
 //	stormsim list                 # the scenarios and what they model
 //	stormsim live gateway-restart # the same comparison on real HTTP traffic on 127.0.0.1
+//	stormsim live cascade         # three real tiers; also slowdown-hedging (hedge.Transport)
 //	stormsim metastable cascade   # some scenarios
 //	stormsim --file my.yaml       # a scenario of your own
 //	stormsim --out report/        # plus an HTML report with charts (--png: PNG files too)
