@@ -39,8 +39,10 @@ func openSchedule(clients int, interval, duration time.Duration, seed uint64, ma
 	for len(h) > 0 && len(out) < maxCalls {
 		c := h[0]
 		out = append(out, c)
-		if next := c.At + streams[c.Client].Next(); next < duration && interval > 0 {
-			h[0].At = next
+		// step < duration−At rather than At+step < duration: a huge
+		// interval must not wrap round into the past.
+		if step := streams[c.Client].Next(); interval > 0 && step < duration-c.At {
+			h[0].At = c.At + step
 			heap.Fix(&h, 0)
 		} else {
 			heap.Pop(&h)

@@ -3,6 +3,7 @@ package live
 import (
 	"cmp"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -105,5 +106,19 @@ func TestOpenScheduleFollowsTheSeed(t *testing.T) {
 	}
 	if d := openSchedule(4, 100*time.Millisecond, time.Second, 1, 7); !slices.Equal(d, a[:7]) {
 		t.Errorf("maxCalls 7: %v, want the first 7 of %v", d, a)
+	}
+}
+
+// An interval near math.MaxInt64 gives each client one call, not a
+// schedule wrapped round into the past.
+func TestOpenScheduleHugeIntervalDoesNotWrap(t *testing.T) {
+	s := openSchedule(3, time.Duration(math.MaxInt64-1), time.Second, 1, 100)
+	for _, c := range s {
+		if c.At < 0 || c.At >= time.Second {
+			t.Errorf("call at %s, outside [0, 1s)", c.At)
+		}
+	}
+	if len(s) > 3 {
+		t.Errorf("%d calls for 3 clients with one interval each", len(s))
 	}
 }
