@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +18,9 @@ import (
 
 // The policies RunBrownout compares (issue #22), by BrownoutPolicy.Name.
 const (
-	// BrownoutNoHedge sends each call once: the baseline.
-	BrownoutNoHedge = "no-hedging"
+	// BrownoutNoHedge sends each call once: the baseline (sim's no-hedge
+	// of the straggler scenario).
+	BrownoutNoHedge = "no-hedge"
 	// BrownoutHedge hedges once after the fixed delay, unbudgeted.
 	BrownoutHedge = "hedge"
 	// BrownoutHedgeBudget hedges the same way under a retry budget
@@ -38,7 +40,8 @@ type BrownoutPolicy struct {
 	// last 10s, floor 1ms; BrownoutOptions.Delay until it has samples).
 	Adaptive bool
 	// Budget puts the hedges under one budget.NewRatio(budget.TenPercent())
-	// shared by every client.
+	// shared by every client, or one per client under
+	// BrownoutOptions.Scope PerClient.
 	Budget bool
 }
 
@@ -68,17 +71,31 @@ const (
 type BrownoutOptions struct {
 	// Clients is the number of client goroutines (default 20, at most
 	// DefaultMaxClients). Each starts a call every Interval (default
-	// 100ms) from a phase spread over the interval, whether or not its
-	// earlier calls have ended (open loop: a slow server does not slow the
+	// 100ms) from a phase drawn from Seed, whether or not its earlier
+	// calls have ended (open loop: a slow server does not slow the
 	// arrivals), until Duration (default 3s).
 	Clients  int
 	Interval time.Duration
 	Duration time.Duration
+	// Seed draws the clients' phases (sim.Arrival.Stream): the same seed
+	// gives the same schedule.
+	Seed uint64
+	// Scope says whether the clients share one hedge.Transport, and so
+	// one budget and one Adaptive delay (Shared, the default), or own one
+	// each (PerClient).
+	Scope Scope
+	// Sequential runs the policies one after another instead of at the
+	// same time.
+	Sequential bool
+	// IgnoreCancel makes the server finish a request whose caller has
+	// cancelled it (a hedge's loser, mostly) instead of stopping at once:
+	// BrownoutRow.Wasted shows the work spent on answers nobody reads.
+	IgnoreCancel bool
 	// SlowStart and SlowEnd bound the brownout (default: the middle
 	// third of Duration): a request arriving in it is served in
 	// SlowService (default 100ms) instead of Service (default 5ms), for
 	// everyone. The server has no concurrency limit; a request whose
-	// caller cancels it stops at once.
+	// caller cancels it stops at once unless IgnoreCancel is set.
 	SlowStart, SlowEnd   time.Duration
 	Service, SlowService time.Duration
 	// Delay is the hedge delay (default 25ms: well above Service, well
@@ -133,6 +150,8 @@ func (o *BrownoutOptions) defaults() error {
 		return bad("call timeout must be in (0, %s]", MaxDuration)
 	case o.MaxCalls < 0 || o.MaxCalls > MaxCalls:
 		return bad("max calls must be in [1, %d], got %d", MaxCalls, o.MaxCalls)
+	case o.Scope > PerClient:
+		return bad("unknown scope %d", o.Scope)
 	case len(o.Policies) == 0:
 		return bad("no policy to run")
 	}
@@ -169,6 +188,10 @@ type BrownoutRow struct {
 	// Cancelled counts the requests whose caller cancelled them while the
 	// server held them (hedge losers, mostly).
 	Cancelled int64
+	// Wasted is the server's time spent on requests after their caller
+	// had cancelled them: next to nothing when the server stops at once,
+	// the rest of every loser's service under BrownoutOptions.IgnoreCancel.
+	Wasted time.Duration
 	// PeakInFlight is the most requests the server held at once.
 	PeakInFlight int64
 	// Success is the share of calls answered 200.
@@ -192,16 +215,26 @@ func (r *BrownoutReport) Row(name string) (BrownoutRow, bool) {
 	return BrownoutRow{}, false
 }
 
+// SlowdownHedgingScenario is the name of RunBrownout's run on the
+// command line ("stormsim live slowdown-hedging") and in its JSON. It is
+// not sim's brownout (a capacity loss fought with retry limiters): it is
+// a slowdown for everyone fought with hedging, closer to sim's straggler.
+const SlowdownHedgingScenario = "slowdown-hedging"
+
+// BrownoutTitle is the title of RunBrownout's table.
+const BrownoutTitle = "Live slowdown with hedging"
+
 // Table renders the report as a sim.Table (its WriteTo prints it).
 func (r *BrownoutReport) Table() sim.Table {
 	o := r.Options
 	t := sim.Table{
-		Title: fmt.Sprintf("Live brownout with hedging: %d clients every %s, service %s rising to %s for everyone during %s–%s, hedge after %s",
-			o.Clients, o.Interval, o.Service, o.SlowService, o.SlowStart, o.SlowEnd, o.Delay),
-		Header: []string{"policy", "calls", "req/call before", "req/call slow", "cancelled", "peak in flight", "success", "p50", "p99", "p50 slow", "p99 slow", "lag"},
+		Title: fmt.Sprintf("%s: %d clients every %s, service %s rising to %s for everyone during %s–%s, hedge after %s",
+			BrownoutTitle, o.Clients, roundDur(o.Interval), roundDur(o.Service), roundDur(o.SlowService), roundDur(o.SlowStart), roundDur(o.SlowEnd), roundDur(o.Delay)),
+		Header: []string{"policy", "calls", "req/call before", "req/call slow", "cancelled", "wasted", "peak in flight", "success", "p50", "p99", "p50 slow", "p99 slow", "lag"},
 		Notes: []string{
 			"req/call: requests reaching the server (on the wire) per call, for calls started before / during the slowdown",
-			"hedge: hedge.Transport, one hedge after the delay; hedge+budget: the same under one budget.TenPercent shared by every client",
+			BrownoutHedge + ": hedge.Transport, one hedge after the delay; " + BrownoutHedgeBudget + ": the same under one budget.TenPercent shared by every client",
+			"wasted: server time spent on requests after their caller cancelled them (the rest of each loser's service when the server ignores cancellation)",
 			"lag: how late the clients started a call against their schedule at worst (a check on the harness)",
 		},
 	}
@@ -210,7 +243,7 @@ func (r *BrownoutReport) Table() sim.Table {
 		t.Rows = append(t.Rows, []string{
 			row.Policy.Name, fmt.Sprint(row.Calls),
 			fmt.Sprintf("%.2f", row.BeforeLoad), fmt.Sprintf("%.2f", row.SlowLoad),
-			fmt.Sprint(row.Cancelled), fmt.Sprint(row.PeakInFlight),
+			fmt.Sprint(row.Cancelled), d(row.Wasted), fmt.Sprint(row.PeakInFlight),
 			fmt.Sprintf("%.1f%%", 100*row.Success),
 			d(row.P50), d(row.P99), d(row.SlowP50), d(row.SlowP99), d(row.StartLagMax),
 		})
@@ -220,6 +253,102 @@ func (r *BrownoutReport) Table() sim.Table {
 
 // WriteTo prints the report's table to w.
 func (r *BrownoutReport) WriteTo(w io.Writer) (int64, error) { return r.Table().WriteTo(w) }
+
+// MarshalJSON encodes the report as sim's reports are: snake_case keys,
+// durations in seconds, and "scenario": "slowdown-hedging".
+func (r *BrownoutReport) MarshalJSON() ([]byte, error) {
+	o := r.Options
+	type policy struct {
+		Name     string `json:"name"`
+		Hedge    bool   `json:"hedge,omitempty"`
+		Adaptive bool   `json:"adaptive,omitempty"`
+		Budget   bool   `json:"budget,omitempty"`
+	}
+	type row struct {
+		Policy         policy  `json:"policy"`
+		Calls          int     `json:"calls"`
+		BeforeCalls    int     `json:"before_calls"`
+		SlowCalls      int     `json:"slow_calls"`
+		Requests       int64   `json:"requests"`
+		BeforeRequests int64   `json:"before_requests"`
+		SlowRequests   int64   `json:"slow_requests"`
+		BeforeLoad     float64 `json:"before_load"`
+		SlowLoad       float64 `json:"slow_load"`
+		Cancelled      int64   `json:"cancelled"`
+		WastedS        float64 `json:"wasted_s"`
+		PeakInFlight   int64   `json:"peak_in_flight"`
+		Success        float64 `json:"success"`
+		StartLagMaxS   float64 `json:"start_lag_max_s"`
+		P50S           float64 `json:"p50_s"`
+		P99S           float64 `json:"p99_s"`
+		SlowP50S       float64 `json:"slow_p50_s"`
+		SlowP99S       float64 `json:"slow_p99_s"`
+	}
+	out := struct {
+		Scenario     string  `json:"scenario"`
+		Title        string  `json:"title"`
+		Seed         uint64  `json:"seed"`
+		Clients      int     `json:"clients"`
+		IntervalS    float64 `json:"interval_s"`
+		DurationS    float64 `json:"duration_s"`
+		FaultStartS  float64 `json:"fault_start_s"`
+		FaultEndS    float64 `json:"fault_end_s"`
+		ServiceS     float64 `json:"service_s"`
+		SlowServiceS float64 `json:"slow_service_s"`
+		DelayS       float64 `json:"delay_s"`
+		CallTimeoutS float64 `json:"call_timeout_s"`
+		MaxCalls     int     `json:"max_calls"`
+		Scope        string  `json:"scope"`
+		Sequential   bool    `json:"sequential"`
+		IgnoreCancel bool    `json:"ignore_cancel"`
+		Rows         []row   `json:"rows"`
+	}{
+		Scenario: SlowdownHedgingScenario, Title: r.Table().Title, Seed: o.Seed, Clients: o.Clients,
+		IntervalS: o.Interval.Seconds(), DurationS: o.Duration.Seconds(), FaultStartS: o.SlowStart.Seconds(), FaultEndS: o.SlowEnd.Seconds(),
+		ServiceS: o.Service.Seconds(), SlowServiceS: o.SlowService.Seconds(), DelayS: o.Delay.Seconds(), CallTimeoutS: o.CallTimeout.Seconds(),
+		MaxCalls: o.MaxCalls, Scope: o.Scope.String(), Sequential: o.Sequential, IgnoreCancel: o.IgnoreCancel, Rows: []row{},
+	}
+	for _, rw := range r.Rows {
+		out.Rows = append(out.Rows, row{
+			Policy: policy{Name: rw.Policy.Name, Hedge: rw.Policy.Hedge, Adaptive: rw.Policy.Adaptive, Budget: rw.Policy.Budget},
+			Calls:  rw.Calls, BeforeCalls: rw.BeforeCalls, SlowCalls: rw.SlowCalls,
+			Requests: rw.Requests, BeforeRequests: rw.BeforeRequests, SlowRequests: rw.SlowRequests,
+			BeforeLoad: rw.BeforeLoad, SlowLoad: rw.SlowLoad, Cancelled: rw.Cancelled, WastedS: rw.Wasted.Seconds(),
+			PeakInFlight: rw.PeakInFlight, Success: rw.Success, StartLagMaxS: rw.StartLagMax.Seconds(),
+			P50S: rw.P50.Seconds(), P99S: rw.P99.Seconds(), SlowP50S: rw.SlowP50.Seconds(), SlowP99S: rw.SlowP99.Seconds(),
+		})
+	}
+	return json.Marshal(out)
+}
+
+// Sim returns the report as a sim.Report for the stormsim command's
+// printers and HTML page: its table, the policies' legend and a chart of
+// the requests per call before and during the slowdown.
+func (r *BrownoutReport) Sim() *sim.Report {
+	t := r.Table()
+	rep := &sim.Report{
+		Scenario: "live:" + SlowdownHedgingScenario, ModelVersion: sim.ModelVersion, Title: t.Title, Seed: r.Options.Seed, Trials: 1,
+		Description: "A real loopback server slows down for everyone for a window; open-loop clients send GETs through hedge.Transport (one hedge after a fixed delay), unbudgeted or under one shared budget.TenPercent, beside a baseline without hedging. Not sim's brownout, which is a capacity loss fought with retry limiters.",
+		Tables:      []sim.Table{t},
+	}
+	pl := sim.Plot{Title: "Requests per call, before and during the slowdown", XLabel: "phase (1: before, 2: slowdown)", YLabel: "requests per call"}
+	for _, row := range r.Rows {
+		doc := "each call sent once"
+		if row.Policy.Hedge {
+			doc = "hedge.Transport, one hedge after the delay"
+			if row.Policy.Adaptive {
+				doc = "hedge.Transport, one hedge after hedge.NewAdaptive's p95 delay"
+			}
+			if row.Policy.Budget {
+				doc += ", under budget.TenPercent"
+			}
+		}
+		rep.PolicyLegend = append(rep.PolicyLegend, [2]string{row.Policy.Name, doc})
+		pl.Lines = append(pl.Lines, sim.Line{Name: row.Policy.Name, X: []float64{1, 2}, Y: []float64{row.BeforeLoad, row.SlowLoad}})
+	}
+	rep.Plots = []sim.Plot{pl}
+	return rep
+}
 
 // brownoutPhaseHeader carries the phase of the call a request belongs to
 // ("before", "slow"); hedge.Transport copies it to every copy.
@@ -236,9 +365,13 @@ func RunBrownout(ctx context.Context, opts BrownoutOptions) (*BrownoutReport, er
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	sched := openSchedule(opts.Clients, opts.Interval, opts.Duration, opts.Seed, opts.MaxCalls)
 	start := time.Now()
-	rows, err := runPolicies(opts.Policies, func(p BrownoutPolicy) (BrownoutRow, error) {
-		return runBrownoutPolicy(ctx, &opts, p, start)
+	rows, err := runPolicies(opts.Policies, opts.Sequential, func(p BrownoutPolicy) (BrownoutRow, error) {
+		if opts.Sequential {
+			return runBrownoutPolicy(ctx, &opts, p, time.Now(), sched)
+		}
+		return runBrownoutPolicy(ctx, &opts, p, start, sched)
 	})
 	if err != nil {
 		return nil, err
@@ -249,8 +382,10 @@ func RunBrownout(ctx context.Context, opts BrownoutOptions) (*BrownoutReport, er
 type brownoutServer struct {
 	hits, before, slow, cancelled      atomic.Int64
 	inFlight, peak                     atomic.Int64
+	wasted                             atomic.Int64 // ns
 	start                              time.Time
 	slowStart, slowEnd, service, slowS time.Duration
+	ignoreCancel                       bool
 }
 
 func (s *brownoutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -276,12 +411,18 @@ func (s *brownoutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	case <-r.Context().Done():
 		s.cancelled.Add(1)
+		if !s.ignoreCancel {
+			return
+		}
+		left := time.Now()
+		<-t.C // serve on for nobody
+		s.wasted.Add(int64(time.Since(left)))
 	}
 }
 
-func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy, start time.Time) (BrownoutRow, error) {
+func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy, start time.Time, sched []openCall) (BrownoutRow, error) {
 	row := BrownoutRow{Policy: p}
-	s := &brownoutServer{start: start, slowStart: o.SlowStart, slowEnd: o.SlowEnd, service: o.Service, slowS: o.SlowService}
+	s := &brownoutServer{start: start, slowStart: o.SlowStart, slowEnd: o.SlowEnd, service: o.Service, slowS: o.SlowService, ignoreCancel: o.IgnoreCancel}
 	srv, err := serveLoopback(s)
 	if err != nil {
 		return row, err
@@ -290,8 +431,10 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 
 	base := &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients, IdleConnTimeout: 30 * time.Second}
 	defer base.CloseIdleConnections()
-	var rt http.RoundTripper = base
-	if p.Hedge {
+	transport := func() http.RoundTripper {
+		if !p.Hedge {
+			return base
+		}
 		rp := &retry.Policy{Operation: "brownout", MaxAttempts: 2}
 		if p.Budget {
 			rp.Budget = budget.NewRatio(budget.TenPercent())
@@ -300,55 +443,32 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 		if p.Adaptive {
 			h.Adaptive = hedge.NewAdaptive(hedge.AdaptiveConfig{})
 		}
-		rt = &hedge.Transport{Next: base, Hedger: h}
+		return &hedge.Transport{Next: base, Hedger: h}
 	}
-	client := &http.Client{Transport: rt}
+	clients := []*http.Client{{Transport: transport()}}
+	if o.Scope == PerClient {
+		for range o.Clients - 1 {
+			clients = append(clients, &http.Client{Transport: transport()})
+		}
+	}
 
 	var (
 		mu    sync.Mutex
 		calls []brownoutCall
-		left  atomic.Int64
-		lag   atomic.Int64
-		wg    sync.WaitGroup
 	)
-	left.Store(int64(o.MaxCalls))
-	for i := range o.Clients {
-		wg.Go(func() {
-			next := start.Add(o.Interval * time.Duration(i) / time.Duration(o.Clients))
-			t := time.NewTimer(time.Until(next))
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					return
-				}
-				at := time.Since(start)
-				if at >= o.Duration || left.Add(-1) < 0 {
-					return
-				}
-				late := int64(time.Since(next))
-				for l := lag.Load(); late > l && !lag.CompareAndSwap(l, late); l = lag.Load() {
-				}
-				phase := ""
-				switch {
-				case at < o.SlowStart:
-					phase = "before"
-				case at < o.SlowEnd:
-					phase = "slow"
-				}
-				wg.Go(func() {
-					c := brownoutOne(ctx, o, client, srv.url, phase)
-					mu.Lock()
-					calls = append(calls, c)
-					mu.Unlock()
-				})
-				next = next.Add(o.Interval)
-				t.Reset(time.Until(next))
-			}
-		})
-	}
-	wg.Wait()
+	row.StartLagMax = runOpenLoop(ctx, start, sched, func(c openCall) {
+		phase := ""
+		switch {
+		case c.At < o.SlowStart:
+			phase = "before"
+		case c.At < o.SlowEnd:
+			phase = "slow"
+		}
+		call := brownoutOne(ctx, o, clients[min(c.Client, len(clients)-1)], srv.url, phase)
+		mu.Lock()
+		calls = append(calls, call)
+		mu.Unlock()
+	})
 	if err := ctx.Err(); err != nil {
 		return row, err
 	}
@@ -369,7 +489,7 @@ func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy
 		}
 	}
 	row.Calls = len(all)
-	row.StartLagMax = time.Duration(lag.Load())
+	row.Wasted = time.Duration(s.wasted.Load())
 	row.Requests, row.BeforeRequests, row.SlowRequests = s.hits.Load(), s.before.Load(), s.slow.Load()
 	row.Cancelled, row.PeakInFlight = s.cancelled.Load(), s.peak.Load()
 	if row.BeforeCalls > 0 {

@@ -105,3 +105,29 @@ func TestBrownoutAdaptive(t *testing.T) {
 		t.Errorf("%d requests for %d calls: want one to two per call", n, row.Calls)
 	}
 }
+
+// BrownoutOptions.IgnoreCancel makes the server serve on for the hedges'
+// losers: their work shows as Wasted, which a server that stops at once
+// does not spend.
+func TestBrownoutIgnoreCancelShowsWastedWork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wasted := map[bool]time.Duration{}
+	for _, ignore := range []bool{false, true} {
+		rep, err := live.RunBrownout(ctx, live.BrownoutOptions{
+			Clients: 10, Duration: 1500 * time.Millisecond, MaxCalls: 500, IgnoreCancel: ignore, Seed: 5,
+			Policies: []live.BrownoutPolicy{{Name: live.BrownoutHedge, Hedge: true}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := rep.Rows[0]
+		if row.Cancelled == 0 {
+			t.Skipf("no hedge lost during the slowdown (%+v): nothing to measure", row)
+		}
+		wasted[ignore] = row.Wasted
+	}
+	if wasted[false] != 0 || wasted[true] <= 0 {
+		t.Errorf("wasted %s honouring cancellation (want 0), %s ignoring it (want more)", wasted[false], wasted[true])
+	}
+}

@@ -89,22 +89,32 @@
 // # Cascade
 //
 // RunCascade is issue #20's multi-tier run, apart from the one-server
-// Scenario registry: three real servers on 127.0.0.1 (tier 1 → tier 2 →
-// bottom) behind layer.Middleware, each tier calling the next through
-// httpretry, the bottom failing for a window, under CascadePolicies (naive
-// retries at every tier, the layer rule, the layer rule with the overload
-// marker and a budget). Its CascadeReport gives, per tier, the requests
-// counted on the wire per client call made during the outage, end-to-end
+// Scenario registry: sim's cascade in its total case ("stormsim live
+// cascade"), three real servers on 127.0.0.1 (tier 1 → tier 2 → bottom)
+// behind layer.Middleware, each tier calling the next through httpretry,
+// the bottom failing for a window, under CascadePolicies (retries at
+// every tier, the layer rule, the layer rule with the overload marker and
+// a budget, named as sim's cascade names them). The callers follow an
+// open-loop schedule drawn from CascadeOptions.Seed, the same calls for
+// every policy. Its CascadeReport gives, per tier, the requests counted
+// on the wire per client call made during the outage, end-to-end success
+// (comparable across policies) and latency.
+//
+// # Slowdown with hedging
+//
+// RunBrownout is issue #22's hedging run ("stormsim live
+// slowdown-hedging": not sim's brownout, which is a capacity loss fought
+// with limiters): a real server on 127.0.0.1 that slows for everyone for
+// a window, open-loop clients through hedge.Transport unbudgeted or under
+// one shared 10% budget, and a no-hedge baseline (BrownoutPolicies). Its
+// BrownoutReport gives the requests per call on the wire before and
+// during the slowdown, the losers cancelled, the work wasted on them
+// when the server ignores cancellation, the server's peak in flight,
 // success and latency.
 //
-// # Brownout
-//
-// RunBrownout is issue #22's hedging run: a real server on 127.0.0.1 that
-// slows for everyone for a window, open-loop clients through
-// hedge.Transport unbudgeted or under one shared 10% budget, and a
-// no-hedging baseline (BrownoutPolicies). Its BrownoutReport gives the
-// requests per call on the wire before and during the slowdown, the
-// losers cancelled, the server's peak in flight, success and latency.
+// Both encode as JSON with sim's conventions (snake_case keys, seconds),
+// and their Sim methods give them as sim.Reports for the command's HTML
+// report.
 //
 // Live runs are not reproducible bit for bit: the schedule is, but the
 // machine's timing is not. Run policies at the same time (the default) to

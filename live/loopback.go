@@ -42,11 +42,23 @@ func (l *loopback) close() {
 	<-l.done
 }
 
-// runPolicies runs run for every policy at the same time, and returns
-// their rows in the policies' order, or their errors joined.
-func runPolicies[P, R any](policies []P, run func(P) (R, error)) ([]R, error) {
+// runPolicies runs run for every policy, at the same time or (sequential)
+// one after another in order, and returns their rows in the policies'
+// order, or their errors joined.
+func runPolicies[P, R any](policies []P, sequential bool, run func(P) (R, error)) ([]R, error) {
 	rows := make([]R, len(policies))
 	errs := make([]error, len(policies))
+	if sequential {
+		for i, p := range policies {
+			if rows[i], errs[i] = run(p); errs[i] != nil {
+				break
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		return rows, nil
+	}
 	var wg sync.WaitGroup
 	for i, p := range policies {
 		wg.Go(func() { rows[i], errs[i] = run(p) })

@@ -79,13 +79,29 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 		xmin, xmax = 0, 1
 	}
 	ymax = max(ymax, p.HLine, 1) * 1.08
-	pl.Y.Min, pl.Y.Max = 0, ymax
+	ymin := 0.0
+	logY, floor := logScale(p)
+	if logY {
+		// A log axis: values at or below the floor sit on it.
+		pl.Y.Scale = plot.LogScale{}
+		pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		pl.Y.Label.Text += " (log scale)"
+		ymin, ymax = floor, ymax*1.5
+	}
+	pl.Y.Min, pl.Y.Max = ymin, ymax
+	// labelY places a mark's label at share f of the axis' height.
+	labelY := func(f float64) float64 {
+		if logY {
+			return ymin * math.Pow(ymax/ymin, f)
+		}
+		return ymax * f
+	}
 	// Room on the right for the legend, clear of the data.
 	pl.X.Min, pl.X.Max = xmin, xmax+0.3*(xmax-xmin)
 	pl.Legend.TextStyle.Font.Size = vg.Points(8)
 
 	if p.ShadeTo > p.ShadeFrom {
-		shade, err := plotter.NewPolygon(plotter.XYs{{X: p.ShadeFrom, Y: 0}, {X: p.ShadeTo, Y: 0}, {X: p.ShadeTo, Y: ymax}, {X: p.ShadeFrom, Y: ymax}})
+		shade, err := plotter.NewPolygon(plotter.XYs{{X: p.ShadeFrom, Y: ymin}, {X: p.ShadeTo, Y: ymin}, {X: p.ShadeTo, Y: ymax}, {X: p.ShadeFrom, Y: ymax}})
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +114,7 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 		xs, ys := downsample(ln.X, ln.Y)
 		pts := make(plotter.XYs, len(xs))
 		for j := range xs {
-			pts[j] = plotter.XY{X: xs[j], Y: ys[j]}
+			pts[j] = plotter.XY{X: xs[j], Y: max(ys[j], ymin)}
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
@@ -122,7 +138,7 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 		}
 	}
 	for i, mk := range p.Marks {
-		v, err := plotter.NewLine(plotter.XYs{{X: mk.X, Y: 0}, {X: mk.X, Y: ymax}})
+		v, err := plotter.NewLine(plotter.XYs{{X: mk.X, Y: ymin}, {X: mk.X, Y: ymax}})
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +147,7 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 		v.Width = vg.Points(0.8)
 		pl.Add(v)
 		// Stagger the labels so that close marks stay readable.
-		y := ymax * (0.97 - 0.06*float64(i%3))
+		y := labelY(0.97 - 0.06*float64(i%3))
 		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: mk.X, Y: y}}, Labels: []string{" " + mk.Label}})
 		if err != nil {
 			return nil, err
@@ -152,6 +168,40 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 		pl.Legend.Add(p.HLineLabel, h)
 	}
 	return pl, nil
+}
+
+// logRatio is the spread of the lines' peaks from which a chart draws a
+// log axis: on a linear one, a line peaking at a tenth of another's or
+// less is flattened against the floor (the cascade's retries at every
+// tier against its guards, 64× against 1×–4×).
+const logRatio = 10
+
+// logScale reports whether p compares lines whose peaks spread by
+// logRatio or more, and the axis' floor then: the power of ten at or
+// below the smallest positive value drawn. A policy's own panel (a line
+// named "retries" beside its attempts) keeps its linear axis: how small
+// the retries are against the attempts is what it shows.
+func logScale(p sim.Plot) (bool, float64) {
+	lo, hi, least := math.Inf(1), 0.0, math.Inf(1)
+	for _, ln := range p.Lines {
+		if ln.Name == "retries" {
+			return false, 0
+		}
+		peak := 0.0
+		for _, y := range ln.Y {
+			peak = max(peak, y)
+			if y > 0 {
+				least = min(least, y)
+			}
+		}
+		if peak > 0 {
+			lo, hi = min(lo, peak), max(hi, peak)
+		}
+	}
+	if math.IsInf(lo, 0) || hi < logRatio*lo {
+		return false, 0
+	}
+	return true, math.Pow(10, math.Floor(math.Log10(least)))
 }
 
 // Chart sizes.

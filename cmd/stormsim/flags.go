@@ -55,7 +55,10 @@ runs the default suite (every built-in scenario).
 client goroutines calling it through httpretry, once per policy (at the
 same time unless --sequential); it reports the same metrics and charts,
 measured on the wire, plus wasted work, duplicate executions and entry
-traffic. With no scenario it runs every live scenario.
+traffic. "cascade" (three real tiers, sim's cascade in its total case) and
+"slowdown-hedging" (hedge.Transport in a slowdown; not sim's brownout) are
+live runs of their own. With no scenario it runs every live scenario, then
+those two.
 
 "stormsim check" judges a team's own policy file (the one the service
 loads, through the same config loader) against a storm suite, and exits 1

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,17 +107,19 @@ func FuzzParseArgs(f *testing.F) {
 			if c.clients > live.MaxClientsLimit || c.duration > live.MaxDuration || c.trials != 0 || c.workers != 0 || len(c.files) > 0 {
 				t.Fatalf("%q: live run accepted out of bounds: %+v", line, c)
 			}
-			scs, err := pickLiveScenarios(c.scenarios)
+			runs, err := pickLiveRuns(c.scenarios)
 			if err != nil {
 				return
 			}
-			if len(scs) == 0 || (len(c.scenarios) > 0 && len(scs) != len(c.scenarios)) {
-				t.Fatalf("%q: live scenarios %d for names %q", line, len(scs), c.scenarios)
+			if len(runs) == 0 || (len(c.scenarios) > 0 && len(runs) != len(c.scenarios)) {
+				t.Fatalf("%q: live runs %d for names %q", line, len(runs), c.scenarios)
 			}
-			if names, err := livePolicies(c.policies, scs); err == nil {
-				for _, n := range names {
-					if !slices.ContainsFunc(scs, func(sc live.Scenario) bool { return sc.KnownPolicy(n) }) {
-						t.Fatalf("%q: policy %q unknown to the live scenarios", line, n)
+			if lists, err := liveRunPolicies(c.policies, runs); err == nil {
+				for i, names := range lists {
+					for _, n := range names {
+						if !runs[i].knows(n) {
+							t.Fatalf("%q: policy %q unknown to %s", line, n, runs[i].name())
+						}
 					}
 				}
 			} else if !errors.Is(err, sim.ErrPolicy) {

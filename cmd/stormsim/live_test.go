@@ -161,8 +161,8 @@ func TestFileName(t *testing.T) {
 	}
 }
 
-// "stormsim live cascade" and "stormsim live brownout" run the multi-tier
-// and hedging live runs and print their tables.
+// "stormsim live cascade" and "stormsim live slowdown-hedging" run the
+// multi-tier and hedging live runs and print their tables.
 func TestLiveTopologies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real traffic for a few seconds")
@@ -171,11 +171,11 @@ func TestLiveTopologies(t *testing.T) {
 		name string
 		want []string
 	}{
-		{"cascade", []string{"Live cascade", "naive", "layer-rule", "bottom ×"}},
-		{"brownout", []string{"no-hedging", "hedge+budget"}},
+		{"cascade", []string{"Live cascade", "retry-every-tier", "layer-rule", "bottom ×", "open loop", "Policies:"}},
+		{"slowdown-hedging", []string{"no-hedge", "hedge+budget", "Policies:"}},
 	} {
 		var out, errOut bytes.Buffer
-		code := run(t.Context(), []string{"live", c.name, "--clients", "10"}, &out, &errOut, false)
+		code := run(t.Context(), []string{"live", c.name, "--clients", "10", "--duration", "1s"}, &out, &errOut, false)
 		if code != exitOK {
 			t.Fatalf("%s: exit %d\n%s", c.name, code, &errOut)
 		}
@@ -184,5 +184,147 @@ func TestLiveTopologies(t *testing.T) {
 				t.Errorf("%s: output lacks %q:\n%s", c.name, w, &out)
 			}
 		}
+	}
+}
+
+// "stormsim live cascade" and "live brownout" ignored --policies (an
+// unknown name ran all three, exit 0), --out, --seed, --scope,
+// --sequential and --ignore-cancel, and "live cascade brownout" was
+// refused. Two runs named together run both, with every option, and
+// --out writes both.
+func TestLiveTopologiesHonourOptions(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "live", "cascade", "slowdown-hedging", "--clients", "5", "--duration", "1s",
+		"--policies", "layer-rule,no-hedge,hedge", "--seed", "3", "--sequential", "--scope", "per-client", "--json", "--quiet", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	type row struct {
+		Policy struct{ Name string } `json:"policy"`
+		P99S   *float64              `json:"p99_s"`
+	}
+	var reps []struct {
+		Scenario     string  `json:"scenario"`
+		Seed         uint64  `json:"seed"`
+		Clients      int     `json:"clients"`
+		DurationS    float64 `json:"duration_s"`
+		Scope        string  `json:"scope"`
+		Sequential   bool    `json:"sequential"`
+		IgnoreCancel *bool   `json:"ignore_cancel"`
+		Rows         []row   `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 2 {
+		t.Fatalf("stdout is not two reports: %v\n%.400s", err, out)
+	}
+	names := func(rows []row) (out []string) {
+		for _, r := range rows {
+			if r.P99S == nil {
+				t.Errorf("row %s has no p99_s", r.Policy.Name)
+			}
+			out = append(out, r.Policy.Name)
+		}
+		return out
+	}
+	for i, want := range []struct {
+		scenario string
+		policies string
+	}{{"cascade", "layer-rule"}, {"slowdown-hedging", "no-hedge,hedge"}} {
+		r := reps[i]
+		if r.Scenario != want.scenario || r.Seed != 3 || r.Clients != 5 || r.DurationS != 1 || r.Scope != "per-client" || !r.Sequential {
+			t.Errorf("report %d: %+v", i, r)
+		}
+		if got := strings.Join(names(r.Rows), ","); got != want.policies {
+			t.Errorf("%s ran %s, want %s", r.Scenario, got, want.policies)
+		}
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil || string(js) != out {
+		t.Errorf("report.json differs from --json's output (%v)", err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Live cascade", "Live slowdown with hedging", "<svg"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+
+	// --ignore-cancel reaches slowdown-hedging.
+	code, out, errOut = runCLI(t, "live", "slowdown-hedging", "--clients", "5", "--duration", "1s", "--policies", "hedge", "--ignore-cancel", "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 1 || reps[0].IgnoreCancel == nil || !*reps[0].IgnoreCancel {
+		t.Errorf("--ignore-cancel did not reach the run: %v\n%.300s", err, out)
+	}
+}
+
+// An option a live run cannot honour is refused with a message naming
+// why, before any traffic.
+func TestLiveTopologiesRefuseWhatCannotApply(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"live", "cascade", "--policies", "no-such-policy"}, []string{"no-such-policy", "retry-every-tier", "layer-rule+marker+budget"}},
+		{[]string{"live", "slowdown-hedging", "--policies", "full"}, []string{`unknown policy "full"`, "no-hedge, hedge, hedge+budget"}},
+		{[]string{"live", "gateway-restart", "slowdown-hedging", "--policies", "full"}, []string{"none of", "no-hedge, hedge, hedge+budget"}},
+		{[]string{"live", "cascade", "--ignore-cancel"}, []string{"--ignore-cancel does not apply to cascade"}},
+		{[]string{"live", "brownout"}, []string{"slowdown-hedging", "sim's brownout"}},
+		{[]string{"live", "nope"}, []string{"cascade", "slowdown-hedging", "gateway-restart"}},
+	} {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != exitUsage || out != "" {
+			t.Errorf("%v: exit %d, stdout %q; want %d", c.args, code, out, exitUsage)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr %q lacks %q", c.args, errOut, w)
+			}
+		}
+	}
+}
+
+// Plain "stormsim live" runs every live run, cascade and
+// slowdown-hedging included (it ran neither).
+func TestLiveRunsEveryLiveRunByDefault(t *testing.T) {
+	runs, err := pickLiveRuns(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.name())
+	}
+	if want := "gateway-restart,slow-downstream,cascade,slowdown-hedging"; strings.Join(got, ",") != want {
+		t.Errorf("plain live runs %v, want %s", got, want)
+	}
+}
+
+// list named the policies otherwise than the tables (no-hedge and
+// no-hedging; layer-rule+marker+budget and layer+marker+budget).
+func TestListNamesTheLivePoliciesAsTheTablesDo(t *testing.T) {
+	_, out, _ := runCLI(t, "list")
+	var names []string
+	for _, p := range live.CascadePolicies() {
+		names = append(names, p.Name)
+	}
+	for _, p := range live.BrownoutPolicies() {
+		names = append(names, p.Name)
+	}
+	for _, n := range names {
+		if !strings.Contains(out, n) {
+			t.Errorf("list lacks the policy %q the tables name", n)
+		}
+	}
+	for _, old := range []string{"no-hedging", "layer+marker+budget", "policies: naive"} {
+		if strings.Contains(out, old) {
+			t.Errorf("list still says %q", old)
+		}
+	}
+	if !strings.Contains(out, "slowdown-hedging") {
+		t.Error("list lacks slowdown-hedging")
 	}
 }

@@ -5,6 +5,7 @@
 //	stormsim                      # the default suite, a table per scenario
 //	stormsim list                 # the scenarios and what they model
 //	stormsim live gateway-restart # the same comparison on real HTTP traffic on 127.0.0.1
+//	stormsim live cascade         # three real tiers; also slowdown-hedging (hedge.Transport)
 //	stormsim metastable cascade   # some scenarios
 //	stormsim --file my.yaml       # a scenario of your own
 //	stormsim --out report/        # plus an HTML report with charts (--png: PNG files too)
@@ -111,7 +112,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "stormsim: %s: %v\n", sc.Name, err)
-			if errors.Is(err, context.Canceled) {
+			if ctx.Err() != nil {
+				// Cancelled: the scenarios that finished and this one's
+				// partial report (its policies without a finished trial
+				// marked not run), in every format asked for.
+				if rep != nil && rep.Partial {
+					reports = append(reports, rep)
+				}
+				if len(reports) > 0 {
+					set := reportSet{Reports: reports, Data: reports, Legend: sim.ColumnLegend()}
+					emit(cfg, set, hasModelTables(reports), stdout, stderr)
+				}
 				return exitError
 			}
 			if errors.Is(err, sim.ErrModel) || errors.Is(err, sim.ErrPolicy) || errors.Is(err, sim.ErrScenario) {

@@ -237,8 +237,10 @@ func TestProgressBar(t *testing.T) {
 }
 
 // The review's stalling model: a custom policy bounded only by
-// max_elapsed that retries at once, a tier with no latency and a 503
-// window. The run must end, with an error naming the cause.
+// max_elapsed that retries at once (max_attempts -1, a constant backoff
+// of 0: max_elapsed alone now means retry.Policy's 3 attempts and its
+// default backoff), a tier with no latency and a 503 window. The run must
+// end, with an error naming the cause.
 func TestStallingScenarioFileEndsWithItsCause(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stall.yaml")
 	spec := `name: stall
@@ -248,7 +250,7 @@ duration: 5s
 tiers: [{name: api}]
 faults: [{kind: unavailable, tier: api, start: 1s, end: 3s}]
 policies: [tight]
-custom: [{name: tight, max_elapsed: 10s}]
+custom: [{name: tight, max_attempts: -1, max_elapsed: 10s, backoff: {strategy: constant}}]
 `
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
@@ -256,5 +258,53 @@ custom: [{name: tight, max_elapsed: 10s}]
 	code, _, errOut := runCLI(t, "--file", path, "--quiet")
 	if code == exitOK || !strings.Contains(errOut, "makes no progress") || !strings.Contains(errOut, "backoff") {
 		t.Fatalf("exit %d, stderr %q: want a failure naming the stall and its cure", code, errOut)
+	}
+}
+
+// cancelOn is a stderr that cancels a run when a line containing marker
+// is written to it.
+type cancelOn struct {
+	bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.marker) {
+		c.cancel()
+	}
+	return c.Buffer.Write(p)
+}
+
+// A cancelled run with --json or --out wrote nothing, not even the
+// scenarios that had finished: now it writes them and the cancelled one's
+// partial report, in every format, and still exits 1.
+func TestCancelledRunWritesThePartialReport(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	var out bytes.Buffer
+	errOut := &cancelOn{marker: "retry-budget: ", cancel: cancel}
+	// Cancelled as soon as the first scenario has finished (its timing
+	// line), before the second starts.
+	code := run(ctx, []string{"retry-budget", "metastable", "--trials", "1", "--clients", "20", "--duration", "30s", "--json", "--out", dir}, &out, errOut, false)
+	if code != exitError {
+		t.Fatalf("exit %d, want %d: %s", code, exitError, errOut.String())
+	}
+	var reports []sim.Report
+	if err := json.Unmarshal(out.Bytes(), &reports); err != nil {
+		t.Fatalf("--json wrote no report: %v\n%.300s\nstderr: %s", err, out.String(), errOut.String())
+	}
+	if len(reports) != 2 || reports[0].Scenario != "retry-budget" || reports[0].Partial ||
+		reports[1].Scenario != "metastable" || !reports[1].Partial || reports[1].TrialsDone != 0 {
+		t.Fatalf("reports: %d, want retry-budget whole and metastable partial with no trial: %+v", len(reports), reports)
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil || !bytes.Equal(js, out.Bytes()) {
+		t.Errorf("report.json: %v (equal to --json: %v)", err, bytes.Equal(js, out.Bytes()))
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil || !strings.Contains(string(page), "partial") || !strings.Contains(string(page), "Metastable") {
+		t.Errorf("report.html: %v, want both scenarios, the second marked partial", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/throttle"
 )
 
 // A scenario file describes a sim.Model and the policies to compare on it.
@@ -92,6 +96,12 @@ type filePol struct {
 	fileHop `yaml:",inline"`
 }
 
+// fileHop is one caller's policy. Keys that config's policy file has
+// (max_attempts, backoff, max_elapsed, budget, breaker, limiter, hedge,
+// nested) mean what they mean there, with retry.Policy's defaults: no
+// max_attempts is 3 attempts (-1: no count limit, with max_elapsed), no
+// backoff is retry.DefaultBackoff, no nested is the layer rule
+// (one_layer).
 type fileHop struct {
 	MaxAttempts        int          `yaml:"max_attempts"`
 	Backoff            *fileBackoff `yaml:"backoff"`
@@ -101,6 +111,43 @@ type fileHop struct {
 	Budget             *fileBudget  `yaml:"budget"`
 	Breaker            *fileBreaker `yaml:"breaker"`
 	BreakerRetriesOnly bool         `yaml:"breaker_retries_only"`
+	Limiter            *fileLimiter `yaml:"limiter"`
+	Hedge              *fileHedge   `yaml:"hedge"`
+	Nested             string       `yaml:"nested"`
+	OverloadMarker     bool         `yaml:"overload_marker"`
+}
+
+// fileLimiter is config's limiter block: throttle.SREConfig (kind sre)
+// or throttle.AdaptiveConfig (kind aws_adaptive) fields.
+type fileLimiter struct {
+	Kind string `yaml:"kind"`
+	// sre
+	K            float64 `yaml:"k"`
+	Window       dur     `yaml:"window"`
+	Buckets      int     `yaml:"buckets"`
+	MaxRejection float64 `yaml:"max_rejection"`
+	MinRequests  int     `yaml:"min_requests"`
+	// aws_adaptive
+	Beta          float64 `yaml:"beta"`
+	ScaleConstant float64 `yaml:"scale_constant"`
+	Smoothing     float64 `yaml:"smoothing"`
+	MinFillRate   float64 `yaml:"min_fill_rate"`
+}
+
+// fileHedge is config's hedge block.
+type fileHedge struct {
+	Delay     dur           `yaml:"delay"`
+	MaxHedges int           `yaml:"max_hedges"`
+	Adaptive  *fileAdaptive `yaml:"adaptive"`
+}
+
+// fileAdaptive is hedge.AdaptiveConfig's fields.
+type fileAdaptive struct {
+	Percentile float64 `yaml:"percentile"`
+	Window     dur     `yaml:"window"`
+	Floor      dur     `yaml:"floor"`
+	Max        dur     `yaml:"max"`
+	MinSamples int     `yaml:"min_samples"`
 }
 
 type fileBackoff struct {
@@ -402,36 +449,172 @@ func (p *filePol) variant(tiers int) (sim.Variant, error) {
 	hops := p.Hops
 	if len(hops) == 0 {
 		hops = []fileHop{p.fileHop}
-	} else if p.fileHop != (fileHop{}) {
+	} else if !reflect.ValueOf(p.fileHop).IsZero() {
 		return sim.Variant{}, fmt.Errorf("custom %s: give either hops or the policy fields, not both", p.Name)
 	}
 	if len(hops) > tiers {
 		return sim.Variant{}, fmt.Errorf("custom %s: %d hops for %d tiers", p.Name, len(hops), tiers)
 	}
 	v := sim.Variant{Name: p.Name}
+	var docs []string
 	for i, h := range hops {
 		pol, err := h.policy(p.Name)
 		if err != nil {
 			return sim.Variant{}, fmt.Errorf("custom %s hop %d: %w", p.Name, i, err)
 		}
 		v.Policies = append(v.Policies, pol)
+		doc := h.doc()
+		if len(hops) > 1 {
+			doc = fmt.Sprintf("hop %d: %s", i+1, doc)
+		}
+		docs = append(docs, doc)
+	}
+	v.Doc = "from the scenario file: " + strings.Join(docs, "; ")
+	if len(hops) > 1 && len(hops) < tiers {
+		v.Doc += fmt.Sprintf("; hops %d to %d do not retry", len(hops)+1, tiers)
 	}
 	return v, nil
 }
 
+// doc describes the hop's policy in one line, for the policy legend.
+func (h *fileHop) doc() string {
+	var parts []string
+	switch {
+	case h.MaxAttempts < 0:
+		parts = append(parts, "no attempt limit")
+	case h.MaxAttempts == 0:
+		parts = append(parts, fmt.Sprintf("%d attempts (retry.Policy's default)", retry.DefaultMaxAttempts))
+	default:
+		parts = append(parts, fmt.Sprintf("%d attempts", h.MaxAttempts))
+	}
+	if b := h.Backoff; b != nil {
+		strategy := b.Strategy
+		if strategy == "" {
+			strategy = "exponential"
+		}
+		d := strategy + " backoff"
+		var ps []string
+		if b.Base > 0 {
+			ps = append(ps, "base "+time.Duration(b.Base).String())
+		}
+		if b.Max > 0 {
+			ps = append(ps, "max "+time.Duration(b.Max).String())
+		}
+		if b.Jitter != "" {
+			ps = append(ps, b.Jitter+" jitter")
+		}
+		if len(ps) > 0 {
+			d += " (" + strings.Join(ps, ", ") + ")"
+		}
+		parts = append(parts, d)
+	} else {
+		parts = append(parts, "retry.DefaultBackoff (exponential from 100ms, capped at 10s, full jitter)")
+	}
+	if h.MaxElapsed > 0 {
+		parts = append(parts, "giving up after "+time.Duration(h.MaxElapsed).String())
+	}
+	if h.Timeout > 0 {
+		parts = append(parts, "attempt timeout "+time.Duration(h.Timeout).String())
+	}
+	if h.Budget != nil {
+		kind := h.Budget.Kind
+		if kind == "" {
+			kind = "ratio"
+		}
+		parts = append(parts, kind+" budget")
+	}
+	if h.Breaker != nil {
+		b := "breaker"
+		if h.BreakerRetriesOnly {
+			b += " (retries only)"
+		}
+		parts = append(parts, b)
+	}
+	if l := h.Limiter; l != nil {
+		parts = append(parts, l.Kind+" limiter")
+	}
+	if hd := h.Hedge; hd != nil {
+		d := "hedging"
+		if hd.Adaptive != nil {
+			d += " after an adaptive delay"
+		} else {
+			d += " after " + time.Duration(hd.Delay).String()
+		}
+		parts = append(parts, d)
+	}
+	if h.Nested == "ignore" {
+		parts = append(parts, "retrying whatever its caller does (nested: ignore)")
+	}
+	if h.OverloadMarker {
+		parts = append(parts, "the tier it calls sheds with the overload marker")
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (h *fileHop) policy(name string) (sim.Policy, error) {
-	if h.MaxAttempts < 0 || h.MaxAttempts > 1000 {
-		return sim.Policy{}, errors.New("max_attempts must be in [0, 1000]")
+	if h.MaxAttempts < -1 || h.MaxAttempts > 1000 {
+		return sim.Policy{}, errors.New("max_attempts must be in [-1, 1000] (0 or none: 3, retry.Policy's default; -1: no count limit)")
+	}
+	if h.MaxAttempts == -1 && h.MaxElapsed <= 0 {
+		return sim.Policy{}, errors.New("max_attempts -1 (no count limit) needs max_elapsed, or the calls would retry forever")
 	}
 	p := sim.Policy{
 		Name: name, MaxAttempts: h.MaxAttempts, AttemptTimeout: time.Duration(h.Timeout),
 		MaxElapsed: time.Duration(h.MaxElapsed), MinAttemptTime: time.Duration(h.MinAttemptTime),
-		BreakerRetriesOnly: h.BreakerRetriesOnly,
+		BreakerRetriesOnly: h.BreakerRetriesOnly, OverloadMarker: h.OverloadMarker,
 	}
-	if p.MaxAttempts == 0 && p.MaxElapsed == 0 {
-		p.MaxAttempts = 4
+	switch h.MaxAttempts {
+	case 0:
+		p.MaxAttempts = retry.DefaultMaxAttempts // as retry.Policy reads 0
+	case -1:
+		p.MaxAttempts = 0 // sim's "no count limit"
 	}
-	if b := h.Backoff; b != nil {
+	switch h.Nested {
+	case "", "one_layer":
+		p.LayerRule = true // retry.Policy's default, NestedOneLayer
+	case "ignore":
+	case "budget":
+		return sim.Policy{}, errors.New("nested: rule budget is not modelled by the simulator (one_layer or ignore)")
+	default:
+		return sim.Policy{}, fmt.Errorf("nested: unknown rule %q (one_layer, ignore)", h.Nested)
+	}
+	if l := h.Limiter; l != nil {
+		lim, err := l.limiter()
+		if err != nil {
+			return sim.Policy{}, fmt.Errorf("limiter: %w", err)
+		}
+		p.Limiter = lim
+	}
+	if hd := h.Hedge; hd != nil {
+		switch {
+		case h.Limiter != nil:
+			return sim.Policy{}, errors.New("hedge beside a limiter: hedge.Do does not hedge such a policy")
+		case hd.Delay < 0 || (hd.Delay == 0 && hd.Adaptive == nil):
+			return sim.Policy{}, errors.New("hedge: needs a positive delay, or adaptive")
+		case hd.MaxHedges < 0 || (p.MaxAttempts > 0 && hd.MaxHedges > p.MaxAttempts-1):
+			return sim.Policy{}, fmt.Errorf("hedge: max_hedges must be in [0, max_attempts - 1 = %d]", p.MaxAttempts-1)
+		}
+		sh := &sim.Hedge{Delay: time.Duration(hd.Delay), MaxHedges: hd.MaxHedges}
+		if a := hd.Adaptive; a != nil {
+			c := hedge.AdaptiveConfig{Percentile: a.Percentile, Window: time.Duration(a.Window), Floor: time.Duration(a.Floor),
+				Max: time.Duration(a.Max), MinSamples: a.MinSamples}
+			if c.Percentile < 0 || c.Percentile >= 1 || c.Window < 0 || c.Floor < 0 || c.Max < 0 || c.MinSamples < 0 {
+				return sim.Policy{}, errors.New("hedge: adaptive: percentile in [0, 1), window, floor, max and min_samples not negative")
+			}
+			if c.Max > 0 && c.Max < max(c.Floor, hedge.DefaultFloor) {
+				return sim.Policy{}, errors.New("hedge: adaptive: max below the floor")
+			}
+			sh.Adaptive = &c
+		}
+		p.Hedge = sh
+	}
+	b := h.Backoff
+	if b == nil {
+		// retry.Policy's nil Backoff: retry.DefaultBackoff, with the run's
+		// random source for its jitter.
+		b = &fileBackoff{Strategy: "exponential", Base: dur(100 * time.Millisecond), Max: dur(10 * time.Second), Jitter: "full"}
+	}
+	{
 		params := backoff.Params{Base: time.Duration(b.Base), Max: time.Duration(b.Max), Step: time.Duration(b.Step),
 			Multiplier: b.Multiplier, Factor: b.Factor}
 		if b.Jitter != "" {
@@ -492,6 +675,34 @@ func (h *fileHop) policy(name string) (sim.Policy, error) {
 		p.Breaker = sim.Breaker(c)
 	}
 	return p, nil
+}
+
+// limiter builds the limiter block as config does: throttle's Validate
+// checks the fields, and fields left out take throttle's defaults.
+func (l *fileLimiter) limiter() (func(sim.Env) retry.Limiter, error) {
+	switch strings.ReplaceAll(l.Kind, "-", "_") {
+	case "sre":
+		if l.Beta != 0 || l.ScaleConstant != 0 || l.Smoothing != 0 || l.MinFillRate != 0 {
+			return nil, errors.New("beta, scale_constant, smoothing and min_fill_rate are aws_adaptive's")
+		}
+		c := throttle.SREConfig{K: l.K, Window: time.Duration(l.Window), Buckets: l.Buckets, MaxRejection: l.MaxRejection, MinRequests: l.MinRequests}
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+		return sim.SRELimiter(c), nil
+	case "aws_adaptive":
+		if l.K != 0 || l.Window != 0 || l.Buckets != 0 || l.MaxRejection != 0 || l.MinRequests != 0 {
+			return nil, errors.New("k, window, buckets, max_rejection and min_requests are sre's")
+		}
+		c := throttle.AdaptiveConfig{Beta: l.Beta, ScaleConstant: l.ScaleConstant, Smoothing: l.Smoothing, MinFillRate: l.MinFillRate}
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+		return sim.AdaptiveLimiter(c), nil
+	case "":
+		return nil, errors.New("kind missing: sre or aws_adaptive")
+	}
+	return nil, fmt.Errorf("unknown kind %q (sre, aws_adaptive)", l.Kind)
 }
 
 func (b *fileBudget) ratio() budget.RatioConfig {
