@@ -190,7 +190,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(buckets...))
 	add(err)
 	o.active, err = m.Int64UpDownCounter(name("retries.active"), metric.WithUnit("{call}"),
-		metric.WithDescription("Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up."))
+		metric.WithDescription("Calls whose first attempt ended and that have not returned: waiting for a retry, running one, deciding to give up, or (hedged) waiting for cancelled copies."))
 	add(err)
 	o.budgetExhausted, err = m.Int64Counter(name("retry_budget.exhausted"), metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that stopped because the retry budget refused a retry."))
@@ -294,9 +294,10 @@ func (o *Observer) AttemptStart(ctx context.Context, e retry.AttemptStart) conte
 }
 
 // AttemptEnd ends the attempt's span with its outcome and counts the
-// attempt. A call whose first attempt failed is counted into
-// retries.active: from then on it decides to retry, waits for a retry
-// (backoff, Retry-After) or runs one, until CallEnd.
+// attempt. A call is counted into retries.active when its first attempt
+// ends (whatever the outcome), until CallEnd takes it out: a call whose
+// first attempt failed is counted while it decides to retry, waits for a
+// retry (backoff, Retry-After) or runs one.
 func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if o == nil {
 		return
@@ -308,7 +309,7 @@ func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	}
 	s := o.ops.Get(e.Operation)
 	o.attempts.Add(ctx, 1, s.attempts[kind][min(int(e.Outcome), numOutcomes)]...)
-	if e.Attempt == 1 && e.Outcome != retry.OutcomeSuccess {
+	if e.Attempt == 1 {
 		o.active.Add(ctx, 1, s.opAdd...)
 	}
 }
@@ -337,7 +338,7 @@ func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 }
 
 // CallEnd counts the call and its duration, takes it out of
-// retries.active if its first attempt had failed, counts a budget refusal,
+// retries.active if its first attempt had ended, counts a budget refusal,
 // and adds a "stormguard.gave_up" event to the caller's span when the call
 // failed: the reason as stormguard.outcome, the attempts made, and the
 // error.type of the last attempt's error (none when no attempt ran). It
@@ -349,7 +350,7 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	s := o.ops.Get(e.Operation)
 	o.calls.Add(ctx, 1, s.calls[min(int(e.Reason), numReasons)]...)
 	o.duration.Record(ctx, e.Duration.Seconds(), s.opRecord...)
-	if firstFailed(e) {
+	if firstEnded(e) {
 		o.active.Add(ctx, -1, s.opAdd...)
 	}
 	if e.Reason == retry.ReasonBudget {
@@ -373,15 +374,17 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 
 var _ retry.Observer = (*Observer)(nil)
 
-// firstFailed reports whether the call that e ends had a failed first
-// attempt, that is whether AttemptEnd counted it into retries.active: it
-// made a second attempt, or it made one attempt and did not succeed. (A
-// call succeeds only after an attempt that succeeded, and one refused
-// before its first attempt ends with Attempts 0.) The count then returns
-// to zero exactly however the call ends: success, giving up before or
-// after a scheduled retry (breaker, context), panic or Abandon.
-func firstFailed(e retry.CallEnd) bool {
-	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
+// firstEnded reports whether the call that e ends had its first attempt
+// ended, that is whether AttemptEnd counted it into retries.active: it
+// made an attempt (every attempt begun is ended before the call ends; one
+// refused before its first attempt ends with Attempts 0). The add and the
+// subtraction pair up per call whatever the attempts did, so the count
+// returns to zero exactly however the call ends: success, giving up before
+// or after a scheduled retry (breaker, context), panic or Abandon, and a
+// hedged call whichever copy won (its first attempt may succeed while a
+// hedge ran: the call has two attempts and no failed first one).
+func firstEnded(e retry.CallEnd) bool {
+	return e.Attempts >= 1
 }
 
 // lastError returns the last attempt's error of a call's final error (a

@@ -103,9 +103,12 @@ type Config struct {
 // permanent_error, timeout, canceled); the calls outcome label takes
 // retry.Reason's values (success, attempts, budget, breaker, permanent,
 // context, deadline, panic, advice, nested, overloaded, throttled).
-// stormguard_retries_active counts a call from the end of its failed
-// first attempt until it returns, so a call waiting for a retry
-// (backoff, Retry-After) is counted; it returns to zero however the call
+// stormguard_retries_active counts a call from the end of its first
+// attempt until it returns, so a call waiting for a retry (backoff,
+// Retry-After) is counted; a call whose first attempt succeeded passes
+// through it in the instant before it returns (a hedged one while its
+// cancelled copies return). Every call adds and subtracts exactly once,
+// whatever its attempts did, so it returns to zero however the call
 // ends. stormguard_breaker_state is a StateSet:
 // one series per state, 1 for the current one. Every series of an
 // operation is created, at zero, the first time the operation is seen, so
@@ -212,7 +215,7 @@ func New(cfg Config) *Collector {
 			"Duration of whole calls, every attempt and wait included, in seconds.",
 			"operation"),
 		activeDesc: desc("retries_active",
-			"Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.",
+			"Calls whose first attempt ended and that have not returned: waiting for a retry, running one, deciding to give up, or (hedged) waiting for cancelled copies.",
 			"operation"),
 		budgetExhaustedDesc: desc("retry_budget_exhausted_total",
 			"Calls that stopped because the retry budget refused a retry.",
