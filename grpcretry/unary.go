@@ -129,6 +129,7 @@ type unaryCall struct {
 	hg       hedge.Hedger  // the interceptor's, under pol (hedged calls)
 	replyMsg proto.Message // the caller's reply (hedged calls)
 	cctx     callCtx       // the context of hedge.Do (hedged calls)
+	meta     *callerMeta   // the caller's Header, Trailer, Peer, if any (hedged calls)
 
 	pol     retry.Policy       // the caller's, with bo and notPermanent
 	optBuf  [5]grpc.CallOption // holds opts unless the caller passed many
