@@ -61,13 +61,55 @@ import (
 // call that is neither hedged nor retried). Streams are not hedged: pair
 // it with StreamClientInterceptor(h.Policy, opts...). A nil h is the zero
 // Hedger (one hedge after hedge.DefaultDelay, under the zero Policy).
+//
+// The hedge settings follow a policy source as the Policy does: when
+// h.Policy is also a HedgerSource (a *config.Handle is) and h has the
+// settings it gives now (h is handle.Hedger()), the interceptor asks it
+// for the Hedger once per call, right after the Policy, so a reload that
+// changes the file's hedge block reaches the next call on the same
+// connection, and one that removes it stops hedging. A Hedger with
+// MaxHedges hedge.NoHedges (what a policy without hedge gives) hedges
+// nothing: the call runs as UnaryClientInterceptor(h.Policy, opts...)
+// would run it. Any other h is used as it is for every call.
 func UnaryHedgingInterceptor(h *hedge.Hedger, opts ...Option) grpc.UnaryClientInterceptor {
 	if h == nil {
 		h = &hedge.Hedger{}
 	}
 	ic := newInterceptor(h.Policy, opts)
 	ic.hedger = h
+	if hs, ok := h.Policy.(HedgerSource); ok {
+		if cur := hs.Hedger(); cur != nil && sameSettings(cur, h) {
+			ic.hedgers = hs
+		}
+	}
 	return ic.unary
+}
+
+// HedgerSource gives the hedge settings of a call starting now. A
+// *config.Handle implements it (Handle.Hedger): see
+// UnaryHedgingInterceptor.
+type HedgerSource interface {
+	Hedger() *hedge.Hedger
+}
+
+// sameSettings reports whether a and b hedge alike (their Policy aside,
+// which may hold a type that == cannot compare).
+func sameSettings(a, b *hedge.Hedger) bool {
+	return a.Delay == b.Delay && a.MaxHedges == b.MaxHedges && a.Adaptive == b.Adaptive
+}
+
+// hedgerNow returns the Hedger a call starting now runs under, or nil
+// when it is not hedged (no hedging interceptor, or MaxHedges
+// hedge.NoHedges).
+func (ic *interceptor) hedgerNow() *hedge.Hedger {
+	h := ic.hedger
+	if ic.hedgers != nil {
+		h = ic.hedgers.Hedger()
+	}
+	if h == nil || h.MaxHedges < 0 {
+		return nil
+	}
+	return h
 }
 
 // WithNonFatalCodes lists the status codes with which a hedged copy may
@@ -102,8 +144,8 @@ func (ic *interceptor) nonFatal(c codes.Code) bool {
 // winner, or the copy whose failure ended the call), so a cancelled loser
 // that finished later cannot overwrite them and two copies answering
 // together do not write them at once.
-func (c *unaryCall) hedged(reply proto.Message) error {
-	c.hg = *c.ic.hedger
+func (c *unaryCall) hedged(reply proto.Message, h *hedge.Hedger) error {
+	c.hg = *h
 	c.hg.Policy = &c.pol
 	c.replyMsg = reply
 	c.cctx = callCtx{Context: c.ctx, c: c}

@@ -62,11 +62,15 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 	}
 	ic.callPolicy(&c.pol, &c.bo, &cs)
 	var err error
-	if m, ok := reply.(proto.Message); ok && ic.hedger != nil && c.idempotent && !c.pol.NestedForbids(ctx) {
+	var h *hedge.Hedger
+	if ic.hedger != nil && c.idempotent {
+		h = ic.hedgerNow()
+	}
+	if m, ok := reply.(proto.Message); ok && h != nil && !c.pol.NestedForbids(ctx) {
 		// Copies may be in flight together: the pushback each one carries
 		// travels in its error (retry.After), not in bo.
 		c.hedging, c.bo.fromErr = true, true
-		err = c.hedged(m)
+		err = c.hedged(m, h)
 	} else {
 		err = c.run()
 	}
