@@ -10,6 +10,8 @@ import (
 
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/config"
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -110,5 +112,21 @@ func TestHedgeFollowsReloadedHedgeBlock(t *testing.T) {
 	srv.await(t, 3)
 	if r := result(t, out); r.err != nil || r.resp.GetUsername() != "3" {
 		t.Fatalf("retried call without hedge: %v, %v (%v); want attempt 3's answer", r.resp.GetUsername(), r.err, status.Code(r.err))
+	}
+}
+
+// TestHedgeNoHedgesRunsAsRetries: a Hedger with MaxHedges hedge.NoHedges
+// (what a policy without hedge gives) makes the call as
+// UnaryClientInterceptor would: attempts announced 1 and 2 (not 0), and
+// a retryable code retried.
+func TestHedgeNoHedgesRunsAsRetries(t *testing.T) {
+	srv := newServer(outcome{code: codes.Unavailable})
+	p := &retry.Policy{MaxAttempts: 2, Backoff: noWait}
+	client := hedgeClient(t, srv, &hedge.Hedger{Policy: p, MaxHedges: hedge.NoHedges})
+	if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := srv.announced(), []string{"1/1/-", "2/0/1"}; !slices.Equal(got, want) {
+		t.Fatalf("announced %q, want %q", got, want)
 	}
 }
