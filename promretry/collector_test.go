@@ -428,8 +428,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 21 {
-		t.Errorf("Describe sent %d descriptors, want 21 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics and the two hedge metrics)", n)
+	if n != 23 {
+		t.Errorf("Describe sent %d descriptors, want 23 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics, the two hedge metrics, limiter_info and breaker_info)", n)
 	}
 }
 
