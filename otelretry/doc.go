@@ -59,6 +59,8 @@
 //	stormguard.adaptive.measured_rate              -> stormguard_adaptive_measured_rate{operation}
 //	stormguard.adaptive.waits {attempt}            -> stormguard_adaptive_waits_total{operation}
 //	stormguard.adaptive.refused {attempt}          -> stormguard_adaptive_refused_total{operation}
+//	stormguard.limiter.info                        -> stormguard_limiter_info{operation,limiter}
+//	stormguard.breaker.info                        -> stormguard_breaker_info{operation,breaker}
 //	stormguard.hedges {attempt}                    -> stormguard_hedges_total{operation,result}
 //	stormguard.hedges.refused {hedge}              -> stormguard_hedges_refused_total{operation,reason}
 //	stormguard.queue.dropped_records {record}      -> stormguard_queue_dropped_records_total{queue}

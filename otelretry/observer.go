@@ -98,10 +98,14 @@ type Observer struct {
 	queues *labels.Table[*queueState] // queue name -> state
 
 	mu            sync.Mutex
+	seq           uint64 // counts watches, to order them
 	budgets       map[string]*budgetWatch
-	breakers      map[string]*breakerWatch
-	limiters      map[string]*limiterWatch  // by operation label
-	limiterTotals map[string]*limiterTotals // counts of limiters no longer watched, by operation label
+	breakers      map[string]*breakerWatch  // by operation name
+	breakerParts  map[any]*breakerPart      // one per breaker, however many operations share it
+	limiters      map[string]*limiterWatch  // by operation name
+	limiterTotals map[string]*limiterTotals // counts of limiters no longer watched, by label
+	limiterWidest map[any]widest            // the label each shared limiter had when the most operations shared it
+	labelOpts     map[string][]metric.ObserveOption
 	limiterInst   limiterInstruments
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 
@@ -170,8 +174,11 @@ func New(cfg Config) (*Observer, error) {
 		queues:        labels.New(maxOps, newQueueState, nil),
 		budgets:       make(map[string]*budgetWatch),
 		breakers:      make(map[string]*breakerWatch),
+		breakerParts:  make(map[any]*breakerPart),
 		limiters:      make(map[string]*limiterWatch),
 		limiterTotals: make(map[string]*limiterTotals),
+		limiterWidest: make(map[any]widest),
+		labelOpts:     make(map[string][]metric.ObserveOption),
 	}
 
 	m := mp.Meter(ScopeName)
@@ -215,6 +222,10 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithDescription("Circuit breaker state, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others."),
 		metric.WithInt64Callback(o.observeBreakers))
 	add(err)
+	_, err = m.Int64ObservableGauge(name("breaker.info"),
+		metric.WithDescription("1 for each operation and the operation value its circuit breaker's transitions are counted under: the operation's own, or for a breaker several operations share "+SharedPrefix+" and their names; join on it."),
+		metric.WithInt64Callback(o.observeBreakerInfo))
+	add(err)
 	o.configReloads, err = m.Int64Counter(name("config.reloads"), metric.WithUnit("{reload}"),
 		metric.WithDescription("Policy files applied (result=\"success\") or rejected (result=\"failure\", the old policies serving on), and file watcher errors (result=\"watch_error\", a reload from disk follows)."))
 	add(err)
@@ -242,6 +253,8 @@ const (
 	keyAttemptKind = attribute.Key("attempt_kind")
 	keyOutcome     = attribute.Key("outcome")
 	keyFrom        = attribute.Key("from")
+	keyLimiter     = attribute.Key("limiter")
+	keyBreaker     = attribute.Key("breaker")
 	keyTo          = attribute.Key("to")
 	keyQueue       = attribute.Key("queue")
 )
