@@ -31,7 +31,7 @@ func TestHedgeFollowsReloadedHedgeBlock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	write := func(hedgeBlock string) {
 		t.Helper()
-		data := "policies:\n  inventory:\n    max_attempts: 3\n    backoff: {strategy: full_jitter, base: 1ms, max: 2ms}\n" + hedgeBlock +
+		data := "policies:\n  inventory:\n    max_attempts: 3\n    backoff: {strategy: constant, base: 1ms}\n" + hedgeBlock +
 			"operations:\n  grpc-inventory: inventory\n"
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -106,8 +106,8 @@ func TestHedgeFollowsReloadedHedgeBlock(t *testing.T) {
 	}()
 	for n := 1; n <= 2; n++ {
 		srv.await(t, n)
-		f.BlockUntil(1) // the backoff before the retry
-		f.Advance(2 * time.Millisecond)
+		f.BlockUntil(1) // the backoff before the retry (constant 1ms: a timer every time)
+		f.Advance(time.Millisecond)
 	}
 	srv.await(t, 3)
 	if r := result(t, out); r.err != nil || r.resp.GetUsername() != "3" {
