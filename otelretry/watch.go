@@ -167,19 +167,12 @@ func (o *Observer) WatchBreaker(operation string, b retry.Breaker) (unwatch func
 	o.breakers[operation] = w
 	id := w.id()
 	p := o.breakerParts[id]
-	if p == nil {
+	created := p == nil
+	if created {
 		p = &breakerPart{}
 		o.breakerParts[id] = p
-		o.relabelBreakerLocked(id, p)
-		if sub, ok := b.(BreakerSource); ok {
-			p.unsubscribe = sub.Subscribe(func(from, to breaker.State) {
-				o.transitions.Add(context.Background(), 1, metric.WithAttributes(keyOperation.String(*p.label.Load()),
-					keyFrom.String(from.String()), keyTo.String(to.String())))
-			})
-		}
-	} else {
-		o.relabelBreakerLocked(id, p)
 	}
+	o.relabelBreakerLocked(id, p)
 	w.part = p
 	var stop *breakerPart
 	if prev != nil {
@@ -187,6 +180,36 @@ func (o *Observer) WatchBreaker(operation string, b retry.Breaker) (unwatch func
 	}
 	o.mu.Unlock()
 	stop.stop()
+	if sub, ok := b.(BreakerSource); ok && created {
+		// Subscribe is the breaker's code: called without our lock, and
+		// if it panics the watch is taken back before the panic goes on.
+		subscribed := false
+		defer func() {
+			if !subscribed {
+				o.mu.Lock()
+				var stop *breakerPart
+				if o.breakers[operation] == w {
+					delete(o.breakers, operation)
+					stop = o.dropBreakerLocked(w)
+				}
+				o.mu.Unlock()
+				stop.stop()
+			}
+		}()
+		unsub := sub.Subscribe(func(from, to breaker.State) {
+			o.transitions.Add(context.Background(), 1, metric.WithAttributes(keyOperation.String(*p.label.Load()),
+				keyFrom.String(from.String()), keyTo.String(to.String())))
+		})
+		subscribed = true
+		o.mu.Lock()
+		if o.breakerParts[id] == p {
+			p.unsubscribe, unsub = unsub, nil
+		}
+		o.mu.Unlock()
+		if unsub != nil { // unwatched meanwhile
+			unsub()
+		}
+	}
 	return func() {
 		var stop *breakerPart
 		o.mu.Lock()

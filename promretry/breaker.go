@@ -97,20 +97,12 @@ func (c *Collector) WatchBreaker(operation string, b retry.Breaker) (unwatch fun
 	c.breakers[operation] = w
 	id := w.id()
 	p := c.breakerParts[id]
-	if p == nil {
+	created := p == nil
+	if created {
 		p = &breakerPart{}
 		c.breakerParts[id] = p
-		c.relabelBreakerLocked(id, p)
-		if sub, ok := b.(BreakerSource); ok {
-			p.unsubscribe = sub.Subscribe(func(from, to breaker.State) {
-				if from != to {
-					c.transitions.WithLabelValues(*p.label.Load(), from.String(), to.String()).Inc()
-				}
-			})
-		}
-	} else {
-		c.relabelBreakerLocked(id, p)
 	}
+	c.relabelBreakerLocked(id, p)
 	w.part = p
 	var stop *breakerPart
 	if prev != nil {
@@ -118,6 +110,37 @@ func (c *Collector) WatchBreaker(operation string, b retry.Breaker) (unwatch fun
 	}
 	c.mu.Unlock()
 	stop.stop()
+	if sub, ok := b.(BreakerSource); ok && created {
+		// Subscribe is the breaker's code: called without our lock, and
+		// if it panics the watch is taken back before the panic goes on.
+		subscribed := false
+		defer func() {
+			if !subscribed {
+				c.mu.Lock()
+				var stop *breakerPart
+				if c.breakers[operation] == w {
+					delete(c.breakers, operation)
+					stop = c.dropBreakerLocked(w)
+				}
+				c.mu.Unlock()
+				stop.stop()
+			}
+		}()
+		unsub := sub.Subscribe(func(from, to breaker.State) {
+			if from != to {
+				c.transitions.WithLabelValues(*p.label.Load(), from.String(), to.String()).Inc()
+			}
+		})
+		subscribed = true
+		c.mu.Lock()
+		if c.breakerParts[id] == p {
+			p.unsubscribe, unsub = unsub, nil
+		}
+		c.mu.Unlock()
+		if unsub != nil { // unwatched meanwhile
+			unsub()
+		}
+	}
 	return func() {
 		var stop *breakerPart
 		c.mu.Lock()
