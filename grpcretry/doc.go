@@ -99,7 +99,10 @@
 // the same way, so the whole chain stops (TestOverloadMarkerCrossesTiers).
 // grpc-go's own retries obey the marker too: it is gRFC A6's "do not
 // retry". WithMaxInFlight sheds the calls beyond a concurrency limit with
-// the same answer.
+// the same answer. A handler error that wraps retry.ErrNestedRetry (a call
+// the layer rule left to this call's caller to retry) is answered
+// UNAVAILABLE without the marker, so the caller retries it and exactly
+// one layer makes the attempts (TestNestedRefusalAnsweredRetryable).
 //
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(grpcretry.UnaryServerInterceptor()),

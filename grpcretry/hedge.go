@@ -2,12 +2,14 @@ package grpcretry
 
 import (
 	"context"
+	"sync"
 
 	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,7 +41,10 @@ import (
 // retried; a positive pushback puts the next hedge off by that delay (and
 // is the wait before a retry); a malformed pushback ends the call. The
 // losers are cancelled through their contexts, so their servers see their
-// contexts end; the call returns once every copy has returned.
+// contexts end; the call returns once every copy has returned. The
+// caller's grpc.Header, grpc.Trailer and grpc.Peer options then receive
+// the metadata of the copy whose answer the call returns (the winner, or
+// the copy whose failure ended the call), never a loser's.
 //
 // Hedges spend from the Policy's Budget as retries do, ask its Breaker
 // and are reported to its Observer (see package hedge): once the budget
@@ -56,13 +61,55 @@ import (
 // call that is neither hedged nor retried). Streams are not hedged: pair
 // it with StreamClientInterceptor(h.Policy, opts...). A nil h is the zero
 // Hedger (one hedge after hedge.DefaultDelay, under the zero Policy).
+//
+// The hedge settings follow a policy source as the Policy does: when
+// h.Policy is also a HedgerSource (a *config.Handle is) and h has the
+// settings it gives now (h is handle.Hedger()), the interceptor asks it
+// for the Hedger once per call, right after the Policy, so a reload that
+// changes the file's hedge block reaches the next call on the same
+// connection, and one that removes it stops hedging. A Hedger with
+// MaxHedges hedge.NoHedges (what a policy without hedge gives) hedges
+// nothing: the call runs as UnaryClientInterceptor(h.Policy, opts...)
+// would run it. Any other h is used as it is for every call.
 func UnaryHedgingInterceptor(h *hedge.Hedger, opts ...Option) grpc.UnaryClientInterceptor {
 	if h == nil {
 		h = &hedge.Hedger{}
 	}
 	ic := newInterceptor(h.Policy, opts)
 	ic.hedger = h
+	if hs, ok := h.Policy.(HedgerSource); ok {
+		if cur := hs.Hedger(); cur != nil && sameSettings(cur, h) {
+			ic.hedgers = hs
+		}
+	}
 	return ic.unary
+}
+
+// HedgerSource gives the hedge settings of a call starting now. A
+// *config.Handle implements it (Handle.Hedger): see
+// UnaryHedgingInterceptor.
+type HedgerSource interface {
+	Hedger() *hedge.Hedger
+}
+
+// sameSettings reports whether a and b hedge alike (their Policy aside,
+// which may hold a type that == cannot compare).
+func sameSettings(a, b *hedge.Hedger) bool {
+	return a.Delay == b.Delay && a.MaxHedges == b.MaxHedges && a.Adaptive == b.Adaptive
+}
+
+// hedgerNow returns the Hedger a call starting now runs under, or nil
+// when it is not hedged (no hedging interceptor, or MaxHedges
+// hedge.NoHedges).
+func (ic *interceptor) hedgerNow() *hedge.Hedger {
+	h := ic.hedger
+	if ic.hedgers != nil {
+		h = ic.hedgers.Hedger()
+	}
+	if h == nil || h.MaxHedges < 0 {
+		return nil
+	}
+	return h
 }
 
 // WithNonFatalCodes lists the status codes with which a hedged copy may
@@ -89,19 +136,109 @@ func (ic *interceptor) nonFatal(c codes.Code) bool {
 
 // hedged runs the call through hedge.Do under the call's Policy. The
 // round's first copy (in the calling goroutine) writes into the caller's
-// reply with the call's buffers; each hedge has its own reply, header and
-// trailer, and a winning hedge's reply is merged into the caller's.
-func (c *unaryCall) hedged(reply proto.Message) error {
-	c.hg = *c.ic.hedger
+// reply with the call's buffers; each hedge has its own reply, header,
+// trailer and peer, and a winning hedge's reply is merged into the
+// caller's. The caller's own grpc.Header, grpc.Trailer and grpc.Peer
+// options go to no copy: once hedge.Do has returned (every copy has), they
+// receive the metadata of the copy whose answer the call returns (the
+// winner, or the copy whose failure ended the call), so a cancelled loser
+// that finished later cannot overwrite them and two copies answering
+// together do not write them at once.
+func (c *unaryCall) hedged(reply proto.Message, h *hedge.Hedger) error {
+	c.hg = *h
 	c.hg.Policy = &c.pol
 	c.replyMsg = reply
 	c.cctx = callCtx{Context: c.ctx, c: c}
+	c.takeCallerMeta()
 	win, err := hedge.Do[proto.Message](&c.cctx, &c.hg, hedgeCopy, nil)
+	c.giveCallerMeta(win)
 	if err == nil && win != nil && win != reply {
 		proto.Reset(reply)
 		proto.Merge(reply, win)
 	}
 	return err
+}
+
+// callerMeta holds a hedged call's own grpc.Header, grpc.Trailer and
+// grpc.Peer options, and what each hedge copy received for them.
+type callerMeta struct {
+	opts   []grpc.CallOption
+	peer   bool // opts has a Peer
+	mu     sync.Mutex
+	copies []copyMeta
+}
+
+// copyMeta is what one hedge copy's grpc.Header, grpc.Trailer and
+// grpc.Peer received.
+type copyMeta struct {
+	reply           proto.Message
+	header, trailer metadata.MD
+	peer            peer.Peer
+}
+
+// takeCallerMeta moves the caller's grpc.Header, grpc.Trailer and
+// grpc.Peer options out of the options every copy is sent with (into
+// c.meta), and, when the caller asked for the peer, has the round's first
+// copy record it in c.peer. A call without them costs nothing.
+func (c *unaryCall) takeCallerMeta() {
+	k := 0
+	for _, o := range c.opts[:c.nbase] {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+			if c.meta == nil {
+				c.meta = new(callerMeta)
+			}
+			c.meta.opts = append(c.meta.opts, o)
+			if _, ok := o.(grpc.PeerCallOption); ok {
+				c.meta.peer = true
+			}
+			continue
+		}
+		c.opts[k] = o
+		k++
+	}
+	if c.meta == nil {
+		return
+	}
+	n := copy(c.opts[k:], c.opts[c.nbase:])
+	clear(c.opts[k+n:])
+	c.opts, c.nbase = c.opts[:k+n], k
+	if c.meta.peer && c.idempotent { // else the Peer option is there already
+		c.opts = append(c.opts, grpc.Peer(&c.peer))
+	}
+}
+
+// giveCallerMeta writes into the caller's grpc.Header, grpc.Trailer and
+// grpc.Peer targets the metadata of the copy whose value hedge.Do returned
+// (win); with no such copy (no attempt ran) they are left as they are.
+func (c *unaryCall) giveCallerMeta(win proto.Message) {
+	if c.meta == nil || win == nil {
+		return
+	}
+	var m *copyMeta
+	if win == c.replyMsg {
+		m = &copyMeta{header: c.header, trailer: c.trailer, peer: c.peer}
+	} else {
+		for i := range c.meta.copies {
+			if c.meta.copies[i].reply == win {
+				m = &c.meta.copies[i]
+				break
+			}
+		}
+		if m == nil {
+			return
+		}
+	}
+	for _, o := range c.meta.opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = m.header
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = m.trailer
+		case grpc.PeerCallOption:
+			*o.PeerAddr = m.peer
+		}
+	}
 }
 
 // callCtx is the context a hedged call runs hedge.Do with: the caller's,
@@ -130,16 +267,23 @@ func hedgeCopy(actx context.Context) (proto.Message, error) {
 	if !isHedge {
 		return c.replyMsg, c.attempt(actx, n, willRetry)
 	}
-	var header, trailer metadata.MD
-	reply := c.replyMsg.ProtoReflect().New().Interface()
-	opts := make([]grpc.CallOption, 0, c.nbase+2)
-	opts = append(append(opts, c.opts[:c.nbase]...), grpc.Header(&header), grpc.Trailer(&trailer))
-	err := c.invoker(c.ic.announce(actx, n, willRetry), c.method, c.req, reply, c.cc, opts...)
-	if err == nil {
-		return reply, nil
+	m := copyMeta{reply: c.replyMsg.ProtoReflect().New().Interface()}
+	opts := make([]grpc.CallOption, 0, c.nbase+3)
+	opts = append(append(opts, c.opts[:c.nbase]...), grpc.Header(&m.header), grpc.Trailer(&m.trailer))
+	if c.meta != nil && c.meta.peer {
+		opts = append(opts, grpc.Peer(&m.peer))
 	}
-	return reply, c.ic.classify(c.ctx, actx, attemptResult{
-		err: err, trailer: trailer, idempotent: true, hedged: true, committed: header != nil,
+	err := c.invoker(c.ic.announce(actx, n, willRetry), c.method, c.req, m.reply, c.cc, opts...)
+	if c.meta != nil {
+		c.meta.mu.Lock()
+		c.meta.copies = append(c.meta.copies, m)
+		c.meta.mu.Unlock()
+	}
+	if err == nil {
+		return m.reply, nil
+	}
+	return m.reply, c.ic.classify(c.ctx, actx, attemptResult{
+		err: err, trailer: m.trailer, idempotent: true, hedged: true, committed: m.header != nil,
 	}, &c.bo)
 }
 

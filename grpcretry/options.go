@@ -163,6 +163,7 @@ type interceptor struct {
 	declared  sync.Map      // full method name → bool: declared idempotent by the lists or the protos
 	maxReplay int           // the replay limit, or its default
 	hedger    *hedge.Hedger // UnaryHedgingInterceptor's; nil: no hedging
+	hedgers   HedgerSource  // when set, asked for the Hedger of each call instead
 }
 
 var zeroPolicy retry.Policy

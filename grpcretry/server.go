@@ -151,8 +151,15 @@ func (l *inFlight) release() { l.n.Add(-1) }
 // "overloaded; don't retry", as the client interceptors report it, or
 // Overloaded's answer — the call is answered UNAVAILABLE with the trailer
 // grpc-retry-pushback-ms: -1, so the marker travels up the chain and no
-// caller retries. Other errors go out unchanged. WithMaxInFlight sheds
-// calls beyond a limit with the same answer.
+// caller retries. When it wraps retry.ErrNestedRetry — a call made while
+// serving that the layer rule did not retry because this call's caller
+// retries — it is answered UNAVAILABLE (keeping its status's message)
+// without the marker, unless its code is already one callers retry
+// (UNAVAILABLE, ABORTED): the error was worth retrying, and the caller is
+// the layer that retries, so exactly one layer of the chain makes the
+// attempts. The answer still wraps the handler's error for interceptors
+// further out. Other errors go out unchanged. WithMaxInFlight sheds calls
+// beyond a limit with the overload answer.
 func UnaryServerInterceptor(opts ...ServerOption) grpc.UnaryServerInterceptor {
 	o := resolveServer(opts)
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -168,9 +175,12 @@ func UnaryServerInterceptor(opts ...ServerOption) grpc.UnaryServerInterceptor {
 			defer cancel()
 		}
 		resp, err := handler(ctx, req)
-		if err != nil && retry.IsOverloaded(err) {
-			_ = grpc.SetTrailer(ctx, overloadTrailer)
-			return resp, overloadedStatus(err)
+		if err != nil {
+			if retry.IsOverloaded(err) {
+				_ = grpc.SetTrailer(ctx, overloadTrailer)
+				return resp, overloadedStatus(err)
+			}
+			err = nestedStatus(err)
 		}
 		return resp, err
 	}
@@ -179,7 +189,8 @@ func UnaryServerInterceptor(opts ...ServerOption) grpc.UnaryServerInterceptor {
 // StreamServerInterceptor is UnaryServerInterceptor for streams: the
 // stream's Context carries the inbound facts, and a handler error that
 // wraps retry.ErrOverloaded is answered UNAVAILABLE with the trailer
-// grpc-retry-pushback-ms: -1; WithMaxInFlight counts a stream until its
+// grpc-retry-pushback-ms: -1, one that wraps retry.ErrNestedRetry
+// UNAVAILABLE without it; WithMaxInFlight counts a stream until its
 // handler returns.
 func StreamServerInterceptor(opts ...ServerOption) grpc.StreamServerInterceptor {
 	o := resolveServer(opts)
@@ -199,13 +210,43 @@ func StreamServerInterceptor(opts ...ServerOption) grpc.StreamServerInterceptor 
 			ss = &inboundStream{ServerStream: ss, ctx: ctx}
 		}
 		err := handler(srv, ss)
-		if err != nil && retry.IsOverloaded(err) {
-			ss.SetTrailer(overloadTrailer)
-			return overloadedStatus(err)
+		if err != nil {
+			if retry.IsOverloaded(err) {
+				ss.SetTrailer(overloadTrailer)
+				return overloadedStatus(err)
+			}
+			err = nestedStatus(err)
 		}
 		return err
 	}
 }
+
+// nestedStatus returns the answer to a handler error: err itself, unless
+// it wraps retry.ErrNestedRetry with a code callers do not retry, which
+// is then answered UNAVAILABLE with its status's message (the handler's
+// own error still wrapped).
+func nestedStatus(err error) error {
+	if !errors.Is(err, retry.ErrNestedRetry) {
+		return err
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable, codes.Aborted:
+		return err
+	}
+	return &nestedError{st: status.New(codes.Unavailable, st.Message()), err: err}
+}
+
+// nestedError is the UNAVAILABLE answer to a handler error that the layer
+// rule left to this call's caller to retry.
+type nestedError struct {
+	st  *status.Status
+	err error
+}
+
+func (e *nestedError) Error() string              { return e.st.Err().Error() }
+func (e *nestedError) GRPCStatus() *status.Status { return e.st }
+func (e *nestedError) Unwrap() error              { return e.err }
 
 // inboundStream is a server stream whose Context carries the inbound facts.
 type inboundStream struct {

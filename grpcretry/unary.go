@@ -62,11 +62,15 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 	}
 	ic.callPolicy(&c.pol, &c.bo, &cs)
 	var err error
-	if m, ok := reply.(proto.Message); ok && ic.hedger != nil && c.idempotent && !c.pol.NestedForbids(ctx) {
+	var h *hedge.Hedger
+	if ic.hedger != nil && c.idempotent {
+		h = ic.hedgerNow()
+	}
+	if m, ok := reply.(proto.Message); ok && h != nil && !c.pol.NestedForbids(ctx) {
 		// Copies may be in flight together: the pushback each one carries
 		// travels in its error (retry.After), not in bo.
 		c.hedging, c.bo.fromErr = true, true
-		err = c.hedged(m)
+		err = c.hedged(m, h)
 	} else {
 		err = c.run()
 	}
@@ -129,6 +133,7 @@ type unaryCall struct {
 	hg       hedge.Hedger  // the interceptor's, under pol (hedged calls)
 	replyMsg proto.Message // the caller's reply (hedged calls)
 	cctx     callCtx       // the context of hedge.Do (hedged calls)
+	meta     *callerMeta   // the caller's Header, Trailer, Peer, if any (hedged calls)
 
 	pol     retry.Policy       // the caller's, with bo and notPermanent
 	optBuf  [5]grpc.CallOption // holds opts unless the caller passed many

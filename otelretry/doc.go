@@ -59,6 +59,8 @@
 //	stormguard.adaptive.measured_rate              -> stormguard_adaptive_measured_rate{operation}
 //	stormguard.adaptive.waits {attempt}            -> stormguard_adaptive_waits_total{operation}
 //	stormguard.adaptive.refused {attempt}          -> stormguard_adaptive_refused_total{operation}
+//	stormguard.limiter.info                        -> stormguard_limiter_info{operation,limiter}
+//	stormguard.breaker.info                        -> stormguard_breaker_info{operation,breaker}
 //	stormguard.hedges {attempt}                    -> stormguard_hedges_total{operation,result}
 //	stormguard.hedges.refused {hedge}              -> stormguard_hedges_refused_total{operation,reason}
 //	stormguard.hedges.delay s                      -> stormguard_hedges_delay_seconds{operation}
@@ -68,8 +70,11 @@
 //	stormguard.config.reloads {reload}             -> stormguard_config_reloads_total{result}
 //	stormguard.config.info                         -> stormguard_config_info{version}
 //
-// retries.active counts a call from the end of its failed first attempt
-// until it returns, waits for a retry included. breaker.state has one
+// retries.active counts a call from the end of its first attempt until it
+// returns, waits for a retry included; a call whose first attempt
+// succeeded passes through it in the instant before it returns (a hedged
+// one while its cancelled copies return), and every call adds and
+// subtracts exactly once, whatever its attempts did. breaker.state has one
 // point per state, 1 for the current one. A Scheduler reports to the
 // Observer as a queue.RefusedObserver, so that the tasks it refuses (which their callers
 // keep) count in queue.refused rather than as dropped records. Passed as

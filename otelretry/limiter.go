@@ -3,6 +3,7 @@ package otelretry
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -36,16 +37,27 @@ type AdaptiveSource interface {
 }
 
 type limiterWatch struct {
+	op       string          // the operation it was watched under
+	label    string          // op's label (OverflowOperation past MaxOperations)
+	key      any             // the limiter, to find the operations sharing it (nil: not comparable)
+	seq      uint64          // order of the watches, for the gauges of a label with several limiters
 	prob     RejectionSource // nil if the limiter has none
 	sre      ThrottleSource  // nil if not an SRE-like throttler
 	adaptive AdaptiveSource  // nil if not an adaptive limiter
 }
 
-// limiterTotals are an operation's counts from limiters no longer watched,
-// so that its counters do not go back when a reload replaces its limiter.
+// id is the identity of the watched limiter: its key, or the watch itself.
+func (w *limiterWatch) id() any {
+	if w.key != nil {
+		return w.key
+	}
+	return w
+}
+
+// limiterTotals are a label's counts from limiters no longer watched, so
+// that its counters do not go back when a reload replaces its limiter.
 type limiterTotals struct {
-	opts                     []metric.ObserveOption // {operation}
-	sre, adaptive            bool                   // the counters exist
+	sre, adaptive            bool // the counters exist
 	rejected, waits, refused uint64
 }
 
@@ -71,6 +83,7 @@ func (t *limiterTotals) add(rejected, waits, refused uint64) {
 type limiterInstruments struct {
 	probability, fillRate, measuredRate metric.Float64ObservableGauge
 	rejections, waits, refused          metric.Int64ObservableCounter
+	info                                metric.Int64ObservableGauge
 }
 
 // newLimiterInstruments creates the limiter metrics and registers their
@@ -100,11 +113,15 @@ func (o *Observer) newLimiterInstruments(m metric.Meter, name func(string) strin
 		"Attempts that waited for a send token of the AWS adaptive-mode rate limiter.")
 	li.refused = counter("adaptive.refused",
 		"Attempts the AWS adaptive-mode rate limiter refused because the wait for a token would not end before their deadline.")
+	info, err := m.Int64ObservableGauge(name("limiter.info"),
+		metric.WithDescription("1 for each operation and the operation value its client-side limiter is reported under: the operation's own, or for a limiter several operations share "+SharedPrefix+" and their names; join on it."))
+	li.info = info
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		add(err)
 		return
 	}
-	_, err := m.RegisterCallback(o.observeLimiters, li.probability, li.rejections, li.fillRate, li.measuredRate, li.waits, li.refused)
+	_, err = m.RegisterCallback(o.observeLimiters, li.probability, li.rejections, li.fillRate, li.measuredRate, li.waits, li.refused, li.info)
 	add(err)
 }
 
@@ -117,17 +134,30 @@ func (o *Observer) newLimiterInstruments(m metric.Meter, name func(string) strin
 //	stormguard.adaptive.measured_rate{operation}          observable gauge    (an AdaptiveSource), per second
 //	stormguard.adaptive.waits{operation}                  observable counter  (an AdaptiveSource)
 //	stormguard.adaptive.refused{operation}                observable counter  (an AdaptiveSource)
+//	stormguard.limiter.info{operation,limiter}            observable gauge    1: the value the operation's limiter is reported under
 //
 // OpenTelemetry's Prometheus exporter gives them the promretry module's
 // names (stormguard_throttle_local_rejections_total, ...). It takes any
 // retry.Limiter and degrades gracefully: one that is none of these
 // interfaces reports nothing (the calls it ends are still counted, as
-// stormguard.calls{outcome="throttled"}). The counters are the limiter's
-// own counts, kept per operation: when another limiter is watched under
-// the same operation (a reload changed its settings), they go on from the
-// first one's counts, and they stay after the returned function stops the
-// watch (it is safe to call more than once). A nil Observer or limiter
-// does nothing.
+// stormguard.calls{outcome="throttled"}).
+//
+// A limiter watched under several operations (one policy's, shared by the
+// operations that use it) is reported once, under an operation value of
+// its own, SharedPrefix and the operations' labels
+// ("_shared:checkout,search"), not whole under each; limiter.info is 1
+// for every watched operation and the value its limiter is reported under
+// (the operation's own for a limiter of its own), to join on. Operations
+// past MaxOperations share OverflowOperation: the counts of every limiter
+// watched under it are summed there, and its gauges are those of the
+// limiter watched last.
+//
+// The counters are the limiters' own counts, kept per label: when another
+// limiter is watched under the same operation (a reload changed its
+// settings), they go on from the first one's counts (a shared limiter's
+// in the shared value it had), and they stay after the returned function
+// stops the watch (it is safe to call more than once). A nil Observer or
+// limiter does nothing.
 //
 // The Observer is a config.LimiterWatcher: given as config.Options.Observer
 // (alone or in a retry.Multi), it is told each operation's limiter under
@@ -136,69 +166,171 @@ func (o *Observer) WatchLimiter(operation string, l retry.Limiter) (unwatch func
 	if o == nil || l == nil {
 		return func() {}
 	}
-	w := &limiterWatch{}
+	w := &limiterWatch{op: operation, key: partKey(l)}
 	w.prob, _ = l.(RejectionSource)
 	w.sre, _ = l.(ThrottleSource)
 	w.adaptive, _ = l.(AdaptiveSource)
 	if w.prob == nil && w.sre == nil && w.adaptive == nil {
 		return func() {}
 	}
-	label := o.ops.Get(operation).label
+	w.label = o.ops.Get(operation).label
 	o.mu.Lock()
-	t := o.limiterTotals[label]
-	if t == nil {
-		t = &limiterTotals{opts: []metric.ObserveOption{
-			metric.WithAttributeSet(attribute.NewSet(keyOperation.String(label)))}}
-		o.limiterTotals[label] = t
+	o.seq++
+	w.seq = o.seq
+	prev := o.limiters[operation]
+	o.limiters[operation] = w
+	o.noteWidestLocked(w.id())
+	if prev != nil {
+		o.retireLimiterLocked(prev)
 	}
-	t.sre, t.adaptive = t.sre || w.sre != nil, t.adaptive || w.adaptive != nil
-	if prev := o.limiters[label]; prev != nil {
-		t.add(prev.counts())
-	}
-	o.limiters[label] = w
 	o.mu.Unlock()
 	return func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		if o.limiters[label] == w {
-			delete(o.limiters, label)
-			o.limiterTotals[label].add(w.counts())
+		if o.limiters[operation] == w {
+			delete(o.limiters, operation)
+			o.retireLimiterLocked(w)
 		}
 	}
 }
 
+// limiterLabelsLocked returns the operation labels watching limiter id.
+func (o *Observer) limiterLabelsLocked(id any) []string {
+	var labels []string
+	for _, w := range o.limiters {
+		if w.id() == id {
+			labels = append(labels, w.label)
+		}
+	}
+	return labels
+}
+
+// noteWidestLocked records the label of limiter id if it is watched by as
+// many operations as ever.
+func (o *Observer) noteWidestLocked(id any) {
+	labels := o.limiterLabelsLocked(id)
+	slices.Sort(labels)
+	n := len(slices.Compact(labels))
+	if n >= o.limiterWidest[id].n {
+		o.limiterWidest[id] = widest{partLabel(labels), n}
+	}
+}
+
+// retireLimiterLocked folds the counts of w's limiter into the totals once
+// no operation watches it any longer: under the label it had when the
+// most operations shared it.
+func (o *Observer) retireLimiterLocked(w *limiterWatch) {
+	id := w.id()
+	for _, x := range o.limiters {
+		if x.id() == id {
+			return // still watched
+		}
+	}
+	label := w.label
+	if wd, ok := o.limiterWidest[id]; ok {
+		label = wd.label
+		delete(o.limiterWidest, id)
+	}
+	t := o.limiterTotals[label]
+	if t == nil {
+		t = &limiterTotals{}
+		o.limiterTotals[label] = t
+	}
+	t.sre, t.adaptive = t.sre || w.sre != nil, t.adaptive || w.adaptive != nil
+	t.add(w.counts())
+}
+
+// opAttrs returns the observe options of operation value label, made once.
+func (o *Observer) opAttrs(label string) []metric.ObserveOption {
+	if opts, ok := o.labelOpts[label]; ok {
+		return opts
+	}
+	opts := []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(keyOperation.String(label)))}
+	o.labelOpts[label] = opts
+	return opts
+}
+
 // observeLimiters is the limiter metrics' callback. The limiters are read
 // under o.mu, like the retirement of a replaced one, so that a counter
-// never goes back.
+// never goes back; each is read once, however many operations share it.
 func (o *Observer) observeLimiters(_ context.Context, obs metric.Observer) error {
 	li := &o.limiterInst
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	groups := make(map[any][]*limiterWatch, len(o.limiters))
+	for _, w := range o.limiters {
+		groups[w.id()] = append(groups[w.id()], w)
+	}
+	totals := make(map[string]limiterTotals, len(o.limiterTotals))
 	for label, t := range o.limiterTotals {
-		rejected, waits, refused := t.rejected, t.waits, t.refused
-		if w := o.limiters[label]; w != nil {
-			switch {
-			case w.sre != nil:
-				st := w.sre.Stats()
-				obs.ObserveFloat64(li.probability, st.Probability, t.opts...)
-				rejected += st.Rejected
-			case w.prob != nil:
-				obs.ObserveFloat64(li.probability, w.prob.RejectionProbability(), t.opts...)
-			}
-			if w.adaptive != nil {
-				st := w.adaptive.Stats()
-				obs.ObserveFloat64(li.fillRate, st.FillRate, t.opts...)
-				obs.ObserveFloat64(li.measuredRate, st.MeasuredRate, t.opts...)
-				waits += st.Waits
-				refused += st.Refused
+		totals[label] = *t
+	}
+	type gauges struct {
+		seq            uint64
+		prob           float64
+		hasProb        bool
+		fill, measured float64
+		hasAdaptive    bool
+	}
+	latest := make(map[string]gauges)
+	for _, ws := range groups {
+		labels := make([]string, len(ws))
+		w := ws[0]
+		for i, x := range ws {
+			labels[i] = x.label
+			if x.seq > w.seq {
+				w = x
 			}
 		}
+		label := partLabel(labels)
+		seen := map[string]bool{}
+		for _, x := range ws {
+			if !seen[x.label] {
+				seen[x.label] = true
+				obs.ObserveInt64(li.info, 1, metric.WithAttributes(keyOperation.String(x.label), keyLimiter.String(label)))
+			}
+		}
+		t := totals[label]
+		g := gauges{seq: w.seq}
+		switch {
+		case w.sre != nil:
+			st := w.sre.Stats()
+			g.prob, g.hasProb = st.Probability, true
+			t.sre = true
+			t.rejected += st.Rejected
+		case w.prob != nil:
+			g.prob, g.hasProb = w.prob.RejectionProbability(), true
+		}
+		if w.adaptive != nil {
+			st := w.adaptive.Stats()
+			g.fill, g.measured, g.hasAdaptive = st.FillRate, st.MeasuredRate, true
+			t.adaptive = true
+			t.waits += st.Waits
+			t.refused += st.Refused
+		}
+		totals[label] = t
+		if old, ok := latest[label]; !ok || g.seq > old.seq {
+			latest[label] = g
+		}
+	}
+	for label, g := range latest {
+		opts := o.opAttrs(label)
+		if g.hasProb {
+			obs.ObserveFloat64(li.probability, g.prob, opts...)
+		}
+		if g.hasAdaptive {
+			obs.ObserveFloat64(li.fillRate, g.fill, opts...)
+			obs.ObserveFloat64(li.measuredRate, g.measured, opts...)
+		}
+	}
+	for label, t := range totals {
+		opts := o.opAttrs(label)
 		if t.sre {
-			obs.ObserveInt64(li.rejections, int64(rejected), t.opts...)
+			obs.ObserveInt64(li.rejections, int64(t.rejected), opts...)
 		}
 		if t.adaptive {
-			obs.ObserveInt64(li.waits, int64(waits), t.opts...)
-			obs.ObserveInt64(li.refused, int64(refused), t.opts...)
+			obs.ObserveInt64(li.waits, int64(t.waits), opts...)
+			obs.ObserveInt64(li.refused, int64(t.refused), opts...)
 		}
 	}
 	return nil

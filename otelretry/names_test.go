@@ -46,6 +46,9 @@ var contract = map[string][]string{
 
 	"stormguard_hedges_total":         {"operation", "result"},
 	"stormguard_hedges_refused_total": {"operation", "reason"},
+
+	"stormguard_limiter_info": {"limiter", "operation"},
+	"stormguard_breaker_info": {"breaker", "operation"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus

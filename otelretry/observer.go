@@ -98,10 +98,14 @@ type Observer struct {
 	queues *labels.Table[*queueState] // queue name -> state
 
 	mu            sync.Mutex
+	seq           uint64 // counts watches, to order them
 	budgets       map[string]*budgetWatch
-	breakers      map[string]*breakerWatch
-	limiters      map[string]*limiterWatch  // by operation label
-	limiterTotals map[string]*limiterTotals // counts of limiters no longer watched, by operation label
+	breakers      map[string]*breakerWatch  // by operation name
+	breakerParts  map[any]*breakerPart      // one per breaker, however many operations share it
+	limiters      map[string]*limiterWatch  // by operation name
+	limiterTotals map[string]*limiterTotals // counts of limiters no longer watched, by label
+	limiterWidest map[any]widest            // the label each shared limiter had when the most operations shared it
+	labelOpts     map[string][]metric.ObserveOption
 	limiterInst   limiterInstruments
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 
@@ -171,8 +175,11 @@ func New(cfg Config) (*Observer, error) {
 		queues:        labels.New(maxOps, newQueueState, nil),
 		budgets:       make(map[string]*budgetWatch),
 		breakers:      make(map[string]*breakerWatch),
+		breakerParts:  make(map[any]*breakerPart),
 		limiters:      make(map[string]*limiterWatch),
 		limiterTotals: make(map[string]*limiterTotals),
+		limiterWidest: make(map[any]widest),
+		labelOpts:     make(map[string][]metric.ObserveOption),
 	}
 
 	m := mp.Meter(ScopeName)
@@ -191,7 +198,7 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(buckets...))
 	add(err)
 	o.active, err = m.Int64UpDownCounter(name("retries.active"), metric.WithUnit("{call}"),
-		metric.WithDescription("Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up."))
+		metric.WithDescription("Calls whose first attempt ended and that have not returned: waiting for a retry, running one, deciding to give up, or (hedged) waiting for cancelled copies."))
 	add(err)
 	o.budgetExhausted, err = m.Int64Counter(name("retry_budget.exhausted"), metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that stopped because the retry budget refused a retry."))
@@ -215,6 +222,10 @@ func New(cfg Config) (*Observer, error) {
 	_, err = m.Int64ObservableGauge(name("breaker.state"), metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit breaker state, as a StateSet: 1 for the current state (closed, half-open or open), 0 for the others."),
 		metric.WithInt64Callback(o.observeBreakers))
+	add(err)
+	_, err = m.Int64ObservableGauge(name("breaker.info"),
+		metric.WithDescription("1 for each operation and the operation value its circuit breaker's transitions are counted under: the operation's own, or for a breaker several operations share "+SharedPrefix+" and their names; join on it."),
+		metric.WithInt64Callback(o.observeBreakerInfo))
 	add(err)
 	o.configReloads, err = m.Int64Counter(name("config.reloads"), metric.WithUnit("{reload}"),
 		metric.WithDescription("Policy files applied (result=\"success\") or rejected (result=\"failure\", the old policies serving on), and file watcher errors (result=\"watch_error\", a reload from disk follows)."))
@@ -244,6 +255,8 @@ const (
 	keyAttemptKind = attribute.Key("attempt_kind")
 	keyOutcome     = attribute.Key("outcome")
 	keyFrom        = attribute.Key("from")
+	keyLimiter     = attribute.Key("limiter")
+	keyBreaker     = attribute.Key("breaker")
 	keyTo          = attribute.Key("to")
 	keyQueue       = attribute.Key("queue")
 )
@@ -296,9 +309,10 @@ func (o *Observer) AttemptStart(ctx context.Context, e retry.AttemptStart) conte
 }
 
 // AttemptEnd ends the attempt's span with its outcome and counts the
-// attempt. A call whose first attempt failed is counted into
-// retries.active: from then on it decides to retry, waits for a retry
-// (backoff, Retry-After) or runs one, until CallEnd.
+// attempt. A call is counted into retries.active when its first attempt
+// ends (whatever the outcome), until CallEnd takes it out: a call whose
+// first attempt failed is counted while it decides to retry, waits for a
+// retry (backoff, Retry-After) or runs one.
 func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if o == nil {
 		return
@@ -310,7 +324,7 @@ func (o *Observer) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	}
 	s := o.ops.Get(e.Operation)
 	o.attempts.Add(ctx, 1, s.attempts[kind][min(int(e.Outcome), numOutcomes)]...)
-	if e.Attempt == 1 && e.Outcome != retry.OutcomeSuccess {
+	if e.Attempt == 1 {
 		o.active.Add(ctx, 1, s.opAdd...)
 	}
 }
@@ -339,7 +353,7 @@ func (o *Observer) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
 }
 
 // CallEnd counts the call and its duration, takes it out of
-// retries.active if its first attempt had failed, counts a budget refusal,
+// retries.active if its first attempt had ended, counts a budget refusal,
 // and adds a "stormguard.gave_up" event to the caller's span when the call
 // failed: the reason as stormguard.outcome, the attempts made, and the
 // error.type of the last attempt's error (none when no attempt ran). It
@@ -351,7 +365,7 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 	s := o.ops.Get(e.Operation)
 	o.calls.Add(ctx, 1, s.calls[min(int(e.Reason), numReasons)]...)
 	o.duration.Record(ctx, e.Duration.Seconds(), s.opRecord...)
-	if firstFailed(e) {
+	if firstEnded(e) {
 		o.active.Add(ctx, -1, s.opAdd...)
 	}
 	if e.Reason == retry.ReasonBudget {
@@ -375,15 +389,17 @@ func (o *Observer) CallEnd(ctx context.Context, e retry.CallEnd) {
 
 var _ retry.Observer = (*Observer)(nil)
 
-// firstFailed reports whether the call that e ends had a failed first
-// attempt, that is whether AttemptEnd counted it into retries.active: it
-// made a second attempt, or it made one attempt and did not succeed. (A
-// call succeeds only after an attempt that succeeded, and one refused
-// before its first attempt ends with Attempts 0.) The count then returns
-// to zero exactly however the call ends: success, giving up before or
-// after a scheduled retry (breaker, context), panic or Abandon.
-func firstFailed(e retry.CallEnd) bool {
-	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
+// firstEnded reports whether the call that e ends had its first attempt
+// ended, that is whether AttemptEnd counted it into retries.active: it
+// made an attempt (every attempt begun is ended before the call ends; one
+// refused before its first attempt ends with Attempts 0). The add and the
+// subtraction pair up per call whatever the attempts did, so the count
+// returns to zero exactly however the call ends: success, giving up before
+// or after a scheduled retry (breaker, context), panic or Abandon, and a
+// hedged call whichever copy won (its first attempt may succeed while a
+// hedge ran: the call has two attempts and no failed first one).
+func firstEnded(e retry.CallEnd) bool {
+	return e.Attempts >= 1
 }
 
 // lastError returns the last attempt's error of a call's final error (a

@@ -83,6 +83,8 @@ type Config struct {
 //	stormguard_adaptive_measured_rate{operation}                             gauge
 //	stormguard_adaptive_waits_total{operation}                               counter
 //	stormguard_adaptive_refused_total{operation}                             counter
+//	stormguard_limiter_info{operation,limiter}                               gauge (1: the label the operation's limiter is exported under)
+//	stormguard_breaker_info{operation,breaker}                               gauge (1: the label its breaker's transitions are counted under)
 //	stormguard_hedges_total{operation,result="started|won|hedge_cancelled|first_cancelled"} counter
 //	stormguard_hedges_refused_total{operation,reason}                        counter
 //	stormguard_hedges_delay_seconds{operation}                               gauge
@@ -106,11 +108,17 @@ type Config struct {
 // permanent_error, timeout, canceled); the calls outcome label takes
 // retry.Reason's values (success, attempts, budget, breaker, permanent,
 // context, deadline, panic, advice, nested, overloaded, throttled).
-// stormguard_retries_active counts a call from the end of its failed
-// first attempt until it returns, so a call waiting for a retry
-// (backoff, Retry-After) is counted; it returns to zero however the call
+// stormguard_retries_active counts a call from the end of its first
+// attempt until it returns, so a call waiting for a retry (backoff,
+// Retry-After) is counted; a call whose first attempt succeeded passes
+// through it in the instant before it returns (a hedged one while its
+// cancelled copies return). Every call adds and subtracts exactly once,
+// whatever its attempts did, so it returns to zero however the call
 // ends. stormguard_breaker_state is a StateSet:
-// one series per state, 1 for the current one. Every series of an
+// one series per state, 1 for the current one. A limiter or breaker that
+// several operations share is exported once, under SharedPrefix and their
+// names, joined to them by limiter_info and breaker_info (see
+// WatchLimiter, WatchBreaker). Every series of an
 // operation is created, at zero, the first time the operation is seen, so
 // rate() and absent() behave from the start.
 //
@@ -149,13 +157,22 @@ type Collector struct {
 	ops    *labels.Table[*opMetrics]    // operation name -> series
 	queues *labels.Table[*queueMetrics] // queue name -> series
 
-	mu       sync.Mutex
-	budgets  map[string]*budgetWatch
-	breakers map[string]*breakerWatch
-	// limiters by operation label, and the counts of the limiters each
-	// operation had before (see WatchLimiter)
+	limiterInfo *prometheus.Desc
+	breakerInfo *prometheus.Desc
+
+	mu      sync.Mutex
+	seq     uint64 // counts watches, to order them
+	budgets map[string]*budgetWatch
+	// breakers by operation name, and the parts (one per breaker, however
+	// many operations share it) that count its transitions
+	breakers     map[string]*breakerWatch
+	breakerParts map[any]*breakerPart
+	// limiters by operation name, the counts of the limiters no longer
+	// watched by label, and the label each shared limiter had when the
+	// most operations shared it (see WatchLimiter)
 	limiters      map[string]*limiterWatch
 	limiterTotals map[string]*limiterTotals
+	limiterWidest map[any]widest
 }
 
 // Label values of stormguard_attempts_total{attempt_kind}.
@@ -216,7 +233,7 @@ func New(cfg Config) *Collector {
 			"Duration of whole calls, every attempt and wait included, in seconds.",
 			"operation"),
 		activeDesc: desc("retries_active",
-			"Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.",
+			"Calls whose first attempt ended and that have not returned: waiting for a retry, running one, deciding to give up, or (hedged) waiting for cancelled copies.",
 			"operation"),
 		budgetExhaustedDesc: desc("retry_budget_exhausted_total",
 			"Calls that stopped because the retry budget refused a retry.",
@@ -269,10 +286,18 @@ func New(cfg Config) *Collector {
 		configInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("config_info",
 			"1 for the version (content hash) of the policy file in force; join on it to split metrics by policy version.")),
 			[]string{"version"}),
+		limiterInfo: desc("limiter_info",
+			"1 for each operation and the label its client-side limiter is exported under: the operation's own, or for a limiter several operations share "+SharedPrefix+" and their names; join on it.",
+			"operation", "limiter"),
+		breakerInfo: desc("breaker_info",
+			"1 for each operation and the label its circuit breaker's transitions are counted under: the operation's own, or for a breaker several operations share "+SharedPrefix+" and their names; join on it.",
+			"operation", "breaker"),
 		budgets:       make(map[string]*budgetWatch),
 		breakers:      make(map[string]*breakerWatch),
+		breakerParts:  make(map[any]*breakerPart),
 		limiters:      make(map[string]*limiterWatch),
 		limiterTotals: make(map[string]*limiterTotals),
+		limiterWidest: make(map[any]widest),
 	}
 	c.hedgeWatch = newHedgeWatches(desc)
 	bounds, upper := bucketBounds(buckets)
@@ -310,6 +335,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.hedgesDesc
 	ch <- c.hedgesRefusedDesc
 	ch <- c.hedgeWatch.desc
+	ch <- c.limiterInfo
+	ch <- c.breakerInfo
 	c.transitions.Describe(ch)
 	c.queueDropped.Describe(ch)
 	c.queueRefused.Describe(ch)
@@ -327,11 +354,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// under our mutex.
 	c.mu.Lock()
 	budgets := slices.Collect(maps.Values(c.budgets))
-	breakers := slices.Collect(maps.Values(c.breakers))
+	breakers, binfo := c.breakerWatchesLocked()
 	c.mu.Unlock()
-	gauges := make([]prometheus.Metric, 0, len(budgets)+numStates*len(breakers))
+	gauges := make([]prometheus.Metric, 0, len(budgets)+numStates*len(breakers)+len(binfo))
 	for _, w := range budgets {
 		gauges = append(gauges, prometheus.MustNewConstMetric(c.budgetTokens, prometheus.GaugeValue, w.src.Available(), w.op))
+	}
+	for pair := range binfo {
+		gauges = append(gauges, prometheus.MustNewConstMetric(c.breakerInfo, prometheus.GaugeValue, 1, pair[0], pair[1]))
 	}
 	for _, w := range breakers {
 		st := w.src.State()

@@ -86,7 +86,7 @@ stormguard_call_duration_seconds_bucket{operation="get",le="60"} 3
 stormguard_call_duration_seconds_bucket{operation="get",le="+Inf"} 3
 stormguard_call_duration_seconds_sum{operation="get"} 0.5078125
 stormguard_call_duration_seconds_count{operation="get"} 3
-# HELP stormguard_retries_active Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.
+# HELP stormguard_retries_active Calls whose first attempt ended and that have not returned: waiting for a retry, running one, deciding to give up, or (hedged) waiting for cancelled copies.
 # TYPE stormguard_retries_active gauge
 stormguard_retries_active{operation="get"} 0
 # HELP stormguard_retry_budget_exhausted_total Calls that stopped because the retry budget refused a retry.
@@ -428,8 +428,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 21 {
-		t.Errorf("Describe sent %d descriptors, want 21 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics and the two hedge metrics)", n)
+	if n != 24 {
+		t.Errorf("Describe sent %d descriptors, want 24 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics, the two hedge metrics, the hedge delay gauge, limiter_info and breaker_info)", n)
 	}
 }
 

@@ -1,7 +1,6 @@
 package promretry
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,14 +33,25 @@ type AdaptiveSource interface {
 }
 
 type limiterWatch struct {
-	op       string
+	op       string          // the operation it was watched under
+	label    string          // op's label (OverflowOperation past MaxOperations)
+	key      any             // the limiter, to find the operations sharing it (nil: not comparable)
+	seq      uint64          // order of the watches, for the gauges of a label with several limiters
 	prob     RejectionSource // nil if the limiter has none
 	sre      ThrottleSource  // nil if not an SRE-like throttler
 	adaptive AdaptiveSource  // nil if not an adaptive limiter
 }
 
-// limiterTotals are an operation's counts from limiters no longer watched,
-// so that its counters do not go back when a reload replaces its limiter.
+// id is the identity of the watched limiter: its key, or the watch itself.
+func (w *limiterWatch) id() any {
+	if w.key != nil {
+		return w.key
+	}
+	return w
+}
+
+// limiterTotals are a label's counts from limiters no longer watched, so
+// that its counters do not go back when a reload replaces its limiter.
 type limiterTotals struct {
 	sre, adaptive            bool // the counters exist
 	rejected, waits, refused uint64
@@ -75,92 +85,198 @@ func (t *limiterTotals) add(u limiterTotals) {
 //	stormguard_adaptive_measured_rate{operation}          gauge    (an AdaptiveSource), requests/s
 //	stormguard_adaptive_waits_total{operation}            counter  (an AdaptiveSource)
 //	stormguard_adaptive_refused_total{operation}          counter  (an AdaptiveSource)
+//	stormguard_limiter_info{operation,limiter}            gauge    1: the label the operation's limiter is exported under
 //
 // It takes any retry.Limiter and degrades gracefully: a limiter that is
 // none of these interfaces exports nothing (the calls it ends are still
-// counted, as stormguard_calls_total{outcome="throttled"}). The counters
-// are the limiter's own counts, kept per operation: when another limiter
-// is watched under the same operation (a reload changed its settings), the
-// first one's counts stay in the counters, which go on from there, and
-// they stay after the returned function stops the watch (it is safe to
-// call more than once). A nil Collector or limiter does nothing.
+// counted, as stormguard_calls_total{outcome="throttled"}).
+//
+// A limiter watched under several operations (one policy's, shared by the
+// operations that use it) is exported once, under a label of its own,
+// SharedPrefix and the operations' labels ("_shared:checkout,search"),
+// not whole under each; stormguard_limiter_info{operation,limiter} is 1
+// for every watched operation and the label its limiter is exported
+// under (the operation's own for a limiter of its own), to join on.
+// Operations past MaxOperations share OverflowOperation: the counts of
+// every limiter watched under it are summed there, and its gauges are
+// those of the limiter watched last.
+//
+// The counters are the limiters' own counts, kept per label: when another
+// limiter is watched under the same operation (a reload changed its
+// settings), the first one's counts stay in the counters, which go on from
+// there (a shared limiter's in the shared label it had), and they stay
+// after the returned function stops the watch (it is safe to call more
+// than once). A nil Collector or limiter does nothing.
 //
 // The Collector is a config.LimiterWatcher: given as
 // config.Options.Observer (alone or in a retry.Multi), it is told each
 // operation's limiter under the operation's name, so the series join the
-// call metrics on operation.
+// call metrics on operation (through stormguard_limiter_info for a shared
+// one).
 func (c *Collector) WatchLimiter(operation string, l retry.Limiter) (unwatch func()) {
 	if c == nil || l == nil {
 		return func() {}
 	}
-	w := &limiterWatch{}
+	w := &limiterWatch{op: operation, key: partKey(l)}
 	w.prob, _ = l.(RejectionSource)
 	w.sre, _ = l.(ThrottleSource)
 	w.adaptive, _ = l.(AdaptiveSource)
 	if w.prob == nil && w.sre == nil && w.adaptive == nil {
 		return func() {}
 	}
-	w.op = c.ops.Get(operation).name
-	label := w.op
+	w.label = c.ops.Get(operation).name
 	c.mu.Lock()
-	prev := c.limiters[label]
-	c.limiters[label] = w
-	if c.limiterTotals[label] == nil {
-		c.limiterTotals[label] = &limiterTotals{}
-	}
-	c.limiterTotals[label].add(limiterTotals{sre: w.sre != nil, adaptive: w.adaptive != nil})
+	c.seq++
+	w.seq = c.seq
+	prev := c.limiters[operation]
+	c.limiters[operation] = w
+	c.noteWidestLocked(w.id())
 	if prev != nil {
-		c.limiterTotals[label].add(prev.counts())
+		c.retireLimiterLocked(prev)
 	}
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.limiters[label] == w {
-			delete(c.limiters, label)
-			c.limiterTotals[label].add(w.counts())
+		if c.limiters[operation] == w {
+			delete(c.limiters, operation)
+			c.retireLimiterLocked(w)
 		}
 	}
+}
+
+// widest is the label a shared limiter had when the most operations
+// watched it: its counts go there when it retires.
+type widest struct {
+	label string
+	n     int
+}
+
+// limiterLabelsLocked returns the operation labels watching limiter id.
+func (c *Collector) limiterLabelsLocked(id any) []string {
+	var labels []string
+	for _, w := range c.limiters {
+		if w.id() == id {
+			labels = append(labels, w.label)
+		}
+	}
+	return labels
+}
+
+// noteWidestLocked records the label of limiter id if it is watched by as
+// many operations as ever.
+func (c *Collector) noteWidestLocked(id any) {
+	labels := c.limiterLabelsLocked(id)
+	slices.Sort(labels)
+	n := len(slices.Compact(labels))
+	if n >= c.limiterWidest[id].n {
+		c.limiterWidest[id] = widest{partLabel(labels), n}
+	}
+}
+
+// retireLimiterLocked folds the counts of w's limiter into the totals once
+// no operation watches it any longer: under the label it had when the
+// most operations shared it.
+func (c *Collector) retireLimiterLocked(w *limiterWatch) {
+	id := w.id()
+	for _, o := range c.limiters {
+		if o.id() == id {
+			return // still watched
+		}
+	}
+	label := w.label
+	if wd, ok := c.limiterWidest[id]; ok {
+		label = wd.label
+		delete(c.limiterWidest, id)
+	}
+	t := c.limiterTotals[label]
+	if t == nil {
+		t = &limiterTotals{}
+		c.limiterTotals[label] = t
+	}
+	t.add(w.counts())
 }
 
 // limiterMetrics returns the limiter series of a scrape. The limiters are
 // read under c.mu, like the retirement of a replaced one, so that a
 // counter never goes back: a scrape sees either the live limiter or its
-// counts folded into the totals, not neither.
+// counts folded into the totals, not neither. Each limiter is read once,
+// however many operations share it.
 func (c *Collector) limiterMetrics() []prometheus.Metric {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	watches := slices.Collect(maps.Values(c.limiters))
+	groups := make(map[any][]*limiterWatch, len(c.limiters))
+	for _, w := range c.limiters {
+		groups[w.id()] = append(groups[w.id()], w)
+	}
 	totals := make(map[string]limiterTotals, len(c.limiterTotals))
-	for op, t := range c.limiterTotals {
-		totals[op] = *t
+	for label, t := range c.limiterTotals {
+		totals[label] = *t
 	}
 	var out []prometheus.Metric
-	gauge := func(d *prometheus.Desc, v float64, op string) {
-		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, op))
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
 	}
-	for _, w := range watches {
-		t := totals[w.op]
+	type gauges struct {
+		seq            uint64
+		prob           float64
+		hasProb        bool
+		fill, measured float64
+		hasAdaptive    bool
+	}
+	latest := make(map[string]gauges)
+	info := make(map[[2]string]bool)
+	for _, ws := range groups {
+		labels := make([]string, len(ws))
+		w := ws[0]
+		for i, x := range ws {
+			labels[i] = x.label
+			if x.seq > w.seq {
+				w = x
+			}
+		}
+		label := partLabel(labels)
+		for _, x := range ws {
+			info[[2]string{x.label, label}] = true
+		}
+		t := totals[label]
+		g := gauges{seq: w.seq}
 		switch {
 		case w.sre != nil:
 			st := w.sre.Stats()
-			gauge(c.throttleProbability, st.Probability, w.op)
+			g.prob, g.hasProb = st.Probability, true
+			t.sre = true
 			t.rejected += st.Rejected
 		case w.prob != nil:
-			gauge(c.throttleProbability, w.prob.RejectionProbability(), w.op)
+			g.prob, g.hasProb = w.prob.RejectionProbability(), true
 		}
 		if w.adaptive != nil {
 			st := w.adaptive.Stats()
-			gauge(c.adaptiveFillRate, st.FillRate, w.op)
-			gauge(c.adaptiveMeasuredRate, st.MeasuredRate, w.op)
+			g.fill, g.measured, g.hasAdaptive = st.FillRate, st.MeasuredRate, true
+			t.adaptive = true
 			t.waits += st.Waits
 			t.refused += st.Refused
 		}
-		totals[w.op] = t
+		totals[label] = t
+		if old, ok := latest[label]; !ok || g.seq > old.seq {
+			latest[label] = g
+		}
 	}
-	for op, t := range totals {
+	for label, g := range latest {
+		if g.hasProb {
+			gauge(c.throttleProbability, g.prob, label)
+		}
+		if g.hasAdaptive {
+			gauge(c.adaptiveFillRate, g.fill, label)
+			gauge(c.adaptiveMeasuredRate, g.measured, label)
+		}
+	}
+	for pair := range info {
+		gauge(c.limiterInfo, 1, pair[0], pair[1])
+	}
+	for label, t := range totals {
 		counter := func(d *prometheus.Desc, v uint64) {
-			out = append(out, prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), op))
+			out = append(out, prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label))
 		}
 		if t.sre {
 			counter(c.throttleRejections, t.rejected)

@@ -14,9 +14,10 @@ func (c *Collector) AttemptStart(ctx context.Context, _ retry.AttemptStart) cont
 }
 
 // AttemptEnd counts the attempt in stormguard_attempts_total, and counts
-// a call whose first attempt failed into stormguard_retries_active: from
-// then on it decides to retry, waits for a retry (backoff, Retry-After) or
-// runs one, until CallEnd.
+// the call into stormguard_retries_active when its first attempt ends
+// (whatever the outcome), until CallEnd takes it out: a call whose first
+// attempt failed is counted while it decides to retry, waits for a retry
+// (backoff, Retry-After) or runs one.
 func (c *Collector) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	if c == nil {
 		return
@@ -31,7 +32,7 @@ func (c *Collector) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	}
 	m := c.ops.Get(e.Operation)
 	m.attempts[kind][o].Add(1)
-	if e.Attempt == 1 && e.Outcome != retry.OutcomeSuccess {
+	if e.Attempt == 1 {
 		m.active.Add(1)
 	}
 }
@@ -42,8 +43,8 @@ func (c *Collector) RetryScheduled(context.Context, retry.RetryScheduled) {}
 
 // CallEnd counts the call in stormguard_calls_total and
 // stormguard_call_duration_seconds, takes it out of
-// stormguard_retries_active if its first attempt had failed, and counts a budget refusal
-// in stormguard_retry_budget_exhausted_total.
+// stormguard_retries_active if its first attempt had ended, and counts a
+// budget refusal in stormguard_retry_budget_exhausted_total.
 func (c *Collector) CallEnd(_ context.Context, e retry.CallEnd) {
 	if c == nil {
 		return
@@ -55,7 +56,7 @@ func (c *Collector) CallEnd(_ context.Context, e retry.CallEnd) {
 	}
 	m.calls[r].Add(1)
 	m.duration.observe(e.Duration)
-	if firstFailed(e) {
+	if firstEnded(e) {
 		m.active.Add(-1)
 	}
 	if e.Reason == retry.ReasonBudget {
@@ -63,13 +64,15 @@ func (c *Collector) CallEnd(_ context.Context, e retry.CallEnd) {
 	}
 }
 
-// firstFailed reports whether the call that e ends had a failed first
-// attempt, that is whether AttemptEnd counted it into retries_active: it
-// made a second attempt, or it made one attempt and did not succeed. (A
-// call succeeds only after an attempt that succeeded, and one refused
-// before its first attempt ends with Attempts 0.) The count then returns
-// to zero exactly however the call ends: success, giving up before or
-// after a scheduled retry (breaker, context), panic or Abandon.
-func firstFailed(e retry.CallEnd) bool {
-	return e.Attempts >= 2 || e.Attempts == 1 && e.Reason != retry.ReasonSuccess
+// firstEnded reports whether the call that e ends had its first attempt
+// ended, that is whether AttemptEnd counted it into retries_active: it
+// made an attempt (every attempt begun is ended before the call ends; one
+// refused before its first attempt ends with Attempts 0). The add and the
+// subtraction pair up per call whatever the attempts did, so the count
+// returns to zero exactly however the call ends: success, giving up before
+// or after a scheduled retry (breaker, context), panic or Abandon, and a
+// hedged call whichever copy won (its first attempt may succeed while a
+// hedge ran: the call has two attempts and no failed first one).
+func firstEnded(e retry.CallEnd) bool {
+	return e.Attempts >= 1
 }

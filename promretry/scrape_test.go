@@ -221,7 +221,7 @@ stormguard_retry_budget_tokens{operation="inventory.get"} %v
 # HELP stormguard_retry_budget_exhausted_total Calls that stopped because the retry budget refused a retry.
 # TYPE stormguard_retry_budget_exhausted_total counter
 stormguard_retry_budget_exhausted_total{operation="inventory.get"} %d
-# HELP stormguard_retries_active Calls whose first attempt failed and that have not returned: waiting for a retry, running one, or deciding to give up.
+# HELP stormguard_retries_active Calls whose first attempt ended and that have not returned: waiting for a retry, running one, deciding to give up, or (hedged) waiting for cancelled copies.
 # TYPE stormguard_retries_active gauge
 stormguard_retries_active{operation="inventory.get"} 0
 `, bud.Available(), reasons["budget"])
