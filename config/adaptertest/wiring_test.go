@@ -258,7 +258,8 @@ operations:
 `
 
 // TestRegistryLimitersWithAdapters: limiters from a real file reach both
-// adapters through retry.Multi, under each operation that uses them; the
+// adapters through retry.Multi, a shared one once under its own label
+// (joined to each operation by stormguard_limiter_info); the
 // calls a real SRE throttler ends are counted as outcome "throttled" and
 // as local rejections alike; a reload that keeps the limiter's settings
 // keeps the instance and its series, and one that changes K starts a new
@@ -293,13 +294,22 @@ func TestRegistryLimitersWithAdapters(t *testing.T) {
 			if got := series(t, r, "stormguard_calls_total")["operation=get-user,outcome=throttled"]; got != float64(throttled) {
 				t.Errorf("%s %s: calls{get-user,throttled} = %v, want %d", when, name, got, throttled)
 			}
+			// The throttler get-user and list-users share is exported once,
+			// under its own label, and limiter_info joins each operation to it.
+			const shared = "operation=_shared:get-user,list-users"
 			rej := series(t, r, "stormguard_throttle_local_rejections_total")
-			if len(rej) != 2 || rej["operation=get-user"] != float64(wantRejected) || rej["operation=list-users"] != float64(wantRejected) {
-				t.Errorf("%s %s: local_rejections %v, want %d under get-user and list-users", when, name, rej, wantRejected)
+			if len(rej) != 1 || rej[shared] != float64(wantRejected) {
+				t.Errorf("%s %s: local_rejections %v, want %d once under %s", when, name, rej, wantRejected, shared)
 			}
 			prob := series(t, r, "stormguard_throttle_rejection_probability")
-			if len(prob) != 2 || prob["operation=get-user"] != wantProb {
+			if len(prob) != 1 || prob[shared] != wantProb {
 				t.Errorf("%s %s: rejection_probability %v, want %v", when, name, prob, wantProb)
+			}
+			info := series(t, r, "stormguard_limiter_info")
+			for _, op := range []string{"get-user", "list-users"} {
+				if info["limiter=_shared:get-user,list-users,operation="+op] != 1 {
+					t.Errorf("%s %s: limiter_info %v does not join %s to the shared throttler", when, name, info, op)
+				}
 			}
 			if _, ok := series(t, r, "stormguard_adaptive_fill_rate")["operation=put-object"]; !ok {
 				t.Errorf("%s %s: no adaptive_fill_rate for put-object", when, name)
