@@ -77,6 +77,9 @@ func UnaryHedgingInterceptor(h *hedge.Hedger, opts ...Option) grpc.UnaryClientIn
 	}
 	ic := newInterceptor(h.Policy, opts)
 	ic.hedger = h
+	if nf, ok := h.Policy.(NonFatalSource); ok {
+		ic.nonFatals = nf
+	}
 	if hs, ok := h.Policy.(HedgerSource); ok {
 		if cur := hs.Hedger(); cur != nil && sameSettings(cur, h) {
 			ic.hedgers = hs
@@ -115,7 +118,11 @@ func (ic *interceptor) hedgerNow() *hedge.Hedger {
 // WithNonFatalCodes lists the status codes with which a hedged copy may
 // fail without ending the call (gRFC A6's nonFatalStatusCodes): the other
 // copies go on, and when none answers the call is retried. Any other code
-// is fatal. It adds to earlier lists; codes.OK is ignored. Only
+// is fatal. It adds to earlier lists; codes.OK is ignored. When the
+// Hedger's Policy is also a NonFatalSource (a *config.Handle is: a policy
+// file's hedge.non_fatal_codes, or its retry_on.grpc_codes), the codes it
+// names at the time of the failure are non-fatal too, so a reload of the
+// file reaches the next failure. Only
 // UnaryHedgingInterceptor reads it: for retries, see WithRetryable. An
 // attempt cut by the Policy's AttemptTimeout is never fatal; the caller's
 // own cancellation or deadline always ends the call.
@@ -129,9 +136,21 @@ func WithNonFatalCodes(cs ...codes.Code) Option {
 	return optionFunc(func(o *options) { o.nonFatal |= set })
 }
 
-// nonFatal reports whether code c lets the other copies of a hedged call run.
+// NonFatalSource names, for the policy in force now, the gRPC status
+// codes with which a hedged copy may fail without ending the call. A
+// *config.Handle implements it (Handle.GRPCNonFatal: hedge.non_fatal_codes,
+// or else retry_on.grpc_codes); see WithNonFatalCodes.
+type NonFatalSource interface {
+	GRPCNonFatal(code uint32) bool
+}
+
+// nonFatal reports whether code c lets the other copies of a hedged call
+// run: WithNonFatalCodes lists it, or the Hedger's Policy source does now.
 func (ic *interceptor) nonFatal(c codes.Code) bool {
-	return c < 64 && ic.o.nonFatal&(1<<c) != 0
+	if c < 64 && ic.o.nonFatal&(1<<c) != 0 {
+		return true
+	}
+	return ic.nonFatals != nil && c != codes.OK && ic.nonFatals.GRPCNonFatal(uint32(c))
 }
 
 // hedged runs the call through hedge.Do under the call's Policy. The

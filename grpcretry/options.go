@@ -160,10 +160,11 @@ type interceptor struct {
 	nonIdem   map[string]struct{}
 	idemNames map[string]struct{} // idempotent methods, and "/service/" for idempotent services
 	files     *protoregistry.Files
-	declared  sync.Map      // full method name → bool: declared idempotent by the lists or the protos
-	maxReplay int           // the replay limit, or its default
-	hedger    *hedge.Hedger // UnaryHedgingInterceptor's; nil: no hedging
-	hedgers   HedgerSource  // when set, asked for the Hedger of each call instead
+	declared  sync.Map       // full method name → bool: declared idempotent by the lists or the protos
+	maxReplay int            // the replay limit, or its default
+	hedger    *hedge.Hedger  // UnaryHedgingInterceptor's; nil: no hedging
+	hedgers   HedgerSource   // when set, asked for the Hedger of each call instead
+	nonFatals NonFatalSource // the hedger's Policy source, when it names non-fatal codes
 }
 
 var zeroPolicy retry.Policy
