@@ -303,4 +303,3 @@ func callerGone(ctx context.Context) error {
 	}
 	return fmt.Errorf("%w: %w", ErrCallerGone, cause)
 }
-
