@@ -144,12 +144,25 @@ func (l *Limiter) release(p Permit, kind int) {
 			}
 		}
 	}
-	if end-l.winStart.Load() >= int64(l.c.Window) {
-		l.closeWindow(end)
+	if age := end - l.winStart.Load(); age >= int64(l.c.Window) || age < 0 {
+		l.closeWindowAndDispatch(end)
+		return
 	}
 	if l.waiting.Load() > 0 {
 		l.q.dispatch(end)
 	}
+}
+
+// closeWindowAndDispatch closes the window if due, then gives free slots
+// to queued requests — also when the algorithm or Rand panicked, so no
+// queued request waits on a slot that is free.
+func (l *Limiter) closeWindowAndDispatch(end int64) {
+	defer func() {
+		if l.waiting.Load() > 0 {
+			l.q.dispatch(end)
+		}
+	}()
+	l.closeWindow(end)
 }
 
 // closeWindow gives the algorithm the window's sample if the window is
@@ -162,6 +175,15 @@ func (l *Limiter) closeWindow(end int64) {
 	defer l.wmu.Unlock()
 	ws := l.winStart.Load()
 	age := end - ws
+	if age < 0 {
+		// The clock stepped back: the window, and the next probe, move
+		// back with it, so the limit keeps following samples.
+		l.winStart.Store(end)
+		if l.probeAt >= 0 {
+			l.probeAt = max(l.probeAt+age, end)
+		}
+		return
+	}
 	if age < int64(l.c.Window) {
 		return
 	}
