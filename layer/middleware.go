@@ -157,6 +157,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		next.serve(w, r, m.o.retryAfter)
 	case *limiter:
 		next.serve(w, r, &m.o)
+	case *adaptive:
+		next.serve(w, r, &m.o)
 	default:
 		next.ServeHTTP(w, r)
 	}

@@ -1,0 +1,52 @@
+package admission
+
+import (
+	"context"
+	"errors"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/throttle"
+)
+
+// RetryLimiter returns l as a retry.Limiter, for the client side: each
+// attempt of a retry.Do whose Policy.Limiter it is must be admitted by l
+// (waiting in its queue as Acquire does, never past the call's context),
+// so a client bounds its own calls in flight to a downstream by the
+// latency that downstream shows. A refusal ends the call with the shed
+// error (retry's ReasonThrottled).
+//
+// The attempt's result is judged as a sample: success, or an error that
+// is not about capacity, is a served request; an overload answer
+// (throttle.IsOverload: the overload marker, 429, 503, an
+// OverloadReporter), an attempt timeout or a deadline is a drop; the
+// caller's cancellation and a breaker's refusal (the attempt was never
+// sent) give no sample. Each admitted attempt costs one allocation (the
+// done function).
+func (l *Limiter) RetryLimiter() retry.Limiter { return clientLimiter{l} }
+
+type clientLimiter struct{ l *Limiter }
+
+func (c clientLimiter) Acquire(ctx context.Context, _ bool) (func(error), error) {
+	p, err := c.l.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.done, nil
+}
+
+// done ends p as the attempt's result err says.
+func (p Permit) done(err error) {
+	switch {
+	case err == nil:
+		p.Release()
+	case errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrTooManyProbes):
+		p.Ignore()
+	case throttle.IsOverload(err) || errors.Is(err, retry.ErrAttemptTimeout) || errors.Is(err, context.DeadlineExceeded):
+		p.Drop()
+	case errors.Is(err, context.Canceled):
+		p.Ignore()
+	default:
+		p.Release()
+	}
+}

@@ -1,0 +1,268 @@
+package admission
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/internal/stripe"
+)
+
+// Limiter admits requests while fewer than its limit are in flight, and
+// sheds the others at once or after a short wait in its queue (see
+// Acquire). The limit follows the Config's Limit algorithm, which hears
+// one sample per window of requests; now and then the limit is pinned low
+// for one window to measure the RTT without load (Config.ProbeInterval).
+//
+// Admission and release cost no allocation and, on the clock.Real clock,
+// two reads of the monotonic clock; the window's sums are kept per
+// processor. A Limiter is safe for concurrent use. Make one with New.
+type Limiter struct {
+	inflight atomic.Int64
+	limit    atomic.Int64 // the limit in force: the algorithm's, or ProbeLimit while probing
+	waiting  atomic.Int64 // requests in the queue
+	winStart atomic.Int64 // when the current window opened, on the time line
+	from     atomic.Int64 // samples of permits that started earlier are not taken
+
+	c    Config
+	clk  clock.Clock
+	real bool      // clk is clock.Real: read nanotime
+	base time.Time // the time line's zero, on clk
+	mono int64     // nanotime at base (real only)
+
+	cells stripe.Array[window]
+
+	wmu      sync.Mutex // the algorithm and the probe
+	probing  bool
+	probeAt  int64 // when the next probe starts; -1: never
+	rand     splitmix
+	algLimit int64
+
+	q queue
+
+	shed [nReasons]atomic.Uint64
+}
+
+// window holds one processor's share of the current window's samples.
+type window struct {
+	count, sum, drops, maxIn atomic.Int64
+}
+
+// New returns a Limiter configured by c, or c's Validate error.
+func New(c Config) (*Limiter, error) {
+	c, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{c: c, clk: clock.Or(c.Clock), rand: splitmix(c.Seed)}
+	l.real = l.clk == clock.Real
+	l.base = l.clk.Now()
+	if l.real {
+		l.mono = nanotime()
+	}
+	l.algLimit = int64(max(1, c.Limit.Limit()))
+	l.limit.Store(l.algLimit)
+	l.probeAt = -1
+	if c.ProbeInterval > 0 {
+		l.probeAt = l.probeDelay(0)
+	}
+	l.q.init(l)
+	return l, nil
+}
+
+// now returns the time on the Limiter's time line: nanoseconds since
+// base.
+func (l *Limiter) now() int64 {
+	if l.real {
+		return nanotime() - l.mono
+	}
+	return int64(l.clk.Now().Sub(l.base))
+}
+
+// at returns the clock's time of t on the time line.
+func (l *Limiter) at(t int64) time.Time { return l.base.Add(time.Duration(t)) }
+
+// Permit is one admitted request. Exactly one of Release, Drop and Ignore
+// must be called once it is done. The zero Permit's methods do nothing.
+type Permit struct {
+	l     *Limiter
+	start int64
+	in    int64 // in flight when admitted, itself included
+}
+
+// Release ends the request as served: its RTT is a sample of the limit.
+func (p Permit) Release() { p.l.release(p, sampleOK) }
+
+// Drop ends the request as failed for lack of capacity (it timed out, or
+// a downstream said it is overloaded): AIMD shrinks the limit on it.
+func (p Permit) Drop() { p.l.release(p, sampleDrop) }
+
+// Ignore ends the request without a sample: it says nothing about the
+// server's capacity (the caller went away, the handler panicked).
+func (p Permit) Ignore() { p.l.release(p, sampleNone) }
+
+const (
+	sampleOK = iota
+	sampleDrop
+	sampleNone
+)
+
+// tryInc takes a slot if fewer than the limit are in flight and returns
+// the new count, or 0.
+func (l *Limiter) tryInc() int64 {
+	for {
+		n := l.inflight.Load()
+		if n >= l.limit.Load() {
+			return 0
+		}
+		if l.inflight.CompareAndSwap(n, n+1) {
+			return n + 1
+		}
+	}
+}
+
+func (l *Limiter) release(p Permit, kind int) {
+	if l == nil {
+		return
+	}
+	end := l.now()
+	l.inflight.Add(-1)
+	if kind != sampleNone && p.start >= l.from.Load() {
+		if rtt := end - p.start; rtt > 0 || kind == sampleDrop {
+			w := l.cells.Local()
+			w.count.Add(1)
+			w.sum.Add(max(rtt, 0))
+			if kind == sampleDrop {
+				w.drops.Add(1)
+			}
+			for {
+				m := w.maxIn.Load()
+				if p.in <= m || w.maxIn.CompareAndSwap(m, p.in) {
+					break
+				}
+			}
+		}
+	}
+	if age := end - l.winStart.Load(); age >= int64(l.c.Window) || age < 0 {
+		l.closeWindowAndDispatch(end)
+		return
+	}
+	if l.waiting.Load() > 0 {
+		l.q.dispatch(end)
+	}
+}
+
+// closeWindowAndDispatch closes the window if due, then gives free slots
+// to queued requests — also when the algorithm or Rand panicked, so no
+// queued request waits on a slot that is free.
+func (l *Limiter) closeWindowAndDispatch(end int64) {
+	defer func() {
+		if l.waiting.Load() > 0 {
+			l.q.dispatch(end)
+		}
+	}()
+	l.closeWindow(end)
+}
+
+// closeWindow gives the algorithm the window's sample if the window is
+// due to close, and starts or ends a probe. A release that finds another
+// closing the window leaves it to that one.
+func (l *Limiter) closeWindow(end int64) {
+	if !l.wmu.TryLock() {
+		return
+	}
+	defer l.wmu.Unlock()
+	ws := l.winStart.Load()
+	age := end - ws
+	if age < 0 {
+		// The clock stepped back: the window, and the next probe, move
+		// back with it, so the limit keeps following samples.
+		l.winStart.Store(end)
+		if l.probeAt >= 0 {
+			l.probeAt = max(l.probeAt+age, end)
+		}
+		return
+	}
+	if age < int64(l.c.Window) {
+		return
+	}
+	var count int64
+	for i := range stripe.N {
+		count += l.cells.At(i).count.Load()
+	}
+	if count < int64(l.c.WindowSamples) && age < 10*int64(l.c.Window) {
+		return
+	}
+	var sum, drops, maxIn int64
+	count = 0
+	for i := range stripe.N {
+		w := l.cells.At(i)
+		count += w.count.Swap(0)
+		sum += w.sum.Swap(0)
+		drops += w.drops.Swap(0)
+		maxIn = max(maxIn, w.maxIn.Swap(0))
+	}
+	l.winStart.Store(end)
+	var mean time.Duration
+	if count > 0 {
+		mean = time.Duration(sum / count)
+	}
+	if l.probing {
+		l.probing = false
+		if s, ok := l.c.Limit.(NoLoadSetter); ok && mean > 0 && count > 0 {
+			s.SetNoLoadRTT(mean)
+		}
+		l.algLimit = int64(max(1, l.c.Limit.Limit()))
+		l.limit.Store(l.algLimit)
+		l.probeAt = l.probeDelay(end)
+		return
+	}
+	if count > 0 {
+		l.c.Limit.OnSample(l.at(ws), mean, int(maxIn), drops > 0)
+		l.algLimit = int64(max(1, l.c.Limit.Limit()))
+		l.limit.Store(l.algLimit)
+	}
+	if l.probeAt >= 0 && end >= l.probeAt {
+		l.probing = true
+		l.from.Store(end) // requests admitted at the old limit are not measured
+		l.limit.Store(min(l.algLimit, int64(l.c.ProbeLimit)))
+	}
+}
+
+// probeDelay returns when the probe after one at t starts.
+func (l *Limiter) probeDelay(t int64) int64 {
+	r := 0.0
+	if l.c.ProbeJitter > 0 {
+		if l.c.Rand != nil {
+			r = l.c.Rand()
+		} else {
+			r = l.rand.float64()
+		}
+		if !(r >= 0) || r >= 1 {
+			r = 0
+		}
+	}
+	d := float64(l.c.ProbeInterval) * (1 + l.c.ProbeJitter*r)
+	const maxT = float64(1<<63 - 1)
+	if d >= maxT-float64(t) {
+		return 1<<63 - 1
+	}
+	return t + int64(d)
+}
+
+// Limit returns the limit in force.
+func (l *Limiter) Limit() int { return int(l.limit.Load()) }
+
+// InFlight returns the number of requests admitted and not yet released.
+func (l *Limiter) InFlight() int { return int(l.inflight.Load()) }
+
+// Queued returns the number of requests waiting in the queue.
+func (l *Limiter) Queued() int { return int(l.waiting.Load()) }
+
+// Probing reports whether the limit is pinned to measure the no-load RTT.
+func (l *Limiter) Probing() bool {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.probing
+}

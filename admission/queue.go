@@ -1,0 +1,305 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// ErrShed is wrapped by every error of a request the Limiter did not
+// admit; errors.Is(err, ErrShed) tells a shed from other errors, and the
+// reasons below tell sheds apart.
+var ErrShed = errors.New("admission: shed")
+
+// The reasons a request is shed. Each wraps ErrShed.
+var (
+	// ErrLimit: the limit was reached and the Limiter has no queue.
+	ErrLimit error = &shedError{"admission: concurrency limit reached", ReasonLimit}
+	// ErrQueueFull: the limit was reached and the queue was full.
+	ErrQueueFull error = &shedError{"admission: queue full", ReasonQueueFull}
+	// ErrQueueTimeout: the request waited as long as the queue allows
+	// (QueueTarget while a queue stands, QueueInterval otherwise).
+	ErrQueueTimeout error = &shedError{"admission: waited longer than the queue allows", ReasonQueueTimeout}
+	// ErrCallerGone: the caller's context ended, or its inbound deadline
+	// (retry.Inbound.Deadline) passed, before the request was served; the
+	// error Acquire returns also wraps the context's cause.
+	ErrCallerGone error = &shedError{"admission: the caller gave up before the request was served", ReasonCallerGone}
+)
+
+// Reason is why a request was shed, for Stats.
+type Reason int
+
+// The reasons, in Stats.Shed order.
+const (
+	ReasonLimit Reason = iota
+	ReasonQueueFull
+	ReasonQueueTimeout
+	ReasonCallerGone
+	nReasons
+)
+
+// String returns the reason's metric label: "limit", "queue_full",
+// "queue_timeout" or "caller_gone".
+func (r Reason) String() string {
+	switch r {
+	case ReasonLimit:
+		return "limit"
+	case ReasonQueueFull:
+		return "queue_full"
+	case ReasonQueueTimeout:
+		return "queue_timeout"
+	case ReasonCallerGone:
+		return "caller_gone"
+	}
+	return "unknown"
+}
+
+type shedError struct {
+	msg    string
+	reason Reason
+}
+
+func (e *shedError) Error() string        { return e.msg }
+func (e *shedError) Is(target error) bool { return target == ErrShed }
+
+// Stats is a snapshot of a Limiter, for metrics.
+type Stats struct {
+	Limit, InFlight, Queued int
+	// Shed counts the requests shed so far, by Reason.
+	Shed [nReasons]uint64
+}
+
+// Stats returns a snapshot of l.
+func (l *Limiter) Stats() Stats {
+	s := Stats{Limit: l.Limit(), InFlight: l.InFlight(), Queued: l.Queued()}
+	for i := range s.Shed {
+		s.Shed[i] = l.shed[i].Load()
+	}
+	return s
+}
+
+func (l *Limiter) refuse(err error) error {
+	l.shed[err.(*shedError).reason].Add(1)
+	return err
+}
+
+// Acquire admits a request now, or queues it, or sheds it:
+//
+//   - while fewer than the limit are in flight and none is queued, it is
+//     admitted at once;
+//   - otherwise it waits in the queue, unless the queue is full or the
+//     Limiter has none (ErrQueueFull, ErrLimit). A slot freed by a
+//     release goes to a queued request: the oldest (FIFO) — unless a
+//     queue stands, i.e. it has not been empty for QueueInterval: then
+//     the newest (adaptive LIFO);
+//   - a queued request waits at most QueueTarget if a queue stood when
+//     it arrived, QueueInterval otherwise (CoDel), then is shed
+//     (ErrQueueTimeout);
+//   - a queued request whose ctx ends, or whose caller's deadline
+//     (retry.Inbound.Deadline, as layer.Middleware reads it) passes, is
+//     shed before it starts (ErrCallerGone), also when it had just been
+//     given a slot.
+//
+// On success the Permit must be ended (Release, Drop or Ignore). Every
+// error wraps ErrShed. Admission at once costs no allocation; a queued
+// request costs a few.
+func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if l.waiting.Load() == 0 {
+		if n := l.tryInc(); n > 0 {
+			return Permit{l: l, start: l.now(), in: n}, nil
+		}
+	}
+	return l.q.wait(ctx)
+}
+
+// TryAcquire admits a request at once or sheds it (ErrLimit), without
+// the queue. It costs no allocation.
+func (l *Limiter) TryAcquire() (Permit, error) {
+	if l.waiting.Load() == 0 {
+		if n := l.tryInc(); n > 0 {
+			return Permit{l: l, start: l.now(), in: n}, nil
+		}
+	}
+	return Permit{}, l.refuse(ErrLimit)
+}
+
+// queue is the Limiter's waiting room: a deque of waiters, pushed at the
+// back, served from the front (FIFO) or, while a queue stands, the back
+// (LIFO).
+type queue struct {
+	l          *Limiter
+	mu         sync.Mutex
+	head, tail *waiter
+	n          int
+	lastEmpty  int64 // when the queue was last empty, on the time line
+}
+
+type waiter struct {
+	ctx        context.Context
+	prev, next *waiter
+	queued     bool
+	err        error // the shed reason, once decided; nil: admitted
+	p          Permit
+	done       chan struct{}
+	timer      clock.Timer
+}
+
+func (q *queue) init(l *Limiter) { q.l = l }
+
+func (q *queue) push(w *waiter, now int64) {
+	if q.n == 0 {
+		q.lastEmpty = now
+	}
+	w.prev, w.next, w.queued = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+	q.l.waiting.Add(1)
+}
+
+// remove takes w out of the queue and decides it: err nil admits it with
+// p. It must be called with mu held, for a queued w.
+func (q *queue) remove(w *waiter, now int64, p Permit, err error) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
+	q.n--
+	q.l.waiting.Add(-1)
+	if q.n == 0 {
+		q.lastEmpty = now
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.p, w.err = p, err
+	if err != nil {
+		q.l.refuse(err)
+	}
+	close(w.done)
+}
+
+// standing reports whether a queue stands at now: it has not been empty
+// for QueueInterval. It must be called with mu held.
+func (q *queue) standing(now int64) bool {
+	return q.n > 0 && now-q.lastEmpty >= int64(q.l.c.QueueInterval)
+}
+
+// gone reports whether the caller of ctx has given up at now.
+func (q *queue) gone(ctx context.Context, now int64) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	in, ok := retry.InboundOf(ctx)
+	return ok && !in.Deadline.IsZero() && !q.l.at(now).Before(in.Deadline)
+}
+
+// dispatch gives free slots to queued requests.
+func (q *queue) dispatch(now int64) {
+	q.mu.Lock()
+	q.dispatchLocked(now)
+	q.mu.Unlock()
+}
+
+func (q *queue) dispatchLocked(now int64) {
+	for q.n > 0 {
+		w := q.head
+		if q.standing(now) {
+			w = q.tail
+		}
+		if q.gone(w.ctx, now) {
+			q.remove(w, now, Permit{}, ErrCallerGone)
+			continue
+		}
+		n := q.l.tryInc()
+		if n == 0 {
+			return
+		}
+		q.remove(w, now, Permit{l: q.l, start: now, in: n}, nil)
+	}
+}
+
+func (q *queue) wait(ctx context.Context) (Permit, error) {
+	l := q.l
+	if l.c.QueueLength < 0 {
+		return Permit{}, l.refuse(ErrLimit)
+	}
+	q.mu.Lock()
+	now := l.now()
+	if q.n >= l.c.QueueLength {
+		q.mu.Unlock()
+		return Permit{}, l.refuse(ErrQueueFull)
+	}
+	if q.gone(ctx, now) {
+		q.mu.Unlock()
+		l.refuse(ErrCallerGone)
+		return Permit{}, callerGone(ctx)
+	}
+	timeout := l.c.QueueInterval
+	if q.standing(now) {
+		timeout = l.c.QueueTarget
+	}
+	w := &waiter{ctx: ctx, done: make(chan struct{})}
+	q.push(w, now)
+	// A slot freed between the fast path and the push goes to the queue.
+	q.dispatchLocked(now)
+	if w.queued {
+		// Timeouts are positive, so no clock fires this synchronously.
+		w.timer = l.clk.AfterFunc(timeout, func() { q.expire(w) })
+	}
+	q.mu.Unlock()
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		q.mu.Lock()
+		if w.queued {
+			q.remove(w, l.now(), Permit{}, ErrCallerGone)
+		}
+		q.mu.Unlock()
+	}
+	if w.err == nil && ctx.Err() != nil {
+		// Given a slot as the caller went away: give it back unused.
+		w.p.Ignore()
+		l.refuse(ErrCallerGone)
+		w.err = ErrCallerGone
+	}
+	if w.err != nil {
+		if w.err == ErrCallerGone {
+			return Permit{}, callerGone(ctx)
+		}
+		return Permit{}, w.err
+	}
+	return w.p, nil
+}
+
+func (q *queue) expire(w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.queued {
+		q.remove(w, q.l.now(), Permit{}, ErrQueueTimeout)
+	}
+}
+
+// callerGone returns ErrCallerGone wrapped with the reason ctx gives.
+func callerGone(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		return fmt.Errorf("%w: the caller's deadline passed", ErrCallerGone)
+	}
+	return fmt.Errorf("%w: %w", ErrCallerGone, cause)
+}

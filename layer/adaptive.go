@@ -1,0 +1,149 @@
+package layer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/stormguard/stormguard/admission"
+)
+
+// Adaptive returns a handler that serves requests with h as the
+// admission.Limiter l admits them — at once under its adaptive limit, or
+// after a short wait in its CoDel queue, newest first while a queue
+// stands — and answers the requests l sheds with Overload (503,
+// Retry-After, Stormguard-Overloaded: 1), as Limit does, so no caller up
+// the chain retries them. Inside Middleware, a queued request whose
+// caller's deadline passes is dropped before h sees it.
+//
+// The request's slot is given back when h returns, when h panics (the
+// panic goes on), and when h hijacks the connection (the connection is no
+// longer an HTTP request in flight). A request that h answers with 503 or
+// 429, or that ends with its context's deadline passed, is a drop for l's
+// algorithm; one that panics, hijacks or whose caller cancelled gives no
+// sample; any other is a served request. When h is a HandlerFunc, its
+// errors are answered as Middleware answers them. It costs one allocation
+// per request (the writer that notes the status and the hijack). l must
+// not be nil.
+func Adaptive(l *admission.Limiter, h http.Handler, opts ...Option) http.Handler {
+	if l == nil {
+		panic("layer: Adaptive needs a non-nil *admission.Limiter")
+	}
+	return &adaptive{l: l, next: h, o: resolve(opts)}
+}
+
+type adaptive struct {
+	l    *admission.Limiter
+	next http.Handler
+	o    options
+}
+
+func (a *adaptive) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.serve(w, r, nil) }
+
+// serve serves r; outer is the options of a Middleware directly around
+// a (nil: none), whose WithRetryAfter holds unless a has its own.
+func (a *adaptive) serve(w http.ResponseWriter, r *http.Request, outer *options) {
+	retryAfter := a.o.retryAfter
+	if !a.o.afterSet && outer != nil {
+		retryAfter = outer.retryAfter
+	}
+	p, err := a.l.Acquire(r.Context())
+	if err != nil {
+		Overload(w, retryAfter)
+		return
+	}
+	sw := &slotWriter{ResponseWriter: w, p: p}
+	served := false
+	defer func() {
+		if !served { // h panicked: give the slot back, let the panic go on
+			sw.end(endIgnore)
+		}
+	}()
+	if f, ok := a.next.(HandlerFunc); ok {
+		f.serve(sw, r, retryAfter)
+	} else {
+		a.next.ServeHTTP(sw, r)
+	}
+	served = true
+	switch cerr := r.Context().Err(); {
+	case sw.status == http.StatusServiceUnavailable || sw.status == http.StatusTooManyRequests:
+		sw.end(endDrop)
+	case errors.Is(cerr, context.DeadlineExceeded):
+		sw.end(endDrop)
+	case cerr != nil:
+		sw.end(endIgnore)
+	default:
+		sw.end(endRelease)
+	}
+}
+
+const (
+	endRelease = iota
+	endDrop
+	endIgnore
+)
+
+// slotWriter holds a request's admission.Permit: it notes the status
+// written, and gives the slot back on Hijack. Unwrap lets
+// http.ResponseController reach the writer's other methods.
+type slotWriter struct {
+	http.ResponseWriter
+	p      admission.Permit
+	status int
+	ended  atomic.Bool
+}
+
+// end ends the permit once, as kind says.
+func (s *slotWriter) end(kind int) {
+	if s.ended.Swap(true) {
+		return
+	}
+	switch kind {
+	case endRelease:
+		s.p.Release()
+	case endDrop:
+		s.p.Drop()
+	default:
+		s.p.Ignore()
+	}
+}
+
+func (s *slotWriter) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *slotWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush flushes the response.
+func (s *slotWriter) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Hijack takes over the connection, as http.Hijacker does, and gives the
+// request's slot back: a hijacked connection is no request in flight. It
+// returns http.ErrNotSupported when the writer cannot be hijacked
+// (HTTP/2).
+func (s *slotWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err == nil {
+		s.end(endIgnore)
+	}
+	return c, rw, err
+}
+
+// Unwrap returns the ResponseWriter it wraps.
+func (s *slotWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,184 @@
+package layer_test
+
+import (
+	"bufio"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/layer"
+)
+
+func newAdmission(t *testing.T, c admission.Config) *admission.Limiter {
+	t.Helper()
+	l, err := admission.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// quietServer is a real loopback server that does not log handler panics.
+func quietServer(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string, hdr ...string) (*http.Response, error) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+func wantOverload(t *testing.T, resp *http.Response, err error, retryAfter string) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != retryAfter || resp.Header.Get(layer.HeaderOverloaded) != "1" {
+		t.Fatalf("status %d, Retry-After %q, %s %q; want 503, %q, 1", resp.StatusCode, resp.Header.Get("Retry-After"), layer.HeaderOverloaded, resp.Header.Get(layer.HeaderOverloaded), retryAfter)
+	}
+}
+
+func waitFor(cond func() bool) {
+	for !cond() {
+		runtime.Gosched()
+	}
+}
+
+func TestAdaptiveShedsWithOverloadAnswer(t *testing.T) {
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 1}, QueueLength: -1})
+	release := make(chan struct{})
+	srv := quietServer(t, layer.Middleware(layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	})), layer.WithRetryAfter(3*time.Second)))
+	done := make(chan error, 1)
+	go func() { _, err := get(t, srv.URL); done <- err }()
+	waitFor(func() bool { return l.InFlight() == 1 })
+	resp, err := get(t, srv.URL)
+	wantOverload(t, resp, err, "3") // Middleware's WithRetryAfter reaches Adaptive
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if l.Stats().Shed[admission.ReasonLimit] != 1 {
+		t.Fatalf("stats %+v, want one shed for the limit", l.Stats())
+	}
+}
+
+func TestAdaptiveReleasesSlotWhenHandlerPanics(t *testing.T) {
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 1}, QueueLength: -1})
+	srv := quietServer(t, layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("handler bug")
+		}
+	})))
+	for range 3 {
+		if _, err := get(t, srv.URL+"/panic"); err == nil {
+			t.Fatal("a panicking handler answered")
+		}
+	}
+	waitFor(func() bool { return l.InFlight() == 0 }) // the server's goroutine ends after the client sees the reset
+	resp, err := get(t, srv.URL+"/ok")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("after panics: %v, %v; want 200 (the slot given back)", resp, err)
+	}
+}
+
+func TestAdaptiveReleasesSlotWhenHandlerHijacks(t *testing.T) {
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 1}, QueueLength: -1})
+	hold := make(chan struct{})
+	srv := quietServer(t, layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hijack" {
+			return
+		}
+		c, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		rw.Flush()
+		<-hold // the handler keeps the connection, as a websocket would
+	})))
+	defer close(hold)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /hijack HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(line, "101") {
+		t.Fatalf("hijacked answer %q, %v", line, err)
+	}
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("%d in flight while the handler holds a hijacked connection, want 0", n)
+	}
+	resp, err := get(t, srv.URL+"/ok")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("beside a hijacked connection: %v, %v; want 200", resp, err)
+	}
+}
+
+// A request queued behind a busy slot whose caller's deadline (the
+// Stormguard-Deadline-Ms that Middleware reads) passes is dropped before
+// its handler runs.
+func TestAdaptiveDropsQueuedRequestPastCallerDeadline(t *testing.T) {
+	f := clocktest.NewFake()
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: f, ProbeInterval: -1})
+	release := make(chan struct{})
+	var served []string
+	srv := quietServer(t, layer.Middleware(layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served = append(served, r.URL.Path) // one at a time: the limit is 1
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+	})), layer.WithClock(f)))
+	done := make(chan error, 1)
+	go func() { _, err := get(t, srv.URL+"/slow"); done <- err }()
+	waitFor(func() bool { return l.InFlight() == 1 })
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	late := make(chan answer, 1)
+	go func() {
+		resp, err := get(t, srv.URL+"/late", layer.HeaderDeadline, "20")
+		late <- answer{resp, err}
+	}()
+	waitFor(func() bool { return l.Queued() == 1 })
+	f.Advance(20 * time.Millisecond) // the caller's deadline passes; the queue would allow 100ms
+	a := <-late
+	wantOverload(t, a.resp, a.err, "1")
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(served) != 1 || served[0] != "/slow" {
+		t.Fatalf("handlers run: %v, want only /slow", served)
+	}
+	if l.Stats().Shed[admission.ReasonCallerGone] != 1 {
+		t.Fatalf("stats %+v, want one caller_gone", l.Stats())
+	}
+}
