@@ -55,8 +55,6 @@ type Call struct {
 	over        bool          // the Observer has been told the call ended (CallEnd)
 
 	grant grant // a PricedBudget's grant, for the next Begin (priced.go)
-
-	own Policy // the Policy with its groups resolved, when it has any (member.go)
 }
 
 // Attempt is one attempt in flight, from Call.Begin to Call.End.
@@ -104,9 +102,7 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 		p = &zeroPolicy
 	}
 	if HasGroups(p) {
-		c.own = *p
-		ResolveGroups(ctx, &c.own)
-		p = &c.own
+		p = resolved(ctx, p) // member.go
 	}
 	c.ctx, c.p, c.clk, c.obs = ctx, p, clock.Or(p.Clock), p.Observer
 	if cs, ok := c.obs.(CallStarter); ok {

@@ -93,3 +93,14 @@ func runGroups[T any](ctx context.Context, p *Policy, op func(context.Context) (
 	ResolveGroups(ctx, own)
 	return run(ctx, own, op)
 }
+
+// resolved returns a copy of p with its groups resolved for ctx, for a
+// Call (one allocation: an adapter that keeps its own copy of the Policy
+// resolves it with ResolveGroups before NewCall or Reset, and Do recycles
+// its copies).
+func resolved(ctx context.Context, p *Policy) *Policy {
+	own := new(Policy)
+	*own = *p
+	ResolveGroups(ctx, own)
+	return own
+}
