@@ -119,7 +119,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			panic(v)
 		}
 	}()
-	c.policy = *t.policy() // the one read of the source
+	c.policy = *t.policy()              // the one read of the source
 	ctx := t.keyContext(req, &c.policy) // key.go: the request's key, its groups' members
 	c.classifyPolicy = c.policy.Classify
 	if c.policy.Limiter != nil {
