@@ -449,13 +449,14 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 	if p == nil {
 		p = &zeroPolicy
 	}
+	p = c.resolveGroups(ctx, p) // key.go
 	c.ctx, c.p, c.max = ctx, p, maxHedges
 	c.limit = p.AttemptLimit()
 	c.clk = clock.Or(p.Clock)
 	if p.MaxElapsed > 0 {
 		c.start = c.clk.Now()
 	}
-	c.ad = h.Adaptive
+	c.ad = h.adaptive(ctx) // key.go
 	if p.Observer != nil {
 		c.pol = *p
 		c.wrap.inner = p.Observer

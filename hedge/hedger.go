@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -49,6 +50,12 @@ type Hedger struct {
 	// every attempt it cancelled unanswered (Adaptive.ObserveUnanswered).
 	// Share one per downstream operation.
 	Adaptive *Adaptive
+
+	// Adaptives, when set, gives each call the Adaptive of its key
+	// (keyed.KeyFrom of the call's context; the group's default member
+	// for none) in place of Adaptive: one delay per host. See
+	// NewAdaptives.
+	Adaptives *keyed.Group[*Adaptive]
 
 	// MaxHedges bounds the hedges one call starts (attempts started
 	// because of a delay, not after a failure). 0: DefaultMaxHedges (1).

@@ -50,6 +50,12 @@ func Hedgeable(req *http.Request) bool {
 type Transport struct {
 	Next   http.RoundTripper // nil: http.DefaultTransport
 	Hedger *Hedger           // nil: the zero Hedger
+
+	// Key gives each request its key, as httpretry.WithKey does (key.go):
+	// the Policy's groups and Hedger.Adaptives use its members. nil: the
+	// key the request's context carries, else httpretry.HostKey, when the
+	// Policy has groups or Hedger.Adaptives is set.
+	Key func(*http.Request) string
 }
 
 // maxKeep bounds the body of a failed response kept in memory.
@@ -72,7 +78,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil {
 		p = &zeroPolicy
 	}
-	ctx := req.Context()
+	ctx := t.keyContext(req, h, p) // key.go
 	pc := *p
 	timeout := pc.AttemptTimeout
 	pc.AttemptTimeout = 0 // applied by attempt, to the headers only

@@ -26,6 +26,7 @@ type options struct {
 	bodyLimit  int64
 	hdr        Headers // canonical names; set by New from DefaultHeaders unless hdrSet
 	hdrSet     bool
+	key        func(*http.Request) string // WithKey's (key.go)
 }
 
 // WithRetryable replaces the rule that says which requests may be sent more

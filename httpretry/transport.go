@@ -119,7 +119,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			panic(v)
 		}
 	}()
-	c.policy = *t.policy() // the one read of the source
+	c.policy = *t.policy()              // the one read of the source
+	ctx := t.keyContext(req, &c.policy) // key.go: the request's key, its groups' members
 	c.classifyPolicy = c.policy.Classify
 	if c.policy.Limiter != nil {
 		c.lim.inner = c.policy.Limiter
@@ -139,9 +140,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.repeat {
 		p.MaxAttempts = 1 // raised only after REFUSED_STREAM (see attempt)
 	}
-	c.sameCtx = c.timeout <= 0 && p.Observer == nil
+	c.sameCtx = c.timeout <= 0 && p.Observer == nil && ctx == req.Context()
 
-	ctx := req.Context()
 	resp, err := c.run(ctx)
 	c.closeUnsent()
 	if err == nil {

@@ -101,6 +101,9 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 	if p == nil {
 		p = &zeroPolicy
 	}
+	if HasGroups(p) {
+		p = resolved(ctx, p) // member.go
+	}
 	c.ctx, c.p, c.clk, c.obs = ctx, p, clock.Or(p.Clock), p.Observer
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})

@@ -42,7 +42,7 @@ func BeginInline(ctx context.Context, p *Policy) (in Inline, ok bool, err error)
 	if p == nil {
 		p = &zeroPolicy
 	}
-	if !p.inlineFirst() || ctx.Err() != nil {
+	if !p.inlineFirst() || ctx.Err() != nil || HasGroups(p) {
 		return in, false, nil
 	}
 	if in, err = beginInline(ctx, p); err != nil {

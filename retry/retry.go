@@ -28,6 +28,9 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
+	if HasGroups(p) {
+		return runGroups(ctx, p, op) // member.go
+	}
 	if !p.inlineFirst() || ctx.Err() != nil {
 		var zero T
 		return guarded(ctx, p, op, zero, nil)

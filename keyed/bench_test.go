@@ -1,0 +1,94 @@
+package keyed_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/keyed"
+)
+
+// BenchmarkBreaker compares an attempt through one shared breaker with
+// the same attempt through the member of the context's key (KeyFrom and
+// Get added): the keyed lookup's cost is the difference.
+func BenchmarkBreaker(b *testing.B) {
+	b.Run("unkeyed", func(b *testing.B) {
+		br := breaker.New(breaker.Config{})
+		b.ReportAllocs()
+		for b.Loop() {
+			done, _ := br.Allow()
+			done(nil)
+		}
+	})
+	b.Run("keyed", func(b *testing.B) {
+		bs, _ := keyed.NewBreakers(keyed.Config{}, breaker.Config{})
+		ctx := keyed.WithKey(context.Background(), "https://api.example.com:443")
+		bs.BreakerFor(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			done, _ := bs.BreakerFor(ctx).Allow()
+			done(nil)
+		}
+	})
+}
+
+// BenchmarkGetParallel looks up existing keys from every P, with 1, 10 and
+// 10,000 live keys.
+func BenchmarkGetParallel(b *testing.B) {
+	for _, n := range []int{1, 10, 10_000} {
+		b.Run(strconv.Itoa(n)+"keys", func(b *testing.B) {
+			g, _ := keyed.New(keyed.Config{MaxKeys: n}, func(k string) *member { return &member{key: k} }, nil)
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = "host-" + strconv.Itoa(i)
+				g.Get(keys[i])
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					g.Get(keys[i%n])
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkChurn makes every call a new key in a full group of 1,000 (each
+// Get builds a member and evicts one): the cost per call stays flat.
+func BenchmarkChurn(b *testing.B) {
+	for _, max := range []int{1000, 100_000} {
+		b.Run(strconv.Itoa(max)+"max", func(b *testing.B) {
+			g, _ := keyed.New(keyed.Config{MaxKeys: max}, func(k string) *member { return &member{key: k} }, nil)
+			keys := make([]string, 1<<16)
+			for i := range keys {
+				keys[i] = "host-" + strconv.Itoa(i)
+			}
+			for i := range max {
+				g.Get("fill-" + strconv.Itoa(i))
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				g.Get(keys[i&(1<<16-1)])
+				i++
+			}
+		})
+	}
+}
+
+// TestKeyedLookupAllocatesNothing holds the lookup of an existing key at
+// zero allocations, as BenchmarkBreaker/keyed reports.
+func TestKeyedLookupAllocatesNothing(t *testing.T) {
+	bs, _ := keyed.NewBreakers(keyed.Config{}, breaker.Config{})
+	ctx := keyed.WithKey(context.Background(), "https://api.example.com:443")
+	bs.BreakerFor(ctx)
+	if n := testing.AllocsPerRun(100, func() {
+		done, _ := bs.BreakerFor(ctx).Allow()
+		done(nil)
+	}); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}

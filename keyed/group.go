@@ -1,0 +1,355 @@
+package keyed
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stormguard/stormguard/clock"
+)
+
+// Group holds one member of type T per key, built on first use by the
+// function given to New, and bounded as its Config says (see the package
+// documentation). It is safe for concurrent use; Get of a key that has a
+// member takes no lock and does not allocate.
+//
+// A caller that got a member just as it was removed uses it to the end of
+// its call; the key's next Get builds a new one.
+type Group[T any] struct {
+	build func(key string) T
+	keep  func(member T, idle bool) bool
+	def   T // the empty key's
+	over  T // the overflow member
+	seed  maphash.Seed
+	clk   clock.Clock
+	max   int
+	idle  time.Duration
+	gran  time.Duration // the length of an epoch: a quarter of idle
+
+	tab   atomic.Pointer[table[T]]
+	epoch atomic.Uint64 // the current epoch, advanced under mu
+
+	evictions, idles, overflows atomic.Uint64
+
+	mu     sync.Mutex
+	tomb   *entry[T]
+	hand   *entry[T] // the ring of members that may be removed, at the CLOCK hand
+	ringN  int
+	pinned *entry[T] // the ring of members kept (keep said so), at the next to recheck
+	pinN   int
+	times  [epochs]time.Time // the start of the last epochs, at epoch%epochs
+}
+
+// epochs is how many epoch starts a group remembers. An entry last used
+// further back is idle (see idle).
+const epochs = 8
+
+// entry is one member. used is its last epoch of use, shifted left one
+// bit, with the CLOCK reference bit in bit 0 (set by Get, cleared as the
+// hand passes). prev, next and pinned are under the group's mutex.
+type entry[T any] struct {
+	key    string
+	h      uint64
+	m      T
+	used   atomic.Uint64
+	dead   atomic.Bool
+	prev   *entry[T]
+	next   *entry[T]
+	pinned bool
+}
+
+// Stats counts what a group did.
+type Stats struct {
+	Live      int    // members held (the default and overflow members aside)
+	Kept      int    // of them, members kept because they hold state (breakers that refuse calls)
+	Evictions uint64 // members removed to make room for a new key
+	Idle      uint64 // members removed after Config.Idle unused
+	Overflows uint64 // Gets given the overflow member because every member was kept
+}
+
+// New returns a group of members built by build, which is called with the
+// key under the group's lock (it must not use the group), once for the
+// default member and once for the overflow member at once, with "" as key.
+// keep, when not nil, tells whether a member must be kept for the state it
+// holds (idle: it has not been used for Config.Idle); a kept member is
+// never removed. New refuses a config Validate refuses.
+func New[T any](cfg Config, build func(key string) T, keep func(member T, idle bool) bool) (*Group[T], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	g := &Group[T]{
+		build: build, keep: keep, seed: maphash.MakeSeed(),
+		clk: cfg.Clock, max: cfg.MaxKeys, idle: cfg.Idle,
+		gran: max(cfg.Idle/4, 1), tomb: new(entry[T]),
+	}
+	g.def, g.over = build(""), build("")
+	g.tab.Store(newTable[T](minSlots))
+	g.times[0] = g.clk.Now()
+	return g, nil
+}
+
+// Default returns the empty key's member.
+func (g *Group[T]) Default() T { return g.def }
+
+// Overflow returns the member shared by the keys that found the group full
+// of kept members.
+func (g *Group[T]) Overflow() T { return g.over }
+
+// Get returns key's member, building it if key has none: the default
+// member for "", the overflow member when the group is full of kept
+// members.
+func (g *Group[T]) Get(key string) T {
+	if key == "" {
+		return g.def
+	}
+	h := maphash.String(g.seed, key)
+	if e := g.tab.Load().find(h, key); e != nil && !e.dead.Load() {
+		e.touch(g.epoch.Load())
+		return e.m
+	}
+	return g.slow(h, key)
+}
+
+// touch records a use in epoch ep: the reference bit and, unless a later
+// one is recorded, the epoch.
+func (e *entry[T]) touch(ep uint64) {
+	want := ep<<1 | 1
+	for {
+		v := e.used.Load()
+		if v >= want || e.used.CompareAndSwap(v, want) {
+			return
+		}
+	}
+}
+
+// slow is Get for a key not found without the lock.
+func (g *Group[T]) slow(h uint64, key string) T {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clk.Now()
+	g.advance(now)
+	t := g.tab.Load()
+	if e := t.find(h, key); e != nil {
+		e.touch(g.epoch.Load())
+		return e.m
+	}
+	g.recheck(now, 2)
+	g.sweep(now, 2)
+	if g.ringN+g.pinN >= g.max && !g.evict(now) {
+		g.overflows.Add(1)
+		return g.over
+	}
+	e := &entry[T]{key: key, h: h, m: g.build(key)}
+	e.used.Store(g.epoch.Load() << 1)
+	if t.full() {
+		t = g.rebuild(g.ringN + g.pinN + 1)
+	}
+	t.put(e)
+	g.hand = ringAdd(g.hand, e)
+	g.ringN++
+	return e.m
+}
+
+// advance starts a new epoch when the current one has lasted gran.
+func (g *Group[T]) advance(now time.Time) {
+	ep := g.epoch.Load()
+	if now.Sub(g.times[ep%epochs]) >= g.gran {
+		g.times[(ep+1)%epochs] = now
+		g.epoch.Store(ep + 1)
+	}
+}
+
+// isIdle reports whether e has not been used for g.idle: its last use was
+// before the start of the epoch after the one it records, and that start
+// is g.idle ago or more. An epoch lasts at least a quarter of idle, so one
+// more than epochs-1 back is idle.
+func (g *Group[T]) isIdle(e *entry[T], now time.Time) bool {
+	ep, cur := e.used.Load()>>1, g.epoch.Load()
+	if ep >= cur {
+		return false
+	}
+	next := ep + 1
+	if cur-next >= epochs-1 {
+		return true
+	}
+	return now.Sub(g.times[next%epochs]) >= g.idle
+}
+
+// kept asks keep about e.
+func (g *Group[T]) kept(e *entry[T], idle bool) bool {
+	return g.keep != nil && g.keep(e.m, idle)
+}
+
+// evict removes one member to make room: the first one past the hand that
+// is not kept and whose reference bit is clear (clearing the bits it
+// passes), or idle. A member found kept moves to the kept ring. It reports
+// false when every member is kept.
+func (g *Group[T]) evict(now time.Time) bool {
+	for passed := 0; g.ringN > 0; {
+		e := g.hand
+		g.hand = e.next
+		idle := g.isIdle(e, now)
+		if g.kept(e, idle) {
+			g.pin(e)
+			continue
+		}
+		v := e.used.Load()
+		if idle || v&1 == 0 || passed > g.ringN {
+			g.remove(e)
+			g.evictions.Add(1)
+			return true
+		}
+		e.used.CompareAndSwap(v, v&^1) // a second chance
+		passed++
+	}
+	return false
+}
+
+// sweep looks at up to n members past the hand (all of them when n < 0),
+// removing the idle ones and moving the kept ones to the kept ring.
+func (g *Group[T]) sweep(now time.Time, n int) {
+	if n < 0 {
+		n = g.ringN
+	}
+	for ; n > 0 && g.ringN > 0; n-- {
+		e := g.hand
+		g.hand = e.next
+		idle := g.isIdle(e, now)
+		switch {
+		case g.kept(e, idle):
+			g.pin(e)
+		case idle:
+			g.remove(e)
+			g.idles.Add(1)
+		}
+	}
+}
+
+// recheck asks keep again about up to n kept members (all when n < 0),
+// moving those it no longer keeps back to the ring, as just used.
+func (g *Group[T]) recheck(now time.Time, n int) {
+	if n < 0 {
+		n = g.pinN
+	}
+	for ; n > 0 && g.pinN > 0; n-- {
+		e := g.pinned
+		g.pinned = e.next
+		if g.kept(e, g.isIdle(e, now)) {
+			continue
+		}
+		g.pinned = ringDel(g.pinned, e)
+		g.pinN--
+		e.pinned = false
+		e.used.Store(g.epoch.Load() << 1)
+		g.hand = ringAdd(g.hand, e)
+		g.ringN++
+	}
+}
+
+// pin moves e from the ring to the kept ring.
+func (g *Group[T]) pin(e *entry[T]) {
+	g.hand = ringDel(g.hand, e)
+	g.ringN--
+	e.pinned = true
+	g.pinned = ringAdd(g.pinned, e)
+	g.pinN++
+}
+
+// remove takes e, on the ring, out of the group.
+func (g *Group[T]) remove(e *entry[T]) {
+	g.hand = ringDel(g.hand, e)
+	g.ringN--
+	e.dead.Store(true)
+	g.tab.Load().remove(e, g.tomb)
+}
+
+// rebuild replaces the table with one holding only the live entries,
+// sized for n, and returns it.
+func (g *Group[T]) rebuild(n int) *table[T] {
+	t := newTable[T](2 * n)
+	each := func(head *entry[T], count int) {
+		for e := head; count > 0; e, count = e.next, count-1 {
+			t.put(e)
+		}
+	}
+	each(g.hand, g.ringN)
+	each(g.pinned, g.pinN)
+	g.tab.Store(t)
+	return t
+}
+
+// ringAdd inserts e just before head (the last the hand reaches) and
+// returns the ring's head.
+func ringAdd[T any](head, e *entry[T]) *entry[T] {
+	if head == nil {
+		e.prev, e.next = e, e
+		return e
+	}
+	e.prev, e.next = head.prev, head
+	head.prev.next = e
+	head.prev = e
+	return head
+}
+
+// ringDel takes e out of the ring at head and returns the ring's head.
+func ringDel[T any](head, e *entry[T]) *entry[T] {
+	if e.next == e {
+		e.prev, e.next = nil, nil
+		return nil
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	if head == e {
+		head = e.next
+	}
+	e.prev, e.next = nil, nil
+	return head
+}
+
+// Sweep removes every idle member now, and moves back among the others
+// the kept members that no longer need keeping. It takes time in the
+// number of members; the group otherwise does this a few members at a
+// time, when new keys arrive.
+func (g *Group[T]) Sweep() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clk.Now()
+	g.advance(now)
+	g.recheck(now, -1)
+	g.sweep(now, -1)
+	if t := g.tab.Load(); t.used > 2*(g.ringN+g.pinN)+minSlots {
+		g.rebuild(g.ringN + g.pinN)
+	}
+}
+
+// Len returns the number of live members, the default and overflow
+// members aside.
+func (g *Group[T]) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ringN + g.pinN
+}
+
+// Stats returns the group's counts.
+func (g *Group[T]) Stats() Stats {
+	g.mu.Lock()
+	live, kept := g.ringN+g.pinN, g.pinN
+	g.mu.Unlock()
+	return Stats{Live: live, Kept: kept, Evictions: g.evictions.Load(), Idle: g.idles.Load(), Overflows: g.overflows.Load()}
+}
+
+// Each calls f with every live member's key and member, under the
+// group's lock (f must not use the group), in no particular order.
+func (g *Group[T]) Each(f func(key string, member T)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, head := range [...]struct {
+		e *entry[T]
+		n int
+	}{{g.hand, g.ringN}, {g.pinned, g.pinN}} {
+		for e, n := head.e, head.n; n > 0; e, n = e.next, n-1 {
+			f(e.key, e.m)
+		}
+	}
+}

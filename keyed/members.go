@@ -1,0 +1,118 @@
+package keyed
+
+import (
+	"context"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// Breakers is a group of circuit breakers, one per key, each built by
+// breaker.New from one breaker.Config. It is a retry.BreakerGroup: as a
+// Policy's Breaker, each call uses the breaker of its key (KeyFrom of the
+// call's context). A breaker that is open, or half-open, is kept (never
+// removed) while it refuses calls; a half-open breaker that admits probes
+// is removed only after Config.Idle unused. Listeners of the breakers must
+// not use the group.
+type Breakers struct {
+	*Group[*breaker.Breaker]
+}
+
+var _ retry.BreakerGroup = (*Breakers)(nil)
+
+// NewBreakers returns a group of breakers built from bc, bounded by kc.
+// kc.Clock nil: bc.Clock. It refuses a kc that Config.Validate refuses and
+// a bc that breaker.Config.Validate refuses.
+func NewBreakers(kc Config, bc breaker.Config) (*Breakers, error) {
+	if err := bc.Validate(); err != nil {
+		return nil, err
+	}
+	if kc.Clock == nil {
+		kc.Clock = bc.Clock
+	}
+	g, err := New(kc, func(string) *breaker.Breaker { return breaker.New(bc) }, keepBreaker)
+	if err != nil {
+		return nil, err
+	}
+	return &Breakers{g}, nil
+}
+
+// keepBreaker keeps an open breaker, and a half-open one unless it admits
+// probes and has been idle.
+func keepBreaker(b *breaker.Breaker, idle bool) bool {
+	switch b.State() {
+	case breaker.Open:
+		return true
+	case breaker.HalfOpen:
+		return !idle || b.Ready() != nil
+	}
+	return false
+}
+
+// Allow is the default member's Allow.
+func (b *Breakers) Allow() (done func(err error), err error) { return b.Default().Allow() }
+
+// Ready is the default member's Ready.
+func (b *Breakers) Ready() error { return b.Default().Ready() }
+
+// BreakerFor returns the breaker of KeyFrom(ctx).
+func (b *Breakers) BreakerFor(ctx context.Context) retry.Breaker { return b.Get(KeyFrom(ctx)) }
+
+// Budgets is a group of retry budgets, one per key, each made by one
+// function. It is a retry.BudgetGroup: as a Policy's Budget (or
+// NestedBudget), each call uses the budget of its key. Budgets are never
+// kept: an idle budget is removed, and its key starts again with a new
+// one.
+type Budgets struct {
+	*Group[retry.Budget]
+}
+
+var _ retry.BudgetGroup = (*Budgets)(nil)
+
+// NewBudgets returns a group of the budgets newBudget makes (a budget
+// per call of it, such as func() retry.Budget { return
+// budget.NewRatio(cfg) }), bounded by kc.
+func NewBudgets(kc Config, newBudget func() retry.Budget) (*Budgets, error) {
+	g, err := New(kc, func(string) retry.Budget { return newBudget() }, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Budgets{g}, nil
+}
+
+// Record is the default member's Record.
+func (b *Budgets) Record(retry bool, err error) { b.Default().Record(retry, err) }
+
+// Withdraw is the default member's Withdraw.
+func (b *Budgets) Withdraw(err error) bool { return b.Default().Withdraw(err) }
+
+// BudgetFor returns the budget of KeyFrom(ctx).
+func (b *Budgets) BudgetFor(ctx context.Context) retry.Budget { return b.Get(KeyFrom(ctx)) }
+
+// Limiters is a group of client-side limiters, one per key, each made by
+// one function. It is a retry.LimiterGroup: as a Policy's Limiter, each
+// call uses the limiter of its key. Its own Acquire uses the limiter of
+// KeyFrom(ctx) too.
+type Limiters struct {
+	*Group[retry.Limiter]
+}
+
+var _ retry.LimiterGroup = (*Limiters)(nil)
+
+// NewLimiters returns a group of the limiters newLimiter makes, bounded by
+// kc.
+func NewLimiters(kc Config, newLimiter func() retry.Limiter) (*Limiters, error) {
+	g, err := New(kc, func(string) retry.Limiter { return newLimiter() }, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Limiters{g}, nil
+}
+
+// Acquire is Acquire of the limiter of KeyFrom(ctx).
+func (l *Limiters) Acquire(ctx context.Context, retry bool) (done func(err error), err error) {
+	return l.Get(KeyFrom(ctx)).Acquire(ctx, retry)
+}
+
+// LimiterFor returns the limiter of KeyFrom(ctx).
+func (l *Limiters) LimiterFor(ctx context.Context) retry.Limiter { return l.Get(KeyFrom(ctx)) }
