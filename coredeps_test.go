@@ -8,7 +8,7 @@ import (
 )
 
 // corePackages are the mechanisms: they must not depend on any adapter.
-var corePackages = []string{"admission", "backoff", "budget", "breaker", "clock", "retry", "throttle"}
+var corePackages = []string{"admission", "backoff", "budget", "breaker", "clock", "keyed", "retry", "throttle"}
 
 // adapterPackages are the root module's adapters. Every other module of
 // the repository (promretry, otelretry, grpcretry, config, redisstore,
