@@ -9,4 +9,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
-require golang.org/x/sys v0.13.0 // indirect
+require golang.org/x/sys v0.48.0 // indirect

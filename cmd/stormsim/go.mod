@@ -11,7 +11,7 @@ require (
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	golang.org/x/sys v0.13.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 require (
@@ -24,5 +24,5 @@ require (
 	github.com/stormguard/stormguard/config v0.3.0 // indirect
 	github.com/stormguard/stormguard/simtest v0.3.0
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
