@@ -6,7 +6,7 @@ STATICCHECK := $(GOBIN)/staticcheck
 BENCHSTAT := $(GOBIN)/benchstat
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
 
-.PHONY: all test test-nodeps deps fmt-check vet staticcheck race lab bench bench-compare tools
+.PHONY: all test test-nodeps deps fmt-check vet staticcheck race lab bench bench-compare tools installtest release-dry-run apicheck
 
 all: test
 
@@ -17,8 +17,23 @@ test: deps
 	@$(MAKE) --no-print-directory test-nodeps
 
 ## test-nodeps: the same without the install step; tests whose tool is
-## missing skip (and fail when CI=true).
+## missing skip (and fail when CI=true). The race step covers every module
+## of go.work, internal/releasetest too: the offline install test
+## (TestInstallFromProxyOffline) and the scripts/release.sh tests run there.
 test-nodeps: fmt-check vet staticcheck race
+
+## installtest: only the release checks of internal/releasetest: every module
+## published to a file-system proxy at versions.yaml's version, then
+## `go install cmd/stormsim@VERSION` and a scratch module built from it with
+## a fresh module cache, GOWORK=off and no network; the module layout; and
+## scripts/release.sh in a temporary repository.
+installtest:
+	cd internal/releasetest && $(GO) test -count=1 -timeout 10m -v .
+
+## release-dry-run: what `scripts/release.sh VERSION` would edit and tag
+## (make release-dry-run VERSION=v0.3.0; the default is versions.yaml's).
+release-dry-run:
+	scripts/release.sh --dry-run $(or $(VERSION),$(shell sed -n 's/^version:[[:space:]]*//p' versions.yaml))
 
 deps:
 	@scripts/test-deps.sh

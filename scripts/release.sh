@@ -133,7 +133,11 @@ for e in "${edits[@]}"; do
   fi
 done
 echo "${prefix}set    go.work: replace <module> $version => <dir>, for every module of go.work"
-echo "${prefix}set    versions.yaml: version $current -> $version"
+if [ "$current" = "$version" ]; then
+  echo "${prefix}keep   versions.yaml: version $version (already)"
+else
+  echo "${prefix}set    versions.yaml: version $current -> $version"
+fi
 for d in "${released[@]}"; do
   echo "${prefix}tag    $(tag_of "$d")   (${path_of[$d]})"
 done
