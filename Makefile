@@ -4,6 +4,7 @@ GO ?= go
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
 BENCHSTAT := $(GOBIN)/benchstat
+APIDIFF := $(GOBIN)/apidiff
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
 
 .PHONY: all test test-nodeps deps fmt-check vet staticcheck race lab bench bench-compare tools installtest release-dry-run apicheck
@@ -50,12 +51,23 @@ $(STATICCHECK):
 $(BENCHSTAT):
 	$(GO) install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-tools: $(STATICCHECK) $(BENCHSTAT)
+$(APIDIFF):
+	$(GO) install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+
+tools: $(STATICCHECK) $(BENCHSTAT) $(APIDIFF)
+
+## apicheck: each released module (versions.yaml) against its previous
+## release tag with apidiff; prints the incompatible changes, or that there
+## is no previous tag, and exits 0 (STRICT=1: exits 1 on a breaking change;
+## BASE=vX.Y.Z: compare with that release). The pre-1.0 policy is in
+## CONTRIBUTING.md.
+apicheck: $(APIDIFF)
+	@APIDIFF=$(APIDIFF) scripts/apicheck.sh $(if $(STRICT),--strict) $(BASE)
 
 staticcheck: $(STATICCHECK)
 	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...); done
 
-race:
+race: $(APIDIFF)
 	@set -e; for m in $(MODULES); do echo "test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
 
 ## lab: run the storm lab's default scenario suite.
