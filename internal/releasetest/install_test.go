@@ -6,9 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/module"
+	modzip "golang.org/x/mod/zip"
 )
 
 // TestInstallFromProxyOffline is the issue 35 acceptance check: with the
@@ -127,6 +131,35 @@ func TestInstallFromProxyOffline(t *testing.T) {
 			}
 		}
 	})
+
+	// Each library module on its own, as the proxy serves it: its packages
+	// build outside the workspace with only its own go.mod, and with the
+	// third-party versions the workspace tests.
+	t.Run("each module alone", func(t *testing.T) {
+		for _, m := range released {
+			if strings.HasPrefix(m.Dir, "cmd/") {
+				continue // installed above
+			}
+			dir := filepath.Join(tmp, "alone", filepath.FromSlash(m.Dir))
+			esc, err := module.EscapePath(m.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zipFile := filepath.Join(proxy, filepath.FromSlash(esc), "@v", v.Version+".zip")
+			if err := modzip.Unzip(dir, module.Version{Path: m.Path, Version: v.Version}, zipFile); err != nil {
+				t.Fatal(err)
+			}
+			run(t, dir, goBin, "build", "./...")
+			out := run(t, dir, goBin, "list", "-deps", "-f", "{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}", "./...")
+			deps := map[string]string{}
+			for _, line := range strings.Split(out, "\n") {
+				if p, ver, ok := strings.Cut(strings.TrimSpace(line), " "); ok && !strings.HasPrefix(p, "go:") {
+					deps[p] = ver
+				}
+			}
+			compareWithWorkspace(t, goBin, root, m.Path, deps)
+		}
+	})
 }
 
 // TestWorkspaceResolvesSiblingsWithoutProxy: in a clone, go.work alone
@@ -185,17 +218,28 @@ func checkSameDeps(t *testing.T, goBin, root, binary string) {
 		return
 	}
 	deps := map[string]string{}
-	var paths []string
 	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == "dep" && f[1] != rootPath && !strings.HasPrefix(f[1], rootPath+"/") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "dep" {
 			deps[f[1]] = f[2]
-			paths = append(paths, f[1])
+		}
+	}
+	compareWithWorkspace(t, goBin, root, filepath.Base(binary), deps)
+}
+
+// compareWithWorkspace fails the test for each third-party module of deps
+// (module path to version) that the workspace selects at another version.
+func compareWithWorkspace(t *testing.T, goBin, root, label string, deps map[string]string) {
+	t.Helper()
+	var paths []string
+	for p := range deps {
+		if p != rootPath && !strings.HasPrefix(p, rootPath+"/") {
+			paths = append(paths, p)
 		}
 	}
 	if len(paths) == 0 {
 		return
 	}
+	sort.Strings(paths)
 	cmd := exec.Command(goBin, append([]string{"list", "-m", "-f", "{{.Path}} {{.Version}}"}, paths...)...)
 	cmd.Dir = root
 	cmd.Env = offlineEnv(map[string]string{"GOPROXY": "off", "GOFLAGS": "-mod=readonly", "GOWORK": filepath.Join(root, "go.work")})
@@ -204,10 +248,11 @@ func checkSameDeps(t *testing.T, goBin, root, binary string) {
 		t.Errorf("go list -m in the workspace: %v\n%s", err, ws)
 		return
 	}
+	t.Logf("%s: %d third-party modules, each at the workspace's version unless reported", label, len(paths))
 	for _, line := range strings.Split(strings.TrimSpace(string(ws)), "\n") {
 		p, wv, _ := strings.Cut(line, " ")
 		if deps[p] != wv {
-			t.Errorf("%s is built with %s %s, but the workspace tests %s: raise the require of the module that needs %s to %s", filepath.Base(binary), p, deps[p], wv, p, wv)
+			t.Errorf("%s is built with %s %s, but the workspace tests %s: raise the require of the module that needs %s to %s", label, p, deps[p], wv, p, wv)
 		}
 	}
 }
