@@ -161,7 +161,8 @@ undo() {
   git checkout -- .
 }
 
-# Step 3: the tests.
+# Step 3: the tests. An interrupt undoes the edits too.
+trap 'undo; exit 130' INT TERM
 if [ $skip_tests = 0 ]; then
   if ! make test; then
     undo
@@ -175,12 +176,18 @@ fi
 if [ -n "$(git status --porcelain)" ]; then
   git commit -q -a -m "release $version" || { undo; die "git commit failed"; }
 fi
+trap - INT TERM
 head=$(git rev-parse HEAD)
+# All tags or none: a tag that cannot be made (signing, a race with another
+# tagger) removes the ones made before it; the release commit stays.
+tags=()
 for d in "${released[@]}"; do
   t=$(tag_of "$d")
-  git tag -a -m "${path_of[$d]} $version" "$t" "$head"
+  if ! git tag -a -m "${path_of[$d]} $version" "$t" "$head"; then
+    [ ${#tags[@]} -eq 0 ] || git tag -d "${tags[@]}" >/dev/null
+    die "could not create tag $t; no tag of $version is left (the commit \"release $version\" is, at ${head:0:12})"
+  fi
+  tags+=("$t")
   echo "tagged $t at ${head:0:12}"
 done
-tags=()
-for d in "${released[@]}"; do tags+=("$(tag_of "$d")"); done
 echo "push with: git push origin HEAD ${tags[*]}"

@@ -186,3 +186,28 @@ func TestReleaseTagsInLockstepAndRefuses(t *testing.T) {
 	}
 	run(true, "scripts/release.sh", "--dry-run", "v0.6.0")
 }
+
+// A tag that cannot be created (here a stale ref lock on the last module's
+// tag) leaves no tag of the release behind: the tags are all or none.
+func TestReleaseTagFailureLeavesNoTag(t *testing.T) {
+	repo, run := releaseRepo(t)
+	v, err := ReadVersions(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := v.Modules[len(v.Modules)-1]
+	lock := filepath.Join(repo, ".git", "refs", "tags", filepath.FromSlash(last), "v0.4.0.lock")
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run(false, "scripts/release.sh", "--skip-tests", "v0.4.0")
+	if !strings.Contains(out, "no tag of v0.4.0 is left") {
+		t.Errorf("tag failure: %s", out)
+	}
+	if tags := run(true, "git", "tag", "-l"); tags != "" {
+		t.Errorf("tags left after a failed tagging:\n%s", tags)
+	}
+}
