@@ -9,7 +9,7 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/sony/gobreaker/v2 v2.4.0
-	github.com/stormguard/stormguard v0.0.0
+	github.com/stormguard/stormguard v0.3.0
 )
 
 require (
@@ -17,5 +17,3 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 )
-
-replace github.com/stormguard/stormguard => ../

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/stormguard/stormguard v0.0.0
+	github.com/stormguard/stormguard v0.3.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -21,11 +21,5 @@ require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
-	github.com/stormguard/stormguard/grpcretry v0.0.0
+	github.com/stormguard/stormguard/grpcretry v0.3.0
 )
-
-replace github.com/stormguard/stormguard => ../
-
-replace github.com/stormguard/stormguard/grpcretry => ../grpcretry
-
-replace github.com/stormguard/stormguard/config => ../config

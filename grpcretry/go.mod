@@ -3,8 +3,8 @@ module github.com/stormguard/stormguard/grpcretry
 go 1.26.0
 
 require (
-	github.com/stormguard/stormguard v0.0.0
-	github.com/stormguard/stormguard/config v0.0.0
+	github.com/stormguard/stormguard v0.3.0
+	github.com/stormguard/stormguard/config v0.3.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -21,7 +21,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
-
-replace github.com/stormguard/stormguard => ..
-
-replace github.com/stormguard/stormguard/config => ../config

@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/stormguard/stormguard v0.0.0
-	github.com/stormguard/stormguard/config v0.0.0
+	github.com/stormguard/stormguard v0.3.0
+	github.com/stormguard/stormguard/config v0.3.0
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
@@ -17,7 +17,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/stormguard/stormguard => ../
-
-replace github.com/stormguard/stormguard/config => ../config

@@ -3,7 +3,7 @@ module github.com/stormguard/stormguard/cmd/stormsim
 go 1.26
 
 require (
-	github.com/stormguard/stormguard v0.0.0
+	github.com/stormguard/stormguard v0.3.0
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	gonum.org/v1/plot v0.17.0
@@ -11,7 +11,7 @@ require (
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	golang.org/x/sys v0.13.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 require (
@@ -21,14 +21,8 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/stormguard/stormguard/config v0.0.0 // indirect
-	github.com/stormguard/stormguard/simtest v0.0.0
+	github.com/stormguard/stormguard/config v0.3.0 // indirect
+	github.com/stormguard/stormguard/simtest v0.3.0
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
-
-replace github.com/stormguard/stormguard => ../..
-
-replace github.com/stormguard/stormguard/simtest => ../../simtest
-
-replace github.com/stormguard/stormguard/config => ../../config

@@ -5,10 +5,10 @@ go 1.26.0
 require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
-	github.com/stormguard/stormguard v0.0.0
-	github.com/stormguard/stormguard/config v0.0.0
-	github.com/stormguard/stormguard/otelretry v0.0.0
-	github.com/stormguard/stormguard/promretry v0.0.0
+	github.com/stormguard/stormguard v0.3.0
+	github.com/stormguard/stormguard/config v0.3.0
+	github.com/stormguard/stormguard/otelretry v0.3.0
+	github.com/stormguard/stormguard/promretry v0.3.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -34,11 +34,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/stormguard/stormguard => ../..
-	github.com/stormguard/stormguard/config => ..
-	github.com/stormguard/stormguard/otelretry => ../../otelretry
-	github.com/stormguard/stormguard/promretry => ../../promretry
 )
