@@ -8,7 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/smithy-go v1.28.9
-	github.com/stormguard/stormguard v0.0.0
+	github.com/stormguard/stormguard v0.3.0
 )
 
 require (
@@ -25,4 +25,3 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 )
 
-replace github.com/stormguard/stormguard => ..
