@@ -100,7 +100,10 @@ type Config struct {
 	// IsFailure reports whether a call's non-nil error counts against the
 	// downstream; errors for which it returns false count as successes
 	// (the downstream answered). It is never called with nil (always a
-	// success) nor with errors IsExcluded accepts. nil: DefaultIsFailure.
+	// success) nor with errors IsExcluded accepts. If it (or IsExcluded)
+	// panics, the call counts as a failure — a half-open probe slot is
+	// released — and the panic goes on out of the done function.
+	// nil: DefaultIsFailure.
 	IsFailure func(err error) bool
 
 	// IsExcluded reports whether a call's non-nil error says nothing about
