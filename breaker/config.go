@@ -114,6 +114,13 @@ type Config struct {
 
 	// Clock measures time: open periods, time windows, slow calls, probe
 	// timers. nil: clock.Real.
+	//
+	// On the real clock, the end of each open period is marked by a
+	// timer set for it (it fires at that instant or a scheduler's latency
+	// later), so that a refusal by an open breaker reads no clock. On any
+	// other clock the breaker sets no timer of its own but the probe's:
+	// each refusal reads Now, so that on a fake or simulated clock the
+	// period ends exactly at its end.
 	Clock clock.Clock
 
 	// Rand draws the jitter of open periods. nil: math/rand/v2's global

@@ -102,9 +102,20 @@ func (b *Breaker) Close() {
 	if b.probeCancel != nil {
 		b.probeCancel()
 	}
+	var end *epoch // an open period probing governed: it now ends on time
+	if e := b.cur.Load(); e.state == Open && !e.due.Load() && b.s.probe != nil {
+		if b.gate {
+			end = e
+		} else {
+			e.due.Store(true)
+		}
+	}
 	b.mu.Unlock()
 	if t != nil {
 		t.Stop()
+	}
+	if end != nil {
+		b.scheduleEnd(end)
 	}
 	b.probeWG.Wait()
 }

@@ -69,6 +69,11 @@ func beginInline(ctx context.Context, p *Policy) (in Inline, err error) {
 
 // refuse is the *Error of a call whose first attempt the breaker refused.
 func refuse(ctx context.Context, p *Policy, refused error) error {
+	if pr, ok := p.Breaker.(PrebuiltRefusal); ok && p.Observer == nil {
+		if err := pr.RefusalError(refused); err != nil {
+			return err
+		}
+	}
 	var c Call
 	c.init(ctx, p)
 	return c.giveUp(0, ReasonBreaker, refused)
