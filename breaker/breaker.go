@@ -151,6 +151,9 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	if e.done != nil { // closed, calls not timed: the shared done
 		return e.done, nil
 	}
+	if e.state == Open && !e.due.Load() { // on the real clock: no clock read
+		return nil, ErrOpen
+	}
 	return b.allowSlow(e)
 }
 
@@ -405,19 +408,19 @@ func (b *Breaker) scheduleEnd(e *epoch) {
 }
 
 // RefusalError returns the *retry.Error that retry.Do, Run and BeginInline
-// give up with when b refuses a call's first attempt with refusal
+// give up with when b refuses a call's first attempt with refused
 // (ErrOpen or ErrTooManyProbes) and no Observer watches the call; nil for
 // any other error. Each is built once per breaker and shared by every
 // call it refuses, so that a refusal allocates nothing: do not modify it.
 // See retry.PrebuiltRefusal.
-func (b *Breaker) RefusalError(refusal error) *retry.Error {
-	if b == nil {
+func (b *Breaker) RefusalError(refused error) *retry.Error {
+	r, ok := refused.(*refusal) // cheaper than comparing interfaces
+	switch {
+	case b == nil || !ok:
 		return nil
-	}
-	switch refusal {
-	case ErrOpen:
+	case r == errOpen:
 		return b.refusedOpen
-	case ErrTooManyProbes:
+	case r == errTooManyProbes:
 		return b.refusedProbes
 	}
 	return nil
