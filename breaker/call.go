@@ -74,25 +74,23 @@ func (c *call) finish(seq uint64, err error) {
 }
 
 // record counts the result err of a call admitted in epoch e at start
-// (zero unless slow calls are timed). If Config.IsFailure or IsExcluded
-// panics, the call counts as a failure before the panic goes on.
+// (zero unless slow calls are timed). If Config.IsFailure, IsExcluded or
+// Clock panics, the call counts as a failure before the panic goes on.
 func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
 	if probe {
 		b.recordProbe(e, start, err)
 		return
 	}
-	classified := false
+	counted := false
 	defer func() {
-		if !classified { // Config.IsFailure or IsExcluded panicked: a failure, and the panic goes on
-			var now time.Time
-			if b.win != nil {
-				now = b.clk.Now()
-			}
-			b.count(e, outFailure, now)
+		if !counted {
+			// Config.IsFailure, IsExcluded or Clock panicked: a failure,
+			// counted without reading the clock (a time window counts it
+			// in its newest bucket), and the panic goes on.
+			b.count(e, outFailure, time.Time{})
 		}
 	}()
 	o := b.classify(err)
-	classified = true
 	var now time.Time
 	if o != outExcluded && (b.s.slowDur > 0 || b.win != nil) {
 		now = b.clk.Now()
@@ -100,6 +98,7 @@ func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
 			o |= outSlow
 		}
 	}
+	counted = true
 	b.count(e, o, now)
 }
 

@@ -2,8 +2,11 @@ package breaker
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/clock/clocktest"
 )
 
 // A closed-state call whose result IsFailure (or IsExcluded) panics on
@@ -46,4 +49,43 @@ func TestClassifyPanicCountsClosedCall(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A Clock that panics when a closed-state call ends (read for the time
+// window or the slow-call timing): the call counts as a failure, and the
+// panic goes on.
+func TestClockPanicCountsClosedCall(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"time window": {Window: Window{Duration: 10 * time.Second, MinCalls: 1, FailureRatio: 0.5}},
+		"slow calls":  {Window: Window{Calls: 10, MinCalls: 1, FailureRatio: 0.5, SlowCallDuration: time.Second}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pc := &panicOnce{Fake: clocktest.NewFake()}
+			cfg.Clock, cfg.OpenTimeout, cfg.OpenJitter = pc, time.Second, -1
+			b := New(cfg)
+			t.Cleanup(b.Close)
+			done, err := b.Allow()
+			if err != nil {
+				t.Fatalf("closed breaker refused: %v", err)
+			}
+			pc.armed.Store(true)
+			if v := mustPanic(t, func() { done(errDown) }); v != "clock failed" {
+				t.Fatalf("panic %v, want the clock's", v)
+			}
+			wantState(t, b, Open)
+		})
+	}
+}
+
+// panicOnce is a fake clock whose Now panics once when armed.
+type panicOnce struct {
+	*clocktest.Fake
+	armed atomic.Bool
+}
+
+func (c *panicOnce) Now() time.Time {
+	if c.armed.CompareAndSwap(true, false) {
+		panic("clock failed")
+	}
+	return c.Fake.Now()
 }
