@@ -83,6 +83,9 @@ type epoch struct {
 	// start (each refusal reads the clock), and by Close for a period that
 	// active probing governed until then.
 	due atomic.Bool
+	// unprobed is set when the probe timer could not be started (the
+	// Clock panicked): the open period then ends on time, as after Close.
+	unprobed atomic.Bool
 }
 
 // New returns a closed Breaker configured by c. It panics if c.Validate
@@ -173,7 +176,7 @@ func (b *Breaker) allowSlow(e *epoch) (func(error), error) {
 		case Closed:
 			return b.admitClosed(e), nil
 		case Open:
-			if !e.due.Load() || b.probing() {
+			if !e.due.Load() || b.probing(e) {
 				return nil, ErrOpen // on the real clock without reading it
 			}
 			now := b.clk.Now()
@@ -304,7 +307,7 @@ func (b *Breaker) countsLocked(e *epoch, now time.Time) Counts {
 // to half-open.
 func (b *Breaker) current() *epoch {
 	e := b.cur.Load()
-	if e.state == Open && e.due.Load() && !b.probing() {
+	if e.state == Open && e.due.Load() && !b.probing(e) {
 		if now := b.clk.Now(); !now.Before(e.until) {
 			e = b.expire(e, now)
 		}
@@ -318,15 +321,17 @@ func (b *Breaker) expire(e *epoch, now time.Time) *epoch {
 	b.mu.Lock()
 	func() {
 		defer b.unlock()
-		if b.cur.Load() == e && !now.Before(e.until) && !b.probing() {
+		if b.cur.Load() == e && !now.Before(e.until) && !b.probing(e) {
 			b.setLocked(e, HalfOpen, now)
 		}
 	}()
 	return b.cur.Load()
 }
 
-// probing reports whether active probing governs the open state.
-func (b *Breaker) probing() bool { return b.s.probe != nil && !b.closedFlag.Load() }
+// probing reports whether active probing governs the open epoch e.
+func (b *Breaker) probing(e *epoch) bool {
+	return b.s.probe != nil && !b.closedFlag.Load() && !e.unprobed.Load()
+}
 
 const streakMask = 1<<32 - 1
 

@@ -167,3 +167,23 @@ func TestOpenPeriodEndsOnRealClock(t *testing.T) {
 	mustCall(t, b, nil)
 	wantState(t, b, Closed)
 }
+
+// A Clock whose AfterFunc panics when the probe timer is to be started:
+// the panic goes on, and the open period ends on time, as without a Probe,
+// on either kind of clock.
+func TestProbeTimerPanicEndsPeriodOnTime(t *testing.T) {
+	for _, gate := range []bool{false, true} {
+		pc := &panicAfterFunc{Fake: clocktest.NewFake()}
+		b := newBreaker(Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OpenJitter: -1, Clock: pc,
+			Probe: func(context.Context) error { return nil }}, gate)
+		if v := mustPanic(t, func() { mustCall(t, b, errDown) }); v != "AfterFunc failed" {
+			t.Fatalf("gate %v: panic %v, want the clock's", gate, v)
+		}
+		wantState(t, b, Open)
+		pc.Advance(time.Second - 1)
+		wantState(t, b, Open)
+		pc.Advance(1)
+		wantState(t, b, HalfOpen)
+		b.Close()
+	}
+}
