@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // for an hour, and the call a caller makes through it during the outage:
 // stormguard's retry.Do under a policy holding the breaker (the cost of
 // every call of a retrying client while its downstream is out; issue #36),
-// stormguard's Breaker.Allow alone, gobreaker's Execute and failsafe-go's
+// the same with an Observer that counts refused calls (as a metrics
+// Observer does), stormguard's Breaker.Allow alone, gobreaker's Execute and failsafe-go's
 // Get. Each call must be refused without running op and return the
 // library's open-breaker error; TestOpenBreakerRefuses checks they are.
 func openLibs(op func() (int, error)) []struct {
@@ -34,6 +36,7 @@ func openLibs(op func() (int, error)) []struct {
 		return br
 	}
 	p := &retry.Policy{MaxAttempts: 4, Backoff: sgbackoff.Constant{}, Breaker: sg()}
+	po := &retry.Policy{MaxAttempts: 4, Backoff: sgbackoff.Constant{}, Breaker: p.Breaker, Observer: &refusals{}}
 	sgOp := func(context.Context) (int, error) { return op() }
 	br := sg()
 	gb := gobreaker.NewCircuitBreaker[int](gobreaker.Settings{
@@ -51,6 +54,7 @@ func openLibs(op func() (int, error)) []struct {
 		open error
 	}{
 		{"stormguard", func() error { _, err := retry.Do(ctx, p, sgOp); return err }, breaker.ErrOpen},
+		{"stormguard-observed", func() error { _, err := retry.Do(ctx, po, sgOp); return err }, breaker.ErrOpen},
 		{"stormguard-breaker", func() error {
 			done, err := br.Allow()
 			if err == nil {
@@ -102,5 +106,17 @@ func BenchmarkBreakerOpen(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// refusals is an Observer that counts the calls a breaker refused.
+type refusals struct {
+	retry.NopObserver
+	n atomic.Int64
+}
+
+func (r *refusals) CallEnd(_ context.Context, e retry.CallEnd) {
+	if e.Reason == retry.ReasonBreaker {
+		r.n.Add(1)
 	}
 }

@@ -29,11 +29,19 @@ import (
 // that a done called twice cannot be mistaken for another call's.) With the consecutive-failures
 // condition a call costs three atomic loads and one increment of a counter
 // striped per processor, so the breaker scales with parallel callers.
+//
+// In the open state Allow and Ready refuse without a lock, a write or an
+// allocation, and on the real clock without reading the clock (see
+// Config.Clock); retry.Do refuses such a call with an *Error built once
+// per breaker (see RefusalError) unless an Observer watches it.
 type Breaker struct {
 	cur  atomic.Pointer[epoch] // the current state; replaced, never mutated, on a change
 	s    settings
 	clk  clock.Clock
+	gate bool      // open periods end by a timer (the real clock): a refusal reads no clock
 	pool sync.Pool // *call records of timed calls and probes
+
+	refusedOpen, refusedProbes *retry.Error // RefusalError's, built once
 
 	_          [64]byte
 	streak     atomic.Uint64              // consecutive condition: uint32(gen)<<32 | failures in a row
@@ -45,6 +53,7 @@ type Breaker struct {
 	win          window // nil for the consecutive condition and an unwindowed custom one
 	trips        int    // open periods since the breaker last closed
 	pendingProbe *epoch // an open epoch whose probe timer is to be started after unlocking
+	pendingEnd   *epoch // an open epoch whose end timer is to be started after unlocking (gate)
 	queued       bool   // transitions are waiting to be delivered to listeners
 	closed       bool   // Close was called
 	closedFlag   atomic.Bool
@@ -67,16 +76,35 @@ type epoch struct {
 	done    func(error) // Closed without slow-call timing: the done shared by its calls
 
 	inflight int // HalfOpen: probe calls in flight
+
+	// due is set once the open period may have ended, so that Allow, Ready
+	// and State read the clock to see whether it has: on the real clock
+	// by a timer at until (see Breaker.gate), on any other clock from the
+	// start (each refusal reads the clock), and by Close for a period that
+	// active probing governed until then.
+	due atomic.Bool
+	// unprobed is set when the probe timer could not be started (the
+	// Clock panicked): the open period then ends on time, as after Close.
+	unprobed atomic.Bool
 }
 
 // New returns a closed Breaker configured by c. It panics if c.Validate
 // reports an error.
 func New(c Config) *Breaker {
+	return newBreaker(c, c.Clock == nil || c.Clock == clock.Real)
+}
+
+// newBreaker is New; gate says whether open periods end by a timer on the
+// breaker's clock (always so on the real clock) rather than by reading the
+// clock on every refusal.
+func newBreaker(c Config, gate bool) *Breaker {
 	if err := c.Validate(); err != nil {
 		panic(err.Error())
 	}
-	b := &Breaker{s: c.settings()}
+	b := &Breaker{s: c.settings(), gate: gate}
 	b.clk = b.s.clk
+	b.refusedOpen = &retry.Error{Reason: ErrOpen}
+	b.refusedProbes = &retry.Error{Reason: ErrTooManyProbes}
 	now := b.clk.Now()
 	switch b.s.mode {
 	case tripCountWindow:
@@ -126,6 +154,9 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	if e.done != nil { // closed, calls not timed: the shared done
 		return e.done, nil
 	}
+	if e.state == Open && !e.due.Load() { // on the real clock: no clock read
+		return nil, ErrOpen
+	}
 	return b.allowSlow(e)
 }
 
@@ -145,8 +176,8 @@ func (b *Breaker) allowSlow(e *epoch) (func(error), error) {
 		case Closed:
 			return b.admitClosed(e), nil
 		case Open:
-			if b.probing() {
-				return nil, ErrOpen
+			if !e.due.Load() || b.probing(e) {
+				return nil, ErrOpen // on the real clock without reading it
 			}
 			now := b.clk.Now()
 			if now.Before(e.until) {
@@ -199,7 +230,8 @@ func (b *Breaker) Ready() error {
 
 // State returns the current state. An open breaker whose open period has
 // ended (without active probing) moves to half-open here, as it would on
-// the next Allow.
+// the next Allow (on the real clock: once the period's timer has fired;
+// see Config.Clock).
 func (b *Breaker) State() State {
 	if b == nil {
 		return Closed
@@ -275,7 +307,7 @@ func (b *Breaker) countsLocked(e *epoch, now time.Time) Counts {
 // to half-open.
 func (b *Breaker) current() *epoch {
 	e := b.cur.Load()
-	if e.state == Open && !b.probing() {
+	if e.state == Open && e.due.Load() && !b.probing(e) {
 		if now := b.clk.Now(); !now.Before(e.until) {
 			e = b.expire(e, now)
 		}
@@ -289,15 +321,17 @@ func (b *Breaker) expire(e *epoch, now time.Time) *epoch {
 	b.mu.Lock()
 	func() {
 		defer b.unlock()
-		if b.cur.Load() == e && !now.Before(e.until) && !b.probing() {
+		if b.cur.Load() == e && !now.Before(e.until) && !b.probing(e) {
 			b.setLocked(e, HalfOpen, now)
 		}
 	}()
 	return b.cur.Load()
 }
 
-// probing reports whether active probing governs the open state.
-func (b *Breaker) probing() bool { return b.s.probe != nil && !b.closedFlag.Load() }
+// probing reports whether active probing governs the open epoch e.
+func (b *Breaker) probing(e *epoch) bool {
+	return b.s.probe != nil && !b.closedFlag.Load() && !e.unprobed.Load()
+}
 
 const streakMask = 1<<32 - 1
 
@@ -312,10 +346,15 @@ func (b *Breaker) setLocked(from *epoch, to State, now time.Time) *epoch {
 		b.trips++
 		d := b.openPeriod(b.trips)
 		n.until = now.Add(d)
-		if b.s.probe != nil && !b.closed {
+		switch {
+		case b.s.probe != nil && !b.closed:
 			wait := max(d-b.s.probeOffset, d/2, 1)
 			n.probeAt = now.Add(wait)
 			b.pendingProbe = n
+		case b.gate:
+			b.pendingEnd = n
+		default:
+			n.due.Store(true)
 		}
 	case HalfOpen:
 		b.t = tally{}
@@ -338,22 +377,61 @@ func (b *Breaker) setLocked(from *epoch, to State, now time.Time) *epoch {
 	return n
 }
 
-// unlock releases b.mu, then starts a pending probe timer and delivers
-// queued transitions to the listeners, in that order: the state machine's
+// unlock releases b.mu, then starts a pending probe timer or open period's
+// end timer and delivers queued transitions to the listeners (also when
+// the Clock panics), in that order: the state machine's
 // own work is done before any listener runs, so that a listener that
 // panics (the panic goes on once every listener has heard every change)
 // cannot leave an actively probed breaker open for good.
 func (b *Breaker) unlock() {
-	pe, queued := b.pendingProbe, b.queued
-	b.pendingProbe, b.queued = nil, false
+	pe, ee, queued := b.pendingProbe, b.pendingEnd, b.queued
+	b.pendingProbe, b.pendingEnd, b.queued = nil, nil, false
 	b.mu.Unlock()
+	if queued {
+		defer b.ev.Deliver() // also when the Clock panics
+	}
 	if pe != nil {
 		b.scheduleProbe(pe)
 	}
-	if queued {
-		b.ev.Deliver()
+	if ee != nil {
+		b.scheduleEnd(ee)
 	}
 }
+
+// scheduleEnd starts the timer that marks the end of the open period of
+// e. If the Clock panics, e is judged by reading the clock, as on a breaker
+// without the gate, and the panic goes on.
+func (b *Breaker) scheduleEnd(e *epoch) {
+	armed := false
+	defer func() {
+		if !armed {
+			e.due.Store(true)
+		}
+	}()
+	b.clk.AfterFunc(e.until.Sub(b.clk.Now()), func() { e.due.Store(true) })
+	armed = true
+}
+
+// RefusalError returns the *retry.Error that retry.Do, Run and BeginInline
+// give up with when b refuses a call's first attempt with refused
+// (ErrOpen or ErrTooManyProbes) and no Observer watches the call; nil for
+// any other error. Each is built once per breaker and shared by every
+// call it refuses, so that a refusal allocates nothing: do not modify it.
+// See retry.PrebuiltRefusal.
+func (b *Breaker) RefusalError(refused error) *retry.Error {
+	r, ok := refused.(*refusal) // cheaper than comparing interfaces
+	switch {
+	case b == nil || !ok:
+		return nil
+	case r == errOpen:
+		return b.refusedOpen
+	case r == errTooManyProbes:
+		return b.refusedProbes
+	}
+	return nil
+}
+
+var _ retry.PrebuiltRefusal = (*Breaker)(nil)
 
 // openPeriod returns the length of the n-th open period since the breaker
 // last closed: grown, capped and jittered.

@@ -74,12 +74,22 @@ func (c *call) finish(seq uint64, err error) {
 }
 
 // record counts the result err of a call admitted in epoch e at start
-// (zero unless slow calls are timed).
+// (zero unless slow calls are timed). If Config.IsFailure, IsExcluded or
+// Clock panics, the call counts as a failure before the panic goes on.
 func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
 	if probe {
 		b.recordProbe(e, start, err)
 		return
 	}
+	counted := false
+	defer func() {
+		if !counted {
+			// Config.IsFailure, IsExcluded or Clock panicked: a failure,
+			// counted without reading the clock (a time window counts it
+			// in its newest bucket), and the panic goes on.
+			b.count(e, outFailure, time.Time{})
+		}
+	}()
 	o := b.classify(err)
 	var now time.Time
 	if o != outExcluded && (b.s.slowDur > 0 || b.win != nil) {
@@ -88,12 +98,18 @@ func (b *Breaker) record(e *epoch, start time.Time, probe bool, err error) {
 			o |= outSlow
 		}
 	}
-	switch {
-	case b.s.mode == tripConsecutive:
+	counted = true
+	b.count(e, o, now)
+}
+
+// count counts outcome o of a closed-state call of epoch e that ended at
+// now (zero unless slow calls are timed or a window measures time).
+func (b *Breaker) count(e *epoch, o outcome, now time.Time) {
+	if b.s.mode == tripConsecutive {
 		b.recordConsecutive(e, o)
-	default:
-		b.recordLocked(e, o, now)
+		return
 	}
+	b.recordLocked(e, o, now)
 }
 
 // recordProbe is record for a half-open probe call. If Config.IsFailure,

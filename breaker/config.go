@@ -100,7 +100,10 @@ type Config struct {
 	// IsFailure reports whether a call's non-nil error counts against the
 	// downstream; errors for which it returns false count as successes
 	// (the downstream answered). It is never called with nil (always a
-	// success) nor with errors IsExcluded accepts. nil: DefaultIsFailure.
+	// success) nor with errors IsExcluded accepts. If it (or IsExcluded)
+	// panics, the call counts as a failure — a half-open probe slot is
+	// released — and the panic goes on out of the done function.
+	// nil: DefaultIsFailure.
 	IsFailure func(err error) bool
 
 	// IsExcluded reports whether a call's non-nil error says nothing about
@@ -111,6 +114,13 @@ type Config struct {
 
 	// Clock measures time: open periods, time windows, slow calls, probe
 	// timers. nil: clock.Real.
+	//
+	// On the real clock, the end of each open period is marked by a
+	// timer set for it (it fires at that instant or a scheduler's latency
+	// later), so that a refusal by an open breaker reads no clock. On any
+	// other clock the breaker sets no timer of its own but the probe's:
+	// each refusal reads Now, so that on a fake or simulated clock the
+	// period ends exactly at its end.
 	Clock clock.Clock
 
 	// Rand draws the jitter of open periods. nil: math/rand/v2's global

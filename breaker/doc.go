@@ -100,6 +100,12 @@
 // catches every fast failure of a breaker (and retry.Do's error wraps
 // it); errors.Is(err, ErrTooManyProbes) is true only for the second.
 //
+// A refusal is the cost of every call while a downstream is out, so it is
+// kept to a few atomic loads: on the real clock an open breaker does not
+// even read the clock, since a timer marks the end of each open period
+// (Config.Clock), and retry.Do gives up with a *retry.Error the breaker
+// built once (Breaker.RefusalError) unless an Observer watches the call.
+//
 // # Units
 //
 // Shares are fractions from 0 to 1 throughout, as in the rest of
@@ -114,7 +120,8 @@
 // User code the breaker runs cannot wedge it. A function passed to Do that
 // panics counts as a failure (whatever Config.IsFailure says) and
 // releases its half-open slot before the panic goes on; so does a
-// retry.PanicError reported to a done function. A Config.Probe that panics
+// retry.PanicError reported to a done function, and a call whose result
+// Config.IsFailure or IsExcluded panics on. A Config.Probe that panics
 // counts as a failed probe: the open period restarts and the next probe
 // is scheduled. A listener that panics runs after the breaker's own work
 // (the probe timer is already started); the other listeners still hear

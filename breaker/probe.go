@@ -9,9 +9,18 @@ import (
 
 // scheduleProbe starts the timer of the active probe of the open epoch pe.
 // It is called without the lock; on a virtual clock the probe may run
-// inside AfterFunc.
+// inside AfterFunc. If the Clock panics, pe's open period ends on time, as
+// without a Probe, and the panic goes on.
 func (b *Breaker) scheduleProbe(pe *epoch) {
+	armed := false
+	defer func() {
+		if !armed {
+			pe.unprobed.Store(true)
+			pe.due.Store(true)
+		}
+	}()
 	t := b.clk.AfterFunc(pe.probeAt.Sub(b.clk.Now()), func() { b.runProbe(pe) })
+	armed = true
 	b.mu.Lock()
 	if b.closed || b.cur.Load() != pe {
 		b.mu.Unlock()
@@ -102,9 +111,20 @@ func (b *Breaker) Close() {
 	if b.probeCancel != nil {
 		b.probeCancel()
 	}
+	var end *epoch // an open period probing governed: it now ends on time
+	if e := b.cur.Load(); e.state == Open && !e.due.Load() && b.s.probe != nil {
+		if b.gate {
+			end = e
+		} else {
+			e.due.Store(true)
+		}
+	}
 	b.mu.Unlock()
 	if t != nil {
 		t.Stop()
+	}
+	if end != nil {
+		b.scheduleEnd(end)
 	}
 	b.probeWG.Wait()
 }

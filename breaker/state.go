@@ -45,10 +45,16 @@ func (s State) String() string {
 var (
 	// ErrOpen: the breaker is open and refuses calls. Every refusal by a
 	// breaker matches it.
-	ErrOpen error = &refusal{"breaker: open"}
+	ErrOpen error = errOpen
 	// ErrTooManyProbes: the breaker is half-open and already has
 	// Config.MaxProbes calls in flight. It matches ErrOpen as well.
-	ErrTooManyProbes error = &refusal{"breaker: too many probes"}
+	ErrTooManyProbes error = errTooManyProbes
+)
+
+// The values of ErrOpen and ErrTooManyProbes.
+var (
+	errOpen          = &refusal{"breaker: open"}
+	errTooManyProbes = &refusal{"breaker: too many probes"}
 )
 
 // refusal is the type of ErrOpen and ErrTooManyProbes.

@@ -200,8 +200,13 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Do giving up: %v allocs, want 1 (the *Error)", a)
 	}
 	open := openBreakerPolicy()
-	if a := testing.AllocsPerRun(200, func() { retry.Do(ctx, open, fail) }); a != 1 {
-		t.Errorf("Do refused by an open breaker: %v allocs, want 1 (the *Error)", a)
+	if a := testing.AllocsPerRun(200, func() { retry.Do(ctx, open, fail) }); a != 0 {
+		t.Errorf("Do refused by an open breaker: %v allocs, want 0 (its prebuilt *Error)", a)
+	}
+	plain := *open
+	plain.Breaker = struct{ retry.Breaker }{open.Breaker} // no RefusalError
+	if a := testing.AllocsPerRun(200, func() { retry.Do(ctx, &plain, fail) }); a != 1 {
+		t.Errorf("Do refused by an open breaker that prebuilds no *Error: %v allocs, want 1 (the *Error)", a)
 	}
 	empty := emptyBudgetPolicy()
 	if _, err := retry.Do(ctx, empty, fail); !errors.Is(err, retry.ErrBudgetExhausted) {

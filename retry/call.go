@@ -172,6 +172,9 @@ func (c *Call) begin(a *Attempt) error {
 				lim(berr)
 			}
 			settled = true
+			if err := c.refused(berr); err != nil {
+				return err
+			}
 			return c.giveUp(n-1, ReasonBreaker, berr)
 		}
 		a.done = done

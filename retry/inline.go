@@ -67,8 +67,21 @@ func beginInline(ctx context.Context, p *Policy) (in Inline, err error) {
 	return in, nil
 }
 
-// refuse is the *Error of a call whose first attempt the breaker refused.
+// refuse is the *Error of a call whose first attempt the breaker refused:
+// the breaker's prebuilt one when nobody observes the call (see
+// PrebuiltRefusal).
 func refuse(ctx context.Context, p *Policy, refused error) error {
+	if pr, ok := p.Breaker.(PrebuiltRefusal); ok && p.Observer == nil {
+		if err := pr.RefusalError(refused); err != nil {
+			return err
+		}
+	}
+	return refuseNew(ctx, p, refused)
+}
+
+// refuseNew builds the *Error of a call whose first attempt the breaker
+// refused.
+func refuseNew(ctx context.Context, p *Policy, refused error) error {
 	var c Call
 	c.init(ctx, p)
 	return c.giveUp(0, ReasonBreaker, refused)

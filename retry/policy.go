@@ -200,7 +200,8 @@ type Limiter interface {
 }
 
 // Breaker is a circuit breaker as seen by Do; breaker.Breaker implements it.
-// A nil Breaker means none.
+// A nil Breaker means none. One that also implements PrebuiltRefusal makes
+// a refused call free of allocation.
 type Breaker interface {
 	// Allow asks to make one attempt. On refusal it returns a non-nil error
 	// (breaker.ErrOpen or breaker.ErrTooManyProbes) and Do stops with it as

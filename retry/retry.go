@@ -46,12 +46,25 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 		return guarded(ctx, p, op, v, err)
 	}
 	// Only a breaker or a budget to tell: the first attempt inline, with
-	// a guard of its own, handing over to the Call only when it fails.
-	v, err, refused := first(ctx, p, op)
-	switch {
-	case refused != nil:
-		return v, refuse(ctx, p, refused)
-	case err == nil:
+	// a guard of its own, handing over to the Call only when it fails. A
+	// refusal by the breaker, the cost of every call during an outage,
+	// returns before anything is set up.
+	var done func(error)
+	if p.Breaker != nil {
+		var refused error
+		if done, refused = p.Breaker.Allow(); refused != nil {
+			var zero T
+			// refuse, written out: nobody observes the call (inlineFirst)
+			if pr, ok := p.Breaker.(PrebuiltRefusal); ok {
+				if err := pr.RefusalError(refused); err != nil {
+					return zero, err
+				}
+			}
+			return zero, refuseNew(ctx, p, refused)
+		}
+	}
+	v, err := first(ctx, p, op, done)
+	if err == nil {
 		return v, nil
 	}
 	return guarded(ctx, p, op, v, err)
@@ -60,16 +73,12 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 // first makes the first attempt of a call whose Policy has only a breaker
 // or a budget to tell (the same steps as Call.begin and Call.End, and as
 // BeginInline, written out here so that they inline), and reports it to
-// both. refused is the breaker's refusal, when it made no
-// attempt. An op that panics (or calls runtime.Goexit) is reported as a
+// both; done is the breaker's, which admitted the attempt (nil without a
+// breaker). An op that panics (or calls runtime.Goexit) is reported as a
 // failed attempt before the panic goes on.
-func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (v T, err error, refused error) {
+func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), done func(error)) (v T, err error) {
 	var g firstGuard
-	if p.Breaker != nil {
-		if g.in.done, refused = p.Breaker.Allow(); refused != nil {
-			return v, nil, refused
-		}
-	}
+	g.in.done = done
 	g.ctx, g.p = ctx, p
 	defer g.check()
 	if p.Budget != nil {
@@ -84,7 +93,7 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 	}
 	if p.Budget == nil {
 		g.p = nil // nothing left for check to do
-		return v, err, nil
+		return v, err
 	}
 	berr := err
 	if err != nil {
@@ -94,7 +103,7 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 	}
 	g.p = nil
 	p.Budget.Record(false, berr)
-	return v, err, nil
+	return v, err
 }
 
 // firstGuard is what first's deferred check needs to report a panicking
