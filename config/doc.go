@@ -166,6 +166,39 @@
 // Options.Classify or retry_on.http_status override its classification.
 // Hyphenated spellings (aws-2026) are refused with the name to write.
 //
+// # Per key
+//
+// A breaker, budget (or nested budget), limiter or hedge block with per:
+// host or per: method is split per key (package keyed, KeySpec): the
+// Registry builds a group with one member per key, each with the block's
+// settings, and each call uses the member of its key, so one dead host
+// opens only its own breaker and spends only its own budget:
+//
+//	breaker: {kind: consecutive, failures: 5, per: host, max_keys: 500, idle: 10m}
+//	budget:  {kind: ratio, preset: ten_percent, per: host}
+//	hedge:   {adaptive: {}, per: host}   # one adaptive delay per host
+//
+// max_keys (1 to 10,000,000; left out: 1,000) bounds the live keys, and
+// idle (positive, at most MaxDuration; left out: 5m) is how long a key's
+// member may go unused before it is removed; both apply only with per.
+// per: none, or leaving per out, is one part for every call. The keyed
+// parts of one policy must have the same per (a call carries one key); a
+// shared part is not split per key; a hedge per key needs adaptive.
+//
+// The key comes from the adapter. For HTTP, per: host is the request's
+// scheme, host and port (httpretry.HostKey, the adapters' default), and
+// per: method is its method, host and path without the query
+// (HTTPMethodKey, "GET https://api.example.com:443/v1/charges"): give
+// the adapter Handle.HTTPKey (httpretry.WithKey(h.HTTPKey),
+// hedge.Transport{Key: h.HTTPKey}) and the key follows the file. For
+// gRPC, per: host is the connection's target and per: method the full
+// method name: grpcretry.WithKeyPer(h.KeyPer).
+//
+// Reloads keep keyed state like the rest: a group whose block is
+// unchanged is kept whole; one whose max_keys or idle alone changed is
+// rebuilt with the surviving keys' members, state and all; one whose
+// member settings changed starts every key afresh.
+//
 // # Fleet state
 //
 // A breaker block, or a budget block of kind ratio, with shared: NAME is

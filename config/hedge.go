@@ -36,9 +36,13 @@ type HedgeSpec struct {
 	// retry_on.grpc_codes then apply (see PolicySpec.GRPCNonFatalCodes).
 	// Empty (non_fatal_codes: []): every code is fatal, as in A6.
 	NonFatalCodes []string
+	// Keys, when set (per: host or method, with Adaptive), gives each key
+	// its own Adaptive delay (Hedger.Adaptives); nil: one for every call.
+	// See KeySpec.
+	Keys *KeySpec
 }
 
-var hedgeFields = []string{"delay", "max_hedges", "adaptive", "non_fatal_codes"}
+var hedgeFields = []string{"delay", "max_hedges", "adaptive", "non_fatal_codes", "per", "max_keys", "idle"}
 
 var adaptiveFields = []string{"percentile", "window", "floor", "max", "min_samples"}
 
@@ -180,7 +184,10 @@ func (r *Registry) planHedger(st *handleState) {
 	if spec != nil && spec.Hedge != nil {
 		s := spec.Hedge
 		hd.Delay, hd.MaxHedges = s.Delay, s.MaxHedges
-		if s.Adaptive != nil {
+		if s.Adaptive != nil && s.Keys != nil {
+			r.planAdaptives(st, s)
+			hd.Adaptives = st.adaptives
+		} else if s.Adaptive != nil {
 			key := adaptiveKey(s.Adaptive)
 			st.adaptive, st.adaptiveKey = h.adaptive, h.adaptiveKey
 			if st.adaptive == nil || st.adaptiveKey != key {

@@ -10,9 +10,9 @@ import (
 
 var budgetFields = map[string][]string{
 	"ratio": {"kind", "preset", "max_tokens", "initial_tokens", "start_empty", "refill", "retry_refill",
-		"refund_retry_success", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold", "shared"},
-	"window":      {"kind", "window", "ratio", "min_retries_per_second", "buckets"},
-	"concurrency": {"kind", "ratio", "min_concurrency"},
+		"refund_retry_success", "retry_cost", "timeout_cost", "failure_cost", "throttle_cost", "threshold", "shared", "per", "max_keys", "idle"},
+	"window":      {"kind", "window", "ratio", "min_retries_per_second", "buckets", "per", "max_keys", "idle"},
+	"concurrency": {"kind", "ratio", "min_concurrency", "per", "max_keys", "idle"},
 }
 
 // renamedKeys maps keys of earlier versions of the format to their names
@@ -117,7 +117,7 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 }
 
 var breakerCommon = []string{"kind", "open_timeout", "max_open_timeout", "open_timeout_multiplier",
-	"open_jitter", "max_probes", "success_threshold", "shared"}
+	"open_jitter", "max_probes", "success_threshold", "shared", "per", "max_keys", "idle"}
 
 var breakerFields = map[string][]string{
 	"consecutive":  append([]string{"failures"}, breakerCommon...),

@@ -16,6 +16,7 @@ import (
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/httpretry"
+	kg "github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -172,6 +173,10 @@ type Handle struct {
 	hedger      atomic.Pointer[hedge.Hedger]
 	adaptive    *hedge.Adaptive // guarded by the Registry's mu
 	adaptiveKey string
+	// adaptives is the per-key Adaptive delays of a hedge block with
+	// per (keyed.go), guarded by the Registry's mu.
+	adaptives    *kg.Group[*hedge.Adaptive]
+	adaptivesKey string
 }
 
 // Policy returns the current policy. It is never nil: a name the file
@@ -612,6 +617,9 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 	sort.Strings(names)
 	for _, name := range names {
 		s := f.Policies[name]
+		if err := checkKeySpecs(f.name, name, s); err != nil {
+			return nil, err
+		}
 		var b backoff.Strategy
 		if s.Preset != "" && s.Backoff.Strategy == "" {
 			_, b = presetRules(s.Preset)
@@ -639,9 +647,9 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 			p.Classify = awsretry.IsRetryable
 		}
 		if s.Budget != nil {
-			k, err := keep(plan, cur.budgets, name, budgetKey(s.Budget), func() (retry.Budget, func(), error) {
+			k, err := keepPart(plan, r, cur.budgets, name, budgetKey(s.Budget), s.Budget.Keys, func() (retry.Budget, func(), error) {
 				return r.newBudget(f.name, "policies."+name+".budget", name, s.Budget)
-			})
+			}, budgetGroup)
 			if err != nil {
 				return nil, err
 			}
@@ -649,9 +657,9 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 			p.Budget = k.v
 		}
 		if nb := s.Nested.Budget; nb != nil {
-			k, err := keep(plan, cur.nested, name, budgetKey(nb), func() (retry.Budget, func(), error) {
+			k, err := keepPart(plan, r, cur.nested, name, budgetKey(nb), nb.Keys, func() (retry.Budget, func(), error) {
 				return r.newBudget(f.name, "policies."+name+".nested.budget", name+".nested", nb)
-			})
+			}, budgetGroup)
 			if err != nil {
 				return nil, err
 			}
@@ -659,9 +667,9 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 			p.NestedBudget = k.v
 		}
 		if s.Breaker != nil {
-			k, err := keep(plan, cur.breakers, name, breakerKey(s.Breaker), func() (retry.Breaker, func(), error) {
+			k, err := keepPart(plan, r, cur.breakers, name, breakerKey(s.Breaker), s.Breaker.Keys, func() (retry.Breaker, func(), error) {
 				return r.newBreaker(f.name, "policies."+name+".breaker", name, s.Breaker)
-			})
+			}, breakerGroup)
 			if err != nil {
 				return nil, err
 			}
@@ -669,7 +677,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 			p.Breaker = k.v
 		}
 		if s.Limiter != nil {
-			k, err := keep(plan, cur.limiters, name, limiterKey(s.Limiter), func() (retry.Limiter, func(), error) { return r.newLimiter(s.Limiter), nil, nil })
+			k, err := keepPart(plan, r, cur.limiters, name, limiterKey(s.Limiter), s.Limiter.Keys, func() (retry.Limiter, func(), error) { return r.newLimiter(s.Limiter), nil, nil }, limiterGroup)
 			if err != nil {
 				return nil, err
 			}
@@ -742,18 +750,21 @@ func (r *Registry) newBreaker(file, field, name string, s *BreakerSpec) (retry.B
 
 // handleState is what a handle will serve once a file is in force.
 type handleState struct {
-	h           *Handle
-	p           *retry.Policy
-	spec        *PolicySpec
-	hedger      *hedge.Hedger
-	adaptive    *hedge.Adaptive
-	adaptiveKey string
+	h            *Handle
+	p            *retry.Policy
+	spec         *PolicySpec
+	hedger       *hedge.Hedger
+	adaptive     *hedge.Adaptive
+	adaptiveKey  string
+	adaptives    *kg.Group[*hedge.Adaptive]
+	adaptivesKey string
 }
 
 // store makes st what its handle serves.
 func (st handleState) store() {
 	h := st.h
 	h.adaptive, h.adaptiveKey = st.adaptive, st.adaptiveKey
+	h.adaptives, h.adaptivesKey = st.adaptives, st.adaptivesKey
 	h.spec.Store(st.spec)
 	h.p.Store(st.p)
 	h.hedger.Store(st.hedger)

@@ -102,6 +102,9 @@ type BudgetSpec struct {
 	// budget, shared by the fleet (kind ratio only); "" for a budget of
 	// this process.
 	Shared string
+	// Keys, when set (per: host or method), splits the budget per key
+	// (keyed.Budgets); nil: one budget for every call. See KeySpec.
+	Keys *KeySpec
 }
 
 // BreakerSpec is a circuit breaker's settings.
@@ -111,6 +114,9 @@ type BreakerSpec struct {
 	// Shared names the SharedStore in Options.Shared that builds the
 	// breaker, shared by the fleet; "" for a breaker of this process.
 	Shared string
+	// Keys, when set (per: host or method), splits the breaker per key
+	// (keyed.Breakers); nil: one breaker for every call. See KeySpec.
+	Keys *KeySpec
 }
 
 // Load reads and validates the policy file at path (YAML, or JSON, which
@@ -265,6 +271,7 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 		}
 	}
 	d.checkHedge(p, n, path)
+	d.checkKeys(p, n, path)
 	return p
 }
 

@@ -28,6 +28,9 @@ type LimiterSpec struct {
 	// kind's default, [ThrottleOnAWS] for aws_adaptive and
 	// [ThrottleOnOverload] for sre.
 	ThrottleOn []string
+	// Keys, when set (per: host or method), splits the limiter per key
+	// (keyed.Limiters); nil: one limiter for every call. See KeySpec.
+	Keys *KeySpec
 }
 
 // Classifications throttle_on can name.
@@ -107,8 +110,8 @@ const (
 )
 
 var limiterFields = map[string][]string{
-	LimiterSRE:         {"kind", "k", "window", "buckets", "max_rejection", "min_requests", "throttle_on"},
-	LimiterAWSAdaptive: {"kind", "beta", "scale_constant", "smoothing", "min_fill_rate", "throttle_on"},
+	LimiterSRE:         {"kind", "k", "window", "buckets", "max_rejection", "min_requests", "throttle_on", "per", "max_keys", "idle"},
+	LimiterAWSAdaptive: {"kind", "beta", "scale_constant", "smoothing", "min_fill_rate", "throttle_on", "per", "max_keys", "idle"},
 }
 
 // limiter reads a policy's limiter mapping. Every field left out takes

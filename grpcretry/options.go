@@ -149,7 +149,8 @@ type options struct {
 	maxReplayBytes         int
 	noAnnounce             bool
 	policyClassify         bool
-	nonFatal               uint64 // WithNonFatalCodes: bit c for code c
+	nonFatal               uint64  // WithNonFatalCodes: bit c for code c
+	key                    keyFunc // WithKey, KeyByMethod, KeyByTarget, WithKeyPer (key.go)
 }
 
 // interceptor is the shared, immutable state of one pair of interceptors

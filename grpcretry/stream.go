@@ -52,6 +52,8 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		s.opts, s.onFinish = splitCallOptions(make([]grpc.CallOption, 0, len(opts)), opts, &cs)
 	}
 	ic.callPolicy(&s.pol, &s.bo, &cs)
+	ctx = ic.keyContext(ctx, method, cc, &s.pol, nil)
+	s.ctx = ctx
 	s.d = retry.NewCall(ctx, &s.pol)
 	defer s.recoverPanic() // runs after callMu is released
 	s.callMu.Lock()

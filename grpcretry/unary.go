@@ -66,6 +66,7 @@ func (ic *interceptor) unary(ctx context.Context, method string, req, reply any,
 	if ic.hedger != nil && c.idempotent {
 		h = ic.hedgerNow()
 	}
+	c.ctx = ic.keyContext(ctx, method, cc, &c.pol, h)
 	if m, ok := reply.(proto.Message); ok && h != nil && !c.pol.NestedForbids(ctx) {
 		// Copies may be in flight together: the pushback each one carries
 		// travels in its error (retry.After), not in bo.

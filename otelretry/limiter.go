@@ -163,6 +163,9 @@ func (o *Observer) newLimiterInstruments(m metric.Meter, name func(string) strin
 // (alone or in a retry.Multi), it is told each operation's limiter under
 // the operation's name (see WatchBudget).
 func (o *Observer) WatchLimiter(operation string, l retry.Limiter) (unwatch func()) {
+	if un, ok := o.watchedKeyed(operation, l); ok {
+		return un
+	}
 	if o == nil || l == nil {
 		return func() {}
 	}

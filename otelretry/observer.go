@@ -64,6 +64,15 @@ type Config struct {
 	// attempt, after the built-in ones (HTTP status, gRPC code). It is
 	// called with the attempt's non-nil error.
 	ErrorAttributes func(err error) []attribute.KeyValue
+
+	// KeyedTopN is how many keys of a watched breaker group get a data
+	// point of their own in stormguard.breaker.open_keys (WatchKeyed),
+	// the others summed under key="other". 0: DefaultKeyedTopN (10);
+	// negative: none, only "other".
+	KeyedTopN int
+	// KeyedAllKeys gives every live key of a watched breaker group its
+	// data point, whatever KeyedTopN. Only when asked for.
+	KeyedAllKeys bool
 }
 
 // Observer reports stormguard's calls to OpenTelemetry: one span per
@@ -107,6 +116,9 @@ type Observer struct {
 	limiterWidest map[any]widest            // the label each shared limiter had when the most operations shared it
 	labelOpts     map[string][]metric.ObserveOption
 	limiterInst   limiterInstruments
+	keyedInst     keyedInstruments // keyed.go
+	keyedTopN     int
+	keyedAll      bool
 	configVersion []metric.ObserveOption // {version} of the policy file in force; nil before one
 
 	hedgeSpans sync.Map     // trace.Span -> struct{}: spans of hedges running (HedgeStarted to AttemptEnd)
@@ -241,6 +253,11 @@ func New(cfg Config) (*Observer, error) {
 		metric.WithDescription("Hedges that were due but not sent, by reason (budget, breaker, attempts, deadline, nested, throttled); the attempts in flight went on."))
 	add(err)
 	o.newLimiterInstruments(m, name, add)
+	o.newKeyedInstruments(m, name, add)
+	o.keyedTopN, o.keyedAll = max(cfg.KeyedTopN, 0), cfg.KeyedAllKeys
+	if cfg.KeyedTopN == 0 {
+		o.keyedTopN = DefaultKeyedTopN
+	}
 	o.newHedgeInstruments(m, name, add)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)

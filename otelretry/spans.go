@@ -15,6 +15,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/stormguard/stormguard/httpretry"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -77,6 +78,9 @@ func (o *Observer) startSpan(ctx context.Context, s *opState, e retry.AttemptSta
 	ctx, span := o.tracer.Start(ctx, s.spanName, opts...)
 	if !span.IsRecording() {
 		return ctx // nothing to end: the span context still propagates
+	}
+	if key, ok := keyed.Lookup(ctx); ok {
+		span.SetAttributes(AttrKey.String(key))
 	}
 	return context.WithValue(ctx, spanKey{o}, span)
 }

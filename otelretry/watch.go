@@ -102,6 +102,9 @@ func (p *breakerPart) stop() {
 // (alone or in a retry.Multi), it is told each operation's budget under
 // the operation's name, so the tokens join the call metrics on operation.
 func (o *Observer) WatchBudget(operation string, b retry.Budget) (unwatch func()) {
+	if un, ok := o.watchedKeyed(operation, b); ok {
+		return un
+	}
 	src, ok := b.(BudgetSource)
 	if o == nil || !ok {
 		return func() {}
@@ -149,6 +152,9 @@ func (o *Observer) WatchBudget(operation string, b retry.Budget) (unwatch func()
 // config.Options.Observer, it is told each operation's breaker under the
 // operation's name (see WatchBudget).
 func (o *Observer) WatchBreaker(operation string, b retry.Breaker) (unwatch func()) {
+	if un, ok := o.watchedKeyed(operation, b); ok {
+		return un
+	}
 	st, ok := b.(BreakerState)
 	if o == nil || !ok {
 		return func() {}

@@ -85,6 +85,9 @@ const numStates = int(breaker.Open) + 1
 // config.Options.Observer, it is told each operation's breaker under the
 // operation's name (see WatchBudget).
 func (c *Collector) WatchBreaker(operation string, b retry.Breaker) (unwatch func()) {
+	if un, ok := c.watchedKeyed(operation, b); ok {
+		return un
+	}
 	st, ok := b.(BreakerState)
 	if c == nil || !ok {
 		return func() {}

@@ -57,6 +57,16 @@ type Config struct {
 	// request data cannot explode the series count. Queue label values are
 	// bounded by the same number, separately. 0: DefaultMaxOperations.
 	MaxOperations int
+
+	// KeyedTopN is how many keys of a watched breaker group get a series
+	// of their own in stormguard_breaker_open_keys (WatchKeyed), the
+	// others summed under key="other". 0: DefaultKeyedTopN (10);
+	// negative: none, only "other".
+	KeyedTopN int
+	// KeyedAllKeys gives every live key of a watched breaker group its
+	// series, whatever KeyedTopN: one series per key, as many as the
+	// group's MaxKeys. Only when asked for. false: the top KeyedTopN.
+	KeyedAllKeys bool
 }
 
 // Collector turns stormguard's events into Prometheus metrics. It
@@ -146,6 +156,9 @@ type Collector struct {
 	hedgesDesc           *prometheus.Desc
 	hedgesRefusedDesc    *prometheus.Desc
 	hedgeWatch           hedgeWatches // hedge.go
+	keyedW               keyedWatches // keyed.go
+	keyedTopN            int
+	keyedAll             bool
 
 	transitions   *prometheus.CounterVec
 	queueDropped  *prometheus.CounterVec
@@ -300,6 +313,11 @@ func New(cfg Config) *Collector {
 		limiterWidest: make(map[any]widest),
 	}
 	c.hedgeWatch = newHedgeWatches(desc)
+	c.keyedW = newKeyedWatches(desc)
+	c.keyedTopN, c.keyedAll = max(cfg.KeyedTopN, 0), cfg.KeyedAllKeys
+	if cfg.KeyedTopN == 0 {
+		c.keyedTopN = DefaultKeyedTopN
+	}
 	bounds, upper := bucketBounds(buckets)
 	c.ops = labels.New(maxOps, func(label string) *opMetrics {
 		return &opMetrics{name: label, duration: newDurationHistogram(bounds, upper)}
@@ -335,6 +353,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.hedgesDesc
 	ch <- c.hedgesRefusedDesc
 	ch <- c.hedgeWatch.desc
+	c.keyedW.describe(ch)
 	ch <- c.limiterInfo
 	ch <- c.breakerInfo
 	c.transitions.Describe(ch)
@@ -383,6 +402,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectOp(ch, m)
 	}
 	c.collectHedgeDelays(ch)
+	c.collectKeyed(ch)
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
 	c.queueRefused.Collect(ch)

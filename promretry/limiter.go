@@ -114,6 +114,9 @@ func (t *limiterTotals) add(u limiterTotals) {
 // call metrics on operation (through stormguard_limiter_info for a shared
 // one).
 func (c *Collector) WatchLimiter(operation string, l retry.Limiter) (unwatch func()) {
+	if un, ok := c.watchedKeyed(operation, l); ok {
+		return un
+	}
 	if c == nil || l == nil {
 		return func() {}
 	}

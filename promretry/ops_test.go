@@ -260,6 +260,7 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		"Attempts shed on the client":    "stormguard_throttle_local_rejections_total",
 		"Hedges":                         "stormguard_hedges_total",
 		"Hedge share and refusals":       "stormguard_hedges_refused_total",
+		"Open breakers by key":           "stormguard_breaker_open_keys",
 	} {
 		if !slices.Contains(panelMetrics[title], metric) {
 			t.Errorf("panel %q missing or not on %s (uses %v)", title, metric, panelMetrics[title])

@@ -28,6 +28,9 @@ type budgetWatch struct {
 // (alone or in a retry.Multi), it is told each operation's budget, under
 // the operation's name, so the tokens join the call metrics on operation.
 func (c *Collector) WatchBudget(operation string, b retry.Budget) (unwatch func()) {
+	if un, ok := c.watchedKeyed(operation, b); ok {
+		return un
+	}
 	src, ok := b.(BudgetSource)
 	if c == nil || !ok {
 		return func() {}

@@ -1,0 +1,222 @@
+package otelretry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/keyed"
+)
+
+// AttrKey is, on an attempt span, the key of the call (keyed.KeyFrom of
+// its context: the host, method or other key the adapter gave it, for
+// parts split per key). Absent when the call's context carries no key.
+const AttrKey = attribute.Key("stormguard.key")
+
+// DefaultKeyedTopN is how many keys of a breaker group get a data point
+// of their own when Config.KeyedTopN is 0.
+const DefaultKeyedTopN = 10
+
+// OtherKey is the key attribute of the data point that sums the keys
+// without one of their own (and a group's default and overflow members).
+const OtherKey = "other"
+
+// KeyedGroup is what WatchKeyed reads from a group of parts, one per key
+// (package keyed): *keyed.Breakers, *keyed.Budgets, *keyed.Limiters and
+// *keyed.Group values implement it.
+type KeyedGroup interface {
+	Stats() keyed.Stats
+}
+
+// keyedInstruments are the keyed-group metrics, observed by one callback.
+type keyedInstruments struct {
+	members, kept, openKeys metric.Int64ObservableGauge
+	evictions, overflows    metric.Int64ObservableCounter
+
+	mu sync.Mutex
+	m  map[[2]string]*keyedWatch // (operation label, part) -> watch
+}
+
+type keyedWatch struct {
+	op, part string
+	g        KeyedGroup
+	brk      *keyed.Breakers
+}
+
+var keyPart = attribute.Key("part")
+
+// newKeyedInstruments creates the keyed-group metrics and registers their
+// callback; errors go to add.
+func (o *Observer) newKeyedInstruments(m metric.Meter, name func(string) string, add func(error)) {
+	ki := &o.keyedInst
+	ki.m = make(map[[2]string]*keyedWatch)
+	var errs []error
+	gauge := func(n, unit, desc string) metric.Int64ObservableGauge {
+		g, err := m.Int64ObservableGauge(name(n), metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	counter := func(n, unit, desc string) metric.Int64ObservableCounter {
+		c, err := m.Int64ObservableCounter(name(n), metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	ki.members = gauge("keyed.members", "{member}", "Live members (one per key) of a group of parts per key (package keyed), its default and overflow members aside; part is breaker, budget, limiter or hedge.")
+	ki.kept = gauge("keyed.kept", "{member}", "Members of a group per key kept for the state they hold (breakers that refuse calls), never evicted.")
+	ki.openKeys = gauge("breaker.open_keys", "{breaker}", "Open circuit breakers of a breaker group per key: for each of the top keys (open ones first, then the busiest; Config.KeyedTopN), 1 if its breaker is open, else 0; for key=\""+OtherKey+"\", how many of the other keys' breakers are open.")
+	ki.evictions = counter("keyed.evictions", "{member}", "Members removed from a group per key: reason=full to make room for a new key, reason=idle after the group's idle time unused.")
+	ki.overflows = counter("keyed.overflows", "{call}", "Calls of a new key given a group's shared overflow member because every member was kept (open breakers).")
+	if err := errors.Join(errs...); err != nil {
+		add(err)
+		return
+	}
+	_, err := m.RegisterCallback(o.observeKeyed, ki.members, ki.kept, ki.openKeys, ki.evictions, ki.overflows)
+	add(err)
+}
+
+func partOf(g KeyedGroup) string {
+	switch g.(type) {
+	case *keyed.Breakers:
+		return "breaker"
+	case *keyed.Budgets:
+		return "budget"
+	case *keyed.Limiters:
+		return "limiter"
+	case *keyed.Group[*hedge.Adaptive]:
+		return "hedge"
+	}
+	return "group"
+}
+
+// WatchKeyed reports a group of parts per key under the operation, read
+// at every collection, without a data point per key by default:
+//
+//	stormguard.keyed.members{operation,part}            observable gauge
+//	stormguard.keyed.kept{operation,part}               observable gauge
+//	stormguard.keyed.evictions{operation,part,reason}   observable counter (reason full, idle)
+//	stormguard.keyed.overflows{operation,part}          observable counter
+//	stormguard.breaker.open_keys{operation,key}         observable gauge (breaker groups)
+//
+// open_keys has a data point for each of the top Config.KeyedTopN keys
+// (default 10; open breakers first, then the keys with the most calls in
+// their breaker's current state), 1 when its breaker is open, and one for
+// key="other", the open breakers among the rest: at most KeyedTopN+1,
+// whatever the keys (Config.KeyedAllKeys: every key). These are the
+// promretry module's metrics. Watching another group under the same
+// operation and part replaces the first. The returned function stops
+// watching; it is safe to call more than once. A nil Observer or group
+// does nothing. WatchBreaker, WatchBudget and WatchLimiter hand a group
+// to WatchKeyed.
+func (o *Observer) WatchKeyed(operation string, g KeyedGroup) (unwatch func()) {
+	if o == nil || g == nil {
+		return func() {}
+	}
+	w := &keyedWatch{op: o.ops.Get(operation).label, part: partOf(g), g: g}
+	w.brk, _ = g.(*keyed.Breakers)
+	id := [2]string{w.op, w.part}
+	ki := &o.keyedInst
+	ki.mu.Lock()
+	ki.m[id] = w
+	ki.mu.Unlock()
+	return func() {
+		ki.mu.Lock()
+		if ki.m[id] == w {
+			delete(ki.m, id)
+		}
+		ki.mu.Unlock()
+	}
+}
+
+// watchedKeyed hands b to WatchKeyed when it is a group.
+func (o *Observer) watchedKeyed(operation string, b any) (unwatch func(), ok bool) {
+	g, ok := b.(KeyedGroup)
+	if !ok || o == nil {
+		return nil, false
+	}
+	return o.WatchKeyed(operation, g), true
+}
+
+func (o *Observer) observeKeyed(_ context.Context, obs metric.Observer) error {
+	ki := &o.keyedInst
+	ki.mu.Lock()
+	ws := make([]*keyedWatch, 0, len(ki.m))
+	for _, w := range ki.m {
+		ws = append(ws, w)
+	}
+	ki.mu.Unlock()
+	for _, w := range ws {
+		s := w.g.Stats()
+		at := metric.WithAttributes(attribute.String("operation", w.op), keyPart.String(w.part))
+		obs.ObserveInt64(ki.members, int64(s.Live), at)
+		obs.ObserveInt64(ki.kept, int64(s.Kept), at)
+		obs.ObserveInt64(ki.evictions, int64(s.Evictions), metric.WithAttributes(attribute.String("operation", w.op), keyPart.String(w.part), attribute.String("reason", "full")))
+		obs.ObserveInt64(ki.evictions, int64(s.Idle), metric.WithAttributes(attribute.String("operation", w.op), keyPart.String(w.part), attribute.String("reason", "idle")))
+		obs.ObserveInt64(ki.overflows, int64(s.Overflows), at)
+		if w.brk != nil {
+			o.observeOpenKeys(obs, w)
+		}
+	}
+	return nil
+}
+
+type keyTraffic struct {
+	key   string
+	open  bool
+	calls uint64
+}
+
+func (o *Observer) observeOpenKeys(obs metric.Observer, w *keyedWatch) {
+	var all []keyTraffic
+	w.brk.Each(func(key string, b *breaker.Breaker) {
+		all = append(all, keyTraffic{key: key, open: b.State() == breaker.Open, calls: b.Counts().Requests})
+	})
+	n := o.keyedTopN
+	if o.keyedAll || n > len(all) {
+		n = len(all)
+	}
+	slices.SortFunc(all, func(a, b keyTraffic) int {
+		if a.open != b.open {
+			if a.open {
+				return -1
+			}
+			return 1
+		}
+		if a.calls != b.calls {
+			return cmp.Compare(b.calls, a.calls)
+		}
+		return cmp.Compare(a.key, b.key)
+	})
+	other := int64(0)
+	for _, b := range []*breaker.Breaker{w.brk.Default(), w.brk.Overflow()} {
+		if b.State() == breaker.Open {
+			other++
+		}
+	}
+	opAttr := attribute.String("operation", w.op)
+	for i, k := range all {
+		if i >= n {
+			if k.open {
+				other++
+			}
+			continue
+		}
+		v := int64(0)
+		if k.open {
+			v = 1
+		}
+		key := strings.ToValidUTF8(k.key, "\uFFFD")
+		if key == OtherKey {
+			key = OtherKey + "_"
+		}
+		obs.ObserveInt64(o.keyedInst.openKeys, v, metric.WithAttributes(opAttr, attribute.String("key", key)))
+	}
+	obs.ObserveInt64(o.keyedInst.openKeys, other, metric.WithAttributes(opAttr, attribute.String("key", OtherKey)))
+}

@@ -1,0 +1,218 @@
+package promretry
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/keyed"
+)
+
+// DefaultKeyedTopN is how many keys of a breaker group get a series of
+// their own when Config.KeyedTopN is 0.
+const DefaultKeyedTopN = 10
+
+// OtherKey is the key label of the series that sums the keys without a
+// series of their own (and a group's default and overflow members).
+const OtherKey = "other"
+
+// KeyedGroup is what WatchKeyed reads from a group of parts, one per key
+// (package keyed): *keyed.Breakers, *keyed.Budgets, *keyed.Limiters and
+// *keyed.Group values implement it.
+type KeyedGroup interface {
+	Stats() keyed.Stats
+}
+
+// keyedWatches are the groups WatchKeyed exports.
+type keyedWatches struct {
+	members, kept, evictions, overflows, openKeys *prometheus.Desc
+
+	mu sync.Mutex
+	m  map[[2]string]*keyedWatch // (operation label, part) -> watch
+}
+
+type keyedWatch struct {
+	op, part string
+	g        KeyedGroup
+	brk      *keyed.Breakers // nil unless a breaker group
+}
+
+func newKeyedWatches(desc func(name, help string, labels ...string) *prometheus.Desc) keyedWatches {
+	return keyedWatches{
+		members: desc("keyed_members",
+			"Live members (one per key) of a group of parts per key (package keyed), its default and overflow members aside; part is breaker, budget, limiter or hedge.",
+			"operation", "part"),
+		kept: desc("keyed_kept",
+			"Members of a group per key kept for the state they hold (breakers that refuse calls), never evicted.",
+			"operation", "part"),
+		evictions: desc("keyed_evictions_total",
+			"Members removed from a group per key: reason=\"full\" to make room for a new key, reason=\"idle\" after the group's idle time unused.",
+			"operation", "part", "reason"),
+		overflows: desc("keyed_overflows_total",
+			"Calls of a new key given a group's shared overflow member because every member was kept (open breakers).",
+			"operation", "part"),
+		openKeys: desc("breaker_open_keys",
+			"Open circuit breakers of a breaker group per key: for each of the top keys (open ones first, then the busiest; Config.KeyedTopN), 1 if its breaker is open, else 0; for key=\""+OtherKey+"\", how many of the other keys' breakers (the default and overflow members included) are open. sum by (operation) is the group's open breakers.",
+			"operation", "key"),
+		m: make(map[[2]string]*keyedWatch),
+	}
+}
+
+func (kw *keyedWatches) describe(ch chan<- *prometheus.Desc) {
+	ch <- kw.members
+	ch <- kw.kept
+	ch <- kw.evictions
+	ch <- kw.overflows
+	ch <- kw.openKeys
+}
+
+// partOf names the part a group is.
+func partOf(g KeyedGroup) string {
+	switch g.(type) {
+	case *keyed.Breakers:
+		return "breaker"
+	case *keyed.Budgets:
+		return "budget"
+	case *keyed.Limiters:
+		return "limiter"
+	case *keyed.Group[*hedge.Adaptive]:
+		return "hedge"
+	}
+	return "group"
+}
+
+// WatchKeyed exports a group of parts per key (package keyed) under the
+// operation, read at every scrape, without a series per key by default:
+//
+//   - stormguard_keyed_members{operation,part} and
+//     stormguard_keyed_kept{operation,part}: the live and kept members;
+//   - stormguard_keyed_evictions_total{operation,part,reason} (full,
+//     idle) and stormguard_keyed_overflows_total{operation,part};
+//   - for a breaker group (*keyed.Breakers),
+//     stormguard_breaker_open_keys{operation,key}: a series for each of
+//     the top Config.KeyedTopN keys (default 10; breakers that are open
+//     first, then the keys with the most calls in their breaker's current
+//     state), 1 when its breaker is open, and key="other", the number of
+//     open breakers among the rest. At most KeyedTopN+1 series, whatever
+//     the keys; Config.KeyedAllKeys gives every live key its series.
+//
+// part is breaker, budget, limiter or hedge (a *keyed.Group of
+// *hedge.Adaptive). A scrape reads every member of a breaker group (under
+// the group's lock), so its cost grows with the live keys (bounded by the
+// group's MaxKeys). Watching another group under the same operation and
+// part replaces the first. The returned function stops exporting it; it
+// is safe to call more than once. A nil Collector or group does nothing.
+//
+// WatchBreaker, WatchBudget and WatchLimiter hand a group to WatchKeyed,
+// so a policy file's keyed parts are exported with Observer: collector.
+func (c *Collector) WatchKeyed(operation string, g KeyedGroup) (unwatch func()) {
+	if c == nil || g == nil {
+		return func() {}
+	}
+	w := &keyedWatch{op: c.ops.Get(operation).name, part: partOf(g), g: g}
+	w.brk, _ = g.(*keyed.Breakers)
+	id := [2]string{w.op, w.part}
+	kw := &c.keyedW
+	kw.mu.Lock()
+	kw.m[id] = w
+	kw.mu.Unlock()
+	return func() {
+		kw.mu.Lock()
+		if kw.m[id] == w {
+			delete(kw.m, id)
+		}
+		kw.mu.Unlock()
+	}
+}
+
+// watchedKeyed hands b to WatchKeyed when it is a group; ok is false when
+// it is not.
+func (c *Collector) watchedKeyed(operation string, b any) (unwatch func(), ok bool) {
+	g, ok := b.(KeyedGroup)
+	if !ok || c == nil {
+		return nil, false
+	}
+	return c.WatchKeyed(operation, g), true
+}
+
+// collectKeyed sends the watched groups' series.
+func (c *Collector) collectKeyed(ch chan<- prometheus.Metric) {
+	kw := &c.keyedW
+	kw.mu.Lock()
+	ws := make([]*keyedWatch, 0, len(kw.m))
+	for _, w := range kw.m {
+		ws = append(ws, w)
+	}
+	kw.mu.Unlock()
+	for _, w := range ws {
+		s := w.g.Stats()
+		ch <- prometheus.MustNewConstMetric(kw.members, prometheus.GaugeValue, float64(s.Live), w.op, w.part)
+		ch <- prometheus.MustNewConstMetric(kw.kept, prometheus.GaugeValue, float64(s.Kept), w.op, w.part)
+		ch <- prometheus.MustNewConstMetric(kw.evictions, prometheus.CounterValue, float64(s.Evictions), w.op, w.part, "full")
+		ch <- prometheus.MustNewConstMetric(kw.evictions, prometheus.CounterValue, float64(s.Idle), w.op, w.part, "idle")
+		ch <- prometheus.MustNewConstMetric(kw.overflows, prometheus.CounterValue, float64(s.Overflows), w.op, w.part)
+		if w.brk != nil {
+			c.collectOpenKeys(ch, w)
+		}
+	}
+}
+
+// keyTraffic is one key of a breaker group at a scrape.
+type keyTraffic struct {
+	key   string
+	open  bool
+	calls uint64
+}
+
+// collectOpenKeys sends w's breaker_open_keys: the top keys and other.
+func (c *Collector) collectOpenKeys(ch chan<- prometheus.Metric, w *keyedWatch) {
+	var all []keyTraffic
+	w.brk.Each(func(key string, b *breaker.Breaker) {
+		all = append(all, keyTraffic{key: key, open: b.State() == breaker.Open, calls: b.Counts().Requests})
+	})
+	n := c.keyedTopN
+	if c.keyedAll || n > len(all) {
+		n = len(all)
+	}
+	// Open first, then the busiest, then by key (a stable order for ties).
+	slices.SortFunc(all, func(a, b keyTraffic) int {
+		if a.open != b.open {
+			if a.open {
+				return -1
+			}
+			return 1
+		}
+		if a.calls != b.calls {
+			return cmp.Compare(b.calls, a.calls)
+		}
+		return cmp.Compare(a.key, b.key)
+	})
+	other := 0
+	for _, b := range []*breaker.Breaker{w.brk.Default(), w.brk.Overflow()} {
+		if b.State() == breaker.Open {
+			other++
+		}
+	}
+	for i, k := range all {
+		if i >= n {
+			if k.open {
+				other++
+			}
+			continue
+		}
+		v := 0.0
+		if k.open {
+			v = 1
+		}
+		key := strings.ToValidUTF8(k.key, "\uFFFD")
+		if key == OtherKey {
+			key = OtherKey + "_" // never merged into the sum of the others
+		}
+		ch <- prometheus.MustNewConstMetric(c.keyedW.openKeys, prometheus.GaugeValue, v, w.op, key)
+	}
+	ch <- prometheus.MustNewConstMetric(c.keyedW.openKeys, prometheus.GaugeValue, float64(other), w.op, OtherKey)
+}
