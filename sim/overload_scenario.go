@@ -10,7 +10,7 @@ import (
 // namedScenarios are the scenarios that run by name only (stormsim NAME,
 // Lookup), outside the default suite, whose output stays as it is.
 func namedScenarios() []*Scenario {
-	return []*Scenario{newMetastableServerScenario(), newFailAtScaleScenario()}
+	return []*Scenario{newMetastableServerScenario(), newFailAtScaleScenario(), newBadHostScenario()}
 }
 
 // NamedScenarios returns the scenarios that run by name only (Lookup
