@@ -125,15 +125,23 @@ type hostsCall struct {
 	bu      retry.Budget
 	n       int
 	prev    time.Duration
-	firstOK bool
 }
 
 func (m *HostsModel) window(t time.Duration) bool { return t >= m.DownFrom && t < m.DownTo }
 
 // RunHosts runs m once under p with seed.
 func RunHosts(ctx context.Context, m *HostsModel, p HostsPolicy, seed uint64) (HostsResult, error) {
-	if m.Clients <= 0 || m.Rate <= 0 || m.Hosts <= 0 || m.Duration <= 0 || p.MaxAttempts <= 0 {
-		return HostsResult{}, fmt.Errorf("%w: hosts model needs clients, a rate, hosts, a duration and attempts", ErrModel)
+	switch {
+	case m.Clients <= 0 || m.Clients > 10_000 || !(m.Rate > 0) || m.Rate > 1e5:
+		return HostsResult{}, fmt.Errorf("%w: hosts model: clients must be in [1, 10000] and the rate in (0, 1e5] per client, got %d and %g", ErrModel, m.Clients, m.Rate)
+	case m.Hosts <= 0 || m.Hosts > 1_000_000 || m.Duration <= 0 || m.Duration > time.Hour || m.Drain < 0 || m.Drain > time.Hour:
+		return HostsResult{}, fmt.Errorf("%w: hosts model: hosts must be in [1, 1000000], the duration in (0, 1h] and the drain in [0, 1h]", ErrModel)
+	case m.DownTo <= m.DownFrom || m.DownFrom < 0:
+		return HostsResult{}, fmt.Errorf("%w: hosts model: the outage window [%s, %s) is empty", ErrModel, m.DownFrom, m.DownTo)
+	case !(m.FailProb >= 0 && m.FailProb <= 1):
+		return HostsResult{}, fmt.Errorf("%w: hosts model: fail probability %g must be in [0, 1]", ErrModel, m.FailProb)
+	case p.MaxAttempts <= 0 || p.MaxAttempts > 100:
+		return HostsResult{}, fmt.Errorf("%w: hosts policy %s: attempts must be in [1, 100], got %d", ErrPolicy, p.Name, p.MaxAttempts)
 	}
 	s := New(seed)
 	r := &hostsRun{m: m, p: &p, s: s, clk: s.Clock(), seed: seed}

@@ -101,7 +101,43 @@ func (m *OverloadModel) Capacity() float64 {
 	return float64(m.Workers) / m.Service.Mean().Seconds()
 }
 
-func (m *OverloadModel) horizon() time.Duration { return m.Duration + m.Drain }
+func (m *OverloadModel) horizon() time.Duration { return satAdd(m.Duration, m.Drain) }
+
+// validate refuses a model or control that cannot run, or that would
+// mean no protection by mistake (a static limit below 1).
+func (m *OverloadModel) validate(ctl *ServerControl) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: overload model: "+format, append([]any{ErrModel}, args...)...)
+	}
+	switch {
+	case m.Clients <= 0 || m.Clients > 10_000 || !(m.Rate > 0) || m.Rate > 1e5:
+		return bad("clients must be in [1, 10000] and the rate in (0, 1e5] per client, got %d and %g", m.Clients, m.Rate)
+	case m.Duration <= 0 || m.Duration > time.Hour || m.Drain < 0 || m.Drain > time.Hour:
+		return bad("duration must be in (0, 1h] and the drain in [0, 1h], got %s and %s", m.Duration, m.Drain)
+	case m.Workers <= 0 || m.Attempts <= 0 || m.Attempts > 100 || m.Timeout <= 0:
+		return bad("workers, attempts (at most 100) and the timeout must be positive, got %d, %d and %s", m.Workers, m.Attempts, m.Timeout)
+	case m.Service.Mean() <= 0:
+		return bad("service time must have a positive mean, got %s", m.Service)
+	case m.Window[1] <= m.Window[0] || m.Window[0] < 0:
+		return bad("window [%s, %s) is empty", m.Window[0], m.Window[1])
+	case !(m.Trigger.Surge >= 0) || m.Trigger.Surge > 1e6 || m.Trigger.Extra < 0 || m.Trigger.Extra > time.Hour:
+		return bad("a surge must be in [0, 1e6] calls/s and an extra latency in [0, 1h], got %g and %s", m.Trigger.Surge, m.Trigger.Extra)
+	}
+	switch ctl.Kind {
+	case ControlNone:
+		if ctl.Queue < 0 {
+			return bad("control %s: queue %d must not be negative (0: unbounded)", ctl.Name, ctl.Queue)
+		}
+	case ControlStatic:
+		if ctl.Limit < 1 {
+			return bad("control %s: a static limit of %d would admit nothing; want at least 1", ctl.Name, ctl.Limit)
+		}
+	case ControlAdmission:
+	default:
+		return bad("control %s: unknown kind %d", ctl.Name, ctl.Kind)
+	}
+	return nil
+}
 
 // OverloadStats are the figures of one run of an OverloadModel beyond
 // Metrics, over the model's Window.
@@ -183,6 +219,7 @@ type overloadRun struct {
 	lim *admission.Limiter
 	q   *codelQueue[*ovReq]
 
+	calls  []*ovCall
 	busy   int
 	fifo   []*ovReq // waiting for a worker
 	inside int      // static: requests inside the database
@@ -200,8 +237,8 @@ type overloadRun struct {
 
 // RunOverload runs m once with the server control ctl and seed.
 func RunOverload(ctx context.Context, m *OverloadModel, ctl ServerControl, seed uint64) (OverloadResult, error) {
-	if m.Clients <= 0 || m.Rate <= 0 || m.Duration <= 0 || m.Workers <= 0 || m.Attempts <= 0 || m.Timeout <= 0 {
-		return OverloadResult{}, fmt.Errorf("%w: overload model needs clients, rate, duration, workers, attempts and a timeout", ErrModel)
+	if err := m.validate(&ctl); err != nil {
+		return OverloadResult{}, err
 	}
 	s := New(seed)
 	r := &overloadRun{m: m, ctl: &ctl, s: s, clk: s.Clock()}
@@ -243,6 +280,11 @@ func RunOverload(ctx context.Context, m *OverloadModel, ctl ServerControl, seed 
 	}
 	if err := s.RunUntilContext(ctx, m.horizon(), DefaultMaxEvents); err != nil {
 		return OverloadResult{}, err
+	}
+	for _, c := range r.calls {
+		if !c.done {
+			r.rec.Open = append(r.rec.Open, s.Now()-c.start)
+		}
 	}
 	return r.result(), nil
 }
@@ -293,6 +335,7 @@ func (r *overloadRun) leg() time.Duration {
 func (r *overloadRun) startCall() {
 	r.rec.Calls++
 	c := &ovCall{start: r.s.Now()}
+	r.calls = append(r.calls, c)
 	r.send(c, 1)
 }
 
@@ -480,9 +523,10 @@ func (r *overloadRun) finish(q *ovReq, started time.Duration) {
 
 func (r *overloadRun) result() OverloadResult {
 	r.rec.Concurrency, r.rec.Queue, r.rec.InFlight = r.conc.Peaks(), r.queue.Peaks(), r.flight.Peaks()
-	// Every call has ended by the horizon (Validate: the drain outlasts
-	// the attempts' timeouts), so no call is open.
+	// A call still open at the horizon counts as failed, with its age
+	// (Recording.Open).
 	slices.Sort(r.rec.Latencies)
+	slices.Sort(r.rec.Open)
 	m := r.m
 	faults := []Fault{{Kind: FaultLatency, Start: m.Trigger.Start, End: m.Trigger.End}}
 	res := OverloadResult{Metrics: r.rec.Metrics(m.Warmup, m.Duration, faults), Events: r.s.Events()}

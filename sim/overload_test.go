@@ -2,7 +2,10 @@ package sim
 
 import (
 	"context"
+	"errors"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +112,35 @@ func TestNamedScenariosRunByNameOutsideTheDefaultSuite(t *testing.T) {
 	}
 	if _, err := sc.Run(context.Background(), Options{Seed: 1, Duration: time.Second}); err == nil {
 		t.Error("a duration override was accepted; the scenario keeps the paper's")
+	}
+}
+
+// Bad input is refused with the field, not run: a static limit of 0 (no
+// protection by mistake), an empty window, a negative queue, absurd
+// sizes.
+func TestOverloadModelRefusesBadInput(t *testing.T) {
+	good := failAtScaleCase().Model
+	for _, c := range []struct {
+		name string
+		edit func(*OverloadModel, *ServerControl)
+		want string
+	}{
+		{"static 0", func(_ *OverloadModel, c *ServerControl) { *c = ServerControl{Name: "s", Kind: ControlStatic} }, "static limit of 0"},
+		{"empty window", func(m *OverloadModel, _ *ServerControl) { m.Window[1] = m.Window[0] }, "window"},
+		{"negative queue", func(_ *OverloadModel, c *ServerControl) { c.Queue = -1 }, "must not be negative"},
+		{"huge clients", func(m *OverloadModel, _ *ServerControl) { m.Clients = 1 << 40 }, "clients"},
+		{"NaN surge", func(m *OverloadModel, _ *ServerControl) { m.Trigger.Surge = math.NaN() }, "surge"},
+	} {
+		m, ctl := good, failAtScaleControls()[0]
+		c.edit(&m, &ctl)
+		_, err := RunOverload(context.Background(), &m, ctl, 1)
+		if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want ErrModel naming %q", c.name, err, c.want)
+		}
+	}
+	hm := badHostModel()
+	hm.DownTo = hm.DownFrom
+	if _, err := RunHosts(context.Background(), &hm, badHostPolicies()[0], 1); !errors.Is(err, ErrModel) {
+		t.Errorf("hosts model with an empty outage: err %v, want ErrModel", err)
 	}
 }
