@@ -28,9 +28,10 @@ func Scenarios() []*Scenario {
 	return out
 }
 
-// Lookup returns the built-in scenario called name.
+// Lookup returns the built-in scenario called name: one of the default
+// suite's, or one that runs by name only (NamedScenarios).
 func Lookup(name string) (*Scenario, bool) {
-	for _, sc := range Scenarios() {
+	for _, sc := range append(Scenarios(), namedScenarios()...) {
 		if sc.Name == name {
 			return sc, true
 		}
