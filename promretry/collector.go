@@ -145,7 +145,8 @@ type Collector struct {
 	adaptiveRefused      *prometheus.Desc
 	hedgesDesc           *prometheus.Desc
 	hedgesRefusedDesc    *prometheus.Desc
-	hedgeWatch           hedgeWatches // hedge.go
+	hedgeWatch           hedgeWatches     // hedge.go
+	admissionWatch       admissionWatches // admission.go
 
 	transitions   *prometheus.CounterVec
 	queueDropped  *prometheus.CounterVec
@@ -300,6 +301,7 @@ func New(cfg Config) *Collector {
 		limiterWidest: make(map[any]widest),
 	}
 	c.hedgeWatch = newHedgeWatches(desc)
+	c.admissionWatch = newAdmissionWatches(desc)
 	bounds, upper := bucketBounds(buckets)
 	c.ops = labels.New(maxOps, func(label string) *opMetrics {
 		return &opMetrics{name: label, duration: newDurationHistogram(bounds, upper)}
@@ -335,6 +337,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.hedgesDesc
 	ch <- c.hedgesRefusedDesc
 	ch <- c.hedgeWatch.desc
+	c.admissionWatch.describe(ch)
 	ch <- c.limiterInfo
 	ch <- c.breakerInfo
 	c.transitions.Describe(ch)
@@ -383,6 +386,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectOp(ch, m)
 	}
 	c.collectHedgeDelays(ch)
+	c.collectAdmission(ch)
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
 	c.queueRefused.Collect(ch)

@@ -428,8 +428,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 24 {
-		t.Errorf("Describe sent %d descriptors, want 24 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics, the two hedge metrics, the hedge delay gauge, limiter_info and breaker_info)", n)
+	if n != 29 {
+		t.Errorf("Describe sent %d descriptors, want 29 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics, the two hedge metrics, the hedge delay gauge, limiter_info, breaker_info and the five admission metrics)", n)
 	}
 }
 
