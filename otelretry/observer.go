@@ -111,6 +111,8 @@ type Observer struct {
 
 	hedgeSpans sync.Map     // trace.Span -> struct{}: spans of hedges running (HedgeStarted to AttemptEnd)
 	hedgeWatch hedgeWatches // hedge.go
+	// admissionWatch holds the server-side admission Limiters watched.
+	admissionWatch admissionWatches // admission.go
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
@@ -242,6 +244,7 @@ func New(cfg Config) (*Observer, error) {
 	add(err)
 	o.newLimiterInstruments(m, name, add)
 	o.newHedgeInstruments(m, name, add)
+	o.newAdmissionInstruments(m, name, add)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
 	}
