@@ -274,6 +274,9 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		"Attempts shed on the client":    "stormguard_throttle_local_rejections_total",
 		"Hedges":                         "stormguard_hedges_total",
 		"Hedge share and refusals":       "stormguard_hedges_refused_total",
+		"Admission limit and in flight":  "stormguard_admission_limit",
+		"Admission sheds by reason":      "stormguard_admission_shed_total",
+		"Admission queue delay":          "stormguard_admission_queue_delay_seconds_sum",
 	} {
 		if !slices.Contains(panelMetrics[title], metric) {
 			t.Errorf("panel %q missing or not on %s (uses %v)", title, metric, panelMetrics[title])
