@@ -210,7 +210,8 @@ func (d *decoder) admissionBlock(name string, n *yaml.Node, path string) *Admiss
 				c.QueueLength = -1
 				return
 			}
-			if q := d.integer(v, fp, 0, 1<<30); q == 0 && v.Value == "0" {
+			before := len(d.problems)
+			if q := d.integer(v, fp, 0, 1<<30); q == 0 && len(d.problems) == before {
 				d.fail(v, fp, "0 is refused: write none for no queue (a request beyond the limit is shed at once), or leave the field out for the default (%d)", admission.DefaultQueueLength)
 			} else {
 				c.QueueLength = q
