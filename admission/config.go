@@ -66,6 +66,10 @@ type Config struct {
 	// long the queue must stay non-empty to stand (CoDel's interval). 0:
 	// DefaultQueueInterval (100 ms).
 	QueueInterval time.Duration
+	// FIFO turns adaptive LIFO off: queued requests are served in
+	// arrival order also while a queue stands (the CoDel target still
+	// applies then). false: the newest first while a queue stands.
+	FIFO bool
 
 	// Clock tells the time. nil: clock.Real (its monotonic reading).
 	Clock clock.Clock

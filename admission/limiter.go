@@ -41,7 +41,9 @@ type Limiter struct {
 
 	q queue
 
-	shed [nReasons]atomic.Uint64
+	shed        [nReasons]atomic.Uint64
+	queueWaits  atomic.Uint64 // requests that left the queue
+	queueWaitNs atomic.Uint64 // the nanoseconds they waited there
 }
 
 // window holds one processor's share of the current window's samples.

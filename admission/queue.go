@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
@@ -71,6 +72,13 @@ type Stats struct {
 	Limit, InFlight, Queued int
 	// Shed counts the requests shed so far, by Reason.
 	Shed [nReasons]uint64
+	// QueueWaits counts the requests that have left the queue so far —
+	// given a slot or shed from it — and QueueWaitTotal is the sum of
+	// the time they waited there (saturating), so that
+	// QueueWaitTotal / QueueWaits is their mean queue delay. Requests
+	// admitted at once, or shed without queueing, are not counted.
+	QueueWaits     uint64
+	QueueWaitTotal time.Duration
 }
 
 // Stats returns a snapshot of l.
@@ -79,6 +87,8 @@ func (l *Limiter) Stats() Stats {
 	for i := range s.Shed {
 		s.Shed[i] = l.shed[i].Load()
 	}
+	s.QueueWaits = l.queueWaits.Load()
+	s.QueueWaitTotal = time.Duration(min(l.queueWaitNs.Load(), 1<<63-1))
 	return s
 }
 
@@ -95,7 +105,7 @@ func (l *Limiter) refuse(err error) error {
 //     Limiter has none (ErrQueueFull, ErrLimit). A slot freed by a
 //     release goes to a queued request: the oldest (FIFO) — unless a
 //     queue stands, i.e. it has not been empty for QueueInterval: then
-//     the newest (adaptive LIFO);
+//     the newest (adaptive LIFO; Config.FIFO keeps the oldest first);
 //   - a queued request waits at most QueueTarget if a queue stood when
 //     it arrived, QueueInterval otherwise (CoDel), then is shed
 //     (ErrQueueTimeout);
@@ -146,6 +156,7 @@ type waiter struct {
 	p          Permit
 	done       chan struct{}
 	timer      clock.Timer
+	since      int64 // when it was queued, on the time line
 }
 
 func (q *queue) init(l *Limiter) { q.l = l }
@@ -187,6 +198,10 @@ func (q *queue) remove(w *waiter, now int64, p Permit, err error) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	q.l.queueWaits.Add(1)
+	if d := now - w.since; d > 0 {
+		q.l.queueWaitNs.Add(uint64(d))
+	}
 	w.p, w.err = p, err
 	if err != nil {
 		q.l.refuse(err)
@@ -219,7 +234,7 @@ func (q *queue) dispatch(now int64) {
 func (q *queue) dispatchLocked(now int64) {
 	for q.n > 0 {
 		w := q.head
-		if q.standing(now) {
+		if !q.l.c.FIFO && q.standing(now) {
 			w = q.tail
 		}
 		if q.gone(w.ctx, now) {
@@ -254,7 +269,7 @@ func (q *queue) wait(ctx context.Context) (Permit, error) {
 	if q.standing(now) {
 		timeout = l.c.QueueTarget
 	}
-	w := &waiter{ctx: ctx, done: make(chan struct{})}
+	w := &waiter{ctx: ctx, done: make(chan struct{}), since: now}
 	q.push(w, now)
 	// A slot freed between the fast path and the push goes to the queue.
 	q.dispatchLocked(now)

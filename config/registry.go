@@ -142,6 +142,8 @@ type Registry struct {
 	loads       atomic.Uint64
 	failures    atomic.Uint64
 	watchErrors atomic.Uint64
+
+	admission map[string]*AdmissionHandle // guarded by mu; admission.go
 }
 
 // opWatch is what an operation's budget and breaker watchers were given,
@@ -419,6 +421,7 @@ func (r *Registry) apply(f *File) error {
 	old.closeDropped(plan.parts)
 	r.badVersion, r.badErr = "", nil
 	r.version.Store(&f.Version)
+	r.applyAdmission(f)
 	return nil
 }
 

@@ -30,6 +30,9 @@ type File struct {
 	// policies: the file's "default" key, else a policy named "default",
 	// else empty.
 	Default string
+	// Admission holds the server-side admission blocks by name (see
+	// AdmissionSpec and Registry.Admission).
+	Admission map[string]*AdmissionSpec
 
 	// Where Parse found things, for Apply's messages.
 	name           string
@@ -152,7 +155,7 @@ func Parse(name string, data []byte) (*File, error) {
 		f.operationsLine = f.policiesLine
 	}
 	var opsNode, defNode *yaml.Node
-	d.fields(doc, "", []string{"policies", "operations", "default"}, func(key string, v *yaml.Node, path string) {
+	d.fields(doc, "", []string{"policies", "operations", "default", "admission"}, func(key string, v *yaml.Node, path string) {
 		switch key {
 		case "policies":
 			if v.Kind == yaml.MappingNode && len(v.Content) == 0 {
@@ -166,6 +169,8 @@ func Parse(name string, data []byte) (*File, error) {
 			opsNode = v
 		case "default":
 			defNode = v
+		case "admission":
+			f.Admission = d.admission(v, path)
 		}
 	})
 	if doc.Kind == yaml.MappingNode && len(f.Policies) == 0 && valueOf(doc, "policies") == nil {

@@ -123,6 +123,8 @@ type Observer struct {
 
 	hedgeSpans sync.Map     // trace.Span -> struct{}: spans of hedges running (HedgeStarted to AttemptEnd)
 	hedgeWatch hedgeWatches // hedge.go
+	// admissionWatch holds the server-side admission Limiters watched.
+	admissionWatch admissionWatches // admission.go
 }
 
 // Number of retry.Outcome and retry.Reason values known to this package.
@@ -259,6 +261,7 @@ func New(cfg Config) (*Observer, error) {
 		o.keyedTopN = DefaultKeyedTopN
 	}
 	o.newHedgeInstruments(m, name, add)
+	o.newAdmissionInstruments(m, name, add)
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("otel: creating instruments"), err)
 	}

@@ -159,6 +159,7 @@ type Collector struct {
 	keyedW               keyedWatches // keyed.go
 	keyedTopN            int
 	keyedAll             bool
+	admissionWatch       admissionWatches // admission.go
 
 	transitions   *prometheus.CounterVec
 	queueDropped  *prometheus.CounterVec
@@ -318,6 +319,7 @@ func New(cfg Config) *Collector {
 	if cfg.KeyedTopN == 0 {
 		c.keyedTopN = DefaultKeyedTopN
 	}
+	c.admissionWatch = newAdmissionWatches(desc)
 	bounds, upper := bucketBounds(buckets)
 	c.ops = labels.New(maxOps, func(label string) *opMetrics {
 		return &opMetrics{name: label, duration: newDurationHistogram(bounds, upper)}
@@ -354,6 +356,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.hedgesRefusedDesc
 	ch <- c.hedgeWatch.desc
 	c.keyedW.describe(ch)
+	c.admissionWatch.describe(ch)
 	ch <- c.limiterInfo
 	ch <- c.breakerInfo
 	c.transitions.Describe(ch)
@@ -403,6 +406,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.collectHedgeDelays(ch)
 	c.collectKeyed(ch)
+	c.collectAdmission(ch)
 	c.transitions.Collect(ch)
 	c.queueDropped.Collect(ch)
 	c.queueRefused.Collect(ch)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stormguard/stormguard/admission"
 	"github.com/stormguard/stormguard/promretry"
 	"github.com/stormguard/stormguard/retry"
 	"go.yaml.in/yaml/v3"
@@ -37,14 +38,22 @@ func exportedMetrics(t *testing.T) map[string][]string {
 	// The histogram is the only family whose descriptor gives no type.
 	reg := registry(t, c)
 	c.CallEnd(t.Context(), retry.CallEnd{Operation: "describe"})
-	histograms := map[string]bool{}
+	al, err := admission.New(admission.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WatchAdmission("describe", al) // the queue delay summary's type
+	histograms, summaries := map[string]bool{}, map[string]bool{}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetType() == dto.MetricType_HISTOGRAM {
+		switch mf.GetType() {
+		case dto.MetricType_HISTOGRAM:
 			histograms[mf.GetName()] = true
+		case dto.MetricType_SUMMARY:
+			summaries[mf.GetName()] = true
 		}
 	}
 
@@ -66,6 +75,11 @@ func exportedMetrics(t *testing.T) map[string][]string {
 		name := m[1]
 		if histograms[name] {
 			out[name+"_bucket"] = append(slices.Clone(labels), "le")
+			out[name+"_sum"] = labels
+			out[name+"_count"] = labels
+			continue
+		}
+		if summaries[name] {
 			out[name+"_sum"] = labels
 			out[name+"_count"] = labels
 			continue
@@ -261,6 +275,9 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		"Hedges":                         "stormguard_hedges_total",
 		"Hedge share and refusals":       "stormguard_hedges_refused_total",
 		"Open breakers by key":           "stormguard_breaker_open_keys",
+		"Admission limit and in flight":  "stormguard_admission_limit",
+		"Admission sheds by reason":      "stormguard_admission_shed_total",
+		"Admission queue delay":          "stormguard_admission_queue_delay_seconds_sum",
 	} {
 		if !slices.Contains(panelMetrics[title], metric) {
 			t.Errorf("panel %q missing or not on %s (uses %v)", title, metric, panelMetrics[title])

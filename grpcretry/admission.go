@@ -1,0 +1,171 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+
+	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// AdaptiveUnaryServerInterceptor returns UnaryServerInterceptor(opts...)
+// with the admission.Limiter l in front of the handler: a call is served
+// as l admits it — at once under its adaptive limit, or after a short wait
+// in its CoDel queue, newest first while a queue stands — and a call l
+// sheds is answered at once, without running the handler,
+// RESOURCE_EXHAUSTED with the trailer grpc-retry-pushback-ms: -1 (the
+// overload marker, "overloaded; don't retry"), which the client
+// interceptors read as retry.ErrOverloaded, so no layer of the caller's
+// chain retries it. The answer's message names the shed reason, and on
+// the server side the error wraps l's (errors.Is(err, admission.ErrShed))
+// and retry.ErrOverloaded, for interceptors further out.
+//
+// The call's inbound facts are read first, as UnaryServerInterceptor
+// reads them, so a queued call whose caller has gone — its context ended
+// (the caller cancelled, or its grpc-timeout, or the WithMaxInboundDeadline
+// bound, passed) — is dropped from the queue before any work starts, and
+// answered as a shed.
+//
+// The call's slot is given back when the handler returns and when it
+// panics (the panic goes on; grpc-go does not recover handler panics, so
+// a server that lives through one has a recovery interceptor outside this
+// one). For l's algorithm, a handler error that wraps retry.ErrOverloaded
+// or whose code is RESOURCE_EXHAUSTED or UNAVAILABLE, and a call whose
+// context's deadline passed, is a drop; a call that panics or whose
+// caller cancelled gives no sample; any other is a served request.
+// Handler errors are answered as UnaryServerInterceptor answers them.
+// WithMaxInFlight, if given, applies before l. l must not be nil (the
+// interceptor panics when built otherwise).
+func AdaptiveUnaryServerInterceptor(l *admission.Limiter, opts ...ServerOption) grpc.UnaryServerInterceptor {
+	if l == nil {
+		panic("grpcretry: AdaptiveUnaryServerInterceptor needs a non-nil *admission.Limiter")
+	}
+	o := resolveServer(opts)
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if o.limit != nil {
+			if !o.limit.acquire() {
+				_ = grpc.SetTrailer(ctx, overloadTrailer)
+				return nil, Overloaded(errInFlight)
+			}
+			defer o.limit.release()
+		}
+		ctx, cancel := o.inbound(ctx)
+		if cancel != nil {
+			defer cancel()
+		}
+		p, err := l.Acquire(ctx)
+		if err != nil {
+			_ = grpc.SetTrailer(ctx, overloadTrailer)
+			return nil, shedStatus(err)
+		}
+		served := false
+		defer func() {
+			if !served { // the handler panicked: give the slot back, let the panic go on
+				p.Ignore()
+			}
+		}()
+		resp, err := handler(ctx, req)
+		served = true
+		endUnary(p, ctx, err)
+		return resp, answer(err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
+	}
+}
+
+// AdaptiveStreamServerInterceptor is AdaptiveUnaryServerInterceptor for
+// streams, over StreamServerInterceptor(opts...): a stream is admitted by
+// l before its handler runs, holds its slot until the handler returns (or
+// panics), and a stream l sheds is answered RESOURCE_EXHAUSTED with the
+// overload marker. A stream gives l's algorithm no sample: how long a
+// stream lasts is up to its caller, and says nothing of the server's
+// latency. Give both interceptors the same Limiter for one limit over
+// unary calls and streams together.
+func AdaptiveStreamServerInterceptor(l *admission.Limiter, opts ...ServerOption) grpc.StreamServerInterceptor {
+	if l == nil {
+		panic("grpcretry: AdaptiveStreamServerInterceptor needs a non-nil *admission.Limiter")
+	}
+	o := resolveServer(opts)
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if o.limit != nil {
+			if !o.limit.acquire() {
+				ss.SetTrailer(overloadTrailer)
+				return Overloaded(errInFlight)
+			}
+			defer o.limit.release()
+		}
+		ctx, cancel := o.inbound(ss.Context())
+		if cancel != nil {
+			defer cancel()
+		}
+		if ctx != ss.Context() {
+			ss = &inboundStream{ServerStream: ss, ctx: ctx}
+		}
+		p, err := l.Acquire(ctx)
+		if err != nil {
+			ss.SetTrailer(overloadTrailer)
+			return shedStatus(err)
+		}
+		defer p.Ignore() // also when the handler panics
+		return answer(handler(srv, ss), ss.SetTrailer)
+	}
+}
+
+// endUnary ends a unary call's permit as its result says.
+func endUnary(p admission.Permit, ctx context.Context, err error) {
+	cerr := ctx.Err()
+	switch {
+	case err != nil && capacityError(err):
+		p.Drop()
+	case errors.Is(cerr, context.DeadlineExceeded):
+		p.Drop()
+	case cerr != nil:
+		p.Ignore()
+	default:
+		p.Release()
+	}
+}
+
+// capacityError reports whether a handler's error says it failed for
+// lack of capacity.
+func capacityError(err error) bool {
+	if retry.IsOverloaded(err) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.ResourceExhausted, codes.Unavailable:
+		return true
+	}
+	return false
+}
+
+// answer is the server interceptors' answer to a handler error, as
+// UnaryServerInterceptor gives it; setTrailer sets the overload marker.
+func answer(err error, setTrailer func(metadata.MD)) error {
+	if err == nil {
+		return nil
+	}
+	if retry.IsOverloaded(err) {
+		setTrailer(overloadTrailer)
+		return overloadedStatus(err)
+	}
+	return nestedStatus(err)
+}
+
+// shedStatus is the answer to a call the Limiter shed: RESOURCE_EXHAUSTED
+// naming the reason, wrapping the shed error and retry.ErrOverloaded.
+func shedStatus(err error) error {
+	return &shedError{st: status.New(codes.ResourceExhausted, "grpcretry: overloaded, not retried: "+err.Error()), err: err}
+}
+
+// shedError is the status error of a shed call.
+type shedError struct {
+	st  *status.Status
+	err error
+}
+
+func (e *shedError) Error() string              { return e.st.Err().Error() }
+func (e *shedError) GRPCStatus() *status.Status { return e.st }
+func (e *shedError) Unwrap() []error            { return []error{retry.ErrOverloaded, e.err} }
