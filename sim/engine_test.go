@@ -186,3 +186,92 @@ func TestClockAfterFuncRunsInVirtualTime(t *testing.T) {
 		t.Fatalf("fired %v", fired)
 	}
 }
+
+// An event scheduled through a fixed-delay lane runs exactly when, and in
+// the same order among the others as, the same event scheduled with After
+// and the lane's delay: two Sims running one random program, one with
+// lanes and one without, see the same trace, the same Pending and NextAt.
+func TestLaneRunsAsAfterWould(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		delays := []time.Duration{0, 3, 7}
+		type step struct {
+			lane  int // -1: a plain After
+			delay int64
+		}
+		prog := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) step {
+			return step{rapid.IntRange(-1, len(delays)-1).Draw(t, "lane"), rapid.Int64Range(0, 12).Draw(t, "delay")}
+		}), 0, 300).Draw(rt, "prog")
+		roots := rapid.SliceOfN(rapid.Int64Range(0, 20), 1, 50).Draw(rt, "roots")
+		until := time.Duration(rapid.Int64Range(0, 40).Draw(rt, "until"))
+		type ev struct {
+			at  time.Duration
+			ref int32
+			arg int64
+		}
+		run := func(useLanes bool) (trace []ev, pending []int, next []time.Duration) {
+			s := New(1)
+			lanes := make([]LaneID, len(delays))
+			for i, d := range delays {
+				lanes[i] = s.Lane(d)
+			}
+			var h HandlerID
+			k := 0
+			h = s.Register(func(e Event) {
+				trace = append(trace, ev{e.At, e.Ref, e.Arg})
+				for j := 0; j < 2 && k < len(prog); j++ { // up to two children each
+					st := prog[k]
+					k++
+					switch {
+					case st.lane < 0:
+						s.After(time.Duration(st.delay), h, int32(k), st.delay)
+					case useLanes:
+						s.AfterLane(lanes[st.lane], h, int32(k), -1)
+					default:
+						s.After(delays[st.lane], h, int32(k), -1)
+					}
+				}
+			})
+			for i, at := range roots {
+				s.Schedule(time.Duration(at), h, int32(-i-1), 0)
+			}
+			s.RunUntil(until)
+			at, _ := s.NextAt()
+			pending, next = append(pending, s.Pending()), append(next, at)
+			for s.Step() {
+				at, _ := s.NextAt()
+				pending, next = append(pending, s.Pending()), append(next, at)
+			}
+			return trace, pending, next
+		}
+		t1, p1, n1 := run(true)
+		t2, p2, n2 := run(false)
+		if !slices.Equal(t1, t2) {
+			rt.Fatalf("with lanes the trace is\n%v\nwithout\n%v", t1, t2)
+		}
+		if !slices.Equal(p1, p2) || !slices.Equal(n1, n2) {
+			rt.Fatalf("Pending %v NextAt %v with lanes, %v %v without", p1, n1, p2, n2)
+		}
+	})
+}
+
+func TestAfterLaneAndStepDoNotAllocate(t *testing.T) {
+	s := New(1)
+	l := s.Lane(50)
+	var h HandlerID
+	h = s.Register(func(e Event) {
+		if e.Arg == 0 {
+			s.AfterLane(l, h, e.Ref, 1)
+		} else {
+			s.After(time.Duration(e.Ref%7), h, e.Ref, 0)
+		}
+	})
+	for i := 0; i < 1000; i++ {
+		s.Schedule(time.Duration(i), h, int32(i), int64(i%2))
+	}
+	for i := 0; i < 10000; i++ { // grow the heap and the lane
+		s.Step()
+	}
+	if a := testing.AllocsPerRun(1000, func() { s.Step() }); a != 0 {
+		t.Fatalf("Step with a lane allocates %v times", a)
+	}
+}

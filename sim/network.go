@@ -124,6 +124,7 @@ type hop struct {
 	strat   backoff.Strategy
 	timeout time.Duration
 	ad      *hedge.Adaptive // Policy.Hedge.Adaptive, for the hop
+	tlane   LaneID          // the Sim lane of its attempt timeouts (timeout > 0)
 }
 
 type tierState struct {
@@ -246,6 +247,9 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		h.timeout = h.pol.AttemptTimeout
 		if h.timeout == 0 {
 			h.timeout = m.Tiers[i].Timeout
+		}
+		if h.timeout > 0 {
+			h.tlane = s.Lane(h.timeout)
 		}
 		if hg := h.pol.Hedge; hg != nil && hg.Adaptive != nil {
 			c := *hg.Adaptive
@@ -475,7 +479,7 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 		}
 	}
 	if h.timeout > 0 {
-		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
+		r.s.AfterLane(h.tlane, r.hTimeout, ai, a.gen)
 	}
 	cl.live = append(cl.live, ai)
 	if h.pol.Hedge != nil {
