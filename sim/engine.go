@@ -48,7 +48,7 @@ func (a *item) less(b *item) bool {
 type Sim struct {
 	now      time.Duration
 	seq      uint64
-	heap     []item // 4-ary min-heap on (at, seq)
+	queue    radix  // the scheduled events, by (at, seq)
 	lanes    []lane // fixed-delay FIFOs (see Lane)
 	inLanes  int    // events waiting in lanes
 	handlers []func(Event)
@@ -84,7 +84,7 @@ func (s *Sim) Events() uint64 { return s.events }
 
 // Pending returns how many events are scheduled and not yet processed
 // (including stale ones that a model will ignore).
-func (s *Sim) Pending() int { return len(s.heap) + s.inLanes }
+func (s *Sim) Pending() int { return s.queue.len() + s.inLanes }
 
 // Register adds an event handler and returns its id for Schedule.
 // Handlers are registered while a model is built, before the run.
@@ -102,8 +102,7 @@ func (s *Sim) Schedule(at time.Duration, h HandlerID, ref int32, arg int64) {
 	}
 	s.seq++
 	it := item{at: at, seq: s.seq, h: h, ref: ref, arg: arg}
-	s.heap = append(s.heap, it)
-	s.up(len(s.heap)-1, it)
+	s.queue.push(it)
 }
 
 // After schedules handler h at Now()+d.
@@ -162,10 +161,7 @@ func (s *Sim) AfterLane(l LaneID, h HandlerID, ref int32, arg int64) {
 // pending.
 func (s *Sim) next() (src int, at time.Duration, ok bool) {
 	src = -1
-	var best *item
-	if len(s.heap) > 0 {
-		best = &s.heap[0]
-	}
+	best := s.queue.min()
 	if s.inLanes > 0 {
 		for i := range s.lanes {
 			ln := &s.lanes[i]
@@ -187,7 +183,7 @@ func (s *Sim) next() (src int, at time.Duration, ok bool) {
 func (s *Sim) take(src int) {
 	var it item
 	if src < 0 {
-		it = s.pop()
+		it = s.queue.pop()
 	} else {
 		ln := &s.lanes[src]
 		it = ln.buf[ln.head]
@@ -327,70 +323,4 @@ func (s *Sim) Stop() { s.stopped = true }
 func (s *Sim) NextAt() (time.Duration, bool) {
 	_, at, ok := s.next()
 	return at, ok
-}
-
-// The heap is 4-ary: shallower than a binary heap, and a node's children
-// share a cache line or two, which matters at millions of events a second.
-
-// up sifts x, whose slot is i, up towards the root and stores it where it
-// belongs.
-func (s *Sim) up(i int, x item) {
-	h := s.heap
-	for i > 0 {
-		p := (i - 1) / 4
-		if !x.less(&h[p]) {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = x
-}
-
-func (s *Sim) pop() item {
-	h := s.heap
-	top := h[0]
-	n := len(h) - 1
-	x := h[n]
-	h = h[:n]
-	s.heap = h
-	if n == 0 {
-		return top
-	}
-	// Move the hole at the root down to a leaf along the smallest children,
-	// then sift the former last item up from there (Floyd's method: the
-	// last item usually belongs near the bottom, so this saves a
-	// comparison per level).
-	i := 0
-	for {
-		c := 4*i + 1
-		if c+3 < n {
-			m := c
-			if h[c+1].less(&h[m]) {
-				m = c + 1
-			}
-			if h[c+2].less(&h[m]) {
-				m = c + 2
-			}
-			if h[c+3].less(&h[m]) {
-				m = c + 3
-			}
-			h[i] = h[m]
-			i = m
-			continue
-		}
-		if c >= n {
-			break
-		}
-		m := c
-		for j := c + 1; j < n; j++ {
-			if h[j].less(&h[m]) {
-				m = j
-			}
-		}
-		h[i] = h[m]
-		i = m
-	}
-	s.up(i, x)
-	return top
 }
