@@ -275,3 +275,94 @@ func TestAfterLaneAndStepDoNotAllocate(t *testing.T) {
 		t.Fatalf("Step with a lane allocates %v times", a)
 	}
 }
+
+// The event queue against a reference (a list searched for the least
+// (time, sequence)), under any mix of Schedule from outside the loop
+// (before, at and after the next event), NextAt, Step and RunUntil: the
+// queue takes its minimum ahead of time (NextAt, RunUntil stopping before
+// an event), so an event scheduled below that minimum afterwards must
+// still come first.
+func TestQueueMatchesReference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := New(1)
+		type ev struct {
+			at  time.Duration
+			seq int64
+		}
+		var ref []ev
+		var got []ev
+		h := s.Register(func(e Event) { got = append(got, ev{e.At, e.Arg}) })
+		seq := int64(0)
+		refPop := func() ev {
+			m := 0
+			for i, e := range ref {
+				if e.at < ref[m].at || e.at == ref[m].at && e.seq < ref[m].seq {
+					m = i
+				}
+			}
+			e := ref[m]
+			ref = append(ref[:m], ref[m+1:]...)
+			return e
+		}
+		var want []ev
+		ops := rapid.IntRange(1, 400).Draw(rt, "ops")
+		for range ops {
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1, 2: // schedule, often close to now
+				var d time.Duration
+				if rapid.Bool().Draw(rt, "near") {
+					d = time.Duration(rapid.Int64Range(-2, 4).Draw(rt, "d"))
+				} else {
+					d = time.Duration(rapid.Int64Range(0, 1<<40).Draw(rt, "far"))
+				}
+				seq++
+				s.Schedule(s.Now()+d, h, 0, seq)
+				ref = append(ref, ev{max(s.Now()+d, s.Now()), seq})
+			case 3:
+				at, ok := s.NextAt()
+				if ok != (len(ref) > 0) {
+					rt.Fatalf("NextAt ok %v with %d pending", ok, len(ref))
+				}
+				if ok {
+					m := ref[0]
+					for _, e := range ref {
+						if e.at < m.at {
+							m = e
+						}
+					}
+					if at != m.at {
+						rt.Fatalf("NextAt %v, want %v", at, m.at)
+					}
+				}
+			case 4:
+				if s.Step() {
+					want = append(want, refPop())
+				}
+			case 5:
+				until := s.Now() + time.Duration(rapid.Int64Range(0, 8).Draw(rt, "until"))
+				s.RunUntil(until)
+				for len(ref) > 0 {
+					m := ref[0]
+					for _, e := range ref {
+						if e.at < m.at {
+							m = e
+						}
+					}
+					if m.at > until {
+						break
+					}
+					want = append(want, refPop())
+				}
+			}
+			if s.Pending() != len(ref) {
+				rt.Fatalf("Pending %d, want %d", s.Pending(), len(ref))
+			}
+		}
+		for s.Step() {
+			want = append(want, refPop())
+		}
+		if !slices.Equal(got, want) {
+			rt.Fatalf("ran\n%v\nwant\n%v", got, want)
+		}
+	})
+}
