@@ -70,6 +70,14 @@ staticcheck: $(STATICCHECK)
 race: $(APIDIFF)
 	@set -e; for m in $(MODULES); do echo "test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
 
+## sim-full: the sim tests without the race detector, among them those
+## that run whole scenarios (fullModel), which skip under -race: part of
+## test-nodeps, so make test runs every sim test.
+.PHONY: sim-full
+test-nodeps: sim-full
+sim-full:
+	cd sim && $(GO) test -count=1 -timeout 15m .
+
 ## lab: run the storm lab's default scenario suite.
 lab:
 	$(GO) run ./cmd/stormsim

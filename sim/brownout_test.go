@@ -17,6 +17,7 @@ import (
 // over the settled part of the brownout, and the throttles reject a
 // share of requests locally that grows as K falls.
 func TestBrownoutSREOfferedLoadSettlesNearKTimesAccepted(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "brownout", Options{Seed: 1})
 	c := rep.Cases[0]
 	var prev float64

@@ -48,7 +48,9 @@ func (a *item) less(b *item) bool {
 type Sim struct {
 	now      time.Duration
 	seq      uint64
-	heap     []item // 4-ary min-heap on (at, seq)
+	queue    radix  // the scheduled events, by (at, seq)
+	lanes    []lane // fixed-delay FIFOs (see Lane)
+	inLanes  int    // events waiting in lanes
 	handlers []func(Event)
 	stopped  bool
 	events   uint64
@@ -82,7 +84,7 @@ func (s *Sim) Events() uint64 { return s.events }
 
 // Pending returns how many events are scheduled and not yet processed
 // (including stale ones that a model will ignore).
-func (s *Sim) Pending() int { return len(s.heap) }
+func (s *Sim) Pending() int { return s.queue.len() + s.inLanes }
 
 // Register adds an event handler and returns its id for Schedule.
 // Handlers are registered while a model is built, before the run.
@@ -100,8 +102,7 @@ func (s *Sim) Schedule(at time.Duration, h HandlerID, ref int32, arg int64) {
 	}
 	s.seq++
 	it := item{at: at, seq: s.seq, h: h, ref: ref, arg: arg}
-	s.heap = append(s.heap, it)
-	s.up(len(s.heap)-1, it)
+	s.queue.push(it)
 }
 
 // After schedules handler h at Now()+d.
@@ -109,15 +110,102 @@ func (s *Sim) After(d time.Duration, h HandlerID, ref int32, arg int64) {
 	s.Schedule(s.now+d, h, ref, arg)
 }
 
-// Step processes the earliest event. It reports false when there was none.
-func (s *Sim) Step() bool {
-	if len(s.heap) == 0 {
-		return false
+// LaneID names a fixed-delay lane made by Sim.Lane.
+type LaneID int32
+
+// lane is a FIFO of events that were all scheduled the same delay after
+// the time they were scheduled: since time never goes back, they are due
+// in the order they were scheduled, and (at, seq) order is FIFO order.
+type lane struct {
+	d    time.Duration
+	buf  []item // ring
+	head int
+	n    int
+}
+
+// Lane returns a lane for events scheduled a fixed delay d (at least 0)
+// after the moment they are scheduled, such as a model's attempt
+// timeouts. AfterLane(l, h, ref, arg) is exactly After(d, h, ref, arg):
+// the event runs at the same time and in the same order among the
+// others; it only costs less, since such events are due in the order they
+// were scheduled and need no place in the heap. Lanes are made while a
+// model is built, before the run.
+func (s *Sim) Lane(d time.Duration) LaneID {
+	s.lanes = append(s.lanes, lane{d: max(d, 0)})
+	return LaneID(len(s.lanes) - 1)
+}
+
+// AfterLane schedules handler h at Now() plus lane l's delay: After with
+// that delay, in constant time. It does not allocate once the lane has
+// grown to the model's working size.
+func (s *Sim) AfterLane(l LaneID, h HandlerID, ref int32, arg int64) {
+	ln := &s.lanes[l]
+	if ln.n == len(ln.buf) {
+		nb := make([]item, max(64, 2*len(ln.buf)))
+		k := copy(nb, ln.buf[ln.head:])
+		copy(nb[k:], ln.buf[:ln.head])
+		ln.buf, ln.head = nb, 0
 	}
-	it := s.pop()
+	s.seq++
+	i := ln.head + ln.n
+	if i >= len(ln.buf) {
+		i -= len(ln.buf)
+	}
+	ln.buf[i] = item{at: s.now + ln.d, seq: s.seq, h: h, ref: ref, arg: arg}
+	ln.n++
+	s.inLanes++
+}
+
+// next returns where the earliest pending event is (-1: the heap's root;
+// i >= 0: the head of lane i) and its time; ok is false when none is
+// pending.
+func (s *Sim) next() (src int, at time.Duration, ok bool) {
+	src = -1
+	best := s.queue.min()
+	if s.inLanes > 0 {
+		for i := range s.lanes {
+			ln := &s.lanes[i]
+			if ln.n == 0 {
+				continue
+			}
+			if it := &ln.buf[ln.head]; best == nil || it.less(best) {
+				best, src = it, i
+			}
+		}
+	}
+	if best == nil {
+		return 0, 0, false
+	}
+	return src, best.at, true
+}
+
+// take removes the earliest event, which next found at src, and runs it.
+func (s *Sim) take(src int) {
+	var it item
+	if src < 0 {
+		it = s.queue.pop()
+	} else {
+		ln := &s.lanes[src]
+		it = ln.buf[ln.head]
+		ln.head++
+		if ln.head == len(ln.buf) {
+			ln.head = 0
+		}
+		ln.n--
+		s.inLanes--
+	}
 	s.now = it.at
 	s.events++
 	s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
+}
+
+// Step processes the earliest event. It reports false when there was none.
+func (s *Sim) Step() bool {
+	src, _, ok := s.next()
+	if !ok {
+		return false
+	}
+	s.take(src)
 	return true
 }
 
@@ -132,8 +220,12 @@ func (s *Sim) Run() {
 // sets the time to t if it has not passed it.
 func (s *Sim) RunUntil(t time.Duration) {
 	s.stopped = false
-	for !s.stopped && len(s.heap) > 0 && s.heap[0].at <= t {
-		s.Step()
+	for !s.stopped {
+		src, at, ok := s.next()
+		if !ok || at > t {
+			break
+		}
+		s.take(src)
 	}
 	if !s.stopped && s.now < t {
 		s.now = t
@@ -195,8 +287,12 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 	s.stopped = false
 	start := s.events
 	same, at := 0, s.now
-	for !s.stopped && len(s.heap) > 0 && s.heap[0].at <= t {
-		s.Step()
+	for !s.stopped {
+		src, next, ok := s.next()
+		if !ok || next > t {
+			break
+		}
+		s.take(src)
 		if s.now != at {
 			same, at = 0, s.now
 		} else if same++; same >= MaxSameInstant {
@@ -225,74 +321,6 @@ func (s *Sim) Stop() { s.stopped = true }
 
 // NextAt returns the time of the earliest pending event.
 func (s *Sim) NextAt() (time.Duration, bool) {
-	if len(s.heap) == 0 {
-		return 0, false
-	}
-	return s.heap[0].at, true
-}
-
-// The heap is 4-ary: shallower than a binary heap, and a node's children
-// share a cache line or two, which matters at millions of events a second.
-
-// up sifts x, whose slot is i, up towards the root and stores it where it
-// belongs.
-func (s *Sim) up(i int, x item) {
-	h := s.heap
-	for i > 0 {
-		p := (i - 1) / 4
-		if !x.less(&h[p]) {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = x
-}
-
-func (s *Sim) pop() item {
-	h := s.heap
-	top := h[0]
-	n := len(h) - 1
-	x := h[n]
-	h = h[:n]
-	s.heap = h
-	if n == 0 {
-		return top
-	}
-	// Move the hole at the root down to a leaf along the smallest children,
-	// then sift the former last item up from there (Floyd's method: the
-	// last item usually belongs near the bottom, so this saves a
-	// comparison per level).
-	i := 0
-	for {
-		c := 4*i + 1
-		if c+3 < n {
-			m := c
-			if h[c+1].less(&h[m]) {
-				m = c + 1
-			}
-			if h[c+2].less(&h[m]) {
-				m = c + 2
-			}
-			if h[c+3].less(&h[m]) {
-				m = c + 3
-			}
-			h[i] = h[m]
-			i = m
-			continue
-		}
-		if c >= n {
-			break
-		}
-		m := c
-		for j := c + 1; j < n; j++ {
-			if h[j].less(&h[m]) {
-				m = j
-			}
-		}
-		h[i] = h[m]
-		i = m
-	}
-	s.up(i, x)
-	return top
+	_, at, ok := s.next()
+	return at, ok
 }

@@ -186,3 +186,183 @@ func TestClockAfterFuncRunsInVirtualTime(t *testing.T) {
 		t.Fatalf("fired %v", fired)
 	}
 }
+
+// An event scheduled through a fixed-delay lane runs exactly when, and in
+// the same order among the others as, the same event scheduled with After
+// and the lane's delay: two Sims running one random program, one with
+// lanes and one without, see the same trace, the same Pending and NextAt.
+func TestLaneRunsAsAfterWould(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		delays := []time.Duration{0, 3, 7}
+		type step struct {
+			lane  int // -1: a plain After
+			delay int64
+		}
+		prog := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) step {
+			return step{rapid.IntRange(-1, len(delays)-1).Draw(t, "lane"), rapid.Int64Range(0, 12).Draw(t, "delay")}
+		}), 0, 300).Draw(rt, "prog")
+		roots := rapid.SliceOfN(rapid.Int64Range(0, 20), 1, 50).Draw(rt, "roots")
+		until := time.Duration(rapid.Int64Range(0, 40).Draw(rt, "until"))
+		type ev struct {
+			at  time.Duration
+			ref int32
+			arg int64
+		}
+		run := func(useLanes bool) (trace []ev, pending []int, next []time.Duration) {
+			s := New(1)
+			lanes := make([]LaneID, len(delays))
+			for i, d := range delays {
+				lanes[i] = s.Lane(d)
+			}
+			var h HandlerID
+			k := 0
+			h = s.Register(func(e Event) {
+				trace = append(trace, ev{e.At, e.Ref, e.Arg})
+				for j := 0; j < 2 && k < len(prog); j++ { // up to two children each
+					st := prog[k]
+					k++
+					switch {
+					case st.lane < 0:
+						s.After(time.Duration(st.delay), h, int32(k), st.delay)
+					case useLanes:
+						s.AfterLane(lanes[st.lane], h, int32(k), -1)
+					default:
+						s.After(delays[st.lane], h, int32(k), -1)
+					}
+				}
+			})
+			for i, at := range roots {
+				s.Schedule(time.Duration(at), h, int32(-i-1), 0)
+			}
+			s.RunUntil(until)
+			at, _ := s.NextAt()
+			pending, next = append(pending, s.Pending()), append(next, at)
+			for s.Step() {
+				at, _ := s.NextAt()
+				pending, next = append(pending, s.Pending()), append(next, at)
+			}
+			return trace, pending, next
+		}
+		t1, p1, n1 := run(true)
+		t2, p2, n2 := run(false)
+		if !slices.Equal(t1, t2) {
+			rt.Fatalf("with lanes the trace is\n%v\nwithout\n%v", t1, t2)
+		}
+		if !slices.Equal(p1, p2) || !slices.Equal(n1, n2) {
+			rt.Fatalf("Pending %v NextAt %v with lanes, %v %v without", p1, n1, p2, n2)
+		}
+	})
+}
+
+func TestAfterLaneAndStepDoNotAllocate(t *testing.T) {
+	s := New(1)
+	l := s.Lane(50)
+	var h HandlerID
+	h = s.Register(func(e Event) {
+		if e.Arg == 0 {
+			s.AfterLane(l, h, e.Ref, 1)
+		} else {
+			s.After(time.Duration(e.Ref%7), h, e.Ref, 0)
+		}
+	})
+	for i := 0; i < 1000; i++ {
+		s.Schedule(time.Duration(i), h, int32(i), int64(i%2))
+	}
+	for i := 0; i < 10000; i++ { // grow the heap and the lane
+		s.Step()
+	}
+	if a := testing.AllocsPerRun(1000, func() { s.Step() }); a != 0 {
+		t.Fatalf("Step with a lane allocates %v times", a)
+	}
+}
+
+// The event queue against a reference (a list searched for the least
+// (time, sequence)), under any mix of Schedule from outside the loop
+// (before, at and after the next event), NextAt, Step and RunUntil: the
+// queue takes its minimum ahead of time (NextAt, RunUntil stopping before
+// an event), so an event scheduled below that minimum afterwards must
+// still come first.
+func TestQueueMatchesReference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := New(1)
+		type ev struct {
+			at  time.Duration
+			seq int64
+		}
+		var ref []ev
+		var got []ev
+		h := s.Register(func(e Event) { got = append(got, ev{e.At, e.Arg}) })
+		seq := int64(0)
+		refPop := func() ev {
+			m := 0
+			for i, e := range ref {
+				if e.at < ref[m].at || e.at == ref[m].at && e.seq < ref[m].seq {
+					m = i
+				}
+			}
+			e := ref[m]
+			ref = append(ref[:m], ref[m+1:]...)
+			return e
+		}
+		var want []ev
+		ops := rapid.IntRange(1, 400).Draw(rt, "ops")
+		for range ops {
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1, 2: // schedule, often close to now
+				var d time.Duration
+				if rapid.Bool().Draw(rt, "near") {
+					d = time.Duration(rapid.Int64Range(-2, 4).Draw(rt, "d"))
+				} else {
+					d = time.Duration(rapid.Int64Range(0, 1<<40).Draw(rt, "far"))
+				}
+				seq++
+				s.Schedule(s.Now()+d, h, 0, seq)
+				ref = append(ref, ev{max(s.Now()+d, s.Now()), seq})
+			case 3:
+				at, ok := s.NextAt()
+				if ok != (len(ref) > 0) {
+					rt.Fatalf("NextAt ok %v with %d pending", ok, len(ref))
+				}
+				if ok {
+					m := ref[0]
+					for _, e := range ref {
+						if e.at < m.at {
+							m = e
+						}
+					}
+					if at != m.at {
+						rt.Fatalf("NextAt %v, want %v", at, m.at)
+					}
+				}
+			case 4:
+				if s.Step() {
+					want = append(want, refPop())
+				}
+			case 5:
+				until := s.Now() + time.Duration(rapid.Int64Range(0, 8).Draw(rt, "until"))
+				s.RunUntil(until)
+				for len(ref) > 0 {
+					m := ref[0]
+					for _, e := range ref {
+						if e.at < m.at {
+							m = e
+						}
+					}
+					if m.at > until {
+						break
+					}
+					want = append(want, refPop())
+				}
+			}
+			if s.Pending() != len(ref) {
+				rt.Fatalf("Pending %d, want %d", s.Pending(), len(ref))
+			}
+		}
+		for s.Step() {
+			want = append(want, refPop())
+		}
+		if !slices.Equal(got, want) {
+			rt.Fatalf("ran\n%v\nwant\n%v", got, want)
+		}
+	})
+}

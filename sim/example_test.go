@@ -51,26 +51,6 @@ func ExampleRunOCC() {
 	// full         6.6 calls per client
 }
 
-// Run a built-in scenario and print its table.
-func ExampleScenario_Run() {
-	sc, _ := sim.Lookup("metastable")
-	rep, err := sc.Run(context.Background(), sim.Options{Seed: 1, Policies: []string{"no-retry", "immediate", "full+budget"}})
-	if err != nil {
-		panic(err)
-	}
-	for _, row := range rep.Cases[0].Rows {
-		state := "recovered"
-		if row.Metrics.Recovered == 0 {
-			state = "stuck"
-		}
-		fmt.Printf("%-12s %.2f attempts per call, %s\n", row.Policy, row.Metrics.AttemptsPerCall, state)
-	}
-	// Output:
-	// no-retry     1.00 attempts per call, recovered
-	// immediate    3.49 attempts per call, stuck
-	// full+budget  1.00 attempts per call, recovered
-}
-
 // Measure a run recorded elsewhere (a load test, a replayed log) by the
 // simulator's definitions: 10s of 100ms buckets at 100 attempts/s, with
 // 30 retries in one bucket during a 1s outage at t=5s.

@@ -65,6 +65,7 @@ func TestLayerRuleMatchesRetryCall(t *testing.T) {
 // reaching every tier; the layer rule, the marker and a 10% budget hold
 // every tier at most 1.5x.
 func TestCascadeGuardClosedForms(t *testing.T) {
+	fullModel(t)
 	m, vs := cascadeTotal(t)
 	for _, c := range []struct {
 		policy string
@@ -138,6 +139,7 @@ func TestOverloadMarkerStopsRetriesAtEveryTier(t *testing.T) {
 // full queue) the guard recovers where the layer rule alone stays stuck,
 // and keeps the database's multiplier near the budget's 1.1.
 func TestCascadeGuardRecoversFromThePartialFault(t *testing.T) {
+	fullModel(t)
 	if testing.Short() {
 		t.Skip("runs the cascade's partial case")
 	}

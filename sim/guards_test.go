@@ -26,6 +26,7 @@ func stallModel() (Model, Variant) {
 }
 
 func TestRunWithoutProgressStopsWithItsCause(t *testing.T) {
+	fullModel(t)
 	m, v := stallModel()
 	done := make(chan error, 1)
 	go func() {
@@ -87,7 +88,7 @@ func (c *countdownCtx) Err() error {
 
 func TestRunContextStopsInsideATrial(t *testing.T) {
 	m := Model{
-		Clients: 100, Arrival: Arrival{Kind: Poisson, Rate: 100}, Duration: 60 * time.Second,
+		Clients: 100, Arrival: Arrival{Kind: Poisson, Rate: 100}, Duration: 10 * time.Second,
 		Tiers: []Tier{{Service: Const(time.Millisecond)}},
 	}
 	full, err := Run(&m, noRetry, 1)
@@ -109,7 +110,7 @@ func TestScenarioCancelledReturnsPartialReport(t *testing.T) {
 	sc, err := NewModelScenario(ModelSpec{
 		Name: "cancel",
 		Model: Model{
-			Clients: 50, Arrival: Arrival{Kind: Poisson, Rate: 50}, Duration: 60 * time.Second,
+			Clients: 10, Arrival: Arrival{Kind: Poisson, Rate: 50}, Duration: 60 * time.Second,
 			Tiers:  []Tier{{Workers: 4, Service: Exp(10 * time.Millisecond)}},
 			Faults: []Fault{{Kind: FaultUnavailable, Start: 20 * time.Second, End: 25 * time.Second}},
 		},

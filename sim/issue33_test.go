@@ -60,6 +60,7 @@ func ampCellOf(t *testing.T, tb Table, policy string) string {
 // full, full+budget and full+shared-budget cannot be told apart from the
 // lowest peak, and the table marks them so.
 func TestGatewayRestartMarksThePeaksThreeTrialsCannotTellApart(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "gateway-restart", Options{Seed: 1})
 	tb := rep.Tables[0]
 	for _, p := range []string{PolicyFull, PolicyBudget, "full+shared-budget"} {
@@ -76,6 +77,7 @@ func TestGatewayRestartMarksThePeaksThreeTrialsCannotTellApart(t *testing.T) {
 // with every policy whose interval overlaps it: 3 trials cannot tell
 // sre-k2 from breaker or sre-k1.1.
 func TestBrownoutVerdictNamesThePeaksItCannotTellApart(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "brownout", Options{Seed: 1})
 	c := &rep.Cases[0]
 	v := JudgeCase(c)
@@ -101,6 +103,7 @@ func TestBrownoutVerdictNamesThePeaksItCannotTellApart(t *testing.T) {
 // reading ≈1.1x beside no-hedge. The straggler verdict speaks of p99.9
 // and names the heaviest peak.
 func TestStragglerMeasuresEveryPolicyAgainstOneBaseline(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "straggler", Options{Seed: 1})
 	c := rep.Cases[0]
 	none, fixed := row(t, c, PolicyNoHedge), row(t, c, PolicyHedgeFixed)
@@ -175,6 +178,7 @@ func TestStuckNeedsAnObservationWindow(t *testing.T) {
 // recovered 30s after the brownout, but it recovers later (after about
 // 66s with --duration 180s): 30s is too short to call it stuck.
 func TestBrownoutSlowRecoveryIsNotCalledStuck(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "brownout", Options{Seed: 1, Trials: 1, Policies: []string{PolicySREK11}})
 	m := rep.Cases[0].Rows[0].Metrics
 	if m.Recovered == 0 && m.Unobserved == 0 {
@@ -280,6 +284,7 @@ func TestCancelledRunShowsUnrunPoliciesAsNotRun(t *testing.T) {
 // throttles settle prints no NaN, and the metastable paper note says
 // what the table's recovery column says.
 func TestNotesFollowTheRunsWindowsAndTrials(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "brownout", Options{Seed: 1, Duration: 31 * time.Second, Policies: []string{PolicySREK2, PolicySREK11}})
 	notes := strings.Join(rep.Tables[0].Notes, "\n")
 	if strings.Contains(notes, "NaN") || strings.Contains(notes, "Inf") || !strings.Contains(notes, "The lab cannot say") {
@@ -376,6 +381,7 @@ func TestFaultAfterTheRunIsRefused(t *testing.T) {
 // Issue 33, item 14: the charts' capacity line follows the capacity
 // faults: brownout's backend serves 400/s, then 200/s from 30s to 90s.
 func TestCapacityLineFollowsCapacityFaults(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "brownout", Options{Seed: 1, Trials: 1, Policies: []string{PolicyNoRetry}})
 	p := rep.Plots[0]
 	if fmt.Sprint(p.HLineX) != "[0 30 90]" || fmt.Sprint(p.HLineY) != "[400 200 400]" || p.HLine != 400 {

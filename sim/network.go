@@ -124,6 +124,7 @@ type hop struct {
 	strat   backoff.Strategy
 	timeout time.Duration
 	ad      *hedge.Adaptive // Policy.Hedge.Adaptive, for the hop
+	tlane   LaneID          // the Sim lane of its attempt timeouts (timeout > 0)
 }
 
 type tierState struct {
@@ -133,6 +134,11 @@ type tierState struct {
 	queue     ring
 	inService []int32 // attempts holding a worker (for a restart to drop)
 	faults    []*Fault
+	// A constant service time's lane: a service that takes exactly
+	// svcConst ends through it (svcLaned).
+	svcLaned bool
+	svcConst time.Duration
+	svcLane  LaneID
 }
 
 // caller is one process that makes calls into a tier: a client, or a tier
@@ -247,6 +253,9 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		if h.timeout == 0 {
 			h.timeout = m.Tiers[i].Timeout
 		}
+		if h.timeout > 0 {
+			h.tlane = s.Lane(h.timeout)
+		}
 		if hg := h.pol.Hedge; hg != nil && hg.Adaptive != nil {
 			c := *hg.Adaptive
 			c.Clock = s.Clock()
@@ -261,6 +270,9 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 		t.eff = t.cfg.Workers
 		if t.eff == 0 {
 			t.eff = math.MaxInt
+		}
+		if sv := t.cfg.Service; sv.Kind == DistConst && sv.A >= 0 {
+			t.svcLaned, t.svcConst, t.svcLane = true, sv.A, s.Lane(sv.A)
 		}
 	}
 	for i := range m.Faults {
@@ -475,7 +487,7 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 		}
 	}
 	if h.timeout > 0 {
-		r.s.After(h.timeout, r.hTimeout, ai, a.gen)
+		r.s.AfterLane(h.tlane, r.hTimeout, ai, a.gen)
 	}
 	cl.live = append(cl.live, ai)
 	if h.pol.Hedge != nil {
@@ -634,6 +646,10 @@ func (r *runner) startService(ti int32, ai int32) {
 		if f.Kind == FaultSlow && f.active(r.s.now) {
 			d += f.Extra.Sample(rng)
 		}
+	}
+	if t.svcLaned && d == t.svcConst {
+		r.s.AfterLane(t.svcLane, r.hServed, ai, a.gen) // After(d), cheaper
+		return
 	}
 	r.s.After(d, r.hServed, ai, a.gen)
 }

@@ -41,6 +41,7 @@ func cascadeTotal(t *testing.T) (Model, map[string]Variant) {
 // every attempt: 4³ = 64 database attempts per user call; one tier
 // retrying: 4; the SRE book's 3 attempts per request: 3.
 func TestCascadeTotalFailureMultipliesByTheClosedForm(t *testing.T) {
+	fullModel(t)
 	m, vs := cascadeTotal(t)
 	for _, c := range []struct {
 		policy string
@@ -75,6 +76,7 @@ func TestCascadeSREBudgetHoldsLoadNearOnePointOne(t *testing.T) {
 // documented 2% (calls started at the end of the fault meet a database
 // that answers again); the partial case stays below the total one.
 func TestCascadeTableShowsTotalBesidePartial(t *testing.T) {
+	fullModel(t)
 	if testing.Short() {
 		t.Skip("runs the full cascade scenario")
 	}
@@ -105,6 +107,7 @@ func TestCascadeTableShowsTotalBesidePartial(t *testing.T) {
 // recovering; and its slowdown-free database means the retries alone
 // hold it down.
 func TestMetastablePaperExampleDoublesTheLoadAndStays(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "metastable", Options{Seed: 1, Policies: []string{PolicyNoRetry, "retry-once"}})
 	var paper *Case
 	for i := range rep.Cases {
@@ -146,6 +149,7 @@ func TestMetastablePaperExampleDoublesTheLoadAndStays(t *testing.T) {
 // no retries stay stuck; the paper case: retries alone, so no retries
 // recover. Together they separate the two mechanisms.
 func TestMetastableCasesSeparateTheMechanisms(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "metastable", Options{Seed: 1, Policies: []string{PolicyNoRetry, PolicyBudget, PolicyImmediate}})
 	want := map[string]map[string]float64{ // case -> policy -> Recovered
 		"blip: retries and slowdown": {PolicyNoRetry: 1, PolicyBudget: 1, PolicyImmediate: 0},
@@ -170,6 +174,7 @@ func TestMetastableCasesSeparateTheMechanisms(t *testing.T) {
 // call within 1%; the per-client bucket lets more through as clients get
 // smaller (each starts with 5 tokens); the breaker stays at about 1.
 func TestRetryBudgetClientSweep(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "retry-budget", Options{Seed: 3, Policies: []string{"published-bucket", "published-breaker", "fleet-bucket"}})
 	var sweep []Case
 	for _, c := range rep.Cases {
@@ -235,6 +240,7 @@ func TestReplyLossCostsTheServerWork(t *testing.T) {
 // tolerance: 4x to 7x) and stay stuck, while the 10% budget holds the
 // seed's 1.2x (at most 1.5x) and loses far fewer calls.
 func TestPacketLossStormsOnlyUnderItsConditions(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "packet-loss", Options{Seed: 1, Policies: []string{PolicyImmediate, "full+budget-10%"}})
 	if len(rep.Cases) != 2 {
 		t.Fatalf("%d cases, want request loss and reply loss", len(rep.Cases))
@@ -289,6 +295,7 @@ func TestWavesFindsVerticalRises(t *testing.T) {
 // is the one jitter and budgets change; the fleet-shared budget holds it
 // near the baseline.
 func TestGatewayWavesAndPeakAfterTheRestart(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "gateway-restart", Options{Seed: 1, Policies: []string{PolicyExponential, PolicyFull, PolicyBudget, "full+shared-budget"}})
 	c := rep.Cases[0]
 	var waves = map[string][]float64{}
@@ -467,6 +474,7 @@ func TestLatencyAndSlowFaultsDiffer(t *testing.T) {
 // (the metastable scenario's ten policies take two panels), the capacity
 // line and the fault window labelled, the end of traffic marked.
 func TestLoadChartsAreReadable(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "metastable", Options{Seed: 1, Duration: 40 * time.Second})
 	overviews := 0
 	for _, p := range rep.Plots {
@@ -517,6 +525,7 @@ func TestCommonRandomNumbersPerCall(t *testing.T) {
 // With several trials the table shows each peak's confidence interval and
 // marks the peaks it cannot tell from the lowest one.
 func TestTablesShowConfidenceIntervals(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "gateway-restart", Options{Seed: 1, Trials: 3, Clients: 1000, Duration: 40 * time.Second})
 	tb := rep.Tables[0]
 	low := rep.Cases[0].Rows[0].Metrics

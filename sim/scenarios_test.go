@@ -48,6 +48,7 @@ func row(t *testing.T, c Case, policy string) *Metrics {
 // immediate retries succeed with probability 1-p⁴ and make 1+p+p²+p³
 // attempts per call; no retries succeed with 1-p and make exactly 1.
 func TestRetryBudgetClosedForms(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "retry-budget", Options{Seed: 7})
 	probs := []float64{0.01, 0.10, 0.20, 0.50, 0.75}
 	if len(rep.Cases) != len(probs)+3 { // then the client sweep
@@ -106,6 +107,7 @@ func TestRetryBudgetClosedForms(t *testing.T) {
 // jitter and takes longer; decorrelated does a little more work than full
 // but finishes sooner; no backoff at all is the most work.
 func TestAWSOCCShape(t *testing.T) {
+	fullModel(t)
 	const trials = 150
 	stats := map[string]OCCStats{}
 	for _, p := range occPolicies {
@@ -164,6 +166,7 @@ func TestAWSOCCScenarioReport(t *testing.T) {
 // metastable: after the blip, retrying without a budget keeps the database
 // overloaded; no retries, and retries under a budget, recover.
 func TestMetastableStuckVersusRecovered(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "metastable", Options{Seed: 1, Duration: 70 * time.Second,
 		Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyFull, PolicyBudget, PolicyGuarded}})
 	c := rep.Cases[0]
@@ -187,6 +190,7 @@ func TestMetastableStuckVersusRecovered(t *testing.T) {
 // does far less; budgets at every hop keep load near one attempt per call
 // and recover.
 func TestCascadeAmplification(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "cascade", Options{Seed: 1, Duration: 60 * time.Second})
 	c := rep.Cases[0]
 	every, one, budg := row(t, c, "retry-every-tier"), row(t, c, "retry-at-one-tier"), row(t, c, "budget-every-tier")
@@ -202,6 +206,7 @@ func TestCascadeAmplification(t *testing.T) {
 // packet-loss: without retries the calls lost are exactly the loss rate
 // over the loss window; retries recover nearly all of them.
 func TestPacketLossSuccess(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "packet-loss", Options{Seed: 1, Clients: 10, Policies: []string{PolicyNoRetry, PolicyImmediate, PolicyBudget}})
 	c := rep.Cases[0]
 	none := row(t, c, PolicyNoRetry)
@@ -225,6 +230,7 @@ func TestPacketLossSuccess(t *testing.T) {
 // about 1500/250 = 6s whatever the jitter. Without jitter, the retries of
 // the requests the restart dropped together come back together.
 func TestGatewayRestart(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "gateway-restart", Options{Seed: 1})
 	c := rep.Cases[0]
 	imm, full, exp := row(t, c, PolicyImmediate), row(t, c, PolicyFull), row(t, c, PolicyExponential)
@@ -252,6 +258,7 @@ func TestGatewayRestart(t *testing.T) {
 // The same seed gives byte-identical JSON, whatever the parallelism; a
 // different seed gives different numbers.
 func TestReportJSONIsDeterministic(t *testing.T) {
+	fullModel(t)
 	encode := func(seed uint64, workers int) []byte {
 		rep := runScenario(t, "retry-budget", Options{Seed: seed, Workers: workers, Trials: 2, Clients: 10})
 		b, err := json.Marshal(rep)

@@ -13,6 +13,7 @@ import (
 // about 5% of calls, fewer once the fast answers beat it), and the 10%
 // budget does not bind.
 func TestStragglerHedgingAtP95CutsTheTail(t *testing.T) {
+	fullModel(t)
 	rep := runScenario(t, "straggler", Options{Seed: 1})
 	tail := rep.Cases[0]
 	none, p95, budgeted := row(t, tail, PolicyNoHedge), row(t, tail, PolicyHedgeP95), row(t, tail, PolicyHedgeBudget)

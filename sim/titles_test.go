@@ -31,6 +31,7 @@ func TestCommasAndFaultSpan(t *testing.T) {
 // Titles describe the model as run: the client count and the fault as the
 // run's duration cuts it, not the defaults' fixed text.
 func TestTitlesFollowTheModelAsRun(t *testing.T) {
+	fullModel(t)
 	for _, tc := range []struct {
 		scenario string
 		o        Options
@@ -193,6 +194,7 @@ func TestStdErr(t *testing.T) {
 // breaker stops retrying once a tenth of the attempts fail, and retries
 // freely below that.
 func TestRetryBudgetPublishedModels(t *testing.T) {
+	fullModel(t)
 	sc, _ := Lookup("retry-budget")
 	rep, err := sc.Run(context.Background(), Options{Seed: 1, Trials: 1, Policies: []string{"immediate", "published-bucket", "published-breaker"}})
 	if err != nil {

@@ -27,6 +27,7 @@ func cellX(t *testing.T, cell string) float64 {
 // lowest and highest peaks are the column's. A verdict computed otherwise
 // than the table fails here.
 func TestVerdictAgreesWithTheTable(t *testing.T) {
+	fullModel(t)
 	for _, tc := range []struct {
 		name string
 		o    Options
@@ -88,6 +89,7 @@ func TestVerdictAgreesWithTheTable(t *testing.T) {
 
 // Every built-in scenario defines every policy it runs by default.
 func TestEveryPolicyHasALegend(t *testing.T) {
+	fullModel(t)
 	for _, sc := range Scenarios() {
 		rep, err := sc.Run(t.Context(), Options{Seed: 1, Trials: 1, Clients: 5, Duration: 40 * time.Second}) // every fault starts before 40s
 		if sc.Name == "aws-occ" {
