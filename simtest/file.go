@@ -99,10 +99,7 @@ func readFile(path string) ([]byte, error) {
 // ParseSections.) Sections in a flow-style document ({...}, JSON) cannot
 // be blanked line by line and are refused.
 func ParsePolicyFile(name string, data []byte) (*PolicyFile, error) {
-	if p, ok := secondDocument(name, data); ok {
-		return nil, &Error{[]Problem{p}}
-	}
-	rest, err := stripSections(name, data)
+	rest, err := stripSections(name, data) // config.Parse refuses a second YAML document
 	if err != nil {
 		return nil, err
 	}
@@ -121,25 +118,35 @@ func ParsePolicyFile(name string, data []byte) (*PolicyFile, error) {
 	return out, nil
 }
 
-// secondDocument reports a YAML document after the first: config.Parse
-// reads only the first, so a policy in a second one would be dropped
-// without a word (by the service too, until config.Parse refuses it).
+// secondDocument reports a YAML document after the first in a downstream
+// file, as config.Parse does in a policy file: the decoder reads only the
+// first, so gates in a second one would be dropped without a word. An
+// empty document (a trailing --- or ...) is no problem.
 func secondDocument(name string, data []byte) (Problem, bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var first yaml.Node
 	if err := dec.Decode(&first); err != nil {
-		return Problem{}, false // empty or invalid: config.Parse reports it
+		return Problem{}, false // empty or invalid: parseSections reports it
 	}
-	var next yaml.Node
-	if err := dec.Decode(&next); err != nil {
-		return Problem{}, false
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			return Problem{}, false
+		}
+		if err != nil {
+			return syntaxProblem(name, err), true
+		}
+		if len(next.Content) == 0 {
+			continue
+		}
+		c := next.Content[0]
+		if c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == "" {
+			continue
+		}
+		return Problem{File: name, Line: c.Line, Column: c.Column,
+			Msg: "a second YAML document: a downstream file holds one; merge them or split the file"}, true
 	}
-	line, col := next.Line, next.Column
-	if len(next.Content) > 0 {
-		line, col = next.Content[0].Line, next.Content[0].Column
-	}
-	return Problem{File: name, Line: line, Column: col,
-		Msg: "a second YAML document: a policy file holds one (the service's loader reads only the first); merge them or split the file"}, true
 }
 
 // sectionKeys are the top-level keys check reads itself.
@@ -238,6 +245,9 @@ func splitLines(data []byte) [][]byte {
 func ParseSections(name string, data []byte) (Sections, error) {
 	if len(data) > maxFileSize {
 		return Sections{}, fmt.Errorf("check: %s: larger than %d bytes", name, maxFileSize)
+	}
+	if p, ok := secondDocument(name, data); ok {
+		return Sections{}, &Error{[]Problem{p}}
 	}
 	return parseSections(name, data, false)
 }
