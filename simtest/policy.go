@@ -261,13 +261,17 @@ func simPolicy(p Policy, storm Storm, counts *runCounts) (sim.Policy, features) 
 		sp.Limiter = func(env sim.Env) retry.Limiter {
 			l := build(env).Limiter
 			if _, ok := l.(*throttle.Adaptive); ok {
-				return l // the simulator waits on it by its type (see sim.Policy.Limiter)
+				// Its Acquire would wait on a timer of the virtual clock,
+				// which nothing advances while the run waits: it is asked
+				// never to wait.
+				return &noWaitLimiter{inner: l, clk: env.Clock}
 			}
 			return &seamLimiter{inner: l, s: sm}
 		}
 		if _, ok := probe.Limiter.(*throttle.Adaptive); ok {
 			f.notes = append(f.notes, "the throttle.Adaptive limiter built in Go hears the simulator's own errors (sim.ErrOverloaded, sim.ErrServer), "+
-				"not HTTP answers: give it Throttled: sim.IsSimOverload, or load the policy from a file")
+				"not HTTP answers, and is asked never to wait: an attempt short of a token is refused; "+
+				"build it with sim.AdaptiveLimiter, or load the policy from a file, for the waits")
 		}
 	}
 	if p.Hedge != nil {
@@ -297,7 +301,9 @@ func specLimiter(ls *config.LimiterSpec, sm *seams) func(sim.Env) retry.Limiter 
 				th = throttle.IsOverload
 			}
 			c.Throttled = func(err error) bool { return th(answer(err, sm.throttle)) }
-			return throttle.NewAdaptive(c)
+			// sim's: Acquire reserves the token and the run waits for it
+			// on the virtual clock (a plain Adaptive would block the run).
+			return sim.AdaptiveLimiter(c)(env)
 		}
 	default:
 		return func(env sim.Env) retry.Limiter {
