@@ -58,8 +58,13 @@ type Policy struct {
 // are rebuilt from the policy's spec with the registered constructors
 // (backoff.New, breaker.New) given the run's seeded random source
 // (config.Options has no Rand to hand them).
+//
+// A breaker or ratio budget marked shared: is one state for the whole
+// simulated fleet in each run, as the service's store (Options.Shared)
+// makes it one for the whole fleet.
 func FromFile(f *config.File, operations ...string) ([]Policy, error) {
-	reg := config.NewRegistry(config.Options{})
+	stores := &fleetStores{names: sharedNames(f)}
+	reg := config.NewRegistry(stores.options(nil, nil))
 	if err := reg.Apply(f); err != nil {
 		return nil, err
 	}
@@ -95,7 +100,7 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 			label = p.op + " (" + name + ")"
 		}
 		pol := Policy{Name: label, Operation: p.op, spec: spec, New: func(env sim.Env) *retry.Policy {
-			r := config.NewRegistry(config.Options{Clock: env.Clock})
+			r := config.NewRegistry(stores.options(env.Clock, env.Rand))
 			if err := r.Apply(file); err != nil {
 				return nil // f was applied above; cannot happen
 			}
@@ -105,7 +110,7 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 			if b, err := backoff.New(spec.Backoff.Strategy, params); err == nil {
 				cp.Backoff = b
 			}
-			if spec.Breaker != nil {
+			if spec.Breaker != nil && spec.Breaker.Shared == "" { // a shared one is the run's (fleetStores)
 				c := spec.Breaker.Config
 				c.Clock, c.Rand = env.Clock, env.Rand
 				if old, ok := cp.Breaker.(*breaker.Breaker); ok {
