@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"sort"
@@ -55,7 +56,40 @@ type PolicyFile struct {
 	File *config.File
 	// Sections are the downstream and gates sections found in the same
 	// file, if any.
-	Sections Sections
+	Sections   Sections
+	positions  map[string][2]int // each policy's name: line, column
+	sectionsAt [2]int            // the first downstream or gates key
+}
+
+// Position returns the line and column of the policy's name in the file
+// (under policies), or 0, 0.
+func (pf *PolicyFile) Position(policy string) (line, col int) {
+	p := pf.positions[policy]
+	return p[0], p[1]
+}
+
+// positions returns where each policy's name and the first section key
+// are in data.
+func positions(data []byte) (map[string][2]int, [2]int) {
+	out := map[string][2]int{}
+	var at [2]int
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return out, at
+	}
+	doc := root.Content[0]
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		if contains(sectionKeys, k.Value) && at[0] == 0 {
+			at = [2]int{k.Line, k.Column}
+		}
+		if k.Value == "policies" && v.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				out[v.Content[j].Value] = [2]int{v.Content[j].Line, v.Content[j].Column}
+			}
+		}
+	}
+	return out, at
 }
 
 // maxFileSize bounds the files check reads.
@@ -73,7 +107,11 @@ func LoadPolicyFile(path string) (*PolicyFile, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("check: %s: cannot be read: %w", path, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
@@ -99,19 +137,23 @@ func readFile(path string) ([]byte, error) {
 // ParseSections.) Sections in a flow-style document ({...}, JSON) cannot
 // be blanked line by line and are refused.
 func ParsePolicyFile(name string, data []byte) (*PolicyFile, error) {
+	if err := checkAliases(name, data); err != nil {
+		return nil, err
+	}
 	rest, err := stripSections(name, data) // config.Parse refuses a second YAML document
 	if err != nil {
 		return nil, err
 	}
 	f, err := config.Parse(name, rest)
 	if err != nil {
-		return nil, err
+		return nil, explained(data, err)
 	}
 	out := &PolicyFile{File: f}
+	out.positions, out.sectionsAt = positions(data)
 	if !bytes.Equal(rest, data) {
 		s, err := parseSections(name, data, true)
 		if err != nil {
-			return nil, err
+			return nil, explained(data, err)
 		}
 		out.Sections = s
 	}
@@ -247,9 +289,16 @@ func ParseSections(name string, data []byte) (Sections, error) {
 		return Sections{}, fmt.Errorf("check: %s: larger than %d bytes", name, maxFileSize)
 	}
 	if p, ok := secondDocument(name, data); ok {
-		return Sections{}, &Error{[]Problem{p}}
+		return Sections{}, &Error{[]Problem{explain(data, p)}}
 	}
-	return parseSections(name, data, false)
+	if err := checkAliases(name, data); err != nil {
+		return Sections{}, err
+	}
+	s, err := parseSections(name, data, false)
+	if err != nil {
+		return Sections{}, explained(data, err)
+	}
+	return s, nil
 }
 
 // The YAML forms of the sections. Decoded with KnownFields, so unknown
