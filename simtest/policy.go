@@ -31,11 +31,16 @@ type Policy struct {
 	// seed gives the same report. A nil result is the zero Policy.
 	//
 	// The simulator runs the policy's MaxAttempts, MaxElapsed, Backoff,
-	// AttemptTimeout, MinAttemptTime, Budget and Breaker, in retry.Do's
-	// order. It does not consult Classify (every simulated failure, a 503,
-	// a 500 or a timeout, is retryable), nor Limiter, and sends no server
-	// advice, so MaxRetryAfter has no effect; the clients' calls carry no
-	// inbound call, so Nested has no effect; Observer is not called.
+	// AttemptTimeout, MinAttemptTime, Budget, Breaker and Limiter, in
+	// retry.Do's order, and hands Classify (nil: retry.DefaultClassifier)
+	// each failed attempt as an *Answer of its kind (a timeout, a 503, a
+	// 500, a 429), as the HTTP adapter reports it. A throttle.Adaptive
+	// limiter built here is asked never to wait (an attempt short of a
+	// token is refused); sim.AdaptiveLimiter's waits on the virtual clock.
+	// No server advice is sent, so MaxRetryAfter has no effect; the
+	// clients' calls carry no inbound call, so Nested has no effect;
+	// Observer is not called. A panic in New is raised again by Run (and
+	// Check) on the caller's goroutine, after every run has stopped.
 	New func(env sim.Env) *retry.Policy
 	// Hedge, when set, makes every client hedge its calls under this
 	// policy (sim.Hedge: package hedge's rule). FromFile sets it from the
