@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/config"
@@ -88,17 +89,23 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 			picks = append(picks, pick{name: spec.Name, op: op})
 		}
 	}
-	// A policy picked by name is served from a copy of the file without
-	// its operations, so that an operation named like another policy does
-	// not stand in for it.
-	byName := *f
-	byName.Operations = map[string]string{}
+	// Each policy is served from a copy of the file holding it alone (and
+	// the operation it was picked for): every client instance of every run
+	// builds a Registry, which then builds one policy rather than the whole
+	// file's. A policy picked by name has no operations, so that an
+	// operation named like another policy does not stand in for it.
 	out := make([]Policy, 0, len(picks))
 	for _, p := range picks {
-		name, key, file := p.name, p.op, f
-		if key == "" {
-			key, file = name, &byName
+		name, key := p.name, p.op
+		one := *f
+		one.Policies = map[string]*config.PolicySpec{name: f.Policies[name]}
+		one.Operations, one.Default = map[string]string{}, ""
+		if key == "" || key == name {
+			key = name
+		} else {
+			one.Operations[key] = name
 		}
+		file := &one
 		spec := f.Policies[name]
 		label := name
 		if p.op != "" && p.op != name {
@@ -112,8 +119,17 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 			cp := *r.Policy(key).Policy()
 			params := spec.Backoff.Params
 			params.Rand = env.Rand
-			if b, err := backoff.New(spec.Backoff.Strategy, params); err == nil {
+			switch b := cp.Backoff.(type) {
+			case awsretry.Rules: // a preset's: its jitter from the run's source too
+				b.Rand = env.Rand
 				cp.Backoff = b
+			case awsretry.LegacyRules:
+				b.Rand = env.Rand
+				cp.Backoff = b
+			default:
+				if b, err := backoff.New(spec.Backoff.Strategy, params); err == nil {
+					cp.Backoff = b
+				}
 			}
 			if spec.Breaker != nil && spec.Breaker.Shared == "" { // a shared one is the run's (fleetStores)
 				c := spec.Breaker.Config
