@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"sort"
@@ -293,3 +296,35 @@ func sorted(list []string) []string {
 }
 
 func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// secondDocument reports the first YAML document after the first that
+// holds anything: a policy file holds one document, and the service would
+// otherwise read the first alone and drop the rest without a word. An
+// empty document (a trailing --- or ...) is no problem. A syntax error
+// after the first document is reported too, for the same reason.
+func secondDocument(name string, data []byte) (Problem, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first yaml.Node
+	if err := dec.Decode(&first); err != nil {
+		return Problem{}, false // empty or invalid: Parse reports it
+	}
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			return Problem{}, false
+		}
+		if err != nil {
+			return syntaxProblem(name, err), true
+		}
+		if len(next.Content) == 0 {
+			continue
+		}
+		c := next.Content[0]
+		if c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == "" {
+			continue // an empty document
+		}
+		return Problem{File: name, Line: c.Line, Column: c.Column,
+			Msg: "a second YAML document: a policy file holds one; merge them or split the file"}, true
+	}
+}

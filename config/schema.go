@@ -145,6 +145,9 @@ func Parse(name string, data []byte) (*File, error) {
 		d.fail(nil, "", "the file is empty: it needs a policies mapping")
 		return nil, &Error{d.problems}
 	}
+	if p, ok := secondDocument(name, data); ok {
+		return nil, &Error{[]Problem{p}}
+	}
 	f := &File{Version: versionOf(data), Policies: map[string]*PolicySpec{}, Operations: map[string]string{}, name: name}
 	doc := root.Content[0]
 	f.policiesLine, f.operationsLine = keyLine(doc, "policies"), keyLine(doc, "operations")

@@ -31,8 +31,8 @@ func TestBinary(t *testing.T) {
 	}{
 		{"pass", []string{"--storms", "errors-50", "--max-amplification", "1.5", "testdata/budgeted.yaml"}, simtest.ExitPass, "every gate kept"},
 		{"gate failed", []string{"--storms", "errors-50", "--max-amplification", "1.5", "testdata/nobudget.yaml"}, simtest.ExitFail,
-			"check: FAIL nobudget failed errors-50: peak amplification"},
-		{"loader's message", []string{"testdata/nosuch.yaml"}, simtest.ExitUsage, "check: open testdata/nosuch.yaml: no such file or directory"},
+			": FAIL nobudget failed errors-50: peak amplification"},
+		{"loader's message", []string{"testdata/nosuch.yaml"}, simtest.ExitUsage, "testdata/nosuch.yaml:1:1: cannot be read: no such file or directory"},
 		{"usage", []string{"--bogus"}, simtest.ExitUsage, "usage: stormsim check"},
 	}
 	for _, c := range cases {

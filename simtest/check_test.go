@@ -147,3 +147,33 @@ func TestFromSpec(t *testing.T) {
 		t.Fatalf("nobudget: %q", rec.errors)
 	}
 }
+
+// Issue 34 item 13: Check could not choose the storms, the trials or the
+// seed; an Options chooses all three.
+func TestCheckChoosesStormsTrialsAndSeed(t *testing.T) {
+	p := simtest.Policy{Name: "client", New: func(env sim.Env) *retry.Policy {
+		return &retry.Policy{MaxAttempts: 2, Backoff: backoff.Constant{Interval: 100 * time.Millisecond}, Clock: env.Clock,
+			Budget: budget.NewRatio(budget.TenPercent())}
+	}}
+	rec := &recorder{TB: t}
+	rep := simtest.Check(rec, p, simtest.Downstream{}, simtest.Gates{}, simtest.Options{Storms: []string{simtest.StormErrors10}, Trials: 4, Seed: 7})
+	if rec.fatal != "" || rep == nil {
+		t.Fatalf("Check could not run: %s", rec.fatal)
+	}
+	if len(rep.Storms) != 1 || rep.Storms[0].Name != simtest.StormErrors10 || rep.Trials != 4 || rep.Seed != 7 {
+		t.Fatalf("storms %v, trials %d, seed %d; want errors-10, 4, 7", rep.Storms, rep.Trials, rep.Seed)
+	}
+	if tr := rep.Policies[0].Storms[0].Trials; len(tr) != 4 || tr[0].Seed != 7 {
+		t.Errorf("trials %+v", tr)
+	}
+	// Without Options: every storm, the default trials, seed 1.
+	rec = &recorder{TB: t}
+	rep = simtest.Check(rec, p, simtest.Downstream{}, simtest.Gates{}, simtest.Options{Storms: []string{simtest.StormErrors10}})
+	if rep == nil || rep.Seed != 1 || rep.Trials != simtest.DefaultTrials {
+		t.Fatalf("zero Options: %+v", rep)
+	}
+	rec = &recorder{TB: t}
+	if simtest.Check(rec, p, simtest.Downstream{}, simtest.Gates{}, simtest.Options{}, simtest.Options{}); rec.fatal == "" {
+		t.Error("two Options accepted")
+	}
+}

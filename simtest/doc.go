@@ -8,9 +8,12 @@
 // the same line-numbered messages. Each policy's real retry.Policy, built
 // by a Registry on the simulator's virtual clock, drives every client
 // instance of a simulated fleet: its attempt limit, backoff strategy,
-// attempt timeout, elapsed bound, budget and breaker, in retry.Do's
-// order (see the sim package). Every instance has its own budget and
-// breaker, as every process of a real fleet does.
+// attempt timeout, elapsed bound, budget, breaker, limiter and hedging,
+// in retry.Do's order (see the sim package), with every failure
+// classified by its kind (a timeout, a 503, a 500, a 429) as the
+// policy's retry_on or preset does. Every instance has its own budget and
+// breaker, as every process of a real fleet does; one marked shared: is
+// one for the whole fleet, as the service's store makes it.
 //
 // # The downstream and the storms
 //
@@ -26,9 +29,12 @@
 // steady traffic (the baseline) in a 40s run: a short outage (the
 // gateway restarts, drops what it holds and answers 503 for 3s), a
 // brownout (capacity halved for 10s), a latency spike past the client
-// timeout for 5s (the metastable trigger), and independent failures of
-// 10% and 50% of attempts for 10s. A run is deterministic: the same seed
-// gives the same report.
+// timeout for 5s (the metastable trigger), independent failures of 10%
+// and 50% of attempts for 10s, and throttling (half the attempts answered
+// 429 for 10s). Each storm runs over several trials (Options.Trials,
+// default 3) with seeds derived from one, and each measure is judged on
+// the trials' mean and its 95% interval (Estimate). A run is
+// deterministic: the same seed gives the same report.
 //
 // # Measures and gates
 //
@@ -36,17 +42,23 @@
 // (highest offered load over any 1s window ÷ the baseline load), the mean
 // amplification while the trigger lasts, whether and how soon after the
 // trigger ended the system recovered (sim.Metrics.RecoveryS), the
-// success rate of the run's calls and their p99 latency; and for each
-// policy its weakest point in one generated sentence.
+// share of calls that succeeded while the trigger lasted and after it,
+// their p99 latency; and for each policy its weakest point in one
+// sentence derived from the figures.
 //
 // Gates (a gates: section or flags) bound the peak amplification
-// (default 10×), the recovery time (default 10s; a storm with no
-// recovery fails) and the success rate (no default), for all storms or
-// per storm. A policy whose retries run away (a run needing more than
+// (default DefaultMaxAmplification, 2×), the recovery time (default 10s;
+// a storm with no recovery fails) and the success during and after the
+// storm (no default), for all storms or per storm. A result whose 95%
+// interval crosses a gate is borderline: it fails unless
+// Gates.PassBorderline. A policy whose retries run away (a run needing more than
 // RunawayFactor times the work of steady traffic) fails that storm
-// whatever the gates. Main exits 0 when every gate is kept, 1 when one
-// failed (naming policy, storm, gate and margin on stderr), 2 when the
-// check could not run (bad flags or files).
+// whatever the gates. Main checks one or more files (and globs), each on
+// its own, and exits 0 when every gate is kept, 1 when one failed (a
+// "file:line:col: FAIL policy failed storm: …" line on stderr, with the
+// margin), 2 when the check could not run (bad flags or files: every
+// problem a "file:line:col: message" line). Its --format writes text,
+// JSON, JUnit XML, SARIF 2.1.0 or GitHub workflow annotations.
 //
 // README.md beside this file documents the file schema and the command.
 package simtest

@@ -19,7 +19,8 @@ type Downstream struct {
 	Clients int `json:"clients"`
 	// Rate is the steady request rate in calls per second across the
 	// whole fleet (Poisson arrivals, Rate/Clients per instance).
-	// 0: 60% of the capacity.
+	// 0: 60% of the capacity, rounded to whole calls/s when that is at
+	// least one.
 	Rate float64 `json:"rate_per_s"`
 	// Workers is how many requests the downstream serves at once.
 	// 0: from Capacity, else 20.
@@ -123,7 +124,11 @@ func (d Downstream) Resolve() (Downstream, error) {
 	}
 	d.Capacity = float64(d.Workers) / mean.Seconds()
 	if d.Rate == 0 {
-		d.Rate = math.Round(DefaultUtilisation * d.Capacity)
+		// Whole calls/s, except below one (a slow service of few
+		// workers), where rounding would leave no traffic at all.
+		if d.Rate = math.Round(DefaultUtilisation * d.Capacity); d.Rate < 1 {
+			d.Rate = DefaultUtilisation * d.Capacity
+		}
 	}
 	if d.Rate/float64(d.Clients) > 1e6 {
 		return bad("rate %g over %d clients is more than 1e6 calls/s per client", d.Rate, d.Clients)

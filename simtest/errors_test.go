@@ -1,6 +1,7 @@
 package simtest_test
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -11,20 +12,21 @@ import (
 	"github.com/stormguard/stormguard/simtest"
 )
 
-// Policy files the loader refuses: check prints exactly the message the
-// service's loader (config.Load) prints for the same file, and exits 2.
+// Policy files the loader refuses: check prints the problems of the
+// service's loader (config.Load) for the same file, each as a
+// file:line:col line (the YAML parser's own words rewritten), and exits 2.
 func TestPolicyFileErrorsAreTheLoaders(t *testing.T) {
 	cases := []struct{ name, file, want string }{
-		{"syntax", "policies:\n  p:\n    max_attempts: [4\n", "config: FILE:"},
-		{"unknown field", "policies:\n  p:\n    max_atempts: 4\n", `FILE:3: policies.p.max_atempts: unknown field (known: `},
-		{"unregistered strategy", "policies:\n  p:\n    backoff:\n      strategy: fibonacci\n", `FILE:4: policies.p.backoff.strategy: "fibonacci" is not a registered strategy (known: `},
-		{"bad duration", "policies:\n  p:\n    backoff: {strategy: full_jitter, base: 50ms, max: 5x}\n", `FILE:3: policies.p.backoff.max: "5x" is not a duration`},
-		{"no policies", "operations:\n  a: b\n", "config: FILE"},
-		{"empty", "", "config: FILE: the file is empty"},
-		{"unknown top-level key", "policies:\n  p: {max_attempts: 2}\nstorms: {}\n", `FILE:3: storms: unknown field (known: default, operations, policies)`},
-		{"undefined policy", "policies:\n  p: {max_attempts: 2}\noperations:\n  op: q\n", `FILE:4: operations.op: policy "q" is not defined`},
-		{"renamed key", "policies:\n  p:\n    budget: {kind: window, percent: 10}\n", `FILE:3: policies.p.budget.percent: renamed to ratio`},
-		{"a list", "- a\n- b\n", "config: FILE"},
+		{"syntax", "policies:\n  p:\n    max_attempts: [4\n", "FILE:3:5: an unclosed [: a flow list needs a , between its items and a closing ]"},
+		{"unknown field", "policies:\n  p:\n    max_atempts: 4\n", `FILE:3:5: policies.p.max_atempts: unknown field (known: `},
+		{"unregistered strategy", "policies:\n  p:\n    backoff:\n      strategy: fibonacci\n", `FILE:4:17: policies.p.backoff.strategy: "fibonacci" is not a registered strategy (known: `},
+		{"bad duration", "policies:\n  p:\n    backoff: {strategy: full_jitter, base: 50ms, max: 5x}\n", `FILE:3:55: policies.p.backoff.max: "5x" is not a duration`},
+		{"no policies", "operations:\n  a: b\n", "FILE:1:1: "},
+		{"empty", "", "FILE:1:1: the file is empty"},
+		{"unknown top-level key", "policies:\n  p: {max_attempts: 2}\nstorms: {}\n", `FILE:3:1: storms: unknown field (known: default, operations, policies)`},
+		{"undefined policy", "policies:\n  p: {max_attempts: 2}\noperations:\n  op: q\n", `FILE:4:7: operations.op: policy "q" is not defined`},
+		{"renamed key", "policies:\n  p:\n    budget: {kind: window, percent: 10}\n", `FILE:3:28: policies.p.budget.percent: renamed to ratio`},
+		{"a list", "- a\n- b\n", "FILE:1:1: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -38,11 +40,17 @@ func TestPolicyFileErrorsAreTheLoaders(t *testing.T) {
 			}
 			mustContain(t, "stderr", errs, strings.ReplaceAll(c.want, "FILE", path))
 			_, lerr := config.Load(path)
-			if lerr == nil {
-				t.Fatal("config.Load accepts the file")
+			var ce *config.Error
+			if !errors.As(lerr, &ce) {
+				t.Fatalf("config.Load: %v", lerr)
 			}
-			if strings.TrimSpace(errs) != lerr.Error() {
-				t.Errorf("stderr is not the loader's message:\nstderr: %s\nloader: %s", errs, lerr)
+			for _, p := range ce.Problems {
+				if p.Path != "" { // the loader's own words, at its line and column
+					mustContain(t, "stderr", errs, simtest.FormatProblem(p))
+				}
+			}
+			if n := len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(path)+`:\d+:\d+: `).FindAllString(errs, -1)); n != len(ce.Problems) {
+				t.Errorf("%d problem lines, the loader has %d:\n%s", n, len(ce.Problems), errs)
 			}
 		})
 	}
@@ -57,8 +65,8 @@ func TestSectionsKeepLineNumbers(t *testing.T) {
 	if code != simtest.ExitUsage {
 		t.Fatalf("exit %d, want 2\n%s", code, errs)
 	}
-	want := "config: " + path + `:8: policies.p.backoff.max: "5x" is not a duration (use a number with a unit: 250ms, 2s, 1m)`
-	if strings.TrimSpace(errs) != want {
+	want := path + `:8:43: policies.p.backoff.max: "5x" is not a duration (use a number with a unit: 250ms, 2s, 1m)`
+	if first := strings.SplitN(errs, "\n", 2)[0]; first != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", errs, want)
 	}
 }
@@ -97,7 +105,7 @@ func TestSectionErrors(t *testing.T) {
 				t.Fatalf("exit %d, want 2\n%s\n%s", code, out, errs)
 			}
 			for _, w := range c.wants {
-				mustContain(t, "stderr", errs, strings.ReplaceAll(w, "FILE", path))
+				mustMatchLine(t, "stderr", errs, strings.ReplaceAll(w, "FILE", path))
 			}
 			// The same sections in a --downstream file: the same messages,
 			// two lines up (no policies above them).
@@ -112,13 +120,24 @@ func TestSectionErrors(t *testing.T) {
 					n, _ := strconv.Atoi(strings.Trim(m, ":"))
 					return ":" + strconv.Itoa(n-2) + ":"
 				})
-				mustContain(t, "--downstream stderr", errs, w)
+				mustMatchLine(t, "--downstream stderr", errs, w)
 			}
 		})
 	}
 }
 
 var lineNo = regexp.MustCompile(`:\d+:`)
+
+// mustMatchLine is mustContain for a want of the form "file:line: rest":
+// got must hold "file:line:col: rest", for some column.
+func mustMatchLine(t *testing.T, what, got, want string) {
+	t.Helper()
+	i := lineNo.FindStringIndex(want)
+	re := regexp.MustCompile(regexp.QuoteMeta(want[:i[1]]) + `\d+: ` + regexp.QuoteMeta(strings.TrimPrefix(want[i[1]:], " ")))
+	if !re.MatchString(got) {
+		t.Errorf("%s lacks %q (with a column); got:\n%s", what, want, got)
+	}
+}
 
 // Command-line mistakes: exit 2 with a message and the usage.
 func TestUsageErrors(t *testing.T) {
@@ -128,8 +147,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no file", nil, "name the policy file to check"},
-		{"two files", []string{"testdata/budgeted.yaml", "testdata/nobudget.yaml"}, "one policy file at a time, got 2"},
+		{"no file", nil, "name the policy files to check"},
 		{"unknown flag", []string{"--max-amp", "2", "testdata/budgeted.yaml"}, "flag provided but not defined: -max-amp"},
 		{"bad recovery", []string{"--max-recovery", "soon", "testdata/budgeted.yaml"}, "want a positive duration such as 10s, or none"},
 		{"bad share", []string{"--min-success", "120%", "testdata/budgeted.yaml"}, "want a share in (0, 1]"},
@@ -139,7 +157,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad service", []string{"--service", "gamma(3)", "testdata/budgeted.yaml"}, `unknown distribution "gamma"`},
 		{"missing file", []string{"testdata/nosuch.yaml"}, "no such file or directory"},
 		{"missing downstream file", []string{"--downstream", "testdata/nosuch.yaml", "testdata/budgeted.yaml"}, "no such file or directory"},
-		{"unknown operation", []string{"--operation", "nosuch", "testdata/budgeted.yaml"}, `check: testdata/budgeted.yaml: simtest: unknown operation "nosuch": the file gives it no policy`},
+		{"unknown operation", []string{"--operation", "nosuch", "testdata/budgeted.yaml"}, `testdata/budgeted.yaml:1:1: unknown operation "nosuch": the file gives it no policy`},
 		{"workers and capacity", []string{"--workers", "5", "--capacity", "100", "testdata/budgeted.yaml"}, "-workers and -capacity: set one"},
 		{"service 0", []string{"--service", "0s", "testdata/budgeted.yaml"}, "-service 0s: want a mean above 0"},
 		{"latency 0", []string{"--latency", "0", "testdata/budgeted.yaml"}, "-latency 0: the model takes at least 1µs"},
@@ -170,7 +188,7 @@ func TestOutUnwritable(t *testing.T) {
 	if code != simtest.ExitUsage {
 		t.Fatalf("exit %d, want 2\n%s", code, errs)
 	}
-	mustContain(t, "stderr", errs, "check: --out:")
+	mustContain(t, "stderr", errs, "budgeted.yaml: --out:")
 	if _, err := os.Stat(file + "/sub"); err == nil {
 		t.Error("a directory was made inside a file")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"sort"
@@ -55,7 +56,40 @@ type PolicyFile struct {
 	File *config.File
 	// Sections are the downstream and gates sections found in the same
 	// file, if any.
-	Sections Sections
+	Sections   Sections
+	positions  map[string][2]int // each policy's name: line, column
+	sectionsAt [2]int            // the first downstream or gates key
+}
+
+// Position returns the line and column of the policy's name in the file
+// (under policies), or 0, 0.
+func (pf *PolicyFile) Position(policy string) (line, col int) {
+	p := pf.positions[policy]
+	return p[0], p[1]
+}
+
+// positions returns where each policy's name and the first section key
+// are in data.
+func positions(data []byte) (map[string][2]int, [2]int) {
+	out := map[string][2]int{}
+	var at [2]int
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return out, at
+	}
+	doc := root.Content[0]
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		if contains(sectionKeys, k.Value) && at[0] == 0 {
+			at = [2]int{k.Line, k.Column}
+		}
+		if k.Value == "policies" && v.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				out[v.Content[j].Value] = [2]int{v.Content[j].Line, v.Content[j].Column}
+			}
+		}
+	}
+	return out, at
 }
 
 // maxFileSize bounds the files check reads.
@@ -73,7 +107,11 @@ func LoadPolicyFile(path string) (*PolicyFile, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("check: %s: cannot be read: %w", path, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
@@ -99,47 +137,58 @@ func readFile(path string) ([]byte, error) {
 // ParseSections.) Sections in a flow-style document ({...}, JSON) cannot
 // be blanked line by line and are refused.
 func ParsePolicyFile(name string, data []byte) (*PolicyFile, error) {
-	if p, ok := secondDocument(name, data); ok {
-		return nil, &Error{[]Problem{p}}
+	if err := checkAliases(name, data); err != nil {
+		return nil, err
 	}
-	rest, err := stripSections(name, data)
+	rest, err := stripSections(name, data) // config.Parse refuses a second YAML document
 	if err != nil {
 		return nil, err
 	}
 	f, err := config.Parse(name, rest)
 	if err != nil {
-		return nil, err
+		return nil, explained(data, err)
 	}
 	out := &PolicyFile{File: f}
+	out.positions, out.sectionsAt = positions(data)
 	if !bytes.Equal(rest, data) {
 		s, err := parseSections(name, data, true)
 		if err != nil {
-			return nil, err
+			return nil, explained(data, err)
 		}
 		out.Sections = s
 	}
 	return out, nil
 }
 
-// secondDocument reports a YAML document after the first: config.Parse
-// reads only the first, so a policy in a second one would be dropped
-// without a word (by the service too, until config.Parse refuses it).
+// secondDocument reports a YAML document after the first in a downstream
+// file, as config.Parse does in a policy file: the decoder reads only the
+// first, so gates in a second one would be dropped without a word. An
+// empty document (a trailing --- or ...) is no problem.
 func secondDocument(name string, data []byte) (Problem, bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var first yaml.Node
 	if err := dec.Decode(&first); err != nil {
-		return Problem{}, false // empty or invalid: config.Parse reports it
+		return Problem{}, false // empty or invalid: parseSections reports it
 	}
-	var next yaml.Node
-	if err := dec.Decode(&next); err != nil {
-		return Problem{}, false
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			return Problem{}, false
+		}
+		if err != nil {
+			return syntaxProblem(name, err), true
+		}
+		if len(next.Content) == 0 {
+			continue
+		}
+		c := next.Content[0]
+		if c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == "" {
+			continue
+		}
+		return Problem{File: name, Line: c.Line, Column: c.Column,
+			Msg: "a second YAML document: a downstream file holds one; merge them or split the file"}, true
 	}
-	line, col := next.Line, next.Column
-	if len(next.Content) > 0 {
-		line, col = next.Content[0].Line, next.Content[0].Column
-	}
-	return Problem{File: name, Line: line, Column: col,
-		Msg: "a second YAML document: a policy file holds one (the service's loader reads only the first); merge them or split the file"}, true
 }
 
 // sectionKeys are the top-level keys check reads itself.
@@ -239,7 +288,17 @@ func ParseSections(name string, data []byte) (Sections, error) {
 	if len(data) > maxFileSize {
 		return Sections{}, fmt.Errorf("check: %s: larger than %d bytes", name, maxFileSize)
 	}
-	return parseSections(name, data, false)
+	if p, ok := secondDocument(name, data); ok {
+		return Sections{}, &Error{[]Problem{explain(data, p)}}
+	}
+	if err := checkAliases(name, data); err != nil {
+		return Sections{}, err
+	}
+	s, err := parseSections(name, data, false)
+	if err != nil {
+		return Sections{}, explained(data, err)
+	}
+	return s, nil
 }
 
 // The YAML forms of the sections. Decoded with KnownFields, so unknown

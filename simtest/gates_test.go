@@ -20,7 +20,7 @@ func TestAmplificationGateNoBudgetFailsBudgetPasses(t *testing.T) {
 	if code != simtest.ExitFail {
 		t.Fatalf("no budget: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, simtest.ExitFail, out, errs)
 	}
-	re := regexp.MustCompile(`check: FAIL nobudget failed errors-50: peak amplification (\d+\.\d+)× is above the limit 1\.50× by (\d+\.\d+)× \(\+(\d+)%; mean of 3 trials`)
+	re := regexp.MustCompile(`: FAIL nobudget failed errors-50: peak amplification (\d+\.\d+)× is above the limit 1\.50× by (\d+\.\d+)× \(\+(\d+)%; mean of 3 trials`)
 	m := re.FindStringSubmatch(errs)
 	if m == nil {
 		t.Fatalf("stderr does not name policy, storm and margin:\n%s", errs)
@@ -34,7 +34,7 @@ func TestAmplificationGateNoBudgetFailsBudgetPasses(t *testing.T) {
 		t.Errorf("margin %.2f does not match peak %.2f - limit 1.5", by, peak)
 	}
 	mustContain(t, "stdout", out, "FAIL max-amplification", "FAIL nobudget", "weakest point: the 50% failures: with no budget, retries multiply the attempts; 1.7")
-	mustContain(t, "stderr", errs, "check: 1 gate(s) failed, in 1 of 1 policies")
+	mustContain(t, "stderr", errs, ": FAIL: 1 gate(s) failed, in 1 of 1 policies")
 
 	code, out, errs = run(t, "--storms", "errors-50", "--max-amplification", "1.5", "testdata/budgeted.yaml")
 	if code != simtest.ExitPass {
@@ -53,7 +53,7 @@ func TestRecoveryGate(t *testing.T) {
 	if code != simtest.ExitFail {
 		t.Fatalf("no budget: exit %d, want 1\n%s", code, errs)
 	}
-	mustContain(t, "stderr", errs, "check: FAIL nobudget failed brownout: no recovery in the 20s observed after the trigger ended, in any of 3 trials (limit 10s)")
+	mustContain(t, "stderr", errs, ": FAIL nobudget failed brownout: no recovery in the 20s observed after the trigger ended, in any of 3 trials (limit 10s)")
 
 	code, out, errs := run(t, "--storms", "brownout", "--max-recovery", "10s", "--json", "testdata/budgeted.yaml")
 	if code != simtest.ExitPass {
@@ -72,7 +72,7 @@ func TestRecoveryGate(t *testing.T) {
 	if code != simtest.ExitFail {
 		t.Fatalf("budget, 1s limit: exit %d, want 1\n%s", code, errs)
 	}
-	re := regexp.MustCompile(`check: FAIL budgeted failed brownout: recovery took (\S+) after the trigger ended, (\S+) over the limit 1s`)
+	re := regexp.MustCompile(`: FAIL budgeted failed brownout: recovery took (\S+) after the trigger ended, (\S+) over the limit 1s`)
 	if re.FindStringSubmatch(errs) == nil {
 		t.Fatalf("stderr lacks the recovery margin:\n%s", errs)
 	}
@@ -103,7 +103,7 @@ func TestSuccessGate(t *testing.T) {
 	if code != simtest.ExitFail {
 		t.Fatalf("no retries: exit %d, want 1\n%s", code, errs)
 	}
-	re := regexp.MustCompile(`check: FAIL noretry failed errors-50: success while the trigger lasts (\d+\.\d)% is below the minimum 95\.0% by (\d+\.\d) points`)
+	re := regexp.MustCompile(`: FAIL noretry failed errors-50: success while the trigger lasts (\d+\.\d)% is below the minimum 95\.0% by (\d+\.\d) points`)
 	m := re.FindStringSubmatch(errs)
 	if m == nil {
 		t.Fatalf("stderr lacks the success margin:\n%s", errs)
@@ -128,7 +128,7 @@ func TestGatesInFile(t *testing.T) {
 	}
 	mustContain(t, "stdout", out, "40 workers × service exp(20ms)", "fleet of 20 clients at 1000 calls/s",
 		"peak amplification ≤ 1.5×", "outage: peak ≤ 5×", "PASS budgeted", "FAIL nobudget")
-	mustContain(t, "stderr", errs, "check: FAIL nobudget failed errors-50: peak amplification",
+	mustContain(t, "stderr", errs, ": FAIL nobudget failed errors-50: peak amplification",
 		"holds downstream or gates sections, which the service's loader (config) refuses")
 	mustNotContain(t, "stderr", errs, "failed outage", "budgeted failed")
 
@@ -205,7 +205,7 @@ func TestRunaway(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
 	}
 	mustContain(t, "stdout", out, "runaway", "runaway retries: in the short outage")
-	mustContain(t, "stderr", errs, "check: FAIL tight failed outage: its retries ran away")
+	mustContain(t, "stderr", errs, ": FAIL tight failed outage: its retries ran away")
 }
 
 // With no gates given, a storm may not multiply the load more than
@@ -217,7 +217,7 @@ func TestDefaultAmplificationGate(t *testing.T) {
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
 	}
-	mustContain(t, "stderr", errs, "check: FAIL hammer failed outage: peak amplification ", "× is above the limit 2.00× by ")
+	mustContain(t, "stderr", errs, ": FAIL hammer failed outage: peak amplification ", "× is above the limit 2.00× by ")
 	code, out, errs = run(t, "--storms", "outage", "--max-recovery", "none", "--max-amplification", "none", path)
 	if code != simtest.ExitPass {
 		t.Fatalf("--max-amplification none: exit %d, want 0\n%s\n%s", code, out, errs)
@@ -235,7 +235,7 @@ func TestReadmeExampleBreakerFinding(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
 	}
 	mustContain(t, "stdout", out, "stuck", "weakest point: the short outage: after the trigger, open breakers failed at least")
-	mustContain(t, "stderr", errs, "check: FAIL payments ", "did not recover")
+	mustContain(t, "stderr", errs, ": FAIL payments ", "did not recover")
 
 	data, err := os.ReadFile("testdata/policies.yaml")
 	if err != nil {

@@ -305,3 +305,25 @@ func (l *seamLimiter) Acquire(ctx context.Context, isRetry bool) (func(error), e
 	}
 	return func(err error) { done(answer(err, l.s.throttle)) }, nil
 }
+
+// noWaitLimiter asks a limiter that may wait (a throttle.Adaptive built
+// in Go, on the run's clock) with a deadline of now, so that it refuses
+// (throttle.ErrWaitTooLong) instead of waiting on a timer the blocked run
+// would never fire.
+type noWaitLimiter struct {
+	inner retry.Limiter
+	clk   clock.Clock
+}
+
+func (l *noWaitLimiter) Acquire(ctx context.Context, isRetry bool) (func(error), error) {
+	return l.inner.Acquire(nowDeadline{ctx, l.clk.Now()}, isRetry)
+}
+
+// nowDeadline is ctx with the deadline dl, measured on the run's clock
+// (context.WithDeadline would measure it on the wall clock).
+type nowDeadline struct {
+	context.Context
+	dl time.Time
+}
+
+func (c nowDeadline) Deadline() (time.Time, bool) { return c.dl, true }

@@ -29,7 +29,7 @@ const (
 	ExitUsage = 2
 )
 
-const usage = `usage: stormsim check [flags] policies.yaml
+const usage = `usage: stormsim check [flags] policies.yaml [more.yaml 'config/*.yaml' ...]
 
 Runs each policy of the file (or those serving --operation) against a storm
 suite on a simulated downstream, and fails when a gate is not kept.
@@ -44,8 +44,12 @@ Default gates (when neither the file nor a flag sets them): peak
 amplification at most 2× the baseline load, recovery within 10s after
 every storm; no success gate.
 
+Several files, and globs, are each judged on their own. Every problem
+and failure line on stderr is file:line:col: message.
+
 Exit codes: 0 every gate kept; 1 a gate failed; 2 the check could not be
-run (bad flags or files, with the loader's line-numbered messages).
+run (bad flags or files, with the loader's line-numbered messages; an
+unwritable --out when no gate failed).
 
 Flags:
 `
@@ -59,6 +63,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // MainContext is Main that stops when ctx ends (a Ctrl-C), returning
 // ExitUsage.
+//
+// Every problem and failure line on stderr is "file:line:col: message",
+// with no prefix, for editors and CI problem matchers. Each file named
+// (or matched by a glob) is judged on its own; the exit code is
+// ExitUsage when any file could not be checked, else ExitFail when any
+// failed a gate. A failing --out is reported after the FAIL lines and
+// does not hide a gate failure: the exit code is then ExitFail.
 func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cl, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -67,33 +78,106 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return ExitUsage
 	}
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, err)
+	run := &Results{ModelVersion: ModelVersion, ToolVersion: toolVersion()}
+	var ds *Sections
+	if cl.downstream != "" {
+		s, err := loadSections(cl.downstream)
+		if err != nil {
+			run.Files = append(run.Files, FileResult{File: cl.downstream, Verdict: VerdictError, Problems: reportProblems(Problems(cl.downstream, err), SeverityError)})
+		}
+		ds = &s
+	}
+	if len(run.Files) == 0 {
+		for _, file := range expandFiles(cl.files) {
+			if ctx.Err() != nil {
+				break
+			}
+			run.Files = append(run.Files, checkFile(ctx, cl, file, ds))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		fmt.Fprintf(stderr, "interrupted: %v\n", err)
 		return ExitUsage
 	}
-	pf, err := LoadPolicyFile(cl.file)
+	run.summarize()
+	if err := run.write(stdout, cl.format); err != nil {
+		fmt.Fprintf(stderr, "writing the report: %v\n", err)
+		return ExitUsage
+	}
+	outFailed := false
+	if cl.out != "" {
+		outFailed = !writeOuts(cl.out, run, stderr)
+	}
+	run.writeLines(stderr)
+	switch {
+	case run.Summary.Errors > 0:
+		return ExitUsage
+	case run.Summary.Failed > 0:
+		return ExitFail
+	case outFailed:
+		return ExitUsage
+	}
+	return ExitPass
+}
+
+// loadSections reads a --downstream file.
+func loadSections(path string) (Sections, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return Sections{}, err
+	}
+	return ParseSections(path, data)
+}
+
+// expandFiles expands the globs among names (a name that matches no file
+// is kept, to be reported as unreadable), without repeats.
+func expandFiles(names []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(f string) {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	for _, n := range names {
+		if strings.ContainsAny(n, "*?[") {
+			if m, err := filepath.Glob(n); err == nil && len(m) > 0 {
+				for _, f := range m {
+					add(f)
+				}
+				continue
+			}
+		}
+		add(n)
+	}
+	return out
+}
+
+// checkFile checks one policy file; ds is the --downstream file's
+// sections, if any.
+func checkFile(ctx context.Context, cl *cmdline, file string, ds *Sections) FileResult {
+	res := FileResult{File: file, Verdict: VerdictError}
+	fail := func(err error) FileResult {
+		res.Problems = append(res.Problems, reportProblems(Problems(file, err), SeverityError)...)
+		return res
+	}
+	pf, err := LoadPolicyFile(file)
 	if err != nil {
 		return fail(err)
 	}
 	secs := pf.Sections
 	if secs.HasDownstream || secs.HasGates {
-		fmt.Fprintf(stderr, "check: note: %s holds downstream or gates sections, which the service's loader (config) refuses: "+
-			"if the service loads this file, move them to a file of their own (--downstream)\n", cl.file)
+		line, col := pf.sectionsAt[0], pf.sectionsAt[1]
+		res.Problems = append(res.Problems, ProblemReport{File: file, Line: max(line, 1), Column: max(col, 1), Severity: SeverityWarning,
+			Message: "this file holds downstream or gates sections, which the service's loader (config) refuses: if the service loads this file, move them to a file of their own (--downstream)"})
 	}
-	if cl.downstream != "" {
-		data, err := readFile(cl.downstream)
-		if err != nil {
-			return fail(err)
-		}
-		ds, err := ParseSections(cl.downstream, data)
-		if err != nil {
-			return fail(err)
-		}
+	if ds != nil {
 		if ds.HasDownstream && secs.HasDownstream {
-			return fail(fmt.Errorf("check: both %s and %s have a downstream section: keep one", cl.file, cl.downstream))
+			return fail(fmt.Errorf("both %s and %s have a downstream section: keep one", file, cl.downstream))
 		}
 		if ds.HasGates && secs.HasGates {
-			return fail(fmt.Errorf("check: both %s and %s have a gates section: keep one", cl.file, cl.downstream))
+			return fail(fmt.Errorf("both %s and %s have a gates section: keep one", file, cl.downstream))
 		}
 		if ds.HasDownstream {
 			secs.Downstream, secs.HasDownstream = ds.Downstream, true
@@ -106,53 +190,38 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	cl.apply(&d, &g)
 	policies, err := FromFile(pf.File, cl.operations...)
 	if err != nil {
-		return fail(fmt.Errorf("check: %s: %w", cl.file, err))
+		return fail(err)
 	}
 	rep, err := Run(ctx, policies, d, g, Options{Seed: cl.seed, Storms: cl.storms, Trials: cl.trials})
 	if err != nil {
-		return fail(fmt.Errorf("check: %s: %w", cl.file, err))
+		return fail(err)
 	}
-	rep.File, rep.Version = cl.file, pf.File.Version
-	if cl.json {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteText(stdout)
-	}
-	if err != nil {
-		return fail(fmt.Errorf("check: writing the report: %w", err))
-	}
-	if cl.out != "" {
-		if err := writeOut(cl.out, rep); err != nil {
-			return fail(fmt.Errorf("check: --out: %w", err))
+	rep.File, rep.Version = file, pf.File.Version
+	res.Report, res.positions = rep, map[string][2]int{}
+	for _, p := range policies {
+		if p.spec != nil {
+			line, col := pf.Position(p.spec.Name)
+			res.positions[p.Name] = [2]int{line, col}
 		}
-		fmt.Fprintf(stderr, "check: report written to %s\n", filepath.Join(cl.out, "index.html"))
 	}
-	for _, f := range rep.Failures {
-		fmt.Fprintf(stderr, "check: FAIL %s\n", f.Message)
-	}
+	res.Verdict = VerdictPass
 	if !rep.Pass {
-		failed := 0
-		for _, p := range rep.Policies {
-			if !p.Pass {
-				failed++
-			}
-		}
-		fmt.Fprintf(stderr, "check: %d gate(s) failed, in %d of %d policies\n", len(rep.Failures), failed, len(rep.Policies))
-		return ExitFail
+		res.Verdict = VerdictFail
 	}
-	fmt.Fprintf(stderr, "check: %d policies × %d storms: every gate kept\n", len(rep.Policies), len(rep.Storms))
-	return ExitPass
+	return res
 }
 
 // cmdline is the parsed command line.
 type cmdline struct {
-	file, downstream, out string
-	operations, storms    []string
-	json                  bool
-	seed                  uint64
-	trials                int
-	passBorderline        bool
-	set                   map[string]bool // flags given
+	files              []string
+	format             string
+	downstream, out    string
+	operations, storms []string
+	json               bool
+	seed               uint64
+	trials             int
+	passBorderline     bool
+	set                map[string]bool // flags given
 
 	maxAmp, minSuccess float64
 	maxRecovery        time.Duration
@@ -287,7 +356,8 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 	fs.Var(ampFlag{&cl.maxAmp}, "max-amplification", fmt.Sprintf("gate: the most peak amplification (offered load over baseline) a storm may cause, or none (default %d)", DefaultMaxAmplification))
 	fs.Var(recoveryFlag{&cl.maxRecovery}, "max-recovery", "gate: the longest recovery after a storm's trigger ends, or none (default 10s)")
 	fs.Var(shareFlag{&cl.minSuccess}, "min-success", "gate: the least share of calls that must succeed while each storm's trigger lasts, and after it (0.95 or 95%; default none)")
-	fs.BoolVar(&cl.json, "json", false, "print the report as JSON")
+	fs.BoolVar(&cl.json, "json", false, "print the report as JSON (--format json)")
+	fs.StringVar(&cl.format, "format", "text", "the report on stdout: text, json, junit (JUnit XML), sarif (SARIF 2.1.0) or github (the text, and a workflow annotation per problem and failure)")
 	fs.StringVar(&cl.out, "out", "", "write an HTML report (index.html) and report.json to this directory")
 	fs.Uint64Var(&cl.seed, "seed", 1, "seed of every random draw: the same seed gives the same report")
 	fs.IntVar(&cl.trials, "trials", DefaultTrials, fmt.Sprintf("runs of each storm, with different seeds; gates judge their mean and its 95%% interval (%d to %d)", MinTrials, MaxTrials))
@@ -316,17 +386,22 @@ func parseFlags(args []string, stderr io.Writer) (*cmdline, error) {
 	fs.Visit(func(f *flag.Flag) { cl.set[f.Name] = true })
 	bad := func(format string, a ...any) (*cmdline, error) {
 		err := fmt.Errorf(format, a...)
-		fmt.Fprintf(stderr, "stormsim check: %v\n", err)
+		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return nil, err
 	}
-	switch len(files) {
-	case 0:
-		return bad("name the policy file to check")
-	case 1:
-		cl.file = files[0]
-	default:
-		return bad("one policy file at a time, got %d: %s", len(files), strings.Join(files, " "))
+	if len(files) == 0 {
+		return bad("name the policy files to check")
+	}
+	cl.files = files
+	if cl.json {
+		if cl.set["format"] && cl.format != "json" {
+			return bad("--json and --format %s: choose one", cl.format)
+		}
+		cl.format = "json"
+	}
+	if !contains(Formats, cl.format) {
+		return bad("--format %s: want one of %s", cl.format, strings.Join(Formats, ", "))
 	}
 	if cl.trials < MinTrials || cl.trials > MaxTrials {
 		return bad("-trials %d: want %d to %d", cl.trials, MinTrials, MaxTrials)

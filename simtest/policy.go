@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/config"
@@ -31,11 +32,16 @@ type Policy struct {
 	// seed gives the same report. A nil result is the zero Policy.
 	//
 	// The simulator runs the policy's MaxAttempts, MaxElapsed, Backoff,
-	// AttemptTimeout, MinAttemptTime, Budget and Breaker, in retry.Do's
-	// order. It does not consult Classify (every simulated failure, a 503,
-	// a 500 or a timeout, is retryable), nor Limiter, and sends no server
-	// advice, so MaxRetryAfter has no effect; the clients' calls carry no
-	// inbound call, so Nested has no effect; Observer is not called.
+	// AttemptTimeout, MinAttemptTime, Budget, Breaker and Limiter, in
+	// retry.Do's order, and hands Classify (nil: retry.DefaultClassifier)
+	// each failed attempt as an *Answer of its kind (a timeout, a 503, a
+	// 500, a 429), as the HTTP adapter reports it. A throttle.Adaptive
+	// limiter built here is asked never to wait (an attempt short of a
+	// token is refused); sim.AdaptiveLimiter's waits on the virtual clock.
+	// No server advice is sent, so MaxRetryAfter has no effect; the
+	// clients' calls carry no inbound call, so Nested has no effect;
+	// Observer is not called. A panic in New is raised again by Run (and
+	// Check) on the caller's goroutine, after every run has stopped.
 	New func(env sim.Env) *retry.Policy
 	// Hedge, when set, makes every client hedge its calls under this
 	// policy (sim.Hedge: package hedge's rule). FromFile sets it from the
@@ -58,8 +64,13 @@ type Policy struct {
 // are rebuilt from the policy's spec with the registered constructors
 // (backoff.New, breaker.New) given the run's seeded random source
 // (config.Options has no Rand to hand them).
+//
+// A breaker or ratio budget marked shared: is one state for the whole
+// simulated fleet in each run, as the service's store (Options.Shared)
+// makes it one for the whole fleet.
 func FromFile(f *config.File, operations ...string) ([]Policy, error) {
-	reg := config.NewRegistry(config.Options{})
+	stores := &fleetStores{names: sharedNames(f)}
+	reg := config.NewRegistry(stores.options(nil, nil))
 	if err := reg.Apply(f); err != nil {
 		return nil, err
 	}
@@ -78,34 +89,49 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 			picks = append(picks, pick{name: spec.Name, op: op})
 		}
 	}
-	// A policy picked by name is served from a copy of the file without
-	// its operations, so that an operation named like another policy does
-	// not stand in for it.
-	byName := *f
-	byName.Operations = map[string]string{}
+	// Each policy is served from a copy of the file holding it alone (and
+	// the operation it was picked for): every client instance of every run
+	// builds a Registry, which then builds one policy rather than the whole
+	// file's. A policy picked by name has no operations, so that an
+	// operation named like another policy does not stand in for it.
 	out := make([]Policy, 0, len(picks))
 	for _, p := range picks {
-		name, key, file := p.name, p.op, f
-		if key == "" {
-			key, file = name, &byName
+		name, key := p.name, p.op
+		one := *f
+		one.Policies = map[string]*config.PolicySpec{name: f.Policies[name]}
+		one.Operations, one.Default = map[string]string{}, ""
+		if key == "" || key == name {
+			key = name
+		} else {
+			one.Operations[key] = name
 		}
+		file := &one
 		spec := f.Policies[name]
 		label := name
 		if p.op != "" && p.op != name {
 			label = p.op + " (" + name + ")"
 		}
 		pol := Policy{Name: label, Operation: p.op, spec: spec, New: func(env sim.Env) *retry.Policy {
-			r := config.NewRegistry(config.Options{Clock: env.Clock})
+			r := config.NewRegistry(stores.options(env.Clock, env.Rand))
 			if err := r.Apply(file); err != nil {
 				return nil // f was applied above; cannot happen
 			}
 			cp := *r.Policy(key).Policy()
 			params := spec.Backoff.Params
 			params.Rand = env.Rand
-			if b, err := backoff.New(spec.Backoff.Strategy, params); err == nil {
+			switch b := cp.Backoff.(type) {
+			case awsretry.Rules: // a preset's: its jitter from the run's source too
+				b.Rand = env.Rand
 				cp.Backoff = b
+			case awsretry.LegacyRules:
+				b.Rand = env.Rand
+				cp.Backoff = b
+			default:
+				if b, err := backoff.New(spec.Backoff.Strategy, params); err == nil {
+					cp.Backoff = b
+				}
 			}
-			if spec.Breaker != nil {
+			if spec.Breaker != nil && spec.Breaker.Shared == "" { // a shared one is the run's (fleetStores)
 				c := spec.Breaker.Config
 				c.Clock, c.Rand = env.Clock, env.Rand
 				if old, ok := cp.Breaker.(*breaker.Breaker); ok {
@@ -261,13 +287,17 @@ func simPolicy(p Policy, storm Storm, counts *runCounts) (sim.Policy, features) 
 		sp.Limiter = func(env sim.Env) retry.Limiter {
 			l := build(env).Limiter
 			if _, ok := l.(*throttle.Adaptive); ok {
-				return l // the simulator waits on it by its type (see sim.Policy.Limiter)
+				// Its Acquire would wait on a timer of the virtual clock,
+				// which nothing advances while the run waits: it is asked
+				// never to wait.
+				return &noWaitLimiter{inner: l, clk: env.Clock}
 			}
 			return &seamLimiter{inner: l, s: sm}
 		}
 		if _, ok := probe.Limiter.(*throttle.Adaptive); ok {
 			f.notes = append(f.notes, "the throttle.Adaptive limiter built in Go hears the simulator's own errors (sim.ErrOverloaded, sim.ErrServer), "+
-				"not HTTP answers: give it Throttled: sim.IsSimOverload, or load the policy from a file")
+				"not HTTP answers, and is asked never to wait: an attempt short of a token is refused; "+
+				"build it with sim.AdaptiveLimiter, or load the policy from a file, for the waits")
 		}
 	}
 	if p.Hedge != nil {
@@ -297,7 +327,9 @@ func specLimiter(ls *config.LimiterSpec, sm *seams) func(sim.Env) retry.Limiter 
 				th = throttle.IsOverload
 			}
 			c.Throttled = func(err error) bool { return th(answer(err, sm.throttle)) }
-			return throttle.NewAdaptive(c)
+			// sim's: Acquire reserves the token and the run waits for it
+			// on the virtual clock (a plain Adaptive would block the run).
+			return sim.AdaptiveLimiter(c)(env)
 		}
 	default:
 		return func(env sim.Env) retry.Limiter {

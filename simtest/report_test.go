@@ -89,7 +89,7 @@ func TestHTMLReport(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}
 	mustContain(t, "stdout", out, "FAIL nobudget")
-	mustContain(t, "stderr", errs, "check: report written to "+filepath.Join(dir, "index.html"))
+	mustContain(t, "stderr", errs, ": report written to "+filepath.Join(dir, "index.html"))
 	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,5 +121,5 @@ func TestReadmeExample(t *testing.T) {
 	}
 	mustContain(t, "stdout", out, "charge-card (payments)", "outage", "brownout", "latency-spike", "errors-10", "errors-50",
 		"weakest point:", "PASS charge-card (payments)")
-	mustContain(t, "stderr", errs, "check: 1 policies × 6 storms: every gate kept")
+	mustContain(t, "stderr", errs, ": PASS: 1 policies × 6 storms: every gate kept")
 }

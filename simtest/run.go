@@ -279,14 +279,27 @@ func Run(ctx context.Context, policies []Policy, d Downstream, g Gates, o Option
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
+		wg        sync.WaitGroup
+		errOnce   sync.Once
+		firstErr  error
+		panicOnce sync.Once
+		panicked  any
+		didPanic  bool
 	)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panicking callback (Policy.New, a strategy, a budget)
+				// stops every run, and is raised again on Run's caller.
+				if r := recover(); r != nil {
+					panicOnce.Do(func() { panicked, didPanic = r, true })
+					cancel()
+					for range units { // let the feed finish
+					}
+				}
+			}()
 			for u := range units {
 				r, err := runOne(ctx, policies[u.p], d, storms[u.s], TrialSeed(o.Seed, u.t))
 				if err != nil {
@@ -314,6 +327,9 @@ feed:
 	}
 	close(units)
 	wg.Wait()
+	if didPanic {
+		panic(panicked)
+	}
 	if firstErr != nil {
 		return nil, firstErr
 	}

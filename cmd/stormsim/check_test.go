@@ -17,7 +17,7 @@ func TestCheckSubcommand(t *testing.T) {
 		code int
 		want string
 	}{
-		{"../../simtest/testdata/nobudget.yaml", 1, "check: FAIL nobudget failed errors-50: peak amplification"},
+		{"../../simtest/testdata/nobudget.yaml", 1, ": FAIL nobudget failed errors-50: peak amplification"},
 		{"../../simtest/testdata/budgeted.yaml", 0, "PASS"},
 		{"testdata/does-not-exist.yaml", 2, "does-not-exist.yaml"},
 	} {
