@@ -9,6 +9,7 @@ import (
 
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/throttle"
 )
 
 // The SRE book's claim (ch. 21, "Client-side throttling"): with adaptive
@@ -128,5 +129,37 @@ func TestLimiterSeamAcquiresBeforeTheBreakerAndReportsOnce(t *testing.T) {
 	want := float64(lim.refused) / (float64(lim.refused) + res.Metrics.Attempts)
 	if got := res.Metrics.LocalRejected; math.Abs(got-want) > 1e-12 {
 		t.Errorf("LocalRejected %v, want %v", got, want)
+	}
+}
+
+// A limiter that would block (a plain throttle.Adaptive on the run's
+// clock, not built by AdaptiveLimiter) under a policy without MaxElapsed
+// is asked with a deadline of now: it refuses the attempts it would make
+// wait, and the run ends, instead of blocking for virtual time that
+// cannot pass while it waits (it hung the run before).
+func TestBlockingLimiterWithoutMaxElapsedDoesNotHang(t *testing.T) {
+	m := Model{Clients: 2, Arrival: Arrival{Kind: Poisson, Rate: 50}, Duration: 5 * time.Second, Drain: 5 * time.Second,
+		Tiers:  []Tier{{Name: "s", Latency: Const(time.Millisecond)}},
+		Faults: []Fault{{Kind: FaultUnavailable, Tier: 0, Start: time.Second, End: 3 * time.Second}},
+	}
+	p := Policy{Name: "p", MaxAttempts: 3,
+		Limiter: func(e Env) retry.Limiter {
+			return throttle.NewAdaptive(throttle.AdaptiveConfig{Clock: e.Clock, Throttled: func(err error) bool { return err != nil }})
+		}}
+	done := make(chan error, 1)
+	go func() {
+		res, err := Run(&m, Variant{Name: "p", Policies: []Policy{p}}, 1)
+		if err == nil && res.Metrics.LocalRejected == 0 {
+			err = errors.New("no attempt was refused although the bucket was empty")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute): // a guard against the hang, not a timing
+		t.Fatal("the run blocked on the limiter")
 	}
 }

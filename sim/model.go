@@ -299,12 +299,14 @@ type Policy struct {
 	// Every attempt, first or retry, asks it before the breaker, as
 	// retry.Call.Begin does; a refusal ends the call (retry.ReasonThrottled)
 	// and counts in Metrics.LocalRejected; done hears the attempt's result
-	// exactly once (the breaker's error when the breaker then refuses). A
-	// limiter that would wait (throttle.Adaptive) is asked with a deadline
-	// of now: when it answers throttle.ErrWaitTooLong, the attempt waits
-	// the limiter's own wait on the virtual clock and asks again, unless
-	// the wait would end after the call's MaxElapsed (a refusal then, as
-	// a context deadline makes it).
+	// exactly once (the breaker's error when the breaker then refuses).
+	// AdaptiveLimiter's limiter reserves its token and the attempt waits
+	// the reserved time on the virtual clock, unless the wait would end
+	// after the call's MaxElapsed (a refusal then, as a context deadline
+	// makes it). Any other limiter is asked with the call's deadline
+	// (its start plus MaxElapsed), or, without MaxElapsed, a deadline of
+	// now, so that one that would block (a plain throttle.Adaptive)
+	// refuses instead of waiting for virtual time that cannot pass.
 	Limiter func(Env) retry.Limiter
 	// Hedge makes the callers on this hop hedge (see Hedge). nil: no
 	// hedging.

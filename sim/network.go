@@ -418,6 +418,12 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 		r.ask.has = h.pol.MaxElapsed > 0
 		if r.ask.has {
 			r.ask.dl = r.s.Clock().Now().Add(satAdd(cl.start, h.pol.MaxElapsed) - r.s.now)
+		} else if _, ok := c.limiter.(reserver); !ok {
+			// A limiter that could block (a throttle.Adaptive not built by
+			// AdaptiveLimiter) would wait for virtual time that cannot
+			// pass while it blocks: with no deadline of the call's, it is
+			// asked with a deadline of now, so it refuses instead.
+			r.ask.has, r.ask.dl = true, r.s.Clock().Now()
 		}
 		d, err := c.limiter.Acquire(&r.ask, isRetry)
 		if err == nil {
