@@ -1,11 +1,6 @@
 package promretry
 
-import (
-	"reflect"
-	"slices"
-	"strconv"
-	"strings"
-)
+import "github.com/stormguard/stormguard/internal/labels"
 
 // SharedPrefix starts the operation label of a limiter or breaker that
 // several operations share: "_shared:" and the sorted labels of the
@@ -13,45 +8,12 @@ import (
 // the N others). Such a part is exported once, under that label, and
 // stormguard_limiter_info / stormguard_breaker_info join each operation
 // to it.
-const SharedPrefix = "_shared:"
+const SharedPrefix = labels.SharedPrefix
 
-// maxSharedNames bounds the operation names a shared label lists.
-const maxSharedNames = 3
+// partKey is labels.PartKey: the identity by which watches of one limiter
+// or breaker are found to share it.
+func partKey(v any) any { return labels.PartKey(v) }
 
-// partKey returns the identity by which watches of one limiter or breaker
-// are found to share it: the value itself when its type can be compared
-// (a pointer, as every stormguard type is), else nil (never shared).
-func partKey(v any) any {
-	if v == nil || !reflect.TypeOf(v).Comparable() {
-		return nil
-	}
-	return v
-}
-
-// partLabel returns the label a part watched under the operation labels
-// labels (one per watching operation, repeats allowed) is exported under:
-// the one label when all are the same, else the shared label.
-func partLabel(labels []string) string {
-	if len(labels) == 0 {
-		return ""
-	}
-	set := slices.Clone(labels)
-	slices.Sort(set)
-	set = slices.Compact(set)
-	if len(set) == 1 {
-		return set[0]
-	}
-	var b strings.Builder
-	b.WriteString(SharedPrefix)
-	for i, l := range set[:min(len(set), maxSharedNames)] {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(l)
-	}
-	if n := len(set) - maxSharedNames; n > 0 {
-		b.WriteString(",+")
-		b.WriteString(strconv.Itoa(n))
-	}
-	return b.String()
-}
+// partLabel is labels.PartLabel: the label a part watched under the
+// operation labels labels is exported under.
+func partLabel(ls []string) string { return labels.PartLabel(ls) }
