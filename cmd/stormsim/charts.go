@@ -157,8 +157,8 @@ func buildPlot(p sim.Plot) (*plot.Plot, error) {
 		}
 		pl.Add(lb)
 	}
-	if p.HLine > 0 {
-		h, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: p.HLine}, {X: xmax, Y: p.HLine}})
+	if p.HLine > 0 || len(p.HLineX) > 0 {
+		h, err := plotter.NewLine(referenceLine(p, xmin, xmax))
 		if err != nil {
 			return nil, err
 		}
@@ -244,4 +244,22 @@ func renderPNG(p sim.Plot) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// referenceLine is the plot's reference (capacity) line from xmin to xmax:
+// flat at HLine, or the step function HLineX/HLineY when it is set, so
+// that the capacity drawn drops during a capacity fault.
+func referenceLine(p sim.Plot, xmin, xmax float64) plotter.XYs {
+	if len(p.HLineX) == 0 || len(p.HLineX) != len(p.HLineY) {
+		return plotter.XYs{{X: xmin, Y: p.HLine}, {X: xmax, Y: p.HLine}}
+	}
+	var xy plotter.XYs
+	for i, x := range p.HLineX {
+		end := xmax
+		if i+1 < len(p.HLineX) {
+			end = p.HLineX[i+1]
+		}
+		xy = append(xy, plotter.XY{X: max(x, xmin), Y: p.HLineY[i]}, plotter.XY{X: min(end, xmax), Y: p.HLineY[i]})
+	}
+	return xy
 }

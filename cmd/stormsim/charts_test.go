@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
 
 	"github.com/stormguard/stormguard/sim"
 )
@@ -39,5 +40,26 @@ func TestCascadeChartDoesNotFlattenLines(t *testing.T) {
 		if _, err := renderSVG(c.p); err != nil {
 			t.Errorf("%s: %v", c.p.Title, err)
 		}
+	}
+}
+
+// TestCapacityLineStepsDuringCapacityFaults: a plot with a capacity step
+// function (sim.Plot.HLineX/HLineY, set for a capacity fault) draws the
+// capacity it has at each time, not the full capacity throughout (issue
+// #33 item 14).
+func TestCapacityLineStepsDuringCapacityFaults(t *testing.T) {
+	p := sim.Plot{HLine: 300, HLineX: []float64{0, 10, 20}, HLineY: []float64{300, 150, 300}}
+	got := referenceLine(p, 0, 30)
+	want := plotter.XYs{{X: 0, Y: 300}, {X: 10, Y: 300}, {X: 10, Y: 150}, {X: 20, Y: 150}, {X: 20, Y: 300}, {X: 30, Y: 300}}
+	if len(got) != len(want) {
+		t.Fatalf("line %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("line %v, want %v", got, want)
+		}
+	}
+	if flat := referenceLine(sim.Plot{HLine: 300}, 0, 30); len(flat) != 2 || flat[0].Y != 300 || flat[1].Y != 300 {
+		t.Fatalf("a plot without a step function: %v", flat)
 	}
 }
