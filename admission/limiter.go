@@ -260,7 +260,14 @@ func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 func (l *Limiter) InFlight() int { return int(l.inflight.Load()) }
 
 // Queued returns the number of requests waiting in the queue.
-func (l *Limiter) Queued() int { return int(l.waiting.Load()) }
+func (l *Limiter) Queued() int {
+	// Under the queue's lock: a request counts as queued once its timeout
+	// is armed too (both happen under it), so that a test on a fake clock
+	// that waits for Queued to rise can advance the clock at once.
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	return int(l.waiting.Load())
+}
 
 // Probing reports whether the limit is pinned to measure the no-load RTT.
 func (l *Limiter) Probing() bool {
