@@ -23,7 +23,7 @@ func TestPolicyFileErrorsAreTheLoaders(t *testing.T) {
 		{"bad duration", "policies:\n  p:\n    backoff: {strategy: full_jitter, base: 50ms, max: 5x}\n", `FILE:3:55: policies.p.backoff.max: "5x" is not a duration`},
 		{"no policies", "operations:\n  a: b\n", "FILE:1:1: "},
 		{"empty", "", "FILE:1:1: the file is empty"},
-		{"unknown top-level key", "policies:\n  p: {max_attempts: 2}\nstorms: {}\n", `FILE:3:1: storms: unknown field (known: default, operations, policies)`},
+		{"unknown top-level key", "policies:\n  p: {max_attempts: 2}\nstorms: {}\n", `FILE:3:1: storms: unknown field (known: admission, default, operations, policies)`},
 		{"undefined policy", "policies:\n  p: {max_attempts: 2}\noperations:\n  op: q\n", `FILE:4:7: operations.op: policy "q" is not defined`},
 		{"renamed key", "policies:\n  p:\n    budget: {kind: window, percent: 10}\n", `FILE:3:28: policies.p.budget.percent: renamed to ratio`},
 		{"a list", "- a\n- b\n", "FILE:1:1: "},
