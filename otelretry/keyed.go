@@ -1,18 +1,15 @@
 package otelretry
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/internal/labels"
 	"github.com/stormguard/stormguard/keyed"
 )
 
@@ -167,56 +164,15 @@ func (o *Observer) observeKeyed(_ context.Context, obs metric.Observer) error {
 	return nil
 }
 
-type keyTraffic struct {
-	key   string
-	open  bool
-	calls uint64
-}
-
 func (o *Observer) observeOpenKeys(obs metric.Observer, w *keyedWatch) {
-	var all []keyTraffic
-	w.brk.Each(func(key string, b *breaker.Breaker) {
-		all = append(all, keyTraffic{key: key, open: b.State() == breaker.Open, calls: b.Counts().Requests})
-	})
-	n := o.keyedTopN
-	if o.keyedAll || n > len(all) {
-		n = len(all)
-	}
-	slices.SortFunc(all, func(a, b keyTraffic) int {
-		if a.open != b.open {
-			if a.open {
-				return -1
-			}
-			return 1
-		}
-		if a.calls != b.calls {
-			return cmp.Compare(b.calls, a.calls)
-		}
-		return cmp.Compare(a.key, b.key)
-	})
-	other := int64(0)
-	for _, b := range []*breaker.Breaker{w.brk.Default(), w.brk.Overflow()} {
-		if b.State() == breaker.Open {
-			other++
-		}
-	}
+	top, other := labels.OpenKeys(w.brk, o.keyedTopN, o.keyedAll, OtherKey)
 	opAttr := attribute.String("operation", w.op)
-	for i, k := range all {
-		if i >= n {
-			if k.open {
-				other++
-			}
-			continue
-		}
+	for _, k := range top {
 		v := int64(0)
-		if k.open {
+		if k.Open {
 			v = 1
 		}
-		key := strings.ToValidUTF8(k.key, "\uFFFD")
-		if key == OtherKey {
-			key = OtherKey + "_"
-		}
-		obs.ObserveInt64(o.keyedInst.openKeys, v, metric.WithAttributes(opAttr, attribute.String("key", key)))
+		obs.ObserveInt64(o.keyedInst.openKeys, v, metric.WithAttributes(opAttr, attribute.String("key", k.Key)))
 	}
-	obs.ObserveInt64(o.keyedInst.openKeys, other, metric.WithAttributes(opAttr, attribute.String("key", OtherKey)))
+	obs.ObserveInt64(o.keyedInst.openKeys, int64(other), metric.WithAttributes(opAttr, attribute.String("key", OtherKey)))
 }

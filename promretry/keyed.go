@@ -1,14 +1,11 @@
 package promretry
 
 import (
-	"cmp"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/internal/labels"
 	"github.com/stormguard/stormguard/keyed"
 )
 
@@ -161,58 +158,15 @@ func (c *Collector) collectKeyed(ch chan<- prometheus.Metric) {
 	}
 }
 
-// keyTraffic is one key of a breaker group at a scrape.
-type keyTraffic struct {
-	key   string
-	open  bool
-	calls uint64
-}
-
 // collectOpenKeys sends w's breaker_open_keys: the top keys and other.
 func (c *Collector) collectOpenKeys(ch chan<- prometheus.Metric, w *keyedWatch) {
-	var all []keyTraffic
-	w.brk.Each(func(key string, b *breaker.Breaker) {
-		all = append(all, keyTraffic{key: key, open: b.State() == breaker.Open, calls: b.Counts().Requests})
-	})
-	n := c.keyedTopN
-	if c.keyedAll || n > len(all) {
-		n = len(all)
-	}
-	// Open first, then the busiest, then by key (a stable order for ties).
-	slices.SortFunc(all, func(a, b keyTraffic) int {
-		if a.open != b.open {
-			if a.open {
-				return -1
-			}
-			return 1
-		}
-		if a.calls != b.calls {
-			return cmp.Compare(b.calls, a.calls)
-		}
-		return cmp.Compare(a.key, b.key)
-	})
-	other := 0
-	for _, b := range []*breaker.Breaker{w.brk.Default(), w.brk.Overflow()} {
-		if b.State() == breaker.Open {
-			other++
-		}
-	}
-	for i, k := range all {
-		if i >= n {
-			if k.open {
-				other++
-			}
-			continue
-		}
+	top, other := labels.OpenKeys(w.brk, c.keyedTopN, c.keyedAll, OtherKey)
+	for _, k := range top {
 		v := 0.0
-		if k.open {
+		if k.Open {
 			v = 1
 		}
-		key := strings.ToValidUTF8(k.key, "\uFFFD")
-		if key == OtherKey {
-			key = OtherKey + "_" // never merged into the sum of the others
-		}
-		ch <- prometheus.MustNewConstMetric(c.keyedW.openKeys, prometheus.GaugeValue, v, w.op, key)
+		ch <- prometheus.MustNewConstMetric(c.keyedW.openKeys, prometheus.GaugeValue, v, w.op, k.Key)
 	}
 	ch <- prometheus.MustNewConstMetric(c.keyedW.openKeys, prometheus.GaugeValue, float64(other), w.op, OtherKey)
 }

@@ -1,0 +1,70 @@
+package labels
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/keyed"
+)
+
+// OpenKey is one key of a breaker group named in the open-keys series.
+type OpenKey struct {
+	Key  string // a valid label value, never other
+	Open bool
+}
+
+// OpenKeys ranks a breaker group's live keys for the bounded open-keys
+// series of promretry and otelretry: open breakers first, then the keys
+// with the most calls in their breaker's current state, then by key. It
+// returns the first topN (every key with all) as label values (valid
+// UTF-8; a key equal to other gets a trailing "_" so it is never merged
+// into the sum of the rest) and the number of open breakers among the
+// rest, the default and overflow members included.
+func OpenKeys(g *keyed.Breakers, topN int, all bool, other string) (top []OpenKey, othersOpen int) {
+	type traffic struct {
+		key   string
+		open  bool
+		calls uint64
+	}
+	var ks []traffic
+	g.Each(func(key string, b *breaker.Breaker) {
+		ks = append(ks, traffic{key: key, open: b.State() == breaker.Open, calls: b.Counts().Requests})
+	})
+	n := topN
+	if all || n > len(ks) {
+		n = len(ks)
+	}
+	slices.SortFunc(ks, func(a, b traffic) int {
+		if a.open != b.open {
+			if a.open {
+				return -1
+			}
+			return 1
+		}
+		if a.calls != b.calls {
+			return cmp.Compare(b.calls, a.calls)
+		}
+		return cmp.Compare(a.key, b.key)
+	})
+	for _, b := range []*breaker.Breaker{g.Default(), g.Overflow()} {
+		if b.State() == breaker.Open {
+			othersOpen++
+		}
+	}
+	for i, k := range ks {
+		if i >= n {
+			if k.open {
+				othersOpen++
+			}
+			continue
+		}
+		key := strings.ToValidUTF8(k.key, "\uFFFD")
+		if key == other {
+			key = other + "_"
+		}
+		top = append(top, OpenKey{Key: key, Open: k.open})
+	}
+	return top, othersOpen
+}
