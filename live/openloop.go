@@ -23,7 +23,13 @@ type openCall struct {
 // maxCalls of them in time order. The same seed gives the same schedule,
 // so every policy meets the same calls.
 func openSchedule(clients int, interval, duration time.Duration, seed uint64, maxCalls int) []openCall {
-	a := sim.Arrival{Kind: sim.Periodic, Interval: interval}
+	return arrivalSchedule(sim.Arrival{Kind: sim.Periodic, Interval: interval}, clients, duration, seed, maxCalls)
+}
+
+// arrivalSchedule returns the calls of clients that each follow a's
+// pattern (a.Stream(seed, client)) until duration: the first maxCalls of
+// them in time order.
+func arrivalSchedule(a sim.Arrival, clients int, duration time.Duration, seed uint64, maxCalls int) []openCall {
 	// Merge the clients' streams in time order (a heap of each client's
 	// next call), so that memory stays within clients + maxCalls.
 	streams := make([]sim.ArrivalStream, clients)
@@ -35,13 +41,15 @@ func openSchedule(clients int, interval, duration time.Duration, seed uint64, ma
 		}
 	}
 	heap.Init(&h)
+	// A periodic stream with no interval would stand still: one call.
+	moving := a.Kind != sim.Periodic || a.Interval > 0
 	var out []openCall
 	for len(h) > 0 && len(out) < maxCalls {
 		c := h[0]
 		out = append(out, c)
 		// step < duration−At rather than At+step < duration: a huge
 		// interval must not wrap round into the past.
-		if step := streams[c.Client].Next(); interval > 0 && step < duration-c.At {
+		if step := streams[c.Client].Next(); moving && step < duration-c.At {
 			h[0].At = c.At + step
 			heap.Fix(&h, 0)
 		} else {
