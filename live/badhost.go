@@ -531,6 +531,14 @@ func (r *BadHostReport) Table() sim.Table {
 			"lag: how late the clients started a call against their schedule at worst (a check on the harness)",
 		},
 	}
+	if r.Options.Scale != 1 {
+		for _, row := range r.Rows {
+			if b := row.Policy.Breaker; b != nil {
+				t.Notes = append(t.Notes, fmt.Sprintf("the timeline is sim's scaled by %g: the breakers' window is %s and their open period %s", r.Options.Scale, roundDur(b.Window.Duration), roundDur(b.OpenTimeout)))
+				break
+			}
+		}
+	}
 	for _, row := range r.Rows {
 		mark := ""
 		if !row.HealthyWithinNoise() {

@@ -191,6 +191,12 @@ type liveTopology struct {
 	// says why not.
 	ignoreCancel   bool
 	noIgnoreCancel string
+	// byName keeps the run out of "stormsim live" with no name, as sim's
+	// named scenarios are kept out of its default suite.
+	byName bool
+	// run, when set, runs it (cascade and slowdown-hedging are run by
+	// runLiveTopology itself) and returns its report and worst start lag.
+	run func(ctx context.Context, cfg *config, policies []string) (liveTopologyReport, time.Duration, error)
 }
 
 // liveTopologies are the live runs outside live's Scenario registry.
@@ -241,7 +247,12 @@ func liveNames() []string {
 // pickLiveRuns returns the named live runs, or every one.
 func pickLiveRuns(names []string) ([]liveRun, error) {
 	if len(names) == 0 {
-		names = liveNames()
+		names = live.Names()
+		for _, t := range liveTopologies {
+			if !t.byName {
+				names = append(names, t.name)
+			}
+		}
 	}
 	var out []liveRun
 	for _, name := range names {
@@ -379,8 +390,10 @@ func runLiveTopology(ctx context.Context, cfg *config, t *liveTopology, policies
 	var err error
 	began := time.Now()
 	var lag time.Duration
-	switch t.name {
-	case live.CascadeScenario:
+	switch {
+	case t.run != nil:
+		rep, lag, err = t.run(ctx, cfg, policies)
+	case t.name == live.CascadeScenario:
 		o := live.CascadeOptions{Clients: cfg.clients, Duration: cfg.duration, Seed: cfg.seed, Scope: cfg.scope, Sequential: cfg.sequential}
 		for _, p := range live.CascadePolicies() {
 			if policies == nil || slices.Contains(policies, p.Name) {
