@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/stormguard/stormguard/live"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // The live runs of the lab's named scenarios (sim's bad-host,
@@ -30,7 +32,72 @@ against before it, the bad host's attempts per call, and sim.RunHosts at the sam
 		noIgnoreCancel: "its servers stop at once when a caller leaves, and the run measures isolation, not wasted work",
 		byName:         true,
 		run:            runLiveBadHost,
+	}, &liveTopology{
+		name:  live.MetastableServerScenario,
+		title: "metastable failure, server-side control only: sim's metastable-server on a real server behind layer.Adaptive, layer.Limit or nothing (live.RunOverload)",
+		doc: `One real server per control: 8 workers of [60ms, 100ms] (100/s, a third of sim's database), naive clients
+at 93 calls/s retrying once at once after a 503 or their 1s timeout. Two cases: every leg 1s slower from 20s
+to 30s of 90s (the paper's trigger), and twice the calls from 20s to 30s. --duration scales the timeline from
+its 90s (not the service, the timeout or the trigger's latency). Each table sets the live figures (goodput,
+served in time, queue wait, shed, recovery) beside sim.RunOverload at the same parameters. Run by name.`,
+		policies:       func() []string { return controlNames(live.MetastableServerControls(live.DefaultOverloadWorkers)) },
+		noIgnoreCancel: "its database serves every request it has taken, whether or not the caller is still there (sim's model)",
+		byName:         true,
+		run: func(ctx context.Context, cfg *config, policies []string) (liveTopologyReport, time.Duration, error) {
+			return runLiveOverload(ctx, cfg, live.MetastableServerScenario, 90*time.Second, live.MetastableServerControls(live.DefaultOverloadWorkers), policies)
+		},
+	}, &liveTopology{
+		name:  live.FailAtScaleScenario,
+		title: "Fail at Scale's queue at 2x overload: sim's fail-at-scale on a real server, a plain FIFO queue against layer.Adaptive's CoDel and adaptive LIFO (live.RunOverload)",
+		doc: `One real server per control: 8 workers of [60ms, 100ms] (100/s), 93 calls/s and 200/s from 20s to 50s of
+70s, one attempt each under a 1s deadline; every control has a queue of 333 (a 3.3s wait once full).
+--duration scales the timeline from its 70s. The table sets the live figures beside sim.RunOverload at the
+same parameters. Run by name.`,
+		policies:       func() []string { return controlNames(live.FailAtScaleControls(live.DefaultOverloadWorkers)) },
+		noIgnoreCancel: "its database serves every request it has taken, whether or not the caller is still there (sim's model)",
+		byName:         true,
+		run: func(ctx context.Context, cfg *config, policies []string) (liveTopologyReport, time.Duration, error) {
+			return runLiveOverload(ctx, cfg, live.FailAtScaleScenario, 70*time.Second, live.FailAtScaleControls(live.DefaultOverloadWorkers), policies)
+		},
 	})
+}
+
+func controlNames(cs []sim.ServerControl) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// runLiveOverload runs live.RunOverload for scenario with --duration (the
+// timeline, scaled from full), --seed, --sequential and --policies (the
+// controls); --clients does not apply: the load follows the capacity.
+func runLiveOverload(ctx context.Context, cfg *config, scenario string, full time.Duration, controls []sim.ServerControl, policies []string) (liveTopologyReport, time.Duration, error) {
+	if cfg.clients > 0 {
+		return nil, 0, fmt.Errorf("%w: %s: --clients does not apply: the clients' rate follows the database's capacity (%d workers, %.0f%% of it)",
+			live.ErrScenario, scenario, live.DefaultOverloadWorkers, 100*280.0/300)
+	}
+	o := live.OverloadOptions{Scenario: scenario, Seed: cfg.seed, Sequential: cfg.sequential}
+	if cfg.duration > 0 {
+		o.Scale = cfg.duration.Seconds() / full.Seconds()
+	}
+	for _, c := range controls {
+		if policies == nil || slices.Contains(policies, c.Name) {
+			o.Controls = append(o.Controls, c)
+		}
+	}
+	r, err := live.RunOverload(ctx, o)
+	if err != nil {
+		return nil, 0, err
+	}
+	var lag time.Duration
+	for _, c := range r.Cases {
+		for _, row := range c.Rows {
+			lag = max(lag, row.StartLagMax)
+		}
+	}
+	return r, lag, nil
 }
 
 // runLiveBadHost runs live.RunBadHost with --clients (the client
