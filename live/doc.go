@@ -102,12 +102,12 @@
 //
 // # Slowdown with hedging
 //
-// RunBrownout is issue #22's hedging run ("stormsim live
+// RunSlowdownHedging is issue #22's hedging run ("stormsim live
 // slowdown-hedging": not sim's brownout, which is a capacity loss fought
 // with limiters): a real server on 127.0.0.1 that slows for everyone for
 // a window, open-loop clients through hedge.Transport unbudgeted or under
-// one shared 10% budget, and a no-hedge baseline (BrownoutPolicies). Its
-// BrownoutReport gives the requests per call on the wire before and
+// one shared 10% budget, and a no-hedge baseline (SlowdownHedgingPolicies). Its
+// SlowdownHedgingReport gives the requests per call on the wire before and
 // during the slowdown, the losers cancelled, the work wasted on them
 // when the server ignores cancellation, the server's peak in flight,
 // success and latency.

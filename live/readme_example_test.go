@@ -50,12 +50,12 @@ func Example_cascade() {
 // so that it cannot drift. It is not run: it takes 3 s of real traffic.
 func Example_brownout() {
 	ctx := context.Background()
-	rep, err := live.RunBrownout(ctx, live.BrownoutOptions{Clients: 20, Duration: 3 * time.Second})
+	rep, err := live.RunSlowdownHedging(ctx, live.SlowdownHedgingOptions{Clients: 20, Duration: 3 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	rep.WriteTo(os.Stdout) // the table below
-	h, _ := rep.Row(live.BrownoutHedge)
-	b, _ := rep.Row(live.BrownoutHedgeBudget)
+	h, _ := rep.Row(live.SlowdownHedge)
+	b, _ := rep.Row(live.SlowdownHedgeBudget)
 	fmt.Println(h.SlowLoad, b.SlowLoad) // requests per call during the slowdown: about 2 and 1.1
 }

@@ -219,14 +219,14 @@ policy (comparable across rows).`,
 	},
 	{
 		name:  live.SlowdownHedgingScenario,
-		title: "hedging in a slowdown: hedge.Transport with and without a shared 10% budget (live.RunBrownout; not sim's brownout)",
+		title: "hedging in a slowdown: hedge.Transport with and without a shared 10% budget (live.RunSlowdownHedging; not sim's brownout)",
 		doc: `A server slows from 5ms to 100ms for everyone in the middle third of a 3s run; open-loop clients (20 by
 default, each calling every 100ms from a phase drawn from the seed) hedge once after 25ms. The table gives the
 requests per call before and during the slowdown, the losers cancelled and, with --ignore-cancel, the work the
 server wastes on them. Not sim's brownout, which is a capacity loss fought with retry limiters.`,
 		policies: func() []string {
 			var out []string
-			for _, p := range live.BrownoutPolicies() {
+			for _, p := range live.SlowdownHedgingPolicies() {
 				out = append(out, p.Name)
 			}
 			return out
@@ -381,7 +381,7 @@ type liveTopologyReport interface {
 }
 
 // runLiveTopology runs cascade (live.RunCascade) or slowdown-hedging
-// (live.RunBrownout) with the command's options: --clients, --duration
+// (live.RunSlowdownHedging) with the command's options: --clients, --duration
 // (0 keeps their defaults), --seed, --scope, --sequential, --policies and,
 // for slowdown-hedging, --ignore-cancel; it prints the table and the
 // policies' legend unless --json.
@@ -408,15 +408,15 @@ func runLiveTopology(ctx context.Context, cfg *config, t *liveTopology, policies
 			}
 		}
 	default:
-		o := live.BrownoutOptions{Clients: cfg.clients, Duration: cfg.duration, Seed: cfg.seed, Scope: cfg.scope,
+		o := live.SlowdownHedgingOptions{Clients: cfg.clients, Duration: cfg.duration, Seed: cfg.seed, Scope: cfg.scope,
 			Sequential: cfg.sequential, IgnoreCancel: cfg.ignoreCancel}
-		for _, p := range live.BrownoutPolicies() {
+		for _, p := range live.SlowdownHedgingPolicies() {
 			if policies == nil || slices.Contains(policies, p.Name) {
 				o.Policies = append(o.Policies, p)
 			}
 		}
-		var r *live.BrownoutReport
-		if r, err = live.RunBrownout(ctx, o); err == nil {
+		var r *live.SlowdownHedgingReport
+		if r, err = live.RunSlowdownHedging(ctx, o); err == nil {
 			rep = r
 			for _, row := range r.Rows {
 				lag = max(lag, row.StartLagMax)
