@@ -378,6 +378,7 @@ func runBadHostPolicy(ctx context.Context, o *BadHostOptions, m *sim.HostsModel,
 			return row, err
 		}
 		defer srv.close()
+		defer inj.Close() // first: nothing held when the server shuts down
 		urls = append(urls, srv.url)
 	}
 	base := &http.Transport{Proxy: nil, MaxIdleConns: 0, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}

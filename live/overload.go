@@ -537,6 +537,7 @@ func runOverloadControl(ctx context.Context, m *sim.OverloadModel, ctl sim.Serve
 		return row, err
 	}
 	defer srv.close()
+	defer s.inj.Close()
 	defer end() // before the server's shutdown: no work outlives the run
 	base := &http.Transport{Proxy: nil, MaxIdleConns: 0, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	defer base.CloseIdleConnections()
