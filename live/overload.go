@@ -384,8 +384,8 @@ func (s *overloadServer) inWindow(t time.Duration) bool {
 	return t >= s.m.Window[0] && t < s.m.Window[1]
 }
 
-// leg waits the trigger's extra latency if it is on, or until the
-// caller leaves; it reports whether the caller is still there.
+// leg waits the trigger's extra latency if it is on, or until ctx ends;
+// it reports whether ctx is still alive.
 func (s *overloadServer) leg(ctx context.Context) bool {
 	t := s.m.Trigger
 	if now := s.now(); t.Extra <= 0 || now < t.Start || now >= t.End {
@@ -401,10 +401,14 @@ func (s *overloadServer) leg(ctx context.Context) bool {
 	}
 }
 
-// ServeHTTP is the network leg in, the database, the leg out.
+// ServeHTTP is the network leg in, the database, the leg out. The leg in
+// ends whether or not the caller has left meanwhile, as in sim: a query
+// on its way cannot know that its caller timed out, and reaches the
+// database (where the admission queue drops it, and a plain queue serves
+// it).
 func (s *overloadServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.leg(r.Context()) {
-		return // the caller left on the way in; the database never saw it
+	if !s.leg(s.life) {
+		return // the run is over
 	}
 	arrive := time.Now()
 	at := arrive.Sub(s.start)
