@@ -18,7 +18,8 @@ import (
 const liveStableClients = 200
 
 // runLive is "stormsim live": each named live run (every one when none is
-// named: the registry's scenarios, then cascade and slowdown-hedging) runs
+// named: the registry's scenarios, then cascade and slowdown-hedging; the
+// runs marked byName only when named) runs
 // on real loopback traffic, its tables printed as they come, then the
 // JSON or the --out report. A cancelled run writes what finished.
 func runLive(ctx context.Context, cfg *config, stdout, stderr io.Writer, tty bool) int {
