@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/live"
 )
 
@@ -123,4 +125,24 @@ func TestBadHostOptionsRefused(t *testing.T) {
 	if err != nil || m.Duration.Seconds() != 35 || m.DownFrom.Seconds() != 10 || m.DownTo.Seconds() != 25 || m.Hosts != 10 {
 		t.Errorf("Model() = %+v, %v", m, err)
 	}
+}
+
+// A user's callback that panics inside a client's policy (here the
+// breaker's ReadyToTrip, asked after every failure) ends the run: the
+// calls started return, every server shuts down, and the panic goes on
+// in RunBadHost's caller instead of killing the process from a call's
+// goroutine (goleak, in TestMain, checks that nothing is left running).
+func TestBadHostCallbackPanicGoesOnToTheCaller(t *testing.T) {
+	ps := live.BadHostPolicies()[:1]
+	br := *ps[0].Breaker
+	br.Window = breaker.Window{}
+	br.ReadyToTrip = func(breaker.Counts) bool { panic("ready-to-trip boom") }
+	ps[0].Breaker = &br
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "ready-to-trip boom") {
+			t.Errorf("recovered %v, want the callback's panic", v)
+		}
+	}()
+	live.RunBadHost(context.Background(), live.BadHostOptions{Clients: 1, Rate: 50, Scale: 0.02, Seed: 1, Policies: ps})
+	t.Error("RunBadHost returned; want the callback's panic")
 }

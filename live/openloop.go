@@ -82,10 +82,15 @@ func (h *callHeap) Pop() any {
 // goroutine of its own, whether or not the earlier calls have ended (open
 // loop: a slow server does not slow the arrivals). It stops starting
 // calls when ctx ends, returns once every call has returned, and reports
-// how late, at worst, a call started against its schedule.
+// how late, at worst, a call started against its schedule. A call that
+// panics (a user's callback inside the policy, say) stops the schedule;
+// once the calls started have returned, the first panic goes on in the
+// caller's goroutine.
 func runOpenLoop(ctx context.Context, start time.Time, sched []openCall, call func(openCall)) time.Duration {
 	var wg sync.WaitGroup
 	var lag time.Duration
+	var panicked panicBox
+	defer panicked.repanic(&wg)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -98,14 +103,51 @@ func runOpenLoop(ctx context.Context, start time.Time, sched []openCall, call fu
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || panicked.set() {
 			break
 		}
 		lag = max(lag, time.Since(due))
-		wg.Go(func() { call(c) })
+		wg.Go(func() {
+			defer panicked.catch()
+			call(c)
+		})
 	}
 	wg.Wait()
 	return lag
+}
+
+// panicBox keeps the first panic of a group of goroutines, so that it can
+// go on in the goroutine that waits for them.
+type panicBox struct {
+	mu  sync.Mutex
+	v   any
+	got bool
+}
+
+// catch, deferred in a goroutine of the group, keeps its panic.
+func (p *panicBox) catch() {
+	if v := recover(); v != nil {
+		p.mu.Lock()
+		if !p.got {
+			p.v, p.got = v, true
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *panicBox) set() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.got
+}
+
+// repanic, deferred by the waiting goroutine, waits for the group and
+// raises the panic kept, if any.
+func (p *panicBox) repanic(wg *sync.WaitGroup) {
+	wg.Wait()
+	if p.set() {
+		panic(p.v)
+	}
 }
 
 // roundDur rounds d for a title: to the millisecond from 10ms, to the

@@ -72,8 +72,8 @@ func liveDatabase(workers int, scale float64) sim.OverloadModel {
 // database of workers workers, the timeline scaled by scale (1: sim's
 // 90s): the paper's trigger (every leg to and from the database 1s slower
 // from 20s to 30s) measured over the 20s after it, and a surge (as many
-// calls again from 20s to 30s) measured over the surge from its second
-// second.
+// calls again from 20s to 30s) measured over the surge after its first
+// tenth (from 21s).
 func MetastableServerCases(workers int, scale float64) []OverloadCase {
 	sc := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	paper := liveDatabase(workers, scale)
@@ -84,7 +84,7 @@ func MetastableServerCases(workers int, scale float64) []OverloadCase {
 	surge.Window = [2]time.Duration{sc(21 * time.Second), sc(30 * time.Second)}
 	return []OverloadCase{
 		{Name: fmt.Sprintf("paper: queries 1s slower for %s", roundDur(paper.Trigger.End-paper.Trigger.Start)), Model: paper, WindowDoc: "the time after the trigger"},
-		{Name: fmt.Sprintf("surge: 2x the calls for %s", roundDur(surge.Trigger.End-surge.Trigger.Start)), Model: surge, WindowDoc: "the surge, from its second tenth"},
+		{Name: fmt.Sprintf("surge: 2x the calls for %s", roundDur(surge.Trigger.End-surge.Trigger.Start)), Model: surge, WindowDoc: "the surge after its first tenth"},
 	}
 }
 
@@ -99,7 +99,7 @@ func FailAtScaleCase(workers int, scale float64) OverloadCase {
 	m.Duration = sc(70 * time.Second)
 	m.Trigger = sim.OverloadTrigger{Start: sc(20 * time.Second), End: sc(50 * time.Second), Surge: share(320, workers)}
 	m.Window = [2]time.Duration{sc(25 * time.Second), sc(50 * time.Second)}
-	return OverloadCase{Name: fmt.Sprintf("2x overload: %.0f calls/s for %s", share(600, workers), roundDur(m.Trigger.End-m.Trigger.Start)), Model: m, WindowDoc: "the overload, from its sixth"}
+	return OverloadCase{Name: fmt.Sprintf("2x overload: %.0f calls/s for %s", share(600, workers), roundDur(m.Trigger.End-m.Trigger.Start)), Model: m, WindowDoc: "the overload after its first sixth"}
 }
 
 // MetastableServerControls returns sim's metastable-server contenders for
@@ -558,6 +558,8 @@ func runOverloadControl(ctx context.Context, m *sim.OverloadModel, ctl sim.Serve
 	queue, conc := sim.NewGauge(n), sim.NewGauge(n)
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
+	stopSampler := sync.OnceFunc(func() { close(stop); <-sampled })
+	defer stopSampler() // on every path, a panic's included
 	go func() {
 		defer close(sampled)
 		t := time.NewTicker(sim.DefaultBucket)
@@ -621,8 +623,7 @@ func runOverloadControl(ctx context.Context, m *sim.OverloadModel, ctl sim.Serve
 		}
 		rec.Latencies = append(rec.Latencies, time.Since(began))
 	})
-	close(stop)
-	<-sampled
+	stopSampler()
 	if err := ctx.Err(); err != nil {
 		return row, err
 	}
