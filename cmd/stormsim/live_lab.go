@@ -21,7 +21,8 @@ func init() {
 to 50s of 70s); client processes (4 by default, --clients) at 50 calls/s each through httpretry with
 WithKey(HostKey). --duration scales the whole timeline (and the breakers' window and open period) from its
 70s. The table gives the healthy hosts' success, goodput and retries per failed first try during the outage
-against before it, the bad host's attempts per call, and sim.RunHosts at the same parameters. Run by name.`,
+against before it, the bad host's attempts per call, and sim.RunHosts at the same parameters. Every client
+process owns its breaker or budget, as sim's clients do (--scope does not apply). Run by name.`,
 		policies: func() []string {
 			var out []string
 			for _, p := range live.BadHostPolicies() {
@@ -38,8 +39,9 @@ against before it, the bad host's attempts per call, and sim.RunHosts at the sam
 		doc: `One real server per control: 8 workers of [60ms, 100ms] (100/s, a third of sim's database), naive clients
 at 93 calls/s retrying once at once after a 503 or their 1s timeout. Two cases: every leg 1s slower from 20s
 to 30s of 90s (the paper's trigger), and twice the calls from 20s to 30s. --duration scales the timeline from
-its 90s (not the service, the timeout or the trigger's latency). Each table sets the live figures (goodput,
-served in time, queue wait, shed, recovery) beside sim.RunOverload at the same parameters. Run by name.`,
+its 90s (not the service, the timeout or the trigger's latency); --clients and --scope do not apply. Each
+table sets the live figures (goodput, served in time, queue wait, shed, recovery) beside sim.RunOverload at
+the same parameters. Run by name.`,
 		policies:       func() []string { return controlNames(live.MetastableServerControls(live.DefaultOverloadWorkers)) },
 		noIgnoreCancel: "its database serves every request it has taken, whether or not the caller is still there (sim's model)",
 		byName:         true,
@@ -51,8 +53,8 @@ served in time, queue wait, shed, recovery) beside sim.RunOverload at the same p
 		title: "Fail at Scale's queue at 2x overload: sim's fail-at-scale on a real server, a plain FIFO queue against layer.Adaptive's CoDel and adaptive LIFO (live.RunOverload)",
 		doc: `One real server per control: 8 workers of [60ms, 100ms] (100/s), 93 calls/s and 200/s from 20s to 50s of
 70s, one attempt each under a 1s deadline; every control has a queue of 333 (a 3.3s wait once full).
---duration scales the timeline from its 70s. The table sets the live figures beside sim.RunOverload at the
-same parameters. Run by name.`,
+--duration scales the timeline from its 70s; --clients and --scope do not apply. The table sets the live
+figures beside sim.RunOverload at the same parameters. Run by name.`,
 		policies:       func() []string { return controlNames(live.FailAtScaleControls(live.DefaultOverloadWorkers)) },
 		noIgnoreCancel: "its database serves every request it has taken, whether or not the caller is still there (sim's model)",
 		byName:         true,
