@@ -39,6 +39,15 @@ func TestCascadeAmplification(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep.WriteTo(os.Stdout)
+	// A harness that starts calls late is drowning in the naive storm's
+	// requests: its calls run into their deadline before they make them
+	// all (9.2x at a load average of 14, every p50 at 15s), so the figure
+	// measures the machine (as TestBrownoutHedging skips).
+	for _, row := range rep.Rows {
+		if row.StartLagMax > 250*time.Millisecond {
+			t.Skipf("%s: the callers started calls up to %s late: the machine is too loaded to judge", row.Policy.Name, row.StartLagMax)
+		}
+	}
 	for _, c := range []struct {
 		name     string
 		min, max float64

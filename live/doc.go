@@ -102,19 +102,48 @@
 //
 // # Slowdown with hedging
 //
-// RunBrownout is issue #22's hedging run ("stormsim live
+// RunSlowdownHedging is issue #22's hedging run ("stormsim live
 // slowdown-hedging": not sim's brownout, which is a capacity loss fought
 // with limiters): a real server on 127.0.0.1 that slows for everyone for
 // a window, open-loop clients through hedge.Transport unbudgeted or under
-// one shared 10% budget, and a no-hedge baseline (BrownoutPolicies). Its
-// BrownoutReport gives the requests per call on the wire before and
+// one shared 10% budget, and a no-hedge baseline (SlowdownHedgingPolicies). Its
+// SlowdownHedgingReport gives the requests per call on the wire before and
 // during the slowdown, the losers cancelled, the work wasted on them
 // when the server ignores cancellation, the server's peak in flight,
-// success and latency.
+// success and latency. (Its former name, RunBrownout, and its types'
+// Brownout names remain as deprecated aliases.)
 //
-// Both encode as JSON with sim's conventions (snake_case keys, seconds),
-// and their Sim methods give them as sim.Reports for the command's HTML
-// report.
+// # One bad host among ten
+//
+// RunBadHost is issue #37's isolation run ("stormsim live bad-host"):
+// sim's bad-host scenario on ten faultinject servers on 127.0.0.1 per
+// policy (5% of requests answered 500, host 0 answering 503 while it is
+// down), client processes sending GETs through httpretry with
+// WithKey(HostKey), each with its own breaker or budget, shared by every
+// host or one per host (keyed.Breakers, keyed.Budgets: BadHostPolicies).
+// BadHostOptions.Scale runs the same timeline, breakers included, in less
+// time. Its BadHostReport gives, for the healthy hosts and the bad one,
+// success, goodput and retries per failed first try during the outage
+// against before it (the no-fault level, in the same run), and beside
+// them sim.RunHosts at the same parameters.
+//
+// # Server-side control
+//
+// RunOverload is issue #38's server-side comparison ("stormsim live
+// metastable-server", "stormsim live fail-at-scale"): one real server per
+// control, a faultinject worker pool with a real service time behind
+// layer.Adaptive (the real admission.Limiter: adaptive limit, CoDel,
+// adaptive LIFO), layer.Limit or nothing, and naive clients that retry at
+// once after any failure; the cases and controls are sim's
+// (MetastableServerCases, FailAtScaleCase, MetastableServerControls,
+// FailAtScaleControls), sized to a smaller database. Its OverloadReport
+// gives sim's OverloadStats (goodput, served in time, queue waits, shed)
+// and Metrics measured on the wire, beside sim.RunOverload at the same
+// parameters, and says where the two differ by more than 20%.
+//
+// All four encode as JSON with sim's conventions (snake_case keys,
+// seconds), and their Sim methods give them as sim.Reports for the
+// command's HTML report.
 //
 // Live runs are not reproducible bit for bit: the schedule is, but the
 // machine's timing is not. Run policies at the same time (the default) to

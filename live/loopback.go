@@ -44,7 +44,8 @@ func (l *loopback) close() {
 
 // runPolicies runs run for every policy, at the same time or (sequential)
 // one after another in order, and returns their rows in the policies'
-// order, or their errors joined.
+// order, or their errors joined. When a run panics, the others end and
+// the first panic goes on in the caller's goroutine.
 func runPolicies[P, R any](policies []P, sequential bool, run func(P) (R, error)) ([]R, error) {
 	rows := make([]R, len(policies))
 	errs := make([]error, len(policies))
@@ -60,10 +61,14 @@ func runPolicies[P, R any](policies []P, sequential bool, run func(P) (R, error)
 		return rows, nil
 	}
 	var wg sync.WaitGroup
+	var panicked panicBox
 	for i, p := range policies {
-		wg.Go(func() { rows[i], errs[i] = run(p) })
+		wg.Go(func() {
+			defer panicked.catch()
+			rows[i], errs[i] = run(p)
+		})
 	}
-	wg.Wait()
+	panicked.repanic(&wg)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

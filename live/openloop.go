@@ -23,7 +23,13 @@ type openCall struct {
 // maxCalls of them in time order. The same seed gives the same schedule,
 // so every policy meets the same calls.
 func openSchedule(clients int, interval, duration time.Duration, seed uint64, maxCalls int) []openCall {
-	a := sim.Arrival{Kind: sim.Periodic, Interval: interval}
+	return arrivalSchedule(sim.Arrival{Kind: sim.Periodic, Interval: interval}, clients, duration, seed, maxCalls)
+}
+
+// arrivalSchedule returns the calls of clients that each follow a's
+// pattern (a.Stream(seed, client)) until duration: the first maxCalls of
+// them in time order.
+func arrivalSchedule(a sim.Arrival, clients int, duration time.Duration, seed uint64, maxCalls int) []openCall {
 	// Merge the clients' streams in time order (a heap of each client's
 	// next call), so that memory stays within clients + maxCalls.
 	streams := make([]sim.ArrivalStream, clients)
@@ -35,13 +41,15 @@ func openSchedule(clients int, interval, duration time.Duration, seed uint64, ma
 		}
 	}
 	heap.Init(&h)
+	// A periodic stream with no interval would stand still: one call.
+	moving := a.Kind != sim.Periodic || a.Interval > 0
 	var out []openCall
 	for len(h) > 0 && len(out) < maxCalls {
 		c := h[0]
 		out = append(out, c)
 		// step < duration−At rather than At+step < duration: a huge
 		// interval must not wrap round into the past.
-		if step := streams[c.Client].Next(); interval > 0 && step < duration-c.At {
+		if step := streams[c.Client].Next(); moving && step < duration-c.At {
 			h[0].At = c.At + step
 			heap.Fix(&h, 0)
 		} else {
@@ -74,10 +82,15 @@ func (h *callHeap) Pop() any {
 // goroutine of its own, whether or not the earlier calls have ended (open
 // loop: a slow server does not slow the arrivals). It stops starting
 // calls when ctx ends, returns once every call has returned, and reports
-// how late, at worst, a call started against its schedule.
+// how late, at worst, a call started against its schedule. A call that
+// panics (a user's callback inside the policy, say) stops the schedule;
+// once the calls started have returned, the first panic goes on in the
+// caller's goroutine.
 func runOpenLoop(ctx context.Context, start time.Time, sched []openCall, call func(openCall)) time.Duration {
 	var wg sync.WaitGroup
 	var lag time.Duration
+	var panicked panicBox
+	defer panicked.repanic(&wg)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -90,14 +103,51 @@ func runOpenLoop(ctx context.Context, start time.Time, sched []openCall, call fu
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || panicked.set() {
 			break
 		}
 		lag = max(lag, time.Since(due))
-		wg.Go(func() { call(c) })
+		wg.Go(func() {
+			defer panicked.catch()
+			call(c)
+		})
 	}
 	wg.Wait()
 	return lag
+}
+
+// panicBox keeps the first panic of a group of goroutines, so that it can
+// go on in the goroutine that waits for them.
+type panicBox struct {
+	mu  sync.Mutex
+	v   any
+	got bool
+}
+
+// catch, deferred in a goroutine of the group, keeps its panic.
+func (p *panicBox) catch() {
+	if v := recover(); v != nil {
+		p.mu.Lock()
+		if !p.got {
+			p.v, p.got = v, true
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *panicBox) set() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.got
+}
+
+// repanic, deferred by the waiting goroutine, waits for the group and
+// raises the panic kept, if any.
+func (p *panicBox) repanic(wg *sync.WaitGroup) {
+	wg.Wait()
+	if p.set() {
+		panic(p.v)
+	}
 }
 
 // roundDur rounds d for a title: to the millisecond from 10ms, to the

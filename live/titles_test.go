@@ -33,14 +33,14 @@ func TestLiveTitlesFollowTheScenarioAsRun(t *testing.T) {
 // "333.333333ms–666.666666ms".
 func TestLiveTopologyTitlesRoundDurations(t *testing.T) {
 	co := CascadeOptions{Duration: time.Second}
-	bo := BrownoutOptions{Duration: time.Second}
+	bo := SlowdownHedgingOptions{Duration: time.Second}
 	if err := co.defaults(); err != nil {
 		t.Fatal(err)
 	}
 	if err := bo.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	for _, title := range []string{(&CascadeReport{Options: co}).Table().Title, (&BrownoutReport{Options: bo}).Table().Title} {
+	for _, title := range []string{(&CascadeReport{Options: co}).Table().Title, (&SlowdownHedgingReport{Options: bo}).Table().Title} {
 		if strings.Contains(title, "333.333") || !strings.Contains(title, "333ms–667ms") {
 			t.Errorf("title %q: want the window as 333ms–667ms", title)
 		}
@@ -51,12 +51,12 @@ func TestLiveTopologyTitlesRoundDurations(t *testing.T) {
 // sim's uses snake_case keys and seconds.
 func TestLiveTopologyJSONIsSnakeCaseSeconds(t *testing.T) {
 	co := CascadeOptions{Duration: 3 * time.Second, Seed: 9}
-	bo := BrownoutOptions{Duration: 3 * time.Second}
+	bo := SlowdownHedgingOptions{Duration: 3 * time.Second}
 	co.defaults()
 	bo.defaults()
 	for _, v := range []any{
 		&CascadeReport{Options: co, Rows: []CascadeRow{{Policy: CascadePolicies()[0], P99: 1500 * time.Millisecond}}},
-		&BrownoutReport{Options: bo, Rows: []BrownoutRow{{Policy: BrownoutPolicies()[0], P99: 1500 * time.Millisecond}}},
+		&SlowdownHedgingReport{Options: bo, Rows: []SlowdownHedgingRow{{Policy: SlowdownHedgingPolicies()[0], P99: 1500 * time.Millisecond}}},
 	} {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -78,7 +78,7 @@ func TestLiveTopologyJSONIsSnakeCaseSeconds(t *testing.T) {
 	}
 }
 
-// RunCascade and RunBrownout with Sequential run one policy at a time.
+// RunCascade and RunSlowdownHedging with Sequential run one policy at a time.
 func TestRunPoliciesSequential(t *testing.T) {
 	var running, most atomic.Int32
 	rows, err := runPolicies([]int{1, 2, 3}, true, func(p int) (int, error) {

@@ -18,7 +18,8 @@ import (
 const liveStableClients = 200
 
 // runLive is "stormsim live": each named live run (every one when none is
-// named: the registry's scenarios, then cascade and slowdown-hedging) runs
+// named: the registry's scenarios, then cascade and slowdown-hedging; the
+// runs marked byName only when named) runs
 // on real loopback traffic, its tables printed as they come, then the
 // JSON or the --out report. A cancelled run writes what finished.
 func runLive(ctx context.Context, cfg *config, stdout, stderr io.Writer, tty bool) int {
@@ -191,6 +192,12 @@ type liveTopology struct {
 	// says why not.
 	ignoreCancel   bool
 	noIgnoreCancel string
+	// byName keeps the run out of "stormsim live" with no name, as sim's
+	// named scenarios are kept out of its default suite.
+	byName bool
+	// run, when set, runs it (cascade and slowdown-hedging are run by
+	// runLiveTopology itself) and returns its report and worst start lag.
+	run func(ctx context.Context, cfg *config, policies []string) (liveTopologyReport, time.Duration, error)
 }
 
 // liveTopologies are the live runs outside live's Scenario registry.
@@ -213,14 +220,14 @@ policy (comparable across rows).`,
 	},
 	{
 		name:  live.SlowdownHedgingScenario,
-		title: "hedging in a slowdown: hedge.Transport with and without a shared 10% budget (live.RunBrownout; not sim's brownout)",
+		title: "hedging in a slowdown: hedge.Transport with and without a shared 10% budget (live.RunSlowdownHedging; not sim's brownout)",
 		doc: `A server slows from 5ms to 100ms for everyone in the middle third of a 3s run; open-loop clients (20 by
 default, each calling every 100ms from a phase drawn from the seed) hedge once after 25ms. The table gives the
 requests per call before and during the slowdown, the losers cancelled and, with --ignore-cancel, the work the
 server wastes on them. Not sim's brownout, which is a capacity loss fought with retry limiters.`,
 		policies: func() []string {
 			var out []string
-			for _, p := range live.BrownoutPolicies() {
+			for _, p := range live.SlowdownHedgingPolicies() {
 				out = append(out, p.Name)
 			}
 			return out
@@ -241,7 +248,12 @@ func liveNames() []string {
 // pickLiveRuns returns the named live runs, or every one.
 func pickLiveRuns(names []string) ([]liveRun, error) {
 	if len(names) == 0 {
-		names = liveNames()
+		names = live.Names()
+		for _, t := range liveTopologies {
+			if !t.byName {
+				names = append(names, t.name)
+			}
+		}
 	}
 	var out []liveRun
 	for _, name := range names {
@@ -370,7 +382,7 @@ type liveTopologyReport interface {
 }
 
 // runLiveTopology runs cascade (live.RunCascade) or slowdown-hedging
-// (live.RunBrownout) with the command's options: --clients, --duration
+// (live.RunSlowdownHedging) with the command's options: --clients, --duration
 // (0 keeps their defaults), --seed, --scope, --sequential, --policies and,
 // for slowdown-hedging, --ignore-cancel; it prints the table and the
 // policies' legend unless --json.
@@ -379,8 +391,10 @@ func runLiveTopology(ctx context.Context, cfg *config, t *liveTopology, policies
 	var err error
 	began := time.Now()
 	var lag time.Duration
-	switch t.name {
-	case live.CascadeScenario:
+	switch {
+	case t.run != nil:
+		rep, lag, err = t.run(ctx, cfg, policies)
+	case t.name == live.CascadeScenario:
 		o := live.CascadeOptions{Clients: cfg.clients, Duration: cfg.duration, Seed: cfg.seed, Scope: cfg.scope, Sequential: cfg.sequential}
 		for _, p := range live.CascadePolicies() {
 			if policies == nil || slices.Contains(policies, p.Name) {
@@ -395,15 +409,15 @@ func runLiveTopology(ctx context.Context, cfg *config, t *liveTopology, policies
 			}
 		}
 	default:
-		o := live.BrownoutOptions{Clients: cfg.clients, Duration: cfg.duration, Seed: cfg.seed, Scope: cfg.scope,
+		o := live.SlowdownHedgingOptions{Clients: cfg.clients, Duration: cfg.duration, Seed: cfg.seed, Scope: cfg.scope,
 			Sequential: cfg.sequential, IgnoreCancel: cfg.ignoreCancel}
-		for _, p := range live.BrownoutPolicies() {
+		for _, p := range live.SlowdownHedgingPolicies() {
 			if policies == nil || slices.Contains(policies, p.Name) {
 				o.Policies = append(o.Policies, p)
 			}
 		}
-		var r *live.BrownoutReport
-		if r, err = live.RunBrownout(ctx, o); err == nil {
+		var r *live.SlowdownHedgingReport
+		if r, err = live.RunSlowdownHedging(ctx, o); err == nil {
 			rep = r
 			for _, row := range r.Rows {
 				lag = max(lag, row.StartLagMax)

@@ -21,7 +21,7 @@ import (
 func TestBrownoutHedging(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rep, err := live.RunBrownout(ctx, live.BrownoutOptions{
+	rep, err := live.RunSlowdownHedging(ctx, live.SlowdownHedgingOptions{
 		Clients:   20,
 		Interval:  100 * time.Millisecond,
 		Duration:  3 * time.Second,
@@ -42,9 +42,9 @@ func TestBrownoutHedging(t *testing.T) {
 		name     string
 		min, max float64
 	}{
-		{live.BrownoutNoHedge, 1, 1},
-		{live.BrownoutHedge, 1.75, 2},
-		{live.BrownoutHedgeBudget, 1, 1.3},
+		{live.SlowdownNoHedge, 1, 1},
+		{live.SlowdownHedge, 1.75, 2},
+		{live.SlowdownHedgeBudget, 1, 1.3},
 	} {
 		row, ok := rep.Row(c.name)
 		if !ok {
@@ -65,7 +65,7 @@ func TestBrownoutHedging(t *testing.T) {
 
 // Options out of bounds are refused before any server starts.
 func TestBrownoutOptionsValidate(t *testing.T) {
-	for _, o := range []live.BrownoutOptions{
+	for _, o := range []live.SlowdownHedgingOptions{
 		{Clients: -1},
 		{Clients: live.DefaultMaxClients + 1},
 		{Interval: -time.Second},
@@ -74,24 +74,24 @@ func TestBrownoutOptionsValidate(t *testing.T) {
 		{Service: -time.Millisecond},
 		{Delay: -time.Millisecond},
 		{MaxCalls: -1},
-		{Policies: []live.BrownoutPolicy{}},
+		{Policies: []live.SlowdownHedgingPolicy{}},
 	} {
-		if _, err := live.RunBrownout(context.Background(), o); !errors.Is(err, live.ErrScenario) {
-			t.Errorf("RunBrownout(%+v) = %v, want ErrScenario", o, err)
+		if _, err := live.RunSlowdownHedging(context.Background(), o); !errors.Is(err, live.ErrScenario) {
+			t.Errorf("RunSlowdownHedging(%+v) = %v, want ErrScenario", o, err)
 		}
 	}
 }
 
-// BrownoutPolicy.Adaptive takes the delay from hedge.NewAdaptive: a call
+// SlowdownHedgingPolicy.Adaptive takes the delay from hedge.NewAdaptive: a call
 // still makes at most two requests (one hedge), and every call succeeds.
 func TestBrownoutAdaptive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rep, err := live.RunBrownout(ctx, live.BrownoutOptions{
+	rep, err := live.RunSlowdownHedging(ctx, live.SlowdownHedgingOptions{
 		Clients:  10,
 		Duration: 1500 * time.Millisecond,
 		MaxCalls: 500,
-		Policies: []live.BrownoutPolicy{{Name: "adaptive", Hedge: true, Adaptive: true}},
+		Policies: []live.SlowdownHedgingPolicy{{Name: "adaptive", Hedge: true, Adaptive: true}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestBrownoutAdaptive(t *testing.T) {
 	}
 }
 
-// BrownoutOptions.IgnoreCancel makes the server serve on for the hedges'
+// SlowdownHedgingOptions.IgnoreCancel makes the server serve on for the hedges'
 // losers: their work shows as Wasted, which a server that stops at once
 // does not spend.
 func TestBrownoutIgnoreCancelShowsWastedWork(t *testing.T) {
@@ -114,9 +114,9 @@ func TestBrownoutIgnoreCancelShowsWastedWork(t *testing.T) {
 	defer cancel()
 	wasted := map[bool]time.Duration{}
 	for _, ignore := range []bool{false, true} {
-		rep, err := live.RunBrownout(ctx, live.BrownoutOptions{
+		rep, err := live.RunSlowdownHedging(ctx, live.SlowdownHedgingOptions{
 			Clients: 10, Duration: 1500 * time.Millisecond, MaxCalls: 500, IgnoreCancel: ignore, Seed: 5,
-			Policies: []live.BrownoutPolicy{{Name: live.BrownoutHedge, Hedge: true}},
+			Policies: []live.SlowdownHedgingPolicy{{Name: live.SlowdownHedge, Hedge: true}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -129,5 +129,16 @@ func TestBrownoutIgnoreCancelShowsWastedWork(t *testing.T) {
 	}
 	if wasted[false] != 0 || wasted[true] <= 0 {
 		t.Errorf("wasted %s honouring cancellation (want 0), %s ignoring it (want more)", wasted[false], wasted[true])
+	}
+}
+
+// The former names still compile and mean the same (deprecated aliases).
+func TestBrownoutNamesAreAliases(t *testing.T) {
+	var o live.BrownoutOptions = live.SlowdownHedgingOptions{Clients: -1}
+	if _, err := live.RunBrownout(context.Background(), o); !errors.Is(err, live.ErrScenario) {
+		t.Errorf("RunBrownout = %v, want ErrScenario", err)
+	}
+	if p := live.BrownoutPolicies(); len(p) != 3 || p[1].Name != live.SlowdownHedge || live.BrownoutHedge != "hedge" {
+		t.Errorf("BrownoutPolicies() = %+v", p)
 	}
 }

@@ -16,59 +16,59 @@ import (
 	"github.com/stormguard/stormguard/sim"
 )
 
-// The policies RunBrownout compares (issue #22), by BrownoutPolicy.Name.
+// The policies RunSlowdownHedging compares (issue #22), by SlowdownHedgingPolicy.Name.
 const (
-	// BrownoutNoHedge sends each call once: the baseline (sim's no-hedge
+	// SlowdownNoHedge sends each call once: the baseline (sim's no-hedge
 	// of the straggler scenario).
-	BrownoutNoHedge = "no-hedge"
-	// BrownoutHedge hedges once after the fixed delay, unbudgeted.
-	BrownoutHedge = "hedge"
-	// BrownoutHedgeBudget hedges the same way under a retry budget
+	SlowdownNoHedge = "no-hedge"
+	// SlowdownHedge hedges once after the fixed delay, unbudgeted.
+	SlowdownHedge = "hedge"
+	// SlowdownHedgeBudget hedges the same way under a retry budget
 	// (budget.TenPercent) shared by every client.
-	BrownoutHedgeBudget = "hedge+budget"
+	SlowdownHedgeBudget = "hedge+budget"
 )
 
-// BrownoutPolicy is how the clients of RunBrownout send their calls.
-type BrownoutPolicy struct {
+// SlowdownHedgingPolicy is how the clients of RunSlowdownHedging send their calls.
+type SlowdownHedgingPolicy struct {
 	// Name labels the row.
 	Name string
 	// Hedge sends the calls through hedge.Transport: one hedge (MaxHedges
-	// 1, Policy.MaxAttempts 2) after BrownoutOptions.Delay, or after an
+	// 1, Policy.MaxAttempts 2) after SlowdownHedgingOptions.Delay, or after an
 	// adaptive delay with Adaptive. Otherwise each call is one request.
 	Hedge bool
 	// Adaptive takes the hedge delay from hedge.NewAdaptive (p95 of the
-	// last 10s, floor 1ms; BrownoutOptions.Delay until it has samples).
+	// last 10s, floor 1ms; SlowdownHedgingOptions.Delay until it has samples).
 	Adaptive bool
 	// Budget puts the hedges under one budget.NewRatio(budget.TenPercent())
 	// shared by every client, or one per client under
-	// BrownoutOptions.Scope PerClient.
+	// SlowdownHedgingOptions.Scope PerClient.
 	Budget bool
 }
 
-// BrownoutPolicies returns issue #22's comparison: no hedging, hedging
+// SlowdownHedgingPolicies returns issue #22's comparison: no hedging, hedging
 // after a fixed delay, and the same under a 10% retry budget.
-func BrownoutPolicies() []BrownoutPolicy {
-	return []BrownoutPolicy{
-		{Name: BrownoutNoHedge},
-		{Name: BrownoutHedge, Hedge: true},
-		{Name: BrownoutHedgeBudget, Hedge: true, Budget: true},
+func SlowdownHedgingPolicies() []SlowdownHedgingPolicy {
+	return []SlowdownHedgingPolicy{
+		{Name: SlowdownNoHedge},
+		{Name: SlowdownHedge, Hedge: true},
+		{Name: SlowdownHedgeBudget, Hedge: true, Budget: true},
 	}
 }
 
-// Defaults of BrownoutOptions.
+// Defaults of SlowdownHedgingOptions.
 const (
-	DefaultBrownoutClients     = 20
-	DefaultBrownoutDuration    = 3 * time.Second
-	DefaultBrownoutInterval    = 100 * time.Millisecond
-	DefaultBrownoutService     = 5 * time.Millisecond
-	DefaultBrownoutSlowService = 100 * time.Millisecond
-	DefaultBrownoutDelay       = 25 * time.Millisecond
-	DefaultBrownoutCallTimeout = 5 * time.Second
-	DefaultBrownoutMaxCalls    = 5000
+	DefaultSlowdownClients     = 20
+	DefaultSlowdownDuration    = 3 * time.Second
+	DefaultSlowdownInterval    = 100 * time.Millisecond
+	DefaultSlowdownService     = 5 * time.Millisecond
+	DefaultSlowdownSlowService = 100 * time.Millisecond
+	DefaultSlowdownDelay       = 25 * time.Millisecond
+	DefaultSlowdownCallTimeout = 5 * time.Second
+	DefaultSlowdownMaxCalls    = 5000
 )
 
-// BrownoutOptions configure RunBrownout. Zero fields take the defaults.
-type BrownoutOptions struct {
+// SlowdownHedgingOptions configure RunSlowdownHedging. Zero fields take the defaults.
+type SlowdownHedgingOptions struct {
 	// Clients is the number of client goroutines (default 20, at most
 	// DefaultMaxClients). Each starts a call every Interval (default
 	// 100ms) from a phase drawn from Seed, whether or not its earlier
@@ -89,7 +89,7 @@ type BrownoutOptions struct {
 	Sequential bool
 	// IgnoreCancel makes the server finish a request whose caller has
 	// cancelled it (a hedge's loser, mostly) instead of stopping at once:
-	// BrownoutRow.Wasted shows the work spent on answers nobody reads.
+	// SlowdownHedgingRow.Wasted shows the work spent on answers nobody reads.
 	IgnoreCancel bool
 	// SlowStart and SlowEnd bound the brownout (default: the middle
 	// third of Duration): a request arriving in it is served in
@@ -105,12 +105,12 @@ type BrownoutOptions struct {
 	CallTimeout time.Duration
 	// MaxCalls bounds the calls of one policy (default 5000).
 	MaxCalls int
-	// Policies are compared (default BrownoutPolicies()), at the same
+	// Policies are compared (default SlowdownHedgingPolicies()), at the same
 	// time, each with its own server.
-	Policies []BrownoutPolicy
+	Policies []SlowdownHedgingPolicy
 }
 
-func (o *BrownoutOptions) defaults() error {
+func (o *SlowdownHedgingOptions) defaults() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: brownout: "+format, append([]any{ErrScenario}, args...)...)
 	}
@@ -120,22 +120,22 @@ func (o *BrownoutOptions) defaults() error {
 		}
 	}
 	if o.Clients == 0 {
-		o.Clients = DefaultBrownoutClients
+		o.Clients = DefaultSlowdownClients
 	}
-	def(&o.Interval, DefaultBrownoutInterval)
-	def(&o.Duration, DefaultBrownoutDuration)
+	def(&o.Interval, DefaultSlowdownInterval)
+	def(&o.Duration, DefaultSlowdownDuration)
 	if o.SlowStart == 0 && o.SlowEnd == 0 {
 		o.SlowStart, o.SlowEnd = o.Duration/3, 2*o.Duration/3
 	}
-	def(&o.Service, DefaultBrownoutService)
-	def(&o.SlowService, DefaultBrownoutSlowService)
-	def(&o.Delay, DefaultBrownoutDelay)
-	def(&o.CallTimeout, DefaultBrownoutCallTimeout)
+	def(&o.Service, DefaultSlowdownService)
+	def(&o.SlowService, DefaultSlowdownSlowService)
+	def(&o.Delay, DefaultSlowdownDelay)
+	def(&o.CallTimeout, DefaultSlowdownCallTimeout)
 	if o.MaxCalls == 0 {
-		o.MaxCalls = DefaultBrownoutMaxCalls
+		o.MaxCalls = DefaultSlowdownMaxCalls
 	}
 	if o.Policies == nil {
-		o.Policies = BrownoutPolicies()
+		o.Policies = SlowdownHedgingPolicies()
 	}
 	switch {
 	case o.Clients < 0 || o.Clients > DefaultMaxClients:
@@ -161,19 +161,19 @@ func (o *BrownoutOptions) defaults() error {
 	return nil
 }
 
-// BrownoutReport is what RunBrownout measured, one row per policy.
-type BrownoutReport struct {
+// SlowdownHedgingReport is what RunSlowdownHedging measured, one row per policy.
+type SlowdownHedgingReport struct {
 	// Options are the options as run, defaults filled in.
-	Options BrownoutOptions
+	Options SlowdownHedgingOptions
 	// Rows are in the order of Options.Policies.
-	Rows []BrownoutRow
+	Rows []SlowdownHedgingRow
 }
 
-// BrownoutRow is one policy's run. "Before" is the time before the
+// SlowdownHedgingRow is one policy's run. "Before" is the time before the
 // slowdown, "slow" the slowdown, both by when a call started.
-type BrownoutRow struct {
+type SlowdownHedgingRow struct {
 	// Policy is the policy run.
-	Policy BrownoutPolicy
+	Policy SlowdownHedgingPolicy
 	// Calls counts the calls made; BeforeCalls and SlowCalls those
 	// started before and during the slowdown.
 	Calls, BeforeCalls, SlowCalls int
@@ -190,7 +190,7 @@ type BrownoutRow struct {
 	Cancelled int64
 	// Wasted is the server's time spent on requests after their caller
 	// had cancelled them: next to nothing when the server stops at once,
-	// the rest of every loser's service under BrownoutOptions.IgnoreCancel.
+	// the rest of every loser's service under SlowdownHedgingOptions.IgnoreCancel.
 	Wasted time.Duration
 	// PeakInFlight is the most requests the server held at once.
 	PeakInFlight int64
@@ -206,34 +206,34 @@ type BrownoutRow struct {
 }
 
 // Row returns the row of the policy called name.
-func (r *BrownoutReport) Row(name string) (BrownoutRow, bool) {
+func (r *SlowdownHedgingReport) Row(name string) (SlowdownHedgingRow, bool) {
 	for _, row := range r.Rows {
 		if row.Policy.Name == name {
 			return row, true
 		}
 	}
-	return BrownoutRow{}, false
+	return SlowdownHedgingRow{}, false
 }
 
-// SlowdownHedgingScenario is the name of RunBrownout's run on the
+// SlowdownHedgingScenario is the name of RunSlowdownHedging's run on the
 // command line ("stormsim live slowdown-hedging") and in its JSON. It is
 // not sim's brownout (a capacity loss fought with retry limiters): it is
 // a slowdown for everyone fought with hedging, closer to sim's straggler.
 const SlowdownHedgingScenario = "slowdown-hedging"
 
-// BrownoutTitle is the title of RunBrownout's table.
-const BrownoutTitle = "Live slowdown with hedging"
+// SlowdownHedgingTitle is the title of RunSlowdownHedging's table.
+const SlowdownHedgingTitle = "Live slowdown with hedging"
 
 // Table renders the report as a sim.Table (its WriteTo prints it).
-func (r *BrownoutReport) Table() sim.Table {
+func (r *SlowdownHedgingReport) Table() sim.Table {
 	o := r.Options
 	t := sim.Table{
 		Title: fmt.Sprintf("%s: %d clients every %s, service %s rising to %s for everyone during %s–%s, hedge after %s",
-			BrownoutTitle, o.Clients, roundDur(o.Interval), roundDur(o.Service), roundDur(o.SlowService), roundDur(o.SlowStart), roundDur(o.SlowEnd), roundDur(o.Delay)),
+			SlowdownHedgingTitle, o.Clients, roundDur(o.Interval), roundDur(o.Service), roundDur(o.SlowService), roundDur(o.SlowStart), roundDur(o.SlowEnd), roundDur(o.Delay)),
 		Header: []string{"policy", "calls", "req/call before", "req/call slow", "cancelled", "wasted", "peak in flight", "success", "p50", "p99", "p50 slow", "p99 slow", "lag"},
 		Notes: []string{
 			"req/call: requests reaching the server (on the wire) per call, for calls started before / during the slowdown",
-			BrownoutHedge + ": hedge.Transport, one hedge after the delay; " + BrownoutHedgeBudget + ": the same under one budget.TenPercent shared by every client",
+			SlowdownHedge + ": hedge.Transport, one hedge after the delay; " + SlowdownHedgeBudget + ": the same under one budget.TenPercent shared by every client",
 			"wasted: server time spent on requests after their caller cancelled them (the rest of each loser's service when the server ignores cancellation)",
 			"lag: how late the clients started a call against their schedule at worst (a check on the harness)",
 		},
@@ -252,11 +252,11 @@ func (r *BrownoutReport) Table() sim.Table {
 }
 
 // WriteTo prints the report's table to w.
-func (r *BrownoutReport) WriteTo(w io.Writer) (int64, error) { return r.Table().WriteTo(w) }
+func (r *SlowdownHedgingReport) WriteTo(w io.Writer) (int64, error) { return r.Table().WriteTo(w) }
 
 // MarshalJSON encodes the report as sim's reports are: snake_case keys,
 // durations in seconds, and "scenario": "slowdown-hedging".
-func (r *BrownoutReport) MarshalJSON() ([]byte, error) {
+func (r *SlowdownHedgingReport) MarshalJSON() ([]byte, error) {
 	o := r.Options
 	type policy struct {
 		Name     string `json:"name"`
@@ -324,7 +324,7 @@ func (r *BrownoutReport) MarshalJSON() ([]byte, error) {
 // Sim returns the report as a sim.Report for the stormsim command's
 // printers and HTML page: its table, the policies' legend and a chart of
 // the requests per call before and during the slowdown.
-func (r *BrownoutReport) Sim() *sim.Report {
+func (r *SlowdownHedgingReport) Sim() *sim.Report {
 	t := r.Table()
 	rep := &sim.Report{
 		Scenario: "live:" + SlowdownHedgingScenario, ModelVersion: sim.ModelVersion, Title: t.Title, Seed: r.Options.Seed, Trials: 1,
@@ -354,20 +354,20 @@ func (r *BrownoutReport) Sim() *sim.Report {
 // ("before", "slow"); hedge.Transport copies it to every copy.
 const brownoutPhaseHeader = "Live-Brownout-Phase"
 
-// RunBrownout runs issue #22's brownout live: for each policy a real HTTP
+// RunSlowdownHedging runs issue #22's brownout live: for each policy a real HTTP
 // server on 127.0.0.1 whose service time rises for everyone during the
 // slowdown, and open-loop clients calling it with GETs (hedgeable) through
 // hedge.Transport (or a plain transport for the baseline). The server
 // counts every request it receives and those cancelled by their caller.
-// Policies run at the same time. RunBrownout returns when every call has
+// Policies run at the same time. RunSlowdownHedging returns when every call has
 // ended and every server is shut down.
-func RunBrownout(ctx context.Context, opts BrownoutOptions) (*BrownoutReport, error) {
+func RunSlowdownHedging(ctx context.Context, opts SlowdownHedgingOptions) (*SlowdownHedgingReport, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	sched := openSchedule(opts.Clients, opts.Interval, opts.Duration, opts.Seed, opts.MaxCalls)
 	start := time.Now()
-	rows, err := runPolicies(opts.Policies, opts.Sequential, func(p BrownoutPolicy) (BrownoutRow, error) {
+	rows, err := runPolicies(opts.Policies, opts.Sequential, func(p SlowdownHedgingPolicy) (SlowdownHedgingRow, error) {
 		if opts.Sequential {
 			return runBrownoutPolicy(ctx, &opts, p, time.Now(), sched)
 		}
@@ -376,7 +376,7 @@ func RunBrownout(ctx context.Context, opts BrownoutOptions) (*BrownoutReport, er
 	if err != nil {
 		return nil, err
 	}
-	return &BrownoutReport{Options: opts, Rows: rows}, nil
+	return &SlowdownHedgingReport{Options: opts, Rows: rows}, nil
 }
 
 type brownoutServer struct {
@@ -420,8 +420,8 @@ func (s *brownoutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func runBrownoutPolicy(ctx context.Context, o *BrownoutOptions, p BrownoutPolicy, start time.Time, sched []openCall) (BrownoutRow, error) {
-	row := BrownoutRow{Policy: p}
+func runBrownoutPolicy(ctx context.Context, o *SlowdownHedgingOptions, p SlowdownHedgingPolicy, start time.Time, sched []openCall) (SlowdownHedgingRow, error) {
+	row := SlowdownHedgingRow{Policy: p}
 	s := &brownoutServer{start: start, slowStart: o.SlowStart, slowEnd: o.SlowEnd, service: o.Service, slowS: o.SlowService, ignoreCancel: o.IgnoreCancel}
 	srv, err := serveLoopback(s)
 	if err != nil {
@@ -513,7 +513,7 @@ type brownoutCall struct {
 }
 
 // brownoutOne makes one call.
-func brownoutOne(ctx context.Context, o *BrownoutOptions, client *http.Client, url, phase string) brownoutCall {
+func brownoutOne(ctx context.Context, o *SlowdownHedgingOptions, client *http.Client, url, phase string) brownoutCall {
 	ctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
 	defer cancel()
 	c := brownoutCall{phase: phase}
