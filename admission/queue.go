@@ -120,7 +120,7 @@ func (l *Limiter) refuse(err error) error {
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if l.waiting.Load() == 0 {
 		if n := l.tryInc(); n > 0 {
-			return Permit{l: l, start: l.now(), in: n}, nil
+			return Permit{l: l, start: l.startTime(), in: n}, nil
 		}
 	}
 	return l.q.wait(ctx)
@@ -131,7 +131,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 func (l *Limiter) TryAcquire() (Permit, error) {
 	if l.waiting.Load() == 0 {
 		if n := l.tryInc(); n > 0 {
-			return Permit{l: l, start: l.now(), in: n}, nil
+			return Permit{l: l, start: l.startTime(), in: n}, nil
 		}
 	}
 	return Permit{}, l.refuse(ErrLimit)
