@@ -36,8 +36,11 @@ type Gradient2Config struct {
 	// already averages a window of requests into each sample).
 	ShortWindow int
 	// QueueSize is the allowance of requests that may queue at the
-	// server without shrinking the limit, as a function of the limit.
-	// nil: √limit, at least 1. It must not panic.
+	// server without shrinking the limit, as a function of the limit;
+	// a result below 1 or NaN counts as 1. nil: √limit, at least 1.
+	// Behind a Limiter it is called as a window closes: if it panics, the
+	// panic goes on to the Release that closed the window, that request's
+	// slot is given back, and the limit stays as it was.
 	QueueSize func(limit float64) float64
 }
 
