@@ -8,3 +8,6 @@ func SampleForTest(l *Limiter, coin func() uint32) { l.sample, l.coin = true, co
 // TimeEveryForTest makes l time every request, as it does below the
 // sampling rate. Call it before l is used.
 func TimeEveryForTest(l *Limiter) { l.sample = false }
+
+// StateForTest returns g's limit and long-term RTT, unrounded.
+func (g *Gradient2) StateForTest() (limit, long float64) { return g.limit, g.long.v }

@@ -13,8 +13,13 @@ const (
 	DefaultShortWindow       = 1   // Gradient2Config.ShortWindow, in samples
 )
 
-// Gradient2Config configures a Gradient2. The zero value is the default
-// of Netflix's Gradient2Limit, with a queue allowance of √limit.
+// Gradient2Config configures a Gradient2. The zero value has the
+// defaults of Netflix's Gradient2Limit — initial limit 20, smoothing 0.2,
+// RTT tolerance 1.5, a long window of 600 samples after a plain average
+// of the first 10 — with two departures: the queue allowance is √limit
+// (Netflix's is 4; they agree near the initial limit, and √limit lets a
+// larger limit keep a larger queue), and the bounds are [4, 1000], every
+// algorithm's here (Netflix's Gradient2Limit: [20, 200]).
 type Gradient2Config struct {
 	// InitialLimit, MinLimit and MaxLimit bound the limit: it starts at
 	// InitialLimit and stays within [MinLimit, MaxLimit]. 0:

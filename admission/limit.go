@@ -124,16 +124,20 @@ func (Fixed) OnSample(time.Time, time.Duration, int, bool) {}
 func (f Fixed) Limit() int { return max(f.N, 1) }
 
 // ewma is an exponentially weighted moving average over a window of n
-// samples, whose first samples (up to warmup) are averaged plainly.
+// samples, whose first samples (up to warmup) are averaged plainly: v is
+// the mean of their sum, as in Netflix's ExpAvgMeasurement, so a change
+// of v by hand during the warm-up (Gradient2's decay) lasts until the
+// next sample only.
 type ewma struct {
 	n, warmup, count int
-	v                float64
+	sum, v           float64
 }
 
 func (e *ewma) add(x float64) float64 {
 	if e.count < e.warmup {
 		e.count++
-		e.v += (x - e.v) / float64(e.count)
+		e.sum += x
+		e.v = e.sum / float64(e.count)
 		return e.v
 	}
 	if e.count == 0 {
@@ -146,9 +150,12 @@ func (e *ewma) add(x float64) float64 {
 	return e.v
 }
 
+// set makes x the average, also for the rest of the warm-up: the
+// samples so far count as x each.
 func (e *ewma) set(x float64) {
 	e.v = x
 	if e.count == 0 {
 		e.count = 1
 	}
+	e.sum = x * float64(e.count)
 }
