@@ -19,7 +19,6 @@ type extreme struct {
 	name  string
 	err   error
 	field string
-	l     admission.Limit // an accepted algorithm, to run
 }
 
 func checkExtremes(t *testing.T, cases []extreme) {
