@@ -74,8 +74,9 @@ func AdaptiveUnaryServerInterceptor(src admission.Source, opts ...ServerOption) 
 			}
 		}()
 		resp, err := handler(ctx, req)
+		kind := unaryEnd(ctx, err) // runs err's methods: if they panic, the slot is ignored above
 		served = true
-		endUnary(p, ctx, err)
+		endPermit(p, kind)
 		return resp, answer(err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
 	}
 }
@@ -150,15 +151,33 @@ func (a *admitter) limiter() *admission.Limiter {
 	return l
 }
 
-// endUnary ends a unary call's permit as its result says.
-func endUnary(p admission.Permit, ctx context.Context, err error) {
+// How a permit ends.
+const (
+	endRelease = iota
+	endDrop
+	endIgnore
+)
+
+// unaryEnd says how a unary call's permit ends, from its result.
+func unaryEnd(ctx context.Context, err error) int {
 	cerr := ctx.Err()
 	switch {
 	case err != nil && capacityError(err):
-		p.Drop()
+		return endDrop
 	case errors.Is(cerr, context.DeadlineExceeded):
-		p.Drop()
+		return endDrop
 	case cerr != nil:
+		return endIgnore
+	}
+	return endRelease
+}
+
+// endPermit ends p as kind says.
+func endPermit(p admission.Permit, kind int) {
+	switch kind {
+	case endDrop:
+		p.Drop()
+	case endIgnore:
 		p.Ignore()
 	default:
 		p.Release()
