@@ -240,3 +240,25 @@ func TestGradient2QueueSizePanicLeavesLimiterConsistent(t *testing.T) {
 		t.Fatalf("after 5 steady windows: limit %d, in flight %d; want above 10 (windows heard again) and 0", l.Limit(), l.InFlight())
 	}
 }
+
+// TestLimiterHugeRTTsSaturate (sweep, arithmetic extremes): RTTs near
+// math.MaxInt64 (a clock that jumps by centuries) do not overflow the
+// window's sum into a negative or wrong mean: each is counted as at most
+// maxRTT (about 39 hours), so the algorithm hears a very long RTT.
+func TestLimiterHugeRTTsSaturate(t *testing.T) {
+	h := &heard{limit: 100}
+	f := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: h, Clock: f, ProbeInterval: -1, WindowSamples: 8, Window: maxDur / 20})
+	ps := make([]admission.Permit, 8) // one window of 8
+	for i := range ps {
+		ps[i] = mustAcquire(t, l)
+	}
+	f.Advance(maxDur / 4)
+	for _, p := range ps {
+		p.Release()
+	}
+	got := h.last(t, 1)
+	if got.rtt < 24*time.Hour {
+		t.Fatalf("8 RTTs of %v: the algorithm heard a mean of %v, want a saturated, very long one", maxDur/4, got.rtt)
+	}
+}

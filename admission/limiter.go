@@ -86,6 +86,11 @@ const (
 	sampleAbove = 1024
 )
 
+// maxRTT is the most one RTT counts for in a window's sum (about 39
+// hours), so that the sum of RTTs of a clock that jumps by centuries
+// does not overflow: 65,536 of them fit.
+const maxRTT = 1 << 47
+
 // untimed is the start of a Permit whose RTT is not measured.
 const untimed = math.MinInt64
 
@@ -186,7 +191,7 @@ func (l *Limiter) release(p Permit, kind int) {
 		if rtt := end - p.start; rtt > 0 || kind == sampleDrop {
 			w := l.cells.Local()
 			w.count.Add(1)
-			w.sum.Add(max(rtt, 0))
+			w.sum.Add(min(max(rtt, 0), maxRTT))
 			if kind == sampleDrop {
 				w.drops.Add(1)
 			}
@@ -265,7 +270,11 @@ func (l *Limiter) closeWindow(end int64) {
 	for i := range stripe.N {
 		w := l.cells.At(i)
 		count += w.count.Swap(0)
-		sum += w.sum.Swap(0)
+		if s := w.sum.Swap(0); s >= 0 && sum <= math.MaxInt64-s {
+			sum += s
+		} else {
+			sum = math.MaxInt64 // saturated (a cell past 65,536 RTTs of maxRTT wraps, and reads negative)
+		}
 		drops += w.drops.Swap(0)
 		maxIn = max(maxIn, w.maxIn.Swap(0))
 	}
