@@ -133,3 +133,46 @@ func TestLimiterClockPanicTakesNoSlotAndKeepsQueue(t *testing.T) {
 		t.Fatalf("%d in flight at the end, want 0", n)
 	}
 }
+
+// TestLimiterRandPanicLeavesItConsistent (sweep, callback panics): Rand
+// is asked by New for the first probe and as each probe ends for the
+// next. A panic in New goes on to New's caller; one as a probe ends goes
+// on to the Release that ended it, with the limit back from ProbeLimit
+// and no slot held, and the next probe comes at the next window.
+func TestLimiterRandPanicLeavesItConsistent(t *testing.T) {
+	var armed atomic.Bool
+	r := func() float64 {
+		if armed.Load() {
+			panic("rand bug")
+		}
+		return 0
+	}
+	f := clocktest.NewFake()
+	c := admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, Rand: r}
+	armed.Store(true)
+	mustPanic(t, "New", func() { admission.New(c) })
+	armed.Store(false)
+	l := newLimiter(t, c)
+	for !l.Probing() {
+		p := mustAcquire(t, l)
+		f.Advance(10 * time.Millisecond)
+		p.Release()
+	}
+	if l.Limit() != admission.DefaultProbeLimit {
+		t.Fatalf("limit %d while probing, want %d", l.Limit(), admission.DefaultProbeLimit)
+	}
+	p := mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	armed.Store(true)
+	mustPanic(t, "the Release ending the probe", p.Release)
+	armed.Store(false)
+	if l.Probing() || l.Limit() != 10 || l.InFlight() != 0 {
+		t.Fatalf("after the panic: probing %v, limit %d, in flight %d; want false, 10, 0", l.Probing(), l.Limit(), l.InFlight())
+	}
+	p = mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	p.Release()
+	if !l.Probing() {
+		t.Fatal("no probe at the next window (the next probe's time was never set)")
+	}
+}
