@@ -21,10 +21,10 @@ import (
 // others; the window's sums are kept per processor. Every request is
 // timed, except on clock.Real at high rates: once a window has seen
 // about 1024 requests, one request in 8, chosen at random, is timed
-// until a window sees fewer than 512, and the
-// window's mean RTT is that of the timed ones (a random sample of all);
-// its most in flight and its drops count every request. A Limiter is
-// safe for concurrent use. Make one with New.
+// until a window sees fewer than 512, and the window's mean RTT is that
+// of the timed ones (a random sample of all); its most in flight and its
+// drops count every request. A Limiter is safe for concurrent use. Make
+// one with New.
 type Limiter struct {
 	inflight atomic.Int64
 	_        [120]byte     // inflight changes at every admission; the words below are only read then
@@ -185,8 +185,8 @@ func (l *Limiter) release(p Permit, kind int) {
 		l.releaseUntimed(p, kind)
 		return
 	}
+	l.inflight.Add(-1) // before the clock, which may panic
 	end := l.now()
-	l.inflight.Add(-1)
 	if kind != sampleNone && p.start >= l.from.Load() {
 		if rtt := end - p.start; rtt > 0 || kind == sampleDrop {
 			w := l.cells.Local()

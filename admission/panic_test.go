@@ -77,11 +77,12 @@ func mustPanic(t *testing.T, what string, f func()) {
 }
 
 // TestLimiterClockPanicTakesNoSlotAndKeepsQueue (sweep, callback
-// panics): a Clock whose Now panics, read as a request is admitted, as it
-// enters the queue or as its caller leaves it, or whose AfterFunc panics
-// as the queue's timeout is armed, takes no slot, leaves no request in
-// the queue and leaves the queue's lock free. (Before: the slot was taken
-// before the clock was read, and the queue's lock held while it was.)
+// panics): a Clock whose Now panics — read as a request is admitted, as
+// it enters the queue, as its caller leaves it or as it is released — or
+// whose AfterFunc panics as the queue's timeout is armed, holds no slot,
+// leaves no request in the queue and leaves the queue's lock free.
+// (Before: the slot was taken, and given back, on the far side of the
+// clock's read, and the queue's lock was held across it.)
 func TestLimiterClockPanicTakesNoSlotAndKeepsQueue(t *testing.T) {
 	c := &panicClock{Fake: clocktest.NewFake()}
 	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
@@ -128,9 +129,11 @@ func TestLimiterClockPanicTakesNoSlotAndKeepsQueue(t *testing.T) {
 	if q := l.Queued(); q != 0 {
 		t.Fatalf("%d queued after the caller left, want 0", q)
 	}
-	hold.Release()
+	c.armed.Store(true)
+	mustPanic(t, "Release", hold.Release)
+	c.armed.Store(false)
 	if n := l.InFlight(); n != 0 {
-		t.Fatalf("%d in flight at the end, want 0", n)
+		t.Fatalf("%d in flight after the clock panicked in Release, want 0", n)
 	}
 }
 
