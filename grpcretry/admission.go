@@ -19,9 +19,10 @@ import (
 // changes, or config's *AdmissionHandle, whose Limiter a reload of the
 // policy file swaps, so the new settings admit from the next call on
 // while each call admitted earlier gives its slot back to the Limiter it
-// took it from. A call is served as that Limiter l admits it — at once under its adaptive limit, or after a short wait
-// in its CoDel queue, newest first while a queue stands — and a call l
-// sheds is answered at once, without running the handler,
+// took it from. A call is served as that Limiter l admits it — at once
+// under its adaptive limit, or after a short wait in its CoDel queue,
+// newest first while a queue stands — and a call l sheds is answered at
+// once, without running the handler,
 // RESOURCE_EXHAUSTED with the trailer grpc-retry-pushback-ms: -1 (the
 // overload marker, "overloaded; don't retry"), which the client
 // interceptors read as retry.ErrOverloaded, so no layer of the caller's
@@ -36,9 +37,10 @@ import (
 // answered as a shed.
 //
 // The call's slot is given back when the handler returns and when it
-// panics (the panic goes on; grpc-go does not recover handler panics, so
-// a server that lives through one has a recovery interceptor outside this
-// one). For l's algorithm, a handler error that wraps retry.ErrOverloaded
+// panics, or when its error's own methods panic as the interceptor
+// judges it (the panic goes on; grpc-go does not recover handler panics,
+// so a server that lives through one has a recovery interceptor outside
+// this one). For l's algorithm, a handler error that wraps retry.ErrOverloaded
 // or whose code is RESOURCE_EXHAUSTED or UNAVAILABLE, and a call whose
 // context's deadline passed, is a drop; a call that panics or whose
 // caller cancelled gives no sample; any other is a served request.
