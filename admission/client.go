@@ -21,8 +21,9 @@ import (
 // (throttle.IsOverload: the overload marker, 429, 503, an
 // OverloadReporter), an attempt timeout or a deadline is a drop; the
 // caller's cancellation and a breaker's refusal (the attempt was never
-// sent) give no sample. Each admitted attempt costs one allocation (the
-// done function).
+// sent) give no sample; if judging the error panics (its own methods
+// run), the permit is ended without a sample and the panic goes on. Each
+// admitted attempt costs one allocation (the done function).
 func (l *Limiter) RetryLimiter() retry.Limiter { return clientLimiter{l} }
 
 type clientLimiter struct{ l *Limiter }
@@ -35,18 +36,26 @@ func (c clientLimiter) Acquire(ctx context.Context, _ bool) (func(error), error)
 	return p.done, nil
 }
 
-// done ends p as the attempt's result err says.
+// done ends p as the attempt's result err says. Judging err runs its
+// own methods (errors.Is): if they panic, p is ended without a sample
+// and the panic goes on.
 func (p Permit) done(err error) {
+	kind := sampleNone
+	defer func() { p.l.release(p, kind) }()
+	kind = judge(err)
+}
+
+// judge returns the sample an attempt's result err gives.
+func judge(err error) int {
 	switch {
 	case err == nil:
-		p.Release()
+		return sampleOK
 	case errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrTooManyProbes):
-		p.Ignore()
+		return sampleNone
 	case throttle.IsOverload(err) || errors.Is(err, retry.ErrAttemptTimeout) || errors.Is(err, context.DeadlineExceeded):
-		p.Drop()
+		return sampleDrop
 	case errors.Is(err, context.Canceled):
-		p.Ignore()
-	default:
-		p.Release()
+		return sampleNone
 	}
+	return sampleOK
 }

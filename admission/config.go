@@ -75,10 +75,13 @@ type Config struct {
 	Clock clock.Clock
 	// Seed seeds the probe jitter, unless Rand is set.
 	Seed uint64
-	// Rand returns a number in [0, 1) for the probe jitter. nil: a
-	// generator seeded by Seed. It is called with the Limiter's window
-	// lock held; if it panics, the panic goes on to the Release that
-	// closed the window, with the Limiter left consistent.
+	// Rand returns a number in [0, 1) for the probe jitter (any other
+	// result counts as 0). nil: a generator seeded by Seed. New calls it
+	// for the first probe (its panic goes on to New's caller), and a
+	// Release that ends a probe calls it for the next, with the
+	// Limiter's window lock held: if it panics then, the panic goes on
+	// to that Release, with the limit back from ProbeLimit and the next
+	// probe at the next window.
 	Rand func() float64
 }
 

@@ -13,8 +13,13 @@ const (
 	DefaultShortWindow       = 1   // Gradient2Config.ShortWindow, in samples
 )
 
-// Gradient2Config configures a Gradient2. The zero value is the default
-// of Netflix's Gradient2Limit, with a queue allowance of √limit.
+// Gradient2Config configures a Gradient2. The zero value has the
+// defaults of Netflix's Gradient2Limit — initial limit 20, smoothing 0.2,
+// RTT tolerance 1.5, a long window of 600 samples after a plain average
+// of the first 10 — with two departures: the queue allowance is √limit
+// (Netflix's is 4; they agree near the initial limit, and √limit lets a
+// larger limit keep a larger queue), and the bounds are [4, 1000], every
+// algorithm's here (Netflix's Gradient2Limit: [20, 200]).
 type Gradient2Config struct {
 	// InitialLimit, MinLimit and MaxLimit bound the limit: it starts at
 	// InitialLimit and stays within [MinLimit, MaxLimit]. 0:
@@ -36,8 +41,11 @@ type Gradient2Config struct {
 	// already averages a window of requests into each sample).
 	ShortWindow int
 	// QueueSize is the allowance of requests that may queue at the
-	// server without shrinking the limit, as a function of the limit.
-	// nil: √limit, at least 1. It must not panic.
+	// server without shrinking the limit, as a function of the limit;
+	// a result below 1 or NaN counts as 1. nil: √limit, at least 1.
+	// Behind a Limiter it is called as a window closes: if it panics, the
+	// panic goes on to the Release that closed the window, that request's
+	// slot is given back, and the limit stays as it was.
 	QueueSize func(limit float64) float64
 }
 

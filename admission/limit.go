@@ -46,7 +46,8 @@ const (
 	DefaultInitialLimit = 20   // Gradient2Config.InitialLimit and the others'
 	DefaultMinLimit     = 4    // MinLimit of every algorithm
 	DefaultMaxLimit     = 1000 // MaxLimit of every algorithm
-	// MaxMaxLimit is the largest MaxLimit Validate accepts.
+	// MaxMaxLimit is the largest limit Validate accepts, in any of
+	// InitialLimit, MinLimit, MaxLimit and Fixed.N.
 	MaxMaxLimit = 1 << 30
 )
 
@@ -57,13 +58,14 @@ type bounds struct{ initial, min, max float64 }
 // resolveBounds applies the defaults to initial, lo and hi and checks
 // them; prefix names the config type in errors.
 func resolveBounds(prefix string, initial, lo, hi int) (bounds, error) {
+	want := fmt.Sprintf("want 1 to %d (0: the default)", MaxMaxLimit)
 	switch {
-	case initial < 0:
-		return bounds{}, invalid(prefix+".InitialLimit", initial, "want at least 1 (0: the default)")
-	case lo < 0:
-		return bounds{}, invalid(prefix+".MinLimit", lo, "want at least 1 (0: the default)")
+	case initial < 0 || initial > MaxMaxLimit:
+		return bounds{}, invalid(prefix+".InitialLimit", initial, want)
+	case lo < 0 || lo > MaxMaxLimit:
+		return bounds{}, invalid(prefix+".MinLimit", lo, want)
 	case hi < 0 || hi > MaxMaxLimit:
-		return bounds{}, invalid(prefix+".MaxLimit", hi, fmt.Sprintf("want 1 to %d (0: the default)", MaxMaxLimit))
+		return bounds{}, invalid(prefix+".MaxLimit", hi, want)
 	}
 	if hi == 0 {
 		hi = max(DefaultMaxLimit, lo, initial)
@@ -106,10 +108,11 @@ func ratio(field string, v, hi float64) error {
 // comparisons and for services whose capacity is known.
 type Fixed struct{ N int }
 
-// Validate refuses an N below 1: a limit of none would be no protection.
+// Validate refuses an N below 1 (a limit of none would be no
+// protection) or above MaxMaxLimit.
 func (f Fixed) Validate() error {
-	if f.N < 1 {
-		return invalid("Fixed.N", f.N, "want at least 1")
+	if f.N < 1 || f.N > MaxMaxLimit {
+		return invalid("Fixed.N", f.N, fmt.Sprintf("want 1 to %d", MaxMaxLimit))
 	}
 	return nil
 }
@@ -121,16 +124,20 @@ func (Fixed) OnSample(time.Time, time.Duration, int, bool) {}
 func (f Fixed) Limit() int { return max(f.N, 1) }
 
 // ewma is an exponentially weighted moving average over a window of n
-// samples, whose first samples (up to warmup) are averaged plainly.
+// samples, whose first samples (up to warmup) are averaged plainly: v is
+// the mean of their sum, as in Netflix's ExpAvgMeasurement, so a change
+// of v by hand during the warm-up (Gradient2's decay) lasts until the
+// next sample only.
 type ewma struct {
 	n, warmup, count int
-	v                float64
+	sum, v           float64
 }
 
 func (e *ewma) add(x float64) float64 {
 	if e.count < e.warmup {
 		e.count++
-		e.v += (x - e.v) / float64(e.count)
+		e.sum += x
+		e.v = e.sum / float64(e.count)
 		return e.v
 	}
 	if e.count == 0 {
@@ -143,9 +150,12 @@ func (e *ewma) add(x float64) float64 {
 	return e.v
 }
 
+// set makes x the average, also for the rest of the warm-up: the
+// samples so far count as x each.
 func (e *ewma) set(x float64) {
 	e.v = x
 	if e.count == 0 {
 		e.count = 1
 	}
+	e.sum = x * float64(e.count)
 }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,20 +17,31 @@ import (
 // for one window to measure the RTT without load (Config.ProbeInterval).
 //
 // Admission and release cost no allocation and, on the clock.Real clock,
-// two reads of the monotonic clock; the window's sums are kept per
-// processor. A Limiter is safe for concurrent use. Make one with New.
+// two reads of the monotonic clock for a timed request, none for the
+// others; the window's sums are kept per processor. Every request is
+// timed, except on clock.Real at high rates: once a window has seen
+// about 1024 requests, one request in 8, chosen at random, is timed
+// until a window sees fewer than 512, and the window's mean RTT is that
+// of the timed ones (a random sample of all); its most in flight and its
+// drops count every request. A Limiter is safe for concurrent use. Make
+// one with New.
 type Limiter struct {
 	inflight atomic.Int64
-	limit    atomic.Int64 // the limit in force: the algorithm's, or ProbeLimit while probing
-	waiting  atomic.Int64 // requests in the queue
-	winStart atomic.Int64 // when the current window opened, on the time line
-	from     atomic.Int64 // samples of permits that started earlier are not taken
+	_        [120]byte     // inflight changes at every admission; the words below are only read then
+	limit    atomic.Int64  // the limit in force: the algorithm's, or ProbeLimit while probing
+	waiting  atomic.Int64  // requests in the queue
+	winStart atomic.Int64  // when the current window opened, on the time line
+	from     atomic.Int64  // samples of permits that started earlier are not taken
+	mask     atomic.Uint32 // 0: every request is timed; sampleEvery-1: one in sampleEvery
+	_        [92]byte
 
-	c    Config
-	clk  clock.Clock
-	real bool      // clk is clock.Real: read nanotime
-	base time.Time // the time line's zero, on clk
-	mono int64     // nanotime at base (real only)
+	c      Config
+	clk    clock.Clock
+	real   bool          // clk is clock.Real: read nanotime
+	sample bool          // requests may go untimed at high rates (clock.Real)
+	coin   func() uint32 // picks the timed requests while sampling
+	base   time.Time     // the time line's zero, on clk
+	mono   int64         // nanotime at base (real only)
 
 	cells stripe.Array[window]
 
@@ -46,10 +58,41 @@ type Limiter struct {
 	queueWaitNs atomic.Uint64 // the nanoseconds they waited there
 }
 
-// window holds one processor's share of the current window's samples.
+// window holds one processor's share of the current window's samples:
+// count timed samples of sum nanoseconds, drops (timed or not) and the
+// most in flight.
 type window struct {
 	count, sum, drops, maxIn atomic.Int64
 }
+
+// noteIn raises the window's most in flight to in.
+func (w *window) noteIn(in int64) {
+	for {
+		m := w.maxIn.Load()
+		if in <= m || w.maxIn.CompareAndSwap(m, in) {
+			return
+		}
+	}
+}
+
+// Sampling of RTTs on clock.Real (see Limiter).
+const (
+	// sampleEvery is the share of requests timed at high rates: one in
+	// sampleEvery.
+	sampleEvery = 8
+	// sampleAbove is the number of requests in a window (estimated from
+	// the timed ones) from which the next window times one request in
+	// sampleEvery; below half of it every request is timed again.
+	sampleAbove = 1024
+)
+
+// maxRTT is the most one RTT counts for in a window's sum (about 39
+// hours), so that the sum of RTTs of a clock that jumps by centuries
+// does not overflow: 65,536 of them fit.
+const maxRTT = 1 << 47
+
+// untimed is the start of a Permit whose RTT is not measured.
+const untimed = math.MinInt64
 
 // New returns a Limiter configured by c, or c's Validate error.
 func New(c Config) (*Limiter, error) {
@@ -59,6 +102,7 @@ func New(c Config) (*Limiter, error) {
 	}
 	l := &Limiter{c: c, clk: clock.Or(c.Clock), rand: splitmix(c.Seed)}
 	l.real = l.clk == clock.Real
+	l.sample, l.coin = l.real, cheaprand
 	l.base = l.clk.Now()
 	if l.real {
 		l.mono = nanotime()
@@ -80,6 +124,15 @@ func (l *Limiter) now() int64 {
 		return nanotime() - l.mono
 	}
 	return int64(l.clk.Now().Sub(l.base))
+}
+
+// startTime returns the start of a request admitted at once: now, or
+// untimed if the Limiter is sampling and the request is not picked.
+func (l *Limiter) startTime() int64 {
+	if m := l.mask.Load(); m != 0 && l.coin()&m != 0 {
+		return untimed
+	}
+	return l.now()
 }
 
 // at returns the clock's time of t on the time line.
@@ -128,22 +181,21 @@ func (l *Limiter) release(p Permit, kind int) {
 	if l == nil {
 		return
 	}
+	if p.start == untimed {
+		l.releaseUntimed(p, kind)
+		return
+	}
+	l.inflight.Add(-1) // before the clock, which may panic
 	end := l.now()
-	l.inflight.Add(-1)
 	if kind != sampleNone && p.start >= l.from.Load() {
 		if rtt := end - p.start; rtt > 0 || kind == sampleDrop {
 			w := l.cells.Local()
 			w.count.Add(1)
-			w.sum.Add(max(rtt, 0))
+			w.sum.Add(min(max(rtt, 0), maxRTT))
 			if kind == sampleDrop {
 				w.drops.Add(1)
 			}
-			for {
-				m := w.maxIn.Load()
-				if p.in <= m || w.maxIn.CompareAndSwap(m, p.in) {
-					break
-				}
-			}
+			w.noteIn(p.in)
 		}
 	}
 	if age := end - l.winStart.Load(); age >= int64(l.c.Window) || age < 0 {
@@ -152,6 +204,23 @@ func (l *Limiter) release(p Permit, kind int) {
 	}
 	if l.waiting.Load() > 0 {
 		l.q.dispatch(end)
+	}
+}
+
+// releaseUntimed ends a request that was not timed: it reads no clock
+// unless the queue waits for the slot, and leaves closing the window to
+// a timed request. Its drop and its in flight count in the window.
+func (l *Limiter) releaseUntimed(p Permit, kind int) {
+	l.inflight.Add(-1)
+	if kind != sampleNone {
+		w := l.cells.Local()
+		if kind == sampleDrop {
+			w.drops.Add(1)
+		}
+		w.noteIn(p.in)
+	}
+	if l.waiting.Load() > 0 {
+		l.q.dispatch(l.now())
 	}
 }
 
@@ -201,7 +270,11 @@ func (l *Limiter) closeWindow(end int64) {
 	for i := range stripe.N {
 		w := l.cells.At(i)
 		count += w.count.Swap(0)
-		sum += w.sum.Swap(0)
+		if s := w.sum.Swap(0); s >= 0 && sum <= math.MaxInt64-s {
+			sum += s
+		} else {
+			sum = math.MaxInt64 // saturated (a cell past 65,536 RTTs of maxRTT wraps, and reads negative)
+		}
 		drops += w.drops.Swap(0)
 		maxIn = max(maxIn, w.maxIn.Swap(0))
 	}
@@ -209,6 +282,16 @@ func (l *Limiter) closeWindow(end int64) {
 	var mean time.Duration
 	if count > 0 {
 		mean = time.Duration(sum / count)
+	}
+	if l.sample {
+		// Time one request in sampleEvery from the next window on if this
+		// one saw sampleAbove requests or more, every one below half that.
+		switch est := count * int64(l.mask.Load()+1); {
+		case est >= sampleAbove && !l.probing:
+			l.mask.Store(sampleEvery - 1)
+		case est < sampleAbove/2:
+			l.mask.Store(0)
+		}
 	}
 	if l.probing {
 		l.probing = false
@@ -220,13 +303,14 @@ func (l *Limiter) closeWindow(end int64) {
 		l.probeAt = l.probeDelay(end)
 		return
 	}
-	if count > 0 {
+	if count > 0 || drops > 0 {
 		l.c.Limit.OnSample(l.at(ws), mean, int(maxIn), drops > 0)
 		l.algLimit = int64(max(1, l.c.Limit.Limit()))
 		l.limit.Store(l.algLimit)
 	}
 	if l.probeAt >= 0 && end >= l.probeAt {
 		l.probing = true
+		l.mask.Store(0)   // the probe times every request
 		l.from.Store(end) // requests admitted at the old limit are not measured
 		l.limit.Store(min(l.algLimit, int64(l.c.ProbeLimit)))
 	}

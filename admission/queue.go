@@ -119,8 +119,11 @@ func (l *Limiter) refuse(err error) error {
 // request costs a few.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if l.waiting.Load() == 0 {
+		// The start is read before the slot is taken, so that a Clock
+		// that panics takes none.
+		start := l.startTime()
 		if n := l.tryInc(); n > 0 {
-			return Permit{l: l, start: l.now(), in: n}, nil
+			return Permit{l: l, start: start, in: n}, nil
 		}
 	}
 	return l.q.wait(ctx)
@@ -130,8 +133,9 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // the queue. It costs no allocation.
 func (l *Limiter) TryAcquire() (Permit, error) {
 	if l.waiting.Load() == 0 {
+		start := l.startTime()
 		if n := l.tryInc(); n > 0 {
-			return Permit{l: l, start: l.now(), in: n}, nil
+			return Permit{l: l, start: start, in: n}, nil
 		}
 	}
 	return Permit{}, l.refuse(ErrLimit)
@@ -254,38 +258,14 @@ func (q *queue) wait(ctx context.Context) (Permit, error) {
 	if l.c.QueueLength < 0 {
 		return Permit{}, l.refuse(ErrLimit)
 	}
-	q.mu.Lock()
-	now := l.now()
-	if q.n >= l.c.QueueLength {
-		q.mu.Unlock()
-		return Permit{}, l.refuse(ErrQueueFull)
+	w, err := q.enter(ctx, l.now())
+	if err != nil {
+		return Permit{}, err
 	}
-	if q.gone(ctx, now) {
-		q.mu.Unlock()
-		l.refuse(ErrCallerGone)
-		return Permit{}, callerGone(ctx)
-	}
-	timeout := l.c.QueueInterval
-	if q.standing(now) {
-		timeout = l.c.QueueTarget
-	}
-	w := &waiter{ctx: ctx, done: make(chan struct{}), since: now}
-	q.push(w, now)
-	// A slot freed between the fast path and the push goes to the queue.
-	q.dispatchLocked(now)
-	if w.queued {
-		// Timeouts are positive, so no clock fires this synchronously.
-		w.timer = l.clk.AfterFunc(timeout, func() { q.expire(w) })
-	}
-	q.mu.Unlock()
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		q.mu.Lock()
-		if w.queued {
-			q.remove(w, l.now(), Permit{}, ErrCallerGone)
-		}
-		q.mu.Unlock()
+		q.leave(w)
 	}
 	if w.err == nil && ctx.Err() != nil {
 		// Given a slot as the caller went away: give it back unused.
@@ -300,6 +280,57 @@ func (q *queue) wait(ctx context.Context) (Permit, error) {
 		return Permit{}, w.err
 	}
 	return w.p, nil
+}
+
+// enter queues a request of ctx at now, or says why it is shed. If the
+// Clock's AfterFunc panics, the request leaves the queue unserved
+// (ErrQueueTimeout) and the panic goes on, with the queue's lock free.
+func (q *queue) enter(ctx context.Context, now int64) (*waiter, error) {
+	l := q.l
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n >= l.c.QueueLength {
+		return nil, l.refuse(ErrQueueFull)
+	}
+	if q.gone(ctx, now) {
+		l.refuse(ErrCallerGone)
+		return nil, callerGone(ctx)
+	}
+	timeout := l.c.QueueInterval
+	if q.standing(now) {
+		timeout = l.c.QueueTarget
+	}
+	w := &waiter{ctx: ctx, done: make(chan struct{}), since: now}
+	q.push(w, now)
+	// A slot freed between the fast path and the push goes to the queue.
+	q.dispatchLocked(now)
+	if w.queued {
+		armed := false
+		defer func() {
+			if !armed && w.queued {
+				q.remove(w, now, Permit{}, ErrQueueTimeout)
+			}
+		}()
+		// Timeouts are positive, so no clock fires this synchronously.
+		w.timer = l.clk.AfterFunc(timeout, func() { q.expire(w) })
+		armed = true
+	}
+	return w, nil
+}
+
+// leave takes w out of the queue as its caller goes, unless a slot or a
+// shed reached it first; also when the Clock panics (w then leaves as of
+// when it came, and the panic goes on).
+func (q *queue) leave(w *waiter) {
+	now := w.since
+	defer func() {
+		q.mu.Lock()
+		if w.queued {
+			q.remove(w, now, Permit{}, ErrCallerGone)
+		}
+		q.mu.Unlock()
+	}()
+	now = q.l.now()
 }
 
 func (q *queue) expire(w *waiter) {

@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/stormguard/stormguard/admission"
 	"github.com/stormguard/stormguard/retry"
@@ -13,10 +14,15 @@ import (
 )
 
 // AdaptiveUnaryServerInterceptor returns UnaryServerInterceptor(opts...)
-// with the admission.Limiter l in front of the handler: a call is served
-// as l admits it — at once under its adaptive limit, or after a short wait
-// in its CoDel queue, newest first while a queue stands — and a call l
-// sheds is answered at once, without running the handler,
+// with an admission.Limiter in front of the handler: the one src has in
+// force when the call arrives — src is a *admission.Limiter, which never
+// changes, or config's *AdmissionHandle, whose Limiter a reload of the
+// policy file swaps, so the new settings admit from the next call on
+// while each call admitted earlier gives its slot back to the Limiter it
+// took it from. A call is served as that Limiter l admits it — at once
+// under its adaptive limit, or after a short wait in its CoDel queue,
+// newest first while a queue stands — and a call l sheds is answered at
+// once, without running the handler,
 // RESOURCE_EXHAUSTED with the trailer grpc-retry-pushback-ms: -1 (the
 // overload marker, "overloaded; don't retry"), which the client
 // interceptors read as retry.ErrOverloaded, so no layer of the caller's
@@ -31,19 +37,20 @@ import (
 // answered as a shed.
 //
 // The call's slot is given back when the handler returns and when it
-// panics (the panic goes on; grpc-go does not recover handler panics, so
-// a server that lives through one has a recovery interceptor outside this
-// one). For l's algorithm, a handler error that wraps retry.ErrOverloaded
+// panics, or when its error's own methods panic as the interceptor
+// judges it (the panic goes on; grpc-go does not recover handler panics,
+// so a server that lives through one has a recovery interceptor outside
+// this one). For l's algorithm, a handler error that wraps retry.ErrOverloaded
 // or whose code is RESOURCE_EXHAUSTED or UNAVAILABLE, and a call whose
 // context's deadline passed, is a drop; a call that panics or whose
 // caller cancelled gives no sample; any other is a served request.
 // Handler errors are answered as UnaryServerInterceptor answers them.
-// WithMaxInFlight, if given, applies before l. l must not be nil (the
-// interceptor panics when built otherwise).
-func AdaptiveUnaryServerInterceptor(l *admission.Limiter, opts ...ServerOption) grpc.UnaryServerInterceptor {
-	if l == nil {
-		panic("grpcretry: AdaptiveUnaryServerInterceptor needs a non-nil *admission.Limiter")
-	}
+// WithMaxInFlight, if given, applies before l. src must not be nil nor
+// give a nil Limiter when the interceptor is built (it panics
+// otherwise); a call for which src gives nil later is admitted by the
+// last Limiter src gave, never by none.
+func AdaptiveUnaryServerInterceptor(src admission.Source, opts ...ServerOption) grpc.UnaryServerInterceptor {
+	a := newAdmitter(src, "AdaptiveUnaryServerInterceptor")
 	o := resolveServer(opts)
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if o.limit != nil {
@@ -57,7 +64,7 @@ func AdaptiveUnaryServerInterceptor(l *admission.Limiter, opts ...ServerOption) 
 		if cancel != nil {
 			defer cancel()
 		}
-		p, err := l.Acquire(ctx)
+		p, err := a.limiter().Acquire(ctx)
 		if err != nil {
 			_ = grpc.SetTrailer(ctx, overloadTrailer)
 			return nil, shedStatus(err)
@@ -69,24 +76,24 @@ func AdaptiveUnaryServerInterceptor(l *admission.Limiter, opts ...ServerOption) 
 			}
 		}()
 		resp, err := handler(ctx, req)
+		kind := unaryEnd(ctx, err) // runs err's methods: if they panic, the slot is ignored above
 		served = true
-		endUnary(p, ctx, err)
+		endPermit(p, kind)
 		return resp, answer(err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
 	}
 }
 
 // AdaptiveStreamServerInterceptor is AdaptiveUnaryServerInterceptor for
 // streams, over StreamServerInterceptor(opts...): a stream is admitted by
-// l before its handler runs, holds its slot until the handler returns (or
-// panics), and a stream l sheds is answered RESOURCE_EXHAUSTED with the
-// overload marker. A stream gives l's algorithm no sample: how long a
-// stream lasts is up to its caller, and says nothing of the server's
-// latency. Give both interceptors the same Limiter for one limit over
-// unary calls and streams together.
-func AdaptiveStreamServerInterceptor(l *admission.Limiter, opts ...ServerOption) grpc.StreamServerInterceptor {
-	if l == nil {
-		panic("grpcretry: AdaptiveStreamServerInterceptor needs a non-nil *admission.Limiter")
-	}
+// the Limiter src has in force before its handler runs, holds its slot
+// there until the handler returns (or panics), also across a swap, and a
+// stream the Limiter sheds is answered RESOURCE_EXHAUSTED with the
+// overload marker. A stream gives the Limiter's algorithm no sample: how
+// long a stream lasts is up to its caller, and says nothing of the
+// server's latency. Give both interceptors the same source for one limit
+// over unary calls and streams together.
+func AdaptiveStreamServerInterceptor(src admission.Source, opts ...ServerOption) grpc.StreamServerInterceptor {
+	a := newAdmitter(src, "AdaptiveStreamServerInterceptor")
 	o := resolveServer(opts)
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if o.limit != nil {
@@ -103,7 +110,7 @@ func AdaptiveStreamServerInterceptor(l *admission.Limiter, opts ...ServerOption)
 		if ctx != ss.Context() {
 			ss = &inboundStream{ServerStream: ss, ctx: ctx}
 		}
-		p, err := l.Acquire(ctx)
+		p, err := a.limiter().Acquire(ctx)
 		if err != nil {
 			ss.SetTrailer(overloadTrailer)
 			return shedStatus(err)
@@ -113,15 +120,66 @@ func AdaptiveStreamServerInterceptor(l *admission.Limiter, opts ...ServerOption)
 	}
 }
 
-// endUnary ends a unary call's permit as its result says.
-func endUnary(p admission.Permit, ctx context.Context, err error) {
+// admitter gives an adaptive interceptor the Limiter in force.
+type admitter struct {
+	src  admission.Source
+	last atomic.Pointer[admission.Limiter] // the last non-nil Limiter src gave
+}
+
+// newAdmitter checks src for the interceptor name.
+func newAdmitter(src admission.Source, name string) *admitter {
+	var l *admission.Limiter
+	if src != nil {
+		l = src.Limiter()
+	}
+	if l == nil {
+		panic("grpcretry: " + name + " needs an admission.Source giving a non-nil *admission.Limiter")
+	}
+	a := &admitter{src: src}
+	a.last.Store(l)
+	return a
+}
+
+// limiter returns the Limiter in force: src's, or the last it gave when
+// it gives nil.
+func (a *admitter) limiter() *admission.Limiter {
+	l := a.src.Limiter()
+	if l == nil {
+		return a.last.Load()
+	}
+	if a.last.Load() != l {
+		a.last.Store(l)
+	}
+	return l
+}
+
+// How a permit ends.
+const (
+	endRelease = iota
+	endDrop
+	endIgnore
+)
+
+// unaryEnd says how a unary call's permit ends, from its result.
+func unaryEnd(ctx context.Context, err error) int {
 	cerr := ctx.Err()
 	switch {
 	case err != nil && capacityError(err):
-		p.Drop()
+		return endDrop
 	case errors.Is(cerr, context.DeadlineExceeded):
-		p.Drop()
+		return endDrop
 	case cerr != nil:
+		return endIgnore
+	}
+	return endRelease
+}
+
+// endPermit ends p as kind says.
+func endPermit(p admission.Permit, kind int) {
+	switch kind {
+	case endDrop:
+		p.Drop()
+	case endIgnore:
 		p.Ignore()
 	default:
 		p.Release()

@@ -109,6 +109,14 @@
 //		grpc.ChainStreamInterceptor(grpcretry.StreamServerInterceptor()),
 //	)
 //
+// AdaptiveUnaryServerInterceptor and AdaptiveStreamServerInterceptor do
+// the same behind an adaptive limit: an admission.Limiter admits each
+// call, at once or after a short wait in its CoDel queue, and a call it
+// sheds is answered RESOURCE_EXHAUSTED with the overload marker, without
+// its handler running. They take an admission.Source — a
+// *admission.Limiter, or config's *AdmissionHandle, whose Limiter a
+// reload swaps — and ask it once per call.
+//
 // # Idempotency: unsafe methods are sent once
 //
 // A method is retried after its request may have reached a server only

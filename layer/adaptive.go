@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -25,9 +26,16 @@ import (
 // 429, or that ends with its context's deadline passed, is a drop for l's
 // algorithm; one that panics, hijacks or whose caller cancelled gives no
 // sample; any other is a served request. When h is a HandlerFunc, its
-// errors are answered as Middleware answers them. It costs one allocation
-// per request (the writer that notes the status and the hijack). l must
-// not be nil.
+// errors are answered as Middleware answers them.
+//
+// The writer h is given notes the status and the hijack, and keeps the
+// optional interfaces of the one it wraps: WriteString (io.StringWriter)
+// and ReadFrom (io.ReaderFrom, sendfile for io.Copy from a file) reach
+// that writer's own when it has them, Push (http.Pusher) likewise or
+// returns http.ErrNotSupported; Flush, Hijack and the rest of
+// http.ResponseController reach it through Unwrap. It costs one
+// allocation per request, that writer (and a HandlerFunc's own, when h is
+// one). l must not be nil.
 func Adaptive(l *admission.Limiter, h http.Handler, opts ...Option) http.Handler {
 	if l == nil {
 		panic("layer: Adaptive needs a non-nil *admission.Limiter")
@@ -123,6 +131,44 @@ func (s *slotWriter) Write(b []byte) (int, error) {
 		s.status = http.StatusOK
 	}
 	return s.ResponseWriter.Write(b)
+}
+
+// WriteString writes s as Write does, with the wrapped writer's
+// WriteString when it has one, so that io.WriteString copies nothing.
+func (s *slotWriter) WriteString(str string) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if sw, ok := s.ResponseWriter.(io.StringWriter); ok {
+		return sw.WriteString(str)
+	}
+	return s.ResponseWriter.Write([]byte(str))
+}
+
+// ReadFrom copies r to the response with the wrapped writer's ReadFrom
+// when it has one (net/http's uses sendfile for a file), else as io.Copy
+// does with Write.
+func (s *slotWriter) ReadFrom(r io.Reader) (int64, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if rf, ok := s.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{s.ResponseWriter}, r)
+}
+
+// writerOnly hides every method of a writer but Write, so that io.Copy
+// does not come back to ReadFrom.
+type writerOnly struct{ io.Writer }
+
+// Push pushes target as http.Pusher does, with the wrapped writer's Push;
+// it returns http.ErrNotSupported when that writer has none (HTTP/1).
+func (s *slotWriter) Push(target string, opts *http.PushOptions) error {
+	if p, ok := s.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
 }
 
 // Flush flushes the response.

@@ -1,0 +1,181 @@
+package admission_test
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/clock/clocktest"
+)
+
+// panickyError is an error whose Is and Unwrap panic: user code that
+// judging an attempt's error runs.
+type panickyError struct{}
+
+func (panickyError) Error() string { return "panicky" }
+func (panickyError) Is(error) bool { panic("Is bug") }
+func (panickyError) Unwrap() error { panic("Unwrap bug") }
+
+// TestRetryLimiterErrorPanicReleasesPermit (sweep, callback panics): the
+// done function of an attempt judges its error with errors.Is, which
+// calls the error's own methods; when they panic, the permit is still
+// given back (as a request that says nothing), and the panic goes on.
+func TestRetryLimiterErrorPanicReleasesPermit(t *testing.T) {
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: clocktest.NewFake(), QueueLength: -1})
+	done, err := l.RetryLimiter().Acquire(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the error's panic did not go on")
+			}
+		}()
+		done(panickyError{})
+	}()
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("%d in flight after the judging panicked, want 0", n)
+	}
+}
+
+// panicClock is a fake clock whose Now panics while armed, and whose
+// AfterFunc panics while timerArmed.
+type panicClock struct {
+	*clocktest.Fake
+	armed, timerArmed atomic.Bool
+}
+
+func (c *panicClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	if c.timerArmed.Load() {
+		panic("timer bug")
+	}
+	return c.Fake.AfterFunc(d, f)
+}
+
+func (c *panicClock) Now() time.Time {
+	if c.armed.Load() {
+		panic("clock bug")
+	}
+	return c.Fake.Now()
+}
+func (c *panicClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		if recover() == nil {
+			t.Fatalf("%s: the panic did not go on", what)
+		}
+	}()
+	f()
+}
+
+// TestLimiterClockPanicTakesNoSlotAndKeepsQueue (sweep, callback
+// panics): a Clock whose Now panics — read as a request is admitted, as
+// it enters the queue, as its caller leaves it or as it is released — or
+// whose AfterFunc panics as the queue's timeout is armed, holds no slot,
+// leaves no request in the queue and leaves the queue's lock free.
+// (Before: the slot was taken, and given back, on the far side of the
+// clock's read, and the queue's lock was held across it.)
+func TestLimiterClockPanicTakesNoSlotAndKeepsQueue(t *testing.T) {
+	c := &panicClock{Fake: clocktest.NewFake()}
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
+	c.armed.Store(true)
+	for name, acquire := range map[string]func(){
+		"Acquire":    func() { l.Acquire(context.Background()) },
+		"TryAcquire": func() { l.TryAcquire() },
+	} {
+		mustPanic(t, name, acquire)
+		if n := l.InFlight(); n != 0 {
+			t.Fatalf("%d in flight after the clock panicked in %s, want 0", n, name)
+		}
+	}
+	c.armed.Store(false)
+	hold := mustAcquire(t, l)
+	c.armed.Store(true)
+	mustPanic(t, "Acquire into the queue", func() { l.Acquire(context.Background()) })
+	c.armed.Store(false)
+	if q := l.Queued(); q != 0 { // Queued takes the queue's lock
+		t.Fatalf("%d queued after the clock panicked, want 0", q)
+	}
+	c.timerArmed.Store(true)
+	mustPanic(t, "Acquire arming the queue's timeout", func() { l.Acquire(context.Background()) })
+	c.timerArmed.Store(false)
+	if q := l.Queued(); q != 0 {
+		t.Fatalf("%d queued after the clock's AfterFunc panicked, want 0", q)
+	}
+	// A queued caller leaves while the clock panics.
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan any, 1)
+	go func() {
+		defer func() { out <- recover() }()
+		l.Acquire(ctx)
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	c.armed.Store(true)
+	cancel()
+	if v := <-out; v == nil {
+		t.Fatal("the clock's panic as the caller left did not go on")
+	}
+	c.armed.Store(false)
+	if q := l.Queued(); q != 0 {
+		t.Fatalf("%d queued after the caller left, want 0", q)
+	}
+	c.armed.Store(true)
+	mustPanic(t, "Release", hold.Release)
+	c.armed.Store(false)
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("%d in flight after the clock panicked in Release, want 0", n)
+	}
+}
+
+// TestLimiterRandPanicLeavesItConsistent (sweep, callback panics): Rand
+// is asked by New for the first probe and as each probe ends for the
+// next. A panic in New goes on to New's caller; one as a probe ends goes
+// on to the Release that ended it, with the limit back from ProbeLimit
+// and no slot held, and the next probe comes at the next window.
+func TestLimiterRandPanicLeavesItConsistent(t *testing.T) {
+	var armed atomic.Bool
+	r := func() float64 {
+		if armed.Load() {
+			panic("rand bug")
+		}
+		return 0
+	}
+	f := clocktest.NewFake()
+	c := admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, Rand: r}
+	armed.Store(true)
+	mustPanic(t, "New", func() { admission.New(c) })
+	armed.Store(false)
+	l := newLimiter(t, c)
+	for !l.Probing() {
+		p := mustAcquire(t, l)
+		f.Advance(10 * time.Millisecond)
+		p.Release()
+	}
+	if l.Limit() != admission.DefaultProbeLimit {
+		t.Fatalf("limit %d while probing, want %d", l.Limit(), admission.DefaultProbeLimit)
+	}
+	p := mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	armed.Store(true)
+	mustPanic(t, "the Release ending the probe", p.Release)
+	armed.Store(false)
+	if l.Probing() || l.Limit() != 10 || l.InFlight() != 0 {
+		t.Fatalf("after the panic: probing %v, limit %d, in flight %d; want false, 10, 0", l.Probing(), l.Limit(), l.InFlight())
+	}
+	p = mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	p.Release()
+	if !l.Probing() {
+		t.Fatal("no probe at the next window (the next probe's time was never set)")
+	}
+}
