@@ -141,3 +141,32 @@ func (p plainWriter) WriteHeader(code int)        { p.w.WriteHeader(code) }
 func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
 
 func is[T any](w http.ResponseWriter) bool { _, ok := w.(T); return ok }
+
+// TestHandlerFuncWriterPassesStringAndReadFrom: the writer HandlerFunc
+// (and so Middleware) hands the handler passes io.WriteString and
+// io.Copy on to the writer it wraps, so neither copies, and a response
+// begun either way is not answered a second time.
+func TestHandlerFuncWriterPassesStringAndReadFrom(t *testing.T) {
+	h := layer.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
+		io.WriteString(w, "a")
+		w.(io.ReaderFrom).ReadFrom(strings.NewReader("bc"))
+		return errors.New("after the response began")
+	})
+	w := &bareWriter{h: http.Header{}}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if w.strings != 1 || w.readFroms != 1 || w.writes != 0 || w.n != 3 {
+		t.Fatalf("WriteString reached the writer %d times, ReadFrom %d, Write %d (%d bytes): want each passed on, no Write", w.strings, w.readFroms, w.writes, w.n)
+	}
+	if w.status != 0 {
+		t.Fatalf("a begun response was answered again with %d", w.status)
+	}
+	rec := httptest.NewRecorder()
+	layer.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
+		io.WriteString(w, "x")
+		w.(io.ReaderFrom).ReadFrom(strings.NewReader("yz"))
+		return nil
+	}).ServeHTTP(plainWriter{rec}, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Body.String() != "xyz" {
+		t.Fatalf("over a writer without them, body %q, want xyz", rec.Body.String())
+	}
+}

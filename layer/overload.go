@@ -1,6 +1,7 @@
 package layer
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -88,6 +89,27 @@ func (t *trackedWriter) WriteHeader(code int) {
 func (t *trackedWriter) Write(b []byte) (int, error) {
 	t.wrote = true
 	return t.ResponseWriter.Write(b)
+}
+
+// WriteString writes s as Write does, with the wrapped writer's
+// WriteString when it has one, so that io.WriteString copies nothing.
+func (t *trackedWriter) WriteString(s string) (int, error) {
+	t.wrote = true
+	if sw, ok := t.ResponseWriter.(io.StringWriter); ok {
+		return sw.WriteString(s)
+	}
+	return t.ResponseWriter.Write([]byte(s))
+}
+
+// ReadFrom copies r to the response with the wrapped writer's ReadFrom
+// when it has one (net/http's uses sendfile for a file), else as io.Copy
+// does with Write.
+func (t *trackedWriter) ReadFrom(r io.Reader) (int64, error) {
+	t.wrote = true
+	if rf, ok := t.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{t.ResponseWriter}, r)
 }
 
 // Flush flushes the response, which begins it.
