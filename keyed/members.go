@@ -12,8 +12,9 @@ import (
 // Policy's Breaker, each call uses the breaker of its key (KeyFrom of the
 // call's context). A breaker that is open, or half-open, is kept (never
 // removed) while it refuses calls; a half-open breaker that admits probes
-// is removed only after Config.Idle unused. Listeners of the breakers must
-// not use the group.
+// is removed only after Config.Idle unused. A breaker the group lets go
+// (removed, or at Close) is closed (breaker.Breaker.Close: its active
+// probing stops). Listeners of the breakers must not use the group.
 type Breakers struct {
 	*Group[*breaker.Breaker]
 }
@@ -30,7 +31,8 @@ func NewBreakers(kc Config, bc breaker.Config) (*Breakers, error) {
 	if kc.Clock == nil {
 		kc.Clock = bc.Clock
 	}
-	g, err := New(kc, func(string) *breaker.Breaker { return breaker.New(bc) }, keepBreaker)
+	g, err := NewWithRelease(kc, func(string) *breaker.Breaker { return breaker.New(bc) }, keepBreaker,
+		func(_ string, b *breaker.Breaker) { b.Close() }) // stops active probing (bc.Probe)
 	if err != nil {
 		return nil, err
 	}
