@@ -89,12 +89,17 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startBreaker(s, c.Breaker.Rand), nil
+}
+
+// startBreaker makes the Breaker of the settings s and starts its loop.
+func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 	b := &Breaker{
 		s:            s,
 		clk:          s.link.clk,
 		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
-		rnd:          backoff.Shared(c.Breaker.Rand), // drawn under the lock the local breaker uses for the same source
+		rnd:          backoff.Shared(rnd), // drawn under the lock the local breaker uses for the same source
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
 		windowPrefix: s.link.prefix + "window:",
@@ -108,7 +113,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
 	go b.l.run(b.loopSync)
-	return b, nil
+	return b
 }
 
 // Allow asks to make one call, as breaker.Breaker.Allow does: it returns
@@ -395,7 +400,8 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 // Close stops the background exchange and waits until its goroutine has
 // ended, an exchange in progress included (bounded by Timeout), then,
 // unless the process is degraded (its last Redis call failed), flushes
-// the outcomes counted since the last exchange (within Timeout).
+// the outcomes counted since the last exchange (within Timeout; with none
+// to flush it makes no Redis call).
 // Called from a listener or OnDegraded that the background goroutine is
 // running, Close does not wait for that goroutine (it is the caller's); a
 // callback the background goroutine is running when Close is called from
