@@ -191,4 +191,3 @@ func TestKeepPanicLeavesGroupUsable(t *testing.T) {
 		t.Fatalf("%+v, Len %d", m, g.Len())
 	}
 }
-
