@@ -47,6 +47,8 @@ type Breaker struct {
 	localTrip  atomic.Uint64 // the local breaker opened and Redis has not been told yet: tripSet | the generation it counts toward
 	claiming   atomic.Bool   // a probe permit is being asked for
 
+	refusedOpen, refusedProbes *retry.Error // RefusalError's, built once
+
 	stateKey, probesKey, windowPrefix, seenKey string
 	member                                     string // prefix of this process's probe permit names
 	seq                                        atomic.Uint64
@@ -77,7 +79,29 @@ type snapshot struct {
 	done   func(error) // shared Closed without slow-call timing: the done of every call
 }
 
-var _ retry.Breaker = (*Breaker)(nil)
+var (
+	_ retry.Breaker         = (*Breaker)(nil)
+	_ retry.PrebuiltRefusal = (*Breaker)(nil)
+)
+
+// RefusalError returns the *retry.Error that retry.Do, Run and BeginInline
+// give up with when b refuses a call's first attempt with refused
+// (breaker.ErrOpen or breaker.ErrTooManyProbes, shared or local) and no
+// Observer watches the call; nil for any other error. Each is built once
+// per Breaker and shared by every call it refuses, so that a refusal
+// allocates nothing, as with breaker.Breaker: do not modify it. See
+// retry.PrebuiltRefusal.
+func (b *Breaker) RefusalError(refused error) *retry.Error {
+	switch {
+	case b == nil:
+		return nil
+	case refused == breaker.ErrOpen:
+		return b.refusedOpen
+	case refused == breaker.ErrTooManyProbes:
+		return b.refusedProbes
+	}
+	return nil
+}
 
 // NewBreaker returns a Breaker configured by c and starts its background
 // exchange with Redis. It makes no Redis call itself: until the first
@@ -105,6 +129,9 @@ func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 		windowPrefix: s.link.prefix + "window:",
 		member:       fmt.Sprintf("%016x:", rand.Uint64()),
 		sem:          make(chan struct{}, 1),
+
+		refusedOpen:   &retry.Error{Reason: breaker.ErrOpen},
+		refusedProbes: &retry.Error{Reason: breaker.ErrTooManyProbes},
 	}
 	b.seenKey = s.link.prefix + "seen:" + b.member[:16]
 	if s.onTransition != nil {
