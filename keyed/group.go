@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,6 @@ type Group[T any] struct {
 	release func(key string, member T)
 	def     T // the empty key's
 	over    T // the overflow member
-	seed    maphash.Seed
 	clk     clock.Clock
 	max     int
 	idle    time.Duration
@@ -101,7 +101,7 @@ func NewWithRelease[T any](cfg Config, build func(key string) T, keep func(membe
 	}
 	cfg = cfg.WithDefaults()
 	g := &Group[T]{
-		build: build, keep: keep, release: release, seed: maphash.MakeSeed(),
+		build: build, keep: keep, release: release,
 		clk: cfg.Clock, max: cfg.MaxKeys, idle: cfg.Idle,
 		gran: max(cfg.Idle/4, 1), tomb: new(entry[T]),
 	}
@@ -125,13 +125,34 @@ func (g *Group[T]) Get(key string) T {
 	if key == "" {
 		return g.def
 	}
-	h := maphash.String(g.seed, key)
+	return g.get(hashKey(key), key)
+}
+
+// For returns the member of the key WithKey put in ctx (KeyFrom), as Get
+// does, without hashing the key again: WithKey hashed it once for every
+// group the call uses. A ctx without a key gives the default member.
+func (g *Group[T]) For(ctx context.Context) T {
+	c := keyOf(ctx)
+	if c == nil || c.key == "" {
+		return g.def
+	}
+	return g.get(c.h, c.key)
+}
+
+// get is Get of key, whose hash is h.
+func (g *Group[T]) get(h uint64, key string) T {
 	if e := g.tab.Load().find(h, key); e != nil && !e.dead.Load() {
 		e.touch(g.epoch.Load())
 		return e.m
 	}
 	return g.slow(h, key)
 }
+
+// seed hashes the keys of every group of the process, so that WithKey
+// hashes a call's key once for all of them.
+var seed = maphash.MakeSeed()
+
+func hashKey(key string) uint64 { return maphash.String(seed, key) }
 
 // touch records a use in epoch ep: the reference bit and, unless a later
 // one is recorded, the epoch.

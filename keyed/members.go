@@ -58,7 +58,7 @@ func (b *Breakers) Allow() (done func(err error), err error) { return b.Default(
 func (b *Breakers) Ready() error { return b.Default().Ready() }
 
 // BreakerFor returns the breaker of KeyFrom(ctx).
-func (b *Breakers) BreakerFor(ctx context.Context) retry.Breaker { return b.Get(KeyFrom(ctx)) }
+func (b *Breakers) BreakerFor(ctx context.Context) retry.Breaker { return b.For(ctx) }
 
 // Budgets is a group of retry budgets, one per key, each made by one
 // function. It is a retry.BudgetGroup: as a Policy's Budget (or
@@ -89,7 +89,7 @@ func (b *Budgets) Record(retry bool, err error) { b.Default().Record(retry, err)
 func (b *Budgets) Withdraw(err error) bool { return b.Default().Withdraw(err) }
 
 // BudgetFor returns the budget of KeyFrom(ctx).
-func (b *Budgets) BudgetFor(ctx context.Context) retry.Budget { return b.Get(KeyFrom(ctx)) }
+func (b *Budgets) BudgetFor(ctx context.Context) retry.Budget { return b.For(ctx) }
 
 // Limiters is a group of client-side limiters, one per key, each made by
 // one function. It is a retry.LimiterGroup: as a Policy's Limiter, each
@@ -113,8 +113,8 @@ func NewLimiters(kc Config, newLimiter func() retry.Limiter) (*Limiters, error) 
 
 // Acquire is Acquire of the limiter of KeyFrom(ctx).
 func (l *Limiters) Acquire(ctx context.Context, retry bool) (done func(err error), err error) {
-	return l.Get(KeyFrom(ctx)).Acquire(ctx, retry)
+	return l.For(ctx).Acquire(ctx, retry)
 }
 
 // LimiterFor returns the limiter of KeyFrom(ctx).
-func (l *Limiters) LimiterFor(ctx context.Context) retry.Limiter { return l.Get(KeyFrom(ctx)) }
+func (l *Limiters) LimiterFor(ctx context.Context) retry.Limiter { return l.For(ctx) }

@@ -201,7 +201,7 @@ func (k *KeyedBreakers) Ready() error { return k.Default().Ready() }
 
 // BreakerFor returns the Breaker of keyed.KeyFrom(ctx).
 func (k *KeyedBreakers) BreakerFor(ctx context.Context) retry.Breaker {
-	return k.Get(keyed.KeyFrom(ctx))
+	return k.For(ctx)
 }
 
 // Close closes every member (see Breaker.Close) and waits until they are
@@ -262,7 +262,7 @@ func (k *KeyedBudgets) Withdraw(err error) bool { return k.Default().Withdraw(er
 
 // BudgetFor returns the Budget of keyed.KeyFrom(ctx).
 func (k *KeyedBudgets) BudgetFor(ctx context.Context) retry.Budget {
-	return k.Get(keyed.KeyFrom(ctx))
+	return k.For(ctx)
 }
 
 // Close closes every member (giving their leases back, see Budget.Close)
