@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 
 	"github.com/stormguard/stormguard/breaker"
@@ -72,8 +74,13 @@ func (l linkConfig) withTag(key string, overflow bool) linkConfig {
 // that a Get that removes a member does not wait on Redis, and waits for
 // them at the end. At most maxClosing run at once; past that a member is
 // closed on the goroutine that let it go (a new key's first Get waits,
-// rather than goroutines growing with the rate of new keys).
+// rather than goroutines growing with the rate of new keys). A panic of a
+// close on a goroutine of its own (a state listener that panicked while
+// the close flushed) has no caller to go on to: it is logged at Error
+// level (the config's Logger; nil: silent), as on the background loop.
 type closer struct {
+	logger  *slog.Logger
+	what    string
 	mu      sync.Mutex
 	running int
 	done    bool
@@ -93,6 +100,10 @@ func (c *closer) close(m interface{ Close() }) {
 	c.mu.Unlock()
 	go func() {
 		defer func() {
+			if v := recover(); v != nil && c.logger != nil {
+				c.logger.Error("redisstore: a callback panicked while a removed member closed; recovered",
+					"kind", c.what, "panic", v, "stack", string(debug.Stack()))
+			}
 			c.mu.Lock()
 			c.running--
 			if c.running == 0 && c.idle.L != nil {
@@ -164,7 +175,7 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 	if kc.Clock == nil {
 		kc.Clock = s.link.clk
 	}
-	k := &KeyedBreakers{}
+	k := &KeyedBreakers{c: closer{logger: s.link.logger, what: "breaker " + s.link.name}}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Breaker {
 		ms := s
@@ -238,7 +249,7 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 	if kc.Clock == nil {
 		kc.Clock = s.link.clk
 	}
-	k := &KeyedBudgets{}
+	k := &KeyedBudgets{c: closer{logger: s.link.logger, what: "budget " + s.link.name}}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Budget {
 		ms := s

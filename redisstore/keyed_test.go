@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,5 +244,58 @@ func TestKeyedClusterOneSlotPerKey(t *testing.T) {
 	}
 	if len(slots) < 3 {
 		t.Fatalf("six keys on %d slots: the key is not in the hash tag", len(slots))
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestKeyedRemovedMemberListenerPanicLogged: a state listener that panics
+// while a removed member closes (its last flush trips the breaker) on a
+// goroutine of its own does not end the process: it is recovered and
+// logged, and the group's Close still waits for every member.
+func TestKeyedRemovedMemberListenerPanicLogged(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	var log lockedBuffer
+	k, err := NewKeyedBreakers(keyed.Config{MaxKeys: 1}, BreakerConfig{
+		Client: newClient(t, srv.addr), Name: "hosts", Namespace: namespace(t), Clock: fc,
+		Breaker: breaker.Config{ConsecutiveFailures: 3, OpenTimeout: time.Minute, OpenJitter: -1,
+			OnStateChange: func(_, to breaker.State) {
+				if to == breaker.Open {
+					panic("listener")
+				}
+			}},
+		RefreshInterval: time.Hour, Timeout: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&log, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := k.Get("a")
+	mustSync(t, a)
+	for range 3 {
+		_ = call(a, errDown) // counted for the next exchange: the close's flush
+	}
+	k.Get("b") // removes a, which closes on its own goroutine
+	<-a.l.stopped
+	k.Close()
+	if !strings.Contains(log.String(), "panicked while a removed member closed") {
+		t.Fatalf("log %q, want the listener's panic recovered and logged", log.String())
 	}
 }
