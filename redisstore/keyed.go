@@ -150,7 +150,12 @@ func (c *closer) wait() {
 // keyed.Breakers. A member removed, and every member at Close, is closed
 // (Breaker.Close: its goroutine ends, what it counted is flushed) on a
 // goroutine of its own, so that the Get that removed it does not wait on
-// Redis; past 64 closes under way it is closed on that Get's goroutine.
+// Redis; past 64 closes under way it is closed on that Get's goroutine. A
+// panic of such a close (a state listener hearing the change its last
+// flush made) is recovered and logged at Error level (Logger; nil:
+// silent) on a goroutine of its own, and goes on to the caller otherwise.
+// BreakerConfig.OnStateChange and OnDegraded hear every member, without
+// its key.
 //
 // Each live member runs one goroutine and one Redis round trip per
 // RefreshInterval: MaxKeys bounds both. Close the group when done.
