@@ -2,6 +2,8 @@ package keyed_test
 
 import (
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,5 +191,60 @@ func TestKeepPanicLeavesGroupUsable(t *testing.T) {
 	boom = false
 	if m := g.Get("b"); m.key != "b" || g.Len() != 1 {
 		t.Fatalf("%+v, Len %d", m, g.Len())
+	}
+}
+
+// TestEveryBuiltMemberReleasedOnce: under concurrent Gets of churning
+// keys, Sweeps and a Close among them, every member the group built is
+// released exactly once, and a closed group builds none.
+func TestEveryBuiltMemberReleasedOnce(t *testing.T) {
+	clk := clocktest.NewFake()
+	var mu sync.Mutex
+	built, released := map[*member]bool{}, map[*member]int{}
+	g, err := keyed.NewWithRelease(keyed.Config{MaxKeys: 16, Idle: time.Second, Clock: clk},
+		func(k string) *member {
+			m := &member{key: k}
+			built[m] = true // under the group's lock
+			return m
+		}, nil,
+		func(_ string, m *member) {
+			mu.Lock()
+			released[m]++
+			mu.Unlock()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				g.Get(strconv.Itoa((i*7 + w) % 100))
+				if i%200 == 0 {
+					clk.Advance(300 * time.Millisecond)
+					g.Sweep()
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 500 {
+			g.Get("closer")
+		}
+		g.Close() // while the others still churn
+	})
+	wg.Wait()
+	g.Close()
+	g.Get("after")
+	g.Sweep()
+	mu.Lock()
+	defer mu.Unlock()
+	for m := range built {
+		if released[m] != 1 {
+			t.Fatalf("%q's member released %d times", m.key, released[m])
+		}
+	}
+	if len(released) != len(built) {
+		t.Fatalf("%d released, %d built", len(released), len(built))
 	}
 }
