@@ -289,6 +289,9 @@ func TestKeyedRemovedMemberListenerPanicLogged(t *testing.T) {
 	}
 	a := k.Get("a")
 	mustSync(t, a)
+	// The loops of the default, overflow and a members have made their
+	// first exchange and wait an hour: the failures' poke only re-arms a's.
+	fc.BlockUntil(3)
 	for range 3 {
 		_ = call(a, errDown) // counted for the next exchange: the close's flush
 	}
