@@ -17,6 +17,10 @@ type fakeKeyedStore struct {
 	kcs map[string]kg.Config
 }
 
+func newFakeKeyedStore() *fakeKeyedStore {
+	return &fakeKeyedStore{fakeStore{built: map[string]int{}, closed: map[string]int{}}, map[string]kg.Config{}}
+}
+
 type fakeBreakerGroup struct {
 	*kg.Breakers
 	name string
@@ -53,7 +57,7 @@ func (s *fakeKeyedStore) SharedBudgetGroup(name string, c budget.RatioConfig, kc
 // state); one that changes max_keys builds a new group and closes the
 // old; Registry.Close closes the groups in force.
 func TestKeyedSharedPartsFromFile(t *testing.T) {
-	st := &fakeKeyedStore{fakeStore{built: map[string]int{}, closed: map[string]int{}}, map[string]kg.Config{}}
+	st := newFakeKeyedStore()
 	r := NewRegistry(Options{Logger: discard, Shared: map[string]SharedStore{"redis": st}})
 	const base = "policies: {pay: {max_attempts: %s, breaker: {kind: consecutive, failures: 1, shared: redis, per: host, max_keys: %s}, budget: {kind: ratio, shared: redis, per: host}}}"
 	apply := func(attempts, maxKeys string) {
