@@ -157,6 +157,11 @@ func (c *closer) wait() {
 // BreakerConfig.OnStateChange and OnDegraded hear every member, without
 // its key.
 //
+// A new member decides its first calls on local state until its first
+// exchange (made at once, in the background), as a Breaker fresh from
+// NewBreaker does: a key removed while idle and used again may admit a
+// few calls before it learns that the fleet opened its breaker meanwhile.
+//
 // Each live member runs one goroutine and one Redis round trip per
 // RefreshInterval: MaxKeys bounds both. Close the group when done.
 type KeyedBreakers struct {
