@@ -183,7 +183,9 @@
 // member may go unused before it is removed; both apply only with per.
 // per: none, or leaving per out, is one part for every call. The keyed
 // parts of one policy must have the same per (a call carries one key); a
-// shared part is not split per key; a hedge per key needs adaptive.
+// hedge per key needs adaptive. A shared part per key (shared: NAME with
+// per) is a group of fleet-wide parts, one per key, from a store that is a
+// KeyedSharedStore (see Fleet state).
 //
 // The key comes from the adapter. For HTTP, per: host is the request's
 // scheme, host and port (httpretry.HostKey, the adapters' default), and
@@ -211,6 +213,16 @@
 // the old one. A file naming a store not in Options.Shared, or one whose
 // store refuses the block, is refused with the field named. Registry.Close
 // stops the shared parts.
+//
+// With per: host or per: method as well, the block is a group of shared
+// parts, one per key, each shared by the fleet on its own (one dead host
+// opens its breaker for every process, the other hosts stay closed),
+// bounded by max_keys and idle: the store's KeyedSharedStore methods build
+// it (redisstore.Store's KeyedBreakers and KeyedBudgets). A store that is
+// not a KeyedSharedStore refuses such a block, naming its per. The group
+// is kept whole across reloads while the block is unchanged; a change of
+// its settings, max_keys or idle builds a new group, whose members join
+// the per-key state the fleet keeps, and closes the old one.
 //
 // schema.json beside this file is a JSON Schema of the format for editors.
 //

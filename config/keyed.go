@@ -130,14 +130,15 @@ func (d *decoder) maxKeys(n *yaml.Node, path string) int {
 // checkKeys reads the per-key settings of p's blocks (in the policy
 // mapping n at path) into their specs, and refuses what cannot be
 // honoured: keyed parts of one policy keyed by different things (a call
-// carries one key), a part shared by the fleet split per key, and a fixed
-// hedge delay per key.
+// carries one key), and a fixed hedge delay per key. A part shared by the
+// fleet may be split per key; its store must be a KeyedSharedStore, which
+// the Registry checks when it builds the part.
 func (d *decoder) checkKeys(p *PolicySpec, n *yaml.Node, path string) {
 	if n.Kind != yaml.MappingNode {
 		return
 	}
 	var per, perPath string
-	visit := func(field string, block *yaml.Node, shared string) *KeySpec {
+	visit := func(field string, block *yaml.Node) *KeySpec {
 		if block == nil || block.Kind != yaml.MappingNode {
 			return nil
 		}
@@ -147,10 +148,6 @@ func (d *decoder) checkKeys(p *PolicySpec, n *yaml.Node, path string) {
 			return nil
 		}
 		at := valueOf(block, "per")
-		if shared != "" {
-			d.fail(at, join(fp, "per"), "a part shared by the fleet (shared: %s) is not split per key by this version: drop per or shared", shared)
-			return nil
-		}
 		if per != "" && ks.Per != per {
 			d.fail(at, join(fp, "per"), "%s differs from %s.per: %s: the keyed parts of one policy share each call's one key", ks.Per, perPath, per)
 			return nil
@@ -159,22 +156,22 @@ func (d *decoder) checkKeys(p *PolicySpec, n *yaml.Node, path string) {
 		return ks
 	}
 	if p.Breaker != nil {
-		p.Breaker.Keys = visit("breaker", valueOf(n, "breaker"), p.Breaker.Shared)
+		p.Breaker.Keys = visit("breaker", valueOf(n, "breaker"))
 	}
 	if p.Budget != nil {
-		p.Budget.Keys = visit("budget", valueOf(n, "budget"), p.Budget.Shared)
+		p.Budget.Keys = visit("budget", valueOf(n, "budget"))
 	}
 	if nb := p.Nested.Budget; nb != nil {
 		if nn := valueOf(n, "nested"); nn != nil && nn.Kind == yaml.MappingNode {
-			nb.Keys = visit("nested.budget", valueOf(nn, "budget"), nb.Shared)
+			nb.Keys = visit("nested.budget", valueOf(nn, "budget"))
 		}
 	}
 	if p.Limiter != nil {
-		p.Limiter.Keys = visit("limiter", valueOf(n, "limiter"), "")
+		p.Limiter.Keys = visit("limiter", valueOf(n, "limiter"))
 	}
 	if h := p.Hedge; h != nil {
 		hn := valueOf(n, "hedge")
-		h.Keys = visit("hedge", hn, "")
+		h.Keys = visit("hedge", hn)
 		if h.Keys != nil && h.Adaptive == nil {
 			d.fail(valueOf(hn, "per"), join(path, "hedge.per"), "a fixed delay is the same for every key: per needs adaptive (one delay from each key's latencies)")
 			h.Keys = nil
@@ -274,11 +271,14 @@ func HTTPMethodKey(req *http.Request) string {
 // keepPart is keep for a part that ks may split per key. Unkeyed (ks nil),
 // it is keep. Keyed, the part is a group of members built by one, kept
 // whole while both its member settings (key) and ks are unchanged; when
-// only ks changed (max_keys, idle), the new group takes over the old
-// one's members, so surviving keys keep their state. newGroup makes the
-// group from a keyed.Config and a member build function.
+// only ks changed (max_keys, idle), newGroup may take over the old group's
+// members, so surviving keys keep their state. newGroup makes the group
+// from a keyed.Config, the group in force with the same member settings
+// (the zero T when none) and a member build function, and returns the
+// group's close function (nil: nothing to stop), recorded as keep records
+// one.
 func keepPart[T any](b *buildPlan, r *Registry, cur map[string]keyed[T], name, key string, ks *KeySpec,
-	one func() (T, func(), error), newGroup func(kc kg.Config, old T, build func() T) (T, error)) (keyed[T], error) {
+	one func() (T, func(), error), newGroup groupMaker[T]) (keyed[T], error) {
 	if ks == nil {
 		return keep(b, cur, name, key, one)
 	}
@@ -292,15 +292,21 @@ func keepPart[T any](b *buildPlan, r *Registry, cur map[string]keyed[T], name, k
 			old = o.v
 		}
 	}
-	g, err := newGroup(r.keyConfig(ks), old, func() T {
-		v, _, _ := one() // keyed parts are never shared: no close, no error
+	g, closeFn, err := newGroup(r.keyConfig(ks), old, func() T {
+		v, _, _ := one() // local members: no error, and the group stops them
 		return v
 	})
 	if err != nil {
 		return keyed[T]{}, err
 	}
-	return keyed[T]{key: full, v: g}, nil
+	if closeFn != nil {
+		b.fresh = append(b.fresh, closeFn)
+	}
+	return keyed[T]{key: full, v: g, close: closeFn}, nil
 }
+
+// groupMaker makes the group of a keyed part (see keepPart).
+type groupMaker[T any] func(kc kg.Config, old T, build func() T) (group T, close func(), err error)
 
 // adopt returns a build function for a new group that hands out old's
 // members first (its default and overflow members for the two builds of
@@ -331,17 +337,20 @@ func adopt[M any](old *kg.Group[M], build func(key string) M) func(key string) M
 }
 
 // breakerGroup builds a keyed breaker group, adopting old's members when
-// old is one.
-func breakerGroup(kc kg.Config, old retry.Breaker, build func() retry.Breaker) (retry.Breaker, error) {
+// old is one. A member the group lets go is closed (its active probing
+// stops). The group itself is not closed when a reload drops it: a newer
+// group may have taken its members over.
+func breakerGroup(kc kg.Config, old retry.Breaker, build func() retry.Breaker) (retry.Breaker, func(), error) {
 	var prev *kg.Group[*breaker.Breaker]
 	if o, ok := old.(*kg.Breakers); ok {
 		prev = o.Group
 	}
-	g, err := kg.New(kc, adopt(prev, func(string) *breaker.Breaker { return build().(*breaker.Breaker) }), keepRefusing)
+	g, err := kg.NewWithRelease(kc, adopt(prev, func(string) *breaker.Breaker { return build().(*breaker.Breaker) }), keepRefusing,
+		func(_ string, b *breaker.Breaker) { b.Close() })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &kg.Breakers{Group: g}, nil
+	return &kg.Breakers{Group: g}, nil, nil
 }
 
 // keepRefusing keeps a breaker while it refuses calls, as
@@ -358,29 +367,29 @@ func keepRefusing(b *breaker.Breaker, idle bool) bool {
 }
 
 // budgetGroup builds a keyed budget group, adopting old's members.
-func budgetGroup(kc kg.Config, old retry.Budget, build func() retry.Budget) (retry.Budget, error) {
+func budgetGroup(kc kg.Config, old retry.Budget, build func() retry.Budget) (retry.Budget, func(), error) {
 	var prev *kg.Group[retry.Budget]
 	if o, ok := old.(*kg.Budgets); ok {
 		prev = o.Group
 	}
 	g, err := kg.New(kc, adopt(prev, func(string) retry.Budget { return build() }), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &kg.Budgets{Group: g}, nil
+	return &kg.Budgets{Group: g}, nil, nil
 }
 
 // limiterGroup builds a keyed limiter group, adopting old's members.
-func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (retry.Limiter, error) {
+func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (retry.Limiter, func(), error) {
 	var prev *kg.Group[retry.Limiter]
 	if o, ok := old.(*kg.Limiters); ok {
 		prev = o.Group
 	}
 	g, err := kg.New(kc, adopt(prev, func(string) retry.Limiter { return build() }), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &kg.Limiters{Group: g}, nil
+	return &kg.Limiters{Group: g}, nil, nil
 }
 
 // planAdaptives sets st's per-key Adaptive delays for the hedge block s

@@ -77,15 +77,15 @@ func TestKeyedAbsurdSizesRefused(t *testing.T) {
 
 // TestKeyedFormsRefused: what cannot be honoured is refused, each with
 // its field: sizes without a key, an unknown per, keyed parts of one
-// policy keyed by different things (they share the call's one key), a
-// shared part per key, and a fixed hedge delay per key.
+// policy keyed by different things (they share the call's one key), and
+// a fixed hedge delay per key. (A shared part per key is refused when it
+// is built, by a store that cannot: TestKeyedSharedNeedsKeyedStore.)
 func TestKeyedFormsRefused(t *testing.T) {
 	for _, tc := range []struct{ policy, want string }{
 		{"breaker: {kind: consecutive, max_keys: 5}", "policies.a.breaker.max_keys: applies only with per: host or per: method"},
 		{"breaker: {kind: consecutive, per: none, idle: 1m}", "policies.a.breaker.idle: applies only with per: host or per: method"},
 		{"breaker: {kind: consecutive, per: url}", `policies.a.breaker.per: "url" is not one of host, method, none`},
 		{"{breaker: {kind: consecutive, per: host}, budget: {kind: ratio, per: method}}", "policies.a.budget.per: method differs from policies.a.breaker.per: host"},
-		{"breaker: {kind: consecutive, per: host, shared: redis}", "policies.a.breaker.per: a part shared by the fleet (shared: redis) is not split per key"},
 		{"hedge: {delay: 10ms, per: host}", "policies.a.hedge.per: a fixed delay is the same for every key"},
 	} {
 		pol := tc.policy

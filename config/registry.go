@@ -652,7 +652,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 		if s.Budget != nil {
 			k, err := keepPart(plan, r, cur.budgets, name, budgetKey(s.Budget), s.Budget.Keys, func() (retry.Budget, func(), error) {
 				return r.newBudget(f.name, "policies."+name+".budget", name, s.Budget)
-			}, budgetGroup)
+			}, r.budgetGroupOf(f.name, "policies."+name+".budget", name, s.Budget))
 			if err != nil {
 				return nil, err
 			}
@@ -662,7 +662,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 		if nb := s.Nested.Budget; nb != nil {
 			k, err := keepPart(plan, r, cur.nested, name, budgetKey(nb), nb.Keys, func() (retry.Budget, func(), error) {
 				return r.newBudget(f.name, "policies."+name+".nested.budget", name+".nested", nb)
-			}, budgetGroup)
+			}, r.budgetGroupOf(f.name, "policies."+name+".nested.budget", name+".nested", nb))
 			if err != nil {
 				return nil, err
 			}
@@ -672,7 +672,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 		if s.Breaker != nil {
 			k, err := keepPart(plan, r, cur.breakers, name, breakerKey(s.Breaker), s.Breaker.Keys, func() (retry.Breaker, func(), error) {
 				return r.newBreaker(f.name, "policies."+name+".breaker", name, s.Breaker)
-			}, breakerGroup)
+			}, r.breakerGroupOf(f.name, "policies."+name+".breaker", name, s.Breaker))
 			if err != nil {
 				return nil, err
 			}

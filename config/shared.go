@@ -26,6 +26,9 @@ import (
 // (and store) are unchanged, so a reload neither reconnects nor forgets
 // what the process has counted; a reload that changes them builds a new
 // part under the same name, which joins the state the fleet keeps.
+//
+// A block that is also split per key (per: host or per: method) needs a
+// store that is a KeyedSharedStore too.
 type SharedStore interface {
 	// SharedBreaker returns a breaker with the settings c (its Clock is
 	// Options.Clock), shared under name.

@@ -279,7 +279,7 @@ func TestREADMEPolicyBlocksParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		redis := &fakeStore{built: map[string]int{}, closed: map[string]int{}} // a block may say shared: redis
+		redis := newFakeKeyedStore() // a block may say shared: redis, with per too
 		if err := NewRegistry(Options{Logger: discard, Shared: map[string]SharedStore{"redis": redis}}).Apply(f); err != nil {
 			t.Fatal(err)
 		}

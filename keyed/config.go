@@ -14,7 +14,9 @@ import (
 type Config struct {
 	// MaxKeys bounds the live members, the default and overflow members
 	// aside. 0: DefaultMaxKeys. Negative or above MaxMaxKeys: New refuses
-	// the config (ErrConfig).
+	// the config (ErrConfig). The group keeps each live member's key as
+	// given, so what it holds is MaxKeys members and keys: key functions
+	// should give short keys (a host, a method), as the adapters' do.
 	MaxKeys int
 	// Idle is how long a member may go unused before it is removed. It is
 	// removed no sooner, and usually within a quarter of Idle after (once

@@ -7,6 +7,7 @@ import "context"
 type keyCtx struct {
 	context.Context
 	key string
+	h   uint64 // hashKey(key), for Group.For
 }
 
 type ctxKey struct{}
@@ -20,8 +21,14 @@ func (c *keyCtx) Value(k any) any {
 
 // WithKey returns a copy of ctx carrying key: the groups of a call made
 // with it use the members of key. The empty key means the default member.
+//
+// It hashes key once, for every group the call uses (Group.For).
 func WithKey(ctx context.Context, key string) context.Context {
-	return &keyCtx{Context: ctx, key: key}
+	c := &keyCtx{Context: ctx, key: key}
+	if key != "" {
+		c.h = hashKey(key)
+	}
+	return c
 }
 
 // KeyFrom returns the key WithKey put in ctx (the innermost one), or ""
@@ -34,14 +41,20 @@ func KeyFrom(ctx context.Context) string {
 // Lookup returns the key WithKey put in ctx and true, or "" and false when
 // ctx carries none. A nil ctx carries none.
 func Lookup(ctx context.Context) (key string, ok bool) {
-	if ctx == nil {
-		return "", false
-	}
-	if c, is := ctx.(*keyCtx); is { // the common case: no chain to walk
-		return c.key, true
-	}
-	if c, is := ctx.Value(ctxKey{}).(*keyCtx); is {
+	if c := keyOf(ctx); c != nil {
 		return c.key, true
 	}
 	return "", false
+}
+
+// keyOf returns the innermost keyCtx of ctx, or nil.
+func keyOf(ctx context.Context) *keyCtx {
+	if ctx == nil {
+		return nil
+	}
+	if c, is := ctx.(*keyCtx); is { // the common case: no chain to walk
+		return c
+	}
+	c, _ := ctx.Value(ctxKey{}).(*keyCtx)
+	return c
 }

@@ -16,10 +16,14 @@
 // (Group.Overflow) until room is made. Removals and overflows are counted
 // (Group.Stats). No goroutine is started: the group does its housekeeping
 // a few members at a time when a new key arrives, and all at once in
-// Sweep.
+// Sweep. Members that hold something to stop (goroutines, connections, as
+// redisstore's shared breakers do) are given to the release function of
+// NewWithRelease when the group lets them go: removed, or at Group.Close,
+// which releases every member and makes the group build no more.
 //
-// The key travels in the context: WithKey puts it there, KeyFrom reads it
-// (without allocating). Breakers, Budgets and Limiters implement
+// The key travels in the context: WithKey puts it there, hashed once for
+// every group the call uses, and KeyFrom reads it (without allocating);
+// Group.For is the member of a context's key. Breakers, Budgets and Limiters implement
 // retry.Breaker, retry.Budget and retry.Limiter and retry's per-call group
 // interfaces (retry.BreakerGroup, retry.BudgetGroup, retry.LimiterGroup):
 // retry.Do, retry.Call, httpretry and hedge ask the group once at the start

@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -17,15 +18,15 @@ import (
 // A caller that got a member just as it was removed uses it to the end of
 // its call; the key's next Get builds a new one.
 type Group[T any] struct {
-	build func(key string) T
-	keep  func(member T, idle bool) bool
-	def   T // the empty key's
-	over  T // the overflow member
-	seed  maphash.Seed
-	clk   clock.Clock
-	max   int
-	idle  time.Duration
-	gran  time.Duration // the length of an epoch: a quarter of idle
+	build   func(key string) T
+	keep    func(member T, idle bool) bool
+	release func(key string, member T)
+	def     T // the empty key's
+	over    T // the overflow member
+	clk     clock.Clock
+	max     int
+	idle    time.Duration
+	gran    time.Duration // the length of an epoch: a quarter of idle
 
 	tab   atomic.Pointer[table[T]]
 	epoch atomic.Uint64 // the current epoch, advanced under mu
@@ -39,6 +40,8 @@ type Group[T any] struct {
 	pinned *entry[T] // the ring of members kept (keep said so), at the next to recheck
 	pinN   int
 	times  [epochs]time.Time // the start of the last epochs, at epoch%epochs
+	gone   []*entry[T]       // removed members to release once mu is unlocked
+	closed bool              // Close was called
 }
 
 // epochs is how many epoch starts a group remembers. An entry last used
@@ -70,17 +73,35 @@ type Stats struct {
 
 // New returns a group of members built by build, which is called with the
 // key under the group's lock (it must not use the group), once for the
-// default member and once for the overflow member at once, with "" as key.
-// keep, when not nil, tells whether a member must be kept for the state it
-// holds (idle: it has not been used for Config.Idle); a kept member is
-// never removed. New refuses a config Validate refuses.
+// default member and then once for the overflow member at once, with "" as
+// key. keep, when not nil, tells whether a member must be kept for the
+// state it holds (idle: it has not been used for Config.Idle); a kept
+// member is never removed. New refuses a config Validate refuses.
+//
+// A panic in build or keep goes on to the caller of Get (or Sweep), the
+// group unchanged but for the members it had already removed.
 func New[T any](cfg Config, build func(key string) T, keep func(member T, idle bool) bool) (*Group[T], error) {
+	return NewWithRelease(cfg, build, keep, nil)
+}
+
+// NewWithRelease is New with release, when not nil, called with every
+// member the group lets go, and its key: a member removed as idle or to
+// make room, and at Close every member left, the default and overflow
+// members included (with the key ""). Use it for members that hold
+// something to stop (goroutines, connections, subscriptions). It is called
+// once per member, after the group's lock is released, on the goroutine
+// whose Get, Sweep or Close removed the member, so it must be quick (hand
+// slow work to a goroutine of its own); it may use the group. A caller that
+// got the member just before may still be using it. If release panics the
+// group releases the other members it removed all the same, then the first
+// panic goes on to that caller.
+func NewWithRelease[T any](cfg Config, build func(key string) T, keep func(member T, idle bool) bool, release func(key string, member T)) (*Group[T], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
 	g := &Group[T]{
-		build: build, keep: keep, seed: maphash.MakeSeed(),
+		build: build, keep: keep, release: release,
 		clk: cfg.Clock, max: cfg.MaxKeys, idle: cfg.Idle,
 		gran: max(cfg.Idle/4, 1), tomb: new(entry[T]),
 	}
@@ -99,18 +120,39 @@ func (g *Group[T]) Overflow() T { return g.over }
 
 // Get returns key's member, building it if key has none: the default
 // member for "", the overflow member when the group is full of kept
-// members.
+// members. After Close it builds nothing and returns the default member.
 func (g *Group[T]) Get(key string) T {
 	if key == "" {
 		return g.def
 	}
-	h := maphash.String(g.seed, key)
+	return g.get(hashKey(key), key)
+}
+
+// For returns the member of the key WithKey put in ctx (KeyFrom), as Get
+// does, without hashing the key again: WithKey hashed it once for every
+// group the call uses. A ctx without a key gives the default member.
+func (g *Group[T]) For(ctx context.Context) T {
+	c := keyOf(ctx)
+	if c == nil || c.key == "" {
+		return g.def
+	}
+	return g.get(c.h, c.key)
+}
+
+// get is Get of key, whose hash is h.
+func (g *Group[T]) get(h uint64, key string) T {
 	if e := g.tab.Load().find(h, key); e != nil && !e.dead.Load() {
 		e.touch(g.epoch.Load())
 		return e.m
 	}
 	return g.slow(h, key)
 }
+
+// seed hashes the keys of every group of the process, so that WithKey
+// hashes a call's key once for all of them.
+var seed = maphash.MakeSeed()
+
+func hashKey(key string) uint64 { return maphash.String(seed, key) }
 
 // touch records a use in epoch ep: the reference bit and, unless a later
 // one is recorded, the epoch.
@@ -127,7 +169,10 @@ func (e *entry[T]) touch(ep uint64) {
 // slow is Get for a key not found without the lock.
 func (g *Group[T]) slow(h uint64, key string) T {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
+	if g.closed {
+		return g.def
+	}
 	now := g.clk.Now()
 	g.advance(now)
 	t := g.tab.Load()
@@ -263,6 +308,64 @@ func (g *Group[T]) remove(e *entry[T]) {
 	g.ringN--
 	e.dead.Store(true)
 	g.tab.Load().remove(e, g.tomb)
+	if g.release != nil {
+		g.gone = append(g.gone, e)
+	}
+}
+
+// unlock unlocks the group's mutex, then releases the members removed
+// while it was held: every one of them even if release panics, the first
+// panic going on after.
+func (g *Group[T]) unlock() {
+	gone := g.gone
+	g.gone = nil
+	g.mu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	var first any
+	for _, e := range gone {
+		func() {
+			defer func() {
+				if v := recover(); v != nil && first == nil {
+					first = v
+				}
+			}()
+			g.release(e.key, e.m)
+		}()
+	}
+	if first != nil {
+		panic(first)
+	}
+}
+
+// Close removes every member, releases them (see NewWithRelease), the
+// default and overflow members last, and makes the group build no more
+// members: Get then returns the default member. Stats still counts what
+// the group did. Close is safe to call more than once; later calls do
+// nothing.
+func (g *Group[T]) Close() {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.closed {
+		return
+	}
+	g.closed = true
+	for g.pinN > 0 {
+		e := g.pinned
+		g.pinned = ringDel(g.pinned, e)
+		g.pinN--
+		e.pinned = false
+		g.hand = ringAdd(g.hand, e)
+		g.ringN++
+	}
+	for g.ringN > 0 {
+		g.remove(g.hand)
+	}
+	g.tab.Store(newTable[T](minSlots))
+	if g.release != nil {
+		g.gone = append(g.gone, &entry[T]{m: g.def}, &entry[T]{m: g.over})
+	}
 }
 
 // rebuild replaces the table with one holding only the live entries,
@@ -313,7 +416,7 @@ func ringDel[T any](head, e *entry[T]) *entry[T] {
 // time, when new keys arrive.
 func (g *Group[T]) Sweep() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	now := g.clk.Now()
 	g.advance(now)
 	g.recheck(now, -1)

@@ -262,3 +262,25 @@ func TestLookupAllocatesNothing(t *testing.T) {
 
 // otherKey is a context key of the tests, for a chain WithKey is inside.
 type otherKey struct{}
+
+// TestForMatchesGet: For of a context finds the member Get finds for its
+// key, through a chain of contexts too, builds it the same way, gives the
+// default member without a key, and allocates nothing for a live key.
+func TestForMatchesGet(t *testing.T) {
+	g, builds := newGroup(t, keyed.Config{Clock: clocktest.NewFake()})
+	ctx := keyed.WithKey(context.Background(), "https://a:443")
+	wrapped := context.WithValue(ctx, otherKey{}, 1)
+	a := g.For(ctx)
+	if a.key != "https://a:443" || g.Get("https://a:443") != a || g.For(wrapped) != a || *builds != 3 {
+		t.Fatalf("For built %+v (%d builds); want one member shared with Get", a, *builds)
+	}
+	if g.For(context.Background()) != g.Default() || g.For(keyed.WithKey(ctx, "")) != g.Default() {
+		t.Fatal("For without a key is not the default member")
+	}
+	if b := g.Get("b"); g.For(keyed.WithKey(context.Background(), "b")) != b {
+		t.Fatal("For does not find a member Get built")
+	}
+	if n := testing.AllocsPerRun(100, func() { g.For(wrapped) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}

@@ -12,8 +12,9 @@ import (
 // Policy's Breaker, each call uses the breaker of its key (KeyFrom of the
 // call's context). A breaker that is open, or half-open, is kept (never
 // removed) while it refuses calls; a half-open breaker that admits probes
-// is removed only after Config.Idle unused. Listeners of the breakers must
-// not use the group.
+// is removed only after Config.Idle unused. A breaker the group lets go
+// (removed, or at Close) is closed (breaker.Breaker.Close: its active
+// probing stops). Listeners of the breakers must not use the group.
 type Breakers struct {
 	*Group[*breaker.Breaker]
 }
@@ -30,7 +31,8 @@ func NewBreakers(kc Config, bc breaker.Config) (*Breakers, error) {
 	if kc.Clock == nil {
 		kc.Clock = bc.Clock
 	}
-	g, err := New(kc, func(string) *breaker.Breaker { return breaker.New(bc) }, keepBreaker)
+	g, err := NewWithRelease(kc, func(string) *breaker.Breaker { return breaker.New(bc) }, keepBreaker,
+		func(_ string, b *breaker.Breaker) { b.Close() }) // stops active probing (bc.Probe)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +58,7 @@ func (b *Breakers) Allow() (done func(err error), err error) { return b.Default(
 func (b *Breakers) Ready() error { return b.Default().Ready() }
 
 // BreakerFor returns the breaker of KeyFrom(ctx).
-func (b *Breakers) BreakerFor(ctx context.Context) retry.Breaker { return b.Get(KeyFrom(ctx)) }
+func (b *Breakers) BreakerFor(ctx context.Context) retry.Breaker { return b.For(ctx) }
 
 // Budgets is a group of retry budgets, one per key, each made by one
 // function. It is a retry.BudgetGroup: as a Policy's Budget (or
@@ -87,7 +89,7 @@ func (b *Budgets) Record(retry bool, err error) { b.Default().Record(retry, err)
 func (b *Budgets) Withdraw(err error) bool { return b.Default().Withdraw(err) }
 
 // BudgetFor returns the budget of KeyFrom(ctx).
-func (b *Budgets) BudgetFor(ctx context.Context) retry.Budget { return b.Get(KeyFrom(ctx)) }
+func (b *Budgets) BudgetFor(ctx context.Context) retry.Budget { return b.For(ctx) }
 
 // Limiters is a group of client-side limiters, one per key, each made by
 // one function. It is a retry.LimiterGroup: as a Policy's Limiter, each
@@ -111,8 +113,8 @@ func NewLimiters(kc Config, newLimiter func() retry.Limiter) (*Limiters, error) 
 
 // Acquire is Acquire of the limiter of KeyFrom(ctx).
 func (l *Limiters) Acquire(ctx context.Context, retry bool) (done func(err error), err error) {
-	return l.Get(KeyFrom(ctx)).Acquire(ctx, retry)
+	return l.For(ctx).Acquire(ctx, retry)
 }
 
 // LimiterFor returns the limiter of KeyFrom(ctx).
-func (l *Limiters) LimiterFor(ctx context.Context) retry.Limiter { return l.Get(KeyFrom(ctx)) }
+func (l *Limiters) LimiterFor(ctx context.Context) retry.Limiter { return l.For(ctx) }

@@ -101,6 +101,20 @@ func (a *accumulator) failure() {
 	}
 }
 
+// empty reports whether the accumulator holds nothing to flush.
+func (a *accumulator) empty() bool {
+	if a.run.Load() != 0 || a.local.Load() {
+		return false
+	}
+	for i := range stripe.N {
+		c := a.cells.At(i)
+		if c.successes.Load()|c.failures.Load()|c.excluded.Load()|c.slow.Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // take empties the accumulator and returns what it held.
 func (a *accumulator) take() batch {
 	var b batch

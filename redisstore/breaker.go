@@ -47,6 +47,8 @@ type Breaker struct {
 	localTrip  atomic.Uint64 // the local breaker opened and Redis has not been told yet: tripSet | the generation it counts toward
 	claiming   atomic.Bool   // a probe permit is being asked for
 
+	refusedOpen, refusedProbes *retry.Error // RefusalError's, built once
+
 	stateKey, probesKey, windowPrefix, seenKey string
 	member                                     string // prefix of this process's probe permit names
 	seq                                        atomic.Uint64
@@ -77,7 +79,29 @@ type snapshot struct {
 	done   func(error) // shared Closed without slow-call timing: the done of every call
 }
 
-var _ retry.Breaker = (*Breaker)(nil)
+var (
+	_ retry.Breaker         = (*Breaker)(nil)
+	_ retry.PrebuiltRefusal = (*Breaker)(nil)
+)
+
+// RefusalError returns the *retry.Error that retry.Do, Run and BeginInline
+// give up with when b refuses a call's first attempt with refused
+// (breaker.ErrOpen or breaker.ErrTooManyProbes, shared or local) and no
+// Observer watches the call; nil for any other error. Each is built once
+// per Breaker and shared by every call it refuses, so that a refusal
+// allocates nothing, as with breaker.Breaker: do not modify it. See
+// retry.PrebuiltRefusal.
+func (b *Breaker) RefusalError(refused error) *retry.Error {
+	switch {
+	case b == nil:
+		return nil
+	case refused == breaker.ErrOpen:
+		return b.refusedOpen
+	case refused == breaker.ErrTooManyProbes:
+		return b.refusedProbes
+	}
+	return nil
+}
 
 // NewBreaker returns a Breaker configured by c and starts its background
 // exchange with Redis. It makes no Redis call itself: until the first
@@ -89,17 +113,25 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startBreaker(s, c.Breaker.Rand), nil
+}
+
+// startBreaker makes the Breaker of the settings s and starts its loop.
+func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 	b := &Breaker{
 		s:            s,
 		clk:          s.link.clk,
 		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
-		rnd:          backoff.Shared(c.Breaker.Rand), // drawn under the lock the local breaker uses for the same source
+		rnd:          backoff.Shared(rnd), // drawn under the lock the local breaker uses for the same source
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
 		windowPrefix: s.link.prefix + "window:",
 		member:       fmt.Sprintf("%016x:", rand.Uint64()),
 		sem:          make(chan struct{}, 1),
+
+		refusedOpen:   &retry.Error{Reason: breaker.ErrOpen},
+		refusedProbes: &retry.Error{Reason: breaker.ErrTooManyProbes},
 	}
 	b.seenKey = s.link.prefix + "seen:" + b.member[:16]
 	if s.onTransition != nil {
@@ -108,7 +140,7 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
 	go b.l.run(b.loopSync)
-	return b, nil
+	return b
 }
 
 // Allow asks to make one call, as breaker.Breaker.Allow does: it returns
@@ -395,7 +427,8 @@ func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()
 // Close stops the background exchange and waits until its goroutine has
 // ended, an exchange in progress included (bounded by Timeout), then,
 // unless the process is degraded (its last Redis call failed), flushes
-// the outcomes counted since the last exchange (within Timeout).
+// the outcomes counted since the last exchange (within Timeout; with none
+// to flush it makes no Redis call).
 // Called from a listener or OnDegraded that the background goroutine is
 // running, Close does not wait for that goroutine (it is the caller's); a
 // callback the background goroutine is running when Close is called from

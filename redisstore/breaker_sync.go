@@ -59,7 +59,21 @@ func (b *Breaker) Sync(ctx context.Context) error {
 
 func (b *Breaker) loopSync() { _ = b.sync(context.Background(), true) }
 
-func (b *Breaker) flushOnClose() { _ = b.sync(context.Background(), false) }
+// flushOnClose flushes what the process counted since the last exchange,
+// if anything: a Breaker that has nothing to tell Redis (a keyed member
+// removed while idle) closes without a round trip.
+func (b *Breaker) flushOnClose() {
+	ctx, cancel := b.l.context(context.Background())
+	defer cancel()
+	if b.acquire(ctx) != nil {
+		return
+	}
+	idle := b.retained == nil && b.localTrip.Load() == 0 && b.acc.empty()
+	b.release()
+	if !idle {
+		_ = b.sync(context.Background(), false)
+	}
+}
 
 // flush is one batch of outcomes on its way to Redis. A flush whose
 // exchange failed is kept and sent again, under the same number, before

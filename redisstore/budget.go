@@ -86,11 +86,16 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startBudget(s), nil
+}
+
+// startBudget makes the Budget of the settings s and starts its loop.
+func startBudget(s budgetSettings) *Budget {
 	b := &Budget{s: s, l: newLink(s.link, "budget")}
 	b.local.Store(budget.NewRatio(s.local))
 	b.seenKey = s.link.prefix + "seen:" + fmt.Sprintf("%016x", rand.Uint64())
 	go b.l.run(b.loopSync)
-	return b, nil
+	return b
 }
 
 // cost returns the tokens a retry after err costs.

@@ -251,16 +251,22 @@ func TestBudgetLeaseToppedUpEarly(t *testing.T) {
 	if got := b.Lease(); got != 2 {
 		t.Fatalf("lease = %v, want the default of twice the retry cost (2)", got)
 	}
+	// Each poke of the loop (the lease running low, then dry) makes it
+	// re-arm its timer for RefreshInterval/10 after the last exchange. Wait
+	// for each re-arm before going on, so that no re-arm can follow the
+	// Advance below and count from the advanced time.
+	armed := fc.Armed()
 	for i := range 2 {
 		if !b.Withdraw(errDown) {
 			t.Fatalf("retry %d refused with a lease of 2", i)
 		}
 	}
+	fc.BlockUntilArmed(armed + 1) // the second retry left the lease below one retry's cost
 	if b.Withdraw(errDown) {
 		t.Fatal("a retry was granted with an empty lease")
 	}
-	fc.BlockUntil(1)
-	fc.Advance(6 * time.Minute) // RefreshInterval/10 after the last exchange
+	fc.BlockUntilArmed(armed + 2) // the refusal poked the loop again
+	fc.Advance(6 * time.Minute)   // RefreshInterval/10 after the last exchange
 	waitFor(t, "the lease to be topped up", func() bool { return b.Lease() == 2 })
 	if !b.Withdraw(errDown) {
 		t.Fatal("retry refused after the top-up")

@@ -177,6 +177,7 @@ type BudgetConfig struct {
 type linkConfig struct {
 	client     redis.Scripter
 	prefix     string // "<namespace>:{<name>}:"
+	ns         string // the namespace
 	name       string
 	interval   time.Duration
 	timeout    time.Duration
@@ -227,6 +228,7 @@ func resolveLink(kind string, client redis.Scripter, name, ns string, interval, 
 	if l.ttl < time.Second || l.ttl/2 < l.interval {
 		return l, invalid("%s.KeyTTL %v is too short: at least 1s and two refresh intervals", kind, l.ttl)
 	}
+	l.ns = ns
 	l.prefix = ns + ":{" + name + "}:"
 	return l, nil
 }

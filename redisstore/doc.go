@@ -190,4 +190,17 @@
 // one slot, as the scripts need. Every key is given a TTL at every write
 // (KeyTTL, 24h by default; window buckets live one window), so the keys of
 // a service that is gone expire.
+//
+// # Per key
+//
+// KeyedBreakers and KeyedBudgets are bounded groups (package keyed) of
+// shared Breakers and Budgets, one per key: one dead host opens its own
+// breaker for the whole fleet and spends its own bucket, and the other
+// hosts go on. A member's keys carry the key inside the hash tag, so each
+// key is one Redis Cluster slot: "<Namespace>:{<Name>:=<key>}:state" for a
+// key of at most MaxVerbatimKey printable ASCII bytes without braces,
+// "<Namespace>:{<Name>:#<hex>}:state" (32 hex digits of the key's SHA-256)
+// for any other; the default member is the unkeyed part of Name, the
+// overflow member "{<Name>:#overflow}". A member the group removes, and
+// every member at Close, is closed off the caller's path.
 package redisstore

@@ -31,10 +31,12 @@ func TestProbeReportRejoins(t *testing.T) {
 	t.Cleanup(b.Close)
 	waitFor(t, "the first exchange", func() bool { return b.Stats().Syncs >= 1 })
 	fc.BlockUntil(1)
-	_ = call(b, errDown)
+	armed := fc.Armed()
+	_ = call(b, errDown)          // pokes the loop, which re-arms its timer
+	fc.BlockUntilArmed(armed + 1) // so that the re-arm cannot follow the Advance below
 	mustSync(t, b)
-	fc.Advance(time.Minute)
-	fc.BlockUntil(1)
+	fc.Advance(time.Minute) // fires the loop's timer: one exchange
+	fc.BlockUntil(1)        // the loop's exchange is over and its timer armed again
 	mustSync(t, b)
 	done, err := b.Allow() // the probe permit
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -22,7 +23,10 @@ import (
 //	defer reg.Close() // closes the Breakers and Budgets it built
 //
 // Each part is named after its policy, so processes whose files share a
-// policy name share its state. The Registry keeps a part across reloads
+// policy name share its state. A block that also says per: host or per:
+// method is a group of them, one per key (KeyedBreakers, KeyedBudgets:
+// Store is a config.KeyedSharedStore), bounded by the block's max_keys and
+// idle. The Registry keeps a part across reloads
 // while its settings are unchanged; a reload that changes them makes a
 // new Breaker or Budget under the same name, which joins the state the
 // fleet keeps in Redis, and closes the old one.
@@ -59,14 +63,26 @@ func (s *Store) onDegraded(part string) func(bool, error) {
 	return func(degraded bool, err error) { s.OnDegraded(part, degraded, err) }
 }
 
-// SharedBreaker returns a Breaker named name with the settings c, and its
-// Close.
-func (s *Store) SharedBreaker(name string, c breaker.Config) (retry.Breaker, func(), error) {
-	b, err := NewBreaker(BreakerConfig{
+func (s *Store) breakerConfig(name string, c breaker.Config) BreakerConfig {
+	return BreakerConfig{
 		Client: s.Client, Name: name, Namespace: s.Namespace, Breaker: c,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL, ProbeLease: s.ProbeLease,
 		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
-	})
+	}
+}
+
+func (s *Store) budgetConfig(name string, c budget.RatioConfig) BudgetConfig {
+	return BudgetConfig{
+		Client: s.Client, Name: name, Namespace: s.Namespace, Ratio: c, LeaseTokens: s.LeaseTokens,
+		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL,
+		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("budget " + name),
+	}
+}
+
+// SharedBreaker returns a Breaker named name with the settings c, and its
+// Close.
+func (s *Store) SharedBreaker(name string, c breaker.Config) (retry.Breaker, func(), error) {
+	b, err := NewBreaker(s.breakerConfig(name, c))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,13 +92,30 @@ func (s *Store) SharedBreaker(name string, c breaker.Config) (retry.Breaker, fun
 // SharedBudget returns a Budget named name with the settings c, and its
 // Close (which gives the leased tokens back).
 func (s *Store) SharedBudget(name string, c budget.RatioConfig) (retry.Budget, func(), error) {
-	b, err := NewBudget(BudgetConfig{
-		Client: s.Client, Name: name, Namespace: s.Namespace, Ratio: c, LeaseTokens: s.LeaseTokens,
-		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL,
-		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("budget " + name),
-	})
+	b, err := NewBudget(s.budgetConfig(name, c))
 	if err != nil {
 		return nil, nil, err
 	}
 	return b, b.Close, nil
+}
+
+// SharedBreakerGroup returns KeyedBreakers named name with the settings
+// c, bounded by kc, and their Close. Each member reports to OnDegraded on
+// its own, under the part "breaker NAME".
+func (s *Store) SharedBreakerGroup(name string, c breaker.Config, kc keyed.Config) (retry.BreakerGroup, func(), error) {
+	k, err := NewKeyedBreakers(kc, s.breakerConfig(name, c))
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, k.Close, nil
+}
+
+// SharedBudgetGroup returns KeyedBudgets named name with the settings c,
+// bounded by kc, and their Close (which gives every member's lease back).
+func (s *Store) SharedBudgetGroup(name string, c budget.RatioConfig, kc keyed.Config) (retry.BudgetGroup, func(), error) {
+	k, err := NewKeyedBudgets(kc, s.budgetConfig(name, c))
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, k.Close, nil
 }

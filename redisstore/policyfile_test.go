@@ -110,3 +110,73 @@ func TestStoreRefusalRejectsFile(t *testing.T) {
 		t.Fatalf("got %v, want the breaker refused by the store", err)
 	}
 }
+
+var _ config.KeyedSharedStore = (*Store)(nil)
+
+const keyedFleetFile = `policies:
+  hooks:
+    max_attempts: %d
+    breaker: {kind: consecutive, failures: 2, open_timeout: 10m, open_jitter: 0, shared: redis, per: host, max_keys: 100}
+    budget: {kind: ratio, max_tokens: 10, shared: redis, per: host}
+`
+
+// TestKeyedFleetFromPolicyFile (issue #37 item 4): shared: redis with
+// per: host gives every process (two registries, each with its own
+// client) a shared breaker per host: a run of failures to host A in one
+// process opens A in the other, and B stays closed in both; a reload
+// that leaves the block alone keeps the group, keys and all.
+func TestKeyedFleetFromPolicyFile(t *testing.T) {
+	srv := sharedRedis(t)
+	ns := namespace(t)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(attempts int) {
+		t.Helper()
+		if err := os.WriteFile(path, fmt.Appendf(nil, keyedFleetFile, attempts), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(3)
+	open := func() *config.Registry {
+		t.Helper()
+		st := &Store{Client: newClient(t, srv.addr), Namespace: ns, RefreshInterval: 20 * time.Millisecond, Timeout: 2 * time.Second}
+		reg, err := config.Open(path, config.Options{Shared: map[string]config.SharedStore{"redis": st}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close() })
+		return reg
+	}
+	a, b := open(), open()
+	ha, hb := a.Policy("hooks"), b.Policy("hooks")
+	ga, ok := ha.Policy().Breaker.(*KeyedBreakers)
+	if !ok {
+		t.Fatalf("breaker %T, want *redisstore.KeyedBreakers", ha.Policy().Breaker)
+	}
+	gb := hb.Policy().Breaker.(*KeyedBreakers)
+	if _, ok := ha.Policy().Budget.(*KeyedBudgets); !ok {
+		t.Fatalf("budget %T, want *redisstore.KeyedBudgets", ha.Policy().Budget)
+	}
+	aA, aB, bA, bB := ga.Get("https://a:443"), ga.Get("https://b:443"), gb.Get("https://a:443"), gb.Get("https://b:443")
+	for _, m := range []*Breaker{aA, aB, bA, bB} {
+		mustSync(t, m)
+	}
+	for range 2 {
+		if err := call(aA, errDown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSync(t, aA)
+	mustSync(t, bA)
+	mustSync(t, bB)
+	wantState(t, bA, breaker.Open)
+	wantState(t, bB, breaker.Closed)
+	wantState(t, aB, breaker.Closed)
+
+	write(4)
+	if err := a.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if ha.Policy().MaxAttempts != 4 || ha.Policy().Breaker != ga || ga.Get("https://a:443") != aA {
+		t.Fatal("an unrelated reload rebuilt the keyed shared breaker")
+	}
+}
