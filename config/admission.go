@@ -206,16 +206,19 @@ func (d *decoder) admissionBlock(name string, n *yaml.Node, path string) *Admiss
 		case "limit":
 			s.Fixed.N = d.limitField(v, fp)
 		case "queue_size":
-			if sv, ok := d.scalar(v, fp); ok && sv == "none" {
+			sv, ok := d.scalar(v, fp)
+			if !ok {
+				return
+			}
+			if sv == "none" {
 				c.QueueLength = -1
 				return
 			}
-			before := len(d.problems)
-			if q := d.integer(v, fp, 0, 1<<30); q == 0 && len(d.problems) == before {
+			if sv == "0" {
 				d.fail(v, fp, "0 is refused: write none for no queue (a request beyond the limit is shed at once), or leave the field out for the default (%d)", admission.DefaultQueueLength)
-			} else {
-				c.QueueLength = q
+				return
 			}
+			c.QueueLength = d.integer(v, fp, 1, 1<<30)
 		case "codel_target":
 			c.QueueTarget = d.positive(v, fp, admission.DefaultQueueTarget)
 		case "codel_interval":

@@ -88,6 +88,7 @@ func TestAdmissionBlockRefusesBadValues(t *testing.T) {
 		{"interval 0", "codel_interval: 0", "5: admission.api.codel_interval: 0 is refused: it must be positive"},
 		{"target 0", "codel_target: 0", "5: admission.api.codel_target: 0 is refused: it must be positive"},
 		{"queue_size 0", "queue_size: 0", "5: admission.api.queue_size: 0 is refused"},
+		{"queue_size negative", "queue_size: -1", "5: admission.api.queue_size: -1 is outside [1, 1073741824]"},
 		{"smoothing NaN", "smoothing: NaN", `5: admission.api.smoothing: "NaN" is not a number`},
 		{"tolerance below 1", "tolerance: 0.5", "5: admission.api.tolerance: 0.5 is outside [1,"},
 		{"unknown algorithm", "algorithm: bbr", `5: admission.api.algorithm: "bbr" is not one of gradient2, vegas, aimd, fixed`},

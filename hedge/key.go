@@ -22,7 +22,7 @@ func NewAdaptives(kc keyed.Config, ac AdaptiveConfig) (*keyed.Group[*Adaptive], 
 // adaptive returns the Adaptive of a call made with ctx.
 func (h *Hedger) adaptive(ctx context.Context) *Adaptive {
 	if h.Adaptives != nil {
-		return h.Adaptives.Get(keyed.KeyFrom(ctx))
+		return h.Adaptives.For(ctx)
 	}
 	return h.Adaptive
 }
