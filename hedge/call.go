@@ -202,15 +202,34 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		drop(x)
 		panic(b.v)
 	}
-	inOp := false
+	// A panic on this goroutine — op's (inOp), or a callback's in the
+	// call's steps after op returned (End, Next, Succeed, Begin: the
+	// Observer, Classify, the backoff, the breaker, the budget), which
+	// retry.Call has already reported — releases every value Do holds:
+	// the failed attempts' (held), the inline attempt's value not yet
+	// returned, held or handed to complete (hasCur), and the round's
+	// results; then it goes on. settled is set once nothing that can
+	// panic is left but release (kept in rp) and raise.
+	inOp, hasCur, settled := false, false, false
 	defer func() {
+		if settled {
+			return
+		}
+		r := recover()
 		if inOp {
-			r := recover()
 			c.inlinePanic(r)
-			releaseAll(c, release, held, hasHeld)
-			if r != nil {
-				panic(r)
-			}
+		} else {
+			// No hedge is running: the round's timer was stopped
+			// before it fired, or every attempt has returned.
+			c.cancelAll()
+		}
+		releaseAll(c, release, held, hasHeld)
+		if hasCur {
+			var b panicBox
+			releaseSafe(release, v, &b)
+		}
+		if r != nil {
+			panic(r)
 		}
 	}()
 	for {
@@ -225,6 +244,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			*sl = slot{}
 			a, gerr := c.rc.Begin()
 			if gerr != nil {
+				settled = true
 				c.put()
 				return held, nil, gerr
 			}
@@ -244,7 +264,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		armed := c.armTimer(delay, n)
 		inOp = true
 		v, err = op(sl.ctx)
-		inOp = false
+		inOp, hasCur = false, true
 		if armed == nil || c.disarmFast(armed) {
 			// No hedge ran: nothing else touches the call.
 			wasInline := c.lazy && err == nil
@@ -267,6 +287,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				if !wasInline {
 					c.rc.Succeed()
 				}
+				settled = true
 				c.put()
 				if hasHeld {
 					drop(held)
@@ -278,18 +299,20 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			}
 			sl.ctx.cancel()
 			prev, hadPrev := held, hasHeld
-			held, hasHeld = v, true
+			held, hasHeld, hasCur = v, true, false
 			if hadPrev {
 				drop(prev)
 			}
 			if rp.set {
 				// No retry after a release panicked: the call ends.
 				c.rc.Abandon()
+				settled = true
 				c.put()
 				raise(rp, held, nil)
 			}
 			d, gerr := c.rc.Next(err)
 			if gerr != nil {
+				settled = true
 				c.put()
 				return held, nil, gerr
 			}
@@ -297,7 +320,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			continue
 		}
 		// The timer fired: hedges may be running.
-		inline = false
+		inline, hasCur = false, false
 		complete(c, sl, v, err, release)
 		c.mu.Lock()
 		for c.inflight > 0 {
@@ -310,6 +333,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		c.mu.Unlock()
 		r := resultsOf[T](c)
 		if c.hasPanic {
+			settled = true
 			c.hedgePanic()
 			releaseAll(c, release, held, hasHeld)
 			panic(c.panicVal)
@@ -323,9 +347,10 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			if keep {
 				kept = c.winner.ctx
 			}
-			v = r.win
 			last, hasLast := r.last, r.hasLast
 			c.rc.Succeed()
+			v = r.win
+			settled = true
 			c.put()
 			if hasHeld {
 				drop(held)
@@ -356,6 +381,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				relp = rp
 			}
 			c.rc.Abandon()
+			settled = true
 			c.put()
 			if !hasHeld {
 				panic(relp.v)
@@ -379,10 +405,24 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			if re, ok := gerr.(*retry.Error); ok && c.fixLast != nil {
 				re.Last = c.fixLast
 			}
+			settled = true
 			c.put()
 			return held, nil, gerr
 		}
 		c.rc.Wait(d)
+	}
+}
+
+// cancelAll cancels the context of every attempt of the round, once none
+// is running: a call that ends by a panic leaves none live.
+func (c *call) cancelAll() {
+	if x := c.inline.ctx; x != nil {
+		x.cancel()
+	}
+	for _, s := range c.slots {
+		if s.ctx != nil { // the inline slot, cleared for a Begin that panicked
+			s.ctx.cancel()
+		}
 	}
 }
 
