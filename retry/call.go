@@ -259,6 +259,9 @@ func (c *Call) End(a *Attempt, err error) error {
 		err = &attemptTimeoutError{err}
 	}
 	c.last = err
+	if c.obs == nil && a.stop == nil && a.done == nil && a.lim == nil && c.p.Budget == nil && c.p.NestedBudget == nil {
+		return err // no step has anything to do or anyone to tell
+	}
 	if v, panicked := c.endSteps(a, &ending{err: err}); panicked {
 		c.endPanic()
 		if v != nil { // nil: runtime.Goexit, which goes on by itself
