@@ -78,10 +78,12 @@ func (o *valuesOp) release(v string) {
 	o.released = append(o.released, v)
 }
 
-func doPanics(h *hedge.Hedger, op func(context.Context) (string, error), release func(string)) (v string, err error, r any) {
+// doPanics runs Do and returns what it panicked with (nil for none) and
+// what it returned.
+func doPanics(h *hedge.Hedger, op func(context.Context) (string, error), release func(string)) (r any, v string, err error) {
 	defer func() { r = recover() }()
 	v, err = hedge.Do(context.Background(), h, op, release)
-	return v, err, nil
+	return nil, v, err
 }
 
 // A callback that panics after an attempt returned on the caller's
@@ -113,7 +115,7 @@ func TestFastPathPanicReleasesHeldValues(t *testing.T) {
 				p := &retry.Policy{MaxAttempts: 5, Backoff: obs, Clock: clk, Observer: obs}
 				h := &hedge.Hedger{Policy: p, Delay: time.Hour, MaxHedges: hedges}
 				o := &valuesOp{errs: tc.errs}
-				v, err, r := doPanics(h, o.op, o.release)
+				r, v, err := doPanics(h, o.op, o.release)
 				if r == nil || !strings.HasPrefix(fmt.Sprint(r), "boom in "+tc.in) {
 					t.Fatalf("Do = %q, %v, panic %v; want the panic of %s", v, err, r, tc.in)
 				}
@@ -154,7 +156,7 @@ func TestInlineSucceedPanicReleasesValue(t *testing.T) {
 		p := &retry.Policy{MaxAttempts: 5, Breaker: panickyDone{}, Clock: clocktest.NewFake()}
 		h := &hedge.Hedger{Policy: p, Delay: time.Hour, MaxHedges: hedges}
 		o := &valuesOp{}
-		if _, _, r := doPanics(h, o.op, o.release); r != "boom in done" {
+		if r, _, _ := doPanics(h, o.op, o.release); r != "boom in done" {
 			t.Fatalf("hedges %d: panic %v, want boom in done", hedges, r)
 		}
 		if !slices.Equal(o.released, []string{"v1"}) {
