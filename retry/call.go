@@ -104,6 +104,11 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 	if HasGroups(p) {
 		p = resolved(ctx, p) // member.go
 	}
+	c.setup(ctx, p)
+}
+
+// setup is init for a Policy (not nil) without groups.
+func (c *Call) setup(ctx context.Context, p *Policy) {
 	c.ctx, c.p, c.clk, c.obs = ctx, p, clock.Or(p.Clock), p.Observer
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
