@@ -64,3 +64,23 @@ func TestInlineFirstResolvesGroups(t *testing.T) {
 		t.Fatalf("tracker: %v, %d starts, %d records", err, tb.starts, tb.records)
 	}
 }
+
+// BeginInline refuses a Policy whose budget or breaker is a group (the
+// caller resolves it first), a group that is also a BudgetTracker
+// included, and tells a plain tracker of the attempt.
+func TestBeginInlineRefusesGroups(t *testing.T) {
+	for _, p := range []*Policy{{Budget: &trackerGroup{}}, {Breaker: &breakerGroup{}}} {
+		if _, ok, err := BeginInline(context.Background(), p); ok || err != nil {
+			t.Fatalf("BeginInline(%+v) = %v, %v; want it refused", p, ok, err)
+		}
+	}
+	tb := &countBudget{}
+	in, ok, err := BeginInline(context.Background(), &Policy{Budget: tb})
+	if !ok || err != nil || tb.starts != 1 {
+		t.Fatalf("tracker: %v, %v, %d starts", ok, err, tb.starts)
+	}
+	in.Succeed(&Policy{Budget: tb})
+	if tb.records != 1 {
+		t.Fatalf("tracker: %d records after Succeed", tb.records)
+	}
+}
