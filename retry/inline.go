@@ -33,11 +33,12 @@ type Inline struct {
 // BeginInline begins the first attempt of a call under p (nil: the zero
 // Policy) for the caller's ctx without a Call, when p needs nothing set
 // up around a first attempt but its breaker and its budget (no Observer,
-// AttemptTimeout, MaxElapsed, Limiter or NestedBudget) and ctx has not
-// ended. It asks the breaker and tells a BudgetTracker, as Begin does,
-// and reports ok. When p needs more, ok is false and nothing was done:
-// begin with a Call. When the breaker refuses, err is the *Error to give
-// up with, as Begin's would be.
+// AttemptTimeout, MaxElapsed, Limiter or NestedBudget, and no group:
+// HasGroups) and ctx has not ended. It asks the breaker and tells a
+// BudgetTracker, as Begin does, and reports ok. When p needs more, ok is
+// false and nothing was done: begin with a Call (which resolves groups).
+// When the breaker refuses, err is the *Error to give up with, as Begin's
+// would be.
 func BeginInline(ctx context.Context, p *Policy) (in Inline, ok bool, err error) {
 	if p == nil {
 		p = &zeroPolicy
