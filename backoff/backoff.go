@@ -89,12 +89,53 @@ type Exponential struct {
 
 // Delay implements Strategy.
 func (e Exponential) Delay(n int, prev time.Duration) time.Duration {
+	// Small enough to inline, into the (*Exponential).Delay wrapper an
+	// interface call goes through too: e is read through a pointer, not
+	// passed field by field in registers that the callee spills again.
+	return exponentialDelay(&e, n, prev)
+}
+
+// exponentialDelay is Exponential.Delay.
+func exponentialDelay(e *Exponential, n int, prev time.Duration) time.Duration {
+	if m := math.Float64bits(e.Multiplier); e.Jitter != Full || e.Rand != nil || m != 0 && m != bits2 {
+		return e.jittered(n, prev)
+	}
+	// The default shape (doubling, full jitter, the global generator),
+	// with globalUniform written out: nothing is called but the
+	// generator. t ≤ max < 2^63, so bound cannot wrap.
+	base, max := bounds(e.Base, e.Max, DefaultBase, DefaultMax)
+	bound := uint64(doubled(base, max, n)) + 1
+	hi, lo := bits.Mul64(runtimeRand(), bound)
+	if lo < bound {
+		hi = globalReject(hi, lo, bound)
+	}
+	return time.Duration(hi)
+}
+
+// bits2 is math.Float64bits(2), the default Multiplier's.
+const bits2 = 0x4000000000000000
+
+// jittered is Exponential.Delay for any Multiplier, Jitter and Rand (a
+// Multiplier of -0 is 0 here too).
+func (e *Exponential) jittered(n int, prev time.Duration) time.Duration {
 	base, max := bounds(e.Base, e.Max, DefaultBase, DefaultMax)
 	m := e.Multiplier
 	if m == 0 {
 		m = DefaultMultiplier
 	}
 	return jitter(e.Jitter, expCeiling(base, max, m, n), base, max, prev, e.Factor, e.Rand)
+}
+
+// doubled returns min(max, base·2^(n-1)) for 0 < base ≤ max, saturating.
+func doubled(base, max time.Duration, n int) time.Duration {
+	k := uint(n - 1)
+	if n <= 1 {
+		return base
+	}
+	if k >= 63 || uint64(base) > uint64(max)>>k {
+		return max
+	}
+	return base << k
 }
 
 // Linear waits Base + Step·(n-1), capped at Max, then jitters it.
@@ -162,10 +203,7 @@ func expCeiling(base, max time.Duration, m float64, n int) time.Duration {
 	}
 	k := n - 1
 	if m == 2 {
-		if k >= 63 || uint64(base) > uint64(max)>>uint(k) {
-			return max
-		}
-		return base << uint(k)
+		return doubled(base, max, n)
 	}
 	// Multiply step by step while that is short (the usual case: the cap is
 	// reached within a few dozen steps); math.Pow beyond.
@@ -265,10 +303,7 @@ func uniform(src rand.Source, n uint64) uint64 {
 		return 0
 	}
 	if src == nil {
-		if n == math.MaxUint64 {
-			return rand.Uint64()
-		}
-		return rand.Uint64N(n + 1)
+		return globalUniform(n)
 	}
 	switch x := src.(type) {
 	case *splitMix:
@@ -285,6 +320,33 @@ func lockedUniform(src rand.Source, n uint64) uint64 {
 	sourceMu.Lock()
 	defer sourceMu.Unlock()
 	return uniformFrom(src, n)
+}
+
+// globalUniform returns a uniform integer in [0, n] from math/rand/v2's
+// global generator (the runtime's per-thread ChaCha8, safe for concurrent
+// use; see runtimeRand): rand.Uint64N's multiply-shift with rejection,
+// without its interface call.
+func globalUniform(n uint64) uint64 {
+	x := runtimeRand()
+	bound := n + 1
+	if bound == 0 { // n is math.MaxUint64: every value
+		return x
+	}
+	hi, lo := bits.Mul64(x, bound)
+	if lo < bound { // rarely: lo < -bound%bound would bias the draw
+		return globalReject(hi, lo, bound)
+	}
+	return hi
+}
+
+// globalReject finishes globalUniform's draw for a bound whose first
+// product fell in the range that may have to be rejected.
+func globalReject(hi, lo, bound uint64) uint64 {
+	thresh := -bound % bound
+	for lo < thresh {
+		hi, lo = bits.Mul64(runtimeRand(), bound)
+	}
+	return hi
 }
 
 // uniformFrom returns a uniform integer in [0, n], n > 0, from src.

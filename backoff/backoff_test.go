@@ -283,3 +283,32 @@ func FuzzDelay(f *testing.F) {
 		}
 	})
 }
+
+// The default shape (doubling, full jitter, the global generator) has a
+// path of its own in Exponential.Delay: its draws stay in [0, T] for T
+// the un-jittered delay of the same strategy, at every extreme of Base,
+// Max and n, and reach across that range.
+func TestFullJitterGlobalPathBounds(t *testing.T) {
+	for _, bm := range [][2]time.Duration{
+		{0, 0}, {-time.Second, -1}, {1, 1}, {ms, 10 * time.Second},
+		{time.Hour, time.Second}, {1, math.MaxInt64}, {math.MaxInt64, math.MaxInt64},
+	} {
+		for _, m := range []float64{0, 2, math.Copysign(0, -1)} {
+			for _, n := range []int{math.MinInt, -1, 0, 1, 2, 7, 62, 63, 64, 1000, math.MaxInt} {
+				ceil := Exponential{Base: bm[0], Max: bm[1], Multiplier: m}.Delay(n, 0)
+				e := Exponential{Base: bm[0], Max: bm[1], Multiplier: m, Jitter: Full}
+				var hi time.Duration
+				for range 200 {
+					d := e.Delay(n, 0)
+					if d < 0 || d > ceil {
+						t.Fatalf("base %v max %v m %v n %d: %v out of [0, %v]", bm[0], bm[1], m, n, d, ceil)
+					}
+					hi = max(hi, d)
+				}
+				if ceil > 1 && hi < ceil/2 {
+					t.Fatalf("base %v max %v m %v n %d: 200 draws all below %v: not spread over [0, %v]", bm[0], bm[1], m, n, ceil/2, ceil)
+				}
+			}
+		}
+	}
+}

@@ -26,7 +26,8 @@
 // All arithmetic saturates: any retry number and any Multiplier give a delay
 // in [0, Max], never a negative value or a panic.
 //
-// Random draws come from the process-wide generator of math/rand/v2, which is
+// Random draws come from the process-wide generator of math/rand/v2 (the
+// runtime's per-thread ChaCha8, drawn from directly), which is
 // concurrency-safe and allocation-free. Set a Rand source (see NewSource) for
 // reproducible delays. Any source may be shared by goroutines: NewSource's
 // is lock-free, any other is drawn from under a lock (see Uniform), so a

@@ -157,4 +157,40 @@ func BenchmarkBackoffDelay(b *testing.B) {
 	})
 }
 
+// BenchmarkBackoffDelayDynamic is BenchmarkBackoffDelay with each
+// strategy called through the interface its library's retry loop calls
+// (stormguard's retry.Policy.Backoff, cenkalti's BackOff), held where the
+// compiler cannot see its type, so that neither call is devirtualized.
+func BenchmarkBackoffDelayDynamic(b *testing.B) {
+	b.Run("lib=stormguard", func(b *testing.B) {
+		s := dynStrategy
+		var d time.Duration
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			d += s.Delay(i&15+1, 0)
+		}
+		sinkD = d
+	})
+	b.Run("lib=cenkalti", func(b *testing.B) {
+		e := backoff.NewExponentialBackOff()
+		e.InitialInterval, e.MaxInterval, e.RandomizationFactor = 100*time.Millisecond, 10*time.Second, 0.5
+		dynBackOff = e
+		bo := dynBackOff
+		var d time.Duration
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i&15 == 0 {
+				bo.Reset() // stateful: one per call sequence
+			}
+			d += bo.NextBackOff()
+		}
+		sinkD = d
+	})
+}
+
+var (
+	dynStrategy sgbackoff.Strategy = sgbackoff.Exponential{Base: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: sgbackoff.Full}
+	dynBackOff  backoff.BackOff
+)
+
 var sinkD time.Duration

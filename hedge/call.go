@@ -30,6 +30,8 @@ type call struct {
 	ad   *Adaptive
 	obs  observers
 
+	realClk bool // clk is clock.Real
+
 	launcher    launcher
 	op, release any
 	res         any // *results[T], made when the timer first fires
@@ -166,53 +168,44 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	if h.Policy != nil {
 		p = h.Policy.Policy()
 	}
+	if p == nil {
+		p = &zeroPolicy
+	}
+	// A first attempt that needs nothing but the breaker and the budget
+	// around it begins inline, as retry.Do's does: rc takes it over only
+	// when a hedge or a retry needs the Call's steps (adoptLocked). It is
+	// begun before the call is set up: BeginInline refuses a Policy with
+	// groups, so one it accepts needs no resolving, and a breaker's
+	// refusal costs no pooled call.
+	var in retry.Inline
+	inline := false
+	if maxHedges > 0 && p.AttemptLimit() != 1 {
+		var gerr error
+		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+			return v, nil, gerr
+		}
+	}
 	c := pool.Get().(*call)
-	c.setup(ctx, h, p, max(maxHedges, 0))
+	c.setup(ctx, h, p, max(maxHedges, 0), inline)
 	c.launcher = typed[T]{}
 	c.op = op
 	if release != nil {
 		c.release = release
 	}
-	// A first attempt that needs nothing but the breaker and the budget
-	// around it begins inline, as retry.Do's does: rc takes it over only
-	// when a hedge or a retry needs the Call's steps (adoptLocked).
-	var in retry.Inline
-	inline := false
-	if c.max > 0 && c.limit != 1 {
-		var gerr error
-		if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
-			c.put()
-			return v, nil, gerr
-		}
-	}
 	if !inline {
 		c.rc.Reset(ctx, c.p)
 	}
-	var held T // the latest failed attempt's value
-	hasHeld := false
 	// A release that panics on this goroutine does not unwind the call:
 	// its panic is kept in rp, and re-raised once the call has ended and
 	// every value Do holds is released (raise).
 	var rp panicBox
-	drop := func(x T) { releaseSafe(release, x, &rp) }
-	raise := func(b panicBox, x T, kept *attemptCtx) {
-		if kept != nil {
-			kept.cancel()
-		}
-		drop(x)
-		panic(b.v)
-	}
-	inOp := false
-	defer func() {
-		if inOp {
-			r := recover()
-			c.inlinePanic(r)
-			releaseAll(c, release, held, hasHeld)
-			if r != nil {
-				panic(r)
-			}
-		}
-	}()
+	// A panic on this goroutine — op's (inOp), or a callback's in the
+	// call's steps after op returned (End, Next, Succeed, Begin: the
+	// Observer, Classify, the backoff, the breaker, the budget), which
+	// retry.Call has already reported — releases every value Do holds
+	// and goes on (doGuard.check).
+	g := doGuard[T]{c: c, release: release}
+	defer g.check()
 	for {
 		sl := &c.inline
 		n := 1
@@ -225,8 +218,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			*sl = slot{}
 			a, gerr := c.rc.Begin()
 			if gerr != nil {
+				g.settled = true
 				c.put()
-				return held, nil, gerr
+				return g.held, nil, gerr
 			}
 			sl.a, n = a, a.N
 			sl.ctx = c.inlineCtx(a.Context, a.N)
@@ -242,9 +236,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			}
 		}
 		armed := c.armTimer(delay, n)
-		inOp = true
+		g.inOp = true
 		v, err = op(sl.ctx)
-		inOp = false
+		g.inOp, g.cur, g.hasCur = false, v, true
 		if armed == nil || c.disarmFast(armed) {
 			// No hedge ran: nothing else touches the call.
 			wasInline := c.lazy && err == nil
@@ -267,37 +261,40 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				if !wasInline {
 					c.rc.Succeed()
 				}
+				g.settled = true
 				c.put()
-				if hasHeld {
-					drop(held)
+				if g.hasHeld {
+					releaseSafe(release, g.held, &rp)
 				}
 				if rp.set {
-					raise(rp, v, kept)
+					raise(rp, release, v, kept, &rp)
 				}
 				return v, kept, nil
 			}
 			sl.ctx.cancel()
-			prev, hadPrev := held, hasHeld
-			held, hasHeld = v, true
+			prev, hadPrev := g.held, g.hasHeld
+			g.held, g.hasHeld, g.hasCur = v, true, false
 			if hadPrev {
-				drop(prev)
+				releaseSafe(release, prev, &rp)
 			}
 			if rp.set {
 				// No retry after a release panicked: the call ends.
 				c.rc.Abandon()
+				g.settled = true
 				c.put()
-				raise(rp, held, nil)
+				raise(rp, release, g.held, nil, &rp)
 			}
 			d, gerr := c.rc.Next(err)
 			if gerr != nil {
+				g.settled = true
 				c.put()
-				return held, nil, gerr
+				return g.held, nil, gerr
 			}
 			c.rc.Wait(d)
 			continue
 		}
 		// The timer fired: hedges may be running.
-		inline = false
+		inline, g.hasCur = false, false
 		complete(c, sl, v, err, release)
 		c.mu.Lock()
 		for c.inflight > 0 {
@@ -310,8 +307,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		c.mu.Unlock()
 		r := resultsOf[T](c)
 		if c.hasPanic {
+			g.settled = true
 			c.hedgePanic()
-			releaseAll(c, release, held, hasHeld)
+			releaseAll(c, release, g.held, g.hasHeld)
 			panic(c.panicVal)
 		}
 		for _, s := range c.slots {
@@ -323,31 +321,32 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			if keep {
 				kept = c.winner.ctx
 			}
-			v = r.win
 			last, hasLast := r.last, r.hasLast
 			c.rc.Succeed()
+			v = r.win
+			g.settled = true
 			c.put()
-			if hasHeld {
-				drop(held)
+			if g.hasHeld {
+				releaseSafe(release, g.held, &rp)
 			}
 			if hasLast { // a failure of this round, before the winner
-				drop(last)
+				releaseSafe(release, last, &rp)
 			}
 			if relp.set {
-				raise(relp, v, kept)
+				raise(relp, release, v, kept, &rp)
 			}
 			if rp.set {
-				raise(rp, v, kept)
+				raise(rp, release, v, kept, &rp)
 			}
 			return v, kept, nil
 		}
 		if r.hasLast {
-			prev, hadPrev := held, hasHeld
-			held, hasHeld = r.last, true
+			prev, hadPrev := g.held, g.hasHeld
+			g.held, g.hasHeld = r.last, true
 			var zero T
 			r.last, r.hasLast = zero, false
 			if hadPrev {
-				drop(prev)
+				releaseSafe(release, prev, &rp)
 			}
 		}
 		if relp.set || rp.set {
@@ -356,11 +355,12 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				relp = rp
 			}
 			c.rc.Abandon()
+			g.settled = true
 			c.put()
-			if !hasHeld {
+			if !g.hasHeld {
 				panic(relp.v)
 			}
-			raise(relp, held, nil)
+			raise(relp, release, g.held, nil, &rp)
 		}
 		next := c.last
 		if d, _ := retry.RetryAfter(next); next != nil && c.advice > d {
@@ -379,11 +379,78 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			if re, ok := gerr.(*retry.Error); ok && c.fixLast != nil {
 				re.Last = c.fixLast
 			}
+			g.settled = true
 			c.put()
-			return held, nil, gerr
+			return g.held, nil, gerr
 		}
 		c.rc.Wait(d)
 	}
+}
+
+// cancelAll cancels the context of every attempt of the round, once none
+// is running: a call that ends by a panic leaves none live.
+func (c *call) cancelAll() {
+	if x := c.inline.ctx; x != nil {
+		x.cancel()
+	}
+	for _, s := range c.slots {
+		if s.ctx != nil { // the inline slot, cleared for a Begin that panicked
+			s.ctx.cancel()
+		}
+	}
+}
+
+// doGuard is what do's deferred check needs: a struct on do's stack
+// rather than a closure's captured variables.
+type doGuard[T any] struct {
+	c       *call
+	release func(T)
+	held    T // the latest failed attempt's value, when hasHeld
+	cur     T // the inline attempt's value, when hasCur: not yet returned, held or handed to complete
+	hasHeld bool
+	inOp    bool // op is running on the caller's goroutine
+	hasCur  bool
+	settled bool // nothing that can panic is left but release (kept in rp) and raise
+}
+
+// check, deferred by do, handles a panic on the caller's goroutine unless
+// the call has settled: the call is ended (inlinePanic for op's; a step's
+// was reported by retry.Call already), every attempt's context is
+// cancelled, every value Do holds is released (the failed attempts', the
+// inline attempt's not yet returned, the round's results), and the panic
+// goes on.
+func (g *doGuard[T]) check() {
+	if g.settled {
+		return
+	}
+	c := g.c
+	r := recover()
+	if g.inOp {
+		c.inlinePanic(r)
+	} else {
+		// No hedge is running: the round's timer was stopped before it
+		// fired, or every attempt has returned.
+		c.cancelAll()
+	}
+	releaseAll(c, g.release, g.held, g.hasHeld)
+	if g.hasCur {
+		var b panicBox
+		releaseSafe(g.release, g.cur, &b)
+	}
+	if r != nil {
+		panic(r)
+	}
+}
+
+// raise ends a call whose release panicked with b: kept's context is
+// cancelled, x released (a panic of that release kept in rp, where the
+// first one already is), and b's panic goes on.
+func raise[T any](b panicBox, release func(T), x T, kept *attemptCtx, rp *panicBox) {
+	if kept != nil {
+		kept.cancel()
+	}
+	releaseSafe(release, x, rp)
+	panic(b.v)
 }
 
 // releaseAll releases every value a panicking call holds. A release that
@@ -445,14 +512,19 @@ func (c *call) releasePanicLocked(r any) {
 	}
 }
 
-func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
-	if p == nil {
-		p = &zeroPolicy
+// setup readies c for a call under p (not nil) with ctx. plain reports
+// that p has no groups to resolve (BeginInline accepted it), and nothing
+// in setup may panic then: an inline attempt has begun.
+func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, plain bool) {
+	if !plain {
+		p = c.resolveGroups(ctx, p) // key.go
 	}
-	p = c.resolveGroups(ctx, p) // key.go
 	c.ctx, c.p, c.max = ctx, p, maxHedges
 	c.limit = p.AttemptLimit()
-	c.clk = clock.Or(p.Clock)
+	c.clk, c.realClk = clock.Real, true
+	if p.Clock != nil && p.Clock != clock.Real { // nil first: no interface comparison
+		c.clk, c.realClk = p.Clock, false
+	}
 	if p.MaxElapsed > 0 {
 		c.start = c.clk.Now()
 	}
@@ -527,7 +599,7 @@ func (c *call) armTimer(d time.Duration, n int) *arm {
 		c.fired.Store(false)
 	}
 	c.armed = true
-	if a := c.arm; a != nil && a.real && c.clk == clock.Real {
+	if a := c.arm; a != nil && a.real && c.realClk {
 		// The writes above reach the callback through the entry's
 		// state: Reset's compare-and-swap (or the shard's lock) is
 		// seen by the tick's, which the fire's sees, before it calls
@@ -536,7 +608,7 @@ func (c *call) armTimer(d time.Duration, n int) *arm {
 		return a
 	}
 	c.mu.Lock()
-	a := &arm{c: c, real: c.clk == clock.Real}
+	a := &arm{c: c, real: c.realClk}
 	c.arm = a
 	if a.real {
 		a.st.init(a.fire)

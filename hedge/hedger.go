@@ -133,6 +133,11 @@ var zeroHedger Hedger
 // (Call.Panic: Observer, breaker and budget see the attempt fail), the
 // other attempts are cancelled and waited for, held values are released,
 // and the panic goes on in the calling goroutine (a hedge's panic too).
+// So does a Policy callback that panics in the call's steps between
+// attempts (Classify, the Observer, the Backoff, a breaker listener):
+// retry.Call reports it (see Call.End, Call.Next, Call.Begin), every value
+// Do holds is released, the value of the attempt that just returned
+// included, and every attempt's context is cancelled.
 // A panic in release, on any goroutine, stops the call the same way (no
 // further hedge or retry; the attempts still running are cancelled and
 // waited for): the call ends for the Observer, breaker and budget as its

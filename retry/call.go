@@ -104,6 +104,11 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 	if HasGroups(p) {
 		p = resolved(ctx, p) // member.go
 	}
+	c.setup(ctx, p)
+}
+
+// setup is init for a Policy (not nil) without groups.
+func (c *Call) setup(ctx context.Context, p *Policy) {
 	c.ctx, c.p, c.clk, c.obs = ctx, p, clock.Or(p.Clock), p.Observer
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
@@ -259,6 +264,9 @@ func (c *Call) End(a *Attempt, err error) error {
 		err = &attemptTimeoutError{err}
 	}
 	c.last = err
+	if c.obs == nil && a.stop == nil && a.done == nil && a.lim == nil && c.p.Budget == nil && c.p.NestedBudget == nil {
+		return err // no step has anything to do or anyone to tell
+	}
 	if v, panicked := c.endSteps(a, &ending{err: err}); panicked {
 		c.endPanic()
 		if v != nil { // nil: runtime.Goexit, which goes on by itself
@@ -463,7 +471,8 @@ func (c *Call) next(err error) (time.Duration, error) {
 	if cerr := c.ctx.Err(); cerr != nil {
 		return 0, c.giveUp(c.n, ReasonContext, cerr)
 	}
-	if !c.retryable(err) {
+	retryable, adv, hasAdv := c.classify(err)
+	if !retryable {
 		if IsOverloaded(err) {
 			return 0, c.giveUp(c.n, ReasonOverloaded, ErrOverloaded)
 		}
@@ -487,7 +496,7 @@ func (c *Call) next(err error) (time.Duration, error) {
 	}
 	delay := c.prevBackoff
 	advised := false
-	if adv, ok := c.advice(err); ok && adv >= delay {
+	if adv, ok := c.advice(adv, hasAdv); ok && adv >= delay {
 		delay, advised = adv, true
 	} else if ok && adv < 0 {
 		// The server asked for longer than MaxRetryAfter: coming back at
@@ -576,28 +585,45 @@ func (c *Call) retryable(err error) bool {
 		// Classify, which may be what panicked, is not asked about it.
 		return true
 	}
+	if c.p.Classify == nil {
+		return DefaultClassifier(err) // which rejects a Permanent mark itself
+	}
 	if IsPermanent(err) {
 		return false
 	}
-	if c.p.Classify != nil {
-		// An attempt cut by its own timer is retryable whatever Classify
-		// says, as Policy.AttemptTimeout promises.
-		if walk(err, isTimeoutMarker) {
-			return true
-		}
-		return c.p.Classify(err)
+	// An attempt cut by its own timer is retryable whatever Classify
+	// says, as Policy.AttemptTimeout promises.
+	if walk(err, isTimeoutMarker) {
+		return true
 	}
-	return DefaultClassifier(err)
+	return c.p.Classify(err)
 }
 
-// advice returns the server-advised wait carried by err, jittered upwards
-// by at most a tenth and never above MaxRetryAfter. Advice above the cap
-// gives -1: the call must stop rather than come back sooner than asked.
-func (c *Call) advice(err error) (time.Duration, bool) {
+// classify returns, for a failed attempt's error, whether the Policy
+// would retry it (retryable) and, when it would, the server advice it
+// carries (RetryAfter). Under DefaultClassifier both come from one walk of the
+// chain (scanChain) where they would take three (IsPermanent,
+// DefaultClassifier, RetryAfter).
+func (c *Call) classify(err error) (retryable bool, adv time.Duration, hasAdv bool) {
+	if err == nil {
+		return false, 0, false
+	}
+	if _, ok := err.(*PanicError); ok || c.p.Classify != nil {
+		adv, hasAdv = RetryAfter(err)
+		return c.retryable(err), adv, hasAdv
+	}
+	s := scanChain(err)
+	return s.f.retryable(), s.adv, s.hasAdv
+}
+
+// advice returns the server-advised wait d (RetryAfter of the error, when
+// ok), jittered upwards by at most a tenth and never above MaxRetryAfter.
+// Advice above the cap gives -1: the call must stop rather than come back
+// sooner than asked.
+func (c *Call) advice(d time.Duration, ok bool) (time.Duration, bool) {
 	if c.p.MaxRetryAfter < 0 {
 		return 0, false
 	}
-	d, ok := RetryAfter(err)
 	if !ok || d <= 0 {
 		return 0, false
 	}

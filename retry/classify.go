@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"syscall"
+	"time"
 )
 
 // DefaultClassifier reports whether err is worth retrying. It is used when
@@ -29,11 +30,32 @@ func DefaultClassifier(err error) bool {
 	// One pass over the chain collects what each wrapped error says; the
 	// verdict then follows the precedence above, as if the chain were
 	// searched once per question.
-	var f classFlags
+	return scanChain(err).f.retryable()
+}
+
+// scanned is what one walk of an error chain finds (scanChain).
+type scanned struct {
+	f      classFlags
+	adv    time.Duration // the first After advice of the chain, when hasAdv
+	hasAdv bool
+}
+
+// scanChain walks err's chain once, collecting the classification flags
+// of its errors (up to the first Permanent mark, which nothing outranks)
+// and the first advice (After) it carries, as RetryAfter finds it.
+func scanChain(err error) (s scanned) {
 	walk(err, func(e error) bool {
-		f |= flagsOf(e)
-		return f&flagPermanent != 0 // nothing outranks Permanent
+		s.f |= flagsOf(e)
+		if a, ok := e.(*afterError); ok && !s.hasAdv {
+			s.adv, s.hasAdv = a.d, true
+		}
+		return s.f&flagPermanent != 0
 	})
+	return s
+}
+
+// retryable is DefaultClassifier's verdict on a chain with flags f.
+func (f classFlags) retryable() bool {
 	switch {
 	case f&flagPermanent != 0:
 		return false

@@ -33,36 +33,49 @@ type Inline struct {
 // BeginInline begins the first attempt of a call under p (nil: the zero
 // Policy) for the caller's ctx without a Call, when p needs nothing set
 // up around a first attempt but its breaker and its budget (no Observer,
-// AttemptTimeout, MaxElapsed, Limiter or NestedBudget) and ctx has not
-// ended. It asks the breaker and tells a BudgetTracker, as Begin does,
-// and reports ok. When p needs more, ok is false and nothing was done:
-// begin with a Call. When the breaker refuses, err is the *Error to give
-// up with, as Begin's would be.
+// AttemptTimeout, MaxElapsed, Limiter or NestedBudget, and no group:
+// HasGroups) and ctx has not ended. It asks the breaker and tells a
+// BudgetTracker, as Begin does, and reports ok. When p needs more, ok is
+// false and nothing was done: begin with a Call (which resolves groups).
+// When the breaker refuses, err is the *Error to give up with, as Begin's
+// would be.
 func BeginInline(ctx context.Context, p *Policy) (in Inline, ok bool, err error) {
 	if p == nil {
 		p = &zeroPolicy
 	}
-	if !p.inlineFirst() || ctx.Err() != nil || HasGroups(p) {
+	if !p.inlineFirst() || ctx.Err() != nil {
 		return in, false, nil
 	}
-	if in, err = beginInline(ctx, p); err != nil {
+	// HasGroups, for a Policy inlineFirst accepts (no NestedBudget or
+	// Limiter): one type switch tells whether the budget is a group and
+	// whether it is a tracker.
+	if _, is := p.Breaker.(BreakerGroup); is {
+		return in, false, nil
+	}
+	var tracker BudgetTracker
+	switch b := p.Budget.(type) {
+	case BudgetGroup:
+		return in, false, nil
+	case BudgetTracker:
+		tracker = b
+	}
+	if in, err = beginInline(ctx, p, tracker); err != nil {
 		return in, false, err
 	}
 	return in, true, nil
 }
 
-// beginInline is BeginInline once the Policy and the context allow it.
-func beginInline(ctx context.Context, p *Policy) (in Inline, err error) {
+// beginInline is BeginInline once the Policy and the context allow it;
+// tracker is p's Budget when it is a BudgetTracker.
+func beginInline(ctx context.Context, p *Policy, tracker BudgetTracker) (in Inline, err error) {
 	if p.Breaker != nil {
 		var refused error
 		if in.done, refused = p.Breaker.Allow(); refused != nil {
 			return in, refuse(ctx, p, refused)
 		}
 	}
-	if p.Budget != nil {
-		if tracker, is := p.Budget.(BudgetTracker); is {
-			tracker.Start(false)
-		}
+	if tracker != nil {
+		tracker.Start(false)
 	}
 	return in, nil
 }

@@ -28,27 +28,36 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
-	if HasGroups(p) {
-		return runGroups(ctx, p, op) // member.go
-	}
 	if !p.inlineFirst() || ctx.Err() != nil {
-		var zero T
-		return guarded(ctx, p, op, zero, nil)
+		return runPlain(ctx, p, op)
 	}
 	if p.Breaker == nil && p.Budget == nil {
-		// Nothing to set up or report around the first attempt, and
-		// nothing a panic could leak: make it inline, with no guard,
-		// which keeps the success path at a few ns.
+		// Nothing to set up or report around the first attempt, nothing
+		// a panic could leak, and no group (inlineFirst: no NestedBudget
+		// or Limiter): make it inline, with no guard, which keeps the
+		// success path at a few ns.
 		v, err := op(ctx)
 		if err == nil {
 			return v, nil
 		}
 		return guarded(ctx, p, op, v, err)
 	}
-	// Only a breaker or a budget to tell: the first attempt inline, with
-	// a guard of its own, handing over to the Call only when it fails. A
-	// refusal by the breaker, the cost of every call during an outage,
-	// returns before anything is set up.
+	// Only a breaker or a budget to tell (inlineFirst: no NestedBudget or
+	// Limiter, so only they can be groups): the first attempt inline,
+	// with a guard of its own, handing over to the Call only when it
+	// fails. One type switch finds both whether the budget is a group and
+	// whether it is a tracker. A refusal by the breaker, the cost of every
+	// call during an outage, returns before anything is set up.
+	if _, ok := p.Breaker.(BreakerGroup); ok {
+		return runGroups(ctx, p, op) // member.go
+	}
+	var tracker BudgetTracker
+	switch b := p.Budget.(type) {
+	case BudgetGroup:
+		return runGroups(ctx, p, op)
+	case BudgetTracker:
+		tracker = b
+	}
 	var done func(error)
 	if p.Breaker != nil {
 		var refused error
@@ -63,28 +72,36 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 			return zero, refuseNew(ctx, p, refused)
 		}
 	}
-	v, err := first(ctx, p, op, done)
+	v, err := first(ctx, p, op, done, tracker)
 	if err == nil {
 		return v, nil
 	}
 	return guarded(ctx, p, op, v, err)
 }
 
+// runPlain is run for a Policy that needs more set up around its first
+// attempt than a breaker and a budget, or for a context that has ended.
+func runPlain[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
+	if HasGroups(p) {
+		return runGroups(ctx, p, op) // member.go
+	}
+	var zero T
+	return guarded(ctx, p, op, zero, nil)
+}
+
 // first makes the first attempt of a call whose Policy has only a breaker
-// or a budget to tell (the same steps as Call.begin and Call.End, and as
+// or a budget to tell (tracker is the budget, when it is a BudgetTracker) (the same steps as Call.begin and Call.End, and as
 // BeginInline, written out here so that they inline), and reports it to
 // both; done is the breaker's, which admitted the attempt (nil without a
 // breaker). An op that panics (or calls runtime.Goexit) is reported as a
 // failed attempt before the panic goes on.
-func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), done func(error)) (v T, err error) {
+func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), done func(error), tracker BudgetTracker) (v T, err error) {
 	var g firstGuard
 	g.in.done = done
 	g.ctx, g.p = ctx, p
 	defer g.check()
-	if p.Budget != nil {
-		if tracker, ok := p.Budget.(BudgetTracker); ok {
-			tracker.Start(false)
-		}
+	if tracker != nil {
+		tracker.Start(false)
 	}
 	v, err = op(ctx)
 	if done := g.in.done; done != nil {
@@ -98,7 +115,7 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 	berr := err
 	if err != nil {
 		var c Call
-		c.init(ctx, p)
+		c.setup(ctx, p)         // no groups: run checked
 		berr = c.budgetErr(err) // Classify, which may panic
 	}
 	g.p = nil
@@ -153,7 +170,7 @@ func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T,
 			}
 		}
 	}()
-	c.init(ctx, p)
+	c.setup(ctx, p) // p has no groups: run resolved them
 	firstDone := err != nil
 	if firstDone {
 		c.n, c.last = 1, err
