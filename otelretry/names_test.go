@@ -16,6 +16,7 @@ import (
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/otelretry"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/throttle"
@@ -49,6 +50,15 @@ var contract = map[string][]string{
 
 	"stormguard_limiter_info": {"limiter", "operation"},
 	"stormguard_breaker_info": {"breaker", "operation"},
+
+	"stormguard_keyed_members":              {"operation", "part"},
+	"stormguard_keyed_kept":                 {"operation", "part"},
+	"stormguard_keyed_evictions_total":      {"operation", "part", "reason"},
+	"stormguard_keyed_overflows_total":      {"operation", "part"},
+	"stormguard_breaker_open_keys":          {"key", "operation"},
+	"stormguard_hedges_group_delay_keys":    {"operation"},
+	"stormguard_hedges_group_delay_seconds": {"operation", "stat"},
+	"stormguard_hedges_key_delay_seconds":   {"key", "operation"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -75,6 +85,18 @@ func TestPrometheusExporterNames(t *testing.T) {
 	defer obs.WatchBreaker("op", brk)()
 	defer obs.WatchLimiter("op", throttle.NewSRE(throttle.SREConfig{}))()
 	defer obs.WatchLimiter("put", throttle.NewAdaptive(throttle.AdaptiveConfig{}))()
+	kb, err := keyed.NewBreakers(keyed.Config{}, breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb.Get("https://a:443")
+	defer obs.WatchKeyed("keyed", kb)()
+	kh, err := hedge.NewAdaptives(keyed.Config{}, hedge.AdaptiveConfig{MinSamples: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh.Get("https://a:443").Observe(time.Millisecond)
+	defer obs.WatchKeyed("keyed", kh)()
 	p := &retry.Policy{Operation: "op", MaxAttempts: 2, Observer: obs, Budget: budgetRefusing{}}
 	_, _ = retry.Do(context.Background(), p, func(context.Context) (int, error) { return 0, errTransient })
 	p.Budget = nil

@@ -9,12 +9,13 @@ import (
 	"github.com/stormguard/stormguard/keyed"
 )
 
-// DefaultKeyedTopN is how many keys of a breaker group get a series of
-// their own when Config.KeyedTopN is 0.
+// DefaultKeyedTopN is how many keys of a breaker group (or of a group of
+// hedge delays) get a series of their own when Config.KeyedTopN is 0.
 const DefaultKeyedTopN = 10
 
 // OtherKey is the key label of the series that sums the keys without a
-// series of their own (and a group's default and overflow members).
+// series of their own (and a group's default and overflow members); in
+// stormguard_hedges_key_delay_seconds, their lower median delay.
 const OtherKey = "other"
 
 // KeyedGroup is what WatchKeyed reads from a group of parts, one per key
