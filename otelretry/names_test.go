@@ -13,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/stormguard/stormguard/admission"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/hedge"
@@ -59,6 +60,13 @@ var contract = map[string][]string{
 	"stormguard_hedges_group_delay_keys":    {"operation"},
 	"stormguard_hedges_group_delay_seconds": {"operation", "stat"},
 	"stormguard_hedges_key_delay_seconds":   {"key", "operation"},
+
+	"stormguard_admission_limit":                     {"limiter"},
+	"stormguard_admission_in_flight":                 {"limiter"},
+	"stormguard_admission_queue_length":              {"limiter"},
+	"stormguard_admission_queue_delay_seconds_total": {"limiter"},
+	"stormguard_admission_queue_waits_total":         {"limiter"},
+	"stormguard_admission_shed_total":                {"limiter", "reason"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -97,6 +105,11 @@ func TestPrometheusExporterNames(t *testing.T) {
 	}
 	kh.Get("https://a:443").Observe(time.Millisecond)
 	defer obs.WatchKeyed("keyed", kh)()
+	al, err := admission.New(admission.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.WatchAdmission("api", al)()
 	p := &retry.Policy{Operation: "op", MaxAttempts: 2, Observer: obs, Budget: budgetRefusing{}}
 	_, _ = retry.Do(context.Background(), p, func(context.Context) (int, error) { return 0, errTransient })
 	p.Budget = nil
