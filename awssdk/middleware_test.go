@@ -18,6 +18,7 @@ import (
 
 	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/awssdk"
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
@@ -208,5 +209,37 @@ func TestNestedOneLayerLeavesRetryingToTheCaller(t *testing.T) {
 	// Without a retrying caller the same call retries.
 	if n := e.play([]reply{internal, ok200}, func() { _ = getItem(e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})) }); n != 2 {
 		t.Fatalf("%d requests without an inbound caller, want 2", n)
+	}
+}
+
+// TestLoadOptionsInstallsRetryerAndMiddleware: LoadOptions alone gives
+// every client of the aws.Config the Retryer and its middleware (the
+// exact attempt numbers and CallEnd show it), and a stack without the
+// SDK's Retry middleware is left as it is.
+func TestLoadOptionsInstallsRetryerAndMiddleware(t *testing.T) {
+	e := newEndpoint(t)
+	obs := &events{}
+	policy := awsretry.Rules{}.Policy()
+	policy.Backoff = backoff.Func(func(int, time.Duration) time.Duration { return 0 }) // no sleep
+	policy.Operation, policy.Observer = "ddb", obs
+	policy.MaxElapsed = time.Hour
+	c := e.client(t, awssdk.LoadOptions(policy)...)
+	if n := e.play([]reply{internal, internal, ok200}, func() {
+		if err := getItem(c); err != nil {
+			t.Errorf("call: %v", err)
+		}
+	}); n != 3 {
+		t.Fatalf("%d requests, want 3", n)
+	}
+	want := "start 1; end 1 error; retry 2 after 0s; start 2; end 2 error; retry 3 after 0s; start 3; end 3 ok; call end 3 success; "
+	if got := obs.String(); got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+	stack := middleware.NewStack("empty", func() any { return nil })
+	if err := awssdk.NewRetryer(policy).AddMiddleware(stack); err != nil {
+		t.Fatal(err)
+	}
+	if ids := stack.Finalize.List(); len(ids) != 0 {
+		t.Fatalf("a stack without Retry got %v", ids)
 	}
 }
