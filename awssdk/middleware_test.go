@@ -243,3 +243,28 @@ func TestLoadOptionsInstallsRetryerAndMiddleware(t *testing.T) {
 		t.Fatalf("a stack without Retry got %v", ids)
 	}
 }
+
+// TestClassifyPanicEndsTheCall: a Classify that panics goes on to the
+// SDK's caller; the attempt was reported first and the middleware sends
+// CallEnd with ReasonPanic.
+func TestClassifyPanicEndsTheCall(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	obs := &events{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Observer, policy.Clock = "ddb", obs, clk
+	policy.Classify = func(error) bool { panic("classify") }
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+	e.play([]reply{internal}, func() {
+		defer func() {
+			if recover() != "classify" {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		_ = getItem(c)
+	})
+	if got, want := obs.String(), "start 1; end 1 error; call end 1 panic; "; got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+}

@@ -53,6 +53,9 @@ func TestHedgeDelaysSummary(t *testing.T) {
 	if len(all.Top) != 7 || !all.OtherOK || all.Other != d(time.Millisecond) {
 		t.Fatalf("all keys: top %v other %v %v", all.Top, all.Other, all.OtherOK)
 	}
+	if none := HedgeDelays(g, -1, false, "other"); len(none.Top) != 0 || none.Other != s.Median {
+		t.Fatalf("topN < 0: top %v other %v, want none and the median of all", none.Top, none.Other)
+	}
 	empty, _ := hedge.NewAdaptives(keyed.Config{}, ac)
 	if s := HedgeDelays(empty, 10, false, "other"); s.Keys != 0 || s.OtherOK || len(s.Top) != 0 {
 		t.Fatalf("empty group %+v", s)
