@@ -268,3 +268,46 @@ func TestClassifyPanicEndsTheCall(t *testing.T) {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}
 }
+
+type spanKey struct{}
+
+// spanObserver marks the context AttemptStart returns, as a tracer's span
+// does, and records whether AttemptEnd gets it back.
+type spanObserver struct {
+	retry.NopObserver
+	ended, endedWithSpan atomic.Int32
+}
+
+func (o *spanObserver) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
+	return context.WithValue(ctx, spanKey{}, e.Attempt)
+}
+
+func (o *spanObserver) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
+	o.ended.Add(1)
+	if ctx.Value(spanKey{}) == e.Attempt {
+		o.endedWithSpan.Add(1)
+	}
+}
+
+// TestAttemptEndGetsTheAttemptContext: AttemptEnd is given the context
+// AttemptStart returned, so that a tracer (otelretry) ends the attempt's
+// span instead of leaving it open, with or without the middleware.
+func TestAttemptEndGetsTheAttemptContext(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	for _, withMW := range []bool{true, false} {
+		obs := &spanObserver{}
+		policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+		policy.Observer, policy.Clock = obs, clk
+		r := awssdk.NewRetryer(policy)
+		side := &sleepless{clk: clk, RetryerV2: r}
+		c := e.client(t, config.WithRetryer(func() aws.Retryer { return side }))
+		if withMW {
+			c = e.withMiddleware(t, r, side)
+		}
+		e.play([]reply{internal, ok200}, func() { _ = getItem(c) })
+		if obs.ended.Load() != 2 || obs.endedWithSpan.Load() != 2 {
+			t.Errorf("middleware %v: %d attempts ended, %d with AttemptStart's context", withMW, obs.ended.Load(), obs.endedWithSpan.Load())
+		}
+	}
+}

@@ -68,10 +68,13 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // retryer which retry an attempt is nor when an operation ends:
 // AttemptStart and AttemptEnd report Attempt 1 for a first attempt and 2
 // for every retry (so their Retry method, and the metrics' attempt_kind,
-// are right), no CallEnd is sent, and a Policy that sets AttemptTimeout
-// or MaxElapsed fails every operation with ErrMiddlewareMissing rather
-// than run without them. RetryScheduled reports the exact number of the
-// attempt that follows either way.
+// are right), no CallEnd is sent (so an Observer's per-call metrics —
+// promretry's stormguard_calls_total, call duration and retries_active —
+// are not kept), and a Policy that sets AttemptTimeout or MaxElapsed
+// fails every operation with ErrMiddlewareMissing rather than run without
+// them. Either way RetryScheduled reports the exact number of the
+// attempt that follows, and AttemptEnd gets the context AttemptStart
+// returned (so that a tracer ends the attempt's span).
 //
 // The layer rule applies with or without the middleware: a call made
 // while serving an inbound request whose caller retries
@@ -380,9 +383,12 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 		bt.Start(a.retry)
 	}
 	if o := r.p.Observer; o != nil {
-		actx := o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.n})
-		if op != nil && actx != nil && actx != ctx {
-			op.attemptCtx = actx
+		a.ctx = o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.n})
+		if a.ctx == nil {
+			a.ctx = ctx
+		}
+		if op != nil && a.ctx != ctx {
+			op.attemptCtx = a.ctx
 		}
 	}
 	a.start = r.clock.Now()
@@ -398,8 +404,9 @@ var errAttemptNotMade = errors.New("awssdk: attempt not made")
 // attempt is one admitted attempt, until its release.
 type attempt struct {
 	r                        *Retryer
-	budget                   retry.Budget // the budget the call draws on
-	n                        int          // the attempt's number, 1 for the first
+	budget                   retry.Budget    // the budget the call draws on
+	ctx                      context.Context // the context AttemptStart returned; nil before it
+	n                        int             // the attempt's number, 1 for the first
 	retry                    bool
 	start                    time.Time
 	limiterDone, breakerDone func(error)
@@ -431,7 +438,11 @@ func (a *attempt) report(err error) {
 		defer b.Record(false, err)
 	}
 	if o := r.p.Observer; o != nil {
-		o.AttemptEnd(context.Background(), retry.AttemptEnd{
+		ctx := a.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		o.AttemptEnd(ctx, retry.AttemptEnd{
 			Operation: r.p.Operation, Attempt: a.n, Outcome: outcome(err), Err: err,
 			Duration: r.clock.Since(a.start),
 		})
