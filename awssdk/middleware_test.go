@@ -271,11 +271,21 @@ func TestClassifyPanicEndsTheCall(t *testing.T) {
 
 type spanKey struct{}
 
+type callerKey struct{}
+
 // spanObserver marks the context AttemptStart returns, as a tracer's span
 // does, and records whether AttemptEnd gets it back.
 type spanObserver struct {
 	retry.NopObserver
-	ended, endedWithSpan atomic.Int32
+	ended, endedWithSpan           atomic.Int32
+	scheduled, scheduledWithCaller atomic.Int32
+}
+
+func (o *spanObserver) RetryScheduled(ctx context.Context, _ retry.RetryScheduled) {
+	o.scheduled.Add(1)
+	if ctx.Value(callerKey{}) != nil {
+		o.scheduledWithCaller.Add(1)
+	}
 }
 
 func (o *spanObserver) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
@@ -291,7 +301,8 @@ func (o *spanObserver) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 
 // TestAttemptEndGetsTheAttemptContext: AttemptEnd is given the context
 // AttemptStart returned, so that a tracer (otelretry) ends the attempt's
-// span instead of leaving it open, with or without the middleware.
+// span instead of leaving it open, with or without the middleware; with
+// it, RetryScheduled gets the caller's context (its span).
 func TestAttemptEndGetsTheAttemptContext(t *testing.T) {
 	e := newEndpoint(t)
 	clk := clocktest.NewFake()
@@ -305,9 +316,13 @@ func TestAttemptEndGetsTheAttemptContext(t *testing.T) {
 		if withMW {
 			c = e.withMiddleware(t, r, side)
 		}
-		e.play([]reply{internal, ok200}, func() { _ = getItem(c) })
+		ctx := context.WithValue(context.Background(), callerKey{}, true)
+		e.play([]reply{internal, ok200}, func() { _ = getItemCtx(ctx, c) })
 		if obs.ended.Load() != 2 || obs.endedWithSpan.Load() != 2 {
 			t.Errorf("middleware %v: %d attempts ended, %d with AttemptStart's context", withMW, obs.ended.Load(), obs.endedWithSpan.Load())
+		}
+		if withMW && (obs.scheduled.Load() != 1 || obs.scheduledWithCaller.Load() != 1) {
+			t.Errorf("%d retries scheduled, %d with the caller's context", obs.scheduled.Load(), obs.scheduledWithCaller.Load())
 		}
 	}
 }

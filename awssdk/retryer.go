@@ -121,6 +121,7 @@ const pendingDelays = 64
 type pendingDelay struct {
 	err  error
 	d    time.Duration
+	ctx  context.Context
 	used bool
 }
 
@@ -183,15 +184,18 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // RetryDelay returns the wait before the retry that follows attempt
 // (1 for the first attempt) after the failure err, by the Policy's
 // Backoff, and tells the Observer (RetryScheduled). The SDK adds the
-// x-amz-retry-after advice to it (see Retryer).
+// x-amz-retry-after advice to it (see Retryer). With the Retryer's
+// middleware the wait is the one GetRetryToken computed (and checked
+// against MaxElapsed), and RetryScheduled gets the operation's context
+// (the caller's span); without it, context.Background().
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
-	d, ok := r.takeDelay(err)
+	d, ctx, ok := r.takeDelay(err)
 	if !ok {
-		d = max(r.backoff(attempt, err), 0)
+		d, ctx = max(r.backoff(attempt, err), 0), context.Background()
 	}
 	if o := r.p.Observer; o != nil {
 		wait, advised := sdkWait(d, err)
-		o.RetryScheduled(context.Background(), retry.RetryScheduled{
+		o.RetryScheduled(ctx, retry.RetryScheduled{
 			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: err,
 		})
 	}
@@ -246,32 +250,42 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		op.stop(retry.ReasonNested)
 		return nil, ErrNestedRetry
 	}
+	// With the middleware, the wait is computed here, to check it against
+	// MaxElapsed, and kept, with the operation's context for
+	// RetryScheduled, for RetryDelay.
+	keep := op != nil && (r.p.MaxElapsed > 0 || r.p.Observer != nil)
+	var d time.Duration
+	if keep {
+		d = max(r.backoff(op.attempts, opErr), 0)
+	}
 	if op != nil && r.p.MaxElapsed > 0 {
-		d := max(r.backoff(op.attempts, opErr), 0)
 		wait, _ := sdkWait(d, opErr)
 		if elapsed := r.clock.Since(op.start); elapsed >= r.p.MaxElapsed || wait > r.p.MaxElapsed-elapsed {
 			op.stop(retry.ReasonDeadline)
 			return nil, ErrElapsed
 		}
-		r.putDelay(opErr, d)
 	}
+	release := nopRelease
 	switch b := r.budgetFor(ctx).(type) {
 	case nil:
-		return nopRelease, nil
 	case retry.PricedBudget:
 		price, ok := b.WithdrawPriced(opErr)
 		if !ok {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		return func(err error) error { b.RecordPriced(err, price); return nil }, nil
+		release = func(err error) error { b.RecordPriced(err, price); return nil }
 	default:
 		if !b.Withdraw(opErr) {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		return func(err error) error { b.Record(true, err); return nil }, nil
+		release = func(err error) error { b.Record(true, err); return nil }
 	}
+	if keep {
+		r.putDelay(opErr, d, op.ctx)
+	}
+	return release, nil
 }
 
 // budgetFor returns the budget of a call made with ctx: the NestedBudget
@@ -283,34 +297,35 @@ func (r *Retryer) budgetFor(ctx context.Context) retry.Budget {
 	return r.p.Budget
 }
 
-// putDelay keeps d, the wait GetRetryToken computed after err, for
-// RetryDelay.
-func (r *Retryer) putDelay(err error, d time.Duration) {
+// putDelay keeps d, the wait GetRetryToken computed after err, and the
+// operation's context, for RetryDelay.
+func (r *Retryer) putDelay(err error, d time.Duration, ctx context.Context) {
 	if !canCompare(err) {
 		return
 	}
 	r.delaysMu.Lock()
-	r.delays[r.delayAt] = pendingDelay{err: err, d: d}
+	r.delays[r.delayAt] = pendingDelay{err: err, d: d, ctx: ctx}
 	r.delayAt = (r.delayAt + 1) % pendingDelays
 	r.delaysMu.Unlock()
 }
 
-// takeDelay returns the wait GetRetryToken kept for err, if any.
-func (r *Retryer) takeDelay(err error) (d time.Duration, ok bool) {
+// takeDelay returns the wait and context GetRetryToken kept for err, if
+// any.
+func (r *Retryer) takeDelay(err error) (d time.Duration, ctx context.Context, ok bool) {
 	if !canCompare(err) {
-		return 0, false
+		return 0, nil, false
 	}
 	r.delaysMu.Lock()
 	defer r.delaysMu.Unlock()
 	for i := range r.delays {
 		p := &r.delays[i]
 		if !p.used && p.err != nil && same(p.err, err) {
-			d, ok = p.d, true
+			d, ctx = p.d, p.ctx
 			*p = pendingDelay{used: true}
-			return d, ok
+			return d, ctx, true
 		}
 	}
-	return 0, false
+	return 0, nil, false
 }
 
 // canCompare reports whether err's dynamic type can be compared with ==.
