@@ -326,3 +326,31 @@ func TestAttemptEndGetsTheAttemptContext(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedBudgetGrantsTheNestedRetries: under NestedBudget, a call
+// whose inbound caller retries draws its retries on the NestedBudget,
+// not on the Budget, and stops when the NestedBudget is spent.
+func TestNestedBudgetGrantsTheNestedRetries(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	quota := policy.Budget.(*budget.Ratio)
+	nested := budget.NewRatio(budget.RatioConfig{MaxTokens: 1, InitialTokens: 1, Refill: 0.1})
+	policy.Clock, policy.Nested, policy.NestedBudget = clk, retry.NestedBudget, nested
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+	ctx := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+	var err error
+	if n := e.play([]reply{internal, internal, ok200}, func() { err = getItemCtx(ctx, c) }); n != 2 {
+		t.Fatalf("%d requests, want 2 (one nested retry granted)", n)
+	}
+	if !errors.Is(err, retry.ErrBudgetExhausted) {
+		t.Fatalf("error %v, want ErrBudgetExhausted", err)
+	}
+	if got := quota.Available(); got != 500 {
+		t.Errorf("the Budget paid for nested retries: %v", got)
+	}
+	if got := nested.Available(); got >= 1 {
+		t.Errorf("the NestedBudget did not pay: %v", got)
+	}
+}
