@@ -126,10 +126,10 @@ func partOf(g KeyedGroup) string {
 //     with a delay its series.
 //
 // part is breaker, budget, limiter or hedge (a *keyed.Group of
-// *hedge.Adaptive). A scrape reads every member of a breaker group (under
-// the group's lock) or of a group of hedge delays (listed under the lock,
-// read after it), so its cost grows with the live keys (bounded by the
-// group's MaxKeys). Watching another group under the same operation and
+// *hedge.Adaptive). A scrape reads every member of a breaker group or of
+// a group of hedge delays (listed under the group's lock, read after it,
+// so that a breaker's listeners may use the group), so its cost grows
+// with the live keys (bounded by the group's MaxKeys). Watching another group under the same operation and
 // part replaces the first. The returned function stops exporting it; it
 // is safe to call more than once. A nil Collector or group does nothing.
 //
