@@ -129,9 +129,10 @@ func partOf(g KeyedGroup) string {
 // *hedge.Adaptive). A scrape reads every member of a breaker group or of
 // a group of hedge delays (listed under the group's lock, read after it,
 // so that a breaker's listeners may use the group), so its cost grows
-// with the live keys (bounded by the group's MaxKeys). Watching another group under the same operation and
-// part replaces the first. The returned function stops exporting it; it
-// is safe to call more than once. A nil Collector or group does nothing.
+// with the live keys (bounded by the group's MaxKeys). Watching another
+// group under the same operation and part replaces the first. The
+// returned function stops exporting it; it is safe to call more than
+// once. A nil Collector or group does nothing.
 //
 // WatchBreaker, WatchBudget and WatchLimiter hand a group to WatchKeyed,
 // so a policy file's keyed parts are exported with Observer: collector.
