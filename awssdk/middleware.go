@@ -64,8 +64,10 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //     attempts, duration, error and reason (ReasonSuccess, or why it
 //     stopped: attempts, budget, breaker, throttled, deadline, nested,
 //     context, overloaded, permanent, panic);
-//   - bounds the operation by Policy.MaxElapsed: no retry whose wait would
-//     end past start+MaxElapsed (GetRetryToken returns ErrElapsed);
+//   - bounds the operation by Policy.MaxElapsed and the caller's
+//     deadline: no retry whose wait, and then MinAttemptTime, would end
+//     past start+MaxElapsed or the deadline (GetRetryToken returns
+//     ErrElapsed or ErrDeadlineTooClose, before the SDK sleeps);
 //   - bounds each attempt by Policy.AttemptTimeout, until its response is
 //     deserialized: an attempt cut by it fails with an error matching
 //     retry.ErrAttemptTimeout, which is retried unless marked Permanent.

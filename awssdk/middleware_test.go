@@ -354,3 +354,29 @@ func TestNestedBudgetGrantsTheNestedRetries(t *testing.T) {
 		t.Errorf("the NestedBudget did not pay: %v", got)
 	}
 }
+
+// TestDeadlineTooCloseStopsBeforeTheWait (the deadline rule: stop when the
+// caller's deadline cannot hold the next wait plus MinAttemptTime): the
+// retry is refused before the SDK sleeps, with an error matching
+// retry.ErrDeadlineTooClose and context.DeadlineExceeded.
+func TestDeadlineTooCloseStopsBeforeTheWait(t *testing.T) {
+	e := newEndpoint(t)
+	obs := &events{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Observer = "ddb", obs
+	policy.MinAttemptTime = 2 * time.Minute
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clocktest.NewFake(), RetryerV2: r})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // cannot hold 1 s + 2 min
+	defer cancel()
+	var err error
+	if n := e.play([]reply{throttling, ok200}, func() { err = getItemCtx(ctx, c) }); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+	if !errors.Is(err, retry.ErrDeadlineTooClose) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, awssdk.ErrDeadlineTooClose) {
+		t.Fatalf("error %v, want ErrDeadlineTooClose", err)
+	}
+	if got, want := obs.String(), "start 1; end 1 error; call end 1 deadline; "; got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+}

@@ -18,6 +18,12 @@ import (
 	"github.com/stormguard/stormguard/retry"
 )
 
+// ErrDeadlineTooClose is the error GetRetryToken returns when the
+// caller's deadline cannot hold the wait before the next retry plus
+// Policy.MinAttemptTime. It matches retry.ErrDeadlineTooClose (and so
+// context.DeadlineExceeded).
+var ErrDeadlineTooClose = fmt.Errorf("awssdk: %w", retry.ErrDeadlineTooClose)
+
 // ErrBudgetExhausted is the error GetRetryToken returns when the Policy's
 // Budget refuses a retry. It matches retry.ErrBudgetExhausted; the SDK
 // joins it with the failed attempt's error (errors.Join), so the
@@ -40,8 +46,9 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 //     attempt cut by AttemptTimeout, else the Policy's Classify (nil:
 //     awsretry.IsRetryable);
 //   - GetRetryToken, before every retry: the Breaker's Ready, the layer
-//     rule (ErrNestedRetry), MaxElapsed (ErrElapsed, with the
-//     middleware), then the Budget's WithdrawPriced (retry.PricedBudget)
+//     rule (ErrNestedRetry), MaxElapsed and the caller's deadline
+//     (ErrElapsed, ErrDeadlineTooClose; with the middleware), then the
+//     Budget's WithdrawPriced (retry.PricedBudget)
 //     or Withdraw; a refusal returns ErrBudgetExhausted and the operation
 //     fails. The token's
 //     release, after the retry, records it (RecordPriced, or Record(true,
@@ -84,9 +91,11 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // attempt never runs (the Limiter or the Breaker refused it, the caller
 // gave up during the wait) is not given back, as in the AWS SDKs.
 //
-// Policy.MinAttemptTime and MaxRetryAfter are not applied: the SDK's
-// context bounds the operation, and the SDK clamps x-amz-retry-after to
-// the backoff plus 5 s itself. Use one Retryer (and so one Policy, Budget
+// With the middleware, a retry whose wait (advice included) and then
+// Policy.MinAttemptTime would not end before the caller's deadline is
+// refused before the SDK sleeps (ErrDeadlineTooClose), as retry.Do does.
+// Policy.MaxRetryAfter is not applied: the SDK clamps x-amz-retry-after
+// to the backoff plus 5 s itself. Use one Retryer (and so one Policy, Budget
 // and Breaker) for every client of a service: Provider and LoadOptions
 // give config.WithRetryer the same Retryer for each client the aws.Config
 // makes. A Retryer is safe for concurrent use. The Policy must not be
@@ -233,8 +242,9 @@ func (h headerOf) ResponseHeader(name string) string {
 // GetRetryToken asks the Policy for one retry after the failure opErr:
 // the Breaker must be ready (else its error is returned); the layer rule
 // must allow it (Policy.Nested; else ErrNestedRetry); with the Retryer's
-// middleware, Policy.MaxElapsed must hold the wait before it (else
-// ErrElapsed); then the Budget (the NestedBudget for a call the layer
+// middleware, the wait before it and then Policy.MinAttemptTime must end
+// before start+MaxElapsed and the caller's deadline (else ErrElapsed or
+// ErrDeadlineTooClose); then the Budget (the NestedBudget for a call the layer
 // rule governs with NestedBudget) must grant it (else
 // ErrBudgetExhausted). The returned release records the retry's result
 // with the Budget once it has run.
@@ -250,19 +260,14 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		op.stop(retry.ReasonNested)
 		return nil, ErrNestedRetry
 	}
-	// With the middleware, the wait is computed here, to check it against
-	// MaxElapsed, and kept, with the operation's context for
-	// RetryScheduled, for RetryDelay.
-	keep := op != nil && (r.p.MaxElapsed > 0 || r.p.Observer != nil)
+	// With the middleware (which numbers the attempts), the wait is
+	// computed here, to check it against MaxElapsed and the caller's
+	// deadline, and kept, with ctx for RetryScheduled, for RetryDelay.
 	var d time.Duration
-	if keep {
+	if op != nil {
 		d = max(r.backoff(op.attempts, opErr), 0)
-	}
-	if op != nil && r.p.MaxElapsed > 0 {
-		wait, _ := sdkWait(d, opErr)
-		if elapsed := r.clock.Since(op.start); elapsed >= r.p.MaxElapsed || wait > r.p.MaxElapsed-elapsed {
-			op.stop(retry.ReasonDeadline)
-			return nil, ErrElapsed
+		if err := r.waitFits(ctx, op, d, opErr); err != nil {
+			return nil, err
 		}
 	}
 	release := nopRelease
@@ -282,10 +287,38 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		}
 		release = func(err error) error { b.Record(true, err); return nil }
 	}
-	if keep {
-		r.putDelay(opErr, d, op.ctx)
+	if op != nil {
+		r.putDelay(opErr, d, ctx)
 	}
 	return release, nil
+}
+
+// waitFits returns nil when the wait d after opErr (the SDK's wait, advice
+// included) and then MinAttemptTime end before start+MaxElapsed (else
+// ErrElapsed) and before the caller's deadline (else ErrDeadlineTooClose),
+// on the Policy's clock, as retry.Do decides.
+func (r *Retryer) waitFits(ctx context.Context, op *operation, d time.Duration, opErr error) error {
+	dl, hasDL := ctx.Deadline()
+	if !hasDL && r.p.MaxElapsed <= 0 {
+		return nil
+	}
+	wait, _ := sdkWait(d, opErr)
+	span := wait + max(r.p.MinAttemptTime, 0)
+	if span < wait {
+		span = math.MaxInt64
+	}
+	need := r.clock.Now().Add(span)
+	if r.p.MaxElapsed > 0 && !need.Before(op.start.Add(r.p.MaxElapsed)) {
+		if !hasDL || op.start.Add(r.p.MaxElapsed).Before(dl) {
+			op.stop(retry.ReasonDeadline)
+			return ErrElapsed
+		}
+	}
+	if hasDL && !need.Before(dl) {
+		op.stop(retry.ReasonDeadline)
+		return ErrDeadlineTooClose
+	}
+	return nil
 }
 
 // budgetFor returns the budget of a call made with ctx: the NestedBudget
