@@ -6,12 +6,17 @@
 //	policy.Budget = fleetBudget                        // e.g. a redisstore budget shared by the fleet
 //	policy.Breaker = breaker.New(breaker.Config{})
 //	policy.Observer = metrics                          // a promretry.Collector: the stormguard_* metrics
-//	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(awssdk.Provider(policy)))
+//	cfg, err := config.LoadDefaultConfig(ctx, awssdk.LoadOptions(policy)...)
 //
 // gives every client made from cfg the AWS SDKs' standard retry rules
 // (awsretry: attempts, backoff, throttle codes, the retry quota), a budget
 // that can be shared by every client and every process, a circuit breaker,
 // client-side throttling and the metrics, with the SDK's own retry loop.
+// LoadOptions also adds the Retryer's middleware to every operation, which
+// numbers the attempts, reports the end of each operation (CallEnd) and
+// applies Policy.AttemptTimeout and MaxElapsed; config.WithRetryer(
+// awssdk.Provider(policy)) alone gives the rest (see Retryer for what it
+// cannot do).
 //
 // The rules themselves live in the root module (awsretry, standard library
 // only); this module holds only the SDK glue, so that users who take the

@@ -3,6 +3,7 @@ package awssdk_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -37,4 +38,23 @@ func Example() {
 	// attempts: 4 same retryer for every client: true
 	// retry granted: true quota: 486
 	// quota after the retry succeeded: 500
+}
+
+// Load an aws.Config whose clients run under the Policy with its
+// middleware: exact attempt numbers and CallEnd for the Observer, and the
+// Policy's AttemptTimeout and MaxElapsed applied.
+func ExampleLoadOptions() {
+	policy := awsretry.Rules{DynamoDB: true}.Policy()
+	policy.AttemptTimeout = 2 * time.Second
+	policy.MaxElapsed = 10 * time.Second
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		append(awssdk.LoadOptions(policy), config.WithRegion("us-east-1"))...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, ok := cfg.Retryer().(*awssdk.Retryer)
+	fmt.Println("stormguard retryer:", ok, "middleware options:", len(cfg.APIOptions))
+	// Output:
+	// stormguard retryer: true middleware options: 1
 }

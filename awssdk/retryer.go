@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync"
 	"time"
 
@@ -16,6 +17,12 @@ import (
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
 )
+
+// ErrDeadlineTooClose is the error GetRetryToken returns when the
+// caller's deadline cannot hold the wait before the next retry plus
+// Policy.MinAttemptTime. It matches retry.ErrDeadlineTooClose (and so
+// context.DeadlineExceeded).
+var ErrDeadlineTooClose = fmt.Errorf("awssdk: %w", retry.ErrDeadlineTooClose)
 
 // ErrBudgetExhausted is the error GetRetryToken returns when the Policy's
 // Budget refuses a retry. It matches retry.ErrBudgetExhausted; the SDK
@@ -35,10 +42,15 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 //     BudgetTracker's Start and the Observer's AttemptStart; the token's
 //     release, after the attempt, reports its result to each of them and
 //     records a first attempt with the Budget (Record(false, err));
-//   - IsErrorRetryable: the Policy's Classify (nil: awsretry.IsRetryable);
-//   - GetRetryToken, before every retry: the Breaker's Ready, then the
-//     Budget's WithdrawPriced (retry.PricedBudget) or Withdraw; a refusal
-//     returns ErrBudgetExhausted and the operation fails. The token's
+//   - IsErrorRetryable: never an error marked retry.Permanent, always an
+//     attempt cut by AttemptTimeout, else the Policy's Classify (nil:
+//     awsretry.IsRetryable);
+//   - GetRetryToken, before every retry: the Breaker's Ready, the layer
+//     rule (ErrNestedRetry), MaxElapsed and the caller's deadline
+//     (ErrElapsed, ErrDeadlineTooClose; with the middleware), then the
+//     Budget's WithdrawPriced (retry.PricedBudget)
+//     or Withdraw; a refusal returns ErrBudgetExhausted and the operation
+//     fails. The token's
 //     release, after the retry, records it (RecordPriced, or Record(true,
 //     err)), so that a successful retry gets back what it paid, as the
 //     SDK's own quota does;
@@ -54,22 +66,40 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // SDK will sleep (advice included, read as awsretry.RetryAfter reads it)
 // and Advised whether an advice set it.
 //
-// What the SDK does not tell a retryer: which retry an attempt is, and
-// when an operation ends. AttemptStart and AttemptEnd report Attempt 1
-// for a first attempt and 2 for every retry (so their Retry method, and
-// the metrics' attempt_kind, are right), RetryScheduled reports the exact
-// number of the attempt that follows, and no CallEnd is sent. The context
-// AttemptStart returns is not used: the SDK does not let a retryer change
-// the attempt's context. A retry granted by the Budget whose attempt never
-// runs (the Limiter or the Breaker refused it, the caller gave up during
-// the wait) is not given back, as in the AWS SDKs.
+// With the Retryer's middleware (LoadOptions, or AddMiddleware in a
+// client's APIOptions), AttemptStart and AttemptEnd carry the exact
+// attempt number, the Observer hears a CallEnd when the operation ends,
+// the attempt runs with the context AttemptStart returned,
+// Policy.AttemptTimeout bounds each attempt and Policy.MaxElapsed the
+// operation (see AddMiddleware). Without it, the SDK does not tell a
+// retryer which retry an attempt is nor when an operation ends:
+// AttemptStart and AttemptEnd report Attempt 1 for a first attempt and 2
+// for every retry (so their Retry method, and the metrics' attempt_kind,
+// are right), no CallEnd is sent (so an Observer's per-call metrics —
+// promretry's stormguard_calls_total, call duration and retries_active —
+// are not kept), and a Policy that sets AttemptTimeout or MaxElapsed
+// fails every operation with ErrMiddlewareMissing rather than run without
+// them. Either way RetryScheduled reports the exact number of the
+// attempt that follows, and AttemptEnd gets the context AttemptStart
+// returned (so that a tracer ends the attempt's span).
 //
-// The Policy's AttemptTimeout, MaxElapsed, MaxRetryAfter, MinAttemptTime
-// and Nested rules are not applied: the SDK's context and its HTTP client
-// bound the operation. Use one Retryer (and so one Policy, Budget and
-// Breaker) for every client of a service: Provider gives config.WithRetryer
-// the same Retryer for each client the aws.Config makes. A Retryer is safe
-// for concurrent use. The Policy must not be modified while in use.
+// The layer rule applies with or without the middleware: a call made
+// while serving an inbound request whose caller retries
+// (retry.CallerRetries of the operation's context) is not retried under
+// NestedOneLayer (GetRetryToken returns ErrNestedRetry), and draws on the
+// NestedBudget under NestedBudget. A retry granted by the Budget whose
+// attempt never runs (the Limiter or the Breaker refused it, the caller
+// gave up during the wait) is not given back, as in the AWS SDKs.
+//
+// With the middleware, a retry whose wait (advice included) and then
+// Policy.MinAttemptTime would not end before the caller's deadline is
+// refused before the SDK sleeps (ErrDeadlineTooClose), as retry.Do does.
+// Policy.MaxRetryAfter is not applied: the SDK clamps x-amz-retry-after
+// to the backoff plus 5 s itself. Use one Retryer (and so one Policy, Budget
+// and Breaker) for every client of a service: Provider and LoadOptions
+// give config.WithRetryer the same Retryer for each client the aws.Config
+// makes. A Retryer is safe for concurrent use. The Policy must not be
+// modified while in use.
 //
 // Every callback of the Policy (Classify, the Observer, Backoff, the
 // Budget, Breaker and Limiter and their done functions) may panic: the
@@ -83,6 +113,25 @@ type Retryer struct {
 	classify func(error) bool
 	backoff  func(n int, err error) time.Duration
 	probes   sync.Pool // *probe
+
+	// delays holds the waits GetRetryToken computed (to check them
+	// against MaxElapsed) for RetryDelay, which the SDK calls next with
+	// the same error and no context.
+	delaysMu sync.Mutex
+	delays   [pendingDelays]pendingDelay
+	delayAt  int
+}
+
+// pendingDelays bounds the waits computed by GetRetryToken and not yet
+// taken by RetryDelay; past it the oldest is forgotten and RetryDelay
+// computes that one again.
+const pendingDelays = 64
+
+type pendingDelay struct {
+	err  error
+	d    time.Duration
+	ctx  context.Context
+	used bool
 }
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
@@ -129,22 +178,33 @@ func (r *Retryer) MaxAttempts() int {
 	return max(r.p.AttemptLimit(), 0)
 }
 
-// IsErrorRetryable reports whether the failure err is worth retrying: the
-// Policy's Classify, or awsretry.IsRetryable when it has none. The SDK
-// asks it after the attempt's tokens were released.
+// IsErrorRetryable reports whether the failure err is worth retrying: never
+// an error marked retry.Permanent; always an attempt cut by
+// Policy.AttemptTimeout (retry.ErrAttemptTimeout); else the Policy's
+// Classify, or awsretry.IsRetryable when it has none. The SDK asks it
+// after the attempt's tokens were released.
 func (r *Retryer) IsErrorRetryable(err error) bool {
-	return err != nil && r.classify(err)
+	if err == nil || retry.IsPermanent(err) {
+		return false
+	}
+	return errors.Is(err, retry.ErrAttemptTimeout) || r.classify(err)
 }
 
 // RetryDelay returns the wait before the retry that follows attempt
 // (1 for the first attempt) after the failure err, by the Policy's
 // Backoff, and tells the Observer (RetryScheduled). The SDK adds the
-// x-amz-retry-after advice to it (see Retryer).
+// x-amz-retry-after advice to it (see Retryer). With the Retryer's
+// middleware the wait is the one GetRetryToken computed (and checked
+// against MaxElapsed), and RetryScheduled gets the operation's context
+// (the caller's span); without it, context.Background().
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
-	d := max(r.backoff(attempt, err), 0)
+	d, ctx, ok := r.takeDelay(err)
+	if !ok {
+		d, ctx = max(r.backoff(attempt, err), 0), context.Background()
+	}
 	if o := r.p.Observer; o != nil {
 		wait, advised := sdkWait(d, err)
-		o.RetryScheduled(context.Background(), retry.RetryScheduled{
+		o.RetryScheduled(ctx, retry.RetryScheduled{
 			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: err,
 		})
 	}
@@ -180,30 +240,141 @@ func (h headerOf) ResponseHeader(name string) string {
 }
 
 // GetRetryToken asks the Policy for one retry after the failure opErr:
-// the Breaker must be ready (else its error is returned), then the Budget
-// must grant it (else ErrBudgetExhausted). The returned release records
-// the retry's result with the Budget once it has run.
+// the Breaker must be ready (else its error is returned); the layer rule
+// must allow it (Policy.Nested; else ErrNestedRetry); with the Retryer's
+// middleware, the wait before it and then Policy.MinAttemptTime must end
+// before start+MaxElapsed and the caller's deadline (else ErrElapsed or
+// ErrDeadlineTooClose); then the Budget (the NestedBudget for a call the layer
+// rule governs with NestedBudget) must grant it (else
+// ErrBudgetExhausted). The returned release records the retry's result
+// with the Budget once it has run.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
+	op := operationOf(ctx)
 	if b := r.p.Breaker; b != nil {
 		if err := b.Ready(); err != nil {
+			op.stop(retry.ReasonBreaker)
 			return nil, err
 		}
 	}
-	switch b := r.p.Budget.(type) {
+	if r.p.NestedForbids(ctx) {
+		op.stop(retry.ReasonNested)
+		return nil, ErrNestedRetry
+	}
+	// With the middleware (which numbers the attempts), the wait is
+	// computed here, to check it against MaxElapsed and the caller's
+	// deadline, and kept, with ctx for RetryScheduled, for RetryDelay.
+	var d time.Duration
+	if op != nil {
+		d = max(r.backoff(op.attempts, opErr), 0)
+		if err := r.waitFits(ctx, op, d, opErr); err != nil {
+			return nil, err
+		}
+	}
+	release := nopRelease
+	switch b := r.budgetFor(ctx).(type) {
 	case nil:
-		return nopRelease, nil
 	case retry.PricedBudget:
 		price, ok := b.WithdrawPriced(opErr)
 		if !ok {
+			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		return func(err error) error { b.RecordPriced(err, price); return nil }, nil
+		release = func(err error) error { b.RecordPriced(err, price); return nil }
 	default:
 		if !b.Withdraw(opErr) {
+			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		return func(err error) error { b.Record(true, err); return nil }, nil
+		release = func(err error) error { b.Record(true, err); return nil }
 	}
+	if op != nil {
+		r.putDelay(opErr, d, ctx)
+	}
+	return release, nil
+}
+
+// waitFits returns nil when the wait d after opErr (the SDK's wait, advice
+// included) and then MinAttemptTime end before start+MaxElapsed (else
+// ErrElapsed) and before the caller's deadline (else ErrDeadlineTooClose),
+// on the Policy's clock, as retry.Do decides.
+func (r *Retryer) waitFits(ctx context.Context, op *operation, d time.Duration, opErr error) error {
+	dl, hasDL := ctx.Deadline()
+	if !hasDL && r.p.MaxElapsed <= 0 {
+		return nil
+	}
+	wait, _ := sdkWait(d, opErr)
+	span := wait + max(r.p.MinAttemptTime, 0)
+	if span < wait {
+		span = math.MaxInt64
+	}
+	need := r.clock.Now().Add(span)
+	if r.p.MaxElapsed > 0 && !need.Before(op.start.Add(r.p.MaxElapsed)) {
+		if !hasDL || op.start.Add(r.p.MaxElapsed).Before(dl) {
+			op.stop(retry.ReasonDeadline)
+			return ErrElapsed
+		}
+	}
+	if hasDL && !need.Before(dl) {
+		op.stop(retry.ReasonDeadline)
+		return ErrDeadlineTooClose
+	}
+	return nil
+}
+
+// budgetFor returns the budget of a call made with ctx: the NestedBudget
+// when the layer rule governs it with NestedBudget, else the Budget.
+func (r *Retryer) budgetFor(ctx context.Context) retry.Budget {
+	if r.p.Nested == retry.NestedBudget && r.p.NestedBudget != nil && retry.CallerRetries(ctx) {
+		return r.p.NestedBudget
+	}
+	return r.p.Budget
+}
+
+// putDelay keeps d, the wait GetRetryToken computed after err, and the
+// operation's context, for RetryDelay.
+func (r *Retryer) putDelay(err error, d time.Duration, ctx context.Context) {
+	if !canCompare(err) {
+		return
+	}
+	r.delaysMu.Lock()
+	r.delays[r.delayAt] = pendingDelay{err: err, d: d, ctx: ctx}
+	r.delayAt = (r.delayAt + 1) % pendingDelays
+	r.delaysMu.Unlock()
+}
+
+// takeDelay returns the wait and context GetRetryToken kept for err, if
+// any.
+func (r *Retryer) takeDelay(err error) (d time.Duration, ctx context.Context, ok bool) {
+	if !canCompare(err) {
+		return 0, nil, false
+	}
+	r.delaysMu.Lock()
+	defer r.delaysMu.Unlock()
+	for i := range r.delays {
+		p := &r.delays[i]
+		if !p.used && p.err != nil && same(p.err, err) {
+			d, ctx = p.d, p.ctx
+			*p = pendingDelay{used: true}
+			return d, ctx, true
+		}
+	}
+	return 0, nil, false
+}
+
+// canCompare reports whether err's dynamic type can be compared with ==.
+func canCompare(err error) bool {
+	return err != nil && reflect.TypeOf(err).Comparable()
+}
+
+// same reports whether a and b are the same error value; false when ==
+// panics (a comparable struct holding an uncomparable value).
+func same(a, b error) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
 }
 
 // GetInitialToken returns a release that does nothing: the SDK calls
@@ -214,11 +385,24 @@ func nopRelease(error) error { return nil }
 
 // GetAttemptToken admits one attempt: the Policy's Limiter, then its
 // Breaker; a refusal returns the refusal's error, and the SDK fails the
-// operation with it. The returned release reports the attempt's result to
-// the Limiter, the Breaker, the Budget (for a first attempt) and the
+// operation with it. Without the Retryer's middleware in the stack, a
+// Policy with AttemptTimeout or MaxElapsed refuses every attempt with
+// ErrMiddlewareMissing. The returned release reports the attempt's result
+// to the Limiter, the Breaker, the Budget (for a first attempt) and the
 // Observer.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
-	a := &attempt{r: r, retry: !r.first(ctx)}
+	op := operationOf(ctx)
+	if op == nil && (r.p.AttemptTimeout > 0 || r.p.MaxElapsed > 0) {
+		return nil, ErrMiddlewareMissing
+	}
+	a := &attempt{r: r, budget: r.budgetFor(ctx)}
+	if op != nil {
+		op.attempts++
+		a.n = op.attempts
+	} else if a.n = 1; !r.first(ctx) {
+		a.n = 2
+	}
+	a.retry = a.n > 1
 	ok := false
 	defer func() {
 		if !ok { // refused, or a callback panicked: release what was admitted
@@ -232,20 +416,28 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	if l := r.p.Limiter; l != nil {
 		if a.limiterDone, err = l.Acquire(ctx, a.retry); err != nil {
 			a.limiterDone = nil
+			op.stop(retry.ReasonThrottled)
 			return nil, err
 		}
 	}
 	if b := r.p.Breaker; b != nil {
 		if a.breakerDone, err = b.Allow(); err != nil {
 			a.breakerDone = nil
+			op.stop(retry.ReasonBreaker)
 			return nil, err
 		}
 	}
-	if bt, is := r.p.Budget.(retry.BudgetTracker); is {
+	if bt, is := a.budget.(retry.BudgetTracker); is {
 		bt.Start(a.retry)
 	}
 	if o := r.p.Observer; o != nil {
-		o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.number()})
+		a.ctx = o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.n})
+		if a.ctx == nil {
+			a.ctx = ctx
+		}
+		if op != nil && a.ctx != ctx {
+			op.attemptCtx = a.ctx
+		}
 	}
 	a.start = r.clock.Now()
 	ok = true
@@ -260,17 +452,13 @@ var errAttemptNotMade = errors.New("awssdk: attempt not made")
 // attempt is one admitted attempt, until its release.
 type attempt struct {
 	r                        *Retryer
+	budget                   retry.Budget    // the budget the call draws on
+	ctx                      context.Context // the context AttemptStart returned; nil before it
+	n                        int             // the attempt's number, 1 for the first
 	retry                    bool
 	start                    time.Time
 	limiterDone, breakerDone func(error)
 	once                     sync.Once
-}
-
-func (a *attempt) number() int {
-	if a.retry {
-		return 2
-	}
-	return 1
 }
 
 // release is the attempt token's release: the SDK calls it once, with
@@ -294,12 +482,16 @@ func (a *attempt) report(err error) {
 	r := a.r
 	defer call(a.limiterDone, err)
 	defer call(a.breakerDone, err)
-	if b := r.p.Budget; b != nil && !a.retry {
+	if b := a.budget; b != nil && !a.retry {
 		defer b.Record(false, err)
 	}
 	if o := r.p.Observer; o != nil {
-		o.AttemptEnd(context.Background(), retry.AttemptEnd{
-			Operation: r.p.Operation, Attempt: a.number(), Outcome: outcome(err), Err: err,
+		ctx := a.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		o.AttemptEnd(ctx, retry.AttemptEnd{
+			Operation: r.p.Operation, Attempt: a.n, Outcome: outcome(err), Err: err,
 			Duration: r.clock.Since(a.start),
 		})
 	}
@@ -316,6 +508,10 @@ func outcome(err error) retry.Outcome {
 	switch {
 	case err == nil:
 		return retry.OutcomeSuccess
+	case errors.Is(err, retry.ErrAttemptTimeout):
+		return retry.OutcomeTimeout
+	case retry.IsPermanent(err):
+		return retry.OutcomePermanent
 	case errors.Is(err, context.Canceled):
 		return retry.OutcomeCanceled
 	case errors.Is(err, context.DeadlineExceeded):

@@ -363,8 +363,11 @@ func (o *events) AttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	res := "ok"
-	if e.Outcome == retry.OutcomeError {
+	switch e.Outcome {
+	case retry.OutcomeError:
 		res = "error"
+	case retry.OutcomeTimeout:
+		res = "timeout"
 	}
 	fmt.Fprintf(&o.b, "end %d %s; ", e.Attempt, res)
 }
@@ -375,10 +378,10 @@ func (o *events) RetryScheduled(_ context.Context, e retry.RetryScheduled) {
 	fmt.Fprintf(&o.b, "retry %d after %v; ", e.Attempt, e.Delay)
 }
 
-func (o *events) CallEnd(context.Context, retry.CallEnd) {
+func (o *events) CallEnd(_ context.Context, e retry.CallEnd) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.b.WriteString("call end; ")
+	fmt.Fprintf(&o.b, "call end %d %s; ", e.Attempts, e.Reason)
 }
 
 // TestRetryerBudgetSharedByClients: two DynamoDB clients made from one

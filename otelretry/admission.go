@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/internal/labels"
 )
 
 // admissionReasons are the shed reasons, in admission.Stats.Shed order.
@@ -60,7 +61,8 @@ func (o *Observer) newAdmissionInstruments(m metric.Meter, name func(string) str
 }
 
 // WatchAdmission reports the server-side admission.Limiter l under the
-// attribute limiter=name, read from l.Stats at every collection:
+// attribute limiter=name (invalid UTF-8 replaced, "" as "unnamed"), read
+// from l.Stats at every collection:
 //
 //   - stormguard.admission.limit: the limit in force;
 //   - stormguard.admission.in_flight: requests admitted, not released;
@@ -85,6 +87,7 @@ func (o *Observer) WatchAdmission(name string, l *admission.Limiter) (unwatch fu
 	if o == nil || l == nil {
 		return func() {}
 	}
+	name = labels.Value(name) // as promretry exports it
 	w := &admissionWatch{l: l, opts: []metric.ObserveOption{
 		metric.WithAttributeSet(attribute.NewSet(attribute.String("limiter", name)))}}
 	for _, r := range admissionReasons {

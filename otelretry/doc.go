@@ -83,6 +83,16 @@
 // breaker and limiter (WatchBudget, WatchBreaker, WatchLimiter) under the
 // operation's name, so they join the call metrics on operation.
 //
+// WatchKeyed reports a group of parts per key (package keyed: breakers,
+// budgets, limiters, hedge delays) without a data point per key: its
+// members, evictions and overflows, and for a breaker group or a group of
+// hedge delays the top Config.KeyedTopN keys (default 10) plus
+// key="other" (stormguard.breaker.open_keys, stormguard.hedges.key_delay)
+// and the delay over every key (stormguard.hedges.group_delay{stat});
+// Config.KeyedAllKeys gives every key its point. Attempt spans carry the
+// call's key (AttrKey). WatchAdmission reports a server-side
+// admission.Limiter (stormguard.admission.*).
+//
 // Operation names become attribute values on metrics, so they must come
 // from the program, not from requests; Config.MaxOperations caps them.
 //

@@ -13,9 +13,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/stormguard/stormguard/admission"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/hedge"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/otelretry"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/throttle"
@@ -49,6 +51,22 @@ var contract = map[string][]string{
 
 	"stormguard_limiter_info": {"limiter", "operation"},
 	"stormguard_breaker_info": {"breaker", "operation"},
+
+	"stormguard_keyed_members":              {"operation", "part"},
+	"stormguard_keyed_kept":                 {"operation", "part"},
+	"stormguard_keyed_evictions_total":      {"operation", "part", "reason"},
+	"stormguard_keyed_overflows_total":      {"operation", "part"},
+	"stormguard_breaker_open_keys":          {"key", "operation"},
+	"stormguard_hedges_group_delay_keys":    {"operation"},
+	"stormguard_hedges_group_delay_seconds": {"operation", "stat"},
+	"stormguard_hedges_key_delay_seconds":   {"key", "operation"},
+
+	"stormguard_admission_limit":                     {"limiter"},
+	"stormguard_admission_in_flight":                 {"limiter"},
+	"stormguard_admission_queue_length":              {"limiter"},
+	"stormguard_admission_queue_delay_seconds_total": {"limiter"},
+	"stormguard_admission_queue_waits_total":         {"limiter"},
+	"stormguard_admission_shed_total":                {"limiter", "reason"},
 }
 
 // TestPrometheusExporterNames: exported through OpenTelemetry's Prometheus
@@ -75,6 +93,23 @@ func TestPrometheusExporterNames(t *testing.T) {
 	defer obs.WatchBreaker("op", brk)()
 	defer obs.WatchLimiter("op", throttle.NewSRE(throttle.SREConfig{}))()
 	defer obs.WatchLimiter("put", throttle.NewAdaptive(throttle.AdaptiveConfig{}))()
+	kb, err := keyed.NewBreakers(keyed.Config{}, breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb.Get("https://a:443")
+	defer obs.WatchKeyed("keyed", kb)()
+	kh, err := hedge.NewAdaptives(keyed.Config{}, hedge.AdaptiveConfig{MinSamples: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh.Get("https://a:443").Observe(time.Millisecond)
+	defer obs.WatchKeyed("keyed", kh)()
+	al, err := admission.New(admission.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.WatchAdmission("api", al)()
 	p := &retry.Policy{Operation: "op", MaxAttempts: 2, Observer: obs, Budget: budgetRefusing{}}
 	_, _ = retry.Do(context.Background(), p, func(context.Context) (int, error) { return 0, errTransient })
 	p.Budget = nil

@@ -67,11 +67,18 @@ type Config struct {
 
 	// KeyedTopN is how many keys of a watched breaker group get a data
 	// point of their own in stormguard.breaker.open_keys (WatchKeyed),
-	// the others summed under key="other". 0: DefaultKeyedTopN (10);
+	// the others summed under key="other", and how many keys of a watched
+	// group of hedge delays get one in stormguard.hedges.key_delay, the
+	// others' median under key="other". 0: DefaultKeyedTopN (10);
 	// negative: none, only "other".
 	KeyedTopN int
-	// KeyedAllKeys gives every live key of a watched breaker group its
-	// data point, whatever KeyedTopN. Only when asked for.
+	// KeyedAllKeys gives every live key of a watched breaker group (and
+	// every key of a group of hedge delays that gives a delay) its data
+	// point, whatever KeyedTopN: as many as the group's MaxKeys. Only
+	// when asked for. The metric SDK caps the points of one instrument
+	// at its cardinality limit (2,000 by default; the rest are merged
+	// into one point with otel.metric.overflow=true): raise it
+	// (sdkmetric.WithCardinalityLimit) above the groups' MaxKeys.
 	KeyedAllKeys bool
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/internal/labels"
 )
 
 // admissionReasons are the shed reasons, in admission.Stats.Shed order.
@@ -57,7 +58,8 @@ func (aw *admissionWatches) describe(ch chan<- *prometheus.Desc) {
 }
 
 // WatchAdmission exports the server-side admission.Limiter l under the
-// label limiter=name, read from l.Stats at every scrape:
+// label limiter=name (invalid UTF-8 replaced, "" as "unnamed"), read from
+// l.Stats at every scrape:
 //
 //   - stormguard_admission_limit: the limit in force;
 //   - stormguard_admission_in_flight: requests admitted, not released;
@@ -79,6 +81,7 @@ func (c *Collector) WatchAdmission(name string, l *admission.Limiter) (unwatch f
 	if c == nil || l == nil {
 		return func() {}
 	}
+	name = labels.Value(name) // valid UTF-8, as every label value must be
 	w := &admissionWatch{name: name, l: l}
 	aw := &c.admissionWatch
 	aw.mu.Lock()

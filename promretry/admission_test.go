@@ -144,3 +144,16 @@ func promtoolCheck(t *testing.T, g prometheus.Gatherer, prefix string) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+// TestWatchAdmissionInvalidUTF8Name: a limiter name that is not valid
+// UTF-8 is exported with the invalid bytes replaced, as operation names
+// are, instead of failing every scrape.
+func TestWatchAdmissionInvalidUTF8Name(t *testing.T) {
+	c := promretry.New(promretry.Config{})
+	reg := registry(t, c)
+	l, _ := admission.New(admission.Config{Limit: admission.Fixed{N: 3}})
+	defer c.WatchAdmission("api\xff", l)()
+	if v := value(t, reg, "stormguard_admission_limit", "limiter", "api\uFFFD"); v != 3 {
+		t.Fatalf("limit %v, want 3", v)
+	}
+}

@@ -60,12 +60,15 @@ type Config struct {
 
 	// KeyedTopN is how many keys of a watched breaker group get a series
 	// of their own in stormguard_breaker_open_keys (WatchKeyed), the
-	// others summed under key="other". 0: DefaultKeyedTopN (10);
+	// others summed under key="other", and how many keys of a watched
+	// group of hedge delays get one in stormguard_hedges_key_delay_seconds,
+	// the others' median under key="other". 0: DefaultKeyedTopN (10);
 	// negative: none, only "other".
 	KeyedTopN int
-	// KeyedAllKeys gives every live key of a watched breaker group its
-	// series, whatever KeyedTopN: one series per key, as many as the
-	// group's MaxKeys. Only when asked for. false: the top KeyedTopN.
+	// KeyedAllKeys gives every live key of a watched breaker group (and
+	// every key of a group of hedge delays that gives a delay) its series,
+	// whatever KeyedTopN: one series per key, as many as the group's
+	// MaxKeys. Only when asked for. false: the top KeyedTopN.
 	KeyedAllKeys bool
 }
 

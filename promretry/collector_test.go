@@ -428,8 +428,8 @@ payments_call_duration_seconds_count{operation="charge",service="checkout"} 1
 			t.Errorf("descriptor without namespace or const label: %s", s)
 		}
 	}
-	if n != 34 {
-		t.Errorf("Describe sent %d descriptors, want 34 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics, the two hedge metrics, the hedge delay gauge, limiter_info, breaker_info, the five keyed-group metrics and the five admission metrics)", n)
+	if n != 37 {
+		t.Errorf("Describe sent %d descriptors, want 37 (the ten of DESIGN.md, the two config metrics, queue_refused_total, the six limiter metrics, the two hedge metrics, the hedge delay gauge, limiter_info, breaker_info, the five keyed-group metrics, the three keyed hedge delay metrics and the five admission metrics)", n)
 	}
 }
 

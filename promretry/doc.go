@@ -35,6 +35,15 @@
 // stormguard_hedges_refused_total{reason}; WatchAdaptive exports an
 // Adaptive's current delay as stormguard_hedges_delay_seconds.
 //
+// WatchKeyed exports a group of parts per key (package keyed: breakers,
+// budgets, limiters, hedge delays) without a series per key: its members,
+// evictions and overflows, and for a breaker group or a group of hedge
+// delays the top Config.KeyedTopN keys (default 10) plus key="other"
+// (stormguard_breaker_open_keys, stormguard_hedges_key_delay_seconds) and
+// the delay over every key (stormguard_hedges_group_delay_seconds{stat});
+// Config.KeyedAllKeys gives every key its series. WatchAdmission exports
+// a server-side admission.Limiter (stormguard_admission_*).
+//
 // The metric names and labels are a contract shared with the dashboards and
 // alerting rules in the repository's ops/ folder and with the otelretry module;
 // see Collector for the list. The retry ratio — retries per first attempt,

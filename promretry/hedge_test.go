@@ -295,7 +295,7 @@ func TestHedgeDelayGauge(t *testing.T) {
 	c.WatchAdaptive("x", nil)()
 }
 
-// promtoolCheckMetrics lints g's exposition with promtool check metrics
+// promtoolCheckMetrics lints every stormguard_ family of g with promtool check metrics
 // (skipped without promtool, except under CI=true).
 func promtoolCheckMetrics(t *testing.T, g prometheus.Gatherer) {
 	t.Helper()
@@ -312,7 +312,7 @@ func promtoolCheckMetrics(t *testing.T, g prometheus.Gatherer) {
 	}
 	var buf bytes.Buffer
 	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "stormguard_hedges") {
+		if !strings.HasPrefix(mf.GetName(), "stormguard_") {
 			continue
 		}
 		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {

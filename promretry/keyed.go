@@ -9,12 +9,13 @@ import (
 	"github.com/stormguard/stormguard/keyed"
 )
 
-// DefaultKeyedTopN is how many keys of a breaker group get a series of
-// their own when Config.KeyedTopN is 0.
+// DefaultKeyedTopN is how many keys of a breaker group (or of a group of
+// hedge delays) get a series of their own when Config.KeyedTopN is 0.
 const DefaultKeyedTopN = 10
 
 // OtherKey is the key label of the series that sums the keys without a
-// series of their own (and a group's default and overflow members).
+// series of their own (and a group's default and overflow members); in
+// stormguard_hedges_key_delay_seconds, their lower median delay.
 const OtherKey = "other"
 
 // KeyedGroup is what WatchKeyed reads from a group of parts, one per key
@@ -27,6 +28,7 @@ type KeyedGroup interface {
 // keyedWatches are the groups WatchKeyed exports.
 type keyedWatches struct {
 	members, kept, evictions, overflows, openKeys *prometheus.Desc
+	groupDelay, groupDelayKeys, keyDelay          *prometheus.Desc
 
 	mu sync.Mutex
 	m  map[[2]string]*keyedWatch // (operation label, part) -> watch
@@ -35,7 +37,8 @@ type keyedWatches struct {
 type keyedWatch struct {
 	op, part string
 	g        KeyedGroup
-	brk      *keyed.Breakers // nil unless a breaker group
+	brk      *keyed.Breakers               // nil unless a breaker group
+	hdg      *keyed.Group[*hedge.Adaptive] // nil unless a group of hedge delays
 }
 
 func newKeyedWatches(desc func(name, help string, labels ...string) *prometheus.Desc) keyedWatches {
@@ -55,6 +58,15 @@ func newKeyedWatches(desc func(name, help string, labels ...string) *prometheus.
 		openKeys: desc("breaker_open_keys",
 			"Open circuit breakers of a breaker group per key: for each of the top keys (open ones first, then the busiest; Config.KeyedTopN), 1 if its breaker is open, else 0; for key=\""+OtherKey+"\", how many of the other keys' breakers (the default and overflow members included) are open. sum by (operation) is the group's open breakers.",
 			"operation", "key"),
+		groupDelay: desc("hedges_group_delay_seconds",
+			"The hedge delays of a group of Adaptive delays per key (hedge.NewAdaptives) now, over every member that gives one (the default and overflow members included): stat=\"min\", \"median\" (the lower median) or \"max\", in seconds; absent while no member has enough samples.",
+			"operation", "stat"),
+		groupDelayKeys: desc("hedges_group_delay_keys",
+			"Members of a group of Adaptive delays per key that give a delay now (enough samples), the default and overflow members included.",
+			"operation"),
+		keyDelay: desc("hedges_key_delay_seconds",
+			"The hedge delay, in seconds, of each of the top keys of a group of Adaptive delays per key (the longest delays first, then by key; Config.KeyedTopN), and for key=\""+OtherKey+"\" the lower median delay of the other members that give one (the default and overflow members included).",
+			"operation", "key"),
 		m: make(map[[2]string]*keyedWatch),
 	}
 }
@@ -65,6 +77,9 @@ func (kw *keyedWatches) describe(ch chan<- *prometheus.Desc) {
 	ch <- kw.evictions
 	ch <- kw.overflows
 	ch <- kw.openKeys
+	ch <- kw.groupDelay
+	ch <- kw.groupDelayKeys
+	ch <- kw.keyDelay
 }
 
 // partOf names the part a group is.
@@ -95,14 +110,29 @@ func partOf(g KeyedGroup) string {
 //     first, then the keys with the most calls in their breaker's current
 //     state), 1 when its breaker is open, and key="other", the number of
 //     open breakers among the rest. At most KeyedTopN+1 series, whatever
-//     the keys; Config.KeyedAllKeys gives every live key its series.
+//     the keys; Config.KeyedAllKeys gives every live key its series;
+//   - for a group of hedge delays (*keyed.Group[*hedge.Adaptive], as
+//     hedge.NewAdaptives makes for Hedger.Adaptives), over the members
+//     whose Adaptive gives a delay now (enough samples; the default and
+//     overflow members included):
+//     stormguard_hedges_group_delay_keys{operation}, their count, and
+//     stormguard_hedges_group_delay_seconds{operation,stat} with stat
+//     min, median (the lower median) and max (absent while the count is
+//     0); and stormguard_hedges_key_delay_seconds{operation,key}: the
+//     delay of each of the top Config.KeyedTopN keys (the longest delays
+//     first, then by key) and key="other", the lower median delay of the
+//     rest (absent when none of the rest gives one). At most KeyedTopN+1
+//     series, whatever the keys; Config.KeyedAllKeys gives every live key
+//     with a delay its series.
 //
 // part is breaker, budget, limiter or hedge (a *keyed.Group of
-// *hedge.Adaptive). A scrape reads every member of a breaker group (under
-// the group's lock), so its cost grows with the live keys (bounded by the
-// group's MaxKeys). Watching another group under the same operation and
-// part replaces the first. The returned function stops exporting it; it
-// is safe to call more than once. A nil Collector or group does nothing.
+// *hedge.Adaptive). A scrape reads every member of a breaker group or of
+// a group of hedge delays (listed under the group's lock, read after it,
+// so that a breaker's listeners may use the group), so its cost grows
+// with the live keys (bounded by the group's MaxKeys). Watching another
+// group under the same operation and part replaces the first. The
+// returned function stops exporting it; it is safe to call more than
+// once. A nil Collector or group does nothing.
 //
 // WatchBreaker, WatchBudget and WatchLimiter hand a group to WatchKeyed,
 // so a policy file's keyed parts are exported with Observer: collector.
@@ -112,6 +142,7 @@ func (c *Collector) WatchKeyed(operation string, g KeyedGroup) (unwatch func()) 
 	}
 	w := &keyedWatch{op: c.ops.Get(operation).name, part: partOf(g), g: g}
 	w.brk, _ = g.(*keyed.Breakers)
+	w.hdg, _ = g.(*keyed.Group[*hedge.Adaptive])
 	id := [2]string{w.op, w.part}
 	kw := &c.keyedW
 	kw.mu.Lock()
@@ -155,6 +186,28 @@ func (c *Collector) collectKeyed(ch chan<- prometheus.Metric) {
 		if w.brk != nil {
 			c.collectOpenKeys(ch, w)
 		}
+		if w.hdg != nil {
+			c.collectKeyDelays(ch, w)
+		}
+	}
+}
+
+// collectKeyDelays sends the delays of w's group of hedge delays: the
+// summary over every member, the top keys and other.
+func (c *Collector) collectKeyDelays(ch chan<- prometheus.Metric, w *keyedWatch) {
+	kw := &c.keyedW
+	s := labels.HedgeDelays(w.hdg, c.keyedTopN, c.keyedAll, OtherKey)
+	ch <- prometheus.MustNewConstMetric(kw.groupDelayKeys, prometheus.GaugeValue, float64(s.Keys), w.op)
+	if s.Keys > 0 {
+		ch <- prometheus.MustNewConstMetric(kw.groupDelay, prometheus.GaugeValue, s.Min.Seconds(), w.op, "min")
+		ch <- prometheus.MustNewConstMetric(kw.groupDelay, prometheus.GaugeValue, s.Median.Seconds(), w.op, "median")
+		ch <- prometheus.MustNewConstMetric(kw.groupDelay, prometheus.GaugeValue, s.Max.Seconds(), w.op, "max")
+	}
+	for _, k := range s.Top {
+		ch <- prometheus.MustNewConstMetric(kw.keyDelay, prometheus.GaugeValue, k.Delay.Seconds(), w.op, k.Key)
+	}
+	if s.OtherOK {
+		ch <- prometheus.MustNewConstMetric(kw.keyDelay, prometheus.GaugeValue, s.Other.Seconds(), w.op, OtherKey)
 	}
 }
 

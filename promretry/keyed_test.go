@@ -3,9 +3,12 @@ package promretry_test
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/promretry"
 	"github.com/stormguard/stormguard/retry"
@@ -137,5 +140,45 @@ func TestKeyedGroupThroughWatchBreaker(t *testing.T) {
 	un2()
 	if find(t, reg, "stormguard_keyed_members") != nil {
 		t.Fatal("series left after unwatch")
+	}
+}
+
+// TestKeyedScrapeRunsBreakerListenersOutsideTheGroupLock: a scrape that
+// finds a breaker whose open period ended moves it to half-open and runs
+// its OnStateChange; a listener that reads the group (its Stats) must not
+// deadlock the scrape, so the members' states are read after the group's
+// lock is released.
+func TestKeyedScrapeRunsBreakerListenersOutsideTheGroupLock(t *testing.T) {
+	clk := clocktest.NewFake()
+	var g *keyed.Breakers
+	var heard atomic.Int32
+	g, err := keyed.NewBreakers(keyed.Config{Clock: clk}, breaker.Config{
+		ConsecutiveFailures: 1, OpenTimeout: time.Second, Clock: clk,
+		OnStateChange: func(from, to breaker.State) {
+			if to == breaker.HalfOpen {
+				_ = g.Stats() // takes the group's lock
+				heard.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use(g, "a", 1, true) // open
+	clk.Advance(time.Hour)
+	c := promretry.New(promretry.Config{})
+	c.WatchKeyed("op", g)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		countSeries(t, c, "stormguard_breaker_open_keys")
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("the scrape deadlocked on the group's lock")
+	}
+	if heard.Load() != 1 {
+		t.Fatalf("listener ran %d times, want 1", heard.Load())
 	}
 }

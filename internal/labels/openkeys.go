@@ -28,10 +28,19 @@ func OpenKeys(g *keyed.Breakers, topN int, all bool, other string) (top []OpenKe
 		open  bool
 		calls uint64
 	}
-	var ks []traffic
-	g.Each(func(key string, b *breaker.Breaker) {
-		ks = append(ks, traffic{key: key, open: b.State() == breaker.Open, calls: b.Counts().Requests})
-	})
+	type member struct {
+		key string
+		b   *breaker.Breaker
+	}
+	// List the members under the group's lock, and read them after it:
+	// State may move a breaker to half-open and run its listeners, which
+	// may use the group.
+	var ms []member
+	g.Each(func(key string, b *breaker.Breaker) { ms = append(ms, member{key, b}) })
+	ks := make([]traffic, 0, len(ms))
+	for _, m := range ms {
+		ks = append(ks, traffic{key: m.key, open: m.b.State() == breaker.Open, calls: m.b.Counts().Requests})
+	}
 	n := topN
 	if all || n > len(ks) {
 		n = len(ks)

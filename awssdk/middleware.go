@@ -1,0 +1,252 @@
+package awssdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// ErrMiddlewareMissing is the error GetAttemptToken returns when the
+// Policy sets AttemptTimeout or MaxElapsed and the operation's stack lacks
+// the Retryer's middleware (AddMiddleware), which applies them: the
+// operation fails at once rather than run without the bounds it asked for.
+var ErrMiddlewareMissing = errors.New("awssdk: Policy.AttemptTimeout and MaxElapsed need the Retryer's stack middleware: load the config with awssdk.LoadOptions, or add Retryer.AddMiddleware to the client's APIOptions")
+
+// ErrElapsed is the error GetRetryToken returns when Policy.MaxElapsed
+// cannot hold the wait before the next retry. It matches
+// retry.ErrElapsed; the SDK joins it with the failed attempt's error.
+var ErrElapsed = fmt.Errorf("awssdk: %w", retry.ErrElapsed)
+
+// ErrNestedRetry is the error GetRetryToken returns when the layer rule
+// (Policy.Nested) leaves retrying to the inbound caller. It matches
+// retry.ErrNestedRetry.
+var ErrNestedRetry = fmt.Errorf("awssdk: %w", retry.ErrNestedRetry)
+
+// Middleware IDs, for a stack's Get or Remove.
+const (
+	OperationMiddlewareID = "stormguard.Operation"
+	AttemptMiddlewareID   = "stormguard.Attempt"
+	BodyMiddlewareID      = "stormguard.AttemptBody"
+)
+
+// LoadOptions returns the options that put a Retryer under p behind every
+// client of the aws.Config: config.WithRetryer(Provider(p)) and its
+// middleware (config.WithAPIOptions of Retryer.AddMiddleware):
+//
+//	cfg, err := config.LoadDefaultConfig(ctx, append(awssdk.LoadOptions(policy), config.WithRegion("eu-west-1"))...)
+func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
+	r := NewRetryer(p)
+	return []func(*config.LoadOptions) error{
+		config.WithRetryer(func() aws.Retryer { return r }),
+		config.WithAPIOptions([]func(*middleware.Stack) error{r.AddMiddleware}),
+	}
+}
+
+// AddMiddleware adds the Retryer's middleware to an operation's stack
+// (give it to a client's APIOptions, or use LoadOptions). Around the
+// SDK's Retry middleware it
+//
+//   - numbers the attempts, so that the Observer's AttemptStart and
+//     AttemptEnd carry the exact attempt (1, 2, 3, …);
+//   - sends the Observer's CallEnd when the operation ends, with its
+//     attempts, duration, error and reason (ReasonSuccess, or why it
+//     stopped: attempts, budget, breaker, throttled, deadline, nested,
+//     context, overloaded, permanent, panic);
+//   - bounds the operation by Policy.MaxElapsed and the caller's
+//     deadline: no retry whose wait, and then MinAttemptTime, would end
+//     past start+MaxElapsed or the deadline (GetRetryToken returns
+//     ErrElapsed or ErrDeadlineTooClose, before the SDK sleeps);
+//   - bounds each attempt by Policy.AttemptTimeout, until its response is
+//     deserialized: an attempt cut by it fails with an error matching
+//     retry.ErrAttemptTimeout, which is retried unless marked Permanent.
+//     A streamed response body (S3 GetObject) is then read under the
+//     caller's context alone, and closing it releases the attempt;
+//   - runs the attempt with the context the Observer's AttemptStart
+//     returned (so that an OpenTelemetry span is the HTTP request's
+//     parent).
+//
+// A stack without the SDK's Retry middleware is left as it is.
+func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
+	if _, ok := stack.Finalize.Get("Retry"); !ok {
+		return nil
+	}
+	if err := stack.Finalize.Insert(operationMiddleware{r}, "Retry", middleware.Before); err != nil {
+		return err
+	}
+	if err := stack.Finalize.Insert(attemptMiddleware{r}, "Retry", middleware.After); err != nil {
+		return err
+	}
+	return stack.Deserialize.Add(bodyMiddleware{}, middleware.After)
+}
+
+// operation is the state of one operation, from its Finalize step to its
+// end. The SDK's Retry middleware runs its attempts one after another, so
+// the fields need no lock.
+type operation struct {
+	start    time.Time
+	ctx      context.Context
+	attempts int
+	reason   retry.Reason // why the Retryer stopped it; valid when stopped
+	stopped  bool
+	// attemptCtx is the context AttemptStart returned for the attempt
+	// about to be sent, for the attempt middleware.
+	attemptCtx context.Context
+}
+
+func (op *operation) stop(r retry.Reason) {
+	if op != nil {
+		op.reason, op.stopped = r, true
+	}
+}
+
+type operationKey struct{}
+
+// operationOf returns ctx's operation, or nil without the middleware.
+func operationOf(ctx context.Context) *operation {
+	op, _ := ctx.Value(operationKey{}).(*operation)
+	return op
+}
+
+// operationMiddleware runs outside the SDK's Retry middleware.
+type operationMiddleware struct{ r *Retryer }
+
+func (operationMiddleware) ID() string { return OperationMiddlewareID }
+
+func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	out middleware.FinalizeOutput, md middleware.Metadata, err error,
+) {
+	r := m.r
+	op := &operation{start: r.clock.Now(), ctx: ctx}
+	obs := r.p.Observer
+	if obs == nil {
+		return next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
+	}
+	done := false
+	defer func() {
+		reason := retry.ReasonPanic
+		if done {
+			reason = r.reason(op, err)
+		}
+		obs.CallEnd(ctx, retry.CallEnd{
+			Operation: r.p.Operation, Attempts: op.attempts, Reason: reason, Err: err,
+			Duration: r.clock.Since(op.start),
+		})
+	}()
+	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
+	done = true
+	return out, md, err
+}
+
+// reason says why the operation op ended with err.
+func (r *Retryer) reason(op *operation, err error) retry.Reason {
+	var maxErr *sdkretry.MaxAttemptsError
+	switch {
+	case err == nil:
+		return retry.ReasonSuccess
+	case op.stopped:
+		return op.reason
+	case errors.As(err, &maxErr):
+		return retry.ReasonAttempts
+	case op.ctx.Err() != nil:
+		return retry.ReasonContext
+	case retry.IsOverloaded(err):
+		return retry.ReasonOverloaded
+	}
+	return retry.ReasonPermanent
+}
+
+// attemptMiddleware runs inside the SDK's Retry middleware, once per
+// attempt.
+type attemptMiddleware struct{ r *Retryer }
+
+func (attemptMiddleware) ID() string { return AttemptMiddlewareID }
+
+// attemptCtl ends an attempt's context: at once when the attempt failed,
+// else when its response body is closed.
+type attemptCtl struct {
+	cancel context.CancelCauseFunc
+	owned  bool // the body middleware handed the end to the body
+}
+
+type attemptCtlKey struct{}
+
+func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	out middleware.FinalizeOutput, md middleware.Metadata, err error,
+) {
+	op := operationOf(ctx)
+	if op != nil && op.attemptCtx != nil {
+		ctx, op.attemptCtx = op.attemptCtx, nil
+	}
+	d := m.r.p.AttemptTimeout
+	if d <= 0 {
+		return next.HandleFinalize(ctx, in)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := clock.Or(m.r.p.Clock).AfterFunc(d, func() { cancel(retry.ErrAttemptTimeout) })
+	ctl := &attemptCtl{cancel: cancel}
+	ended := false
+	defer func() {
+		timer.Stop()
+		if !ended || err != nil || !ctl.owned {
+			cancel(nil)
+		}
+	}()
+	out, md, err = next.HandleFinalize(context.WithValue(actx, attemptCtlKey{}, ctl), in)
+	ended = true
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), retry.ErrAttemptTimeout) {
+		err = &attemptTimeoutError{err: err}
+	}
+	return out, md, err
+}
+
+// attemptTimeoutError is an attempt's error when AttemptTimeout cut it:
+// it matches retry.ErrAttemptTimeout and wraps what the SDK returned.
+type attemptTimeoutError struct{ err error }
+
+func (e *attemptTimeoutError) Error() string {
+	return "awssdk: " + retry.ErrAttemptTimeout.Error() + ": " + e.err.Error()
+}
+func (e *attemptTimeoutError) Unwrap() error        { return e.err }
+func (e *attemptTimeoutError) Is(target error) bool { return target == retry.ErrAttemptTimeout }
+
+// bodyMiddleware, innermost in the Deserialize step, hands the end of an
+// attempt's context to its response body.
+type bodyMiddleware struct{}
+
+func (bodyMiddleware) ID() string { return BodyMiddlewareID }
+
+func (bodyMiddleware) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
+	out middleware.DeserializeOutput, md middleware.Metadata, err error,
+) {
+	out, md, err = next.HandleDeserialize(ctx, in)
+	ctl, _ := ctx.Value(attemptCtlKey{}).(*attemptCtl)
+	if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && ctl != nil && resp.Response != nil && resp.Body != nil {
+		resp.Body = &attemptBody{ReadCloser: resp.Body, cancel: ctl.cancel}
+		ctl.owned = true
+	}
+	return out, md, err
+}
+
+// attemptBody ends its attempt's context when it is closed.
+type attemptBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+	once   sync.Once
+}
+
+func (b *attemptBody) Close() error {
+	defer b.once.Do(func() { b.cancel(nil) })
+	return b.ReadCloser.Close()
+}
