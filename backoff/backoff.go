@@ -267,7 +267,9 @@ func jitter(j Jitter, t, base, max, prev time.Duration, factor float64, src rand
 // without a lock; any other source (rand.NewPCG, rand.NewChaCha8, a user's
 // type) is drawn from under a process-wide lock, since rand.Source does not
 // say whether it may be shared. The strategies of this package and
-// retry.Policy.Rand draw through it.
+// retry.Policy.Rand draw through it. A broken source whose draws keep
+// being rejected (one that always returns 0) gets an in-range value after
+// 64 tries instead of holding the lock forever.
 func Uniform(src rand.Source, n uint64) uint64 { return uniform(src, n) }
 
 // sourceMu serialises draws from sources not known to be safe for
@@ -349,7 +351,17 @@ func globalReject(hi, lo, bound uint64) uint64 {
 	return hi
 }
 
-// uniformFrom returns a uniform integer in [0, n], n > 0, from src.
+// maxRejections bounds uniformFrom's rejection loop. Each draw of a
+// uniform source is rejected with probability below 1/2 (bound <= 2^63
+// here; far less for delays), so 64 rejections in a row happen with
+// probability below 2^-64: only a broken source (one that always returns
+// 0, say) gets there, and it must not spin forever while holding the
+// process-wide lock of the locked sources.
+const maxRejections = 64
+
+// uniformFrom returns a uniform integer in [0, n], n > 0, from src. A
+// source that keeps giving rejected values (a broken one) gets the last
+// value after maxRejections tries instead of a loop without end.
 func uniformFrom(src rand.Source, n uint64) uint64 {
 	if n == math.MaxUint64 {
 		return src.Uint64()
@@ -359,7 +371,7 @@ func uniformFrom(src rand.Source, n uint64) uint64 {
 	hi, lo := bits.Mul64(src.Uint64(), bound)
 	if lo < bound {
 		thresh := -bound % bound
-		for lo < thresh {
+		for i := 0; lo < thresh && i < maxRejections; i++ {
 			hi, lo = bits.Mul64(src.Uint64(), bound)
 		}
 	}

@@ -45,3 +45,37 @@ func TestPanickingSourceDoesNotWedgeLockedDraws(t *testing.T) {
 		})
 	}
 }
+
+// zeroSource is a broken rand.Source that always returns 0: every draw
+// falls in the rejection zone of the multiply-shift bound whenever the
+// bound is not a power of two.
+type zeroSource struct{}
+
+func (zeroSource) Uint64() uint64 { return 0 }
+
+// TestBrokenSourceDoesNotSpinUnderTheLock: a source that always returns
+// 0 made uniformFrom's rejection loop run forever while it held the
+// process-wide source lock, wedging every locked draw in the process
+// (every breaker's open-period jitter among them). The loop is bounded:
+// the draw returns an in-range value and the lock is free.
+func TestBrokenSourceDoesNotSpinUnderTheLock(t *testing.T) {
+	done := make(chan time.Duration, 1)
+	go func() {
+		done <- Exponential{Base: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: Full, Rand: zeroSource{}}.Delay(3, 0)
+	}()
+	select {
+	case d := <-done:
+		if d < 0 || d > 400*time.Millisecond {
+			t.Fatalf("delay %v, want within [0, 400ms]", d)
+		}
+	case <-time.After(time.Minute): // a generous bound: the loop either ends at once or never
+		t.Fatal("a draw from a source that always returns 0 never ended")
+	}
+	if v := Uniform(zeroSource{}, 1000); v > 1000 {
+		t.Fatalf("Uniform gave %d, want at most 1000", v)
+	}
+	if !sourceMu.TryLock() {
+		t.Fatal("the source lock is held after the draw")
+	}
+	sourceMu.Unlock()
+}
