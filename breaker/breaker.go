@@ -239,6 +239,33 @@ func (b *Breaker) State() State {
 	return b.current().state
 }
 
+// Peek returns the state, as State does, and whether a call now would be
+// refused, as Ready says (open, or half-open with every probe slot taken),
+// without changing either: an open breaker whose open period has ended
+// reads HalfOpen and not refusing, but moves to half-open only at its next
+// Allow, Ready or State. No listener runs, so Peek may be called while
+// holding a lock that a listener (Config.OnStateChange) takes: keyed's
+// groups ask it under theirs.
+func (b *Breaker) Peek() (s State, refusing bool) {
+	if b == nil {
+		return Closed, false
+	}
+	e := b.cur.Load()
+	switch e.state {
+	case Open:
+		if e.due.Load() && !b.probing(e) && !b.clk.Now().Before(e.until) {
+			return HalfOpen, false
+		}
+		return Open, true
+	case HalfOpen:
+		b.mu.Lock()
+		full := b.cur.Load() == e && e.inflight >= b.s.maxProbes
+		b.mu.Unlock()
+		return HalfOpen, full
+	}
+	return e.state, false
+}
+
 // Generation returns the number of the current generation. It grows by one
 // on every state change, and when a failed active probe restarts the open
 // period.

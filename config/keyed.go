@@ -354,17 +354,8 @@ func breakerGroup(kc kg.Config, old retry.Breaker, build func() retry.Breaker) (
 }
 
 // keepRefusing keeps a breaker while it refuses calls, as
-// keyed.NewBreakers's groups do: an open breaker, and a half-open one
-// unless it admits probes and has been idle.
-func keepRefusing(b *breaker.Breaker, idle bool) bool {
-	switch b.State() {
-	case breaker.Open:
-		return true
-	case breaker.HalfOpen:
-		return !idle || b.Ready() != nil
-	}
-	return false
-}
+// keyed.NewBreakers's groups do (keyed.KeepBreaker).
+func keepRefusing(b *breaker.Breaker, idle bool) bool { return kg.KeepBreaker(b, idle) }
 
 // budgetGroup builds a keyed budget group, adopting old's members.
 func budgetGroup(kc kg.Config, old retry.Budget, build func() retry.Budget) (retry.Budget, func(), error) {

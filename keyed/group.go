@@ -273,7 +273,7 @@ func (g *Group[T]) sweep(now time.Time, n int) {
 }
 
 // recheck asks keep again about up to n kept members (all when n < 0),
-// moving those it no longer keeps back to the ring, as just used.
+// moving those it no longer keeps back to the ring with their last use.
 func (g *Group[T]) recheck(now time.Time, n int) {
 	if n < 0 {
 		n = g.pinN
@@ -287,7 +287,10 @@ func (g *Group[T]) recheck(now time.Time, n int) {
 		g.pinned = ringDel(g.pinned, e)
 		g.pinN--
 		e.pinned = false
-		e.used.Store(g.epoch.Load() << 1)
+		// Its last use stands (Get touches kept members too): marking it
+		// as just used made an idle half-open breaker that admits probes
+		// look busy, so the same sweep kept it again, and a host no longer
+		// called held its slot for good.
 		g.hand = ringAdd(g.hand, e)
 		g.ringN++
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,5 +283,53 @@ func TestForMatchesGet(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { g.For(wrapped) }); n != 0 {
 		t.Fatalf("%v allocations", n)
+	}
+}
+
+// TestBreakerListenerUsingTheGroupDoesNotDeadlock: the group asks its keep
+// rule under its lock. The rule read the breaker's State, which moves an
+// open breaker whose period has ended to half-open and runs its
+// OnStateChange there, so a listener that used the group (its Stats, as a
+// metrics hook does) deadlocked the Get that evicts. The rule reads Peek,
+// which moves nothing. And an idle breaker whose open period has ended
+// (it admits a probe) is removed as idle: recheck used to mark it as just
+// used, so the same sweep kept it again and a host no longer called held
+// its slot for good.
+func TestBreakerListenerUsingTheGroupDoesNotDeadlock(t *testing.T) {
+	clk := clocktest.NewFake()
+	var bs *keyed.Breakers
+	var heard atomic.Int32
+	bs, err := keyed.NewBreakers(keyed.Config{MaxKeys: 1, Idle: time.Second},
+		breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Minute, OpenJitter: -1, Clock: clk,
+			OnStateChange: func(from, to breaker.State) {
+				heard.Add(1)
+				_ = bs.Stats()
+			}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trip(t, bs.Get("a"))
+	clk.Advance(2 * time.Minute) // a's open period is over; it is still open until asked
+	before := heard.Load()
+	got := make(chan *breaker.Breaker, 1)
+	go func() {
+		bs.Sweep() // a is judged under the lock: kept, half-open and not yet idle
+		clk.Advance(2 * time.Minute)
+		bs.Sweep() // judged again, now idle
+		if s := bs.Stats(); s.Live != 0 || s.Idle != 1 {
+			t.Errorf("after the idle sweep: %+v, want a removed as idle", s)
+		}
+		got <- bs.Get("b")
+	}()
+	select {
+	case b := <-got:
+		if b == bs.Overflow() {
+			t.Fatal("b overflowed: an idle breaker whose open period ended was kept")
+		}
+	case <-time.After(time.Minute): // a hang detector, not a timing check
+		t.Fatal("Get deadlocked: the keep rule ran the breaker's listener under the group's lock")
+	}
+	if heard.Load() != before {
+		t.Fatalf("the keep rule ran the listener %d times", heard.Load()-before)
 	}
 }

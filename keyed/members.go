@@ -39,14 +39,30 @@ func NewBreakers(kc Config, bc breaker.Config) (*Breakers, error) {
 	return &Breakers{g}, nil
 }
 
-// keepBreaker keeps an open breaker, and a half-open one unless it admits
-// probes and has been idle.
-func keepBreaker(b *breaker.Breaker, idle bool) bool {
-	switch b.State() {
+// Peeker is a breaker whose state can be read without changing it:
+// breaker.Breaker and redisstore's shared breaker.
+type Peeker interface {
+	// Peek returns the state and whether a call now would be refused,
+	// moving no state and running no listener.
+	Peek() (s breaker.State, refusing bool)
+}
+
+// keepBreaker is KeepBreaker for NewBreakers's groups.
+func keepBreaker(b *breaker.Breaker, idle bool) bool { return KeepBreaker(b, idle) }
+
+// KeepBreaker is the keep rule of a group of breakers (NewBreakers, and
+// config's and redisstore's keyed breakers): it keeps an open breaker, and
+// a half-open one unless it admits probes and has been idle, since
+// dropping a breaker that refuses calls would close it silently. A group
+// asks it under its lock, so it reads the breaker with Peek, which moves
+// no state and runs no listener: a listener that uses the group (its
+// Stats, say) does not deadlock.
+func KeepBreaker(b Peeker, idle bool) bool {
+	switch s, refusing := b.Peek(); s {
 	case breaker.Open:
 		return true
 	case breaker.HalfOpen:
-		return !idle || b.Ready() != nil
+		return !idle || refusing
 	}
 	return false
 }

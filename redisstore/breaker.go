@@ -352,6 +352,33 @@ func (b *Breaker) Ready() error {
 	return nil
 }
 
+// Peek returns State and whether Ready would refuse a call now, without
+// moving the local breaker's state or running a listener (see
+// breaker.Breaker.Peek): a keyed group asks it under its lock.
+func (b *Breaker) Peek() (st breaker.State, refusing bool) {
+	if b == nil {
+		return breaker.Closed, false
+	}
+	s := b.snap.Load()
+	now := b.clk.Now()
+	if !s.shared {
+		if s.state == breaker.Open && now.Before(s.until) {
+			return breaker.Open, true
+		}
+		return b.local.Load().b.Peek()
+	}
+	switch s.state {
+	case breaker.Open:
+		if now.Before(s.until) {
+			return breaker.Open, true
+		}
+		return breaker.HalfOpen, b.claiming.Load()
+	case breaker.HalfOpen:
+		return breaker.HalfOpen, s.full || b.claiming.Load()
+	}
+	return s.state, false
+}
+
 // State returns the state this process acts on: the cached shared state
 // (an open state whose period has ended reads as half-open, as the next
 // Allow would find it), or, while degraded, the local breaker's state (or

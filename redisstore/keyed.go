@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -201,18 +200,9 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 	return k, nil
 }
 
-// keepRefusing keeps a shared breaker that refuses calls: open, or
-// half-open unless it admits probes and has been idle (keyed.Breakers's
-// rule).
-func keepRefusing(b *Breaker, idle bool) bool {
-	switch b.State() {
-	case breaker.Open:
-		return true
-	case breaker.HalfOpen:
-		return !idle || b.Ready() != nil
-	}
-	return false
-}
+// keepRefusing keeps a shared breaker that refuses calls: keyed.Breakers's
+// rule (keyed.KeepBreaker), read with Peek under the group's lock.
+func keepRefusing(b *Breaker, idle bool) bool { return keyed.KeepBreaker(b, idle) }
 
 // Allow is the default member's Allow.
 func (k *KeyedBreakers) Allow() (done func(err error), err error) { return k.Default().Allow() }
