@@ -113,6 +113,22 @@ type LimiterWatcher interface {
 	WatchLimiter(operation string, l retry.Limiter) (unwatch func())
 }
 
+// AdaptiveWatcher is implemented by observers (promretry's and
+// otelretry's Collectors) that export an adaptive hedge delay under an
+// operation label. A Registry whose Options.Observer implements it (or
+// holds one in a retry.Multi) calls WatchAdaptive with the Adaptive of
+// each handle whose policy has a hedge block with adaptive (and no per),
+// and again when a reload replaces it.
+type AdaptiveWatcher interface {
+	WatchAdaptive(operation string, a *hedge.Adaptive) (unwatch func())
+}
+
+// AdaptivesWatcher is AdaptiveWatcher for a hedge block with adaptive and
+// per: one Adaptive delay per key (hedge.Hedger.Adaptives).
+type AdaptivesWatcher interface {
+	WatchAdaptives(operation string, g *kg.Group[*hedge.Adaptive]) (unwatch func())
+}
+
 // Registry serves the policies of a file through handles that callers keep.
 // Applying a new file swaps each handle's policy atomically: a call reads
 // one *retry.Policy, old or new, never a mix, and takes no lock.
@@ -155,6 +171,8 @@ type opWatch struct {
 	unBreaker []func()
 	limiter   retry.Limiter
 	unLimiter []func()
+	delay     any // the handle's *hedge.Adaptive or its keyed group of them
+	unDelay   []func()
 }
 
 // keyed is a part and the key of the settings it was built with; close,
@@ -238,7 +256,7 @@ func (r *Registry) Policy(name string) *Handle {
 	}
 	h := &Handle{name: name}
 	st := r.planHandle(h, r.file, r.set)
-	staged, v := r.stageWatches([]opPolicy{{name, st.p}})
+	staged, v := r.stageWatches([]opPolicy{{name, st.p, st.hedger}})
 	if v != nil {
 		panic(v)
 	}
@@ -386,10 +404,11 @@ func (r *Registry) apply(f *File) error {
 	}
 	states := make([]handleState, 0, len(r.handles))
 	inUse := map[string]*retry.Policy{}
+	hedgers := map[string]*hedge.Hedger{}
 	for name, h := range r.handles {
 		st := r.planHandle(h, f, plan.set)
 		states = append(states, st)
-		inUse[name] = st.p
+		inUse[name], hedgers[name] = st.p, st.hedger
 	}
 	for op, policy := range f.Operations {
 		if _, ok := inUse[op]; !ok {
@@ -403,7 +422,7 @@ func (r *Registry) apply(f *File) error {
 	}
 	ops := make([]opPolicy, 0, len(inUse))
 	for op, p := range inUse {
-		ops = append(ops, opPolicy{op, p})
+		ops = append(ops, opPolicy{op, p, hedgers[op]})
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].op < ops[j].op })
 	staged, v := r.stageWatches(ops)
@@ -803,6 +822,7 @@ func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 type opPolicy struct {
 	op string
 	p  *retry.Policy
+	hd *hedge.Hedger // the handle's, nil for an operation with no handle
 }
 
 // stagedWatch is an operation's watchers being moved to new parts: the
@@ -813,8 +833,11 @@ type stagedWatch struct {
 	bud                    retry.Budget
 	brk                    retry.Breaker
 	lim                    retry.Limiter
+	delay                  any // see opWatch.delay
 	budNew, brkNew, limNew bool
+	delayNew               bool
 	unBud, unBrk, unLim    []func()
+	unDelay                []func()
 }
 
 // stageWatches tells the watch hooks about each operation's parts that
@@ -829,6 +852,7 @@ func (r *Registry) stageWatches(ops []opPolicy) (staged []*stagedWatch, panicked
 				r.unwatch(s.op, s.unBud)
 				r.unwatch(s.op, s.unBrk)
 				r.unwatch(s.op, s.unLim)
+				r.unwatch(s.op, s.unDelay)
 			}
 			staged, panicked = nil, v
 		}
@@ -843,8 +867,30 @@ func (r *Registry) stageWatches(ops []opPolicy) (staged []*stagedWatch, panicked
 		if w := r.watches[o.op]; w != nil {
 			cur = *w
 		}
+		s.delay = delayOf(o.hd)
 		s.budNew, s.brkNew, s.limNew = cur.budget != s.bud, cur.breaker != s.brk, cur.limiter != s.lim
+		s.delayNew = cur.delay != s.delay
 		staged = append(staged, s)
+		if s.delayNew {
+			switch d := s.delay.(type) {
+			case *hedge.Adaptive:
+				watchAll(o.op, d, &s.unDelay, nil, obs, func(o retry.Observer) (func(string, *hedge.Adaptive) func(), bool) {
+					aw, ok := o.(AdaptiveWatcher)
+					if !ok {
+						return nil, false
+					}
+					return aw.WatchAdaptive, true
+				})
+			case *kg.Group[*hedge.Adaptive]:
+				watchAll(o.op, d, &s.unDelay, nil, obs, func(o retry.Observer) (func(string, *kg.Group[*hedge.Adaptive]) func(), bool) {
+					aw, ok := o.(AdaptivesWatcher)
+					if !ok {
+						return nil, false
+					}
+					return aw.WatchAdaptives, true
+				})
+			}
+		}
 		if s.budNew && s.bud != nil {
 			watchAll(o.op, s.bud, &s.unBud, r.opts.OnBudget, obs, func(o retry.Observer) (func(string, retry.Budget) func(), bool) {
 				bw, ok := o.(BudgetWatcher)
@@ -884,7 +930,7 @@ func (r *Registry) commitWatches(staged []*stagedWatch) {
 	for _, s := range staged {
 		w := r.watches[s.op]
 		if w == nil {
-			if s.bud == nil && s.brk == nil && s.lim == nil {
+			if s.bud == nil && s.brk == nil && s.lim == nil && s.delay == nil {
 				continue
 			}
 			w = &opWatch{}
@@ -902,10 +948,29 @@ func (r *Registry) commitWatches(staged []*stagedWatch) {
 			r.unwatch(s.op, w.unLimiter)
 			w.limiter, w.unLimiter = s.lim, s.unLim
 		}
-		if w.budget == nil && w.breaker == nil && w.limiter == nil {
+		if s.delayNew {
+			r.unwatch(s.op, w.unDelay)
+			w.delay, w.unDelay = s.delay, s.unDelay
+		}
+		if w.budget == nil && w.breaker == nil && w.limiter == nil && w.delay == nil {
 			delete(r.watches, s.op)
 		}
 	}
+}
+
+// delayOf returns the adaptive hedge delay of hd to watch: its keyed
+// group, its Adaptive, or nil (untyped, so that an operation without one
+// compares equal to nothing watched).
+func delayOf(hd *hedge.Hedger) any {
+	switch {
+	case hd == nil:
+		return nil
+	case hd.Adaptives != nil:
+		return hd.Adaptives
+	case hd.Adaptive != nil:
+		return hd.Adaptive
+	}
+	return nil
 }
 
 // unwatch calls the unwatch functions fs. One that panics is recovered and

@@ -233,3 +233,14 @@ func (o *Observer) observeOpenKeys(obs metric.Observer, w *keyedWatch) {
 	}
 	obs.ObserveInt64(o.keyedInst.openKeys, int64(other), metric.WithAttributes(opAttr, attribute.String("key", OtherKey)))
 }
+
+// WatchAdaptives is WatchKeyed for a keyed group of hedge delays
+// (hedge.Hedger.Adaptives): the per-key hedge delay metrics. A policy
+// file's hedge block with adaptive and per reaches it through
+// config.AdaptivesWatcher when Observer is this Observer.
+func (o *Observer) WatchAdaptives(operation string, g *keyed.Group[*hedge.Adaptive]) (unwatch func()) {
+	if g == nil {
+		return func() {}
+	}
+	return o.WatchKeyed(operation, g)
+}

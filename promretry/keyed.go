@@ -223,3 +223,14 @@ func (c *Collector) collectOpenKeys(ch chan<- prometheus.Metric, w *keyedWatch) 
 	}
 	ch <- prometheus.MustNewConstMetric(c.keyedW.openKeys, prometheus.GaugeValue, float64(other), w.op, OtherKey)
 }
+
+// WatchAdaptives is WatchKeyed for a keyed group of hedge delays
+// (hedge.Hedger.Adaptives): the per-key hedge delay metrics. A policy
+// file's hedge block with adaptive and per reaches it through
+// config.AdaptivesWatcher when Observer is the collector.
+func (c *Collector) WatchAdaptives(operation string, g *keyed.Group[*hedge.Adaptive]) (unwatch func()) {
+	if g == nil {
+		return func() {}
+	}
+	return c.WatchKeyed(operation, g)
+}

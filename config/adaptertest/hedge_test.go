@@ -125,3 +125,55 @@ func checkHedges(t *testing.T, regs map[string]*prometheus.Registry, op string, 
 		}
 	}
 }
+
+// TestAdaptiveHedgeDelayFromFileReachesBothAdapters: a policy file's
+// adaptive hedge delay is exported by both adapters when they are
+// config.Options.Observer, as its budgets and breakers are (it was never
+// handed to them: the file form lacked what WatchAdaptive gives in code).
+// A reload that makes it per key replaces the one delay by the per-key
+// metrics, and the first one's series goes away.
+func TestAdaptiveHedgeDelayFromFileReachesBothAdapters(t *testing.T) {
+	coll, obs, regs := adapters(t)
+	clk := clocktest.NewFake()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	const one = "policies:\n  search:\n    max_attempts: 3\n    hedge: {delay: 50ms, adaptive: {min_samples: 5}}\noperations:\n  search.query: search\n"
+	const perKey = "policies:\n  search:\n    max_attempts: 3\n    hedge: {delay: 50ms, adaptive: {min_samples: 5}, per: host}\noperations:\n  search.query: search\n"
+	write(t, path, one)
+	reg, err := config.Open(path, config.Options{Clock: clk, Observer: retry.Multi(coll, obs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := reg.Policy("search.query")
+	a := h.Hedger().Adaptive
+	if a == nil {
+		t.Fatal("the file's hedge block has no Adaptive")
+	}
+	for range 10 {
+		a.Observe(20 * time.Millisecond)
+	}
+	for name, r := range regs {
+		if got := series(t, r, "stormguard_hedges_delay_seconds"); len(got) != 1 || got["operation=search.query"] <= 0 {
+			t.Fatalf("%s: stormguard_hedges_delay_seconds = %v, want one series for search.query", name, got)
+		}
+	}
+	write(t, path, perKey)
+	if err := reg.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	g := h.Hedger().Adaptives
+	if g == nil {
+		t.Fatal("after the reload the hedge block has no per-key delays")
+	}
+	m := g.Get("https://a:443")
+	for range 10 {
+		m.Observe(20 * time.Millisecond)
+	}
+	for name, r := range regs {
+		if got := series(t, r, "stormguard_hedges_delay_seconds"); len(got) != 0 {
+			t.Fatalf("%s: the replaced Adaptive is still exported: %v", name, got)
+		}
+		if got := series(t, r, "stormguard_hedges_group_delay_keys"); got["operation=search.query"] != 1 {
+			t.Fatalf("%s: stormguard_hedges_group_delay_keys = %v, want 1 for search.query", name, got)
+		}
+	}
+}

@@ -30,16 +30,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // Both adapters implement every optional interface config and queue look
 // for.
 var (
-	_ config.ReloadObserver = (*promretry.Collector)(nil)
-	_ config.BudgetWatcher  = (*promretry.Collector)(nil)
-	_ config.BreakerWatcher = (*promretry.Collector)(nil)
-	_ queue.RefusedObserver = (*promretry.Collector)(nil)
-	_ config.ReloadObserver = (*otelretry.Observer)(nil)
-	_ config.BudgetWatcher  = (*otelretry.Observer)(nil)
-	_ config.BreakerWatcher = (*otelretry.Observer)(nil)
-	_ queue.RefusedObserver = (*otelretry.Observer)(nil)
-	_ config.LimiterWatcher = (*promretry.Collector)(nil)
-	_ config.LimiterWatcher = (*otelretry.Observer)(nil)
+	_ config.ReloadObserver   = (*promretry.Collector)(nil)
+	_ config.BudgetWatcher    = (*promretry.Collector)(nil)
+	_ config.BreakerWatcher   = (*promretry.Collector)(nil)
+	_ queue.RefusedObserver   = (*promretry.Collector)(nil)
+	_ config.ReloadObserver   = (*otelretry.Observer)(nil)
+	_ config.BudgetWatcher    = (*otelretry.Observer)(nil)
+	_ config.BreakerWatcher   = (*otelretry.Observer)(nil)
+	_ queue.RefusedObserver   = (*otelretry.Observer)(nil)
+	_ config.LimiterWatcher   = (*promretry.Collector)(nil)
+	_ config.LimiterWatcher   = (*otelretry.Observer)(nil)
+	_ config.AdaptiveWatcher  = (*promretry.Collector)(nil)
+	_ config.AdaptiveWatcher  = (*otelretry.Observer)(nil)
+	_ config.AdaptivesWatcher = (*promretry.Collector)(nil)
+	_ config.AdaptivesWatcher = (*otelretry.Observer)(nil)
 )
 
 // adapters returns a promretry Collector and an otelretry Observer, each
