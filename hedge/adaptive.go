@@ -74,6 +74,7 @@ type Adaptive struct {
 	base    atomic.Pointer[time.Time] // the first time seen; nil: unset
 	next    atomic.Int64              // the slot index at which the cache is stale
 	cached  atomic.Int64              // the delay, ns; -1: too few samples
+	seen    atomic.Uint64             // the attempts the window held when cached was computed
 	samples [slots]window
 }
 
@@ -167,10 +168,25 @@ func (a *Adaptive) DelayAt(now time.Time) (time.Duration, bool) {
 	}
 	idx := a.index(now)
 	if n := a.next.Load(); idx >= n && a.next.CompareAndSwap(n, idx+1) {
-		a.cached.Store(a.compute(idx))
+		d, n := a.compute(idx)
+		a.seen.Store(n)
+		a.cached.Store(d)
 	}
 	d := a.cached.Load()
 	return time.Duration(d), d >= 0
+}
+
+// Samples returns how many attempts, answered or cancelled unanswered,
+// the window held when the delay was last worked out (at most one slot,
+// Window/10, ago: Samples works it out again when it is older, as Delay
+// does): the traffic a has seen lately. Metrics rank the keys of a group
+// of Adaptives by it.
+func (a *Adaptive) Samples() uint64 {
+	if a == nil {
+		return 0
+	}
+	a.Delay() // brings the cached figures up to the current slot
+	return a.seen.Load()
 }
 
 // index returns the slot index of now: the number of slot widths since the
@@ -195,8 +211,9 @@ func (a *Adaptive) index(now time.Time) int64 {
 }
 
 // compute returns the delay from the slots of the window ending at slot
-// idx, or -1 when they hold fewer than minSamples answers.
-func (a *Adaptive) compute(idx int64) int64 {
+// idx, or -1 when they hold fewer than minSamples answers, and the number
+// of attempts (answered or not) they hold.
+func (a *Adaptive) compute(idx int64) (delay int64, seen uint64) {
 	var sum, cens [buckets]uint64
 	var total, censored uint64
 	for i := range a.samples {
@@ -214,8 +231,9 @@ func (a *Adaptive) compute(idx int64) int64 {
 			censored += u
 		}
 	}
+	seen = total + censored
 	if total == 0 || total < a.minSamples {
-		return -1
+		return -1, seen
 	}
 	var d int64
 	if censored == 0 {
@@ -227,7 +245,7 @@ func (a *Adaptive) compute(idx int64) int64 {
 	if a.max > 0 {
 		d = min(d, a.max)
 	}
-	return d
+	return d, seen
 }
 
 // rank returns the q-quantile of the answers alone: the upper bound of the

@@ -83,7 +83,7 @@ func (o *Observer) newKeyedInstruments(m metric.Meter, name func(string) string,
 		return g
 	}
 	ki.groupDelay = fgauge("hedges.group_delay", "The hedge delays of a group of Adaptive delays per key (hedge.NewAdaptives) now, over every member that gives one (the default and overflow members included): stat=min, median (the lower median) or max; absent while no member has enough samples.")
-	ki.keyDelay = fgauge("hedges.key_delay", "The hedge delay of each of the top keys of a group of Adaptive delays per key (the longest delays first, then by key; Config.KeyedTopN), and for key=\""+OtherKey+"\" the lower median delay of the other members that give one (the default and overflow members included).")
+	ki.keyDelay = fgauge("hedges.key_delay", "The hedge delay of each of the top keys of a group of Adaptive delays per key (the busiest first (the most attempts in the window, hedge.Adaptive.Samples), then the longest delays, then by key; Config.KeyedTopN), and for key=\""+OtherKey+"\" the lower median delay of the other members that give one (the default and overflow members included).")
 	if err := errors.Join(errs...); err != nil {
 		add(err)
 		return
@@ -130,7 +130,9 @@ func partOf(g KeyedGroup) string {
 // default and overflow members included) and group_delay reports the
 // min, the lower median and the max of their delays (no point while the
 // count is 0); key_delay has a point for each of the top KeyedTopN keys
-// (the longest delays first, then by key) and key="other", the lower
+// (the busiest first: the most attempts in the window,
+// hedge.Adaptive.Samples; then the longest delays, then by key) and
+// key="other", the lower
 // median delay of the rest (no point when none of the rest gives one):
 // at most KeyedTopN+1, whatever the keys (KeyedAllKeys: every key with a
 // delay). A collection reads every member of a breaker group or of a

@@ -65,7 +65,7 @@ func newKeyedWatches(desc func(name, help string, labels ...string) *prometheus.
 			"Members of a group of Adaptive delays per key that give a delay now (enough samples), the default and overflow members included.",
 			"operation"),
 		keyDelay: desc("hedges_key_delay_seconds",
-			"The hedge delay, in seconds, of each of the top keys of a group of Adaptive delays per key (the longest delays first, then by key; Config.KeyedTopN), and for key=\""+OtherKey+"\" the lower median delay of the other members that give one (the default and overflow members included).",
+			"The hedge delay, in seconds, of each of the top keys of a group of Adaptive delays per key (the busiest first (the most attempts in the window, hedge.Adaptive.Samples), then the longest delays, then by key; Config.KeyedTopN), and for key=\""+OtherKey+"\" the lower median delay of the other members that give one (the default and overflow members included).",
 			"operation", "key"),
 		m: make(map[[2]string]*keyedWatch),
 	}
@@ -119,8 +119,9 @@ func partOf(g KeyedGroup) string {
 //     stormguard_hedges_group_delay_seconds{operation,stat} with stat
 //     min, median (the lower median) and max (absent while the count is
 //     0); and stormguard_hedges_key_delay_seconds{operation,key}: the
-//     delay of each of the top Config.KeyedTopN keys (the longest delays
-//     first, then by key) and key="other", the lower median delay of the
+//     delay of each of the top Config.KeyedTopN keys (the busiest first:
+//     the most attempts in the window, hedge.Adaptive.Samples; then the
+//     longest delays, then by key) and key="other", the lower median delay of the
 //     rest (absent when none of the rest gives one). At most KeyedTopN+1
 //     series, whatever the keys; Config.KeyedAllKeys gives every live key
 //     with a delay its series.

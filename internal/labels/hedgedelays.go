@@ -26,7 +26,8 @@ type DelaySummary struct {
 	Keys             int
 	Min, Median, Max time.Duration
 	// Top are the first topN keys (every key with all) with a delay,
-	// the longest delays first, then by key.
+	// the busiest first (hedge.Adaptive.Samples: the most attempts in the
+	// window), then the longest delays, then by key.
 	Top []KeyDelay
 	// Other is the lower median delay of the members with a delay not in
 	// Top (the default and overflow members included); OtherOK is false
@@ -47,18 +48,29 @@ func HedgeDelays(g *keyed.Group[*hedge.Adaptive], topN int, all bool, other stri
 	var ms []member
 	g.Each(func(key string, a *hedge.Adaptive) { ms = append(ms, member{key, a}) })
 	var s DelaySummary
-	ks := make([]KeyDelay, 0, len(ms))
+	type ranked struct {
+		KeyDelay
+		seen uint64
+	}
+	rs := make([]ranked, 0, len(ms))
 	for _, m := range ms {
 		if d, ok := m.a.Delay(); ok {
-			ks = append(ks, KeyDelay{Key: m.key, Delay: d})
+			rs = append(rs, ranked{KeyDelay{Key: m.key, Delay: d}, m.a.Samples()})
 		}
 	}
-	slices.SortFunc(ks, func(a, b KeyDelay) int {
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if a.seen != b.seen {
+			return cmp.Compare(b.seen, a.seen)
+		}
 		if a.Delay != b.Delay {
 			return cmp.Compare(b.Delay, a.Delay)
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
+	ks := make([]KeyDelay, len(rs))
+	for i, r := range rs {
+		ks[i] = r.KeyDelay
+	}
 	n := topN
 	if all || n > len(ks) {
 		n = len(ks)

@@ -19,7 +19,8 @@ func delayOf(cfg hedge.AdaptiveConfig, d time.Duration) time.Duration {
 }
 
 // TestHedgeDelaysSummary: the summary is over every member with a delay
-// (the default member included), the top keys are the longest delays,
+// (the default member included), the top keys are (among keys of equal
+// traffic) the longest delays,
 // "other" is the lower median of the rest, and members without enough
 // samples count nowhere.
 func TestHedgeDelaysSummary(t *testing.T) {
@@ -59,5 +60,31 @@ func TestHedgeDelaysSummary(t *testing.T) {
 	empty, _ := hedge.NewAdaptives(keyed.Config{}, ac)
 	if s := HedgeDelays(empty, 10, false, "other"); s.Keys != 0 || s.OtherOK || len(s.Top) != 0 {
 		t.Fatalf("empty group %+v", s)
+	}
+}
+
+// TestHedgeDelaysTopKeysAreTheBusiest (issue 37: the top N keys by
+// traffic): a key with ten attempts in the window ranks above one with a
+// single, far longer, delay.
+func TestHedgeDelaysTopKeysAreTheBusiest(t *testing.T) {
+	clk := clocktest.NewFake()
+	ac := hedge.AdaptiveConfig{MinSamples: 1, Clock: clk}
+	g, err := hedge.NewAdaptives(keyed.Config{}, ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Get("slow").Observe(time.Second)
+	for range 10 {
+		g.Get("busy").Observe(5 * time.Millisecond)
+	}
+	if n := g.Get("busy").Samples(); n != 10 {
+		t.Fatalf("busy: Samples %d, want 10", n)
+	}
+	s := HedgeDelays(g, 1, false, "other")
+	if len(s.Top) != 1 || s.Top[0].Key != "busy" {
+		t.Fatalf("top %v, want the busy key", s.Top)
+	}
+	if !s.OtherOK || s.Other != delayOf(ac, time.Second) {
+		t.Fatalf("other %v %v, want the slow key's delay", s.Other, s.OtherOK)
 	}
 }
