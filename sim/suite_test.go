@@ -17,7 +17,7 @@ var suiteGolden = struct {
 	all        string
 	byScenario map[string]string
 }{
-	all:        "9864c84a170bf2a9eb1c085cb7140839",
+	all: "9864c84a170bf2a9eb1c085cb7140839",
 	byScenario: map[string]string{
 		"aws-occ":         "786399d273cfc492e6278c214192d1ba",
 		"retry-budget":    "605b12a44aa9e463832213f2f5f837ff",
