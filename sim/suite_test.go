@@ -89,3 +89,21 @@ func BenchmarkDefaultSuite(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
 }
+
+// BenchmarkSuiteScenario runs each scenario of the default suite with
+// seed 1, one sub-benchmark per scenario (-bench SuiteScenario/cascade).
+func BenchmarkSuiteScenario(b *testing.B) {
+	for _, sc := range Scenarios() {
+		b.Run(sc.Name, func(b *testing.B) {
+			var events uint64
+			for b.Loop() {
+				rep, err := sc.Run(context.Background(), Options{Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += rep.Events
+			}
+			b.ReportMetric(float64(events)/float64(b.N), "events/op")
+		})
+	}
+}
