@@ -46,14 +46,18 @@ func (a *item) less(b *item) bool {
 // Step, Run or RunUntil, and a Sim must not be used from several goroutines.
 // Run independent trials in independent Sims.
 type Sim struct {
-	now      time.Duration
-	seq      uint64
-	queue    radix  // the scheduled events, by (at, seq)
-	lanes    []lane // fixed-delay FIFOs (see Lane)
-	inLanes  int    // events waiting in lanes
-	handlers []func(Event)
-	stopped  bool
-	events   uint64
+	now     time.Duration
+	seq     uint64
+	queue   radix  // the scheduled events, by (at, seq)
+	lanes   []lane // fixed-delay FIFOs (see Lane)
+	inLanes int    // events waiting in lanes
+	// laneMin is the lane whose head is the earliest lane event, when
+	// inLanes > 0 and laneDirty is false.
+	laneMin   int
+	laneDirty bool
+	handlers  []func(Event)
+	stopped   bool
+	events    uint64
 
 	timers    []*vtimer // AfterFunc / NewTimer timers by slot
 	freeSlots []int32
@@ -117,11 +121,23 @@ type LaneID int32
 // the time they were scheduled: since time never goes back, they are due
 // in the order they were scheduled, and (at, seq) order is FIFO order.
 type lane struct {
-	d    time.Duration
-	buf  []item // ring
-	head int
-	n    int
+	d     time.Duration
+	buf   []item // ring
+	head  int
+	n     int
+	taken uint64 // events taken from the lane so far
 }
+
+// skipH is the handler of a skipped lane event (see Sim.Skip).
+const skipH = ^HandlerID(0)
+
+// LaneEvent identifies an event scheduled with Sim.AfterLaneEvent, for
+// Sim.Skip.
+type LaneEvent uint64
+
+// laneEventBits is how many low bits of a LaneEvent number the event
+// within its lane; the lane is in the bits above.
+const laneEventBits = 44
 
 // Lane returns a lane for events scheduled a fixed delay d (at least 0)
 // after the moment they are scheduled, such as a model's attempt
@@ -139,6 +155,11 @@ func (s *Sim) Lane(d time.Duration) LaneID {
 // that delay, in constant time. It does not allocate once the lane has
 // grown to the model's working size.
 func (s *Sim) AfterLane(l LaneID, h HandlerID, ref int32, arg int64) {
+	s.AfterLaneEvent(l, h, ref, arg)
+}
+
+// AfterLaneEvent is AfterLane, and returns the event's identity for Skip.
+func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEvent {
 	ln := &s.lanes[l]
 	if ln.n == len(ln.buf) {
 		nb := make([]item, max(64, 2*len(ln.buf)))
@@ -146,14 +167,43 @@ func (s *Sim) AfterLane(l LaneID, h HandlerID, ref int32, arg int64) {
 		copy(nb[k:], ln.buf[:ln.head])
 		ln.buf, ln.head = nb, 0
 	}
+	if ln.n == 0 {
+		s.laneDirty = true // a new head
+	}
 	s.seq++
 	i := ln.head + ln.n
 	if i >= len(ln.buf) {
 		i -= len(ln.buf)
 	}
 	ln.buf[i] = item{at: s.now + ln.d, seq: s.seq, h: h, ref: ref, arg: arg}
+	e := LaneEvent(uint64(l)<<laneEventBits | (ln.taken+uint64(ln.n))&(1<<laneEventBits-1))
 	ln.n++
 	s.inLanes++
+	return e
+}
+
+// Skip makes the lane event e a no-op, for a model that knows its
+// handler would do nothing when it comes (the timeout of an attempt that
+// has already ended): the event keeps its place, and when its time comes
+// it is taken as any other, moving Now to its time and counting in Events
+// and in RunUntilContext's guards, but its handler is not called. So the
+// run is the same as without Skip, at less cost. Skip of an event already
+// taken, or skipped, does nothing.
+func (s *Sim) Skip(e LaneEvent) {
+	l := int(uint64(e) >> laneEventBits)
+	if l >= len(s.lanes) {
+		return
+	}
+	ln := &s.lanes[l]
+	off := (uint64(e) - ln.taken) & (1<<laneEventBits - 1)
+	if off >= uint64(ln.n) {
+		return // taken already
+	}
+	i := ln.head + int(off)
+	if i >= len(ln.buf) {
+		i -= len(ln.buf)
+	}
+	ln.buf[i].h = skipH
 }
 
 // next returns where the earliest pending event is (-1: the heap's root;
@@ -163,14 +213,12 @@ func (s *Sim) next() (src int, at time.Duration, ok bool) {
 	src = -1
 	best := s.queue.min()
 	if s.inLanes > 0 {
-		for i := range s.lanes {
-			ln := &s.lanes[i]
-			if ln.n == 0 {
-				continue
-			}
-			if it := &ln.buf[ln.head]; best == nil || it.less(best) {
-				best, src = it, i
-			}
+		if s.laneDirty {
+			s.findLaneMin()
+		}
+		ln := &s.lanes[s.laneMin]
+		if it := &ln.buf[ln.head]; best == nil || it.less(best) {
+			best, src = it, s.laneMin
 		}
 	}
 	if best == nil {
@@ -192,11 +240,31 @@ func (s *Sim) take(src int) {
 			ln.head = 0
 		}
 		ln.n--
+		ln.taken++
 		s.inLanes--
+		s.laneDirty = true // a new head, or none
 	}
 	s.now = it.at
 	s.events++
-	s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
+	if it.h != skipH {
+		s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
+	}
+}
+
+// findLaneMin sets laneMin to the lane whose head is the earliest lane
+// event; some lane is not empty.
+func (s *Sim) findLaneMin() {
+	var best *item
+	for i := range s.lanes {
+		ln := &s.lanes[i]
+		if ln.n == 0 {
+			continue
+		}
+		if it := &ln.buf[ln.head]; best == nil || it.less(best) {
+			best, s.laneMin = it, i
+		}
+	}
+	s.laneDirty = false
 }
 
 // Step processes the earliest event. It reports false when there was none.
