@@ -45,7 +45,7 @@ type radix struct {
 	head   int
 	levels uint16              // bit L set: level L has a non-empty slot
 	mask   [radixLevels]uint64 // bit d of mask[L] set: slot d of level L is not empty
-	b      [radixLevels][radixSlots][]item
+	b      [radixLevels][radixSlots][]qitem
 
 	// The least event of the lowest non-empty slot above level 0, when
 	// known: its level, slot and index there.
@@ -67,7 +67,7 @@ func (q *radix) place(k uint64) (level, slot int) {
 
 // push adds it, whose time must be at or after that of the last event
 // taken.
-func (q *radix) push(it item) {
+func (q *radix) push(it qitem) {
 	q.n++
 	k := uint64(it.at)
 	l, d := q.place(k)
@@ -87,7 +87,7 @@ func (q *radix) push(it item) {
 
 // min returns the earliest event by (time, sequence), or nil when the
 // queue is empty. The pointer is valid until the next push or pop.
-func (q *radix) min() *item {
+func (q *radix) min() *qitem {
 	if q.levels&1 != 0 {
 		d := bits.TrailingZeros64(q.mask[0])
 		if uint64(d) == q.last&(radixSlots-1) {
@@ -120,7 +120,7 @@ func (q *radix) findLow() {
 }
 
 // pop removes and returns the earliest event; the queue must not be empty.
-func (q *radix) pop() item {
+func (q *radix) pop() qitem {
 	if q.levels&1 == 0 {
 		q.spread()
 	}

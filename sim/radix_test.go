@@ -15,23 +15,23 @@ import (
 func TestRadixLevelsMatchReference(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var q radix
-		var ref []item
+		var ref []qitem
 		var now time.Duration
-		seq := uint64(0)
+		seq := uint32(0)
 		for range rapid.IntRange(1, 600).Draw(rt, "ops") {
 			op := rapid.IntRange(0, 3).Draw(rt, "op")
 			if len(ref) == 0 || op >= 2 {
 				shift := rapid.IntRange(0, 40).Draw(rt, "shift")
 				d := time.Duration(rapid.Int64Range(0, 3).Draw(rt, "d")) << shift
 				seq++
-				it := item{at: now + d, seq: seq}
+				it := qitem{at: now + d, slot: seq} // slot: the push order
 				q.push(it)
 				ref = append(ref, it)
 				continue
 			}
 			m := 0
 			for i := range ref {
-				if ref[i].less(&ref[m]) {
+				if ref[i].at < ref[m].at || ref[i].at == ref[m].at && ref[i].slot < ref[m].slot {
 					m = i
 				}
 			}
