@@ -193,10 +193,18 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 		copy(nb[k:], ln.buf[:ln.head])
 		ln.buf, ln.head = nb, 0
 	}
-	if ln.n == 0 {
-		s.laneDirty = true // a new head
-	}
 	s.seq++
+	if ln.n == 0 { // a new head
+		switch {
+		case s.inLanes == 0:
+			s.laneMin, s.laneDirty = int(l), false
+		case !s.laneDirty:
+			// Scheduled last, it comes first only if it is due sooner.
+			if m := &s.lanes[s.laneMin]; s.now+ln.d < m.buf[m.head].at {
+				s.laneMin = int(l)
+			}
+		}
+	}
 	i := ln.head + ln.n
 	if i >= len(ln.buf) {
 		i -= len(ln.buf)
@@ -383,6 +391,9 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 	}
 	s.stopped = false
 	start := s.events
+	// check is the event count at which the loop next looks at ctx (every
+	// checkEvery events) or reaches the cap.
+	check := start + min(checkEvery, maxEvents)
 	same, at := 0, s.now
 	for !s.stopped {
 		src, next, ok := s.next()
@@ -396,6 +407,9 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 			return fmt.Errorf("%w: %d events in a row at %v of virtual time without the clock moving "+
 				"(retries that take no time: give the policy a backoff or an attempt limit, or the tier a latency)", ErrNoProgress, same, s.now)
 		}
+		if s.events < check {
+			continue
+		}
 		n := s.events - start
 		if n%checkEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -406,6 +420,7 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 			return &capError{fmt.Sprintf("%v: %d events by %v of virtual time (Model.MaxEvents; DefaultMaxEvents is %d): "+
 				"the retries or hedges multiply the work past what a trial may take: shorten the run or lower the load", ErrEventCap, maxEvents, s.now, uint64(DefaultMaxEvents))}
 		}
+		check = start + min((n/checkEvery+1)*checkEvery, maxEvents)
 	}
 	if !s.stopped && s.now < t {
 		s.now = t

@@ -2,37 +2,22 @@ package sim
 
 import "math/bits"
 
-// The radix heap's digits: a key is read as radixLevels digits of
-// radixBits bits, lowest first.
-const (
-	radixBits   = 6
-	radixSlots  = 1 << radixBits
-	radixLevels = (64 + radixBits - 1) / radixBits
-)
-
-// radix is the Sim's queue of scheduled events: a radix heap with 64-way
-// digits (a hierarchical timing wheel), a priority queue for keys that
-// never go below the last one taken, as event times never go below Now.
-// Keys are the events' times, read as digits of 6 bits.
-//
-// An event whose time differs from last (the time of the latest event
-// taken) first in digit L, with digit value d there, lies in slot d of
-// level L. Every time at level L is below every time at level L+1, and
-// within a level slots are in time order. A slot of level 0 holds events
-// of one time only (they share every digit), so taking events from it
-// needs neither a search nor a move: the next event is the head of the
-// lowest non-empty slot of level 0. When level 0 is empty, the lowest
-// non-empty slot of the lowest level is searched for its least time,
-// last moves there, and the slot is spread over the levels below, which
-// are empty: an event moves at most once per level it goes down (a
-// 10ms delay is at level 3, so at most three moves), where a radix heap
-// with 1-bit digits moves it once per bit.
+// radix is the Sim's queue of scheduled events: a radix heap, a priority
+// queue for keys that never go below the last one taken, as event times
+// never go below Now. Keys are the events' times. Bucket 0 holds the
+// events due at last, the time of the latest event taken, in sequence
+// order; bucket i+1 (b[i]) holds those whose time differs from last first
+// in bit i. The next event is the head of bucket 0, or else the least of
+// the lowest non-empty bucket, which taking it spreads over the buckets
+// below around its time: an event moves at most once per bit of its
+// delay, and usually a few times, where a binary heap sifts through every
+// level at each pop.
 //
 // Events due at the same time run in sequence order, and no sort is
-// needed for it: within every slot, events of equal time lie in sequence
-// order. A push appends the highest sequence number, and spreading a slot
-// keeps its order and fills slots that were empty (they are below the
-// lowest non-empty one).
+// needed for it: within every bucket, events of equal time lie in
+// sequence order. A push appends the highest sequence number, and
+// spreading a bucket keeps its order and fills buckets that were empty
+// (they are below the lowest non-empty one).
 //
 // Looking at the next event (min) moves nothing, so that last is always
 // the time of an event taken, at most Now, and every push is at or after
@@ -40,47 +25,38 @@ const (
 type radix struct {
 	last uint64
 	n    int
-	// head is the next event of the level-0 slot of last's own time (the
-	// one being taken from); every other slot is taken from its start.
-	head   int
-	levels uint16              // bit L set: level L has a non-empty slot
-	mask   [radixLevels]uint64 // bit d of mask[L] set: slot d of level L is not empty
-	b      [radixLevels][radixSlots][]qitem
+	mask uint64     // bit i set: b[i] is not empty
+	head int        // the next event of b0
+	b0   []qitem     // events due at last, in sequence order, from head
+	b    [64][]qitem // b[i]: events whose time ^ last has its top bit at i
 
-	// The least event of the lowest non-empty slot above level 0, when
-	// known: its level, slot and index there.
-	known            bool
-	lowL, lowD, lowJ int
+	// The least event of the lowest non-empty bucket, when known: its
+	// bucket and index there.
+	known      bool
+	lowI, lowJ int
 }
 
 func (q *radix) len() int { return q.n }
-
-// place returns the level and slot of key k relative to last.
-func (q *radix) place(k uint64) (level, slot int) {
-	x := k ^ q.last
-	if x < radixSlots {
-		return 0, int(k & (radixSlots - 1))
-	}
-	level = (bits.Len64(x) - 1) / radixBits
-	return level, int(k>>(uint(level)*radixBits)) & (radixSlots - 1)
-}
 
 // push adds it, whose time must be at or after that of the last event
 // taken.
 func (q *radix) push(it qitem) {
 	q.n++
 	k := uint64(it.at)
-	l, d := q.place(k)
-	s := append(q.b[l][d], it)
-	q.b[l][d] = s
-	q.mask[l] |= 1 << d
-	q.levels |= 1 << l
-	if q.known && l > 0 {
+	x := k ^ q.last
+	if x == 0 {
+		q.b0 = append(q.b0, it)
+		return
+	}
+	i := bits.Len64(x) - 1
+	q.b[i] = append(q.b[i], it)
+	q.mask |= 1 << i
+	if q.known {
 		switch {
-		case l < q.lowL || l == q.lowL && d < q.lowD: // that slot was empty until now
-			q.lowL, q.lowD, q.lowJ = l, d, 0
-		case l == q.lowL && d == q.lowD && k < uint64(s[q.lowJ].at):
-			q.lowJ = len(s) - 1
+		case i < q.lowI: // the lowest bucket was empty until now
+			q.lowI, q.lowJ = i, 0
+		case i == q.lowI && k < uint64(q.b[i][q.lowJ].at):
+			q.lowJ = len(q.b[i]) - 1
 		}
 	}
 }
@@ -88,83 +64,62 @@ func (q *radix) push(it qitem) {
 // min returns the earliest event by (time, sequence), or nil when the
 // queue is empty. The pointer is valid until the next push or pop.
 func (q *radix) min() *qitem {
-	if q.levels&1 != 0 {
-		d := bits.TrailingZeros64(q.mask[0])
-		if uint64(d) == q.last&(radixSlots-1) {
-			return &q.b[0][d][q.head]
-		}
-		return &q.b[0][d][0]
+	if q.head < len(q.b0) {
+		return &q.b0[q.head]
 	}
-	if q.levels == 0 {
+	if q.mask == 0 {
 		return nil
 	}
 	if !q.known {
-		q.findLow()
-	}
-	return &q.b[q.lowL][q.lowD][q.lowJ]
-}
-
-// findLow finds the least event of the lowest non-empty slot, level 0
-// being empty.
-func (q *radix) findLow() {
-	l := bits.TrailingZeros16(q.levels)
-	d := bits.TrailingZeros64(q.mask[l])
-	bk := q.b[l][d]
-	j := 0
-	for k := 1; k < len(bk); k++ {
-		if bk[k].at < bk[j].at { // strict: the first of equal times has the lowest sequence
-			j = k
+		i := bits.TrailingZeros64(q.mask)
+		bk := q.b[i]
+		j := 0
+		for k := 1; k < len(bk); k++ {
+			if bk[k].at < bk[j].at { // strict: the first of equal times has the lowest sequence
+				j = k
+			}
 		}
+		q.known, q.lowI, q.lowJ = true, i, j
 	}
-	q.known, q.lowL, q.lowD, q.lowJ = true, l, d, j
+	return &q.b[q.lowI][q.lowJ]
 }
 
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *radix) pop() qitem {
-	if q.levels&1 == 0 {
+	if q.head >= len(q.b0) {
 		q.spread()
 	}
-	d := bits.TrailingZeros64(q.mask[0])
-	if uint64(d) != q.last&(radixSlots-1) {
-		// The slot of last's time is empty (head is 0): move on to d's.
-		q.last = q.last&^(radixSlots-1) | uint64(d)
-	}
-	s := q.b[0][d]
-	it := s[q.head]
+	it := q.b0[q.head]
 	q.head++
 	q.n--
-	if q.head == len(s) {
-		q.b[0][d], q.head = s[:0], 0
-		if q.mask[0] &^= 1 << d; q.mask[0] == 0 {
-			q.levels &^= 1
-		}
+	if q.head == len(q.b0) {
+		q.b0, q.head = q.b0[:0], 0
 	}
 	return it
 }
 
-// spread moves last to the time of the least event of the lowest
-// non-empty slot and spreads that slot over the levels below it; level 0
-// is empty.
+// spread moves last to the time of the lowest bucket's least event and
+// spreads that bucket over the ones below it; bucket 0 is empty.
 func (q *radix) spread() {
-	if !q.known {
-		q.findLow()
-	}
-	l, d := q.lowL, q.lowD
-	bk := q.b[l][d]
+	q.min()
+	i := q.lowI
+	bk := q.b[i]
 	m := uint64(bk[q.lowJ].at)
 	q.last = m
-	q.head = 0
 	q.known = false
-	q.b[l][d] = bk[:0]
-	if q.mask[l] &^= 1 << d; q.mask[l] == 0 {
-		q.levels &^= 1 << l
-	}
+	q.mask &^= 1 << i
+	q.b[i] = bk[:0]
+	q.b0, q.head = q.b0[:0], 0
 	for j := range bk {
-		// Every time in bk differs from m only below level l: it lands
-		// lower.
-		tl, td := q.place(uint64(bk[j].at))
-		q.b[tl][td] = append(q.b[tl][td], bk[j])
-		q.mask[tl] |= 1 << td
-		q.levels |= 1 << tl
+		// Every time in bk differs from m below bit i: it lands lower.
+		k := uint64(bk[j].at)
+		x := k ^ m
+		if x == 0 {
+			q.b0 = append(q.b0, bk[j])
+			continue
+		}
+		t := bits.Len64(x) - 1
+		q.b[t] = append(q.b[t], bk[j])
+		q.mask |= 1 << t
 	}
 }

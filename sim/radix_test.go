@@ -8,8 +8,8 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestRadixLevelsMatchReference: the 64-way radix heap pops in (time,
-// sequence) order whatever level an event starts at (delays of every
+// TestRadixLevelsMatchReference: the radix heap pops in (time,
+// sequence) order whatever bucket an event starts in (delays of every
 // magnitude, ties at every level, pushes between pops and between a min
 // and its pop).
 func TestRadixLevelsMatchReference(t *testing.T) {
