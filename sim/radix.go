@@ -25,8 +25,8 @@ import "math/bits"
 type radix struct {
 	last uint64
 	n    int
-	mask uint64     // bit i set: b[i] is not empty
-	head int        // the next event of b0
+	mask uint64      // bit i set: b[i] is not empty
+	head int         // the next event of b0
 	b0   []qitem     // events due at last, in sequence order, from head
 	b    [64][]qitem // b[i]: events whose time ^ last has its top bit at i
 
