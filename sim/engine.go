@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -136,8 +137,18 @@ func (s *Sim) Schedule(at time.Duration, h HandlerID, ref int32, arg int64) {
 }
 
 // After schedules handler h at Now()+d.
+// A delay that would pass the end of time (math.MaxInt64) is due then.
 func (s *Sim) After(d time.Duration, h HandlerID, ref int32, arg int64) {
-	s.Schedule(s.now+d, h, ref, arg)
+	s.Schedule(s.due(d), h, ref, arg)
+}
+
+// due returns Now()+d, saturated at math.MaxInt64.
+func (s *Sim) due(d time.Duration) time.Duration {
+	at := s.now + d
+	if d > 0 && at < s.now {
+		return math.MaxInt64
+	}
+	return at
 }
 
 // LaneID names a fixed-delay lane made by Sim.Lane.
@@ -200,7 +211,7 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 			s.laneMin, s.laneDirty = int(l), false
 		case !s.laneDirty:
 			// Scheduled last, it comes first only if it is due sooner.
-			if m := &s.lanes[s.laneMin]; s.now+ln.d < m.buf[m.head].at {
+			if m := &s.lanes[s.laneMin]; s.due(ln.d) < m.buf[m.head].at {
 				s.laneMin = int(l)
 			}
 		}
@@ -209,7 +220,7 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 	if i >= len(ln.buf) {
 		i -= len(ln.buf)
 	}
-	ln.buf[i] = item{at: s.now + ln.d, seq: s.seq, h: h, ref: ref, arg: arg}
+	ln.buf[i] = item{at: s.due(ln.d), seq: s.seq, h: h, ref: ref, arg: arg}
 	e := LaneEvent(uint64(l)<<laneEventBits | (ln.taken+uint64(ln.n))&(1<<laneEventBits-1))
 	ln.n++
 	s.inLanes++
