@@ -102,7 +102,8 @@ func (s *Sim) Now() time.Duration { return s.now }
 // event order, so a run is reproducible from its seed.
 func (s *Sim) Rand() *rand.Rand { return s.rng }
 
-// Events returns how many events have been processed.
+// Events returns how many events have been processed, skipped lane
+// events (Skip) included.
 func (s *Sim) Events() uint64 { return s.events }
 
 // Pending returns how many events are scheduled and not yet processed
