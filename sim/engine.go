@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -23,7 +24,7 @@ type Event struct {
 	Arg     int64
 }
 
-// item is an Event in the heap, with its tie-breaking sequence number.
+// item is an Event in a lane, with its tie-breaking sequence number.
 type item struct {
 	at  time.Duration
 	seq uint64
@@ -36,6 +37,22 @@ func (a *item) less(b *item) bool {
 	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
 
+// qitem is an event in the radix heap: its time and handler, and the
+// index in Sim.payloads of the rest. At 16 bytes it halves the memory the
+// heap moves between its slots (an item has 32).
+type qitem struct {
+	at   time.Duration
+	slot uint32
+	h    HandlerID
+}
+
+// payload is the part of a heap event that the heap does not look at.
+type payload struct {
+	seq uint64
+	arg int64
+	ref int32
+}
+
 // Sim is a discrete-event simulator in virtual time. Events run one at a
 // time in order of their time; events due at the same instant run in the
 // order they were scheduled. Time starts at 0 and moves only from event to
@@ -46,14 +63,20 @@ func (a *item) less(b *item) bool {
 // Step, Run or RunUntil, and a Sim must not be used from several goroutines.
 // Run independent trials in independent Sims.
 type Sim struct {
-	now      time.Duration
-	seq      uint64
-	queue    radix  // the scheduled events, by (at, seq)
-	lanes    []lane // fixed-delay FIFOs (see Lane)
-	inLanes  int    // events waiting in lanes
-	handlers []func(Event)
-	stopped  bool
-	events   uint64
+	now     time.Duration
+	seq     uint64
+	queue   radix // the scheduled events, by (at, seq)
+	payload []payload
+	freeP   []uint32 // free indices of payload
+	lanes   []lane   // fixed-delay FIFOs (see Lane)
+	inLanes int      // events waiting in lanes
+	// laneMin is the lane whose head is the earliest lane event, when
+	// inLanes > 0 and laneDirty is false.
+	laneMin   int
+	laneDirty bool
+	handlers  []func(Event)
+	stopped   bool
+	events    uint64
 
 	timers    []*vtimer // AfterFunc / NewTimer timers by slot
 	freeSlots []int32
@@ -79,7 +102,8 @@ func (s *Sim) Now() time.Duration { return s.now }
 // event order, so a run is reproducible from its seed.
 func (s *Sim) Rand() *rand.Rand { return s.rng }
 
-// Events returns how many events have been processed.
+// Events returns how many events have been processed, skipped lane
+// events (Skip) included.
 func (s *Sim) Events() uint64 { return s.events }
 
 // Pending returns how many events are scheduled and not yet processed
@@ -101,13 +125,31 @@ func (s *Sim) Schedule(at time.Duration, h HandlerID, ref int32, arg int64) {
 		at = s.now
 	}
 	s.seq++
-	it := item{at: at, seq: s.seq, h: h, ref: ref, arg: arg}
-	s.queue.push(it)
+	var p uint32
+	if n := len(s.freeP); n > 0 {
+		p = s.freeP[n-1]
+		s.freeP = s.freeP[:n-1]
+		s.payload[p] = payload{seq: s.seq, arg: arg, ref: ref}
+	} else {
+		p = uint32(len(s.payload))
+		s.payload = append(s.payload, payload{seq: s.seq, arg: arg, ref: ref})
+	}
+	s.queue.push(qitem{at: at, slot: p, h: h})
 }
 
 // After schedules handler h at Now()+d.
+// A delay that would pass the end of time (math.MaxInt64) is due then.
 func (s *Sim) After(d time.Duration, h HandlerID, ref int32, arg int64) {
-	s.Schedule(s.now+d, h, ref, arg)
+	s.Schedule(s.due(d), h, ref, arg)
+}
+
+// due returns Now()+d, saturated at math.MaxInt64.
+func (s *Sim) due(d time.Duration) time.Duration {
+	at := s.now + d
+	if d > 0 && at < s.now {
+		return math.MaxInt64
+	}
+	return at
 }
 
 // LaneID names a fixed-delay lane made by Sim.Lane.
@@ -117,11 +159,23 @@ type LaneID int32
 // the time they were scheduled: since time never goes back, they are due
 // in the order they were scheduled, and (at, seq) order is FIFO order.
 type lane struct {
-	d    time.Duration
-	buf  []item // ring
-	head int
-	n    int
+	d     time.Duration
+	buf   []item // ring
+	head  int
+	n     int
+	taken uint64 // events taken from the lane so far
 }
+
+// skipH is the handler of a skipped lane event (see Sim.Skip).
+const skipH = ^HandlerID(0)
+
+// LaneEvent identifies an event scheduled with Sim.AfterLaneEvent, for
+// Sim.Skip.
+type LaneEvent uint64
+
+// laneEventBits is how many low bits of a LaneEvent number the event
+// within its lane; the lane is in the bits above.
+const laneEventBits = 44
 
 // Lane returns a lane for events scheduled a fixed delay d (at least 0)
 // after the moment they are scheduled, such as a model's attempt
@@ -139,6 +193,11 @@ func (s *Sim) Lane(d time.Duration) LaneID {
 // that delay, in constant time. It does not allocate once the lane has
 // grown to the model's working size.
 func (s *Sim) AfterLane(l LaneID, h HandlerID, ref int32, arg int64) {
+	s.AfterLaneEvent(l, h, ref, arg)
+}
+
+// AfterLaneEvent is AfterLane, and returns the event's identity for Skip.
+func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEvent {
 	ln := &s.lanes[l]
 	if ln.n == len(ln.buf) {
 		nb := make([]item, max(64, 2*len(ln.buf)))
@@ -147,43 +206,81 @@ func (s *Sim) AfterLane(l LaneID, h HandlerID, ref int32, arg int64) {
 		ln.buf, ln.head = nb, 0
 	}
 	s.seq++
+	if ln.n == 0 { // a new head
+		switch {
+		case s.inLanes == 0:
+			s.laneMin, s.laneDirty = int(l), false
+		case !s.laneDirty:
+			// Scheduled last, it comes first only if it is due sooner.
+			if m := &s.lanes[s.laneMin]; s.due(ln.d) < m.buf[m.head].at {
+				s.laneMin = int(l)
+			}
+		}
+	}
 	i := ln.head + ln.n
 	if i >= len(ln.buf) {
 		i -= len(ln.buf)
 	}
-	ln.buf[i] = item{at: s.now + ln.d, seq: s.seq, h: h, ref: ref, arg: arg}
+	ln.buf[i] = item{at: s.due(ln.d), seq: s.seq, h: h, ref: ref, arg: arg}
+	e := LaneEvent(uint64(l)<<laneEventBits | (ln.taken+uint64(ln.n))&(1<<laneEventBits-1))
 	ln.n++
 	s.inLanes++
+	return e
+}
+
+// Skip makes the lane event e a no-op, for a model that knows its
+// handler would do nothing when it comes (the timeout of an attempt that
+// has already ended): the event keeps its place, and when its time comes
+// it is taken as any other, moving Now to its time and counting in Events
+// and in RunUntilContext's guards, but its handler is not called. So the
+// run is the same as without Skip, at less cost. Skip of an event already
+// taken, or skipped, does nothing.
+func (s *Sim) Skip(e LaneEvent) {
+	l := int(uint64(e) >> laneEventBits)
+	if l >= len(s.lanes) {
+		return
+	}
+	ln := &s.lanes[l]
+	off := (uint64(e) - ln.taken) & (1<<laneEventBits - 1)
+	if off >= uint64(ln.n) {
+		return // taken already
+	}
+	i := ln.head + int(off)
+	if i >= len(ln.buf) {
+		i -= len(ln.buf)
+	}
+	ln.buf[i].h = skipH
 }
 
 // next returns where the earliest pending event is (-1: the heap's root;
 // i >= 0: the head of lane i) and its time; ok is false when none is
 // pending.
 func (s *Sim) next() (src int, at time.Duration, ok bool) {
-	src = -1
-	best := s.queue.min()
+	q := s.queue.min()
 	if s.inLanes > 0 {
-		for i := range s.lanes {
-			ln := &s.lanes[i]
-			if ln.n == 0 {
-				continue
-			}
-			if it := &ln.buf[ln.head]; best == nil || it.less(best) {
-				best, src = it, i
-			}
+		if s.laneDirty {
+			s.findLaneMin()
+		}
+		ln := &s.lanes[s.laneMin]
+		it := &ln.buf[ln.head]
+		if q == nil || it.at < q.at || it.at == q.at && it.seq < s.payload[q.slot].seq {
+			return s.laneMin, it.at, true
 		}
 	}
-	if best == nil {
+	if q == nil {
 		return 0, 0, false
 	}
-	return src, best.at, true
+	return -1, q.at, true
 }
 
 // take removes the earliest event, which next found at src, and runs it.
 func (s *Sim) take(src int) {
 	var it item
 	if src < 0 {
-		it = s.queue.pop()
+		q := s.queue.pop()
+		p := &s.payload[q.slot]
+		it = item{at: q.at, h: q.h, ref: p.ref, arg: p.arg}
+		s.freeP = append(s.freeP, q.slot)
 	} else {
 		ln := &s.lanes[src]
 		it = ln.buf[ln.head]
@@ -192,11 +289,31 @@ func (s *Sim) take(src int) {
 			ln.head = 0
 		}
 		ln.n--
+		ln.taken++
 		s.inLanes--
+		s.laneDirty = true // a new head, or none
 	}
 	s.now = it.at
 	s.events++
-	s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
+	if it.h != skipH {
+		s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
+	}
+}
+
+// findLaneMin sets laneMin to the lane whose head is the earliest lane
+// event; some lane is not empty.
+func (s *Sim) findLaneMin() {
+	var best *item
+	for i := range s.lanes {
+		ln := &s.lanes[i]
+		if ln.n == 0 {
+			continue
+		}
+		if it := &ln.buf[ln.head]; best == nil || it.less(best) {
+			best, s.laneMin = it, i
+		}
+	}
+	s.laneDirty = false
 }
 
 // Step processes the earliest event. It reports false when there was none.
@@ -286,6 +403,9 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 	}
 	s.stopped = false
 	start := s.events
+	// check is the event count at which the loop next looks at ctx (every
+	// checkEvery events) or reaches the cap.
+	check := start + min(checkEvery, maxEvents)
 	same, at := 0, s.now
 	for !s.stopped {
 		src, next, ok := s.next()
@@ -299,6 +419,9 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 			return fmt.Errorf("%w: %d events in a row at %v of virtual time without the clock moving "+
 				"(retries that take no time: give the policy a backoff or an attempt limit, or the tier a latency)", ErrNoProgress, same, s.now)
 		}
+		if s.events < check {
+			continue
+		}
 		n := s.events - start
 		if n%checkEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -309,6 +432,7 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 			return &capError{fmt.Sprintf("%v: %d events by %v of virtual time (Model.MaxEvents; DefaultMaxEvents is %d): "+
 				"the retries or hedges multiply the work past what a trial may take: shorten the run or lower the load", ErrEventCap, maxEvents, s.now, uint64(DefaultMaxEvents))}
 		}
+		check = start + min((n/checkEvery+1)*checkEvery, maxEvents)
 	}
 	if !s.stopped && s.now < t {
 		s.now = t

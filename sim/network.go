@@ -207,7 +207,15 @@ type attRec struct {
 	scriptFail bool  // simHooks.service failed it
 	child      int32 // the call its tier makes downstream for it, -1 for none
 	childGen   int64 // that call's generation
+	// timeout is its timeout event (noTimeout: none), skipped once the
+	// caller stops waiting for the attempt otherwise, since onTimeout
+	// would then do nothing.
+	timeout LaneEvent
 }
+
+// noTimeout is the attRec.timeout of an attempt without a timeout: Skip
+// ignores it.
+const noTimeout = ^LaneEvent(0)
 
 // Where an attempt's request is, for a caller that cancels it.
 const (
@@ -492,8 +500,9 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 			r.rec.rec.FaultAttempts++
 		}
 	}
+	a.timeout = noTimeout
 	if h.timeout > 0 {
-		r.s.AfterLane(h.tlane, r.hTimeout, ai, a.gen)
+		a.timeout = r.s.AfterLaneEvent(h.tlane, r.hTimeout, ai, a.gen)
 	}
 	cl.live = append(cl.live, ai)
 	if h.pol.Hedge != nil {
@@ -797,6 +806,7 @@ func (r *runner) onCapacity(e Event) {
 func (r *runner) attemptEnded(ai int32, err error) {
 	a := &r.atts[ai]
 	a.clientOpen = false
+	r.s.Skip(a.timeout) // onTimeout would return at once
 	ci := a.call
 	cl := &r.calls[ci]
 	if cl.gen != a.callGen {
@@ -903,6 +913,7 @@ func (r *runner) cancelLosers(ci, won int32) {
 func (r *runner) cancelAttempt(ai int32) {
 	a := &r.atts[ai]
 	a.clientOpen = false
+	r.s.Skip(a.timeout) // onTimeout would return at once
 	r.calls[a.call].open--
 	if a.tier == r.measure {
 		r.rec.attemptCancelled(r.s.now)

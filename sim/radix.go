@@ -25,22 +25,34 @@ import "math/bits"
 type radix struct {
 	last uint64
 	n    int
-	mask uint64     // bit i set: b[i] is not empty
-	head int        // the next event of b0
-	b0   []item     // events due at last, in sequence order, from head
-	b    [64][]item // b[i]: events whose time ^ last has its top bit at i
-
-	// The least event of the lowest non-empty bucket, when known: its
-	// bucket and index there.
-	known      bool
-	lowI, lowJ int
+	mask uint64      // bit i set: b[i] is not empty
+	head int         // the next event of b0
+	b0   []qitem     // events due at last, in sequence order, from head
+	b    [64][]qitem // b[i]: events whose time ^ last has its top bit at i
+	// low[i] is the index in b[i] of its least event (the first of the
+	// least time), kept as events arrive so that looking at the next
+	// event never searches a bucket.
+	low [64]int32
 }
 
 func (q *radix) len() int { return q.n }
 
+// add appends it, whose time is k, to bucket i.
+func (q *radix) add(i int, k uint64, it qitem) {
+	bk := append(q.b[i], it)
+	q.b[i] = bk
+	switch {
+	case q.mask&(1<<i) == 0:
+		q.low[i] = 0
+		q.mask |= 1 << i
+	case k < uint64(bk[q.low[i]].at): // strict: the first of equal times has the lowest sequence
+		q.low[i] = int32(len(bk) - 1)
+	}
+}
+
 // push adds it, whose time must be at or after that of the last event
 // taken.
-func (q *radix) push(it item) {
+func (q *radix) push(it qitem) {
 	q.n++
 	k := uint64(it.at)
 	x := k ^ q.last
@@ -48,44 +60,24 @@ func (q *radix) push(it item) {
 		q.b0 = append(q.b0, it)
 		return
 	}
-	i := bits.Len64(x) - 1
-	q.b[i] = append(q.b[i], it)
-	q.mask |= 1 << i
-	if q.known {
-		switch {
-		case i < q.lowI: // the lowest bucket was empty until now
-			q.lowI, q.lowJ = i, 0
-		case i == q.lowI && k < uint64(q.b[i][q.lowJ].at):
-			q.lowJ = len(q.b[i]) - 1
-		}
-	}
+	q.add(bits.Len64(x)-1, k, it)
 }
 
 // min returns the earliest event by (time, sequence), or nil when the
 // queue is empty. The pointer is valid until the next push or pop.
-func (q *radix) min() *item {
+func (q *radix) min() *qitem {
 	if q.head < len(q.b0) {
 		return &q.b0[q.head]
 	}
 	if q.mask == 0 {
 		return nil
 	}
-	if !q.known {
-		i := bits.TrailingZeros64(q.mask)
-		bk := q.b[i]
-		j := 0
-		for k := 1; k < len(bk); k++ {
-			if bk[k].at < bk[j].at { // strict: the first of equal times has the lowest sequence
-				j = k
-			}
-		}
-		q.known, q.lowI, q.lowJ = true, i, j
-	}
-	return &q.b[q.lowI][q.lowJ]
+	i := bits.TrailingZeros64(q.mask)
+	return &q.b[i][q.low[i]]
 }
 
 // pop removes and returns the earliest event; the queue must not be empty.
-func (q *radix) pop() item {
+func (q *radix) pop() qitem {
 	if q.head >= len(q.b0) {
 		q.spread()
 	}
@@ -101,12 +93,10 @@ func (q *radix) pop() item {
 // spread moves last to the time of the lowest bucket's least event and
 // spreads that bucket over the ones below it; bucket 0 is empty.
 func (q *radix) spread() {
-	q.min()
-	i := q.lowI
+	i := bits.TrailingZeros64(q.mask)
 	bk := q.b[i]
-	m := uint64(bk[q.lowJ].at)
+	m := uint64(bk[q.low[i]].at)
 	q.last = m
-	q.known = false
 	q.mask &^= 1 << i
 	q.b[i] = bk[:0]
 	q.b0, q.head = q.b0[:0], 0
@@ -118,8 +108,6 @@ func (q *radix) spread() {
 			q.b0 = append(q.b0, bk[j])
 			continue
 		}
-		t := bits.Len64(x) - 1
-		q.b[t] = append(q.b[t], bk[j])
-		q.mask |= 1 << t
+		q.add(bits.Len64(x)-1, k, bk[j])
 	}
 }
