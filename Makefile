@@ -7,13 +7,39 @@ BENCHSTAT := $(GOBIN)/benchstat
 APIDIFF := $(GOBIN)/apidiff
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}')
 
+# PACKAGES: every package of every module of go.work, as patterns one go
+# command resolves through the workspace (one vet, one staticcheck, one
+# go test: each builds a package once, and runs two jobs at a time across
+# modules, where a module after module left a core idle). SLOWEST go
+# first: the go command starts packages in the order named, and the
+# longest test binaries under -race would otherwise start last and run
+# alone.
+SLOWEST := ./sim ./live ./internal/releasetest ./simtest ./cmd/stormsim
+PACKAGES := $(SLOWEST) $(addsuffix /...,$(MODULES))
+
+# FULL: the packages whose whole-scenario tests (fullModel: they skip
+# under -race) the sim-full job runs without the race detector.
+FULL := ./sim ./simtest/... ./cmd/stormsim/...
+
+# gotest runs go test with the arguments $(1); when it fails, it repeats
+# the failing packages' and tests' lines at the end of the output, and
+# exits 1.
+define gotest
+set -o pipefail; log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+$(GO) test $(1) 2>&1 | tee "$$log" || { \
+	echo; echo "FAILED: the failing packages and tests"; \
+	grep -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^panic: ' "$$log"; exit 1; }
+endef
+
 .PHONY: all test test-nodeps deps fmt-check vet staticcheck race lab bench bench-compare tools installtest release-dry-run apicheck
 
 all: test
 
 ## test: installs what the tests need (scripts/test-deps.sh: redis-server,
 ## chromium, promtool; fails naming what it cannot install), then gofmt
-## check, go vet, staticcheck and go test -race over every module.
+## check, go vet, staticcheck, go test -race over every module, and the
+## whole-scenario tests of sim, simtest and cmd/stormsim without -race
+## (sim-full).
 test: deps
 	@$(MAKE) --no-print-directory test-nodeps
 
@@ -21,7 +47,8 @@ test: deps
 ## missing skip (and fail when CI=true). The race step covers every module
 ## of go.work, internal/releasetest too: the offline install test
 ## (TestInstallFromProxyOffline) and the scripts/release.sh tests run there.
-test-nodeps: fmt-check vet staticcheck race
+## The steps run one after the other, each on both cores.
+test-nodeps: fmt-check vet staticcheck race sim-full
 
 ## installtest: only the release checks of internal/releasetest: every module
 ## published to a file-system proxy at versions.yaml's version, then
@@ -43,7 +70,8 @@ fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
+	@echo "vet: $(words $(MODULES)) modules"
+	@$(GO) vet $(PACKAGES)
 
 $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -65,18 +93,23 @@ apicheck: $(APIDIFF)
 	@APIDIFF=$(APIDIFF) scripts/apicheck.sh $(if $(STRICT),--strict) $(BASE)
 
 staticcheck: $(STATICCHECK)
-	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...); done
+	@echo "staticcheck: $(words $(MODULES)) modules"
+	@$(STATICCHECK) $(PACKAGES)
 
+## race: go test -race over every package of every module, in one go
+## command (two test binaries at a time).
 race: $(APIDIFF)
-	@set -e; for m in $(MODULES); do echo "test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
+	@echo "test -race: $(words $(MODULES)) modules"
+	@$(call gotest,-race -count=1 -timeout 15m $(PACKAGES))
 
-## sim-full: the sim tests without the race detector, among them those
-## that run whole scenarios (fullModel), which skip under -race: part of
-## test-nodeps, so make test runs every sim test.
+## sim-full: the tests of sim, simtest and cmd/stormsim without the race
+## detector, among them those that run whole scenarios or storms
+## (fullModel), which skip under -race: part of test-nodeps, so make test
+## runs every one of their tests.
 .PHONY: sim-full
-test-nodeps: sim-full
 sim-full:
-	cd sim && $(GO) test -count=1 -timeout 15m .
+	@echo "test (no -race): $(FULL)"
+	@$(call gotest,-count=1 -timeout 15m $(FULL))
 
 ## lab: run the storm lab's default scenario suite.
 lab:

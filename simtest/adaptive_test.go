@@ -18,6 +18,7 @@ import (
 // waited. A throttle.Adaptive built in Go hung likewise; it is asked
 // never to wait.
 func TestAdaptiveLimiterWithoutMaxElapsedDoesNotHang(t *testing.T) {
+	fullModel(t)
 	pf, err := simtest.LoadPolicyFile("testdata/suite/limiter-adaptive.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,7 @@ func TestAdaptiveLimiterWithoutMaxElapsedDoesNotHang(t *testing.T) {
 // generator, not the run's seeded source: the same seed gave different
 // reports for testdata/suite/preset.yaml.
 func TestPresetBackoffIsSeeded(t *testing.T) {
+	fullModel(t)
 	var outs []string
 	for range 2 {
 		code, out, errs := run(t, "--json", "--storms", "outage,errors-50", "testdata/suite/preset.yaml")

@@ -15,6 +15,7 @@ import (
 // internal/checkcmd (a main calling simtest.Main), its exit status and
 // its messages.
 func TestBinary(t *testing.T) {
+	fullModel(t)
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}

@@ -31,6 +31,7 @@ func (r *recorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(fo
 // instance. Without a budget it fails the 1.5× gate at 50% failures; with
 // a budget.Ratio of its own per instance it passes.
 func TestCheckHelper(t *testing.T) {
+	fullModel(t)
 	newPolicy := func(withBudget bool) simtest.Policy {
 		return simtest.Policy{Name: "client", New: func(env sim.Env) *retry.Policy {
 			p := &retry.Policy{
@@ -80,6 +81,7 @@ func TestCheckHelper(t *testing.T) {
 // attempt limit: at most 4 attempts per call at 50% failures, where an
 // unlimited policy keeps going).
 func TestFromFileSettings(t *testing.T) {
+	fullModel(t)
 	f, err := config.Parse("p.yaml", []byte(`policies:
   four: {max_attempts: 4, backoff: {strategy: constant, base: 10ms}}
   one: {max_attempts: 1}
@@ -122,6 +124,7 @@ operations:
 // FromSpec: one policy of a file, as Handle.Spec gives it, checked with
 // Check.
 func TestFromSpec(t *testing.T) {
+	fullModel(t)
 	pf, err := simtest.LoadPolicyFile("testdata/infile.yaml")
 	if err != nil {
 		t.Fatal(err)

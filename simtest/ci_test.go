@@ -88,6 +88,7 @@ func noToolPrefix(t *testing.T, errs string) {
 // FAIL lines are problem lines too: at the failing policy's name in the
 // file, with no prefix.
 func TestFailLinesPointAtThePolicy(t *testing.T) {
+	fullModel(t)
 	code, _, errs := run(t, "--storms", "errors-50", "--max-amplification", "1.5", "testdata/nobudget.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d\n%s", code, errs)
@@ -172,6 +173,7 @@ type junitXML struct {
 // a testcase per policy and storm, a failure per failed gate, an error
 // for a file that could not be checked; the counts add up.
 func TestFormatJUnitIsJUnitXML(t *testing.T) {
+	fullModel(t)
 	bad := writeFile(t, "bad.yaml", "policies:\n  ok:\n\tmax_attempts: 1\n")
 	code, out, errs := run(t, "--format", "junit", "--storms", "errors-50,errors-10", "--max-amplification", "1.5", "testdata/nobudget.yaml", "testdata/budgeted.yaml", bad)
 	if code != simtest.ExitUsage {
@@ -324,6 +326,7 @@ func checkSARIF(t *testing.T, data []byte) []map[string]any {
 // Issue 34 item 9: --format sarif writes SARIF 2.1.0, a result per
 // problem and per failed gate, located at the line.
 func TestFormatSARIFIsSARIF210(t *testing.T) {
+	fullModel(t)
 	bad := writeFile(t, "bad.yaml", "policies:\n  ok:\n    max_atempts: 1\n")
 	_, out, errs := run(t, "--format", "sarif", "--storms", "errors-50", "--max-amplification", "1.5", "testdata/nobudget.yaml", bad)
 	results := checkSARIF(t, []byte(out))
@@ -349,6 +352,7 @@ func TestFormatSARIFIsSARIF210(t *testing.T) {
 // and failure, its properties and message escaped as GitHub's toolkit
 // escapes them.
 func TestFormatGitHubAnnotations(t *testing.T) {
+	fullModel(t)
 	bad := writeFile(t, "bad.yaml", "policies:\n  ok:\n    max_atempts: 1\n")
 	code, out, _ := run(t, "--format", "github", "--storms", "errors-50", "--max-amplification", "1.5", "testdata/nobudget.yaml", bad)
 	if code != simtest.ExitUsage {
@@ -383,6 +387,7 @@ func TestFormatGitHubAnnotations(t *testing.T) {
 // Issue 34 item 10: several files and globs in one run, each judged on
 // its own, with a summary line; the exit code is the worst verdict.
 func TestSeveralFilesAndGlobs(t *testing.T) {
+	fullModel(t)
 	dir := t.TempDir()
 	for name, src := range map[string]string{"a-budgeted.yaml": "testdata/budgeted.yaml", "b-nobudget.yaml": "testdata/nobudget.yaml"} {
 		data, err := os.ReadFile(src)
@@ -441,6 +446,7 @@ func TestSeveralFilesAndGlobs(t *testing.T) {
 // Issue 34 item 11: the JSON carries model_version and tool_version;
 // gates are numbers; a recovery that did not happen is null, not 0 or -1.
 func TestJSONVersionsNumbersAndNullRecovery(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--json", "--storms", "brownout", "testdata/nobudget.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d, want 1\n%s", code, errs)
@@ -491,6 +497,7 @@ func TestJSONVersionsNumbersAndNullRecovery(t *testing.T) {
 // Issue 34 item 12: an --out that cannot be written kept neither the FAIL
 // lines nor the exit code of the gate failure (it returned 2 first).
 func TestOutUnwritableKeepsFailLinesAndExit1(t *testing.T) {
+	fullModel(t)
 	file := writeFile(t, "x", "")
 	code, _, errs := run(t, "--storms", "errors-50", "--max-amplification", "1.5", "--out", file+"/sub", "testdata/nobudget.yaml")
 	if code != simtest.ExitFail {

@@ -183,6 +183,7 @@ func TestUsageErrors(t *testing.T) {
 
 // A directory the report cannot be written to: exit 2.
 func TestOutUnwritable(t *testing.T) {
+	fullModel(t)
 	file := writeFile(t, "x", "")
 	code, _, errs := run(t, "--storms", "errors-10", "--out", file+"/sub", "testdata/budgeted.yaml")
 	if code != simtest.ExitUsage {

@@ -1,3 +1,9 @@
+//go:build !race
+
+// The examples run whole storms on the default downstream: like the tests
+// marked fullModel, they are left out of the race detector's build and
+// run by make test's sim-full job.
+
 package simtest_test
 
 import (

@@ -16,6 +16,7 @@ import (
 // the same retries through a budget shared by the process's calls keep
 // the load near the baseline and pass.
 func TestAmplificationGateNoBudgetFailsBudgetPasses(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--storms", "errors-50", "--max-amplification", "1.5", "testdata/nobudget.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("no budget: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, simtest.ExitFail, out, errs)
@@ -49,6 +50,7 @@ func TestAmplificationGateNoBudgetFailsBudgetPasses(t *testing.T) {
 // recovery"; the budgeted policy recovers within the limit, and a limit
 // shorter than its recovery fails it by the margin.
 func TestRecoveryGate(t *testing.T) {
+	fullModel(t)
 	code, _, errs := run(t, "--storms", "brownout", "--max-recovery", "10s", "testdata/nobudget.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("no budget: exit %d, want 1\n%s", code, errs)
@@ -88,6 +90,7 @@ func TestRecoveryGate(t *testing.T) {
 // With no gates given, recovery within DefaultMaxRecovery is still
 // required: a check without flags can fail.
 func TestDefaultRecoveryGate(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--storms", "latency-spike", "testdata/nobudget.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
@@ -99,6 +102,7 @@ func TestDefaultRecoveryGate(t *testing.T) {
 // A policy that never retries passes on load but fails a success gate at
 // 50% failures; retries mask the failures and pass it.
 func TestSuccessGate(t *testing.T) {
+	fullModel(t)
 	code, _, errs := run(t, "--storms", "errors-50", "--min-success", "95%", "testdata/noretry.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("no retries: exit %d, want 1\n%s", code, errs)
@@ -122,6 +126,7 @@ func TestSuccessGate(t *testing.T) {
 // looser gate lets its outage pass, and the budgeted policy passes both.
 // --operation picks policies through the file's operations.
 func TestGatesInFile(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--storms", "errors-50,outage", "testdata/infile.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
@@ -149,6 +154,7 @@ func TestGatesInFile(t *testing.T) {
 // The downstream and gates from a file of their own (--downstream), and
 // downstream flags over them.
 func TestDownstreamFileAndFlags(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--storms", "errors-10", "--downstream", "testdata/downstream.yaml", "--json", "testdata/budgeted.yaml")
 	if code != simtest.ExitPass {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
@@ -199,6 +205,7 @@ func TestDownstreamFileAndFlags(t *testing.T) {
 // its work and the policy fails those storms as a runaway (exit 1, not a
 // bad-input 2), whatever the gates.
 func TestRunaway(t *testing.T) {
+	fullModel(t)
 	path := writeFile(t, "tight.yaml", "policies:\n  tight:\n    max_attempts: unlimited\n    backoff: {strategy: constant, base: 0s}\n")
 	code, out, errs := run(t, "--storms", "outage", "--max-recovery", "none", "--clients", "2", "--rate", "100", "--workers", "5", path)
 	if code != simtest.ExitFail {
@@ -212,6 +219,7 @@ func TestRunaway(t *testing.T) {
 // tenfold either: twenty immediate attempts per call fail the outage;
 // none turns the gate off.
 func TestDefaultAmplificationGate(t *testing.T) {
+	fullModel(t)
 	path := writeFile(t, "hammer.yaml", "policies:\n  hammer:\n    max_attempts: 20\n    backoff: {strategy: constant, base: 0s}\n")
 	code, out, errs := run(t, "--storms", "outage", "--max-recovery", "none", path)
 	if code != simtest.ExitFail {
@@ -230,6 +238,7 @@ func TestDefaultAmplificationGate(t *testing.T) {
 // trip in the outage keep failing calls long after the downstream is
 // back; the weakest point says so, and open_timeout: 5s passes.
 func TestReadmeExampleBreakerFinding(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--storms", "outage", "--downstream", "testdata/downstream.yaml", "testdata/policies.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)

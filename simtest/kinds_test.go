@@ -31,6 +31,7 @@ const plain = "policies:\n  p:\n    max_attempts: 2\n    attempt_timeout: 1s\n  
 // Issue 34 item 1: hedge: was ignored (byte-identical results with and
 // without it). Hedges now add load, and the report says how much.
 func TestHedgeIsSimulated(t *testing.T) {
+	fullModel(t)
 	without := runFile(t, plain, simtest.StormErrors10).Policies[0].Storms[0]
 	with := runFile(t, plain+"    hedge: {delay: 1ms}\n", simtest.StormErrors10).Policies[0].Storms[0]
 	if without.Hedges != 0 || with.Hedges < 0.5 || with.HedgeLoad < 0.3 {
@@ -45,6 +46,7 @@ func TestHedgeIsSimulated(t *testing.T) {
 // 429 was charged for retrying 500s. Now the 500s of errors-50 are not
 // retried (one attempt per call) and the 429s of the throttle storm are.
 func TestRetryOnIsSimulated(t *testing.T) {
+	fullModel(t)
 	only429 := plain + "    retry_on: {http_status: [429]}\n"
 	rep := runFile(t, only429, simtest.StormErrors50, simtest.StormThrottle)
 	e50, thr := rep.Policies[0].Storms[0], rep.Policies[0].Storms[1]
@@ -72,6 +74,7 @@ func TestRetryOnIsSimulated(t *testing.T) {
 // budget failed as if it had no protection. It now refuses attempts
 // locally while the downstream sheds load.
 func TestLimiterIsSimulated(t *testing.T) {
+	fullModel(t)
 	base := "policies:\n  p:\n    max_attempts: 5\n    attempt_timeout: 1s\n    backoff: {strategy: full_jitter, base: 50ms, max: 2s}\n"
 	without := runFile(t, base, simtest.StormOutage).Policies[0].Storms[0]
 	with := runFile(t, base+"    limiter: {kind: sre, k: 1.1}\n", simtest.StormOutage).Policies[0].Storms[0]

@@ -1,3 +1,10 @@
+//go:build !race
+
+// The README's snippets run whole storms on the default downstream, and a
+// line of their own (fullModel) would break the copy in README.md: like
+// the tests marked fullModel, they are left out of the race detector's
+// build and run by make test's sim-full job.
+
 package simtest_test
 
 import (

@@ -14,6 +14,7 @@ import (
 // --json prints the report for machines: every policy × storm with the
 // measures the issue names, the failures with limit and value, the verdict.
 func TestJSON(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--json", "--max-amplification", "1.5", "testdata/infile.yaml")
 	if code != simtest.ExitFail {
 		t.Fatalf("exit %d\n%s", code, errs)
@@ -69,6 +70,7 @@ func TestJSON(t *testing.T) {
 
 // The same seed gives the same bytes; another seed other numbers.
 func TestDeterministic(t *testing.T) {
+	fullModel(t)
 	args := []string{"--json", "--storms", "outage,errors-50", "testdata/policies.yaml"}
 	_, a, _ := run(t, args...)
 	_, b, _ := run(t, args...)
@@ -83,6 +85,7 @@ func TestDeterministic(t *testing.T) {
 
 // --out writes a self-contained HTML page and the JSON beside it.
 func TestHTMLReport(t *testing.T) {
+	fullModel(t)
 	dir := filepath.Join(t.TempDir(), "report")
 	code, out, errs := run(t, "--out", dir, "--storms", "errors-50,brownout", "--max-amplification", "1.5", "testdata/infile.yaml")
 	if code != simtest.ExitFail {
@@ -115,6 +118,7 @@ func TestHTMLReport(t *testing.T) {
 
 // The README example: its one policy, through its operation.
 func TestReadmeExample(t *testing.T) {
+	fullModel(t)
 	code, out, errs := run(t, "--operation", "charge-card", "testdata/policies.yaml")
 	if code != simtest.ExitPass {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)

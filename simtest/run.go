@@ -21,13 +21,14 @@ type Options struct {
 	// and i, the same for every policy (each policy meets the same
 	// workload).
 	Seed uint64
-	// Storms names the storms to run (see StormNames). nil: all.
+	// Storms names the storms to run (see StormNames), each once. nil or
+	// empty: all.
 	Storms []string
 	// Trials is how many runs of each storm, with different seeds, each
 	// measure is the mean of. 0: DefaultTrials; otherwise at least
 	// MinTrials, at most MaxTrials.
 	Trials int
-	// Workers is how many runs go at once. 0: GOMAXPROCS.
+	// Workers is how many runs go at once. 0 (or less): GOMAXPROCS.
 	Workers int
 }
 

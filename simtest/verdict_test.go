@@ -45,6 +45,7 @@ func loadPolicies(t testing.TB, path string) []simtest.Policy {
 // 8 may pass a gate that another fails: a result near the gate is
 // borderline instead.
 func TestVerdictDoesNotDependOnSeed(t *testing.T) {
+	fullModel(t)
 	ps := loadPolicies(t, "testdata/suite/naive-3-nojitter.yaml")
 	verdicts := map[string]map[string]uint64{} // storm/gate → verdict → a seed
 	for seed := uint64(1); seed <= 8; seed++ {
@@ -80,6 +81,7 @@ func TestVerdictDoesNotDependOnSeed(t *testing.T) {
 // A borderline result fails by default, says so, and passes with
 // PassBorderline (--pass-borderline).
 func TestBorderlineFailsByDefault(t *testing.T) {
+	fullModel(t)
 	ps := loadPolicies(t, "testdata/nobudget.yaml")
 	g := simtest.Gates{MaxRecovery: simtest.NoRecoveryLimit}
 	var limit float64
@@ -118,6 +120,7 @@ func TestBorderlineFailsByDefault(t *testing.T) {
 // measured figures, and names the breaker only where calls failed
 // without an attempt.
 func TestSuiteVerdictsUnderDefaultGates(t *testing.T) {
+	fullModel(t)
 	files, _ := filepath.Glob("testdata/suite/*.yaml")
 	files = append(files, "testdata/budgeted.yaml", "testdata/policies.yaml", "testdata/nobudget.yaml", "testdata/noretry.yaml")
 	if len(files) < 15 {

@@ -12,6 +12,7 @@ import (
 // the margin); a shared budget passes (exit 0); a file the loader refuses
 // exits 2 with its line.
 func TestCheckSubcommand(t *testing.T) {
+	fullModel(t)
 	for _, c := range []struct {
 		file string
 		code int

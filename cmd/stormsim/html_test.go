@@ -54,6 +54,7 @@ func headless(t *testing.T, bin, page string, extra ...string) []byte {
 // The HTML report opens in a real browser with no network, and the charts
 // are in the rendered page.
 func TestHTMLReportRendersInChromium(t *testing.T) {
+	fullModel(t)
 	bin := chromium(t)
 	var reports []*sim.Report
 	for _, o := range []struct {
@@ -130,6 +131,7 @@ window.addEventListener('load', () => {
 // at a narrow window where long terms ("p50 p99 p99.9") wrap, and at a
 // wide one where a short definition is one line beside a wrapped term.
 func TestHTMLLegendTermsSitBesideTheirDefinitions(t *testing.T) {
+	fullModel(t)
 	bin := chromium(t)
 	sc, _ := sim.Lookup("retry-budget")
 	rep, err := sc.Run(context.Background(), sim.Options{Seed: 1, Clients: 10, Duration: 10 * time.Second, Policies: []string{"immediate"}})

@@ -26,6 +26,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestRunPrintsAlignedTables(t *testing.T) {
+	fullModel(t)
 	code, out, errOut := runCLI(t, "retry-budget", "aws-occ", "--trials", "10", "--clients", "20")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -76,6 +77,7 @@ func TestJSONIsByteIdenticalForTheSameSeed(t *testing.T) {
 }
 
 func TestScenarioFile(t *testing.T) {
+	fullModel(t)
 	code, out, errOut := runCLI(t, "--file", "testdata/example.yaml", "--duration", "40s", "--policies", "no-retry,careful")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -86,6 +88,7 @@ func TestScenarioFile(t *testing.T) {
 }
 
 func TestOutDirWritesSelfContainedReport(t *testing.T) {
+	fullModel(t)
 	dir := t.TempDir()
 	args := []string{"--quiet", "--seed", "2", "retry-budget", "metastable", "--duration", "50s", "--policies", "immediate,full+budget"} // 20s after the blip: enough to call a policy stuck
 	code, _, errOut := runCLI(t, append([]string{"--out", dir, "--png"}, args...)...)
@@ -130,6 +133,7 @@ func TestOutDirWritesSelfContainedReport(t *testing.T) {
 }
 
 func TestPoliciesAcrossScenarios(t *testing.T) {
+	fullModel(t)
 	// Each scenario runs the names it knows; the default suite leaves out
 	// the scenarios that know none of them.
 	lists, skipped, err := resolvePolicies("token-bucket,full+budget", sim.Scenarios(), false)
@@ -242,6 +246,7 @@ func TestProgressBar(t *testing.T) {
 // default backoff), a tier with no latency and a 503 window. The run must
 // end, with an error naming the cause.
 func TestStallingScenarioFileEndsWithItsCause(t *testing.T) {
+	fullModel(t)
 	path := filepath.Join(t.TempDir(), "stall.yaml")
 	spec := `name: stall
 clients: 1

@@ -10,6 +10,7 @@ import (
 // (its blip case); it must be what
 // the current code prints (regenerate with the command in the test).
 func TestREADMEQuotesTheCurrentMetastableTable(t *testing.T) {
+	fullModel(t)
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
