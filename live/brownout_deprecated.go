@@ -13,9 +13,9 @@ func RunBrownout(ctx context.Context, opts BrownoutOptions) (*BrownoutReport, er
 	return RunSlowdownHedging(ctx, opts)
 }
 
-// BrownoutPolicies returns SlowdownHedgingPolicies(), its former name;
-// use that. (It is not marked deprecated yet, as the other names are,
-// because cmd/stormsim's tests still call it.)
+// BrownoutPolicies returns SlowdownHedgingPolicies(), its former name.
+//
+// Deprecated: use SlowdownHedgingPolicies.
 func BrownoutPolicies() []BrownoutPolicy { return SlowdownHedgingPolicies() }
 
 // BrownoutOptions is SlowdownHedgingOptions.

@@ -121,15 +121,26 @@ func TestIgnoredCancellationShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := rep.Rows[0].Extra
-	if e.ServerAttempts != 6 || e.Wasted.Executions != 6 {
-		t.Fatalf("attempts received %d, executions %d; want 6 and 6", e.ServerAttempts, e.Wasted.Executions)
+	// The clients send their 3 attempts each whatever the machine's speed;
+	// an attempt cut by its 100ms timeout before its request was written
+	// (a machine too loaded to dial and write in 100ms) is not received,
+	// so the server's figures are checked against what it received, not
+	// against 6.
+	if e.ClientAttempts != 6 || e.ClientSent != e.ServerAttempts {
+		t.Fatalf("attempts made %d (want 6: 2 calls of 3 attempts), written %d, received %d (want equal)", e.ClientAttempts, e.ClientSent, e.ServerAttempts)
+	}
+	if e.ServerAttempts != e.Wasted.Executions || e.ServerAttempts < 2 {
+		t.Fatalf("attempts received %d, executions %d; want every received attempt executed", e.ServerAttempts, e.Wasted.Executions)
+	}
+	if e.ServerAttempts < 6 {
+		t.Logf("%d of 6 attempts reached the server in their 100ms (the machine is loaded)", e.ServerAttempts)
 	}
 	d := e.Duplicates
-	if d.MaxConcurrentPerKey < 2 || d.ConcurrentKeys == 0 {
+	if e.ServerAttempts > d.Keys && (d.MaxConcurrentPerKey < 2 || d.ConcurrentKeys == 0) {
 		t.Errorf("max concurrent executions of one key %d, want several: the attempts overlap", d.MaxConcurrentPerKey)
 	}
-	if d.DuplicateCompletions != 4 {
-		t.Errorf("duplicate completions %d, want 4: every attempt completed its work", d.DuplicateCompletions)
+	if want := e.ServerAttempts - d.Keys; d.DuplicateCompletions != want {
+		t.Errorf("duplicate completions %d, want %d (received %d over %d keys): every attempt completed its work", d.DuplicateCompletions, want, e.ServerAttempts, d.Keys)
 	}
 	if e.Wasted.Cancelled == 0 || e.Wasted.WastedS <= 0 {
 		t.Errorf("wasted %.3fs over %d cancelled executions, want handler time after the callers left", e.Wasted.WastedS, e.Wasted.Cancelled)

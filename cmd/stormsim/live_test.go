@@ -311,7 +311,7 @@ func TestListNamesTheLivePoliciesAsTheTablesDo(t *testing.T) {
 	for _, p := range live.CascadePolicies() {
 		names = append(names, p.Name)
 	}
-	for _, p := range live.BrownoutPolicies() {
+	for _, p := range live.SlowdownHedgingPolicies() {
 		names = append(names, p.Name)
 	}
 	for _, n := range names {
