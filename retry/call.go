@@ -481,10 +481,15 @@ func (c *Call) next(err error) (time.Duration, error) {
 	if limit := c.p.AttemptLimit(); limit > 0 && c.n >= limit {
 		return 0, c.giveUp(c.n, ReasonAttempts, ErrAttemptsExhausted)
 	}
-	if c.p.NestedForbids(c.ctx) {
-		return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
+	// The layer rule, with one context lookup (NestedForbids, then
+	// whether the NestedBudget pays for this retry).
+	nested := false
+	if c.p.Nested != NestedIgnore && c.nestedApplies() {
+		if c.p.Nested != NestedBudget || c.p.NestedBudget == nil {
+			return 0, c.giveUp(c.n, ReasonNested, ErrNestedRetry)
+		}
+		nested = true
 	}
-	nested := c.p.Nested == NestedBudget && c.p.NestedBudget != nil && c.nestedApplies()
 	b := c.p.Backoff
 	if b == nil {
 		b = DefaultBackoff
