@@ -37,7 +37,8 @@ func cpuLoop(b *testing.B, f func(i int)) {
 
 // BenchmarkBreakerCPU is BenchmarkBreaker measured in the thread's CPU
 // time (cpu-ns/op): the keyed lookup's cost is keyed (BreakerFor, the
-// key hashed by WithKey) or keyed-Get (by string) minus unkeyed.
+// key hashed beforehand by WithKey, not counted) or keyed-Get (by
+// string) minus unkeyed.
 func BenchmarkBreakerCPU(b *testing.B) {
 	br := breaker.New(breaker.Config{})
 	bs, _ := keyed.NewBreakers(keyed.Config{}, breaker.Config{})

@@ -169,7 +169,15 @@ func (e *entry[T]) touch(ep uint64) {
 // slow is Get for a key not found without the lock.
 func (g *Group[T]) slow(h uint64, key string) T {
 	g.mu.Lock()
-	defer g.unlock()
+	done := false
+	defer func() { g.unlock(done) }()
+	m := g.slowLocked(h, key)
+	done = true
+	return m
+}
+
+// slowLocked is slow with the group's mutex held.
+func (g *Group[T]) slowLocked(h uint64, key string) T {
 	if g.closed {
 		return g.def
 	}
@@ -318,8 +326,10 @@ func (g *Group[T]) remove(e *entry[T]) {
 
 // unlock unlocks the group's mutex, then releases the members removed
 // while it was held: every one of them even if release panics, the first
-// panic going on after.
-func (g *Group[T]) unlock() {
+// panic going on after — unless done is false, when a panic of build or
+// keep is already going on to the caller, and that one must not be
+// replaced by release's.
+func (g *Group[T]) unlock(done bool) {
 	gone := g.gone
 	g.gone = nil
 	g.mu.Unlock()
@@ -337,7 +347,7 @@ func (g *Group[T]) unlock() {
 			g.release(e.key, e.m)
 		}()
 	}
-	if first != nil {
+	if first != nil && done {
 		panic(first)
 	}
 }
@@ -349,7 +359,7 @@ func (g *Group[T]) unlock() {
 // nothing.
 func (g *Group[T]) Close() {
 	g.mu.Lock()
-	defer g.unlock()
+	defer g.unlock(true) // Close calls no build or keep
 	if g.closed {
 		return
 	}
@@ -419,7 +429,8 @@ func ringDel[T any](head, e *entry[T]) *entry[T] {
 // time, when new keys arrive.
 func (g *Group[T]) Sweep() {
 	g.mu.Lock()
-	defer g.unlock()
+	done := false
+	defer func() { g.unlock(done) }()
 	now := g.clk.Now()
 	g.advance(now)
 	g.recheck(now, -1)
@@ -427,6 +438,7 @@ func (g *Group[T]) Sweep() {
 	if t := g.tab.Load(); t.used > 2*(g.ringN+g.pinN)+minSlots {
 		g.rebuild(g.ringN + g.pinN)
 	}
+	done = true
 }
 
 // Len returns the number of live members, the default and overflow

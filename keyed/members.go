@@ -14,7 +14,9 @@ import (
 // removed) while it refuses calls; a half-open breaker that admits probes
 // is removed only after Config.Idle unused. A breaker the group lets go
 // (removed, or at Close) is closed (breaker.Breaker.Close: its active
-// probing stops). Listeners of the breakers must not use the group.
+// probing stops). Listeners of the breakers may use the group: under its
+// lock the group reads breakers with Peek, which runs no listener, and it
+// closes the ones it lets go after releasing the lock.
 type Breakers struct {
 	*Group[*breaker.Breaker]
 }

@@ -248,3 +248,33 @@ func TestEveryBuiltMemberReleasedOnce(t *testing.T) {
 		t.Fatalf("%d released, %d built", len(released), len(built))
 	}
 }
+
+// TestBuildPanicNotHiddenByReleasePanic: when a Get evicts a member and
+// then its build panics, releasing the evicted member runs while that
+// panic goes on; a release that panics too must not replace it, or the
+// caller recovers the wrong cause.
+func TestBuildPanicNotHiddenByReleasePanic(t *testing.T) {
+	released := 0
+	g, err := keyed.NewWithRelease(keyed.Config{MaxKeys: 1, Clock: clocktest.NewFake()},
+		func(k string) *member {
+			if k == "boom" {
+				panic("build")
+			}
+			return &member{key: k}
+		}, nil, func(string, *member) { released++; panic("release") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Get("a")
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		g.Get("boom")
+		return nil
+	}()
+	if got != "build" {
+		t.Fatalf("recovered %v, want the build panic", got)
+	}
+	if released != 1 {
+		t.Fatalf("released %d, want the evicted a", released)
+	}
+}

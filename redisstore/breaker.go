@@ -360,16 +360,15 @@ func (b *Breaker) Peek() (st breaker.State, refusing bool) {
 		return breaker.Closed, false
 	}
 	s := b.snap.Load()
-	now := b.clk.Now()
 	if !s.shared {
-		if s.state == breaker.Open && now.Before(s.until) {
+		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
 			return breaker.Open, true
 		}
 		return b.local.Load().b.Peek()
 	}
 	switch s.state {
 	case breaker.Open:
-		if now.Before(s.until) {
+		if b.clk.Now().Before(s.until) {
 			return breaker.Open, true
 		}
 		return breaker.HalfOpen, b.claiming.Load()
