@@ -173,20 +173,35 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	// A first attempt that needs nothing but the breaker and the budget
 	// around it begins inline, as retry.Do's does: rc takes it over only
-	// when a hedge or a retry needs the Call's steps (adoptLocked). It is
-	// begun before the call is set up: BeginInline refuses a Policy with
-	// groups, so one it accepts needs no resolving, and a breaker's
-	// refusal costs no pooled call.
+	// when a hedge or a retry needs the Call's steps (adoptLocked).
 	var in retry.Inline
 	inline := false
-	if maxHedges > 0 && p.AttemptLimit() != 1 {
-		var gerr error
-		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
-			return v, nil, gerr
+	var c *call
+	if retry.HasGroups(p) || h.Adaptives != nil {
+		// Resolving the groups and the key's Adaptive may run user code
+		// (a group's build, keep, release, Clock): before any permit is
+		// taken, and on the resolved Policy, which BeginInline accepts.
+		c = pool.Get().(*call)
+		c.setup(ctx, h, p, max(maxHedges, 0), false)
+		if c.max > 0 && c.limit != 1 {
+			var gerr error
+			if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
+				c.put()
+				return v, nil, gerr
+			}
 		}
+	} else {
+		// Nothing to resolve: the attempt begins before the call is set
+		// up, so a breaker's refusal costs no pooled call.
+		if maxHedges > 0 && p.AttemptLimit() != 1 {
+			var gerr error
+			if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+				return v, nil, gerr
+			}
+		}
+		c = pool.Get().(*call)
+		c.setup(ctx, h, p, max(maxHedges, 0), true)
 	}
-	c := pool.Get().(*call)
-	c.setup(ctx, h, p, max(maxHedges, 0), inline)
 	c.launcher = typed[T]{}
 	c.op = op
 	if release != nil {
@@ -513,8 +528,8 @@ func (c *call) releasePanicLocked(r any) {
 }
 
 // setup readies c for a call under p (not nil) with ctx. plain reports
-// that p has no groups to resolve (BeginInline accepted it), and nothing
-// in setup may panic then: an inline attempt has begun.
+// that p has no groups to resolve and h no Adaptive group, so that setup
+// runs no user code but the Clock (when MaxElapsed is set).
 func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, plain bool) {
 	if !plain {
 		p = c.resolveGroups(ctx, p) // key.go

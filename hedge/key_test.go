@@ -107,3 +107,33 @@ func TestTransportKeyPanicClosesBody(t *testing.T) {
 		t.Fatalf("sent %v, body closed %d times", sent, body.n.Load())
 	}
 }
+
+// TestAdaptiveGroupBuildPanicTakesNoPermit: the key's Adaptive is looked
+// up in a group whose build may panic (user code). hedge.Do began the
+// inline attempt, taking the breaker's permit, before that lookup, so
+// the panic left the permit out (a half-open breaker's probe slot taken
+// for good). The lookup now comes first.
+func TestAdaptiveGroupBuildPanicTakesNoPermit(t *testing.T) {
+	br := &countingBreaker{}
+	g, err := keyed.New(keyed.Config{}, func(k string) *hedge.Adaptive {
+		if k == "boom" {
+			panic("build")
+		}
+		return hedge.NewAdaptive(hedge.AdaptiveConfig{})
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hedge.Hedger{Policy: &retry.Policy{MaxAttempts: 3, Breaker: br}, Delay: time.Hour, Adaptives: g}
+	func() {
+		defer func() {
+			if r := recover(); r != "build" {
+				t.Fatalf("recovered %v, want the build panic", r)
+			}
+		}()
+		hedge.Do(keyed.WithKey(context.Background(), "boom"), h, func(context.Context) (int, error) { return 1, nil }, nil)
+	}()
+	if br.allows != br.dones {
+		t.Fatalf("breaker: %d allowed, %d done: a permit is left out", br.allows, br.dones)
+	}
+}
