@@ -18,12 +18,14 @@ import (
 //
 // Admission and release cost no allocation and, on the clock.Real clock,
 // two reads of the monotonic clock for a timed request, none for the
-// others; the window's sums are kept per processor. Every request is
-// timed, except on clock.Real at high rates: once a window has seen
-// about 1024 requests, one request in 8, chosen at random, is timed
-// until a window sees fewer than 512, and the window's mean RTT is that
-// of the timed ones (a random sample of all); its most in flight and its
-// drops count every request. A Limiter is safe for concurrent use. Make
+// others unless requests are queued (a release then hands its slot on at
+// the time it reads); a request refused at the limit reads none. The
+// window's sums are kept per processor. Every request is timed, except on
+// clock.Real at high rates: once a window has seen about 1024 requests,
+// one request in 8, chosen at random (admitted at once or from the
+// queue), is timed until a window sees fewer than 512, and the window's
+// mean RTT is that of the timed ones (a random sample of all); its most
+// in flight and its drops count every request. A Limiter is safe for concurrent use. Make
 // one with New.
 type Limiter struct {
 	inflight atomic.Int64
@@ -88,7 +90,7 @@ const (
 
 // maxRTT is the most one RTT counts for in a window's sum (about 39
 // hours), so that the sum of RTTs of a clock that jumps by centuries
-// does not overflow: 65,536 of them fit.
+// does not overflow: 65,535 of them fit.
 const maxRTT = 1 << 47
 
 // untimed is the start of a Permit whose RTT is not measured.
@@ -273,7 +275,7 @@ func (l *Limiter) closeWindow(end int64) {
 		if s := w.sum.Swap(0); s >= 0 && sum <= math.MaxInt64-s {
 			sum += s
 		} else {
-			sum = math.MaxInt64 // saturated (a cell past 65,536 RTTs of maxRTT wraps, and reads negative)
+			sum = math.MaxInt64 // saturated (a cell past 65,535 RTTs of maxRTT wraps, and reads negative)
 		}
 		drops += w.drops.Swap(0)
 		maxIn = max(maxIn, w.maxIn.Swap(0))

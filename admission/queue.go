@@ -118,9 +118,11 @@ func (l *Limiter) refuse(err error) error {
 // error wraps ErrShed. Admission at once costs no allocation; a queued
 // request costs a few.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
-	if l.waiting.Load() == 0 {
+	if l.waiting.Load() == 0 && l.inflight.Load() < l.limit.Load() {
 		// The start is read before the slot is taken, so that a Clock
-		// that panics takes none.
+		// that panics takes none; and only when a slot looks free, so
+		// that a request refused at the limit (the storm's path) reads
+		// no clock for nothing.
 		start := l.startTime()
 		if n := l.tryInc(); n > 0 {
 			return Permit{l: l, start: start, in: n}, nil
@@ -132,7 +134,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // TryAcquire admits a request at once or sheds it (ErrLimit), without
 // the queue. It costs no allocation.
 func (l *Limiter) TryAcquire() (Permit, error) {
-	if l.waiting.Load() == 0 {
+	if l.waiting.Load() == 0 && l.inflight.Load() < l.limit.Load() {
 		start := l.startTime()
 		if n := l.tryInc(); n > 0 {
 			return Permit{l: l, start: start, in: n}, nil
@@ -249,7 +251,14 @@ func (q *queue) dispatchLocked(now int64) {
 		if n == 0 {
 			return
 		}
-		q.remove(w, now, Permit{l: q.l, start: now, in: n}, nil)
+		// Timed as one admitted at once would be: one in sampleEvery
+		// while the Limiter samples, so the window's mean and its rate
+		// estimate count the queued requests as they count the others.
+		start := now
+		if m := q.l.mask.Load(); m != 0 && q.l.coin()&m != 0 {
+			start = untimed
+		}
+		q.remove(w, now, Permit{l: q.l, start: start, in: n}, nil)
 	}
 }
 
@@ -321,16 +330,25 @@ func (q *queue) enter(ctx context.Context, now int64) (*waiter, error) {
 // leave takes w out of the queue as its caller goes, unless a slot or a
 // shed reached it first; also when the Clock panics (w then leaves as of
 // when it came, and the panic goes on).
+//
+// A slot may have reached w just as its caller went (wait's select
+// picked ctx.Done); if the Clock panics then, wait never ignores it, so
+// leave gives it back.
 func (q *queue) leave(w *waiter) {
-	now := w.since
+	now, read := w.since, false
 	defer func() {
 		q.mu.Lock()
 		if w.queued {
 			q.remove(w, now, Permit{}, ErrCallerGone)
 		}
+		given := !read && w.err == nil
 		q.mu.Unlock()
+		if given {
+			w.p.Ignore()
+		}
 	}()
 	now = q.l.now()
+	read = true
 }
 
 func (q *queue) expire(w *waiter) {

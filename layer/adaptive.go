@@ -139,10 +139,7 @@ func (s *slotWriter) WriteString(str string) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
-	if sw, ok := s.ResponseWriter.(io.StringWriter); ok {
-		return sw.WriteString(str)
-	}
-	return s.ResponseWriter.Write([]byte(str))
+	return io.WriteString(s.ResponseWriter, str)
 }
 
 // ReadFrom copies r to the response with the wrapped writer's ReadFrom

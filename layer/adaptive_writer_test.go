@@ -143,8 +143,9 @@ func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
 func is[T any](w http.ResponseWriter) bool { _, ok := w.(T); return ok }
 
 // TestHandlerFuncWriterPassesStringAndReadFrom: the writer HandlerFunc
-// (and so Middleware) hands the handler passes io.WriteString and
-// io.Copy on to the writer it wraps, so neither copies, and a response
+// (and so Middleware, and Adaptive over a HandlerFunc) hands the handler
+// passes io.WriteString, io.Copy and Push on to the writer it wraps, so
+// neither copies and HTTP/2 push still works, and a response
 // begun either way is not answered a second time.
 func TestHandlerFuncWriterPassesStringAndReadFrom(t *testing.T) {
 	h := layer.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
@@ -154,6 +155,15 @@ func TestHandlerFuncWriterPassesStringAndReadFrom(t *testing.T) {
 	})
 	w := &bareWriter{h: http.Header{}}
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	var pushed bool
+	layer.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
+		p, ok := w.(http.Pusher)
+		pushed = ok && p.Push("/style.css", nil) == nil
+		return nil
+	}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if !pushed || w.pushes != 1 {
+		t.Fatalf("Push through HandlerFunc's writer: passed on %v (%d pushes), want the wrapped writer's Push", pushed, w.pushes)
+	}
 	if w.strings != 1 || w.readFroms != 1 || w.writes != 0 || w.n != 3 {
 		t.Fatalf("WriteString reached the writer %d times, ReadFrom %d, Write %d (%d bytes): want each passed on, no Write", w.strings, w.readFroms, w.writes, w.n)
 	}

@@ -95,10 +95,16 @@ func (t *trackedWriter) Write(b []byte) (int, error) {
 // WriteString when it has one, so that io.WriteString copies nothing.
 func (t *trackedWriter) WriteString(s string) (int, error) {
 	t.wrote = true
-	if sw, ok := t.ResponseWriter.(io.StringWriter); ok {
-		return sw.WriteString(s)
+	return io.WriteString(t.ResponseWriter, s)
+}
+
+// Push pushes target as http.Pusher does, with the wrapped writer's Push;
+// it returns http.ErrNotSupported when that writer has none (HTTP/1).
+func (t *trackedWriter) Push(target string, opts *http.PushOptions) error {
+	if p, ok := t.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
 	}
-	return t.ResponseWriter.Write([]byte(s))
+	return http.ErrNotSupported
 }
 
 // ReadFrom copies r to the response with the wrapped writer's ReadFrom
