@@ -3,7 +3,6 @@ package labels
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/stormguard/stormguard/hedge"
@@ -38,8 +37,9 @@ type DelaySummary struct {
 
 // HedgeDelays reads every member's delay (Adaptive.Delay) of g and
 // summarises them. The members are listed under the group's lock; their
-// delays are read after it is released. A key equal to other gets a
-// trailing "_" and invalid UTF-8 is replaced, as in OpenKeys.
+// delays are read after it is released. Keys become label values by
+// KeyValue; a key whose value an earlier top key took counts with the
+// rest.
 func HedgeDelays(g *keyed.Group[*hedge.Adaptive], topN int, all bool, other string) DelaySummary {
 	type member struct {
 		key string
@@ -50,7 +50,7 @@ func HedgeDelays(g *keyed.Group[*hedge.Adaptive], topN int, all bool, other stri
 	var s DelaySummary
 	type ranked struct {
 		KeyDelay
-		seen uint64
+		samples uint64
 	}
 	rs := make([]ranked, 0, len(ms))
 	for _, m := range ms {
@@ -59,21 +59,17 @@ func HedgeDelays(g *keyed.Group[*hedge.Adaptive], topN int, all bool, other stri
 		}
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
-		if a.seen != b.seen {
-			return cmp.Compare(b.seen, a.seen)
+		if a.samples != b.samples {
+			return cmp.Compare(b.samples, a.samples)
 		}
 		if a.Delay != b.Delay {
 			return cmp.Compare(b.Delay, a.Delay)
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
-	ks := make([]KeyDelay, len(rs))
-	for i, r := range rs {
-		ks[i] = r.KeyDelay
-	}
 	n := topN
-	if all || n > len(ks) {
-		n = len(ks)
+	if all || n > len(rs) {
+		n = len(rs)
 	}
 	n = max(n, 0)
 	var rest, every []time.Duration
@@ -83,17 +79,18 @@ func HedgeDelays(g *keyed.Group[*hedge.Adaptive], topN int, all bool, other stri
 		}
 	}
 	every = append(every, rest...)
-	for i, k := range ks {
-		every = append(every, k.Delay)
-		if i >= n {
-			rest = append(rest, k.Delay)
+	seen := make(map[string]struct{}, n)
+	for i, r := range rs {
+		every = append(every, r.Delay)
+		key, fresh := "", false
+		if i < n {
+			key, fresh = KeyValue(r.Key, other, seen)
+		}
+		if !fresh {
+			rest = append(rest, r.Delay)
 			continue
 		}
-		key := strings.ToValidUTF8(k.Key, "\uFFFD")
-		if key == other {
-			key = other + "_"
-		}
-		s.Top = append(s.Top, KeyDelay{Key: key, Delay: k.Delay})
+		s.Top = append(s.Top, KeyDelay{Key: key, Delay: r.Delay})
 	}
 	if len(every) > 0 {
 		slices.Sort(every)

@@ -88,3 +88,30 @@ func TestHedgeDelaysTopKeysAreTheBusiest(t *testing.T) {
 		t.Fatalf("other %v %v, want the slow key's delay", s.Other, s.OtherOK)
 	}
 }
+
+// TestTopKeysNeverRepeatALabelValue: keys that become the same label
+// value ("a\xff" and "a\xfe" both "a\uFFFD"; a key "other_" and a key
+// "other") gave two series with the same labels, which fails the whole
+// scrape. The second counts with the rest.
+func TestTopKeysNeverRepeatALabelValue(t *testing.T) {
+	clk := clocktest.NewFake()
+	ac := hedge.AdaptiveConfig{MinSamples: 1, Clock: clk}
+	g, err := hedge.NewAdaptives(keyed.Config{}, ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a\xff", "a\xfe", "other", "other_"} {
+		g.Get(k).Observe(10 * time.Millisecond)
+	}
+	s := HedgeDelays(g, 10, false, "other")
+	seen := map[string]bool{}
+	for _, k := range s.Top {
+		if seen[k.Key] {
+			t.Fatalf("label value %q twice in %v", k.Key, s.Top)
+		}
+		seen[k.Key] = true
+	}
+	if len(s.Top) != 2 || !s.OtherOK {
+		t.Fatalf("top %v other %v: want 2 distinct values and the 2 others in other", s.Top, s.OtherOK)
+	}
+}

@@ -62,18 +62,37 @@ func OpenKeys(g *keyed.Breakers, topN int, all bool, other string) (top []OpenKe
 			othersOpen++
 		}
 	}
+	seen := make(map[string]struct{}, n)
 	for i, k := range ks {
-		if i >= n {
+		key, fresh := "", false
+		if i < n {
+			key, fresh = KeyValue(k.key, other, seen)
+		}
+		if !fresh {
 			if k.open {
 				othersOpen++
 			}
 			continue
 		}
-		key := strings.ToValidUTF8(k.key, "\uFFFD")
-		if key == other {
-			key = other + "_"
-		}
 		top = append(top, OpenKey{Key: key, Open: k.open})
 	}
 	return top, othersOpen
+}
+
+// KeyValue returns the label value of a group's key: invalid UTF-8
+// replaced, and other (the label of the rest) given a trailing "_". Two
+// keys can map to one value ("a\xff" and "a\xfe"; a key "other_" and a
+// key "other"), and two series with the same labels fail the whole
+// scrape, so fresh is false for a value already in seen (the caller then
+// counts the key with the rest); a fresh value is added to seen.
+func KeyValue(key, other string, seen map[string]struct{}) (value string, fresh bool) {
+	value = strings.ToValidUTF8(key, "\uFFFD")
+	if value == other {
+		value = other + "_"
+	}
+	if _, dup := seen[value]; dup {
+		return value, false
+	}
+	seen[value] = struct{}{}
+	return value, true
 }
