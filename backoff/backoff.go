@@ -352,8 +352,9 @@ func globalReject(hi, lo, bound uint64) uint64 {
 }
 
 // maxRejections bounds uniformFrom's rejection loop. Each draw of a
-// uniform source is rejected with probability below 1/2 (bound <= 2^63
-// here; far less for delays), so 64 rejections in a row happen with
+// uniform source is rejected with probability below 1/2 whatever the
+// bound (2^64 mod bound is below both bound and 2^64-bound; far less for
+// delays), so 64 rejections in a row happen with
 // probability below 2^-64: only a broken source (one that always returns
 // 0, say) gets there, and it must not spin forever while holding the
 // process-wide lock of the locked sources.

@@ -75,9 +75,28 @@ func beginInline(ctx context.Context, p *Policy, tracker BudgetTracker) (in Inli
 		}
 	}
 	if tracker != nil {
-		tracker.Start(false)
+		startTracker(tracker, in.done)
 	}
 	return in, nil
+}
+
+// startTracker tells tracker an attempt starts. If it panics, the
+// breaker's permit just taken (done, when not nil) ends as failed with a
+// *PanicError, so that a half-open breaker's probe slot is not held for
+// good, and the panic goes on.
+func startTracker(tracker BudgetTracker, done func(error)) {
+	ok := false
+	defer func() {
+		if !ok && done != nil {
+			r := recover() // nil for runtime.Goexit, which goes on by itself
+			done(&PanicError{Value: r})
+			if r != nil {
+				panic(r)
+			}
+		}
+	}()
+	tracker.Start(false)
+	ok = true
 }
 
 // refuse is the *Error of a call whose first attempt the breaker refused:
