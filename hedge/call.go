@@ -243,6 +243,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			c.newRound()
 		}
 		c.running, c.inflight = 1, 1
+		// From here the attempt has begun: a panic (op's, or the Clock's
+		// in Now or AfterFunc just below) ends it as op's would.
+		g.inOp = true
 		delay := c.delay
 		if c.ad != nil {
 			sl.t0 = c.clk.Now()
@@ -251,7 +254,6 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			}
 		}
 		armed := c.armTimer(delay, n)
-		g.inOp = true
 		v, err = op(sl.ctx)
 		g.inOp, g.cur, g.hasCur = false, v, true
 		if armed == nil || c.disarmFast(armed) {
@@ -624,6 +626,13 @@ func (c *call) armTimer(d time.Duration, n int) *arm {
 	}
 	c.mu.Lock()
 	a := &arm{c: c, real: c.realClk}
+	made := false
+	defer func() {
+		if !made { // the Clock's AfterFunc panicked: no timer to stop
+			c.armed, c.arm = false, nil
+		}
+		c.mu.Unlock()
+	}()
 	c.arm = a
 	if a.real {
 		a.st.init(a.fire)
@@ -632,7 +641,7 @@ func (c *call) armTimer(d time.Duration, n int) *arm {
 	} else {
 		a.t = c.clk.AfterFunc(d, a.fire)
 	}
-	c.mu.Unlock()
+	made = true
 	return a
 }
 
