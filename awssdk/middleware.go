@@ -103,6 +103,18 @@ type operation struct {
 	// attemptCtx is the context AttemptStart returned for the attempt
 	// about to be sent, for the attempt middleware.
 	attemptCtx context.Context
+	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
+	// whose token the SDK has not released yet; the operation middleware
+	// refunds it when the operation ends.
+	pendingRetry retry.BudgetTracker
+}
+
+// refund gives back a retry granted and never run.
+func (op *operation) refund() {
+	if bt := op.pendingRetry; bt != nil {
+		op.pendingRetry = nil
+		bt.Refund()
+	}
 }
 
 func (op *operation) stop(r retry.Reason) {
@@ -129,6 +141,7 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 ) {
 	r := m.r
 	op := &operation{start: r.clock.Now(), ctx: ctx}
+	defer op.refund()
 	obs := r.p.Observer
 	if obs == nil {
 		return next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)

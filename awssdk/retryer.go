@@ -89,7 +89,12 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // NestedOneLayer (GetRetryToken returns ErrNestedRetry), and draws on the
 // NestedBudget under NestedBudget. A retry granted by the Budget whose
 // attempt never runs (the Limiter or the Breaker refused it, the caller
-// gave up during the wait) is not given back, as in the AWS SDKs.
+// gave up during the wait) is one the SDK never reports: with the
+// middleware, a grant of a retry.BudgetTracker (budget.Concurrency) is
+// given back (Refund) when the operation ends; without it, it cannot be,
+// and holds its slot of the tracker for good, so use the middleware with
+// a BudgetTracker. A grant of any other Budget is not given back, as in
+// the AWS SDKs.
 //
 // With the middleware, a retry whose wait (advice included) and then
 // Policy.MinAttemptTime would not end before the caller's deadline is
@@ -247,7 +252,9 @@ func (h headerOf) ResponseHeader(name string) string {
 // ErrDeadlineTooClose); then the Budget (the NestedBudget for a call the layer
 // rule governs with NestedBudget) must grant it (else
 // ErrBudgetExhausted). The returned release records the retry's result
-// with the Budget once it has run.
+// with the Budget once it has run; with the middleware, a
+// retry.BudgetTracker's grant whose release the SDK never calls is
+// refunded when the operation ends.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
 	if b := r.p.Breaker; b != nil {
@@ -285,7 +292,22 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		release = func(err error) error { b.Record(true, err); return nil }
+		bt, tracks := b.(retry.BudgetTracker)
+		if !tracks || op == nil {
+			release = func(err error) error { b.Record(true, err); return nil }
+			break
+		}
+		// The SDK drops this release when the retry does not run (a
+		// refused attempt token, a done context, a cancelled wait): the
+		// operation middleware refunds the grant then.
+		op.pendingRetry = bt
+		release = func(err error) error {
+			if op.pendingRetry == bt {
+				op.pendingRetry = nil
+			}
+			b.Record(true, err)
+			return nil
+		}
 	}
 	if op != nil {
 		r.putDelay(opErr, d, ctx)

@@ -1,0 +1,98 @@
+package awssdk_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/stormguard/stormguard/awsretry"
+	"github.com/stormguard/stormguard/awssdk"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// retryRefuser is a Limiter that admits first attempts and refuses every
+// retry.
+type retryRefuser struct{}
+
+var errNoRetries = errors.New("test: no retries")
+
+func (retryRefuser) Acquire(_ context.Context, retry bool) (func(error), error) {
+	if retry {
+		return nil, errNoRetries
+	}
+	return func(error) {}, nil
+}
+
+// cancelling wraps a retryer: it cancels the caller's context when the
+// SDK asks for the wait, so that the next attempt never starts, and hands
+// the SDK no wait at all (as sleepless does).
+type cancelling struct {
+	aws.RetryerV2
+	cancel context.CancelFunc
+}
+
+func (c *cancelling) RetryDelay(attempt int, err error) (time.Duration, error) {
+	if _, derr := c.RetryerV2.RetryDelay(attempt, err); derr != nil {
+		return 0, derr
+	}
+	c.cancel()
+	return -5 * time.Second, nil
+}
+
+// TestRetryGrantNotRunIsGivenBack (review: a retry granted by a
+// BudgetTracker whose attempt never ran held its slot for good, the SDK
+// dropping the retry token's release): with the middleware, a grant whose
+// attempt the Limiter refuses, or whose caller gives up before it starts,
+// is refunded when the operation ends, with or without an Observer.
+func TestRetryGrantNotRunIsGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		observer bool
+		limiter  retry.Limiter
+		cancel   bool
+	}{
+		{"limiter refuses the retry", false, retryRefuser{}, false},
+		{"limiter refuses the retry, with an observer", true, retryRefuser{}, false},
+		{"caller gives up before the retry", false, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEndpoint(t)
+			clk := clocktest.NewFake()
+			conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+			policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+			policy.Clock, policy.Budget = clk, conc
+			if tc.limiter != nil {
+				policy.Limiter = tc.limiter
+			}
+			if tc.observer {
+				policy.Observer = &events{}
+			}
+			r := awssdk.NewRetryer(policy)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var side aws.RetryerV2 = &sleepless{clk: clk, RetryerV2: r}
+			if tc.cancel {
+				side = &cancelling{RetryerV2: r, cancel: cancel}
+			}
+			c := e.withMiddleware(t, r, side)
+			var err error
+			if n := e.play([]reply{internal, ok200}, func() { err = getItemCtx(ctx, c) }); n != 1 {
+				t.Fatalf("%d requests, want 1 (the retry never runs)", n)
+			}
+			if err == nil {
+				t.Fatal("the operation succeeded; want the retry refused")
+			}
+			if got := conc.Available(); got != 1 {
+				t.Errorf("Available() = %v after the operation, want 1 (the grant given back)", got)
+			}
+			if req, ret := conc.Active(); req != 0 || ret != 0 {
+				t.Errorf("Active() = %d requests, %d retries after the operation, want 0, 0", req, ret)
+			}
+		})
+	}
+}
