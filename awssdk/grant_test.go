@@ -3,6 +3,7 @@ package awssdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,6 +93,52 @@ func TestRetryGrantNotRunIsGivenBack(t *testing.T) {
 			}
 			if req, ret := conc.Active(); req != 0 || ret != 0 {
 				t.Errorf("Active() = %d requests, %d retries after the operation, want 0, 0", req, ret)
+			}
+		})
+	}
+}
+
+// startPanicker panics in AttemptStart of attempt n.
+type startPanicker struct {
+	retry.NopObserver
+	n int
+}
+
+func (o startPanicker) AttemptStart(ctx context.Context, e retry.AttemptStart) context.Context {
+	if e.Attempt == o.n {
+		panic("attempt start")
+	}
+	return ctx
+}
+
+// TestAttemptStartPanicEndsTheTrackedRequest (review: a panic after the
+// BudgetTracker's Start left an active request counted for good): when
+// AttemptStart panics, the panic goes on and the tracker hears the
+// attempt end, for a first attempt and for a retry (whose grant is then
+// neither held nor given back twice).
+func TestAttemptStartPanicEndsTheTrackedRequest(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("attempt %d", n), func(t *testing.T) {
+			e := newEndpoint(t)
+			clk := clocktest.NewFake()
+			conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+			policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+			policy.Clock, policy.Budget, policy.Observer = clk, conc, startPanicker{n: n}
+			r := awssdk.NewRetryer(policy)
+			c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+			e.play([]reply{internal, ok200}, func() {
+				defer func() {
+					if got := recover(); got != "attempt start" {
+						t.Errorf("recovered %v, want the Observer's panic", got)
+					}
+				}()
+				_ = getItem(c)
+			})
+			if req, ret := conc.Active(); req != 0 || ret != 0 {
+				t.Errorf("Active() = %d requests, %d retries after the panic, want 0, 0", req, ret)
+			}
+			if st := conc.Stats(); st.Granted != st.Retries+st.Refunded {
+				t.Errorf("stats %+v: every grant must be recorded or refunded once", st)
 			}
 		})
 	}

@@ -110,8 +110,8 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // Budget, Breaker and Limiter and their done functions) may panic: the
 // panic goes on to the SDK's caller; a panic while an attempt's result is
 // reported still reports it to every other part first, and a panic in
-// GetAttemptToken after the Limiter or Breaker admitted the attempt
-// reports the attempt to them as failed.
+// GetAttemptToken after the Limiter, the Breaker or a BudgetTracker's
+// Start admitted the attempt reports the attempt to them as failed.
 type Retryer struct {
 	p        *retry.Policy
 	clock    clock.Clock
@@ -302,9 +302,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		// operation middleware refunds the grant then.
 		op.pendingRetry = bt
 		release = func(err error) error {
-			if op.pendingRetry == bt {
-				op.pendingRetry = nil
-			}
+			op.pendingRetry = nil // an operation has one grant outstanding at most
 			b.Record(true, err)
 			return nil
 		}
@@ -417,7 +415,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	if op == nil && (r.p.AttemptTimeout > 0 || r.p.MaxElapsed > 0) {
 		return nil, ErrMiddlewareMissing
 	}
-	a := &attempt{r: r, budget: r.budgetFor(ctx)}
+	a := &attempt{r: r, op: op, budget: r.budgetFor(ctx)}
 	if op != nil {
 		op.attempts++
 		a.n = op.attempts
@@ -451,6 +449,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	}
 	if bt, is := a.budget.(retry.BudgetTracker); is {
 		bt.Start(a.retry)
+		a.started = true
 	}
 	if o := r.p.Observer; o != nil {
 		a.ctx = o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.n})
@@ -474,7 +473,9 @@ var errAttemptNotMade = errors.New("awssdk: attempt not made")
 // attempt is one admitted attempt, until its release.
 type attempt struct {
 	r                        *Retryer
+	op                       *operation      // nil without the middleware
 	budget                   retry.Budget    // the budget the call draws on
+	started                  bool            // the BudgetTracker's Start ran
 	ctx                      context.Context // the context AttemptStart returned; nil before it
 	n                        int             // the attempt's number, 1 for the first
 	retry                    bool
@@ -491,8 +492,17 @@ func (a *attempt) release(err error) error {
 }
 
 // end reports an attempt that never ran to the parts that admitted it.
+// A BudgetTracker that counted it (Start) records it; for a retry that
+// Record also ends the retry's grant, whose token the SDK then drops, so
+// the operation no longer holds it.
 func (a *attempt) end(err error) {
 	a.once.Do(func() {
+		if a.started {
+			if a.retry && a.op != nil {
+				a.op.pendingRetry = nil
+			}
+			defer a.budget.Record(a.retry, err)
+		}
 		defer call(a.limiterDone, err)
 		call(a.breakerDone, err)
 	})
