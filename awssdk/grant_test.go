@@ -143,3 +143,26 @@ func TestAttemptStartPanicEndsTheTrackedRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedAttemptIsNotCounted (review: CallEnd.Attempts counted an
+// attempt the Limiter refused): CallEnd reports the attempts admitted,
+// as retry.Do does.
+func TestRefusedAttemptIsNotCounted(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	obs := &events{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Observer, policy.Clock, policy.Limiter = "ddb", obs, clk, retryRefuser{}
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+	var err error
+	if n := e.play([]reply{internal, ok200}, func() { err = getItem(c) }); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+	if !errors.Is(err, errNoRetries) {
+		t.Fatalf("error %v, want the Limiter's refusal", err)
+	}
+	if got, want := obs.String(), "start 1; end 1 error; retry 2 after 50ms; call end 1 throttled; "; got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+}

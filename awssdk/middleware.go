@@ -61,7 +61,7 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //   - numbers the attempts, so that the Observer's AttemptStart and
 //     AttemptEnd carry the exact attempt (1, 2, 3, …);
 //   - sends the Observer's CallEnd when the operation ends, with its
-//     attempts, duration, error and reason (ReasonSuccess, or why it
+//     attempts (those the Limiter and the Breaker admitted), duration, error and reason (ReasonSuccess, or why it
 //     stopped: attempts, budget, breaker, throttled, deadline, nested,
 //     context, overloaded, permanent, panic);
 //   - bounds the operation by Policy.MaxElapsed and the caller's
@@ -97,7 +97,7 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 type operation struct {
 	start    time.Time
 	ctx      context.Context
-	attempts int
+	attempts int          // attempts the Limiter and the Breaker admitted
 	reason   retry.Reason // why the Retryer stopped it; valid when stopped
 	stopped  bool
 	// attemptCtx is the context AttemptStart returned for the attempt

@@ -417,8 +417,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	}
 	a := &attempt{r: r, op: op, budget: r.budgetFor(ctx)}
 	if op != nil {
-		op.attempts++
-		a.n = op.attempts
+		a.n = op.attempts + 1 // counted once the Limiter and Breaker admit it
 	} else if a.n = 1; !r.first(ctx) {
 		a.n = 2
 	}
@@ -446,6 +445,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 			op.stop(retry.ReasonBreaker)
 			return nil, err
 		}
+	}
+	if op != nil {
+		op.attempts = a.n
 	}
 	if bt, is := a.budget.(retry.BudgetTracker); is {
 		bt.Start(a.retry)
