@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/awssdk"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -164,5 +166,61 @@ func TestRefusedAttemptIsNotCounted(t *testing.T) {
 	}
 	if got, want := obs.String(), "start 1; end 1 error; retry 2 after 50ms; call end 1 throttled; "; got != want {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+}
+
+// panicTimers is a clock whose AfterFunc panics.
+type panicTimers struct{ *clocktest.Fake }
+
+func (panicTimers) AfterFunc(time.Duration, func()) clock.Timer { panic("after func") }
+
+// watchCtx is an attempt context that counts the contexts derived from it
+// and not yet ended (context.AfterFunc registrations not stopped).
+type watchCtx struct {
+	context.Context
+	done chan struct{}
+	live *atomic.Int32
+}
+
+func (w watchCtx) Done() <-chan struct{} { return w.done }
+
+func (w watchCtx) AfterFunc(func()) func() bool {
+	w.live.Add(1)
+	return func() bool { w.live.Add(-1); return true }
+}
+
+// watchObserver runs every attempt under a watchCtx.
+type watchObserver struct {
+	retry.NopObserver
+	live *atomic.Int32
+}
+
+func (o watchObserver) AttemptStart(ctx context.Context, _ retry.AttemptStart) context.Context {
+	return watchCtx{Context: ctx, done: make(chan struct{}), live: o.live}
+}
+
+// TestAttemptTimerPanicEndsTheAttemptContext (review: a panicking
+// Clock.AfterFunc leaked the attempt's context, whose cancel was deferred
+// only after the timer was made): the panic goes on and the context
+// derived for the attempt is ended.
+func TestAttemptTimerPanicEndsTheAttemptContext(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	var live atomic.Int32
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Clock, policy.Observer = panicTimers{clk}, watchObserver{live: &live}
+	policy.AttemptTimeout = time.Second
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+	e.play([]reply{ok200}, func() {
+		defer func() {
+			if got := recover(); got != "after func" {
+				t.Errorf("recovered %v, want the clock's panic", got)
+			}
+		}()
+		_ = getItem(c)
+	})
+	if n := live.Load(); n != 0 {
+		t.Errorf("%d attempt contexts not ended after the panic, want 0", n)
 	}
 }

@@ -95,7 +95,7 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 // end. The SDK's Retry middleware runs its attempts one after another, so
 // the fields need no lock.
 type operation struct {
-	start    time.Time
+	start    time.Time // set only with an Observer or MaxElapsed
 	ctx      context.Context
 	attempts int          // attempts the Limiter and the Breaker admitted
 	reason   retry.Reason // why the Retryer stopped it; valid when stopped
@@ -140,9 +140,12 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	out middleware.FinalizeOutput, md middleware.Metadata, err error,
 ) {
 	r := m.r
-	op := &operation{start: r.clock.Now(), ctx: ctx}
+	op := &operation{ctx: ctx}
 	defer op.refund()
 	obs := r.p.Observer
+	if obs != nil || r.p.MaxElapsed > 0 { // the only readers of op.start
+		op.start = r.clock.Now()
+	}
 	if obs == nil {
 		return next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 	}
@@ -207,15 +210,18 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 		return next.HandleFinalize(ctx, in)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	timer := clock.Or(m.r.p.Clock).AfterFunc(d, func() { cancel(retry.ErrAttemptTimeout) })
 	ctl := &attemptCtl{cancel: cancel}
 	ended := false
-	defer func() {
-		timer.Stop()
+	var timer clock.Timer
+	defer func() { // before the timer is made: a panicking clock ends actx too
+		if timer != nil {
+			timer.Stop()
+		}
 		if !ended || err != nil || !ctl.owned {
 			cancel(nil)
 		}
 	}()
+	timer = m.r.clock.AfterFunc(d, func() { cancel(retry.ErrAttemptTimeout) })
 	out, md, err = next.HandleFinalize(context.WithValue(actx, attemptCtlKey{}, ctl), in)
 	ended = true
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), retry.ErrAttemptTimeout) {
