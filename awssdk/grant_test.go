@@ -4,11 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/awssdk"
@@ -222,5 +230,112 @@ func TestAttemptTimerPanicEndsTheAttemptContext(t *testing.T) {
 	})
 	if n := live.Load(); n != 0 {
 		t.Errorf("%d attempt contexts not ended after the panic, want 0", n)
+	}
+}
+
+// trackingClient is an HTTP client that counts the response bodies not
+// yet closed.
+type trackingClient struct{ open atomic.Int32 }
+
+func (c *trackingClient) Do(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && resp.Body != nil {
+		c.open.Add(1)
+		resp.Body = &trackedBody{ReadCloser: resp.Body, c: c}
+	}
+	return resp, err
+}
+
+type trackedBody struct {
+	io.ReadCloser
+	c    *trackingClient
+	once sync.Once
+}
+
+func (b *trackedBody) Close() error {
+	b.once.Do(func() { b.c.open.Add(-1) })
+	return b.ReadCloser.Close()
+}
+
+// lateTimeout is a Deserialize middleware that, once the first response
+// is deserialized, advances the clock by the attempt timeout: the timer
+// fires after the headers arrived, before the attempt ends.
+type lateTimeout struct {
+	clk   *clocktest.Fake
+	d     time.Duration
+	fired atomic.Bool
+}
+
+func (*lateTimeout) ID() string { return "test.LateTimeout" }
+
+func (l *lateTimeout) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
+	middleware.DeserializeOutput, middleware.Metadata, error,
+) {
+	out, md, err := next.HandleDeserialize(ctx, in)
+	if !l.fired.Swap(true) {
+		l.clk.Advance(l.d)
+	}
+	return out, md, err
+}
+
+// keepOpen, between the deserializer and the Retryer's body middleware,
+// hides the body's Close from the deserializer, so that the body is left
+// open to the caller, as a streamed response's is.
+type keepOpen struct{}
+
+func (keepOpen) ID() string { return "test.KeepOpen" }
+
+func (keepOpen) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
+	middleware.DeserializeOutput, middleware.Metadata, error,
+) {
+	out, md, err := next.HandleDeserialize(ctx, in)
+	if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && resp.Body != nil {
+		resp.Body = noClose{resp.Body}
+	}
+	return out, md, err
+}
+
+type noClose struct{ io.ReadCloser }
+
+func (noClose) Close() error { return nil }
+
+// TestAttemptTimeoutAfterHeadersCutsTheAttempt (review: an AttemptTimeout
+// firing after the headers arrived, before the attempt ended, returned
+// the response with its context cancelled, so a body left to the caller
+// failed on read): the attempt is cut, its body closed, and it is
+// retried. The stack keeps the body open as a streamed response does
+// (keepOpen).
+func TestAttemptTimeoutAfterHeadersCutsTheAttempt(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Clock, policy.AttemptTimeout = clk, time.Second
+	r := awssdk.NewRetryer(policy)
+	hc := &trackingClient{}
+	late := &lateTimeout{clk: clk, d: policy.AttemptTimeout}
+	stream := func(s *middleware.Stack) error {
+		if err := s.Deserialize.Insert(keepOpen{}, awssdk.BodyMiddlewareID, middleware.Before); err != nil {
+			return err
+		}
+		return s.Deserialize.Add(late, middleware.Before)
+	}
+	side := &sleepless{clk: clk, RetryerV2: r}
+	c := e.client(t, config.WithRetryer(func() aws.Retryer { return side }),
+		config.WithAPIOptions([]func(*middleware.Stack) error{r.AddMiddleware, stream}))
+	var err error
+	call := func() {
+		_, err = c.GetItem(context.Background(), &dynamodb.GetItemInput{
+			TableName: aws.String("t"),
+			Key:       map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}},
+		}, func(o *dynamodb.Options) { o.HTTPClient = hc })
+	}
+	if n := e.play([]reply{ok200, ok200}, call); n != 2 {
+		t.Fatalf("%d requests, want 2 (the late-cut attempt retried); error %v", n, err)
+	}
+	if err != nil {
+		t.Fatalf("error %v, want the retry's success", err)
+	}
+	if n := hc.open.Load(); n != 1 {
+		t.Errorf("%d response bodies open, want 1 (the retry's, left to the caller; the cut attempt's closed)", n)
 	}
 }

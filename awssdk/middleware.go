@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -71,8 +72,11 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //   - bounds each attempt by Policy.AttemptTimeout, until its response is
 //     deserialized: an attempt cut by it fails with an error matching
 //     retry.ErrAttemptTimeout, which is retried unless marked Permanent.
-//     A streamed response body (S3 GetObject) is then read under the
-//     caller's context alone, and closing it releases the attempt;
+//     An attempt whose AttemptTimeout fires after its response arrived,
+//     with the body left to the caller still unread (a streamed response,
+//     S3 GetObject), is cut too: its body is closed and it fails so.
+//     Otherwise a streamed body is then read under the caller's context
+//     alone, and closing it releases the attempt;
 //   - runs the attempt with the context the Observer's AttemptStart
 //     returned (so that an OpenTelemetry span is the HTTP request's
 //     parent).
@@ -193,7 +197,8 @@ func (attemptMiddleware) ID() string { return AttemptMiddlewareID }
 // else when its response body is closed.
 type attemptCtl struct {
 	cancel context.CancelCauseFunc
-	owned  bool // the body middleware handed the end to the body
+	owned  bool         // the body middleware handed the end to the body
+	body   *attemptBody // the body it handed it to
 }
 
 type attemptCtlKey struct{}
@@ -224,11 +229,24 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	timer = m.r.clock.AfterFunc(d, func() { cancel(retry.ErrAttemptTimeout) })
 	out, md, err = next.HandleFinalize(context.WithValue(actx, attemptCtlKey{}, ctl), in)
 	ended = true
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), retry.ErrAttemptTimeout) {
-		err = &attemptTimeoutError{err: err}
+	fired := !timer.Stop() // fired, or firing now
+	switch {
+	case err != nil:
+		if ctx.Err() == nil && errors.Is(context.Cause(actx), retry.ErrAttemptTimeout) {
+			err = &attemptTimeoutError{err: err}
+		}
+	case fired && ctx.Err() == nil && ctl.body != nil && !ctl.body.closed.Load():
+		// The timer fired after the response arrived: its body, left
+		// to the caller, would fail on read under the ended context.
+		_ = ctl.body.Close()
+		err = &attemptTimeoutError{err: errLateResponse}
 	}
 	return out, md, err
 }
+
+// errLateResponse is the error of an attempt whose AttemptTimeout fired
+// after its response arrived, with its body not yet read.
+var errLateResponse = errors.New("the response came as the attempt timed out, its body unread")
 
 // attemptTimeoutError is an attempt's error when AttemptTimeout cut it:
 // it matches retry.ErrAttemptTimeout and wraps what the SDK returned.
@@ -252,8 +270,8 @@ func (bodyMiddleware) HandleDeserialize(ctx context.Context, in middleware.Deser
 	out, md, err = next.HandleDeserialize(ctx, in)
 	ctl, _ := ctx.Value(attemptCtlKey{}).(*attemptCtl)
 	if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && ctl != nil && resp.Response != nil && resp.Body != nil {
-		resp.Body = &attemptBody{ReadCloser: resp.Body, cancel: ctl.cancel}
-		ctl.owned = true
+		ctl.body = &attemptBody{ReadCloser: resp.Body, cancel: ctl.cancel}
+		resp.Body, ctl.owned = ctl.body, true
 	}
 	return out, md, err
 }
@@ -263,9 +281,11 @@ type attemptBody struct {
 	io.ReadCloser
 	cancel context.CancelCauseFunc
 	once   sync.Once
+	closed atomic.Bool
 }
 
 func (b *attemptBody) Close() error {
+	b.closed.Store(true)
 	defer b.once.Do(func() { b.cancel(nil) })
 	return b.ReadCloser.Close()
 }
