@@ -339,3 +339,46 @@ func TestAttemptTimeoutAfterHeadersCutsTheAttempt(t *testing.T) {
 		t.Errorf("%d response bodies open, want 1 (the retry's, left to the caller; the cut attempt's closed)", n)
 	}
 }
+
+// retryRecordPanics is a Budget whose Record of a retry panics.
+type retryRecordPanics struct{}
+
+func (retryRecordPanics) Withdraw(error) bool { return true }
+func (retryRecordPanics) Record(retry bool, _ error) {
+	if retry {
+		panic("record")
+	}
+}
+
+// countingLimiter counts the permits not yet given back.
+type countingLimiter struct{ out atomic.Int32 }
+
+func (l *countingLimiter) Acquire(context.Context, bool) (func(error), error) {
+	l.out.Add(1)
+	return func(error) { l.out.Add(-1) }, nil
+}
+
+// TestRetryRecordPanicStillEndsTheAttempt (class sweep: the SDK releases
+// the retry token, then the attempt token; a Budget whose Record of the
+// retry panicked left the retry's Limiter permit held): the panic goes on
+// and the Limiter gets its permit back.
+func TestRetryRecordPanicStillEndsTheAttempt(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	lim := &countingLimiter{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Clock, policy.Budget, policy.Limiter = clk, retryRecordPanics{}, lim
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+	e.play([]reply{internal, ok200}, func() {
+		defer func() {
+			if got := recover(); got != "record" {
+				t.Errorf("recovered %v, want the Budget's panic", got)
+			}
+		}()
+		_ = getItem(c)
+	})
+	if n := lim.out.Load(); n != 0 {
+		t.Errorf("%d Limiter permits held after the panic, want 0", n)
+	}
+}

@@ -111,6 +111,9 @@ type operation struct {
 	// whose token the SDK has not released yet; the operation middleware
 	// refunds it when the operation ends.
 	pendingRetry retry.BudgetTracker
+	// retryRecord records the granted retry's result with the Budget,
+	// until the retry's attempt takes it (or its token's release runs).
+	retryRecord func(error)
 }
 
 // refund gives back a retry granted and never run.

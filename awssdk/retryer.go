@@ -109,7 +109,11 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // Every callback of the Policy (Classify, the Observer, Backoff, the
 // Budget, Breaker and Limiter and their done functions) may panic: the
 // panic goes on to the SDK's caller; a panic while an attempt's result is
-// reported still reports it to every other part first, and a panic in
+// reported still reports it to every other part first (with the
+// middleware, the Budget's record of a retry is made in the retry's
+// attempt token release, with those reports; without it, in the retry
+// token's release, which the SDK calls first, so a panic there keeps the
+// attempt from being reported), and a panic in
 // GetAttemptToken after the Limiter, the Breaker or a BudgetTracker's
 // Start admitted the attempt reports the attempt to them as failed.
 type Retryer struct {
@@ -277,7 +281,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			return nil, err
 		}
 	}
-	release := nopRelease
+	var record func(error) // records the retry's result with the Budget
 	switch b := r.budgetFor(ctx).(type) {
 	case nil:
 	case retry.PricedBudget:
@@ -286,31 +290,46 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		release = func(err error) error { b.RecordPriced(err, price); return nil }
+		record = func(err error) { b.RecordPriced(err, price) }
 	default:
 		if !b.Withdraw(opErr) {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		bt, tracks := b.(retry.BudgetTracker)
-		if !tracks || op == nil {
-			release = func(err error) error { b.Record(true, err); return nil }
-			break
-		}
-		// The SDK drops this release when the retry does not run (a
-		// refused attempt token, a done context, a cancelled wait): the
-		// operation middleware refunds the grant then.
-		op.pendingRetry = bt
-		release = func(err error) error {
-			op.pendingRetry = nil // an operation has one grant outstanding at most
-			b.Record(true, err)
-			return nil
+		record = func(err error) { b.Record(true, err) }
+		if bt, tracks := b.(retry.BudgetTracker); tracks && op != nil {
+			// The SDK drops the release when the retry does not run (a
+			// refused attempt token, a done context, a cancelled
+			// wait): the operation middleware refunds the grant then.
+			op.pendingRetry = bt
+			record = func(err error) {
+				op.pendingRetry = nil // an operation has one grant outstanding at most
+				b.Record(true, err)
+			}
 		}
 	}
 	if op != nil {
 		r.putDelay(opErr, d, ctx)
 	}
-	return release, nil
+	if record == nil {
+		return nopRelease, nil
+	}
+	if op == nil {
+		return func(err error) error { record(err); return nil }, nil
+	}
+	// With the middleware the retry's attempt, once admitted, takes the
+	// record over and makes it with the Limiter's, Breaker's and
+	// Observer's reports, so that a panicking Budget does not keep them
+	// from theirs; the release records only a retry whose attempt did not
+	// take it.
+	op.retryRecord = record
+	return func(err error) error {
+		if f := op.retryRecord; f != nil {
+			op.retryRecord = nil
+			f(err)
+		}
+		return nil
+	}, nil
 }
 
 // waitFits returns nil when the wait d after opErr (the SDK's wait, advice
@@ -464,6 +483,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	}
 	a.start = r.clock.Now()
 	ok = true
+	if op != nil {
+		a.record, op.retryRecord = op.retryRecord, nil
+	}
 	return a.release, nil
 }
 
@@ -478,6 +500,7 @@ type attempt struct {
 	op                       *operation      // nil without the middleware
 	budget                   retry.Budget    // the budget the call draws on
 	started                  bool            // the BudgetTracker's Start ran
+	record                   func(error)     // the retry's Budget record, taken from GetRetryToken
 	ctx                      context.Context // the context AttemptStart returned; nil before it
 	n                        int             // the attempt's number, 1 for the first
 	retry                    bool
@@ -518,6 +541,9 @@ func (a *attempt) report(err error) {
 	defer call(a.breakerDone, err)
 	if b := a.budget; b != nil && !a.retry {
 		defer b.Record(false, err)
+	}
+	if a.record != nil {
+		defer a.record(err)
 	}
 	if o := r.p.Observer; o != nil {
 		ctx := a.ctx
