@@ -382,3 +382,41 @@ func TestRetryRecordPanicStillEndsTheAttempt(t *testing.T) {
 		t.Errorf("%d Limiter permits held after the panic, want 0", n)
 	}
 }
+
+// panicClient is an HTTP client that panics.
+type panicClient struct{}
+
+func (panicClient) Do(*http.Request) (*http.Response, error) { panic("transport") }
+
+// TestSendPanicReleasesTheAttempt (class sweep: a panic while the attempt
+// was sent, in the HTTP client or a middleware, made the SDK drop the
+// attempt token's release, leaking the Limiter's permit and the
+// BudgetTracker's active request): the panic goes on and every part hears
+// the attempt end.
+func TestSendPanicReleasesTheAttempt(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	lim := &countingLimiter{}
+	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Clock, policy.Budget, policy.Limiter = clk, conc, lim
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r})
+	func() {
+		defer func() {
+			if got := recover(); got != "transport" {
+				t.Errorf("recovered %v, want the HTTP client's panic", got)
+			}
+		}()
+		_, _ = c.GetItem(context.Background(), &dynamodb.GetItemInput{
+			TableName: aws.String("t"),
+			Key:       map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}},
+		}, func(o *dynamodb.Options) { o.HTTPClient = panicClient{} })
+	}()
+	if n := lim.out.Load(); n != 0 {
+		t.Errorf("%d Limiter permits held after the panic, want 0", n)
+	}
+	if req, ret := conc.Active(); req != 0 || ret != 0 {
+		t.Errorf("Active() = %d requests, %d retries after the panic, want 0, 0", req, ret)
+	}
+}

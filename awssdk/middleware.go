@@ -114,13 +114,24 @@ type operation struct {
 	// retryRecord records the granted retry's result with the Budget,
 	// until the retry's attempt takes it (or its token's release runs).
 	retryRecord func(error)
+	// current is the attempt GetAttemptToken admitted last, for the
+	// attempt middleware, which releases it if sending it panics.
+	current *attempt
 }
 
-// refund gives back a retry granted and never run.
-func (op *operation) refund() {
-	if bt := op.pendingRetry; bt != nil {
-		op.pendingRetry = nil
-		bt.Refund()
+// end, when the operation ends, reports an admitted attempt whose token
+// the SDK dropped unsent (a stream it could not rewind) as not made, and
+// gives back a retry granted and never run.
+func (op *operation) end() {
+	defer func() {
+		if bt := op.pendingRetry; bt != nil {
+			op.pendingRetry = nil
+			bt.Refund()
+		}
+	}()
+	if a := op.current; a != nil {
+		op.current = nil
+		_ = a.release(errAttemptNotMade)
 	}
 }
 
@@ -148,7 +159,7 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 ) {
 	r := m.r
 	op := &operation{ctx: ctx}
-	defer op.refund()
+	defer op.end()
 	obs := r.p.Observer
 	if obs != nil || r.p.MaxElapsed > 0 { // the only readers of op.start
 		op.start = r.clock.Now()
@@ -213,6 +224,28 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	if op != nil && op.attemptCtx != nil {
 		ctx, op.attemptCtx = op.attemptCtx, nil
 	}
+	if op != nil && op.current != nil {
+		// A panic while the attempt is sent makes the SDK drop its
+		// token's release: report the attempt as failed then (the
+		// panic goes on).
+		a, sent := op.current, false
+		op.current = nil
+		defer func() {
+			if !sent {
+				_ = a.release(errAttemptPanicked)
+			}
+		}()
+		out, md, err = m.send(ctx, in, next)
+		sent = true
+		return out, md, err
+	}
+	return m.send(ctx, in, next)
+}
+
+// send sends the attempt under Policy.AttemptTimeout.
+func (m attemptMiddleware) send(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	out middleware.FinalizeOutput, md middleware.Metadata, err error,
+) {
 	d := m.r.p.AttemptTimeout
 	if d <= 0 {
 		return next.HandleFinalize(ctx, in)

@@ -485,9 +485,15 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	ok = true
 	if op != nil {
 		a.record, op.retryRecord = op.retryRecord, nil
+		op.current = a
 	}
 	return a.release, nil
 }
+
+// errAttemptPanicked is the result reported for an attempt whose sending
+// panicked (the SDK then drops its token's release; the attempt
+// middleware reports it).
+var errAttemptPanicked = errors.New("awssdk: attempt panicked")
 
 // errAttemptNotMade is the result reported for an attempt that was
 // admitted by some parts but never sent (a later part refused it or
