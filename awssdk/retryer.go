@@ -115,7 +115,10 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // token's release, which the SDK calls first, so a panic there keeps the
 // attempt from being reported), and a panic in
 // GetAttemptToken after the Limiter, the Breaker or a BudgetTracker's
-// Start admitted the attempt reports the attempt to them as failed.
+// Start admitted the attempt reports the attempt to them as failed. With
+// the middleware, so does a panic while the attempt is sent (the HTTP
+// client, another middleware), whose token the SDK then never releases;
+// without it, such an attempt is never reported.
 type Retryer struct {
 	p        *retry.Policy
 	clock    clock.Clock
