@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -61,7 +62,7 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //   - numbers the attempts, so that the Observer's AttemptStart and
 //     AttemptEnd carry the exact attempt (1, 2, 3, …);
 //   - sends the Observer's CallEnd when the operation ends, with its
-//     attempts, duration, error and reason (ReasonSuccess, or why it
+//     attempts (those the Limiter and the Breaker admitted), duration, error and reason (ReasonSuccess, or why it
 //     stopped: attempts, budget, breaker, throttled, deadline, nested,
 //     context, overloaded, permanent, panic);
 //   - bounds the operation by Policy.MaxElapsed and the caller's
@@ -71,8 +72,11 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //   - bounds each attempt by Policy.AttemptTimeout, until its response is
 //     deserialized: an attempt cut by it fails with an error matching
 //     retry.ErrAttemptTimeout, which is retried unless marked Permanent.
-//     A streamed response body (S3 GetObject) is then read under the
-//     caller's context alone, and closing it releases the attempt;
+//     An attempt whose AttemptTimeout fires after its response arrived,
+//     with the body left to the caller still unread (a streamed response,
+//     S3 GetObject), is cut too: its body is closed and it fails so.
+//     Otherwise a streamed body is then read under the caller's context
+//     alone, and closing it releases the attempt;
 //   - runs the attempt with the context the Observer's AttemptStart
 //     returned (so that an OpenTelemetry span is the HTTP request's
 //     parent).
@@ -95,14 +99,40 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 // end. The SDK's Retry middleware runs its attempts one after another, so
 // the fields need no lock.
 type operation struct {
-	start    time.Time
+	start    time.Time // set only with an Observer or MaxElapsed
 	ctx      context.Context
-	attempts int
+	attempts int          // attempts the Limiter and the Breaker admitted
 	reason   retry.Reason // why the Retryer stopped it; valid when stopped
 	stopped  bool
 	// attemptCtx is the context AttemptStart returned for the attempt
 	// about to be sent, for the attempt middleware.
 	attemptCtx context.Context
+	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
+	// whose token the SDK has not released yet; the operation middleware
+	// refunds it when the operation ends.
+	pendingRetry retry.BudgetTracker
+	// retryRecord records the granted retry's result with the Budget,
+	// until the retry's attempt takes it (or its token's release runs).
+	retryRecord func(error)
+	// current is the attempt GetAttemptToken admitted last, for the
+	// attempt middleware, which releases it if sending it panics.
+	current *attempt
+}
+
+// end, when the operation ends, reports an admitted attempt whose token
+// the SDK dropped unsent (a stream it could not rewind) as not made, and
+// gives back a retry granted and never run.
+func (op *operation) end() {
+	defer func() {
+		if bt := op.pendingRetry; bt != nil {
+			op.pendingRetry = nil
+			bt.Refund()
+		}
+	}()
+	if a := op.current; a != nil {
+		op.current = nil
+		_ = a.release(errAttemptNotMade)
+	}
 }
 
 func (op *operation) stop(r retry.Reason) {
@@ -128,8 +158,12 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	out middleware.FinalizeOutput, md middleware.Metadata, err error,
 ) {
 	r := m.r
-	op := &operation{start: r.clock.Now(), ctx: ctx}
+	op := &operation{ctx: ctx}
+	defer op.end()
 	obs := r.p.Observer
+	if obs != nil || r.p.MaxElapsed > 0 { // the only readers of op.start
+		op.start = r.clock.Now()
+	}
 	if obs == nil {
 		return next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 	}
@@ -177,7 +211,8 @@ func (attemptMiddleware) ID() string { return AttemptMiddlewareID }
 // else when its response body is closed.
 type attemptCtl struct {
 	cancel context.CancelCauseFunc
-	owned  bool // the body middleware handed the end to the body
+	owned  bool         // the body middleware handed the end to the body
+	body   *attemptBody // the body it handed it to
 }
 
 type attemptCtlKey struct{}
@@ -189,27 +224,65 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	if op != nil && op.attemptCtx != nil {
 		ctx, op.attemptCtx = op.attemptCtx, nil
 	}
+	if op != nil && op.current != nil {
+		// A panic while the attempt is sent makes the SDK drop its
+		// token's release: report the attempt as failed then (the
+		// panic goes on).
+		a, sent := op.current, false
+		op.current = nil
+		defer func() {
+			if !sent {
+				_ = a.release(errAttemptPanicked)
+			}
+		}()
+		out, md, err = m.send(ctx, in, next)
+		sent = true
+		return out, md, err
+	}
+	return m.send(ctx, in, next)
+}
+
+// send sends the attempt under Policy.AttemptTimeout.
+func (m attemptMiddleware) send(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	out middleware.FinalizeOutput, md middleware.Metadata, err error,
+) {
 	d := m.r.p.AttemptTimeout
 	if d <= 0 {
 		return next.HandleFinalize(ctx, in)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	timer := clock.Or(m.r.p.Clock).AfterFunc(d, func() { cancel(retry.ErrAttemptTimeout) })
 	ctl := &attemptCtl{cancel: cancel}
 	ended := false
-	defer func() {
-		timer.Stop()
+	var timer clock.Timer
+	defer func() { // before the timer is made: a panicking clock ends actx too
+		if timer != nil {
+			timer.Stop()
+		}
 		if !ended || err != nil || !ctl.owned {
 			cancel(nil)
 		}
 	}()
+	timer = m.r.clock.AfterFunc(d, func() { cancel(retry.ErrAttemptTimeout) })
 	out, md, err = next.HandleFinalize(context.WithValue(actx, attemptCtlKey{}, ctl), in)
 	ended = true
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), retry.ErrAttemptTimeout) {
-		err = &attemptTimeoutError{err: err}
+	fired := !timer.Stop() // fired, or firing now
+	switch {
+	case err != nil:
+		if ctx.Err() == nil && errors.Is(context.Cause(actx), retry.ErrAttemptTimeout) {
+			err = &attemptTimeoutError{err: err}
+		}
+	case fired && ctx.Err() == nil && ctl.body != nil && !ctl.body.closed.Load():
+		// The timer fired after the response arrived: its body, left
+		// to the caller, would fail on read under the ended context.
+		_ = ctl.body.Close()
+		err = &attemptTimeoutError{err: errLateResponse}
 	}
 	return out, md, err
 }
+
+// errLateResponse is the error of an attempt whose AttemptTimeout fired
+// after its response arrived, with its body not yet read.
+var errLateResponse = errors.New("the response came as the attempt timed out, its body unread")
 
 // attemptTimeoutError is an attempt's error when AttemptTimeout cut it:
 // it matches retry.ErrAttemptTimeout and wraps what the SDK returned.
@@ -233,8 +306,8 @@ func (bodyMiddleware) HandleDeserialize(ctx context.Context, in middleware.Deser
 	out, md, err = next.HandleDeserialize(ctx, in)
 	ctl, _ := ctx.Value(attemptCtlKey{}).(*attemptCtl)
 	if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && ctl != nil && resp.Response != nil && resp.Body != nil {
-		resp.Body = &attemptBody{ReadCloser: resp.Body, cancel: ctl.cancel}
-		ctl.owned = true
+		ctl.body = &attemptBody{ReadCloser: resp.Body, cancel: ctl.cancel}
+		resp.Body, ctl.owned = ctl.body, true
 	}
 	return out, md, err
 }
@@ -244,9 +317,11 @@ type attemptBody struct {
 	io.ReadCloser
 	cancel context.CancelCauseFunc
 	once   sync.Once
+	closed atomic.Bool
 }
 
 func (b *attemptBody) Close() error {
+	b.closed.Store(true)
 	defer b.once.Do(func() { b.cancel(nil) })
 	return b.ReadCloser.Close()
 }

@@ -89,7 +89,12 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // NestedOneLayer (GetRetryToken returns ErrNestedRetry), and draws on the
 // NestedBudget under NestedBudget. A retry granted by the Budget whose
 // attempt never runs (the Limiter or the Breaker refused it, the caller
-// gave up during the wait) is not given back, as in the AWS SDKs.
+// gave up during the wait) is one the SDK never reports: with the
+// middleware, a grant of a retry.BudgetTracker (budget.Concurrency) is
+// given back (Refund) when the operation ends; without it, it cannot be,
+// and holds its slot of the tracker for good, so use the middleware with
+// a BudgetTracker. A grant of any other Budget is not given back, as in
+// the AWS SDKs.
 //
 // With the middleware, a retry whose wait (advice included) and then
 // Policy.MinAttemptTime would not end before the caller's deadline is
@@ -104,9 +109,16 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // Every callback of the Policy (Classify, the Observer, Backoff, the
 // Budget, Breaker and Limiter and their done functions) may panic: the
 // panic goes on to the SDK's caller; a panic while an attempt's result is
-// reported still reports it to every other part first, and a panic in
-// GetAttemptToken after the Limiter or Breaker admitted the attempt
-// reports the attempt to them as failed.
+// reported still reports it to every other part first (with the
+// middleware, the Budget's record of a retry is made in the retry's
+// attempt token release, with those reports; without it, in the retry
+// token's release, which the SDK calls first, so a panic there keeps the
+// attempt from being reported), and a panic in
+// GetAttemptToken after the Limiter, the Breaker or a BudgetTracker's
+// Start admitted the attempt reports the attempt to them as failed. With
+// the middleware, so does a panic while the attempt is sent (the HTTP
+// client, another middleware), whose token the SDK then never releases;
+// without it, such an attempt is never reported.
 type Retryer struct {
 	p        *retry.Policy
 	clock    clock.Clock
@@ -247,7 +259,9 @@ func (h headerOf) ResponseHeader(name string) string {
 // ErrDeadlineTooClose); then the Budget (the NestedBudget for a call the layer
 // rule governs with NestedBudget) must grant it (else
 // ErrBudgetExhausted). The returned release records the retry's result
-// with the Budget once it has run.
+// with the Budget once it has run; with the middleware, a
+// retry.BudgetTracker's grant whose release the SDK never calls is
+// refunded when the operation ends.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
 	if b := r.p.Breaker; b != nil {
@@ -270,7 +284,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			return nil, err
 		}
 	}
-	release := nopRelease
+	var record func(error) // records the retry's result with the Budget
 	switch b := r.budgetFor(ctx).(type) {
 	case nil:
 	case retry.PricedBudget:
@@ -279,18 +293,46 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		release = func(err error) error { b.RecordPriced(err, price); return nil }
+		record = func(err error) { b.RecordPriced(err, price) }
 	default:
 		if !b.Withdraw(opErr) {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		release = func(err error) error { b.Record(true, err); return nil }
+		record = func(err error) { b.Record(true, err) }
+		if bt, tracks := b.(retry.BudgetTracker); tracks && op != nil {
+			// The SDK drops the release when the retry does not run (a
+			// refused attempt token, a done context, a cancelled
+			// wait): the operation middleware refunds the grant then.
+			op.pendingRetry = bt
+			record = func(err error) {
+				op.pendingRetry = nil // an operation has one grant outstanding at most
+				b.Record(true, err)
+			}
+		}
 	}
 	if op != nil {
 		r.putDelay(opErr, d, ctx)
 	}
-	return release, nil
+	if record == nil {
+		return nopRelease, nil
+	}
+	if op == nil {
+		return func(err error) error { record(err); return nil }, nil
+	}
+	// With the middleware the retry's attempt, once admitted, takes the
+	// record over and makes it with the Limiter's, Breaker's and
+	// Observer's reports, so that a panicking Budget does not keep them
+	// from theirs; the release records only a retry whose attempt did not
+	// take it.
+	op.retryRecord = record
+	return func(err error) error {
+		if f := op.retryRecord; f != nil {
+			op.retryRecord = nil
+			f(err)
+		}
+		return nil
+	}, nil
 }
 
 // waitFits returns nil when the wait d after opErr (the SDK's wait, advice
@@ -395,10 +437,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	if op == nil && (r.p.AttemptTimeout > 0 || r.p.MaxElapsed > 0) {
 		return nil, ErrMiddlewareMissing
 	}
-	a := &attempt{r: r, budget: r.budgetFor(ctx)}
+	a := &attempt{r: r, op: op, budget: r.budgetFor(ctx)}
 	if op != nil {
-		op.attempts++
-		a.n = op.attempts
+		a.n = op.attempts + 1 // counted once the Limiter and Breaker admit it
 	} else if a.n = 1; !r.first(ctx) {
 		a.n = 2
 	}
@@ -427,8 +468,12 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 			return nil, err
 		}
 	}
+	if op != nil {
+		op.attempts = a.n
+	}
 	if bt, is := a.budget.(retry.BudgetTracker); is {
 		bt.Start(a.retry)
+		a.started = true
 	}
 	if o := r.p.Observer; o != nil {
 		a.ctx = o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.n})
@@ -441,8 +486,17 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	}
 	a.start = r.clock.Now()
 	ok = true
+	if op != nil {
+		a.record, op.retryRecord = op.retryRecord, nil
+		op.current = a
+	}
 	return a.release, nil
 }
+
+// errAttemptPanicked is the result reported for an attempt whose sending
+// panicked (the SDK then drops its token's release; the attempt
+// middleware reports it).
+var errAttemptPanicked = errors.New("awssdk: attempt panicked")
 
 // errAttemptNotMade is the result reported for an attempt that was
 // admitted by some parts but never sent (a later part refused it or
@@ -452,7 +506,10 @@ var errAttemptNotMade = errors.New("awssdk: attempt not made")
 // attempt is one admitted attempt, until its release.
 type attempt struct {
 	r                        *Retryer
+	op                       *operation      // nil without the middleware
 	budget                   retry.Budget    // the budget the call draws on
+	started                  bool            // the BudgetTracker's Start ran
+	record                   func(error)     // the retry's Budget record, taken from GetRetryToken
 	ctx                      context.Context // the context AttemptStart returned; nil before it
 	n                        int             // the attempt's number, 1 for the first
 	retry                    bool
@@ -469,8 +526,17 @@ func (a *attempt) release(err error) error {
 }
 
 // end reports an attempt that never ran to the parts that admitted it.
+// A BudgetTracker that counted it (Start) records it; for a retry that
+// Record also ends the retry's grant, whose token the SDK then drops, so
+// the operation no longer holds it.
 func (a *attempt) end(err error) {
 	a.once.Do(func() {
+		if a.started {
+			if a.retry && a.op != nil {
+				a.op.pendingRetry = nil
+			}
+			defer a.budget.Record(a.retry, err)
+		}
 		defer call(a.limiterDone, err)
 		call(a.breakerDone, err)
 	})
@@ -484,6 +550,9 @@ func (a *attempt) report(err error) {
 	defer call(a.breakerDone, err)
 	if b := a.budget; b != nil && !a.retry {
 		defer b.Record(false, err)
+	}
+	if a.record != nil {
+		defer a.record(err)
 	}
 	if o := r.p.Observer; o != nil {
 		ctx := a.ctx
