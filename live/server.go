@@ -65,6 +65,17 @@ type server struct {
 	rnd *rand.Rand
 
 	holdReplies bool // a reply-loss or latency fault exists: answers are held to decide
+
+	// The capacity schedule: the window boundaries of the capacity
+	// faults, in order, and how many of them are applied. A boundary is
+	// applied by the schedule's timer or by the first request that
+	// reaches the injector at or after it, whichever comes first, so a
+	// late timer (a loaded machine) never lets requests in at the old
+	// capacity.
+	capMu     sync.Mutex
+	capBounds []time.Duration
+	capDone   atomic.Int32
+	capLate   time.Duration // added to the schedule's timer: a test's stand-in for a loaded machine
 }
 
 // newServer listens on 127.0.0.1 and prepares the rules; start serves.
@@ -95,8 +106,12 @@ func newServer(sc *Scenario, seed uint64) (*server, error) {
 			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Abort, Status: http.StatusServiceUnavailable})
 		case sim.FaultHang:
 			s.rules.Outages = append(s.rules.Outages, faultinject.Window{Start: f.Start, End: f.End, Action: faultinject.Hang})
+		case sim.FaultCapacity:
+			s.capBounds = append(s.capBounds, f.Start, f.End)
 		}
 	}
+	slices.Sort(s.capBounds)
+	s.capBounds = slices.Compact(s.capBounds)
 	if err := s.rules.Validate(); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("%w: %s: %w", ErrScenario, sc.Name, err)
@@ -125,7 +140,7 @@ func (s *server) start(rec *recorder, seed uint64, sampleEvery time.Duration) {
 		defer s.wg.Done()
 		s.sample(sampleEvery)
 	}()
-	if slices.ContainsFunc(s.sc.Faults, func(f sim.Fault) bool { return f.Kind == sim.FaultCapacity }) {
+	if len(s.capBounds) > 0 {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -242,6 +257,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), waitKey{}, wait))
 		defer wait.leave(s.rec)
 	}
+	s.applyCapacity(s.rec.since())
 	if !s.holdReplies {
 		s.inner.ServeHTTP(w, r)
 		return
@@ -479,34 +495,48 @@ func (s *server) sample(every time.Duration) {
 	}
 }
 
-// scheduleCapacity applies capacity faults: at each window boundary it
-// sets the injector's concurrency to the smallest Factor in force.
+// scheduleCapacity applies capacity faults at each window boundary, by
+// the timer; applyCapacity does the same for a request that arrives first.
 func (s *server) scheduleCapacity() {
-	var bounds []time.Duration
-	for _, f := range s.sc.Faults {
-		if f.Kind == sim.FaultCapacity {
-			bounds = append(bounds, f.Start, f.End)
-		}
-	}
-	slices.Sort(bounds)
-	bounds = slices.Compact(bounds)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	for _, b := range bounds {
-		t.Reset(time.Until(s.rec.start.Add(b)))
+	for _, b := range s.capBounds {
+		t.Reset(time.Until(s.rec.start.Add(b)) + s.capLate)
 		select {
 		case <-t.C:
 		case <-s.closing:
 			return
 		}
-		factor := 1.0
-		for _, f := range s.sc.Faults {
-			if f.Kind == sim.FaultCapacity && f.Start <= b && b < f.End {
-				factor = min(factor, f.Factor)
-			}
-		}
-		rules := s.rules.Clone()
-		rules.Limit.Concurrency = sim.CapacityWorkers(rules.Limit.Concurrency, factor) // as sim rounds
-		_ = s.in.Update(rules)                                                         // valid: only the concurrency changed, to a positive value
+		s.applyCapacity(b)
 	}
+}
+
+// applyCapacity applies every capacity boundary at or before at that is
+// not applied yet: it sets the injector's concurrency to the smallest
+// Factor in force. One atomic load when there is nothing to do.
+func (s *server) applyCapacity(at time.Duration) {
+	n := int(s.capDone.Load())
+	if n >= len(s.capBounds) || s.capBounds[n] > at {
+		return
+	}
+	s.capMu.Lock()
+	defer s.capMu.Unlock()
+	n = int(s.capDone.Load())
+	for n < len(s.capBounds) && s.capBounds[n] <= at {
+		n++
+	}
+	if n == int(s.capDone.Load()) {
+		return
+	}
+	b := s.capBounds[n-1] // the latest boundary passed decides the factor
+	factor := 1.0
+	for _, f := range s.sc.Faults {
+		if f.Kind == sim.FaultCapacity && f.Start <= b && b < f.End {
+			factor = min(factor, f.Factor)
+		}
+	}
+	rules := s.rules.Clone()
+	rules.Limit.Concurrency = sim.CapacityWorkers(rules.Limit.Concurrency, factor) // as sim rounds
+	_ = s.in.Update(rules)                                                         // valid: only the concurrency changed, to a positive value
+	s.capDone.Store(int32(n))
 }
