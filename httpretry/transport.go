@@ -102,23 +102,34 @@ func (t *Transport) CloseIdleConnections() {
 // A request that may not be repeated (see WithRetryable) is sent once, still
 // under the policy's Breaker, Budget and Observer.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	// The per-request state, with this request's copy of the policy.
+	// The per-request state, with this request's copy of the policy. One
+	// defer and one return, so that the compiler open-codes the defer
+	// (roundTrip's many returns would make it a runtime defer record).
 	c := getCall()
-	defer putCall(c)
+	defer c.done()
 	c.t, c.req = t, req
-	defer func() {
-		// A user callback that panicked outside an attempt (the
-		// WithRetryable rule, the policy source, the body's Read while it
-		// is buffered, an Observer, Limiter, Budget or Backoff): release
-		// what the call holds — the request body when no attempt sent it
-		// (the RoundTripper contract), the response kept for a retry — and
-		// let the panic go on.
-		if v := recover(); v != nil {
-			c.release()
-			c.closeUnsentOnPanic()
-			panic(v)
-		}
-	}()
+	return c.roundTrip()
+}
+
+// done ends RoundTrip: it gives the call back to the pool. After a user
+// callback that panicked outside an attempt (the WithRetryable rule, the
+// policy source, the body's Read while it is buffered, an Observer,
+// Limiter, Budget or Backoff) it first releases what the call holds — the
+// request body when no attempt sent it (the RoundTripper contract), the
+// response kept for a retry — and lets the panic go on.
+func (c *call) done() {
+	if v := recover(); v != nil {
+		defer putCall(c)
+		c.release()
+		c.closeUnsentOnPanic()
+		panic(v)
+	}
+	putCall(c)
+}
+
+// roundTrip is RoundTrip's body, on the pooled call c.
+func (c *call) roundTrip() (*http.Response, error) {
+	t, req := c.t, c.req
 	c.policy = *t.policy()              // the one read of the source
 	ctx := t.keyContext(req, &c.policy) // key.go: the request's key, its groups' members
 	c.classifyPolicy = c.policy.Classify
