@@ -40,7 +40,8 @@ type call struct {
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
 	held    *http.Response // the response being classified
 
-	op func(context.Context) (*http.Response, error) // c.guarded, made once per pooled call
+	op       func(context.Context) (*http.Response, error) // c.attempt, made once per pooled call
+	returned bool                                          // roundTrip returned: RoundTrip's done has no panic to look for
 }
 
 // run drives the retry loop, step by step as retry.Do does, so that a
@@ -53,7 +54,10 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil && p.Limiter == nil && c.t.opts.hdr.WillRetry == "" {
 		// No permit, slot or observer for a panic to leak, and no
 		// WillRetry to announce: retry.Do, whose first attempt costs less
-		// than a Call's, makes the same calls.
+		// than a Call's, makes the same calls. An attempt that panics is
+		// released by RoundTrip's deferred done, after retry.Do reported
+		// it (to nothing of the call's: the policy has no breaker,
+		// budget, limiter or observer).
 		return retry.Do(ctx, p, c.op)
 	}
 	rc := retry.NewCall(ctx, &c.policy) // inlined, and kept on the stack
@@ -95,18 +99,6 @@ func (c *call) try(rc *retry.Call, a *retry.Attempt) (*http.Response, error) {
 		}
 	}()
 	return c.attempt(a.Context)
-}
-
-// guarded is the operation retry.Do runs when there is no breaker, budget
-// or observer: a panic releases what the attempt holds and goes on.
-func (c *call) guarded(ctx context.Context) (*http.Response, error) {
-	defer func() {
-		if v := recover(); v != nil {
-			c.release()
-			panic(v)
-		}
-	}()
-	return c.attempt(ctx)
 }
 
 // release frees what a panicking attempt holds: its timer and context,
@@ -183,10 +175,16 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		return nil, err
 	}
 
-	overloaded := c.overloaded(resp)
-	c.held = resp // released if the classifier panics
-	again := !overloaded && c.classify(resp, nil)
-	c.held = nil
+	// Below 400 only a WithClassifier rule can ask for a retry (see
+	// classify), and no status below 429 carries the overload marker: a
+	// success costs neither.
+	overloaded, again := false, false
+	if resp.StatusCode >= http.StatusBadRequest || c.t.opts.classify != nil {
+		overloaded = c.overloaded(resp)
+		c.held = resp // released if the classifier panics
+		again = !overloaded && c.classify(resp, nil)
+		c.held = nil
+	}
 	if again && c.repeat && (c.limit < 0 || c.n < c.limit) {
 		keepBody(resp)
 	}

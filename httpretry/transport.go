@@ -108,7 +108,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := getCall()
 	defer c.done()
 	c.t, c.req = t, req
-	return c.roundTrip()
+	resp, err := c.roundTrip()
+	c.returned = true
+	return resp, err
 }
 
 // done ends RoundTrip: it gives the call back to the pool. After a user
@@ -118,11 +120,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // request body when no attempt sent it (the RoundTripper contract), the
 // response kept for a retry — and lets the panic go on.
 func (c *call) done() {
-	if v := recover(); v != nil {
-		defer putCall(c)
-		c.release()
-		c.closeUnsentOnPanic()
-		panic(v)
+	if !c.returned {
+		if v := recover(); v != nil {
+			defer putCall(c)
+			c.release()
+			c.closeUnsentOnPanic()
+			panic(v)
+		}
 	}
 	putCall(c)
 }
@@ -197,7 +201,7 @@ func (c *call) roundTrip() (*http.Response, error) {
 // refer to it.
 var calls = sync.Pool{New: func() any {
 	c := new(call)
-	c.op = c.guarded
+	c.op = c.attempt
 	return c
 }}
 
