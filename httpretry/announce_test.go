@@ -382,3 +382,76 @@ func TestAnnounceSharedValuesConcurrently(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// Issue #36: an attempt's header is the caller's keys and values plus the
+// announced ones, for every size of the caller's header — below, at and
+// past the 8 keys a map holds before it grows (where the copy changes
+// from a clone of the caller's map to a new one) — and the caller's
+// header is never changed, even by a next RoundTripper that writes into
+// the copy it is given. An announced attempt costs 3 allocations whatever
+// the size while the keys fit in one map group.
+func TestAnnounceCopiesHeadersOfEverySize(t *testing.T) {
+	for k := range 12 {
+		var seen []http.Header
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			seen = append(seen, r.Header.Clone())
+			r.Header.Set("X-Written-By-Next", "1")
+			delete(r.Header, "X-H-0")
+			return &http.Response{StatusCode: 503, Body: http.NoBody}, nil
+		})
+		rt := httpretry.New(next, noWait(2))
+		req := get(t, "http://127.0.0.1/")
+		for i := range k {
+			req.Header.Set("X-H-"+strconv.Itoa(i), "v"+strconv.Itoa(i))
+		}
+		want := req.Header.Clone()
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(seen) != 2 {
+			t.Fatalf("%d keys: %d attempts, want 2", k, len(seen))
+		}
+		for n, h := range seen {
+			if got := h.Get(layer.HeaderAttempt); got != strconv.Itoa(n+1) {
+				t.Errorf("%d keys, attempt %d: announced attempt %q", k, n+1, got)
+			}
+			for key, v := range want {
+				if !slices.Equal(h[key], v) {
+					t.Errorf("%d keys, attempt %d: %s = %q, want %q", k, n+1, key, h[key], v)
+				}
+			}
+			if h.Get("X-Written-By-Next") != "" {
+				t.Errorf("%d keys, attempt %d: saw the previous attempt's write", k, n+1)
+			}
+			if extra := len(h) - len(want); extra != 2 {
+				t.Errorf("%d keys, attempt %d: %d keys beyond the caller's, want 2 (attempt, will-retry)", k, n+1, extra)
+			}
+		}
+		if len(req.Header) != len(want) || req.Header.Get("X-Written-By-Next") != "" {
+			t.Errorf("%d keys: the caller's header changed: %v", k, req.Header)
+		}
+		for key, v := range want {
+			if !slices.Equal(req.Header[key], v) {
+				t.Errorf("%d keys: the caller's %s = %q, want %q", k, key, req.Header[key], v)
+			}
+		}
+	}
+
+	ok := &http.Response{StatusCode: 200, Body: http.NoBody}
+	rt := httpretry.New(roundTripFunc(func(*http.Request) (*http.Response, error) { return ok, nil }), noWait(2))
+	for _, k := range []int{0, 3, 6} {
+		req := get(t, "http://127.0.0.1/")
+		for i := range k {
+			req.Header.Set("X-H-"+strconv.Itoa(i), "v")
+		}
+		if a := testing.AllocsPerRun(100, func() {
+			if _, err := rt.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+		}); a > 3 {
+			t.Errorf("%d caller keys: %.0f allocations per announced attempt, want at most 3", k, a)
+		}
+	}
+}

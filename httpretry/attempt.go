@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -333,12 +334,17 @@ type announced struct {
 	num [20]byte
 }
 
+// smallHeader is the most keys a Go map holds in its one group of slots
+// before it grows into a table.
+const smallHeader = 8
+
 // announce returns a copy of req for an attempt with context ctx, whose
 // header is req's plus the attempt headers (layer.HeaderAttempt, ...).
 //
 // The copy costs one allocation (the request; announced when there is a
 // deadline to announce) and its header map two (the map and its group, sized once
-// for req's keys and the announced ones). The map is new for every
+// for req's keys and the announced ones; while they fit in one group of 8
+// slots, a clone of req's map, whose group is copied whole). The map is new for every
 // attempt: the request of an attempt must not share one with the caller's
 // (which the RoundTripper contract forbids modifying) or with another
 // attempt's (which net/http may still read after that attempt's RoundTrip
@@ -393,9 +399,17 @@ func (c *call) announce(ctx context.Context) *http.Request {
 			n++
 		}
 	}
-	hdr := make(http.Header, n)
-	for k, v := range c.req.Header {
-		hdr[k] = v
+	var hdr http.Header
+	if c.req.Header != nil && n <= smallHeader {
+		// Room for the announced keys in the one group of a small map:
+		// a clone copies that group (and the map's hash seed) whole,
+		// where a new map would hash and insert every key again.
+		hdr = maps.Clone(c.req.Header)
+	} else {
+		hdr = make(http.Header, n)
+		for k, v := range c.req.Header {
+			hdr[k] = v
+		}
 	}
 	if attempt != nil {
 		hdr[h.Attempt] = attempt
