@@ -82,6 +82,9 @@ func (a *Action) UnmarshalText(b []byte) error {
 // before the wait for the caller to give up starts; for Pass, before the
 // wrapped handler or transport is called.
 type Event struct {
+	// Action is what the Injector is about to do with the request: Queue
+	// before it waits for a slot, or its final action (Pass, Abort,
+	// Reset, Hang, Reject or Cancel).
 	Action Action
 	// Outage is true when an outage window decided the action.
 	Outage bool

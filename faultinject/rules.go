@@ -102,6 +102,10 @@ type Limit struct {
 // Injector's epoch (modulo Rules.OutageCycle when that is set), every
 // request meets Action.
 type Window struct {
+	// Start and End bound the window, [Start, End), as times since the
+	// Injector's epoch (within each cycle when Rules.OutageCycle is
+	// set). Start must not be negative and End must be after Start (and
+	// at most OutageCycle when that is set).
 	Start time.Duration
 	End   time.Duration
 	// Action is Abort (the zero value, Pass, means Abort too), Reset or Hang.

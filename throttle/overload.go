@@ -15,6 +15,11 @@ import (
 // httpretry's StatusError for 429 and 503, so that this package imports
 // no adapter.
 type OverloadReporter interface {
+	// Overload reports whether the error is an overload signal: true
+	// when the downstream refused the request for lack of capacity,
+	// false when it is not, which IsOverload takes as final (no status
+	// code is then looked at). It should be quick and not allocate:
+	// IsOverload runs on the attempt path.
 	Overload() bool
 }
 
