@@ -23,8 +23,8 @@ type OverloadReporter interface {
 	Overload() bool
 }
 
-// IsOverload is the default overload classification of a SRE and a
-// RateLimiter: whether err says the downstream refused a request for lack
+// IsOverload is the default overload classification of a SRE and an
+// Adaptive limiter: whether err says the downstream refused a request for lack
 // of capacity. In order:
 //
 //   - nil is not an overload;
