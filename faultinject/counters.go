@@ -107,7 +107,7 @@ type Counters struct {
 	Aborted  uint64 `json:"aborted"`  // answered with an error status (Abort.Percent or an outage)
 	Resets   uint64 `json:"resets"`   // connection reset (ResetPercent or an outage)
 	Hangs    uint64 `json:"hangs"`    // left hanging (HangPercent or an outage)
-	Rejected uint64 `json:"rejected"` // refused by the Limit: queue full or wait timed out
+	Rejected uint64 `json:"rejected"` // refused by the Limit: queue full, wait timed out, or queued at Close
 	Canceled uint64 `json:"canceled"` // caller gave up while queued or delayed
 
 	Outage     uint64        `json:"outage"`         // requests met by an outage window
