@@ -166,7 +166,9 @@ type StormResult struct {
 	// AttemptsPerCall is attempts sent over calls made, over the run.
 	AttemptsPerCall float64 `json:"attempts_per_call"`
 	// StormAttemptsPerCall is the attempts of the calls that started
-	// while the trigger lasts, per call.
+	// while the trigger lasts, per call (sim.Metrics.FaultAttemptsPerCall;
+	// in a trial where that is 0, MeanAmplification's offered load over
+	// the call rate instead), mean over the trials.
 	StormAttemptsPerCall float64 `json:"storm_attempts_per_call"`
 	// AfterAttemptsPerCall is attempts sent over calls ended, from the end
 	// of the trigger to the end of the run: well below 1 when a breaker
