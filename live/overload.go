@@ -147,7 +147,7 @@ type OverloadOptions struct {
 	Scenario string
 	// Workers sizes the database (default DefaultOverloadWorkers: 100
 	// requests/s) and, in proportion, the clients' rate, the queues and
-	// the static limits of the default cases and controls.
+	// the static limits of the default cases and controls. In [1, 240].
 	Workers int
 	// Scale stretches the default cases' timeline (default 1: sim's; the
 	// service time, the 1s timeout and the trigger's extra latency stay).
