@@ -65,7 +65,8 @@ type Extra struct {
 
 // Wasted is the server's work for callers that had already given up.
 type Wasted struct {
-	// Executions of the work handler and their total time on it.
+	// Executions counts executions of the work handler, and HandlerS is
+	// their total time in it, in seconds.
 	Executions int64   `json:"executions"`
 	HandlerS   float64 `json:"handler_s"`
 	// WastedS is handler time spent after the request's caller had given

@@ -224,7 +224,9 @@ type PolicyResult struct {
 	Weakest string `json:"weakest"`
 	// Notes are settings the simulator models only in part.
 	Notes []string `json:"notes,omitempty"`
-	Pass  bool     `json:"pass"`
+	// Pass says the policy passed every storm: no failure, or only
+	// borderline ones under Gates.PassBorderline.
+	Pass bool `json:"pass"`
 }
 
 // ModelVersion names the check's model (storms, trials, measures,
@@ -238,20 +240,34 @@ type Report struct {
 	// "devel").
 	ModelVersion string `json:"model_version"`
 	ToolVersion  string `json:"tool_version"`
-	// File and Version name the policy file (empty for Check).
+	// File and Version name the policy file checked and its version
+	// field (stormsim check sets them; empty, and left out, from Run and
+	// Check).
 	File    string `json:"file,omitempty"`
 	Version string `json:"version,omitempty"`
-	Seed    uint64 `json:"seed"`
-	Trials  int    `json:"trials"`
+	// Seed is the run's seed (Options.Seed): trial i of every storm ran
+	// with TrialSeed(Seed, i).
+	Seed uint64 `json:"seed"`
+	// Trials is how many trials each storm ran (Options.Trials, or
+	// DefaultTrials).
+	Trials int `json:"trials"`
 	// Downstream is the model, defaults filled in.
 	Downstream DownstreamReport `json:"downstream"`
-	Gates      GatesReport      `json:"gates"`
-	Storms     []StormInfo      `json:"storms"`
-	Policies   []PolicyResult   `json:"policies"`
+	// Gates are the limits the results were judged by, defaults filled
+	// in.
+	Gates GatesReport `json:"gates"`
+	// Storms describe the storms run, in the order Options.Storms names
+	// them (the suite's order, Storms(), when it names none).
+	Storms []StormInfo `json:"storms"`
+	// Policies are the policies' results, in the order Run was given
+	// them.
+	Policies []PolicyResult `json:"policies"`
 	// Failures lists every failed gate, policy by policy (borderline ones
-	// included, marked so).
+	// included, marked so); empty, not null, when there is none.
 	Failures []Failure `json:"failures"`
-	Pass     bool      `json:"pass"`
+	// Pass says every policy passed: no failure, or only borderline ones
+	// under Gates.PassBorderline.
+	Pass bool `json:"pass"`
 }
 
 // ErrRun is wrapped by the error of a run the simulator refused or could
