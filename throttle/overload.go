@@ -16,10 +16,12 @@ import (
 // no adapter.
 type OverloadReporter interface {
 	// Overload reports whether the error is an overload signal: true
-	// when the downstream refused the request for lack of capacity,
-	// false when it is not, which IsOverload takes as final (no status
-	// code is then looked at). It should be quick and not allocate:
-	// IsOverload runs on the attempt path.
+	// when the downstream refused the request for lack of capacity.
+	// IsOverload takes the answer of the first error in the chain that
+	// implements it as final (no status code is then looked at), unless
+	// the chain carries the retry package's overload marker, which is
+	// always an overload. It should be quick and not allocate: IsOverload
+	// runs on the attempt path.
 	Overload() bool
 }
 
