@@ -28,7 +28,11 @@ import (
 //   - a library package (not main, not in exampleExempt) with no runnable
 //     Example in its tests.
 //
-// Struct fields and interface methods are not checked.
+//   - an exported field of an exported struct type, or a method of an
+//     exported interface type, without a doc comment (a field is
+//     documented by its own comment, a trailing line comment, or the
+//     comment of the group of fields it is declared in; an embedded field
+//     needs none: its type is documented);
 //
 // knownGodocDebt lists what was missing when the check was added, in
 // packages whose owners were changing them at the time; the test logs
@@ -193,6 +197,7 @@ func godocProblems(t *testing.T, dir string) []string {
 	}
 	for _, typ := range p.Types {
 		undocumented("type", typ.Name, typ.Doc)
+		out = append(out, memberProblems(fset, typ)...)
 		values(typ.Consts, "const")
 		values(typ.Vars, "var")
 		for _, f := range typ.Funcs {
@@ -209,6 +214,51 @@ func godocProblems(t *testing.T, dir string) []string {
 		out = append(out, "no runnable Example")
 	}
 	slices.Sort(out)
+	return out
+}
+
+// memberProblems returns the exported struct fields and interface methods
+// of typ that have no doc comment.
+func memberProblems(fset *token.FileSet, typ *doc.Type) []string {
+	var out []string
+	for _, spec := range typ.Decl.Specs {
+		ts, ok := spec.(*ast.TypeSpec)
+		if !ok {
+			continue
+		}
+		var list *ast.FieldList
+		kind := "field"
+		switch t := ts.Type.(type) {
+		case *ast.StructType:
+			list = t.Fields
+		case *ast.InterfaceType:
+			list, kind = t.Methods, "interface method"
+		}
+		if list == nil {
+			continue
+		}
+		// A group is a run of fields on consecutive lines; the comment
+		// above its first field documents them all.
+		grouped, prevEnd := false, -1
+		for _, f := range list.List {
+			line := fset.Position(f.Pos()).Line
+			switch {
+			case f.Doc != nil:
+				grouped = true
+			case line != prevEnd+1:
+				grouped = false
+			}
+			prevEnd = fset.Position(f.End()).Line
+			if len(f.Names) == 0 || grouped || f.Comment != nil {
+				continue // embedded, or documented
+			}
+			for _, n := range f.Names {
+				if n.IsExported() {
+					out = append(out, fmt.Sprintf("%s %s.%s has no doc comment", kind, typ.Name, n.Name))
+				}
+			}
+		}
+	}
 	return out
 }
 

@@ -82,6 +82,9 @@ func (a *Action) UnmarshalText(b []byte) error {
 // before the wait for the caller to give up starts; for Pass, before the
 // wrapped handler or transport is called.
 type Event struct {
+	// Action is what the Injector is about to do with the request: Queue
+	// before it waits for a slot, or its final action (Pass, Abort,
+	// Reset, Hang, Reject or Cancel).
 	Action Action
 	// Outage is true when an outage window decided the action.
 	Outage bool
@@ -104,7 +107,7 @@ type Counters struct {
 	Aborted  uint64 `json:"aborted"`  // answered with an error status (Abort.Percent or an outage)
 	Resets   uint64 `json:"resets"`   // connection reset (ResetPercent or an outage)
 	Hangs    uint64 `json:"hangs"`    // left hanging (HangPercent or an outage)
-	Rejected uint64 `json:"rejected"` // refused by the Limit: queue full or wait timed out
+	Rejected uint64 `json:"rejected"` // refused by the Limit: queue full, wait timed out, or queued at Close
 	Canceled uint64 `json:"canceled"` // caller gave up while queued or delayed
 
 	Outage     uint64        `json:"outage"`         // requests met by an outage window

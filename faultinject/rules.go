@@ -78,9 +78,9 @@ type AbortRule struct {
 
 // Limit caps how many requests run at once, like a server with a fixed
 // number of workers and a bounded accept queue. A request beyond
-// Concurrency waits in a FIFO queue; when Queue requests are already
-// waiting, or its wait exceeds QueueTimeout, it is rejected at once with
-// Status. The zero Limit lets everything through.
+// Concurrency waits in a FIFO queue; it is rejected with Status at once
+// when Queue requests are already waiting, and when its wait reaches
+// QueueTimeout. The zero Limit lets everything through.
 type Limit struct {
 	// Concurrency is the most requests running at once (in the injected
 	// latency, hanging or in the wrapped handler). 0: no limit.
@@ -102,6 +102,10 @@ type Limit struct {
 // Injector's epoch (modulo Rules.OutageCycle when that is set), every
 // request meets Action.
 type Window struct {
+	// Start and End bound the window, [Start, End), as times since the
+	// Injector's epoch (within each cycle when Rules.OutageCycle is
+	// set). Start must not be negative and End must be after Start (and
+	// at most OutageCycle when that is set).
 	Start time.Duration
 	End   time.Duration
 	// Action is Abort (the zero value, Pass, means Abort too), Reset or Hang.

@@ -92,6 +92,11 @@ func UnaryHedgingInterceptor(h *hedge.Hedger, opts ...Option) grpc.UnaryClientIn
 // *config.Handle implements it (Handle.Hedger): see
 // UnaryHedgingInterceptor.
 type HedgerSource interface {
+	// Hedger returns the hedge settings a call starting now runs under.
+	// The interceptor calls it once per call, from many goroutines at
+	// once, so it must be safe for concurrent use and cheap. A nil
+	// result, or one with MaxHedges hedge.NoHedges, means the call is
+	// not hedged.
 	Hedger() *hedge.Hedger
 }
 
@@ -141,6 +146,12 @@ func WithNonFatalCodes(cs ...codes.Code) Option {
 // *config.Handle implements it (Handle.GRPCNonFatal: hedge.non_fatal_codes,
 // or else retry_on.grpc_codes); see WithNonFatalCodes.
 type NonFatalSource interface {
+	// GRPCNonFatal reports whether a hedged copy failing with the gRPC
+	// status code (a codes.Code, never codes.OK) lets the other copies
+	// of the call go on, under the policy in force now; false makes the
+	// failure fatal, ending the call. It is asked at each such failure,
+	// possibly from several goroutines at once, so it must be safe for
+	// concurrent use.
 	GRPCNonFatal(code uint32) bool
 }
 

@@ -8,6 +8,10 @@ package layer
 // MeshRetries must be safe for concurrent use and should be cheap (an
 // atomic load): it runs on the request path.
 type MeshSource interface {
+	// MeshRetries reports whether the mesh retries the requests it
+	// forwards, under the declaration in force now: true makes every
+	// request carrying x-envoy-attempt-count count as coming from a
+	// caller that retries (see WithMeshRetries).
 	MeshRetries() bool
 }
 

@@ -119,8 +119,8 @@ type CascadeOptions struct {
 	MaxCalls int
 	// CallTimeout is a caller's deadline for one call (default 5s).
 	CallTimeout time.Duration
-	// Policies are compared (default CascadePolicies()), at the same time,
-	// each over its own three servers.
+	// Policies are compared (default CascadePolicies()), each over its
+	// own three servers, at the same time unless Sequential.
 	Policies []CascadePolicy
 }
 

@@ -46,9 +46,16 @@ type Extra struct {
 	StartLagMeanMS float64 `json:"start_lag_mean_ms"`
 	StartLagMaxMS  float64 `json:"start_lag_max_ms"`
 
-	Wasted     Wasted     `json:"wasted"`
+	// Wasted is the server's work for callers that had already given
+	// up.
+	Wasted Wasted `json:"wasted"`
+	// Duplicates is what the server saw of the requests carrying an
+	// Idempotency-Key: executions and completions beyond the first of
+	// their key.
 	Duplicates Duplicates `json:"duplicates"`
-	Entry      Entry      `json:"entry"`
+	// Entry is the callers' first attempts arriving at the server,
+	// before and after errors began.
+	Entry Entry `json:"entry"`
 
 	// Server is the injector's final counters: requests passed, aborted by
 	// an outage, rejected by the limit, cancelled while queued, and the
@@ -58,7 +65,8 @@ type Extra struct {
 
 // Wasted is the server's work for callers that had already given up.
 type Wasted struct {
-	// Executions of the work handler and their total time on it.
+	// Executions counts executions of the work handler, and HandlerS is
+	// their total time in it, in seconds.
 	Executions int64   `json:"executions"`
 	HandlerS   float64 `json:"handler_s"`
 	// WastedS is handler time spent after the request's caller had given
@@ -105,6 +113,9 @@ type Entry struct {
 
 // Series is a live run's extra load-over-time data, at sim.ChartStep.
 type Series struct {
+	// StepMS is the length of one step of every slice below, in
+	// milliseconds: sim.ChartStep rounded down to a whole number of the
+	// recording's buckets (at least one bucket).
 	StepMS float64 `json:"step_ms"`
 	// Entry is first attempts per second arriving at the server.
 	Entry []float64 `json:"entry_per_s"`

@@ -44,7 +44,12 @@ const unboundedQueue = 1 << 24
 // OverloadCase is one case of a server-side run: an OverloadModel (its
 // Window the stretch the figures cover) and a name.
 type OverloadCase struct {
-	Name  string
+	// Name labels the case in reports; OverloadReport.Row finds the case
+	// by it.
+	Name string
+	// Model is the database, clients and trigger the case runs, live and
+	// in virtual time (sim.RunOverload); its Window is the stretch of the
+	// run the OverloadRow.Stats figures cover.
 	Model sim.OverloadModel
 	// WindowDoc says in words what the window is.
 	WindowDoc string
@@ -142,7 +147,7 @@ type OverloadOptions struct {
 	Scenario string
 	// Workers sizes the database (default DefaultOverloadWorkers: 100
 	// requests/s) and, in proportion, the clients' rate, the queues and
-	// the static limits of the default cases and controls.
+	// the static limits of the default cases and controls. In [1, 240].
 	Workers int
 	// Scale stretches the default cases' timeline (default 1: sim's; the
 	// service time, the 1s timeout and the trigger's extra latency stay).
@@ -231,7 +236,10 @@ type OverloadReport struct {
 // OverloadCaseReport is one case's rows, in the order of
 // Options.Controls.
 type OverloadCaseReport struct {
+	// Case is the case as run (from OverloadOptions.Cases).
 	Case OverloadCase
+	// Rows are the case's results, one per control, in the order of
+	// OverloadOptions.Controls.
 	Rows []OverloadRow
 }
 
@@ -239,6 +247,9 @@ type OverloadCaseReport struct {
 // figures as sim's (sim.OverloadStats over the case's window, and
 // sim.Metrics over the run from the run's 10ms buckets).
 type OverloadRow struct {
+	// Control is the server-side control the row ran (from
+	// OverloadOptions.Controls); OverloadReport.Row finds the row by its
+	// Name.
 	Control sim.ServerControl
 	// Stats and Metrics are measured on the wire: goodput and offered
 	// load by the clients, waits, service in time and shedding by the

@@ -12,25 +12,49 @@ import (
 // simulator's metrics measured on the wire plus the live-only measures,
 // and ready-made tables and plots.
 type Report struct {
+	// Scenario is the scenario's name (Scenario.Name).
 	Scenario string `json:"scenario"`
 	// ModelVersion is sim.ModelVersion: the version of the models and
 	// metric definitions the run used.
-	ModelVersion int    `json:"model_version"`
-	Title        string `json:"title"`
-	Description  string `json:"description"`
-	Seed         uint64 `json:"seed"`
-	// The settings the run used (after Options overrides).
-	Clients      int     `json:"clients"`
-	DurationS    float64 `json:"duration_s"`
-	DrainS       float64 `json:"drain_s"`
-	FaultStartS  float64 `json:"fault_start_s,omitempty"`
-	FaultEndS    float64 `json:"fault_end_s,omitempty"`
+	ModelVersion int `json:"model_version"`
+	// Title is the scenario's Title, or what its TitleFor built from the
+	// scenario as run.
+	Title string `json:"title"`
+	// Description is the scenario's Doc; when Options changed its
+	// clients or duration, a first line says what was run instead.
+	Description string `json:"description"`
+	// Seed is the run's seed (Options.Seed).
+	Seed uint64 `json:"seed"`
+	// Clients is the number of client goroutines the run started
+	// (Options.Clients, or the scenario's).
+	Clients int `json:"clients"`
+	// DurationS is how long the clients started calls, in seconds
+	// (Options.Duration, or the scenario's).
+	DurationS float64 `json:"duration_s"`
+	// DrainS is the most the run continued after DurationS for calls in
+	// flight to end, in seconds (Options.Drain, or the scenario's
+	// Drain or its default).
+	DrainS float64 `json:"drain_s"`
+	// FaultStartS and FaultEndS are the earliest start and the latest
+	// end of the scenario's faults, in seconds from the start of the
+	// run; both 0 (left out) when it has no fault.
+	FaultStartS float64 `json:"fault_start_s,omitempty"`
+	FaultEndS   float64 `json:"fault_end_s,omitempty"`
+	// CapacityPerS is the server's nominal capacity in requests per
+	// second (Scenario.CapacityPerS); 0 (left out) when it is unbounded.
 	CapacityPerS float64 `json:"capacity_per_s,omitempty"`
-	Scope        string  `json:"scope"`
-	Sequential   bool    `json:"sequential"`
-	// ElapsedS is the run's wall time.
+	// Scope is who shared each policy's budget and breaker, as
+	// Scope.String names it ("shared", "per-client").
+	Scope string `json:"scope"`
+	// Sequential says the policies ran one after another
+	// (Options.Sequential) rather than at the same time.
+	Sequential bool `json:"sequential"`
+	// ElapsedS is the run's wall time, in seconds.
 	ElapsedS float64 `json:"elapsed_s"`
-	Rows     []Row   `json:"rows"`
+	// Rows are the policies' results, one per policy compared, in the
+	// order of Options.Policies (else the scenario's Policies, else
+	// DefaultPolicies()), repeats dropped.
+	Rows []Row `json:"rows"`
 	// Verdict sums up the rows in a few sentences (sim.JudgeCase).
 	Verdict []string `json:"verdict,omitempty"`
 	// Tables and Plots present the rows, and PolicyLegend defines each
@@ -42,6 +66,8 @@ type Report struct {
 
 // Row is one policy's result.
 type Row struct {
+	// Policy is the policy's name, an alias resolved to the name it
+	// stands for (the name Report.Row takes).
 	Policy string `json:"policy"`
 	// Metrics are sim.Metrics measured on the wire: attempts are those
 	// arriving at the server (its offered load), calls and their latency

@@ -91,7 +91,7 @@ type SlowdownHedgingOptions struct {
 	// cancelled it (a hedge's loser, mostly) instead of stopping at once:
 	// SlowdownHedgingRow.Wasted shows the work spent on answers nobody reads.
 	IgnoreCancel bool
-	// SlowStart and SlowEnd bound the brownout (default: the middle
+	// SlowStart and SlowEnd bound the slowdown (default: the middle
 	// third of Duration): a request arriving in it is served in
 	// SlowService (default 100ms) instead of Service (default 5ms), for
 	// everyone. The server has no concurrency limit; a request whose
@@ -105,8 +105,8 @@ type SlowdownHedgingOptions struct {
 	CallTimeout time.Duration
 	// MaxCalls bounds the calls of one policy (default 5000).
 	MaxCalls int
-	// Policies are compared (default SlowdownHedgingPolicies()), at the same
-	// time, each with its own server.
+	// Policies are compared (default SlowdownHedgingPolicies()), each
+	// with its own server, at the same time unless Sequential.
 	Policies []SlowdownHedgingPolicy
 }
 

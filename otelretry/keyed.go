@@ -32,6 +32,11 @@ const OtherKey = "other"
 // (package keyed): *keyed.Breakers, *keyed.Budgets, *keyed.Limiters and
 // *keyed.Group values implement it.
 type KeyedGroup interface {
+	// Stats returns the group's counts now: Live and Kept become gauges,
+	// Evictions, Idle and Overflows counters, so those three must never
+	// go down. It is called at every collection, outside the Observer's
+	// locks, possibly while other goroutines use the group: it must be
+	// safe for concurrent use.
 	Stats() keyed.Stats
 }
 

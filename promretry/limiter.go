@@ -22,6 +22,13 @@ type RejectionSource interface {
 // (*throttle.SRE): its rejection probability and its local rejections,
 // counted in stormguard_throttle_local_rejections_total.
 type ThrottleSource interface {
+	// Stats returns the throttler's state now: WatchLimiter reads its
+	// Probability (the rejection probability, in [0, 1]) and Rejected,
+	// the local rejections since the throttler was made, which must
+	// never go down. It is called at every scrape and when a watch ends,
+	// with the Collector's lock held, possibly while other goroutines use
+	// the throttler: it must be safe for concurrent use and must not
+	// call the Collector.
 	Stats() throttle.Stats
 }
 
@@ -29,6 +36,13 @@ type ThrottleSource interface {
 // limiter (*throttle.Adaptive): its fill and measured rates and its
 // counts of attempts that waited or were refused.
 type AdaptiveSource interface {
+	// Stats returns the limiter's state now: WatchLimiter reads its
+	// FillRate (tokens per second) and MeasuredRate (answers per
+	// second), and Waits and Refused, counts since the limiter was made,
+	// which must never go down. It is called at every scrape and when a
+	// watch ends, with the Collector's lock held, possibly while other
+	// goroutines use the limiter: it must be safe for concurrent use and
+	// must not call the Collector.
 	Stats() throttle.AdaptiveStats
 }
 

@@ -32,6 +32,12 @@ type Observer interface {
 // A Scheduler whose Observer implements it calls QueueRefused instead of
 // QueueDropped with DropFull.
 type RefusedObserver interface {
+	// QueueRefused reports that Submit refused n tasks of the Scheduler
+	// named queue (SchedulerConfig.Name) because MaxPending tasks were
+	// pending; a Scheduler passes n = 1, once per refused Submit. It is
+	// called as Observer's methods are (synchronously, from the
+	// goroutine that called Submit): it must be safe for concurrent use,
+	// quick, and must not block.
 	QueueRefused(queue string, n int)
 }
 

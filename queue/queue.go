@@ -126,8 +126,10 @@ type Stats struct {
 	// Delivered counts records in batches whose delivery succeeded.
 	Delivered uint64
 	// DroppedFull counts records dropped for lack of room: evicted or
-	// refused by the Overflow policy, or, after a failed delivery, records
-	// of the batch that no longer fit back into the buffer.
+	// refused by the Overflow policy at Offer, or, when a delivery that
+	// gave up puts its batch back into the buffer, the records that no
+	// longer fit (the batch's oldest under DropOldest, the newest buffered
+	// records under DropNewest).
 	DroppedFull uint64
 	// DroppedPermanent counts records in batches whose delivery failed with
 	// an error the Policy does not retry (retry.Permanent, or Classify
@@ -206,6 +208,11 @@ type Queue[T any] struct {
 // under Config.Policy, so its error decides what happens to the batch: nil
 // delivers it, an error the Policy does not retry (wrap it with
 // retry.Permanent) drops it, any other error is retried.
+//
+// A panic in deliver is not recovered (unlike a Scheduler's task): the
+// delivery's retry.Run reports the attempt as failed and re-raises it on
+// the worker's goroutine, which ends the program. A panic in Config.Size
+// goes on to Offer's caller, with nothing counted.
 //
 // New panics if deliver is nil or cfg does not Validate.
 func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) error) *Queue[T] {

@@ -10,8 +10,8 @@ import (
 )
 
 // Downstream models the service a policy's callers call, and the fleet
-// calling it. Zero fields take the defaults noted (DefaultDownstream
-// returns them all filled in).
+// calling it. Zero fields take the defaults noted (Resolve fills them
+// in: Downstream{}.Resolve() returns them all).
 type Downstream struct {
 	// Clients is the number of client instances (the fleet). Each has its
 	// own budget and breaker, as each process of a real fleet does.

@@ -24,6 +24,7 @@ type Problem = config.Problem
 
 // Error lists every problem found in a downstream or gates section.
 type Error struct {
+	// Problems are the problems found, at least one, ordered by line.
 	Problems []Problem
 }
 
@@ -43,8 +44,14 @@ func (e *Error) Error() string {
 // Sections are the parts of a check file beside the policies: the
 // downstream model and the gates, as written (zero fields unset).
 type Sections struct {
+	// Downstream is the downstream section's settings, each checked for
+	// range, with zero fields where the section leaves them out
+	// (Downstream.Resolve, which Run calls, fills in the defaults).
 	Downstream Downstream
-	Gates      Gates
+	// Gates is the gates section's limits, each checked for range, with
+	// zero fields where the section leaves them out (a zero
+	// MaxAmplification or MaxRecovery is then the default limit).
+	Gates Gates
 	// HasDownstream and HasGates say whether the sections were present.
 	HasDownstream, HasGates bool
 }

@@ -133,9 +133,13 @@ const (
 
 // Failure is one gate a policy failed in one storm.
 type Failure struct {
+	// Policy is the label of the policy that failed (Policy.Name).
 	Policy string `json:"policy"`
-	Storm  string `json:"storm"`
-	Gate   string `json:"gate"`
+	// Storm is the name of the storm it failed in (Storm.Name).
+	Storm string `json:"storm"`
+	// Gate is the gate failed: GateAmplification, GateRecovery,
+	// GateSuccess or GateRunaway.
+	Gate string `json:"gate"`
 	// Window is, for GateSuccess, the calls judged: WindowStorm or
 	// WindowRecovery.
 	Window string `json:"window,omitempty"`

@@ -109,8 +109,12 @@ func kindOf(err error, throttle bool) Kind {
 // policy), the simulator's own error, and, for a timeout,
 // retry.ErrAttemptTimeout.
 type Answer struct {
-	Kind   Kind
-	Status *httpretry.StatusError // nil for a timeout
+	// Kind is how the downstream model answered the attempt (never
+	// KindNone: a succeeded attempt carries no Answer).
+	Kind Kind
+	// Status is the HTTP status error of Kind, with a bodiless Response;
+	// nil for a timeout, which got no response.
+	Status *httpretry.StatusError
 	sim    error
 }
 

@@ -13,15 +13,36 @@ import (
 // DownstreamReport is Downstream as the report prints it, defaults filled
 // in, distributions and durations in the file's syntax.
 type DownstreamReport struct {
-	Clients  int     `json:"clients"`
-	Rate     float64 `json:"rate_per_s"`
-	Workers  int     `json:"workers"`
+	// Clients is the number of client instances in the fleet
+	// (Downstream.Clients).
+	Clients int `json:"clients"`
+	// Rate is the fleet's steady call rate, in calls per second across
+	// every client (Downstream.Rate).
+	Rate float64 `json:"rate_per_s"`
+	// Workers is how many requests the downstream serves at once.
+	Workers int `json:"workers"`
+	// Capacity is the requests per second the workers serve: Workers
+	// divided by the mean service time. When the model set Capacity,
+	// Workers was rounded up from it, so this may be a little above it.
 	Capacity float64 `json:"capacity_per_s"`
-	Service  string  `json:"service"`
-	Queue    int     `json:"queue"`
-	Latency  string  `json:"latency"`
-	Timeout  string  `json:"timeout"`
-	Degrade  *struct {
+	// Service is the distribution of the time one request holds a
+	// worker, written as sim.Dist.String writes it ("uniform(10ms,30ms)").
+	Service string `json:"service"`
+	// Queue is how many requests may wait for a worker; -1: no queue.
+	Queue int `json:"queue"`
+	// Latency is the distribution of the one-way network latency of each
+	// leg, written as Service is.
+	Latency string `json:"latency"`
+	// Timeout is the client's timeout of one attempt for the policies
+	// that set no attempt_timeout, as time.Duration.String writes it
+	// ("1s").
+	Timeout string `json:"timeout"`
+	// Degrade is the slow-down as the queue grows (sim.Degrade): past
+	// Knee queued requests, service time is multiplied by
+	// 1 + Slope·(queued−Knee)/Workers, capped at Max (left out when 0:
+	// the cap is then 10). nil (left out) when Slope is 0: service never
+	// slows down.
+	Degrade *struct {
 		Knee  int     `json:"knee"`
 		Slope float64 `json:"slope"`
 		Max   float64 `json:"max,omitempty"`
@@ -61,9 +82,18 @@ type GatesReport struct {
 
 // StormGatesReport is the limits one storm sets itself.
 type StormGatesReport struct {
+	// MaxAmplification is the storm's own peak amplification limit (×
+	// the baseline); nil (left out) when the storm does not set one, or
+	// turns the gate off (NoAmplificationLimit).
 	MaxAmplification *float64 `json:"max_amplification,omitempty"`
-	MaxRecoveryS     *float64 `json:"max_recovery_s,omitempty"`
-	MinSuccess       *float64 `json:"min_success,omitempty"`
+	// MaxRecoveryS is the storm's own recovery limit, in seconds; nil
+	// (left out) when the storm does not set one, or turns the gate off
+	// (NoRecoveryLimit).
+	MaxRecoveryS *float64 `json:"max_recovery_s,omitempty"`
+	// MinSuccess is the storm's own least share of calls succeeding,
+	// while the trigger lasts and after it; nil (left out) when the
+	// storm does not set one.
+	MinSuccess *float64 `json:"min_success,omitempty"`
 	// NoAmplificationLimit and NoRecoveryLimit say the storm turns the
 	// gate off.
 	NoAmplificationLimit bool `json:"no_amplification_limit,omitempty"`
@@ -110,9 +140,14 @@ func (g Gates) json() GatesReport {
 // StormInfo describes a storm of the report: its name, title, what
 // happens, and when the trigger starts and ends (seconds of the run).
 type StormInfo struct {
-	Name   string  `json:"name"`
-	Title  string  `json:"title"`
-	Doc    string  `json:"doc"`
+	// Name is the storm's name, as Options.Storms and the gates name it.
+	Name string `json:"name"`
+	// Title is the storm's title (Storm.Title).
+	Title string `json:"title"`
+	// Doc says what happens in the storm (Storm.Doc).
+	Doc string `json:"doc"`
+	// StartS and EndS are when the trigger starts (StormStart) and ends
+	// (StormStart + Storm.Length), in seconds from the start of the run.
 	StartS float64 `json:"trigger_start_s"`
 	EndS   float64 `json:"trigger_end_s"`
 }

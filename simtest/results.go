@@ -29,16 +29,27 @@ const (
 // Results are one run of stormsim check over one or more files, as the
 // JSON of a run with problems or several files holds them.
 type Results struct {
-	ModelVersion string       `json:"model_version"`
-	ToolVersion  string       `json:"tool_version"`
-	Files        []FileResult `json:"files"`
-	Summary      Summary      `json:"summary"`
+	// ModelVersion is the check's model (the ModelVersion constant):
+	// results of the same ModelVersion are comparable.
+	ModelVersion string `json:"model_version"`
+	// ToolVersion is the version of the stormsim binary (its module
+	// version, or "devel").
+	ToolVersion string `json:"tool_version"`
+	// Files are the verdicts, one per file, in the order the command
+	// line names the files (globs expanded, repeats dropped); only the
+	// --downstream file's when that file could not be loaded.
+	Files []FileResult `json:"files"`
+	// Summary counts Files by verdict.
+	Summary Summary `json:"summary"`
 }
 
 // Summary counts the files of a run by verdict.
 type Summary struct {
-	Files  int `json:"files"`
+	// Files is how many files the run judged (len(Results.Files)).
+	Files int `json:"files"`
+	// Passed is the files whose verdict is VerdictPass.
 	Passed int `json:"passed"`
+	// Failed is the files whose verdict is VerdictFail.
 	Failed int `json:"failed"`
 	// Errors is the files that could not be checked.
 	Errors int `json:"errors"`
@@ -49,21 +60,39 @@ type Summary struct {
 // FileResult is the verdict on one file: its problems (the reasons it
 // could not be checked, and warnings), and the report when it was checked.
 type FileResult struct {
-	File     string          `json:"file"`
-	Verdict  string          `json:"verdict"`
+	// File is the file's name as the command line gives it (or as a
+	// glob matched it).
+	File string `json:"file"`
+	// Verdict is VerdictPass, VerdictFail or VerdictError.
+	Verdict string `json:"verdict"`
+	// Problems are the file's problems: the errors that stopped the
+	// check, if any (the Verdict is then VerdictError), and warnings; nil
+	// (null) when there are none.
 	Problems []ProblemReport `json:"problems"`
-	Report   *Report         `json:"report,omitempty"`
+	// Report is the check's report; nil (left out) when the file could
+	// not be checked (VerdictError).
+	Report *Report `json:"report,omitempty"`
 
 	positions map[string][2]int // by policy label: where its name is in the file
 }
 
 // ProblemReport is a Problem as the reports write it.
 type ProblemReport struct {
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Column   int    `json:"column"`
-	Path     string `json:"path,omitempty"`
-	Message  string `json:"message"`
+	// File is the name of the file the problem is in.
+	File string `json:"file"`
+	// Line and Column are where in File the problem is, counted from 1;
+	// 1 when not known.
+	Line   int `json:"line"`
+	Column int `json:"column"`
+	// Path is the setting the problem is about, as a dotted path
+	// ("downstream.queue"); "" (left out) when it is about the file as a
+	// whole.
+	Path string `json:"path,omitempty"`
+	// Message says what is wrong, without the location or Path (and,
+	// for a warning, without "warning: ").
+	Message string `json:"message"`
+	// Severity is SeverityError (the file could not be checked) or
+	// SeverityWarning (checked, but something needs attention).
 	Severity string `json:"severity"`
 }
 

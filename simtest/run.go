@@ -45,6 +45,9 @@ const (
 // sample standard deviation and t Student's quantile (4.303 for 3
 // trials). Low equals High equals Mean when the trials agree.
 type Estimate struct {
+	// Mean is the mean of the trials' values, and Low and High the ends
+	// of its 95% interval (Low ≤ Mean ≤ High; a recovery time's Low is
+	// floored at 0). All three are 0 over no trials.
 	Mean float64 `json:"mean"`
 	Low  float64 `json:"low"`
 	High float64 `json:"high"`
@@ -101,17 +104,31 @@ func StudentT95(df int) float64 {
 
 // Trial is what one run of a storm measured.
 type Trial struct {
-	Seed              uint64  `json:"seed"`
+	// Seed is the seed the trial ran with: TrialSeed(Options.Seed, i)
+	// for trial i.
+	Seed uint64 `json:"seed"`
+	// PeakAmplification is the trial's highest offered load over any 1s
+	// window divided by the fleet's call rate (see
+	// StormResult.PeakAmplification); 0 in a runaway trial.
 	PeakAmplification float64 `json:"peak_amplification"`
-	// RecoveryS is null when the downstream did not recover in this run.
-	RecoveryS       *float64 `json:"recovery_s"`
-	SuccessStorm    float64  `json:"success_storm"`
-	SuccessRecovery float64  `json:"success_recovery"`
-	Runaway         string   `json:"runaway,omitempty"`
+	// RecoveryS is the time the downstream took to recover after the
+	// trigger ended, in seconds (sim.Metrics.RecoveryS); nil (null) when
+	// it did not recover in this run, and in a runaway trial.
+	RecoveryS *float64 `json:"recovery_s"`
+	// SuccessStorm and SuccessRecovery are the trial's shares of the
+	// calls that succeeded, of those ending while the trigger lasts and
+	// of those ending after it (see StormResult.SuccessStorm); 0 in a
+	// runaway trial.
+	SuccessStorm    float64 `json:"success_storm"`
+	SuccessRecovery float64 `json:"success_recovery"`
+	// Runaway says why the trial was stopped (see StormResult.Runaway),
+	// or is "" (left out) when it ran to the end.
+	Runaway string `json:"runaway,omitempty"`
 }
 
 // StormResult is what one policy did in one storm, over the trials.
 type StormResult struct {
+	// Storm is the storm's name (Storm.Name).
 	Storm string `json:"storm"`
 	// Trials are the runs, each with its own seed.
 	Trials []Trial `json:"trials"`
@@ -149,7 +166,9 @@ type StormResult struct {
 	// AttemptsPerCall is attempts sent over calls made, over the run.
 	AttemptsPerCall float64 `json:"attempts_per_call"`
 	// StormAttemptsPerCall is the attempts of the calls that started
-	// while the trigger lasts, per call.
+	// while the trigger lasts, per call (sim.Metrics.FaultAttemptsPerCall;
+	// in a trial where that is 0, MeanAmplification's offered load over
+	// the call rate instead), mean over the trials.
 	StormAttemptsPerCall float64 `json:"storm_attempts_per_call"`
 	// AfterAttemptsPerCall is attempts sent over calls ended, from the end
 	// of the trigger to the end of the run: well below 1 when a breaker
@@ -192,15 +211,22 @@ type StormResult struct {
 
 // PolicyResult is what one policy did across the suite.
 type PolicyResult struct {
-	Policy    string        `json:"policy"`
-	Operation string        `json:"operation,omitempty"`
-	Storms    []StormResult `json:"storms"`
+	// Policy is the policy's label (Policy.Name).
+	Policy string `json:"policy"`
+	// Operation is the operation the policy was picked for
+	// (Policy.Operation), or "" (left out).
+	Operation string `json:"operation,omitempty"`
+	// Storms are the policy's results, one per storm run, in the order
+	// of Report.Storms.
+	Storms []StormResult `json:"storms"`
 	// Weakest names the policy's weakest point in one sentence, derived
 	// from the measured figures.
 	Weakest string `json:"weakest"`
 	// Notes are settings the simulator models only in part.
 	Notes []string `json:"notes,omitempty"`
-	Pass  bool     `json:"pass"`
+	// Pass says the policy passed every storm: no failure, or only
+	// borderline ones under Gates.PassBorderline.
+	Pass bool `json:"pass"`
 }
 
 // ModelVersion names the check's model (storms, trials, measures,
@@ -214,20 +240,34 @@ type Report struct {
 	// "devel").
 	ModelVersion string `json:"model_version"`
 	ToolVersion  string `json:"tool_version"`
-	// File and Version name the policy file (empty for Check).
+	// File and Version name the policy file checked and its version
+	// field (stormsim check sets them; empty, and left out, from Run and
+	// Check).
 	File    string `json:"file,omitempty"`
 	Version string `json:"version,omitempty"`
-	Seed    uint64 `json:"seed"`
-	Trials  int    `json:"trials"`
+	// Seed is the run's seed (Options.Seed): trial i of every storm ran
+	// with TrialSeed(Seed, i).
+	Seed uint64 `json:"seed"`
+	// Trials is how many trials each storm ran (Options.Trials, or
+	// DefaultTrials).
+	Trials int `json:"trials"`
 	// Downstream is the model, defaults filled in.
 	Downstream DownstreamReport `json:"downstream"`
-	Gates      GatesReport      `json:"gates"`
-	Storms     []StormInfo      `json:"storms"`
-	Policies   []PolicyResult   `json:"policies"`
+	// Gates are the limits the results were judged by, defaults filled
+	// in.
+	Gates GatesReport `json:"gates"`
+	// Storms describe the storms run, in the order Options.Storms names
+	// them (the suite's order, Storms(), when it names none).
+	Storms []StormInfo `json:"storms"`
+	// Policies are the policies' results, in the order Run was given
+	// them.
+	Policies []PolicyResult `json:"policies"`
 	// Failures lists every failed gate, policy by policy (borderline ones
-	// included, marked so).
+	// included, marked so); empty, not null, when there is none.
 	Failures []Failure `json:"failures"`
-	Pass     bool      `json:"pass"`
+	// Pass says every policy passed: no failure, or only borderline ones
+	// under Gates.PassBorderline.
+	Pass bool `json:"pass"`
 }
 
 // ErrRun is wrapped by the error of a run the simulator refused or could

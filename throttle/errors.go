@@ -15,9 +15,9 @@ var ErrThrottled = errors.New("throttle: rejected locally by adaptive throttling
 // ErrInvalidConfig is wrapped by every error a config's Validate returns.
 var ErrInvalidConfig = errors.New("throttle: invalid config")
 
-// ErrWaitTooLong is the error of an attempt refused by a RateLimiter because
-// the wait for its token would not end before the context's deadline. It
-// matches retry.ErrDeadlineTooClose and context.DeadlineExceeded, so the
+// ErrWaitTooLong is the error of an attempt refused by an Adaptive
+// limiter because the wait for its token would not end before the
+// context's deadline. It matches retry.ErrDeadlineTooClose and context.DeadlineExceeded, so the
 // call reads as a predictive stop for lack of time, not as a fault of the
 // downstream.
 var ErrWaitTooLong error = waitTooLong{}

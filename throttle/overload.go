@@ -15,11 +15,18 @@ import (
 // httpretry's StatusError for 429 and 503, so that this package imports
 // no adapter.
 type OverloadReporter interface {
+	// Overload reports whether the error is an overload signal: true
+	// when the downstream refused the request for lack of capacity.
+	// IsOverload takes the answer of the first error in the chain that
+	// implements it as final (no status code is then looked at), unless
+	// the chain carries the retry package's overload marker, which is
+	// always an overload. It should be quick and not allocate: IsOverload
+	// runs on the attempt path.
 	Overload() bool
 }
 
-// IsOverload is the default overload classification of a SRE and a
-// RateLimiter: whether err says the downstream refused a request for lack
+// IsOverload is the default overload classification of a SRE and an
+// Adaptive limiter: whether err says the downstream refused a request for lack
 // of capacity. In order:
 //
 //   - nil is not an overload;

@@ -170,7 +170,7 @@ func (c SREConfig) resolve() (params, error) {
 // is not an overload signal (SREConfig.Overload). A request the breaker then
 // refuses (done hears breaker.ErrOpen) was never sent, and is taken back.
 //
-// Make one with New, share it between every caller of one downstream, and
+// Make one with NewSRE, share it between every caller of one downstream, and
 // set it as a retry.Policy's Limiter: retry.Do, httpretry and grpcretry
 // then ask it before every attempt, and a rejected attempt ends the call
 // with ErrThrottled. A SRE is safe for concurrent use; Allow and done
@@ -206,7 +206,7 @@ type SRE struct {
 	// that a count moves to a new slot and restarts at one atomic step.
 	buckets []bucket
 
-	rejected stripe.Counter // local rejections since New
+	rejected stripe.Counter // local rejections since NewSRE
 }
 
 type bucket struct{ req, acc atomic.Uint64 }
@@ -218,7 +218,7 @@ type head struct {
 	req, acc uint64
 }
 
-// New returns a SRE configured by c. It panics if c.Validate fails.
+// NewSRE returns a SRE configured by c. It panics if c.Validate fails.
 func NewSRE(c SREConfig) *SRE {
 	p, err := c.resolve()
 	if err != nil {
@@ -414,7 +414,7 @@ type Stats struct {
 	// asked for (local rejections included) and answers that were not an
 	// overload signal.
 	Requests, Accepts uint64
-	// Rejected counts the requests rejected locally since New.
+	// Rejected counts the requests rejected locally since NewSRE.
 	Rejected uint64
 	// Probability is the current rejection probability.
 	Probability float64
