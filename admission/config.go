@@ -71,7 +71,10 @@ type Config struct {
 	// applies then). false: the newest first while a queue stands.
 	FIFO bool
 
-	// Clock tells the time. nil: clock.Real (its monotonic reading).
+	// Clock tells the time. nil: clock.Real (its monotonic reading). A
+	// Clock whose Now panics takes no slot in Acquire; in a Release it
+	// gives the slot back, and hands it to a queued request, before the
+	// panic goes on.
 	Clock clock.Clock
 	// Seed seeds the probe jitter, unless Rand is set.
 	Seed uint64

@@ -188,7 +188,7 @@ func (l *Limiter) release(p Permit, kind int) {
 		return
 	}
 	l.inflight.Add(-1) // before the clock, which may panic
-	end := l.now()
+	end := l.releaseNow(p.start)
 	if kind != sampleNone && p.start >= l.from.Load() {
 		if rtt := end - p.start; rtt > 0 || kind == sampleDrop {
 			w := l.cells.Local()
@@ -222,8 +222,34 @@ func (l *Limiter) releaseUntimed(p Permit, kind int) {
 		w.noteIn(p.in)
 	}
 	if l.waiting.Load() > 0 {
-		l.q.dispatch(l.now())
+		l.q.dispatch(l.releaseNow(untimed))
 	}
+}
+
+// releaseNow reads the time for a release that has given its slot back.
+// On clock.Real it reads the monotonic clock, which cannot panic. Another
+// Clock may: then the slot goes to a queued request before the panic goes
+// on (the dispatch is at known, the Permit's start, or the newest queued
+// request's arrival if later), so that no waiter sits on a free slot
+// until the next Acquire or its timeout. The deferred dispatch is in
+// clockedReleaseNow alone, off the path of clock.Real.
+func (l *Limiter) releaseNow(known int64) int64 {
+	if l.real {
+		return nanotime() - l.mono
+	}
+	return l.clockedReleaseNow(known)
+}
+
+func (l *Limiter) clockedReleaseNow(known int64) int64 {
+	read := false
+	defer func() {
+		if !read && l.waiting.Load() > 0 {
+			l.q.dispatchLate(known)
+		}
+	}()
+	end := int64(l.clk.Now().Sub(l.base))
+	read = true
+	return end
 }
 
 // closeWindowAndDispatch closes the window if due, then gives free slots

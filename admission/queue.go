@@ -237,6 +237,19 @@ func (q *queue) dispatch(now int64) {
 	q.mu.Unlock()
 }
 
+// dispatchLate gives free slots to queued requests when the Clock could
+// not be read: at known, or at the newest queued request's arrival if
+// that is later (the latest time the Limiter has seen).
+func (q *queue) dispatchLate(known int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := known
+	if q.tail != nil {
+		now = max(now, q.tail.since)
+	}
+	q.dispatchLocked(now)
+}
+
 func (q *queue) dispatchLocked(now int64) {
 	for q.n > 0 {
 		w := q.head
