@@ -41,7 +41,8 @@ type Group[T any] struct {
 	pinN   int
 	times  [epochs]time.Time // the start of the last epochs, at epoch%epochs
 	gone   []*entry[T]       // removed members to release once mu is unlocked
-	closed bool              // Close was called
+
+	closed atomic.Bool // Close was called: set under mu, read with or without it
 }
 
 // epochs is how many epoch starts a group remembers. An entry last used
@@ -166,8 +167,13 @@ func (e *entry[T]) touch(ep uint64) {
 	}
 }
 
-// slow is Get for a key not found without the lock.
+// slow is Get for a key not found without the lock. A closed group
+// answers without the lock: it builds nothing, and Close emptied its
+// table, so every key but a member's just removed comes here.
 func (g *Group[T]) slow(h uint64, key string) T {
+	if g.closed.Load() {
+		return g.def
+	}
 	g.mu.Lock()
 	done := false
 	defer func() { g.unlock(done) }()
@@ -178,7 +184,7 @@ func (g *Group[T]) slow(h uint64, key string) T {
 
 // slowLocked is slow with the group's mutex held.
 func (g *Group[T]) slowLocked(h uint64, key string) T {
-	if g.closed {
+	if g.closed.Load() { // Close ran since slow looked
 		return g.def
 	}
 	now := g.clk.Now()
@@ -354,16 +360,18 @@ func (g *Group[T]) unlock(done bool) {
 
 // Close removes every member, releases them (see NewWithRelease), the
 // default and overflow members last, and makes the group build no more
-// members: Get then returns the default member. Stats still counts what
+// members: Get and For then return the default member, without the
+// group's lock. A member built by a Get that raced Close was built before
+// Close took the lock, so Close releases it too. Stats still counts what
 // the group did. Close is safe to call more than once; later calls do
 // nothing.
 func (g *Group[T]) Close() {
 	g.mu.Lock()
 	defer g.unlock(true) // Close calls no build or keep
-	if g.closed {
+	if g.closed.Load() {
 		return
 	}
-	g.closed = true
+	g.closed.Store(true)
 	for g.pinN > 0 {
 		e := g.pinned
 		g.pinned = ringDel(g.pinned, e)
