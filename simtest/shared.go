@@ -17,7 +17,11 @@ import (
 // fleetStores gives each run (each clock) a store of its own whose parts
 // every instance of that run shares: the fleet shares one breaker and
 // one budget, as it does through the service's store, and no state
-// crosses from one run to another.
+// crosses from one run to another. A run's store is let go when the run
+// ends (endRun, from the end function simPolicy returns to Run), so a
+// policy checked over many runs holds only the stores of the runs under
+// way; a caller of Policy.New outside Run keeps one store per clock it
+// passes, for as long as the policy.
 type fleetStores struct {
 	names []string // the store names the file uses
 	mu    sync.Mutex
@@ -76,6 +80,16 @@ func (fs *fleetStores) options(clk clock.Clock, rnd rand.Source) config.Options 
 		o.Shared[n] = st
 	}
 	return o
+}
+
+// endRun lets go of the store of the run on clk, once the run has ended:
+// nothing of that run asks for it again (a later options call on clk
+// would start a new store). Without it every finished run's store, and
+// its clock and parts, would stay for as long as the policy.
+func (fs *fleetStores) endRun(clk clock.Clock) {
+	fs.mu.Lock()
+	delete(fs.runs, clk)
+	fs.mu.Unlock()
 }
 
 // fleetStore is one run's shared parts, by kind and name.
