@@ -14,7 +14,8 @@ import (
 // sheds the others at once or after a short wait in its queue (see
 // Acquire). The limit follows the Config's Limit algorithm, which hears
 // one sample per window of requests; now and then the limit is pinned low
-// for one window to measure the RTT without load (Config.ProbeInterval).
+// for a while (Config.ProbeLength, one window by default) to measure the
+// RTT without load (Config.ProbeInterval).
 //
 // Admission and release cost no allocation and, on the clock.Real clock,
 // two reads of the monotonic clock for a timed request, none for the
@@ -34,8 +35,9 @@ type Limiter struct {
 	waiting  atomic.Int64  // requests in the queue
 	winStart atomic.Int64  // when the current window opened, on the time line
 	from     atomic.Int64  // samples of permits that started earlier are not taken
+	winLen   atomic.Int64  // the current window's length: Window, or ProbeLength while probing
 	mask     atomic.Uint32 // 0: every request is timed; sampleEvery-1: one in sampleEvery
-	_        [92]byte
+	_        [84]byte
 
 	c      Config
 	clk    clock.Clock
@@ -111,6 +113,7 @@ func New(c Config) (*Limiter, error) {
 	}
 	l.algLimit = int64(max(1, c.Limit.Limit()))
 	l.limit.Store(l.algLimit)
+	l.winLen.Store(int64(c.Window))
 	l.probeAt = -1
 	if c.ProbeInterval > 0 {
 		l.probeAt = l.probeDelay(0)
@@ -200,7 +203,7 @@ func (l *Limiter) release(p Permit, kind int) {
 			w.noteIn(p.in)
 		}
 	}
-	if age := end - l.winStart.Load(); age >= int64(l.c.Window) || age < 0 {
+	if age := end - l.winStart.Load(); age >= l.winLen.Load() || age < 0 {
 		l.closeWindowAndDispatch(end)
 		return
 	}
@@ -283,14 +286,18 @@ func (l *Limiter) closeWindow(end int64) {
 		}
 		return
 	}
-	if age < int64(l.c.Window) {
+	win := int64(l.c.Window)
+	if l.probing {
+		win = int64(l.c.ProbeLength)
+	}
+	if age < win {
 		return
 	}
 	var count int64
 	for i := range stripe.N {
 		count += l.cells.At(i).count.Load()
 	}
-	if count < int64(l.c.WindowSamples) && age < 10*int64(l.c.Window) {
+	if count < int64(l.c.WindowSamples) && age < 10*win {
 		return
 	}
 	var sum, drops, maxIn int64
@@ -323,6 +330,7 @@ func (l *Limiter) closeWindow(end int64) {
 	}
 	if l.probing {
 		l.probing = false
+		l.winLen.Store(int64(l.c.Window))
 		if s, ok := l.c.Limit.(NoLoadSetter); ok && mean > 0 && count > 0 {
 			s.SetNoLoadRTT(mean)
 		}
@@ -338,6 +346,7 @@ func (l *Limiter) closeWindow(end int64) {
 	}
 	if l.probeAt >= 0 && end >= l.probeAt {
 		l.probing = true
+		l.winLen.Store(int64(l.c.ProbeLength))
 		l.mask.Store(0)   // the probe times every request
 		l.from.Store(end) // requests admitted at the old limit are not measured
 		l.limit.Store(min(l.algLimit, int64(l.c.ProbeLimit)))
