@@ -8,6 +8,7 @@ import (
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/config"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -120,4 +121,40 @@ func (s *fleetStore) SharedBudget(name string, c budget.RatioConfig) (retry.Budg
 	b := budget.NewRatio(c)
 	s.parts["budget:"+name] = b
 	return b, func() {}, nil
+}
+
+// fleetStore is a config.KeyedSharedStore: a shared block split per key
+// (shared: NAME with per: host, which redisstore's store serves) is one
+// group of the run, which every instance of the run shares. The
+// simulator's calls carry no key, so they all use the group's default
+// member, as calls to one host would.
+var _ config.KeyedSharedStore = (*fleetStore)(nil)
+
+func (s *fleetStore) SharedBreakerGroup(name string, c breaker.Config, kc keyed.Config) (retry.BreakerGroup, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.parts["breakers:"+name].(*keyed.Breakers); ok {
+		return g, func() {}, nil
+	}
+	c.Rand = s.rand
+	g, err := keyed.NewBreakers(kc, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.parts["breakers:"+name] = g
+	return g, func() {}, nil
+}
+
+func (s *fleetStore) SharedBudgetGroup(name string, c budget.RatioConfig, kc keyed.Config) (retry.BudgetGroup, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.parts["budgets:"+name].(*keyed.Budgets); ok {
+		return g, func() {}, nil
+	}
+	g, err := keyed.NewBudgets(kc, func() retry.Budget { return budget.NewRatio(c) })
+	if err != nil {
+		return nil, nil, err
+	}
+	s.parts["budgets:"+name] = g
+	return g, func() {}, nil
 }
