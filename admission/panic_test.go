@@ -218,3 +218,53 @@ func TestTimedReleaseClockPanicHandsSlotToWaiter(t *testing.T) {
 		t.Fatalf("%d in flight after the waiter's Release, want 0", n)
 	}
 }
+
+// valuePanicCtx is a caller's context whose Value panics while armed.
+type valuePanicCtx struct {
+	context.Context
+	armed *atomic.Bool
+}
+
+func (c valuePanicCtx) Value(k any) any {
+	if c.armed.Load() {
+		panic("context bug")
+	}
+	return c.Context.Value(k)
+}
+
+// TestDispatchContextPanicFreesQueueLock (sweep, callback panics): a
+// queued caller's context whose methods panic as a release hands its
+// slot on goes on to that Release with the queue's lock free, so the
+// Limiter keeps working. (Before: dispatch held the lock across the
+// context's methods without a defer, and every later queued Acquire,
+// Queued and Release with waiters hung on it.)
+func TestDispatchContextPanicFreesQueueLock(t *testing.T) {
+	c := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	var armed atomic.Bool
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(valuePanicCtx{base, &armed})
+		if err == nil {
+			p.Release()
+		}
+		out <- err
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	armed.Store(true)
+	mustPanic(t, "Release", hold.Release)
+	armed.Store(false)
+	if admission.QueueLockedForTest(l) {
+		t.Fatal("the queue's lock is still held after the context panicked in dispatch")
+	}
+	cancel()
+	<-out // the waiter returns (shed as its caller went), as it would without the panic
+	if q, n := l.Queued(), l.InFlight(); q != 0 || n != 0 {
+		t.Fatalf("%d queued, %d in flight at the end, want 0 and 0", q, n)
+	}
+}
