@@ -80,7 +80,9 @@ type Stats struct {
 // member is never removed. New refuses a config Validate refuses.
 //
 // A panic in build or keep goes on to the caller of Get (or Sweep), the
-// group unchanged but for the members it had already removed.
+// group unchanged but for the members it had already removed; a panic of
+// build or the Clock in New goes on to New's caller, no member built by
+// New left unreleased.
 func New[T any](cfg Config, build func(key string) T, keep func(member T, idle bool) bool) (*Group[T], error) {
 	return NewWithRelease(cfg, build, keep, nil)
 }
@@ -106,10 +108,29 @@ func NewWithRelease[T any](cfg Config, build func(key string) T, keep func(membe
 		clk: cfg.Clock, max: cfg.MaxKeys, idle: cfg.Idle,
 		gran: max(cfg.Idle/4, 1), tomb: new(entry[T]),
 	}
-	g.def, g.over = build(""), build("")
+	g.times[0] = g.clk.Now() // before any build: a Clock that panics leaves no member to release
+	g.def = build("")
+	g.over = g.buildOverflow()
 	g.tab.Store(newTable[T](minSlots))
-	g.times[0] = g.clk.Now()
 	return g, nil
+}
+
+// buildOverflow builds the overflow member; if build panics, the default
+// member is released (a panic of release then is dropped) and build's
+// panic goes on.
+func (g *Group[T]) buildOverflow() T {
+	ok := false
+	defer func() {
+		if !ok && g.release != nil {
+			func() {
+				defer func() { recover() }() // build's panic is the one that goes on
+				g.release("", g.def)
+			}()
+		}
+	}()
+	m := g.build("")
+	ok = true
+	return m
 }
 
 // Default returns the empty key's member.
