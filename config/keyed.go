@@ -348,7 +348,8 @@ func adopt[M any](old *kg.Group[M], build func(key string) M, take func(M) bool)
 // breakerGroup builds a local keyed breaker group, taking old's members
 // over when old is one: at once, every live key's (so that no member of
 // old is left waiting for its key's next call, and none is closed while
-// the new group may still hand it out). A member is closed when the last
+// the new group may still hand it out); each counts as used at the
+// reload, so its idle time starts again. A member is closed when the last
 // group holding it lets it go (breakerHolds): a member the group removes,
 // and every member at the group's close, which the Registry calls after
 // the swap of a reload that drops the group (or when the reload is not
