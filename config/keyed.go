@@ -311,7 +311,7 @@ type groupMaker[T any] func(kc kg.Config, old T, build func() T) (group T, close
 // adopt returns a build function for a new group that hands out old's
 // members first (its default and overflow members for the two builds of
 // "" keyed.New makes, then each live key's own), and builds the rest, and
-// the keys of old's live members. take, when not nil, is asked before a
+// the keys of old's live members, for takeOver. take, when not nil, is asked before a
 // member of old is handed out: false builds a new member instead. A nil
 // old adopts nothing.
 func adopt[M any](old *kg.Group[M], build func(key string) M, take func(M) bool) (func(key string) M, []string) {
@@ -348,8 +348,7 @@ func adopt[M any](old *kg.Group[M], build func(key string) M, take func(M) bool)
 // breakerGroup builds a local keyed breaker group, taking old's members
 // over when old is one: at once, every live key's (so that no member of
 // old is left waiting for its key's next call, and none is closed while
-// the new group may still hand it out); each counts as used at the
-// reload, so its idle time starts again. A member is closed when the last
+// the new group may still hand it out; takeOver). A member is closed when the last
 // group holding it lets it go (breakerHolds): a member the group removes,
 // and every member at the group's close, which the Registry calls after
 // the swap of a reload that drops the group (or when the reload is not
@@ -369,10 +368,18 @@ func breakerGroup(kc kg.Config, old retry.Breaker, build func() retry.Breaker) (
 	if err != nil {
 		return nil, nil, err
 	}
+	takeOver(g, keys)
+	return &kg.Breakers{Group: g}, g.Close, nil
+}
+
+// takeOver makes g take the old group's members of keys (adopt's) over
+// now, rather than at each key's next call: a key not called before the
+// next reload keeps its member too, and the old group's members are not
+// held for keys never called again. Each counts as used at the reload.
+func takeOver[M any](g *kg.Group[M], keys []string) {
 	for _, k := range keys {
 		g.Get(k)
 	}
-	return &kg.Breakers{Group: g}, g.Close, nil
 }
 
 // keepRefusing keeps a breaker while it refuses calls, as
@@ -385,11 +392,12 @@ func budgetGroup(kc kg.Config, old retry.Budget, build func() retry.Budget) (ret
 	if o, ok := old.(*kg.Budgets); ok {
 		prev = o.Group
 	}
-	from, _ := adopt(prev, func(string) retry.Budget { return build() }, nil)
+	from, keys := adopt(prev, func(string) retry.Budget { return build() }, nil)
 	g, err := kg.New(kc, from, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	takeOver(g, keys)
 	return &kg.Budgets{Group: g}, nil, nil
 }
 
@@ -399,11 +407,12 @@ func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (
 	if o, ok := old.(*kg.Limiters); ok {
 		prev = o.Group
 	}
-	from, _ := adopt(prev, func(string) retry.Limiter { return build() }, nil)
+	from, keys := adopt(prev, func(string) retry.Limiter { return build() }, nil)
 	g, err := kg.New(kc, from, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	takeOver(g, keys)
 	return &kg.Limiters{Group: g}, nil, nil
 }
 
@@ -425,11 +434,12 @@ func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 	}
 	c := *s.Adaptive
 	c.Clock = r.opts.Clock
-	from, _ := adopt(prev, func(string) *hedge.Adaptive { return hedge.NewAdaptive(c) }, nil)
+	from, keys := adopt(prev, func(string) *hedge.Adaptive { return hedge.NewAdaptive(c) }, nil)
 	g, err := kg.New(r.keyConfig(s.Keys), from, nil)
 	if err != nil { // refused by Parse already
 		panic("config: " + err.Error())
 	}
+	takeOver(g, keys)
 	st.adaptives, st.adaptivesKey = g, key
 }
 

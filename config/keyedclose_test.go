@@ -171,3 +171,52 @@ func TestBreakerHoldsForgetUnclosedMembers(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestKeyedMembersSurviveTwoReloadsUncalled (sweep, reload state): a key
+// not called between two reloads that each change only max_keys keeps
+// its budget, limiter, breaker and hedge delay: a new group takes every
+// live member of the old one over at once. (Before: budgets, limiters
+// and hedge delays were taken over only at their key's next call, so a
+// second reload before that call started the key afresh.)
+func TestKeyedMembersSurviveTwoReloadsUncalled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	src := func(n string) string {
+		return "policies:\n  p: {budget: {kind: ratio, per: host, max_keys: " + n + "}, limiter: {kind: sre, per: host, max_keys: " + n +
+			"}, breaker: {kind: consecutive, per: host, max_keys: " + n + "}}\n  q: {hedge: {adaptive: {}, per: host, max_keys: " + n + "}}\n"
+	}
+	writeFile(t, path, src("100"))
+	reg, err := Open(path, Options{Clock: clocktest.NewFake(), Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	p, q := reg.Policy("p"), reg.Policy("q")
+	const key = "https://a:443"
+	bud := p.Policy().Budget.(*kg.Budgets).Get(key)
+	lim := p.Policy().Limiter.(*kg.Limiters).Get(key)
+	brk := p.Policy().Breaker.(*kg.Breakers).Get(key)
+	reg.mu.Lock()
+	del := q.adaptives.Get(key)
+	reg.mu.Unlock()
+	for _, n := range []string{"200", "300"} {
+		writeFile(t, path, src(n))
+		if err := reg.Reload(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Policy().Budget.(*kg.Budgets).Get(key) != bud {
+		t.Error("the budget of a key not called between two reloads was replaced")
+	}
+	if p.Policy().Limiter.(*kg.Limiters).Get(key) != lim {
+		t.Error("the limiter of a key not called between two reloads was replaced")
+	}
+	if p.Policy().Breaker.(*kg.Breakers).Get(key) != brk {
+		t.Error("the breaker of a key not called between two reloads was replaced")
+	}
+	reg.mu.Lock()
+	got := q.adaptives.Get(key)
+	reg.mu.Unlock()
+	if got != del {
+		t.Error("the hedge delay of a key not called between two reloads was replaced")
+	}
+}
