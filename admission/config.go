@@ -84,7 +84,10 @@ type Config struct {
 	// gives the slot back, and hands it to a queued request, before the
 	// panic goes on.
 	Clock clock.Clock
-	// Seed seeds the probe jitter, unless Rand is set.
+	// Seed seeds the probe jitter, unless Rand is set: the same Seed gives
+	// the same probe times. 0: a seed drawn at random for each Limiter,
+	// so that servers started together (the same file, the same deploy)
+	// do not probe together.
 	Seed uint64
 	// Rand returns a number in [0, 1) for the probe jitter (any other
 	// result counts as 0). nil: a generator seeded by Seed. New calls it

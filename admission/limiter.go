@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,7 +105,11 @@ func New(c Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{c: c, clk: clock.Or(c.Clock), rand: splitmix(c.Seed)}
+	seed := c.Seed
+	if seed == 0 {
+		seed = rand.Uint64() // each Limiter its own jitter: servers started together probe apart
+	}
+	l := &Limiter{c: c, clk: clock.Or(c.Clock), rand: splitmix(seed)}
 	l.real = l.clk == clock.Real
 	l.sample, l.coin = l.real, cheaprand
 	l.base = l.clk.Now()

@@ -103,3 +103,28 @@ func TestProbeLengthValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroSeedLimitersProbeApart (sweep, defaults fail safe): Limiters
+// left with Seed 0 (as the policy file's are) draw their probe jitter
+// each from a seed of its own, so servers started together do not probe
+// together. (Before: Seed 0 was one fixed seed, so every such Limiter
+// probed at the same jittered time, defeating ProbeJitter.) A nonzero
+// Seed still gives the same probe times.
+func TestZeroSeedLimitersProbeApart(t *testing.T) {
+	start := func(seed uint64) time.Duration {
+		f := clocktest.NewFake()
+		l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, Window: time.Millisecond, WindowSamples: 1,
+			ProbeInterval: time.Second, ProbeJitter: 0.5, Seed: seed})
+		return probeAfter(t, l, f, time.Millisecond)
+	}
+	seen := map[time.Duration]bool{}
+	for range 6 {
+		seen[start(0)] = true
+	}
+	if len(seen) == 1 {
+		t.Fatalf("six Limiters with Seed 0 all probed first at %v: their jitter is not their own", start(0))
+	}
+	if a, b := start(42), start(42); a != b {
+		t.Fatalf("Seed 42 probed first at %v, then at %v: want the same", a, b)
+	}
+}
