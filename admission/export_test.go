@@ -20,3 +20,7 @@ func QueueLockedForTest(l *Limiter) bool {
 	}
 	return true
 }
+
+// ProbeAtForTest returns the sample count at which v measures its
+// no-load RTT anew.
+func (v *Vegas) ProbeAtForTest() int { return v.probeAt }

@@ -128,3 +128,27 @@ func TestZeroSeedLimitersProbeApart(t *testing.T) {
 		t.Fatalf("Seed 42 probed first at %v, then at %v: want the same", a, b)
 	}
 }
+
+// TestZeroSeedVegasProbeApart (sweep, defaults fail safe): Vegas limits
+// left with Seed 0 (as the policy file's are) re-measure their no-load
+// RTT after a number of samples drawn from a seed of each one's own; a
+// nonzero Seed still gives the same count.
+func TestZeroSeedVegasProbeApart(t *testing.T) {
+	at := func(seed uint64) int {
+		v, err := admission.NewVegas(admission.VegasConfig{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.ProbeAtForTest()
+	}
+	seen := map[int]bool{}
+	for range 6 {
+		seen[at(0)] = true
+	}
+	if len(seen) == 1 {
+		t.Fatalf("six Vegas with Seed 0 all re-measure after %d samples", at(0))
+	}
+	if a, b := at(42), at(42); a != b {
+		t.Fatalf("Seed 42 gave %d, then %d: want the same", a, b)
+	}
+}
