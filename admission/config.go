@@ -41,10 +41,10 @@ type Config struct {
 
 	// ProbeInterval is how often the no-load RTT is measured anew, as
 	// Envoy's adaptive concurrency filter does: the limit is pinned to
-	// ProbeLimit for one window, and the mean RTT of the requests that
-	// started in it is given to the algorithm (NoLoadSetter). The
-	// interval is stretched by a random share of up to ProbeJitter so
-	// that servers do not probe together. 0: DefaultProbeInterval (1
+	// ProbeLimit for ProbeLength (one window by default), and the mean RTT
+	// of the requests that started in the probe is given to the algorithm
+	// (NoLoadSetter). The interval is stretched by a random share of up
+	// to ProbeJitter so that servers do not probe together. 0: DefaultProbeInterval (1
 	// minute); negative: never.
 	ProbeInterval time.Duration
 	// ProbeJitter is the most the interval is stretched, as a share of
@@ -53,6 +53,14 @@ type Config struct {
 	// ProbeLimit is the limit while the no-load RTT is measured. 0:
 	// DefaultProbeLimit (3).
 	ProbeLimit int
+	// ProbeLength is how long a probe pins the limit to ProbeLimit: the
+	// probe ends at the first release at least ProbeLength after it began
+	// that has seen WindowSamples samples, or at the first one 10 ×
+	// ProbeLength after, as a window does. It may be shorter than Window
+	// (long windows for a steady long-term RTT, a short probe that sheds
+	// little). 0: one Window (DefaultWindow's 100 ms when Window is left
+	// out), the probe a window long; negative: refused.
+	ProbeLength time.Duration
 
 	// QueueLength bounds the requests waiting for a slot. 0:
 	// DefaultQueueLength (100); negative: no queue, a request beyond the
@@ -71,9 +79,15 @@ type Config struct {
 	// applies then). false: the newest first while a queue stands.
 	FIFO bool
 
-	// Clock tells the time. nil: clock.Real (its monotonic reading).
+	// Clock tells the time. nil: clock.Real (its monotonic reading). A
+	// Clock whose Now panics takes no slot in Acquire; in a Release it
+	// gives the slot back, and hands it to a queued request, before the
+	// panic goes on.
 	Clock clock.Clock
-	// Seed seeds the probe jitter, unless Rand is set.
+	// Seed seeds the probe jitter, unless Rand is set: the same Seed gives
+	// the same probe times. 0: a seed drawn at random for each Limiter,
+	// so that servers started together (the same file, the same deploy)
+	// do not probe together.
 	Seed uint64
 	// Rand returns a number in [0, 1) for the probe jitter (any other
 	// result counts as 0). nil: a generator seeded by Seed. New calls it
@@ -98,6 +112,8 @@ func (c Config) resolve() (Config, error) {
 		return c, invalid("Config.Window", c.Window, "want a positive duration (0: the default)")
 	case c.WindowSamples < 0:
 		return c, invalid("Config.WindowSamples", c.WindowSamples, "want at least 1 (0: the default)")
+	case c.ProbeLength < 0:
+		return c, invalid("Config.ProbeLength", c.ProbeLength, "want a positive duration (0: one Window)")
 	case c.ProbeLimit < 0:
 		return c, invalid("Config.ProbeLimit", c.ProbeLimit, "want at least 1 (0: the default)")
 	case math.IsNaN(c.ProbeJitter) || c.ProbeJitter > 1:
@@ -112,6 +128,12 @@ func (c Config) resolve() (Config, error) {
 	}
 	if c.Window > math.MaxInt64/10 {
 		return c, invalid("Config.Window", c.Window, "too long")
+	}
+	if c.ProbeLength == 0 {
+		c.ProbeLength = c.Window
+	}
+	if c.ProbeLength > math.MaxInt64/10 {
+		return c, invalid("Config.ProbeLength", c.ProbeLength, "too long")
 	}
 	if c.WindowSamples == 0 {
 		c.WindowSamples = DefaultWindowSamples

@@ -9,8 +9,9 @@
 // from the no-load RTT; AIMD halves on drops; Fixed is a static bound. A
 // Limiter admits requests against the limit in force, feeds the algorithm
 // one sample per window of requests, and, as Envoy's adaptive concurrency
-// filter does, now and then pins the limit low for one window to measure
-// the RTT without load, at a jittered interval.
+// filter does, now and then pins the limit low for a short while
+// (Config.ProbeLength: one window unless set) to measure the RTT without
+// load, at a jittered interval.
 //
 // In front of the limit stands a bounded queue with two rules from "Fail
 // at Scale" (Maurer, ACM Queue 2015):

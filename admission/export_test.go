@@ -11,3 +11,16 @@ func TimeEveryForTest(l *Limiter) { l.sample = false }
 
 // StateForTest returns g's limit and long-term RTT, unrounded.
 func (g *Gradient2) StateForTest() (limit, long float64) { return g.limit, g.long.v }
+
+// QueueLockedForTest reports whether l's queue lock is held.
+func QueueLockedForTest(l *Limiter) bool {
+	if l.q.mu.TryLock() {
+		l.q.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// ProbeAtForTest returns the sample count at which v measures its
+// no-load RTT anew.
+func (v *Vegas) ProbeAtForTest() int { return v.probeAt }

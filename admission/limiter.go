@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,8 @@ import (
 // sheds the others at once or after a short wait in its queue (see
 // Acquire). The limit follows the Config's Limit algorithm, which hears
 // one sample per window of requests; now and then the limit is pinned low
-// for one window to measure the RTT without load (Config.ProbeInterval).
+// for a while (Config.ProbeLength, one window by default) to measure the
+// RTT without load (Config.ProbeInterval).
 //
 // Admission and release cost no allocation and, on the clock.Real clock,
 // two reads of the monotonic clock for a timed request, none for the
@@ -34,8 +36,9 @@ type Limiter struct {
 	waiting  atomic.Int64  // requests in the queue
 	winStart atomic.Int64  // when the current window opened, on the time line
 	from     atomic.Int64  // samples of permits that started earlier are not taken
+	winLen   atomic.Int64  // the current window's length: Window, or ProbeLength while probing
 	mask     atomic.Uint32 // 0: every request is timed; sampleEvery-1: one in sampleEvery
-	_        [92]byte
+	_        [84]byte
 
 	c      Config
 	clk    clock.Clock
@@ -102,7 +105,11 @@ func New(c Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{c: c, clk: clock.Or(c.Clock), rand: splitmix(c.Seed)}
+	seed := c.Seed
+	if seed == 0 {
+		seed = rand.Uint64() // each Limiter its own jitter: servers started together probe apart
+	}
+	l := &Limiter{c: c, clk: clock.Or(c.Clock), rand: splitmix(seed)}
 	l.real = l.clk == clock.Real
 	l.sample, l.coin = l.real, cheaprand
 	l.base = l.clk.Now()
@@ -111,6 +118,7 @@ func New(c Config) (*Limiter, error) {
 	}
 	l.algLimit = int64(max(1, c.Limit.Limit()))
 	l.limit.Store(l.algLimit)
+	l.winLen.Store(int64(c.Window))
 	l.probeAt = -1
 	if c.ProbeInterval > 0 {
 		l.probeAt = l.probeDelay(0)
@@ -188,7 +196,7 @@ func (l *Limiter) release(p Permit, kind int) {
 		return
 	}
 	l.inflight.Add(-1) // before the clock, which may panic
-	end := l.now()
+	end := l.releaseNow(p.start)
 	if kind != sampleNone && p.start >= l.from.Load() {
 		if rtt := end - p.start; rtt > 0 || kind == sampleDrop {
 			w := l.cells.Local()
@@ -200,7 +208,7 @@ func (l *Limiter) release(p Permit, kind int) {
 			w.noteIn(p.in)
 		}
 	}
-	if age := end - l.winStart.Load(); age >= int64(l.c.Window) || age < 0 {
+	if age := end - l.winStart.Load(); age >= l.winLen.Load() || age < 0 {
 		l.closeWindowAndDispatch(end)
 		return
 	}
@@ -222,8 +230,34 @@ func (l *Limiter) releaseUntimed(p Permit, kind int) {
 		w.noteIn(p.in)
 	}
 	if l.waiting.Load() > 0 {
-		l.q.dispatch(l.now())
+		l.q.dispatch(l.releaseNow(untimed))
 	}
+}
+
+// releaseNow reads the time for a release that has given its slot back.
+// On clock.Real it reads the monotonic clock, which cannot panic. Another
+// Clock may: then the slot goes to a queued request before the panic goes
+// on (the dispatch is at known, the Permit's start, or the newest queued
+// request's arrival if later), so that no waiter sits on a free slot
+// until the next Acquire or its timeout. The deferred dispatch is in
+// clockedReleaseNow alone, off the path of clock.Real.
+func (l *Limiter) releaseNow(known int64) int64 {
+	if l.real {
+		return nanotime() - l.mono
+	}
+	return l.clockedReleaseNow(known)
+}
+
+func (l *Limiter) clockedReleaseNow(known int64) int64 {
+	read := false
+	defer func() {
+		if !read && l.waiting.Load() > 0 {
+			l.q.dispatchLate(known)
+		}
+	}()
+	end := int64(l.clk.Now().Sub(l.base))
+	read = true
+	return end
 }
 
 // closeWindowAndDispatch closes the window if due, then gives free slots
@@ -257,14 +291,18 @@ func (l *Limiter) closeWindow(end int64) {
 		}
 		return
 	}
-	if age < int64(l.c.Window) {
+	win := int64(l.c.Window)
+	if l.probing {
+		win = int64(l.c.ProbeLength)
+	}
+	if age < win {
 		return
 	}
 	var count int64
 	for i := range stripe.N {
 		count += l.cells.At(i).count.Load()
 	}
-	if count < int64(l.c.WindowSamples) && age < 10*int64(l.c.Window) {
+	if count < int64(l.c.WindowSamples) && age < 10*win {
 		return
 	}
 	var sum, drops, maxIn int64
@@ -297,6 +335,7 @@ func (l *Limiter) closeWindow(end int64) {
 	}
 	if l.probing {
 		l.probing = false
+		l.winLen.Store(int64(l.c.Window))
 		if s, ok := l.c.Limit.(NoLoadSetter); ok && mean > 0 && count > 0 {
 			s.SetNoLoadRTT(mean)
 		}
@@ -312,6 +351,7 @@ func (l *Limiter) closeWindow(end int64) {
 	}
 	if l.probeAt >= 0 && end >= l.probeAt {
 		l.probing = true
+		l.winLen.Store(int64(l.c.ProbeLength))
 		l.mask.Store(0)   // the probe times every request
 		l.from.Store(end) // requests admitted at the old limit are not measured
 		l.limit.Store(min(l.algLimit, int64(l.c.ProbeLimit)))

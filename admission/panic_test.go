@@ -179,3 +179,92 @@ func TestLimiterRandPanicLeavesItConsistent(t *testing.T) {
 		t.Fatal("no probe at the next window (the next probe's time was never set)")
 	}
 }
+
+// TestTimedReleaseClockPanicHandsSlotToWaiter (review): a timed Release
+// whose Clock panics as it reads the end gives its slot back; the slot
+// goes to the queued request before the panic goes on, without any
+// further Acquire and without the waiter's timeout. (Before: the slot was
+// free but the waiter sat in the queue until the next Acquire or its
+// timeout.)
+func TestTimedReleaseClockPanicHandsSlotToWaiter(t *testing.T) {
+	c := &panicClock{Fake: clocktest.NewFake()}
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	type result struct {
+		p   admission.Permit
+		err error
+	}
+	out := make(chan result, 1)
+	go func() {
+		p, err := l.Acquire(context.Background())
+		out <- result{p, err}
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	c.armed.Store(true)
+	mustPanic(t, "Release", hold.Release)
+	c.armed.Store(false)
+	// The hand-over is done by Release itself, before it returns.
+	if q, n := l.Queued(), l.InFlight(); q != 0 || n != 1 {
+		t.Fatalf("after the panicking Release: %d queued, %d in flight; want 0 queued, 1 in flight (the waiter's)", q, n)
+	}
+	r := <-out
+	if r.err != nil {
+		t.Fatalf("the waiter was shed: %v", r.err)
+	}
+	r.p.Release()
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("%d in flight after the waiter's Release, want 0", n)
+	}
+}
+
+// valuePanicCtx is a caller's context whose Value panics while armed.
+type valuePanicCtx struct {
+	context.Context
+	armed *atomic.Bool
+}
+
+func (c valuePanicCtx) Value(k any) any {
+	if c.armed.Load() {
+		panic("context bug")
+	}
+	return c.Context.Value(k)
+}
+
+// TestDispatchContextPanicFreesQueueLock (sweep, callback panics): a
+// queued caller's context whose methods panic as a release hands its
+// slot on goes on to that Release with the queue's lock free, so the
+// Limiter keeps working. (Before: dispatch held the lock across the
+// context's methods without a defer, and every later queued Acquire,
+// Queued and Release with waiters hung on it.)
+func TestDispatchContextPanicFreesQueueLock(t *testing.T) {
+	c := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	var armed atomic.Bool
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(valuePanicCtx{base, &armed})
+		if err == nil {
+			p.Release()
+		}
+		out <- err
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	armed.Store(true)
+	mustPanic(t, "Release", hold.Release)
+	armed.Store(false)
+	if admission.QueueLockedForTest(l) {
+		t.Fatal("the queue's lock is still held after the context panicked in dispatch")
+	}
+	cancel()
+	<-out // the waiter returns (shed as its caller went), as it would without the panic
+	if q, n := l.Queued(), l.InFlight(); q != 0 || n != 0 {
+		t.Fatalf("%d queued, %d in flight at the end, want 0 and 0", q, n)
+	}
+}

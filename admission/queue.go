@@ -230,11 +230,29 @@ func (q *queue) gone(ctx context.Context, now int64) bool {
 	return ok && !in.Deadline.IsZero() && !q.l.at(now).Before(in.Deadline)
 }
 
-// dispatch gives free slots to queued requests.
+// dispatch gives free slots to queued requests. The lock is released by
+// a defer (dispatch runs only while requests are queued, off the path of
+// admission at once): a queued caller's context whose methods panic as
+// dispatch asks whether it is gone leaves the lock free, its panic going
+// on to the caller of dispatch and that request left queued until its
+// timeout.
 func (q *queue) dispatch(now int64) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.dispatchLocked(now)
-	q.mu.Unlock()
+}
+
+// dispatchLate gives free slots to queued requests when the Clock could
+// not be read: at known, or at the newest queued request's arrival if
+// that is later (the latest time the Limiter has seen).
+func (q *queue) dispatchLate(known int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := known
+	if q.tail != nil {
+		now = max(now, q.tail.since)
+	}
+	q.dispatchLocked(now)
 }
 
 func (q *queue) dispatchLocked(now int64) {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -25,7 +26,9 @@ type VegasConfig struct {
 	// half that and all of it, at random from Seed). 0:
 	// DefaultProbeMultiplier (30); negative: never.
 	ProbeMultiplier int
-	// Seed seeds the probe's jitter.
+	// Seed seeds the probe's jitter: the same Seed gives the same probe
+	// counts. 0: a seed drawn at random for each Vegas, so that servers
+	// started together do not re-measure together.
 	Seed uint64
 }
 
@@ -91,7 +94,11 @@ func NewVegas(c VegasConfig) (*Vegas, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Vegas{c: c, b: bounds{float64(c.InitialLimit), float64(c.MinLimit), float64(c.MaxLimit)}, rand: splitmix(c.Seed)}
+	seed := c.Seed
+	if seed == 0 {
+		seed = rand.Uint64() // each Vegas its own: servers started together re-measure apart
+	}
+	v := &Vegas{c: c, b: bounds{float64(c.InitialLimit), float64(c.MinLimit), float64(c.MaxLimit)}, rand: splitmix(seed)}
 	v.limit = v.b.initial
 	v.nextProbe()
 	return v, nil

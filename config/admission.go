@@ -30,7 +30,7 @@ var admissionAlgorithms = []string{AlgorithmGradient2, AlgorithmVegas, Algorithm
 // algorithm's own.
 var (
 	admissionCommon = []string{"algorithm", "queue_size", "codel_target", "codel_interval", "lifo",
-		"window", "window_samples", "probe_interval", "probe_jitter", "probe_limit"}
+		"window", "window_samples", "probe_interval", "probe_jitter", "probe_limit", "probe_length"}
 	admissionBounds = []string{"initial_limit", "min_limit", "max_limit"}
 	admissionOwn    = map[string][]string{
 		AlgorithmGradient2: {"smoothing", "tolerance", "long_window", "short_window"},
@@ -78,7 +78,8 @@ type AdmissionSpec struct {
 	// queue_size (QueueLength; none: -1), codel_target (QueueTarget),
 	// codel_interval (QueueInterval), lifo (false: FIFO), window,
 	// window_samples, probe_interval (never: -1), probe_jitter (0: -1,
-	// none), probe_limit.
+	// none), probe_limit, probe_length (ProbeLength; left out: one
+	// window).
 	Config    admission.Config
 	Gradient2 admission.Gradient2Config
 	Vegas     admission.VegasConfig
@@ -241,6 +242,11 @@ func (d *decoder) admissionBlock(name string, n *yaml.Node, path string) *Admiss
 			}
 		case "probe_limit":
 			c.ProbeLimit = d.limitField(v, fp)
+		case "probe_length":
+			before := len(d.problems)
+			if c.ProbeLength = d.duration(v, fp); c.ProbeLength == 0 && len(d.problems) == before {
+				d.fail(v, fp, "0 is refused: it must be positive (leave the field out for one window)")
+			}
 		case "smoothing":
 			smoothing = d.number(v, fp, 0, 1, true)
 		case "tolerance":

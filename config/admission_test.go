@@ -252,3 +252,29 @@ func TestSchemaAdmissionMatchesDecoder(t *testing.T) {
 		t.Fatalf("schema.json admission fields %s, decoder %s", g, w)
 	}
 }
+
+// TestAdmissionProbeLengthFileForm (review, #38): probe_length is the
+// file form of admission.Config.ProbeLength, and 0 or a negative length
+// is refused with its line; left out, the probe is one window long.
+func TestAdmissionProbeLengthFileForm(t *testing.T) {
+	f := mustParse(t, "policies:\n  default: {}\nadmission:\n  api:\n    window: 1s\n    probe_length: 20ms\n  db: {}\n")
+	if got := f.Admission["api"].Config.ProbeLength; got != 20*time.Millisecond {
+		t.Fatalf("probe_length: 20ms gave ProbeLength %v", got)
+	}
+	if got := f.Admission["db"].Config.ProbeLength; got != 0 {
+		t.Fatalf("no probe_length gave ProbeLength %v, want 0 (one window)", got)
+	}
+	if _, err := f.Admission["api"].NewLimiter(nil); err != nil {
+		t.Fatal(err)
+	}
+	for block, want := range map[string]string{
+		"probe_length: 0":    "test.yaml:5: admission.api.probe_length: 0 is refused: it must be positive (leave the field out for one window)",
+		"probe_length: -5ms": `test.yaml:5: admission.api.probe_length: "-5ms" must not be negative`,
+		"probe_length: 25h":  `test.yaml:5: admission.api.probe_length: "25h" is above the limit of 24h`,
+	} {
+		_, err := Parse("test.yaml", []byte("policies:\n  default: {}\nadmission:\n  api:\n    "+block+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v\nwant it to contain %s", block, err, want)
+		}
+	}
+}

@@ -199,7 +199,11 @@
 // Reloads keep keyed state like the rest: a group whose block is
 // unchanged is kept whole; one whose max_keys or idle alone changed is
 // rebuilt with the surviving keys' members, state and all; one whose
-// member settings changed starts every key afresh.
+// member settings changed starts every key afresh. A breaker group the
+// reload drops (its block changed or removed) is closed once the new
+// policies are in force: its breakers are closed (their active probing
+// stops) unless the new group took them over; a call in flight keeps
+// using the breaker it has.
 //
 // # Fleet state
 //

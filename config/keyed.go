@@ -310,14 +310,20 @@ type groupMaker[T any] func(kc kg.Config, old T, build func() T) (group T, close
 
 // adopt returns a build function for a new group that hands out old's
 // members first (its default and overflow members for the two builds of
-// "" keyed.New makes, then each live key's own), and builds the rest. A
-// nil old adopts nothing.
-func adopt[M any](old *kg.Group[M], build func(key string) M) func(key string) M {
+// "" keyed.New makes, then each live key's own), and builds the rest, and
+// the keys of old's live members, for takeOver. take, when not nil, is asked before a
+// member of old is handed out: false builds a new member instead. A nil
+// old adopts nothing.
+func adopt[M any](old *kg.Group[M], build func(key string) M, take func(M) bool) (func(key string) M, []string) {
 	if old == nil {
-		return build
+		return build, nil
 	}
 	members := map[string]M{}
 	old.Each(func(k string, m M) { members[k] = m })
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		keys = append(keys, k)
+	}
 	firsts := []M{old.Default(), old.Overflow()}
 	var mu sync.Mutex
 	return func(key string) M {
@@ -326,31 +332,54 @@ func adopt[M any](old *kg.Group[M], build func(key string) M) func(key string) M
 		if key == "" && len(firsts) > 0 {
 			m := firsts[0]
 			firsts = firsts[1:]
-			return m
-		}
-		if m, ok := members[key]; ok {
+			if take == nil || take(m) {
+				return m
+			}
+		} else if m, ok := members[key]; ok {
 			delete(members, key)
-			return m
+			if take == nil || take(m) {
+				return m
+			}
 		}
 		return build(key)
-	}
+	}, keys
 }
 
-// breakerGroup builds a keyed breaker group, adopting old's members when
-// old is one. A member the group lets go is closed (its active probing
-// stops). The group itself is not closed when a reload drops it: a newer
-// group may have taken its members over.
+// breakerGroup builds a local keyed breaker group, taking old's members
+// over when old is one: at once, every live key's (so that no member of
+// old is left waiting for its key's next call, and none is closed while
+// the new group may still hand it out; takeOver). A member is closed when the last
+// group holding it lets it go (breakerHolds): a member the group removes,
+// and every member at the group's close, which the Registry calls after
+// the swap of a reload that drops the group (or when the reload is not
+// applied); a member a newer group took over stays open.
 func breakerGroup(kc kg.Config, old retry.Breaker, build func() retry.Breaker) (retry.Breaker, func(), error) {
 	var prev *kg.Group[*breaker.Breaker]
 	if o, ok := old.(*kg.Breakers); ok {
 		prev = o.Group
 	}
-	g, err := kg.NewWithRelease(kc, adopt(prev, func(string) *breaker.Breaker { return build().(*breaker.Breaker) }), keepRefusing,
-		func(_ string, b *breaker.Breaker) { b.Close() })
+	fresh := func(string) *breaker.Breaker {
+		b := build().(*breaker.Breaker)
+		breakerHolds.add(b)
+		return b
+	}
+	from, keys := adopt(prev, fresh, breakerHolds.take)
+	g, err := kg.NewWithRelease(kc, from, keepRefusing, func(_ string, b *breaker.Breaker) { breakerHolds.drop(b) })
 	if err != nil {
 		return nil, nil, err
 	}
-	return &kg.Breakers{Group: g}, nil, nil
+	takeOver(g, keys)
+	return &kg.Breakers{Group: g}, g.Close, nil
+}
+
+// takeOver makes g take the old group's members of keys (adopt's) over
+// now, rather than at each key's next call: a key not called before the
+// next reload keeps its member too, and the old group's members are not
+// held for keys never called again. Each counts as used at the reload.
+func takeOver[M any](g *kg.Group[M], keys []string) {
+	for _, k := range keys {
+		g.Get(k)
+	}
 }
 
 // keepRefusing keeps a breaker while it refuses calls, as
@@ -363,10 +392,12 @@ func budgetGroup(kc kg.Config, old retry.Budget, build func() retry.Budget) (ret
 	if o, ok := old.(*kg.Budgets); ok {
 		prev = o.Group
 	}
-	g, err := kg.New(kc, adopt(prev, func(string) retry.Budget { return build() }), nil)
+	from, keys := adopt(prev, func(string) retry.Budget { return build() }, nil)
+	g, err := kg.New(kc, from, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	takeOver(g, keys)
 	return &kg.Budgets{Group: g}, nil, nil
 }
 
@@ -376,10 +407,12 @@ func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (
 	if o, ok := old.(*kg.Limiters); ok {
 		prev = o.Group
 	}
-	g, err := kg.New(kc, adopt(prev, func(string) retry.Limiter { return build() }), nil)
+	from, keys := adopt(prev, func(string) retry.Limiter { return build() }, nil)
+	g, err := kg.New(kc, from, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	takeOver(g, keys)
 	return &kg.Limiters{Group: g}, nil, nil
 }
 
@@ -401,10 +434,12 @@ func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 	}
 	c := *s.Adaptive
 	c.Clock = r.opts.Clock
-	g, err := kg.New(r.keyConfig(s.Keys), adopt(prev, func(string) *hedge.Adaptive { return hedge.NewAdaptive(c) }), nil)
+	from, keys := adopt(prev, func(string) *hedge.Adaptive { return hedge.NewAdaptive(c) }, nil)
+	g, err := kg.New(r.keyConfig(s.Keys), from, nil)
 	if err != nil { // refused by Parse already
 		panic("config: " + err.Error())
 	}
+	takeOver(g, keys)
 	st.adaptives, st.adaptivesKey = g, key
 }
 

@@ -34,6 +34,7 @@
 // hedge.Transport.Key choose the key of each HTTP request (the scheme, host
 // and port by default).
 //
-// A Group is safe for concurrent use. Looking up a key that has a member
-// takes no lock and does not allocate.
+// A Group is safe for concurrent use. Looking up a key that has a member,
+// or any key once the group is closed, takes no lock and does not
+// allocate.
 package keyed

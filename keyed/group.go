@@ -41,7 +41,8 @@ type Group[T any] struct {
 	pinN   int
 	times  [epochs]time.Time // the start of the last epochs, at epoch%epochs
 	gone   []*entry[T]       // removed members to release once mu is unlocked
-	closed bool              // Close was called
+
+	closed atomic.Bool // Close was called: set under mu, read with or without it
 }
 
 // epochs is how many epoch starts a group remembers. An entry last used
@@ -79,7 +80,9 @@ type Stats struct {
 // member is never removed. New refuses a config Validate refuses.
 //
 // A panic in build or keep goes on to the caller of Get (or Sweep), the
-// group unchanged but for the members it had already removed.
+// group unchanged but for the members it had already removed; a panic of
+// build or the Clock in New goes on to New's caller, no member built by
+// New left unreleased.
 func New[T any](cfg Config, build func(key string) T, keep func(member T, idle bool) bool) (*Group[T], error) {
 	return NewWithRelease(cfg, build, keep, nil)
 }
@@ -105,10 +108,29 @@ func NewWithRelease[T any](cfg Config, build func(key string) T, keep func(membe
 		clk: cfg.Clock, max: cfg.MaxKeys, idle: cfg.Idle,
 		gran: max(cfg.Idle/4, 1), tomb: new(entry[T]),
 	}
-	g.def, g.over = build(""), build("")
+	g.times[0] = g.clk.Now() // before any build: a Clock that panics leaves no member to release
+	g.def = build("")
+	g.over = g.buildOverflow()
 	g.tab.Store(newTable[T](minSlots))
-	g.times[0] = g.clk.Now()
 	return g, nil
+}
+
+// buildOverflow builds the overflow member; if build panics, the default
+// member is released (a panic of release then is dropped) and build's
+// panic goes on.
+func (g *Group[T]) buildOverflow() T {
+	ok := false
+	defer func() {
+		if !ok && g.release != nil {
+			func() {
+				defer func() { recover() }() // build's panic is the one that goes on
+				g.release("", g.def)
+			}()
+		}
+	}()
+	m := g.build("")
+	ok = true
+	return m
 }
 
 // Default returns the empty key's member.
@@ -166,8 +188,13 @@ func (e *entry[T]) touch(ep uint64) {
 	}
 }
 
-// slow is Get for a key not found without the lock.
+// slow is Get for a key not found without the lock. A closed group
+// answers without the lock: it builds nothing, and Close emptied its
+// table, so every key but a member's just removed comes here.
 func (g *Group[T]) slow(h uint64, key string) T {
+	if g.closed.Load() {
+		return g.def
+	}
 	g.mu.Lock()
 	done := false
 	defer func() { g.unlock(done) }()
@@ -178,7 +205,7 @@ func (g *Group[T]) slow(h uint64, key string) T {
 
 // slowLocked is slow with the group's mutex held.
 func (g *Group[T]) slowLocked(h uint64, key string) T {
-	if g.closed {
+	if g.closed.Load() { // Close ran since slow looked
 		return g.def
 	}
 	now := g.clk.Now()
@@ -354,16 +381,18 @@ func (g *Group[T]) unlock(done bool) {
 
 // Close removes every member, releases them (see NewWithRelease), the
 // default and overflow members last, and makes the group build no more
-// members: Get then returns the default member. Stats still counts what
+// members: Get and For then return the default member, without the
+// group's lock. A member built by a Get that raced Close was built before
+// Close took the lock, so Close releases it too. Stats still counts what
 // the group did. Close is safe to call more than once; later calls do
 // nothing.
 func (g *Group[T]) Close() {
 	g.mu.Lock()
 	defer g.unlock(true) // Close calls no build or keep
-	if g.closed {
+	if g.closed.Load() {
 		return
 	}
-	g.closed = true
+	g.closed.Store(true)
 	for g.pinN > 0 {
 		e := g.pinned
 		g.pinned = ringDel(g.pinned, e)

@@ -278,3 +278,48 @@ func TestBuildPanicNotHiddenByReleasePanic(t *testing.T) {
 		t.Fatalf("released %d, want the evicted a", released)
 	}
 }
+
+// panicNowClock is a clock whose Now panics.
+type panicNowClock struct{ *clocktest.Fake }
+
+func (panicNowClock) Now() time.Time { panic("clock bug") }
+
+// TestNewPanicReleasesBuiltMembers (sweep, callback panics): when New
+// panics (its Clock, or the build of the overflow member), no member it
+// built is left unreleased: the Clock is read before any build, and the
+// default member is released if the overflow member's build panics. The
+// panic goes on to New's caller.
+func TestNewPanicReleasesBuiltMembers(t *testing.T) {
+	built, released := 0, 0
+	build := func(string) *member { built++; return &member{} }
+	release := func(string, *member) { released++ }
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the Clock's panic did not go on")
+			}
+		}()
+		keyed.NewWithRelease(keyed.Config{Clock: panicNowClock{clocktest.NewFake()}}, build, nil, release)
+	}()
+	if built != released {
+		t.Fatalf("Clock panic: built %d members, released %d", built, released)
+	}
+	built, released = 0, 0
+	second := func(k string) *member {
+		if built++; built == 2 {
+			panic("build bug")
+		}
+		return &member{}
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != "build bug" {
+				t.Fatalf("recovered %v, want the build's panic", v)
+			}
+		}()
+		keyed.NewWithRelease(keyed.Config{Clock: clocktest.NewFake()}, second, nil, func(string, *member) { released++; panic("release bug") })
+	}()
+	if released != 1 {
+		t.Fatalf("build panic: released %d members, want 1 (the default member)", released)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/config"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
@@ -48,8 +50,9 @@ type Policy struct {
 	// policy's hedge: block.
 	Hedge *sim.Hedge
 
-	spec *config.PolicySpec // FromFile's: the limiter and retry_on are rebuilt from it
-	grpc bool               // classify by retry_on.grpc_codes (FromFile's gRPC run)
+	spec   *config.PolicySpec // FromFile's: the limiter and retry_on are rebuilt from it
+	grpc   bool               // classify by retry_on.grpc_codes (FromFile's gRPC run)
+	stores *fleetStores       // FromFile's: each run's shared parts, let go as the run ends
 }
 
 // FromFile returns the policies of a file loaded by config.Parse, each
@@ -94,6 +97,7 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 	// builds a Registry, which then builds one policy rather than the whole
 	// file's. A policy picked by name has no operations, so that an
 	// operation named like another policy does not stand in for it.
+	stores.endRun(nil) // reg's: it is done with
 	out := make([]Policy, 0, len(picks))
 	for _, p := range picks {
 		name, key := p.name, p.op
@@ -111,7 +115,7 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 		if p.op != "" && p.op != name {
 			label = p.op + " (" + name + ")"
 		}
-		pol := Policy{Name: label, Operation: p.op, spec: spec, New: func(env sim.Env) *retry.Policy {
+		pol := Policy{Name: label, Operation: p.op, spec: spec, stores: stores, New: func(env sim.Env) *retry.Policy {
 			r := config.NewRegistry(stores.options(env.Clock, env.Rand))
 			if err := r.Apply(file); err != nil {
 				return nil // f was applied above; cannot happen
@@ -212,10 +216,30 @@ type features struct {
 // that build a fresh instance for each client (budget, breaker, limiter)
 // and for each run (the strategy), each behind the run's seams (see
 // seams) so that they hear the downstream's answers by kind.
-func simPolicy(p Policy, storm Storm, counts *runCounts) (sim.Policy, features) {
+//
+// end ends the run: call it once the run is over (also when it failed).
+// It lets go of what FromFile's policy holds for the run's clocks (the
+// shared parts of fleetStores).
+func simPolicy(p Policy, storm Storm, counts *runCounts) (sp sim.Policy, f features, end func()) {
+	var mu sync.Mutex
+	clocks := map[clock.Clock]bool{} // the clocks the run built instances on
+	end = func() {
+		mu.Lock()
+		cs := clocks
+		clocks = map[clock.Clock]bool{}
+		mu.Unlock()
+		for c := range cs {
+			p.stores.endRun(c)
+		}
+	}
 	build := func(env sim.Env) *retry.Policy {
 		if p.New == nil {
 			return &retry.Policy{}
+		}
+		if p.stores != nil {
+			mu.Lock()
+			clocks[env.Clock] = true
+			mu.Unlock()
 		}
 		if q := p.New(env); q != nil {
 			return q
@@ -225,14 +249,14 @@ func simPolicy(p Policy, storm Storm, counts *runCounts) (sim.Policy, features) 
 	probeSim := sim.New(0)
 	probe := build(sim.Env{Clock: probeSim.Clock(), Rand: rand.NewPCG(1, 2)})
 	limit := probe.AttemptLimit()
-	sp := sim.Policy{
+	sp = sim.Policy{
 		Name:           p.Name,
 		MaxAttempts:    max(limit, 0),
 		AttemptTimeout: probe.AttemptTimeout,
 		MaxElapsed:     probe.MaxElapsed,
 		MinAttemptTime: probe.MinAttemptTime,
 	}
-	f := features{attempts: limit, budget: probe.Budget != nil, breaker: probe.Breaker != nil, timeout: probe.AttemptTimeout}
+	f = features{attempts: limit, budget: probe.Budget != nil, breaker: probe.Breaker != nil, timeout: probe.AttemptTimeout}
 	sm := &seams{throttle: storm.throttle, counts: counts}
 	if probe.Classify != nil {
 		sm.classify = probe.Classify
@@ -310,7 +334,7 @@ func simPolicy(p Policy, storm Storm, counts *runCounts) (sim.Policy, features) 
 	if b, ok := probe.Breaker.(*breaker.Breaker); ok {
 		b.Close()
 	}
-	return sp, f
+	return sp, f, end
 }
 
 // specLimiter builds a file's limiter per client on the run's clock and

@@ -302,7 +302,9 @@ func Run(ctx context.Context, policies []Policy, d Downstream, g Gates, o Option
 	type unit struct{ p, s, t int }
 	feats := make([]features, len(policies))
 	for i, p := range policies {
-		_, feats[i] = simPolicy(p, storms[0], &runCounts{})
+		var end func()
+		_, feats[i], end = simPolicy(p, storms[0], &runCounts{})
+		end()
 	}
 	runs := make([][][]trialRun, len(policies))
 	for i := range runs {
@@ -521,7 +523,8 @@ func runOne(ctx context.Context, p Policy, d Downstream, s Storm, seed uint64) (
 		return trialRun{}, err
 	}
 	counts := &runCounts{from: stormStart, to: stormStart + s.Length}
-	sp, _ := simPolicy(p, s, counts)
+	sp, _, end := simPolicy(p, s, counts)
+	defer end() // the run's shared parts go with it
 	res, err := sim.RunContext(ctx, &m, sim.Single(sp), seed)
 	if errors.Is(err, sim.ErrNoProgress) && ctx.Err() == nil {
 		return trialRun{seed: seed, runaway: err.Error()}, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/config"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -17,7 +18,11 @@ import (
 // fleetStores gives each run (each clock) a store of its own whose parts
 // every instance of that run shares: the fleet shares one breaker and
 // one budget, as it does through the service's store, and no state
-// crosses from one run to another.
+// crosses from one run to another. A run's store is let go when the run
+// ends (endRun, from the end function simPolicy returns to Run), so a
+// policy checked over many runs holds only the stores of the runs under
+// way; a caller of Policy.New outside Run keeps one store per clock it
+// passes, for as long as the policy.
 type fleetStores struct {
 	names []string // the store names the file uses
 	mu    sync.Mutex
@@ -78,6 +83,16 @@ func (fs *fleetStores) options(clk clock.Clock, rnd rand.Source) config.Options 
 	return o
 }
 
+// endRun lets go of the store of the run on clk, once the run has ended:
+// nothing of that run asks for it again (a later options call on clk
+// would start a new store). Without it every finished run's store, and
+// its clock and parts, would stay for as long as the policy.
+func (fs *fleetStores) endRun(clk clock.Clock) {
+	fs.mu.Lock()
+	delete(fs.runs, clk)
+	fs.mu.Unlock()
+}
+
 // fleetStore is one run's shared parts, by kind and name.
 type fleetStore struct {
 	mu    sync.Mutex
@@ -106,4 +121,40 @@ func (s *fleetStore) SharedBudget(name string, c budget.RatioConfig) (retry.Budg
 	b := budget.NewRatio(c)
 	s.parts["budget:"+name] = b
 	return b, func() {}, nil
+}
+
+// fleetStore is a config.KeyedSharedStore: a shared block split per key
+// (shared: NAME with per: host, which redisstore's store serves) is one
+// group of the run, which every instance of the run shares. The
+// simulator's calls carry no key, so they all use the group's default
+// member, as calls to one host would.
+var _ config.KeyedSharedStore = (*fleetStore)(nil)
+
+func (s *fleetStore) SharedBreakerGroup(name string, c breaker.Config, kc keyed.Config) (retry.BreakerGroup, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.parts["breakers:"+name].(*keyed.Breakers); ok {
+		return g, func() {}, nil
+	}
+	c.Rand = s.rand
+	g, err := keyed.NewBreakers(kc, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.parts["breakers:"+name] = g
+	return g, func() {}, nil
+}
+
+func (s *fleetStore) SharedBudgetGroup(name string, c budget.RatioConfig, kc keyed.Config) (retry.BudgetGroup, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.parts["budgets:"+name].(*keyed.Budgets); ok {
+		return g, func() {}, nil
+	}
+	g, err := keyed.NewBudgets(kc, func() retry.Budget { return budget.NewRatio(c) })
+	if err != nil {
+		return nil, nil, err
+	}
+	s.parts["budgets:"+name] = g
+	return g, func() {}, nil
 }
