@@ -30,7 +30,7 @@ var admissionAlgorithms = []string{AlgorithmGradient2, AlgorithmVegas, Algorithm
 // algorithm's own.
 var (
 	admissionCommon = []string{"algorithm", "queue_size", "codel_target", "codel_interval", "lifo",
-		"window", "window_samples", "probe_interval", "probe_jitter", "probe_limit", "probe_length"}
+		"window", "window_samples", "probe_interval", "probe_jitter", "probe_limit", "probe_length", "seed"}
 	admissionBounds = []string{"initial_limit", "min_limit", "max_limit"}
 	admissionOwn    = map[string][]string{
 		AlgorithmGradient2: {"smoothing", "tolerance", "long_window", "short_window"},
@@ -79,7 +79,8 @@ type AdmissionSpec struct {
 	// codel_interval (QueueInterval), lifo (false: FIFO), window,
 	// window_samples, probe_interval (never: -1), probe_jitter (0: -1,
 	// none), probe_limit, probe_length (ProbeLength; left out: one
-	// window).
+	// window), seed (Seed, and the Vegas config's Seed; left out: a seed
+	// drawn at random for each Limiter).
 	Config    admission.Config
 	Gradient2 admission.Gradient2Config
 	Vegas     admission.VegasConfig
@@ -246,6 +247,20 @@ func (d *decoder) admissionBlock(name string, n *yaml.Node, path string) *Admiss
 			before := len(d.problems)
 			if c.ProbeLength = d.duration(v, fp); c.ProbeLength == 0 && len(d.problems) == before {
 				d.fail(v, fp, "0 is refused: it must be positive (leave the field out for one window)")
+			}
+		case "seed":
+			sv, ok := d.scalar(v, fp)
+			if !ok {
+				return
+			}
+			u, err := strconv.ParseUint(strings.TrimSpace(sv), 10, 64)
+			switch {
+			case err != nil:
+				d.fail(v, fp, "%q is not a whole number from 1 to %d", sv, uint64(math.MaxUint64))
+			case u == 0:
+				d.fail(v, fp, "0 is refused: leave the field out for a seed drawn at random for each limiter (so that servers started together probe apart)")
+			default:
+				c.Seed, s.Vegas.Seed = u, u
 			}
 		case "smoothing":
 			smoothing = d.number(v, fp, 0, 1, true)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -271,6 +272,35 @@ func TestAdmissionProbeLengthFileForm(t *testing.T) {
 		"probe_length: 0":    "test.yaml:5: admission.api.probe_length: 0 is refused: it must be positive (leave the field out for one window)",
 		"probe_length: -5ms": `test.yaml:5: admission.api.probe_length: "-5ms" must not be negative`,
 		"probe_length: 25h":  `test.yaml:5: admission.api.probe_length: "25h" is above the limit of 24h`,
+	} {
+		_, err := Parse("test.yaml", []byte("policies:\n  default: {}\nadmission:\n  api:\n    "+block+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v\nwant it to contain %s", block, err, want)
+		}
+	}
+}
+
+// The file form of admission.Config.Seed (and VegasConfig.Seed): the same
+// seed gives the same probe schedule; left out, each Limiter draws its own.
+func TestAdmissionSeedFileForm(t *testing.T) {
+	f := mustParse(t, "policies:\n  default: {}\nadmission:\n  api:\n    seed: 18446744073709551615\n  v:\n    algorithm: vegas\n    seed: 7\n  db: {}\n")
+	if got := f.Admission["api"].Config.Seed; got != math.MaxUint64 {
+		t.Errorf("seed: 18446744073709551615 gave Seed %d", got)
+	}
+	if v := f.Admission["v"]; v.Config.Seed != 7 || v.Vegas.Seed != 7 {
+		t.Errorf("vegas seed: 7 gave Seed %d and Vegas.Seed %d", v.Config.Seed, v.Vegas.Seed)
+	}
+	if got := f.Admission["db"].Config.Seed; got != 0 {
+		t.Errorf("no seed gave Seed %d, want 0 (random)", got)
+	}
+	if f.Admission["api"].key() == f.Admission["db"].key() {
+		t.Error("a seed does not change the block's key: a reload that sets it would keep the old Limiter")
+	}
+	for block, want := range map[string]string{
+		"seed: 0":                    "test.yaml:5: admission.api.seed: 0 is refused",
+		"seed: -1":                   `test.yaml:5: admission.api.seed: "-1" is not a whole number`,
+		"seed: 18446744073709551616": `test.yaml:5: admission.api.seed: "18446744073709551616" is not a whole number`,
+		"seed: x":                    `test.yaml:5: admission.api.seed: "x" is not a whole number`,
 	} {
 		_, err := Parse("test.yaml", []byte("policies:\n  default: {}\nadmission:\n  api:\n    "+block+"\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {
