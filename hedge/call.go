@@ -31,6 +31,7 @@ type call struct {
 	obs  observers
 
 	realClk bool // clk is clock.Real
+	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
 
 	launcher    launcher
 	op, release any
@@ -81,6 +82,7 @@ type slot struct {
 	running bool
 	lost    bool
 	t0      time.Time
+	lat     time.Duration // how long op took, read as it returned, with Adaptive
 }
 
 // results holds the values of a round's attempts once hedges may run.
@@ -209,6 +211,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	if !inline {
 		c.rc.Reset(ctx, c.p)
+		c.rcLive = true
 	}
 	// A release that panics on this goroutine does not unwind the call:
 	// its panic is kept in rp, and re-raised once the call has ended and
@@ -255,7 +258,13 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		}
 		armed := c.armTimer(delay, n)
 		v, err = op(sl.ctx)
-		g.inOp, g.cur, g.hasCur = false, v, true
+		g.cur, g.hasCur = v, true
+		if c.ad != nil {
+			// Read as op returns, while a panic of the Clock's is
+			// still the attempt's: it ends failed, as op's would.
+			sl.lat = c.clk.Since(sl.t0)
+		}
+		g.inOp = false
 		if armed == nil || c.disarmFast(armed) {
 			// No hedge ran: nothing else touches the call.
 			wasInline := c.lazy && err == nil
@@ -446,8 +455,15 @@ func (g *doGuard[T]) check() {
 		c.inlinePanic(r)
 	} else {
 		// No hedge is running: the round's timer was stopped before it
-		// fired, or every attempt has returned.
+		// fired, or every attempt has returned. The call ends through
+		// rc as a step's panic ends it: a step of rc's has done so
+		// already (Panic then does nothing more), but a panic between
+		// steps (the Clock's NewTimer in Wait) would leave a retry the
+		// budget granted reserved, and the Observer without CallEnd.
 		c.cancelAll()
+		if c.rcLive {
+			c.rc.Panic(&retry.Attempt{}, r)
+		}
 	}
 	releaseAll(c, g.release, g.held, g.hasHeld)
 	if g.hasCur {
@@ -536,7 +552,7 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 	if !plain {
 		p = c.resolveGroups(ctx, p) // key.go
 	}
-	c.ctx, c.p, c.max = ctx, p, maxHedges
+	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 	c.limit = p.AttemptLimit()
 	c.clk, c.realClk = clock.Real, true
 	if p.Clock != nil && p.Clock != clock.Real { // nil first: no interface comparison
@@ -568,6 +584,7 @@ func (c *call) adoptLocked() {
 	}
 	c.lazy = false
 	c.inline.a = c.rc.Adopt(c.ctx, c.p, c.first)
+	c.rcLive = true
 	c.first = retry.Inline{}
 	c.newRound()
 }
@@ -933,10 +950,10 @@ func (c *call) retryable(err error) bool {
 // observe feeds the latency of an attempt that answered to Adaptive.
 func (c *call) observe(sl *slot) {
 	if c.ad != nil {
-		// Since is one monotonic read on the real clock, where Now is
-		// two; the time is t0 plus the latency either way.
-		d := c.clk.Since(sl.t0)
-		c.ad.ObserveAt(sl.t0.Add(d), d)
+		// sl.lat was read (Since: one monotonic read on the real
+		// clock, where Now is two) as op returned; the time is t0
+		// plus the latency either way.
+		c.ad.ObserveAt(sl.t0.Add(sl.lat), sl.lat)
 	}
 }
 
@@ -945,13 +962,15 @@ func (c *call) observe(sl *slot) {
 func runHedge[T any](c *call, sl *slot) {
 	op := c.op.(func(context.Context) (T, error))
 	release, _ := c.release.(func(T))
-	stage := 0 // 0: op running, 1: op returned, 2: all done
+	stage := 0 // 0: op running, 3: op returned, its latency not read, 1: in complete, 2: all done
+	var v T
 	defer func() {
 		if stage == 2 {
 			return
 		}
-		// op panicked (or called runtime.Goexit), or, once it returned,
-		// a callback complete made did (a release's Goexit; its panic
+		// op panicked (or called runtime.Goexit), or the Clock did as
+		// the latency was read, or, once complete was called, a
+		// callback complete made did (a release's Goexit; its panic
 		// complete keeps). complete has not left: leave, always, or the
 		// caller waits for this hedge for ever.
 		r := recover()
@@ -959,15 +978,23 @@ func runHedge[T any](c *call, sl *slot) {
 			r = errGoexit
 		}
 		c.mu.Lock()
-		if stage == 0 {
+		if stage == 0 || stage == 3 {
 			c.panicLocked(sl, r)
 		} else {
 			c.panicLocked(nil, r)
 		}
 		c.mu.Unlock()
+		if stage == 3 { // the value op returned is kept by no one
+			var b panicBox
+			releaseSafe(release, v, &b)
+		}
 		c.leave()
 	}()
 	v, err := op(sl.ctx)
+	stage = 3
+	if c.ad != nil {
+		sl.lat = c.clk.Since(sl.t0) // a panic here is the attempt's, as op's
+	}
 	stage = 1
 	complete(c, sl, v, err, release)
 	stage = 2
