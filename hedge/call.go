@@ -32,9 +32,10 @@ type call struct {
 
 	realClk bool // clk is clock.Real
 	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
+	home    int  // the cell of callCache it came from, and goes back to (pool.go)
 
-	launcher    launcher
-	op, release any
+	op          launcher // the call's op, an opFunc[T]: it launches hedges too
+	release     any
 	res         any // *results[T], made when the timer first fires
 
 	delay       time.Duration
@@ -100,9 +101,11 @@ func resultsOf[T any](c *call) *results[T] {
 
 type launcher interface{ launch(c *call, sl *slot) }
 
-type typed[T any] struct{}
+// opFunc is op, typed: as c.op (one pointer-shaped interface store, no
+// allocation) it is both the operation and what starts its hedges.
+type opFunc[T any] func(context.Context) (T, error)
 
-func (typed[T]) launch(c *call, sl *slot) { go runHedge[T](c, sl) }
+func (opFunc[T]) launch(c *call, sl *slot) { go runHedge[T](c, sl) }
 
 // arm is one timer of a call. An arm whose Stop failed is dropped, so a
 // late callback finds c.arm changed and does nothing.
@@ -145,7 +148,6 @@ func (a *arm) fire() {
 }
 
 var (
-	pool       = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
 	zeroPolicy retry.Policy
 	errGoexit  = errors.New("hedge: a hedge attempt called runtime.Goexit")
 )
@@ -179,11 +181,23 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	var in retry.Inline
 	inline := false
 	var c *call
-	if retry.HasGroups(p) || h.Adaptives != nil {
+	if h.Adaptives == nil && maxHedges > 0 && p.AttemptLimit() != 1 {
+		// BeginInline takes no Policy with a group (it does nothing and
+		// says so), so when it begins the attempt there is nothing to
+		// resolve, and a breaker's refusal costs no pooled call.
+		var gerr error
+		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+			return v, nil, gerr
+		}
+	}
+	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
+		c = getCall()
+		c.setup(ctx, h, p, max(maxHedges, 0), true)
+	} else {
 		// Resolving the groups and the key's Adaptive may run user code
 		// (a group's build, keep, release, Clock): before any permit is
 		// taken, and on the resolved Policy, which BeginInline accepts.
-		c = pool.Get().(*call)
+		c = getCall()
 		c.setup(ctx, h, p, max(maxHedges, 0), false)
 		if c.max > 0 && c.limit != 1 {
 			var gerr error
@@ -192,20 +206,8 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				return v, nil, gerr
 			}
 		}
-	} else {
-		// Nothing to resolve: the attempt begins before the call is set
-		// up, so a breaker's refusal costs no pooled call.
-		if maxHedges > 0 && p.AttemptLimit() != 1 {
-			var gerr error
-			if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
-				return v, nil, gerr
-			}
-		}
-		c = pool.Get().(*call)
-		c.setup(ctx, h, p, max(maxHedges, 0), true)
 	}
-	c.launcher = typed[T]{}
-	c.op = op
+	c.op = opFunc[T](op)
 	if release != nil {
 		c.release = release
 	}
@@ -223,7 +225,11 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	// retry.Call has already reported — releases every value Do holds
 	// and goes on (doGuard.check).
 	g := doGuard[T]{c: c, release: release}
-	defer g.check()
+	defer func() {
+		if !g.settled {
+			g.check(recover()) // recover must be called here, by the deferred function
+		}
+	}()
 	for {
 		sl := &c.inline
 		n := 1
@@ -278,7 +284,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			inline = false
 			c.running, c.inflight, sl.running = 0, 0, false
 			if err == nil {
-				c.observe(sl)
+				if c.ad != nil {
+					c.observe(sl)
+				}
 				if keep {
 					kept = sl.ctx
 				} else {
@@ -439,18 +447,16 @@ type doGuard[T any] struct {
 	settled bool // nothing that can panic is left but release (kept in rp) and raise
 }
 
-// check, deferred by do, handles a panic on the caller's goroutine unless
-// the call has settled: the call is ended (inlinePanic for op's; a step's
-// was reported by retry.Call already), every attempt's context is
+// check, called by do's deferred function with what it recovered (nil for
+// runtime.Goexit) unless the call has settled, handles a panic on the
+// caller's goroutine: the call is ended (inlinePanic for op's; a step's
+// was reported by retry.Call already, and rc.Panic ends it otherwise),
+// every attempt's context is
 // cancelled, every value Do holds is released (the failed attempts', the
 // inline attempt's not yet returned, the round's results), and the panic
 // goes on.
-func (g *doGuard[T]) check() {
-	if g.settled {
-		return
-	}
+func (g *doGuard[T]) check(r any) {
 	c := g.c
-	r := recover()
 	if g.inOp {
 		c.inlinePanic(r)
 	} else {
@@ -619,7 +625,7 @@ func (c *call) put() {
 	c.op, c.release = nil, nil
 	c.hedges, c.stopHedging, c.done = 0, false, false
 	c.relPanic = panicBox{}
-	pool.Put(c)
+	putCall(c)
 }
 
 // armTimer starts the hedge timer for the round, whose inline attempt is
@@ -737,7 +743,7 @@ func (c *call) hedgeLocked() {
 	if c.wake == nil {
 		c.wake = make(chan struct{}, 1)
 	}
-	c.launcher.launch(c, sl) // before the Observer, which may panic
+	c.op.launch(c, sl) // before the Observer, which may panic
 	c.notify(evStarted, sl, 0)
 	if c.hedges < c.max && (c.limit < 0 || c.rc.Attempts() < c.limit) {
 		c.armed = true
@@ -960,7 +966,7 @@ func (c *call) observe(sl *slot) {
 // runHedge runs one hedge attempt in its own goroutine. A panic (or
 // runtime.Goexit) is handed to the caller's goroutine.
 func runHedge[T any](c *call, sl *slot) {
-	op := c.op.(func(context.Context) (T, error))
+	op := c.op.(opFunc[T])
 	release, _ := c.release.(func(T))
 	stage := 0 // 0: op running, 3: op returned, its latency not read, 1: in complete, 2: all done
 	var v T
