@@ -34,9 +34,9 @@ type call struct {
 	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
 	home    int  // the cell of callCache it came from, and goes back to (pool.go)
 
-	op          launcher // the call's op, an opFunc[T]: it launches hedges too
-	release     any
-	res         any // *results[T], made when the timer first fires
+	op      launcher // the call's op, an opFunc[T]: it launches hedges too
+	release any
+	res     any // *results[T], made when the timer first fires
 
 	delay       time.Duration
 	max, limit  int
