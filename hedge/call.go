@@ -32,7 +32,6 @@ type call struct {
 
 	realClk bool // clk is clock.Real
 	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
-	home    int  // the cell of callCache it came from, and goes back to (pool.go)
 
 	op      launcher // the call's op, an opFunc[T]: it launches hedges too
 	release any
@@ -148,6 +147,7 @@ func (a *arm) fire() {
 }
 
 var (
+	pool       = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
 	zeroPolicy retry.Policy
 	errGoexit  = errors.New("hedge: a hedge attempt called runtime.Goexit")
 )
@@ -191,13 +191,13 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		}
 	}
 	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
-		c = getCall()
+		c = pool.Get().(*call)
 		c.setup(ctx, h, p, max(maxHedges, 0), true)
 	} else {
 		// Resolving the groups and the key's Adaptive may run user code
 		// (a group's build, keep, release, Clock): before any permit is
 		// taken, and on the resolved Policy, which BeginInline accepts.
-		c = getCall()
+		c = pool.Get().(*call)
 		c.setup(ctx, h, p, max(maxHedges, 0), false)
 		if c.max > 0 && c.limit != 1 {
 			var gerr error
@@ -262,7 +262,24 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				delay = d
 			}
 		}
-		armed := c.armTimer(delay, n)
+		var armed *arm
+		if a := c.arm; a != nil && a.real && c.realClk && delay >= coarseMin && a.st.d == int64(delay) && c.mayHedge(n) {
+			// armTimer's path for the steady state of a busy Hedger on
+			// the real clock, inline: the call's entry is parked with
+			// this delay, and one compare-and-swap arms it
+			// (sharedTimer.Reset), which publishes these writes to the
+			// callback.
+			c.delay, c.armed = delay, true
+			if c.fired.Load() {
+				c.fired.Store(false)
+			}
+			if a.st.state.CompareAndSwap(tParked, tListed) {
+				armed = a
+			}
+		}
+		if armed == nil {
+			armed = c.armTimer(delay, n)
+		}
 		v, err = op(sl.ctx)
 		g.cur, g.hasCur = v, true
 		if c.ad != nil {
@@ -271,7 +288,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			sl.lat = c.clk.Since(sl.t0)
 		}
 		g.inOp = false
-		if armed == nil || c.disarmFast(armed) {
+		if armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed) {
 			// No hedge ran: nothing else touches the call.
 			wasInline := c.lazy && err == nil
 			if wasInline {
@@ -625,13 +642,13 @@ func (c *call) put() {
 	c.op, c.release = nil, nil
 	c.hedges, c.stopHedging, c.done = 0, false, false
 	c.relPanic = panicBox{}
-	putCall(c)
+	pool.Put(c)
 }
 
 // armTimer starts the hedge timer for the round, whose inline attempt is
 // the call's nth, unless no hedge could start. It returns the arm, or nil.
 func (c *call) armTimer(d time.Duration, n int) *arm {
-	if c.hedges >= c.max || c.stopHedging || c.p.Limiter != nil || c.limit > 0 && n >= c.limit {
+	if !c.mayHedge(n) {
 		return nil
 	}
 	c.delay = d
@@ -666,6 +683,19 @@ func (c *call) armTimer(d time.Duration, n int) *arm {
 	}
 	made = true
 	return a
+}
+
+// mayHedge reports whether a hedge could start in the round whose inline
+// attempt is the call's nth.
+func (c *call) mayHedge(n int) bool {
+	return c.hedges < c.max && !c.stopHedging && c.p.Limiter == nil && (c.limit <= 0 || n < c.limit)
+}
+
+// disarmed records that the round's timer was stopped before it fired, and
+// reports true.
+func (c *call) disarmed() bool {
+	c.armed = false
+	return true
 }
 
 // disarmFast stops the round's timer a after the inline attempt returned,
