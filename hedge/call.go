@@ -71,8 +71,9 @@ type call struct {
 	panicVal any
 	relPanic panicBox // a release's panic in a hedged round
 
-	wake chan struct{}
-	slab []attemptCtx // unused first-attempt contexts (inlineCtx)
+	wake  chan struct{}
+	slab  []attemptCtx // first-attempt contexts (inlineCtx): slab[slabN:] unused
+	slabN int
 }
 
 type slot struct {
@@ -147,7 +148,6 @@ func (a *arm) fire() {
 }
 
 var (
-	pool       = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
 	zeroPolicy retry.Policy
 	errGoexit  = errors.New("hedge: a hedge attempt called runtime.Goexit")
 )
@@ -191,13 +191,13 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		}
 	}
 	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
-		c = pool.Get().(*call)
+		c = getCall()
 		c.setup(ctx, h, p, max(maxHedges, 0), true)
 	} else {
 		// Resolving the groups and the key's Adaptive may run user code
 		// (a group's build, keep, release, Clock): before any permit is
 		// taken, and on the resolved Policy, which BeginInline accepts.
-		c = pool.Get().(*call)
+		c = getCall()
 		c.setup(ctx, h, p, max(maxHedges, 0), false)
 		if c.max > 0 && c.limit != 1 {
 			var gerr error
@@ -626,23 +626,24 @@ func (c *call) put() {
 	if c.hasPanic {
 		return
 	}
-	// rc, pol and the fields setup always sets are overwritten by the
-	// next call; what only the slow path sets is cleared here, and the
-	// user's values are dropped. (What is left holds at most one
-	// context and Policy until the pool is emptied by the GC.)
+	// rc, pol and the fields setup and each round always set are
+	// overwritten by the next call; what only a hedged round sets (its
+	// timer fired, and do made res) is cleared here, and the user's
+	// values are dropped. (What is left holds at most one context and
+	// Policy until the pool is emptied by the GC.)
 	if c.res != nil {
 		clear(c.slots)
 		c.slots = c.slots[:0]
 		c.winner, c.fatal, c.last, c.fixLast = nil, nil, nil, nil
 		c.res = nil
+		c.hedges, c.stopHedging = 0, false
+		c.relPanic = panicBox{}
 	}
 	if c.obs.n > 0 {
 		c.obs.reset()
 	}
 	c.op, c.release = nil, nil
-	c.hedges, c.stopHedging, c.done = 0, false, false
-	c.relPanic = panicBox{}
-	pool.Put(c)
+	putCall(c)
 }
 
 // armTimer starts the hedge timer for the round, whose inline attempt is

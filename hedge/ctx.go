@@ -74,11 +74,11 @@ const ctxSlab = 64 // 64 × 32 B = 2048 B, a size class of its own
 // inlineCtx returns a fresh context for the first attempt of a round, cut
 // from c's slab.
 func (c *call) inlineCtx(parent context.Context, n int) *attemptCtx {
-	if len(c.slab) == 0 {
-		c.slab = make([]attemptCtx, ctxSlab)
+	if c.slabN >= len(c.slab) {
+		c.slab, c.slabN = make([]attemptCtx, ctxSlab), 0
 	}
-	x := &c.slab[0]
-	c.slab = c.slab[1:]
+	x := &c.slab[c.slabN]
+	c.slabN++
 	x.parent, x.meta = parent, pack(n, false)
 	return x
 }
