@@ -192,13 +192,20 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
 		c = getCall()
-		c.setup(ctx, h, p, max(maxHedges, 0), true)
+		// setup, inline
+		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
+		c.limit = p.AttemptLimit()
+		c.clk, c.realClk = clock.Real, true
+		c.ad, c.delay = h.Adaptive, h.Delay
+		if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 || h.Adaptives != nil {
+			c.setupRest(ctx, h, p)
+		}
 	} else {
 		// Resolving the groups and the key's Adaptive may run user code
 		// (a group's build, keep, release, Clock): before any permit is
 		// taken, and on the resolved Policy, which BeginInline accepts.
 		c = getCall()
-		c.setup(ctx, h, p, max(maxHedges, 0), false)
+		c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
 		if c.max > 0 && c.limit != 1 {
 			var gerr error
 			if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
@@ -568,23 +575,33 @@ func (c *call) releasePanicLocked(r any) {
 	}
 }
 
-// setup readies c for a call under p (not nil) with ctx. plain reports
-// that p has no groups to resolve and h no Adaptive group, so that setup
-// runs no user code but the Clock (when MaxElapsed is set).
-func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, plain bool) {
-	if !plain {
-		p = c.resolveGroups(ctx, p) // key.go
-	}
+// setup readies c for a call under p (not nil, its groups resolved) with
+// ctx; it runs no user code but the Clock (when MaxElapsed is set) and
+// Adaptives' For. The common
+// case (the real clock, no MaxElapsed or Observer, a positive Delay) is
+// small enough to inline; setupRest does the rest.
+func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
 	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 	c.limit = p.AttemptLimit()
 	c.clk, c.realClk = clock.Real, true
-	if p.Clock != nil && p.Clock != clock.Real { // nil first: no interface comparison
+	c.ad, c.delay = h.Adaptive, h.Delay
+	if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 || h.Adaptives != nil {
+		c.setupRest(ctx, h, p)
+	}
+}
+
+// setupRest is setup's part for a Policy with a Clock, MaxElapsed or an
+// Observer, a Delay of 0, or a Hedger with Adaptives.
+func (c *call) setupRest(ctx context.Context, h *Hedger, p *retry.Policy) {
+	if p.Clock != nil && p.Clock != clock.Real {
 		c.clk, c.realClk = p.Clock, false
 	}
 	if p.MaxElapsed > 0 {
 		c.start = c.clk.Now()
 	}
-	c.ad = h.adaptive(ctx) // key.go
+	if h.Adaptives != nil {
+		c.ad = h.adaptive(ctx) // key.go
+	}
 	if p.Observer != nil {
 		c.pol = *p
 		c.wrap.inner = p.Observer
@@ -592,7 +609,6 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 		c.p = &c.pol
 		c.obs.find(p.Observer)
 	}
-	c.delay = h.Delay
 	if c.delay <= 0 {
 		c.delay = DefaultDelay
 	}
