@@ -84,6 +84,7 @@ type slot struct {
 	lost    bool
 	t0      time.Time
 	lat     time.Duration // how long op took, read as it returned, with Adaptive
+	censor  bool          // cancelled as a loser, its running time not yet given to Adaptive
 }
 
 // results holds the values of a round's attempts once hedges may run.
@@ -571,7 +572,7 @@ func (c *call) releasePanicLocked(r any) {
 	c.stopHedging = true
 	if !c.done {
 		c.done = true
-		c.cancelOthersLocked(nil)
+		c.stopOthersLocked(nil, false) // under c.mu with no recover: no Clock read
 	}
 }
 
@@ -745,6 +746,12 @@ func (c *call) hedgeLocked() {
 	if c.done || c.running == 0 || c.stopHedging || c.hedges >= c.max || c.ctx.Err() != nil {
 		return
 	}
+	// The hedge's start for Adaptive, read before anything is granted: a
+	// Clock that panics here leaves no permit or budget grant behind.
+	var t0 time.Time
+	if c.ad != nil {
+		t0 = c.clk.Now()
+	}
 	var reason retry.Reason
 	switch {
 	case c.limit > 0 && c.rc.Attempts() >= c.limit:
@@ -778,11 +785,8 @@ func (c *call) hedgeLocked() {
 		c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
 		return
 	}
-	sl := &slot{a: a, hedge: true, running: true}
+	sl := &slot{a: a, hedge: true, running: true, t0: t0}
 	sl.ctx = newAttemptCtx(a.Context, a.N, true)
-	if c.ad != nil {
-		sl.t0 = c.clk.Now()
-	}
 	c.hedges++
 	c.slots = append(c.slots, sl)
 	c.running++
@@ -965,24 +969,41 @@ func (c *call) adviseLocked(d time.Duration) {
 	c.arm.t.Reset(until.Sub(now))
 }
 
-// cancelOthersLocked cancels the running attempts but except, as losers.
-// Each one's time so far goes to Adaptive as unanswered (censored): its
-// latency is more than that.
+// cancelOthersLocked cancels the running attempts but except, as losers,
+// and stops the timer. Each one's time so far goes to Adaptive as
+// unanswered (censored): its latency is more than that. The Clock is read
+// for that last, once every loser is cancelled, so that a Clock that
+// panics leaves none running uncancelled.
 func (c *call) cancelOthersLocked(except *slot) {
-	var now time.Time
-	for _, s := range c.slots {
-		if s.running && s != except {
-			s.lost = true
-			s.ctx.cancel()
-			if c.ad != nil {
-				if now.IsZero() {
-					now = c.clk.Now()
-				}
+	if c.stopOthersLocked(except, c.ad != nil) {
+		now := c.clk.Now()
+		for _, s := range c.slots {
+			if s.censor {
+				s.censor = false
 				c.ad.ObserveUnansweredAt(now, now.Sub(s.t0))
 			}
 		}
 	}
+}
+
+// stopOthersLocked cancels the running attempts but except, as losers,
+// and stops the timer, calling back no user code but the Clock's timer's
+// Stop. With censor, it marks the attempts it cancelled for Adaptive, and
+// reports whether there is any. A call stopped by a panic uses it without
+// censor: it reads no Clock, which may be what panicked.
+func (c *call) stopOthersLocked(except *slot, censor bool) bool {
+	marked := false
+	for _, s := range c.slots {
+		if s.running && s != except && !s.lost {
+			s.lost = true
+			s.ctx.cancel()
+			if censor {
+				s.censor, marked = true, true
+			}
+		}
+	}
 	c.disarmLocked()
+	return marked
 }
 
 // retryable reports whether the Policy would retry err (an error End
@@ -1069,7 +1090,7 @@ func (c *call) panicLocked(sl *slot, r any) {
 		c.hasPanic, c.panicked, c.panicVal = true, sl, r
 	}
 	c.done = true
-	c.cancelOthersLocked(nil)
+	c.stopOthersLocked(nil, false)
 }
 
 // hedgePanic ends the call of a hedge that panicked, once every attempt
@@ -1095,7 +1116,7 @@ func (c *call) inlinePanic(r any) {
 	sl.running = false
 	c.running--
 	c.done = true
-	c.cancelOthersLocked(sl)
+	c.stopOthersLocked(sl, false)
 	c.inflight--
 	for c.inflight > 0 {
 		c.mu.Unlock()

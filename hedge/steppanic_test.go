@@ -25,15 +25,28 @@ import (
 type trapClock struct {
 	*clocktest.Fake
 	since    atomic.Bool
+	now      atomic.Bool // Now panics with "now", every time, when package hedge calls it
 	newTimer bool
 }
 
+// fromHedge reports whether the caller of the caller of fromHedge is in
+// package hedge.
+func fromHedge() bool {
+	pc, _, _, _ := runtime.Caller(2)
+	f := runtime.FuncForPC(pc)
+	return f != nil && strings.HasPrefix(f.Name(), "github.com/stormguard/stormguard/hedge.")
+}
+
+func (c *trapClock) Now() time.Time {
+	if c.now.Load() && fromHedge() {
+		panic("now")
+	}
+	return c.Fake.Now()
+}
+
 func (c *trapClock) Since(t time.Time) time.Duration {
-	if c.since.Load() {
-		pc, _, _, _ := runtime.Caller(1)
-		if f := runtime.FuncForPC(pc); f != nil && strings.HasPrefix(f.Name(), "github.com/stormguard/stormguard/hedge.") && c.since.CompareAndSwap(true, false) {
-			panic("since")
-		}
+	if c.since.Load() && fromHedge() && c.since.CompareAndSwap(true, false) {
+		panic("since")
 	}
 	return c.Fake.Since(t)
 }
@@ -253,3 +266,81 @@ func TestWaitNewTimerPanicRefundsRetry(t *testing.T) {
 type constBackoff time.Duration
 
 func (b constBackoff) Delay(int, time.Duration) time.Duration { return time.Duration(b) }
+
+// With Adaptive, cancelling the losers when an attempt wins reads the
+// Clock (their running time goes to Adaptive as unanswered). A Clock that
+// panicked there, on a hedge's goroutine, panicked again as the call was
+// stopped (the same read), with the call's lock held: the hedge never
+// left, and Do waited for it for ever. Now the losers are cancelled and
+// the timer stopped before the Clock is read, a call stopped by a panic
+// reads no Clock, and the panic goes on in the caller's goroutine.
+func TestCancelLosersClockPanicDoesNotHang(t *testing.T) {
+	for _, winner := range []int{1, 2} {
+		t.Run(fmt.Sprintf("attempt %d wins", winner), func(t *testing.T) {
+			clk := &trapClock{Fake: clocktest.NewFake()}
+			br := &errBreaker{}
+			p := &retry.Policy{MaxAttempts: 5, Clock: clk, Breaker: br}
+			h := &hedge.Hedger{Policy: p, Delay: 10 * time.Millisecond, Adaptive: hedge.NewAdaptive(hedge.AdaptiveConfig{Clock: clk.Fake})}
+			s := newScript()
+			out, pan := runRelease(h, s, s.release)
+			s.wait(t, 1)
+			clk.BlockUntil(1)
+			clk.Advance(10 * time.Millisecond)
+			s.wait(t, 2)
+			clk.now.Store(true)
+			s.answer(winner, fmt.Sprintf("v%d", winner), nil)
+			wantPanic(t, out, pan, "now")
+			got := s.releasedValues()
+			slices.Sort(got)
+			want := []string{"v1", "v2-cancelled"}
+			if winner == 2 {
+				want = []string{"v1-cancelled", "v2"}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("released %q, want %q", got, want)
+			}
+			for n := 1; n <= 2; n++ {
+				if s.ctx(n).Err() == nil {
+					t.Fatalf("attempt %d's context not ended", n)
+				}
+			}
+			br.mu.Lock()
+			allows, dones := br.allows, len(br.dones)
+			br.mu.Unlock()
+			if allows != dones {
+				t.Fatalf("breaker: %d allowed, %d done", allows, dones)
+			}
+		})
+	}
+}
+
+// With Adaptive, a hedge's start is read from the Clock. It was read after
+// the hedge's budget grant and breaker permit were taken, so a Clock that
+// panicked there (on the timer's goroutine) left both out for good. It is
+// now read before anything is granted.
+func TestHedgeStartClockPanicLeavesNoGrant(t *testing.T) {
+	clk := &trapClock{Fake: clocktest.NewFake()}
+	br := &errBreaker{}
+	cb := budget.NewConcurrency(budget.ConcurrencyConfig{})
+	p := &retry.Policy{MaxAttempts: 5, Clock: clk, Breaker: br, Budget: cb}
+	h := &hedge.Hedger{Policy: p, Delay: 10 * time.Millisecond, Adaptive: hedge.NewAdaptive(hedge.AdaptiveConfig{Clock: clk.Fake})}
+	s := newScript()
+	out, pan := runRelease(h, s, s.release)
+	s.wait(t, 1)
+	clk.BlockUntil(1)
+	clk.now.Store(true)
+	clk.Advance(10 * time.Millisecond)
+	wantPanic(t, out, pan, "now")
+	if got := s.releasedValues(); !slices.Equal(got, []string{"v1-cancelled"}) {
+		t.Fatalf("released %q, want [v1-cancelled]", got)
+	}
+	br.mu.Lock()
+	allows, dones := br.allows, len(br.dones)
+	br.mu.Unlock()
+	if allows != 1 || dones != 1 {
+		t.Fatalf("breaker: %d allowed, %d done; want the first attempt's permit only, given back", allows, dones)
+	}
+	if req, ret := cb.Active(); req != 0 || ret != 0 {
+		t.Fatalf("concurrency budget after the panic: %d requests, %d retries active", req, ret)
+	}
+}
