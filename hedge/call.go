@@ -295,8 +295,11 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			// still the attempt's: it ends failed, as op's would.
 			sl.lat = c.clk.Since(sl.t0)
 		}
+		// Still the attempt's: a Clock's timer whose Stop panics ends
+		// the attempt as op's panic would (inlinePanic), hedges or not.
+		quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
 		g.inOp = false
-		if armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed) {
+		if quiet {
 			// No hedge ran: nothing else touches the call.
 			wasInline := c.lazy && err == nil
 			if wasInline {
@@ -735,9 +738,24 @@ func (c *call) disarmLocked() {
 		return
 	}
 	c.armed = false
-	if c.arm != nil && !c.arm.t.Stop() {
+	if c.arm != nil && !c.stopArmLocked() {
 		c.arm = nil
 	}
+}
+
+// stopArmLocked stops c.arm's timer and reports whether it was pending.
+// A Clock's timer whose Stop panics counts as not stopped (the arm is
+// dropped, so that a late callback does nothing), and stops the call
+// (panicLocked): disarmLocked runs where a panic must not unwind with
+// c.mu held, in the panic paths too.
+func (c *call) stopArmLocked() (stopped bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			stopped = false
+			c.panicLocked(nil, r)
+		}
+	}()
+	return c.arm.t.Stop()
 }
 
 // hedgeLocked starts a hedge, when the call, its limits, the breaker and

@@ -344,3 +344,59 @@ func TestHedgeStartClockPanicLeavesNoGrant(t *testing.T) {
 		t.Fatalf("concurrency budget after the panic: %d requests, %d retries active", req, ret)
 	}
 }
+
+// stopPanicClock is a fake clock whose AfterFunc timers panic in Stop
+// while stop is set (the timer is stopped all the same).
+type stopPanicClock struct {
+	*clocktest.Fake
+	stop atomic.Bool
+}
+
+type stopPanicTimer struct {
+	clock.Timer
+	c *stopPanicClock
+}
+
+func (t stopPanicTimer) Stop() bool {
+	ok := t.Timer.Stop()
+	if t.c.stop.Load() {
+		panic("stop")
+	}
+	return ok
+}
+
+func (c *stopPanicClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return stopPanicTimer{c.Fake.AfterFunc(d, f), c}
+}
+
+// A Clock whose timer panics in Stop, as the first attempt answered
+// before the delay, must not leave the call's hedge timer able to start a
+// hedge after Do has panicked: no attempt starts late, no goroutine is
+// left, and the call ends for the breaker.
+func TestTimerStopPanicStartsNoLateHedge(t *testing.T) {
+	clk := &stopPanicClock{Fake: clocktest.NewFake()}
+	br := &errBreaker{}
+	p := &retry.Policy{MaxAttempts: 5, Clock: clk, Breaker: br}
+	h := &hedge.Hedger{Policy: p, Delay: 10 * time.Millisecond}
+	var started atomic.Int32
+	op := func(ctx context.Context) (string, error) {
+		started.Add(1)
+		clk.stop.Store(true)
+		return "v", nil
+	}
+	r, _, _ := doPanics(h, op, nil)
+	if r != "stop" {
+		t.Fatalf("Do panicked with %v, want the timer's stop", r)
+	}
+	clk.stop.Store(false)
+	clk.Advance(time.Second)
+	if n := started.Load(); n != 1 {
+		t.Fatalf("%d attempts started; want 1, none after Do panicked", n)
+	}
+	br.mu.Lock()
+	allows, dones := br.allows, len(br.dones)
+	br.mu.Unlock()
+	if allows != dones {
+		t.Fatalf("breaker: %d allowed, %d done", allows, dones)
+	}
+}
