@@ -94,13 +94,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		pc.MaxAttempts = 1
 		hc.MaxHedges = NoHedges
 		a.once = true
+		if req.Body != nil {
+			// Never sent (the breaker refused, the context had ended,
+			// a callback panicked first): the RoundTripper contract
+			// still asks for the body to be closed.
+			defer a.closeUnsent()
+		}
 	}
 	resp, kept, err := do(ctx, &hc, a.do, discard, true)
-	if a.once && !a.sent && req.Body != nil {
-		// Never sent (the breaker refused, the context had ended): the
-		// RoundTripper contract still asks for the body to be closed.
-		req.Body.Close()
-	}
 	if resp == nil {
 		return nil, err
 	}
@@ -112,6 +113,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// closeUnsent closes the body of a request sent once, unless it was sent
+// (the next RoundTripper then closes it).
+func (a *httpAttempt) closeUnsent() {
+	if !a.sent {
+		a.req.Body.Close()
+	}
 }
 
 type httpAttempt struct {
@@ -149,8 +158,22 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 		return classify(resp, err, a.clk)
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
-	t := a.clk.AfterFunc(a.timeout, func() { cancel(errHeaderTimeout) })
+	var t clock.Timer
+	returned := false
+	defer func() {
+		if !returned {
+			// The Clock's AfterFunc or the next RoundTripper
+			// panicked: the timer and the context end with the
+			// attempt.
+			if t != nil {
+				t.Stop()
+			}
+			cancel(nil)
+		}
+	}()
+	t = a.clk.AfterFunc(a.timeout, func() { cancel(errHeaderTimeout) })
 	resp, err := a.next.RoundTrip(r.WithContext(rctx))
+	returned = true
 	if !t.Stop() && ctx.Err() == nil {
 		discard(resp)
 		cancel(nil)
@@ -162,6 +185,10 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		cancel(nil)
 		return nil, err
+	}
+	if resp.Body == nil { // not what a RoundTripper may return, but nothing to wrap
+		cancel(nil)
+		return classify(resp, nil, a.clk)
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return classify(resp, nil, a.clk)
@@ -247,9 +274,8 @@ type cancelBody struct {
 }
 
 func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
+	defer b.cancel() // even when the body's Close panics
+	return b.ReadCloser.Close()
 }
 
 // keptBody is the winner's body: its attempt's context ends when it is
@@ -260,7 +286,6 @@ type keptBody struct {
 }
 
 func (b *keptBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.ctx.cancel()
-	return err
+	defer b.ctx.cancel() // even when the body's Close panics
+	return b.ReadCloser.Close()
 }
