@@ -46,7 +46,8 @@ func Hedgeable(req *http.Request) bool {
 // Policy.AttemptTimeout bounds each copy until its response headers come,
 // not the reading of the winner's body. Transport does not modify the
 // caller's request, and closes its body, whether or not it was sent (a
-// request the breaker refused, or whose context had ended, included).
+// request the breaker refused, or whose context had ended, included, and
+// on the way out of a callback's panic).
 type Transport struct {
 	Next   http.RoundTripper // nil: http.DefaultTransport
 	Hedger *Hedger           // nil: the zero Hedger
@@ -63,6 +64,13 @@ const maxKeep = 64 << 10
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	a := &httpAttempt{req: req}
+	if req.Body != nil {
+		// The RoundTripper contract: the body is closed on every path
+		// (the breaker refused, the context had ended, a callback
+		// panicked), unless the next RoundTripper was given it.
+		defer a.closeUnsent()
+	}
 	next := t.Next
 	if next == nil {
 		next = http.DefaultTransport
@@ -84,22 +92,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	pc.AttemptTimeout = 0 // applied by attempt, to the headers only
 	hc := *h
 	hc.Policy = &pc
-	a := &httpAttempt{next: next, req: req, timeout: timeout, clk: clock.Or(pc.Clock)}
-	if Hedgeable(req) {
-		if req.Body != nil {
-			defer req.Body.Close()
-		}
-	} else {
-		// Sent exactly once, as it is: the next RoundTripper closes its body.
+	a.next, a.timeout, a.clk = next, timeout, clock.Or(pc.Clock)
+	if !Hedgeable(req) {
+		// Sent exactly once, as it is: the next RoundTripper closes its
+		// body (each copy of a hedgeable request has one from GetBody).
 		pc.MaxAttempts = 1
 		hc.MaxHedges = NoHedges
 		a.once = true
-		if req.Body != nil {
-			// Never sent (the breaker refused, the context had ended,
-			// a callback panicked first): the RoundTripper contract
-			// still asks for the body to be closed.
-			defer a.closeUnsent()
-		}
 	}
 	resp, kept, err := do(ctx, &hc, a.do, discard, true)
 	if resp == nil {
@@ -115,8 +114,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// closeUnsent closes the body of a request sent once, unless it was sent
-// (the next RoundTripper then closes it).
+// closeUnsent closes the caller's request body, unless the request itself
+// was sent (a request sent once: the next RoundTripper then closes it).
 func (a *httpAttempt) closeUnsent() {
 	if !a.sent {
 		a.req.Body.Close()

@@ -66,3 +66,26 @@ func TestTransportRoundTripPanicStopsHeaderTimer(t *testing.T) {
 		}
 	}
 }
+
+type panickySource struct{}
+
+func (panickySource) Policy() *retry.Policy { panic("source") }
+
+// The Hedger's PolicySource is asked first of all: one that panics must
+// not leave the request's body open, hedgeable or not.
+func TestTransportPolicySourcePanicClosesBody(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodPut} {
+		tr := &hedge.Transport{
+			Next:   rtFunc(func(*http.Request) (*http.Response, error) { t.Fatal("sent"); return nil, nil }),
+			Hedger: &hedge.Hedger{Policy: panickySource{}},
+		}
+		body := &closeBody{Reader: strings.NewReader("x")}
+		req, _ := http.NewRequest(method, "http://example.invalid/", body)
+		if r := roundTripPanics(tr, req); r != "source" {
+			t.Fatalf("%s: RoundTrip panicked with %v, want the PolicySource's", method, r)
+		}
+		if body.closed != 1 {
+			t.Fatalf("%s: request body closed %d times, want 1", method, body.closed)
+		}
+	}
+}
