@@ -223,10 +223,6 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		c.rc.Reset(ctx, c.p)
 		c.rcLive = true
 	}
-	// A release that panics on this goroutine does not unwind the call:
-	// its panic is kept in rp, and re-raised once the call has ended and
-	// every value Do holds is released (raise).
-	var rp panicBox
 	// A panic on this goroutine — op's (inOp), or a callback's in the
 	// call's steps after op returned (End, Next, Succeed, Begin: the
 	// Observer, Classify, the backoff, the breaker, the budget), which
@@ -238,15 +234,66 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			g.check(recover()) // recover must be called here, by the deferred function
 		}
 	}()
+	if !inline {
+		return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
+	}
+	// The first round, its attempt begun inline, as doRounds would run
+	// it, in this small function: a first attempt that answers before
+	// the delay (the common case) costs no more. Anything else goes on
+	// in doRounds.
+	sl := &c.inline
+	sl.hedge, sl.lost, sl.running = false, false, true
+	sl.ctx = c.inlineCtx(ctx, 1)
+	c.lazy, c.first = true, in
+	c.done = false // the rest of the round's state: adoptLocked
+	c.running, c.inflight = 1, 1
+	// From here the attempt has begun: a panic (op's, or the Clock's in
+	// armRound) ends it as op's would.
+	g.inOp = true
+	armed := c.armRound(sl, 1)
+	v, err = op(sl.ctx)
+	g.cur, g.hasCur = v, true
+	if c.ad != nil {
+		// Read as op returns, while a panic of the Clock's is still
+		// the attempt's: it ends failed, as op's would.
+		sl.lat = c.clk.Since(sl.t0)
+	}
+	// Still the attempt's: a Clock's timer whose Stop panics ends the
+	// attempt as op's panic would (inlinePanic), hedges or not.
+	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
+	g.inOp = false
+	if !quiet || err != nil {
+		return doRounds(ctx, c, &g, op, release, keep, true, v, err, quiet)
+	}
+	// No hedge ran: nothing else touches the call.
+	c.lazy, c.first = false, retry.Inline{}
+	in.Succeed(c.p)
+	c.running, c.inflight, sl.running = 0, 0, false
+	if c.ad != nil {
+		c.observe(sl)
+	}
+	if keep {
+		kept = sl.ctx
+	} else {
+		sl.ctx.cancel()
+	}
+	g.settled = true
+	c.put()
+	return v, kept, nil // round 1: no value held, no release ran
+}
+
+// doRounds is do's loop of rounds, from the first round's start, or
+// (resumed) from its inline attempt's return with v and err, quiet when
+// its hedge timer was stopped before it fired.
+func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(context.Context) (T, error), release func(T), keep, resumed bool, v T, err error, quiet bool) (T, *attemptCtx, error) {
+	// A release that panics on this goroutine does not unwind the call:
+	// its panic is kept in rp, and re-raised once the call has ended and
+	// every value Do holds is released (raise).
+	var rp panicBox
+	var kept *attemptCtx
 	for {
 		sl := &c.inline
-		n := 1
-		if inline {
-			sl.hedge, sl.lost, sl.running = false, false, true
-			sl.ctx = c.inlineCtx(ctx, 1)
-			c.lazy, c.first = true, in
-			c.done = false // the rest of the round's state: adoptLocked
-		} else {
+		if !resumed {
 			*sl = slot{}
 			a, gerr := c.rc.Begin()
 			if gerr != nil {
@@ -254,62 +301,30 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				c.put()
 				return g.held, nil, gerr
 			}
-			sl.a, n = a, a.N
+			sl.a = a
 			sl.ctx = c.inlineCtx(a.Context, a.N)
 			sl.running = true
 			c.newRound()
-		}
-		c.running, c.inflight = 1, 1
-		// From here the attempt has begun: a panic (op's, or the Clock's
-		// in Now or AfterFunc just below) ends it as op's would.
-		g.inOp = true
-		delay := c.delay
-		if c.ad != nil {
-			sl.t0 = c.clk.Now()
-			if d, ok := c.ad.DelayAt(sl.t0); ok {
-				delay = d
+			c.running, c.inflight = 1, 1
+			// From here the attempt has begun: a panic (op's, or the
+			// Clock's in armRound) ends it as op's would.
+			g.inOp = true
+			armed := c.armRound(sl, a.N)
+			v, err = op(sl.ctx)
+			g.cur, g.hasCur = v, true
+			if c.ad != nil {
+				sl.lat = c.clk.Since(sl.t0) // the attempt's, as in do
 			}
+			quiet = armed == nil || c.disarmFast(armed)
+			g.inOp = false
 		}
-		var armed *arm
-		if a := c.arm; a != nil && a.real && c.realClk && delay >= coarseMin && a.st.d == int64(delay) && c.mayHedge(n) {
-			// armTimer's path for the steady state of a busy Hedger on
-			// the real clock, inline: the call's entry is parked with
-			// this delay, and one compare-and-swap arms it
-			// (sharedTimer.Reset), which publishes these writes to the
-			// callback.
-			c.delay, c.armed = delay, true
-			if c.fired.Load() {
-				c.fired.Store(false)
-			}
-			if a.st.state.CompareAndSwap(tParked, tListed) {
-				armed = a
-			}
-		}
-		if armed == nil {
-			armed = c.armTimer(delay, n)
-		}
-		v, err = op(sl.ctx)
-		g.cur, g.hasCur = v, true
-		if c.ad != nil {
-			// Read as op returns, while a panic of the Clock's is
-			// still the attempt's: it ends failed, as op's would.
-			sl.lat = c.clk.Since(sl.t0)
-		}
-		// Still the attempt's: a Clock's timer whose Stop panics ends
-		// the attempt as op's panic would (inlinePanic), hedges or not.
-		quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
-		g.inOp = false
+		resumed = false
 		if quiet {
-			// No hedge ran: nothing else touches the call.
-			wasInline := c.lazy && err == nil
-			if wasInline {
-				c.lazy, c.first = false, retry.Inline{}
-				in.Succeed(c.p)
-			} else {
-				c.adoptLocked()
-				err = c.rc.End(&sl.a, err)
-			}
-			inline = false
+			// No hedge ran: nothing else touches the call. (An
+			// inline first attempt that got here failed: rc adopts
+			// it.)
+			c.adoptLocked()
+			err = c.rc.End(&sl.a, err)
 			c.running, c.inflight, sl.running = 0, 0, false
 			if err == nil {
 				if c.ad != nil {
@@ -320,9 +335,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				} else {
 					sl.ctx.cancel()
 				}
-				if !wasInline {
-					c.rc.Succeed()
-				}
+				c.rc.Succeed()
 				g.settled = true
 				c.put()
 				if g.hasHeld {
@@ -356,7 +369,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			continue
 		}
 		// The timer fired: hedges may be running.
-		inline, g.hasCur = false, false
+		g.hasCur = false
 		complete(c, sl, v, err, release)
 		c.mu.Lock()
 		for c.inflight > 0 {
@@ -447,6 +460,33 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		}
 		c.rc.Wait(d)
 	}
+}
+
+// armRound arms the hedge timer of the round whose inline attempt sl,
+// the call's nth, has begun, unless no hedge could start, and returns the
+// arm, or nil. With Adaptive it reads the attempt's start from the Clock.
+func (c *call) armRound(sl *slot, n int) *arm {
+	delay := c.delay
+	if c.ad != nil {
+		sl.t0 = c.clk.Now()
+		if d, ok := c.ad.DelayAt(sl.t0); ok {
+			delay = d
+		}
+	}
+	if a := c.arm; a != nil && a.real && c.realClk && delay >= coarseMin && a.st.d == int64(delay) && c.mayHedge(n) {
+		// armTimer's path for the steady state of a busy Hedger on the
+		// real clock: the call's entry is parked with this delay, and
+		// one compare-and-swap arms it (sharedTimer.Reset), which
+		// publishes these writes to the callback.
+		c.delay, c.armed = delay, true
+		if c.fired.Load() {
+			c.fired.Store(false)
+		}
+		if a.st.state.CompareAndSwap(tParked, tListed) {
+			return a
+		}
+	}
+	return c.armTimer(delay, n)
 }
 
 // cancelAll cancels the context of every attempt of the round, once none
