@@ -822,10 +822,22 @@ func (c *call) hedgeLocked() {
 		reason = retry.ReasonDeadline
 	case c.p.Breaker != nil && c.p.Breaker.Ready() != nil:
 		reason = retry.ReasonBreaker
-	case c.nested() && !c.p.NestedBudget.Withdraw(ErrHedge):
-		reason = retry.ReasonNested
-	case c.p.Budget != nil && !c.p.Budget.Withdraw(ErrHedge):
-		reason = retry.ReasonBudget
+	}
+	// The grants a hedge takes are refunded unless its attempt begins
+	// (its Start and Record then account for them): when the Budget
+	// refuses after the NestedBudget granted, when Begin is refused, and
+	// when a callback panics on the way.
+	gr := hedgeGrants{c: c, n: c.rc.Attempts()}
+	defer gr.refundUnused()
+	if reason == retry.ReasonSuccess && c.nested() {
+		if gr.nested = c.p.NestedBudget.Withdraw(ErrHedge); !gr.nested {
+			reason = retry.ReasonNested
+		}
+	}
+	if reason == retry.ReasonSuccess && c.p.Budget != nil {
+		if gr.budget = c.p.Budget.Withdraw(ErrHedge); !gr.budget {
+			reason = retry.ReasonBudget
+		}
 	}
 	if reason != retry.ReasonSuccess {
 		c.stopHedging = true
@@ -836,9 +848,6 @@ func (c *call) hedgeLocked() {
 	a, err := c.rc.Begin()
 	c.suppress = false
 	if err != nil {
-		if t, ok := c.p.Budget.(retry.BudgetTracker); ok {
-			t.Refund()
-		}
 		c.stopHedging = true
 		c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
 		return
@@ -858,6 +867,31 @@ func (c *call) hedgeLocked() {
 		c.armed = true
 		c.seq.Add(1)
 		c.arm.t.Reset(c.delay)
+	}
+}
+
+// hedgeGrants is what a hedge withdrew from the NestedBudget and the
+// Budget, before its attempt began.
+type hedgeGrants struct {
+	c              *call
+	n              int // the call's attempts before the hedge's Begin
+	nested, budget bool
+}
+
+// refundUnused refunds, to a BudgetTracker, each grant no attempt took:
+// the hedge's Begin was not reached, refused, or panicked before the
+// attempt began (Call.Attempts did not move). A begun attempt's Start and
+// Record account for them.
+func (g *hedgeGrants) refundUnused() {
+	c := g.c
+	if !g.nested && !g.budget || c.rc.Attempts() > g.n {
+		return
+	}
+	if t, ok := c.p.NestedBudget.(retry.BudgetTracker); ok && g.nested {
+		t.Refund()
+	}
+	if t, ok := c.p.Budget.(retry.BudgetTracker); ok && g.budget {
+		t.Refund()
 	}
 }
 
