@@ -11,7 +11,8 @@ import (
 	"github.com/stormguard/stormguard/retry"
 )
 
-// call is the state of one hedged call. It is pooled: a call whose first
+// call is the state of one hedged call. It is pooled (a P's cell, then a
+// sync.Pool: pool.go): a call whose first
 // attempt answers before the delay allocates nothing but, once per ctxSlab
 // calls, a slab of first-attempt contexts; its first attempt begins
 // inline (retry.BeginInline) when the Policy allows, and rc adopts it only
@@ -690,7 +691,8 @@ func (c *call) put() {
 	// overwritten by the next call; what only a hedged round sets (its
 	// timer fired, and do made res) is cleared here, and the user's
 	// values are dropped. (What is left holds at most one context and
-	// Policy until the pool is emptied by the GC.)
+	// Policy until the sync.Pool is emptied by the GC, or its P's cell
+	// drops it: pool.go.)
 	if c.res != nil {
 		clear(c.slots)
 		c.slots = c.slots[:0]
