@@ -25,6 +25,7 @@ type call struct {
 	rc   retry.Call
 	pol  retry.Policy // the Policy with its Observer wrapped, when it has one
 	wrap wrapObserver
+	brw  hedgeBreaker  // with an Observer, between rc and the Policy's Breaker
 	p    *retry.Policy // what rc uses
 	ctx  context.Context
 	clk  clock.Clock
@@ -64,7 +65,6 @@ type call struct {
 	start       time.Time     // the call's start, with Policy.MaxElapsed
 
 	endingLost bool  // wrapObserver: the attempt ending was cancelled
-	suppress   bool  // wrapObserver: drop CallEnd
 	fixLast    error // wrapObserver: the call's Last
 
 	hasPanic bool
@@ -651,6 +651,10 @@ func (c *call) setupRest(ctx context.Context, h *Hedger, p *retry.Policy) {
 		c.pol = *p
 		c.wrap.inner = p.Observer
 		c.pol.Observer = &c.wrap
+		if p.Breaker != nil {
+			c.brw.inner = p.Breaker
+			c.pol.Breaker = &c.brw
+		}
 		c.p = &c.pol
 		c.obs.find(p.Observer)
 	}
@@ -846,9 +850,20 @@ func (c *call) hedgeLocked() {
 		c.notify(evRefused, c.slots[len(c.slots)-1], reason)
 		return
 	}
-	c.suppress = true
-	a, err := c.rc.Begin()
-	c.suppress = false
+	if c.p == &c.pol && c.pol.Breaker == &c.brw {
+		// An Observer watches the call (setup put brw in): the hedge asks the breaker
+		// itself, so that a refusal stops hedging and leaves the call
+		// going on for the Observer (Begin's refusal would end it:
+		// CallEnd). Begin takes the permit (hedgeBreaker.Allow).
+		done, berr := c.brw.inner.Allow()
+		if berr != nil {
+			c.stopHedging = true
+			c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
+			return
+		}
+		c.brw.pending, c.brw.has = done, true
+	}
+	a, err := c.rc.Begin() // refused: the breaker, or the caller's context has ended
 	if err != nil {
 		c.stopHedging = true
 		c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
@@ -872,6 +887,29 @@ func (c *call) hedgeLocked() {
 	}
 }
 
+// hedgeBreaker stands between rc and the Policy's Breaker when an
+// Observer watches the call (c.pol): a hedge asks the breaker's Allow
+// itself before Begin, and Begin's Allow takes that permit.
+type hedgeBreaker struct {
+	inner   retry.Breaker
+	pending func(error) // the hedge's permit, for Begin
+	has     bool
+}
+
+// Allow returns the hedge's permit, when one is pending, or asks the
+// breaker.
+func (b *hedgeBreaker) Allow() (func(error), error) {
+	if b.has {
+		done := b.pending
+		b.pending, b.has = nil, false
+		return done, nil
+	}
+	return b.inner.Allow()
+}
+
+// Ready asks the breaker.
+func (b *hedgeBreaker) Ready() error { return b.inner.Ready() }
+
 // hedgeGrants is what a hedge withdrew from the NestedBudget and the
 // Budget, before its attempt began.
 type hedgeGrants struct {
@@ -886,6 +924,16 @@ type hedgeGrants struct {
 // Record account for them.
 func (g *hedgeGrants) refundUnused() {
 	c := g.c
+	if c.brw.has {
+		// Begin did not take the breaker's permit (the caller's
+		// context had ended, or a callback panicked first): it goes
+		// back unused.
+		done := c.brw.pending
+		c.brw.pending, c.brw.has = nil, false
+		if done != nil {
+			done(context.Canceled)
+		}
+	}
 	if !g.nested && !g.budget || c.rc.Attempts() > g.n {
 		return
 	}
@@ -1171,7 +1219,7 @@ func runHedge[T any](c *call, sl *slot) {
 // panicLocked records a hedge's panic (sl nil: a release's) for the
 // caller, and stops the call.
 func (c *call) panicLocked(sl *slot, r any) {
-	c.suppress, c.endingLost = false, false // a callback may have panicked between their set and reset
+	c.endingLost = false // a callback may have panicked between its set and reset
 	if sl != nil {
 		sl.running = false
 		c.running--

@@ -84,3 +84,27 @@ func TestHedgeRefusalRefundsNestedGrant(t *testing.T) {
 		})
 	}
 }
+
+// A hedge whose Begin the breaker refused (Ready said yes, Allow then
+// refused) ended the call's retry.Call for the Observer: its CallEnd was
+// dropped (the call goes on), and the call's real end was never heard.
+// The Observer now hears the call end once, when it ends.
+func TestRefusedHedgeBeginKeepsCallEnd(t *testing.T) {
+	clk := clocktest.NewFake()
+	ev := new(events)
+	p := &retry.Policy{MaxAttempts: 5, Clock: clk, Breaker: &secondRefused{}, Observer: ev}
+	h := &hedge.Hedger{Policy: p, Delay: 10 * time.Millisecond}
+	s := newScript()
+	out := run(h, s)
+	s.wait(t, 1)
+	clk.BlockUntil(1)
+	clk.Advance(10 * time.Millisecond)
+	ev.waitFor(t, "refused:breaker")
+	s.answer(1, "v1", nil)
+	if r := get(t, out); r.err != nil || r.v != "v1" {
+		t.Fatalf("Do = %q, %v; want v1", r.v, r.err)
+	}
+	if got, want := ev.String(), "[start#1 refused:breaker end#1:success callend:success/1]"; got != want {
+		t.Fatalf("events\n got %s\nwant %s", got, want)
+	}
+}
