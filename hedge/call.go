@@ -622,9 +622,9 @@ func (c *call) releasePanicLocked(r any) {
 
 // setup readies c for a call under p (not nil, its groups resolved) with
 // ctx; it runs no user code but the Clock (when MaxElapsed is set) and
-// Adaptives' For. The common
-// case (the real clock, no MaxElapsed or Observer, a positive Delay) is
-// small enough to inline; setupRest does the rest.
+// Adaptives' For. do has a copy of its common part (the real clock, no
+// MaxElapsed, Observer or Adaptives, a positive Delay) inline;
+// setupRest does the rest.
 func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
 	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 	c.limit = p.AttemptLimit()
@@ -851,10 +851,11 @@ func (c *call) hedgeLocked() {
 		return
 	}
 	if c.p == &c.pol && c.pol.Breaker == &c.brw {
-		// An Observer watches the call (setup put brw in): the hedge asks the breaker
-		// itself, so that a refusal stops hedging and leaves the call
-		// going on for the Observer (Begin's refusal would end it:
-		// CallEnd). Begin takes the permit (hedgeBreaker.Allow).
+		// An Observer watches the call (setupRest put brw in): the
+		// hedge asks the breaker itself, so that a refusal stops
+		// hedging and leaves the call going on for the Observer
+		// (Begin's refusal would end it: CallEnd). Begin takes the
+		// permit (hedgeBreaker.Allow).
 		done, berr := c.brw.inner.Allow()
 		if berr != nil {
 			c.stopHedging = true
