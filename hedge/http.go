@@ -243,8 +243,8 @@ func keep(resp *http.Response) {
 	if body == nil || body == http.NoBody {
 		return
 	}
+	defer body.Close() // a Read that panics leaves it open otherwise
 	b, err := io.ReadAll(io.LimitReader(body, maxKeep))
-	body.Close()
 	var rest io.Reader = bytes.NewReader(b)
 	if err != nil {
 		rest = io.MultiReader(rest, errReader{err})
@@ -262,8 +262,8 @@ func discard(resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
+	defer resp.Body.Close() // a Read that panics leaves it open otherwise
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	resp.Body.Close()
 }
 
 // cancelBody ends its attempt's header timer context when closed.

@@ -89,3 +89,28 @@ func TestTransportPolicySourcePanicClosesBody(t *testing.T) {
 		}
 	}
 }
+
+// panicReadBody panics on Read and counts Close.
+type panicReadBody struct{ closed int }
+
+func (b *panicReadBody) Read([]byte) (int, error) { panic("read") }
+func (b *panicReadBody) Close() error             { b.closed++; return nil }
+
+// A response body whose Read panics — a failed response kept in memory,
+// a loser's drained — is still closed: its connection is not left open.
+func TestTransportClosesBodyWhoseReadPanics(t *testing.T) {
+	body := &panicReadBody{}
+	tr := &hedge.Transport{
+		Next: rtFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: body}, nil
+		}),
+		Hedger: &hedge.Hedger{Policy: &retry.Policy{Clock: clocktest.NewFake(), MaxAttempts: 1}},
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
+	if r := roundTripPanics(tr, req); r != "read" {
+		t.Fatalf("RoundTrip panicked with %v, want the body's read", r)
+	}
+	if body.closed != 1 {
+		t.Fatalf("response body closed %d times, want 1", body.closed)
+	}
+}
