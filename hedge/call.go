@@ -11,7 +11,8 @@ import (
 	"github.com/stormguard/stormguard/retry"
 )
 
-// call is the state of one hedged call. It is pooled: a call whose first
+// call is the state of one hedged call. It is pooled (a P's cell, then a
+// sync.Pool: pool.go): a call whose first
 // attempt answers before the delay allocates nothing but, once per ctxSlab
 // calls, a slab of first-attempt contexts; its first attempt begins
 // inline (retry.BeginInline) when the Policy allows, and rc adopts it only
@@ -24,6 +25,7 @@ type call struct {
 	rc   retry.Call
 	pol  retry.Policy // the Policy with its Observer wrapped, when it has one
 	wrap wrapObserver
+	brw  hedgeBreaker  // with an Observer, between rc and the Policy's Breaker
 	p    *retry.Policy // what rc uses
 	ctx  context.Context
 	clk  clock.Clock
@@ -31,10 +33,11 @@ type call struct {
 	obs  observers
 
 	realClk bool // clk is clock.Real
+	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
 
-	launcher    launcher
-	op, release any
-	res         any // *results[T], made when the timer first fires
+	op      launcher // the call's op, an opFunc[T]: it launches hedges too
+	release any
+	res     any // *results[T], made when the timer first fires
 
 	delay       time.Duration
 	max, limit  int
@@ -62,7 +65,6 @@ type call struct {
 	start       time.Time     // the call's start, with Policy.MaxElapsed
 
 	endingLost bool  // wrapObserver: the attempt ending was cancelled
-	suppress   bool  // wrapObserver: drop CallEnd
 	fixLast    error // wrapObserver: the call's Last
 
 	hasPanic bool
@@ -70,8 +72,9 @@ type call struct {
 	panicVal any
 	relPanic panicBox // a release's panic in a hedged round
 
-	wake chan struct{}
-	slab []attemptCtx // unused first-attempt contexts (inlineCtx)
+	wake  chan struct{}
+	slab  []attemptCtx // first-attempt contexts (inlineCtx): slab[slabN:] unused
+	slabN int
 }
 
 type slot struct {
@@ -81,6 +84,8 @@ type slot struct {
 	running bool
 	lost    bool
 	t0      time.Time
+	lat     time.Duration // how long op took, read as it returned, with Adaptive
+	censor  bool          // cancelled as a loser, its running time not yet given to Adaptive
 }
 
 // results holds the values of a round's attempts once hedges may run.
@@ -98,9 +103,11 @@ func resultsOf[T any](c *call) *results[T] {
 
 type launcher interface{ launch(c *call, sl *slot) }
 
-type typed[T any] struct{}
+// opFunc is op, typed: as c.op (one pointer-shaped interface store, no
+// allocation) it is both the operation and what starts its hedges.
+type opFunc[T any] func(context.Context) (T, error)
 
-func (typed[T]) launch(c *call, sl *slot) { go runHedge[T](c, sl) }
+func (opFunc[T]) launch(c *call, sl *slot) { go runHedge[T](c, sl) }
 
 // arm is one timer of a call. An arm whose Stop failed is dropped, so a
 // late callback finds c.arm changed and does nothing.
@@ -143,7 +150,6 @@ func (a *arm) fire() {
 }
 
 var (
-	pool       = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
 	zeroPolicy retry.Policy
 	errGoexit  = errors.New("hedge: a hedge attempt called runtime.Goexit")
 )
@@ -177,12 +183,31 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	var in retry.Inline
 	inline := false
 	var c *call
-	if retry.HasGroups(p) || h.Adaptives != nil {
+	if h.Adaptives == nil && maxHedges > 0 && p.AttemptLimit() != 1 {
+		// BeginInline takes no Policy with a group (it does nothing and
+		// says so), so when it begins the attempt there is nothing to
+		// resolve, and a breaker's refusal costs no pooled call.
+		var gerr error
+		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+			return v, nil, gerr
+		}
+	}
+	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
+		c = getCall()
+		// setup, inline
+		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
+		c.limit = p.AttemptLimit()
+		c.clk, c.realClk = clock.Real, true
+		c.ad, c.delay = h.Adaptive, h.Delay
+		if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 || h.Adaptives != nil {
+			c.setupRest(ctx, h, p)
+		}
+	} else {
 		// Resolving the groups and the key's Adaptive may run user code
 		// (a group's build, keep, release, Clock): before any permit is
 		// taken, and on the resolved Policy, which BeginInline accepts.
-		c = pool.Get().(*call)
-		c.setup(ctx, h, p, max(maxHedges, 0), false)
+		c = getCall()
+		c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
 		if c.max > 0 && c.limit != 1 {
 			var gerr error
 			if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
@@ -190,46 +215,86 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				return v, nil, gerr
 			}
 		}
-	} else {
-		// Nothing to resolve: the attempt begins before the call is set
-		// up, so a breaker's refusal costs no pooled call.
-		if maxHedges > 0 && p.AttemptLimit() != 1 {
-			var gerr error
-			if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
-				return v, nil, gerr
-			}
-		}
-		c = pool.Get().(*call)
-		c.setup(ctx, h, p, max(maxHedges, 0), true)
 	}
-	c.launcher = typed[T]{}
-	c.op = op
+	c.op = opFunc[T](op)
 	if release != nil {
 		c.release = release
 	}
 	if !inline {
 		c.rc.Reset(ctx, c.p)
+		c.rcLive = true
 	}
-	// A release that panics on this goroutine does not unwind the call:
-	// its panic is kept in rp, and re-raised once the call has ended and
-	// every value Do holds is released (raise).
-	var rp panicBox
 	// A panic on this goroutine — op's (inOp), or a callback's in the
 	// call's steps after op returned (End, Next, Succeed, Begin: the
 	// Observer, Classify, the backoff, the breaker, the budget), which
 	// retry.Call has already reported — releases every value Do holds
 	// and goes on (doGuard.check).
 	g := doGuard[T]{c: c, release: release}
-	defer g.check()
+	defer func() {
+		if !g.settled {
+			g.check(recover()) // recover must be called here, by the deferred function
+		}
+	}()
+	if !inline {
+		return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
+	}
+	// The first round, its attempt begun inline, as doRounds would run
+	// it, in this small function: a first attempt that answers before
+	// the delay (the common case) costs no more. Anything else goes on
+	// in doRounds.
+	sl := &c.inline
+	sl.hedge, sl.lost, sl.running = false, false, true
+	sl.ctx = c.inlineCtx(ctx, 1)
+	c.lazy, c.first = true, in
+	c.done = false // the rest of the round's state: adoptLocked
+	c.running, c.inflight = 1, 1
+	// From here the attempt has begun: a panic (op's, or the Clock's in
+	// armRound) ends it as op's would.
+	g.inOp = true
+	armed := c.armRound(sl, 1)
+	v, err = op(sl.ctx)
+	g.cur, g.hasCur = v, true
+	if c.ad != nil {
+		// Read as op returns, while a panic of the Clock's is still
+		// the attempt's: it ends failed, as op's would.
+		sl.lat = c.clk.Since(sl.t0)
+	}
+	// Still the attempt's: a Clock's timer whose Stop panics ends the
+	// attempt as op's panic would (inlinePanic), hedges or not.
+	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
+	g.inOp = false
+	if !quiet || err != nil {
+		return doRounds(ctx, c, &g, op, release, keep, true, v, err, quiet)
+	}
+	// No hedge ran: nothing else touches the call.
+	c.lazy, c.first = false, retry.Inline{}
+	in.Succeed(c.p)
+	c.running, c.inflight, sl.running = 0, 0, false
+	if c.ad != nil {
+		c.observe(sl)
+	}
+	if keep {
+		kept = sl.ctx
+	} else {
+		sl.ctx.cancel()
+	}
+	g.settled = true
+	c.put()
+	return v, kept, nil // round 1: no value held, no release ran
+}
+
+// doRounds is do's loop of rounds, from the first round's start, or
+// (resumed) from its inline attempt's return with v and err, quiet when
+// its hedge timer was stopped before it fired.
+func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(context.Context) (T, error), release func(T), keep, resumed bool, v T, err error, quiet bool) (T, *attemptCtx, error) {
+	// A release that panics on this goroutine does not unwind the call:
+	// its panic is kept in rp, and re-raised once the call has ended and
+	// every value Do holds is released (raise).
+	var rp panicBox
+	var kept *attemptCtx
 	for {
 		sl := &c.inline
-		n := 1
-		if inline {
-			sl.hedge, sl.lost, sl.running = false, false, true
-			sl.ctx = c.inlineCtx(ctx, 1)
-			c.lazy, c.first = true, in
-			c.done = false // the rest of the round's state: adoptLocked
-		} else {
+		if !resumed {
 			*sl = slot{}
 			a, gerr := c.rc.Begin()
 			if gerr != nil {
@@ -237,47 +302,41 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 				c.put()
 				return g.held, nil, gerr
 			}
-			sl.a, n = a, a.N
+			sl.a = a
 			sl.ctx = c.inlineCtx(a.Context, a.N)
 			sl.running = true
 			c.newRound()
-		}
-		c.running, c.inflight = 1, 1
-		// From here the attempt has begun: a panic (op's, or the Clock's
-		// in Now or AfterFunc just below) ends it as op's would.
-		g.inOp = true
-		delay := c.delay
-		if c.ad != nil {
-			sl.t0 = c.clk.Now()
-			if d, ok := c.ad.DelayAt(sl.t0); ok {
-				delay = d
+			c.running, c.inflight = 1, 1
+			// From here the attempt has begun: a panic (op's, or the
+			// Clock's in armRound) ends it as op's would.
+			g.inOp = true
+			armed := c.armRound(sl, a.N)
+			v, err = op(sl.ctx)
+			g.cur, g.hasCur = v, true
+			if c.ad != nil {
+				sl.lat = c.clk.Since(sl.t0) // the attempt's, as in do
 			}
+			quiet = armed == nil || c.disarmFast(armed)
+			g.inOp = false
 		}
-		armed := c.armTimer(delay, n)
-		v, err = op(sl.ctx)
-		g.inOp, g.cur, g.hasCur = false, v, true
-		if armed == nil || c.disarmFast(armed) {
-			// No hedge ran: nothing else touches the call.
-			wasInline := c.lazy && err == nil
-			if wasInline {
-				c.lazy, c.first = false, retry.Inline{}
-				in.Succeed(c.p)
-			} else {
-				c.adoptLocked()
-				err = c.rc.End(&sl.a, err)
-			}
-			inline = false
+		resumed = false
+		if quiet {
+			// No hedge ran: nothing else touches the call. (An
+			// inline first attempt that got here failed: rc adopts
+			// it.)
+			c.adoptLocked()
+			err = c.rc.End(&sl.a, err)
 			c.running, c.inflight, sl.running = 0, 0, false
 			if err == nil {
-				c.observe(sl)
+				if c.ad != nil {
+					c.observe(sl)
+				}
 				if keep {
 					kept = sl.ctx
 				} else {
 					sl.ctx.cancel()
 				}
-				if !wasInline {
-					c.rc.Succeed()
-				}
+				c.rc.Succeed()
 				g.settled = true
 				c.put()
 				if g.hasHeld {
@@ -311,7 +370,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			continue
 		}
 		// The timer fired: hedges may be running.
-		inline, g.hasCur = false, false
+		g.hasCur = false
 		complete(c, sl, v, err, release)
 		c.mu.Lock()
 		for c.inflight > 0 {
@@ -404,6 +463,33 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 }
 
+// armRound arms the hedge timer of the round whose inline attempt sl,
+// the call's nth, has begun, unless no hedge could start, and returns the
+// arm, or nil. With Adaptive it reads the attempt's start from the Clock.
+func (c *call) armRound(sl *slot, n int) *arm {
+	delay := c.delay
+	if c.ad != nil {
+		sl.t0 = c.clk.Now()
+		if d, ok := c.ad.DelayAt(sl.t0); ok {
+			delay = d
+		}
+	}
+	if a := c.arm; a != nil && a.real && c.realClk && delay >= coarseMin && a.st.d == int64(delay) && c.mayHedge(n) {
+		// armTimer's path for the steady state of a busy Hedger on the
+		// real clock: the call's entry is parked with this delay, and
+		// one compare-and-swap arms it (sharedTimer.Reset), which
+		// publishes these writes to the callback.
+		c.delay, c.armed = delay, true
+		if c.fired.Load() {
+			c.fired.Store(false)
+		}
+		if a.st.state.CompareAndSwap(tParked, tListed) {
+			return a
+		}
+	}
+	return c.armTimer(delay, n)
+}
+
 // cancelAll cancels the context of every attempt of the round, once none
 // is running: a call that ends by a panic leaves none live.
 func (c *call) cancelAll() {
@@ -430,24 +516,29 @@ type doGuard[T any] struct {
 	settled bool // nothing that can panic is left but release (kept in rp) and raise
 }
 
-// check, deferred by do, handles a panic on the caller's goroutine unless
-// the call has settled: the call is ended (inlinePanic for op's; a step's
-// was reported by retry.Call already), every attempt's context is
+// check, called by do's deferred function with what it recovered (nil for
+// runtime.Goexit) unless the call has settled, handles a panic on the
+// caller's goroutine: the call is ended (inlinePanic for op's; a step's
+// was reported by retry.Call already, and rc.Panic ends it otherwise),
+// every attempt's context is
 // cancelled, every value Do holds is released (the failed attempts', the
 // inline attempt's not yet returned, the round's results), and the panic
 // goes on.
-func (g *doGuard[T]) check() {
-	if g.settled {
-		return
-	}
+func (g *doGuard[T]) check(r any) {
 	c := g.c
-	r := recover()
 	if g.inOp {
 		c.inlinePanic(r)
 	} else {
 		// No hedge is running: the round's timer was stopped before it
-		// fired, or every attempt has returned.
+		// fired, or every attempt has returned. The call ends through
+		// rc as a step's panic ends it: a step of rc's has done so
+		// already (Panic then does nothing more), but a panic between
+		// steps (the Clock's NewTimer in Wait) would leave a retry the
+		// budget granted reserved, and the Observer without CallEnd.
 		c.cancelAll()
+		if c.rcLive {
+			c.rc.Panic(&retry.Attempt{}, r)
+		}
 	}
 	releaseAll(c, g.release, g.held, g.hasHeld)
 	if g.hasCur {
@@ -525,35 +616,48 @@ func (c *call) releasePanicLocked(r any) {
 	c.stopHedging = true
 	if !c.done {
 		c.done = true
-		c.cancelOthersLocked(nil)
+		c.stopOthersLocked(nil, false) // under c.mu with no recover: no Clock read
 	}
 }
 
-// setup readies c for a call under p (not nil) with ctx. plain reports
-// that p has no groups to resolve and h no Adaptive group, so that setup
-// runs no user code but the Clock (when MaxElapsed is set).
-func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, plain bool) {
-	if !plain {
-		p = c.resolveGroups(ctx, p) // key.go
-	}
-	c.ctx, c.p, c.max = ctx, p, maxHedges
+// setup readies c for a call under p (not nil, its groups resolved) with
+// ctx; it runs no user code but the Clock (when MaxElapsed is set) and
+// Adaptives' For. do has a copy of its common part (the real clock, no
+// MaxElapsed, Observer or Adaptives, a positive Delay) inline;
+// setupRest does the rest.
+func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
+	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 	c.limit = p.AttemptLimit()
 	c.clk, c.realClk = clock.Real, true
-	if p.Clock != nil && p.Clock != clock.Real { // nil first: no interface comparison
+	c.ad, c.delay = h.Adaptive, h.Delay
+	if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 || h.Adaptives != nil {
+		c.setupRest(ctx, h, p)
+	}
+}
+
+// setupRest is setup's part for a Policy with a Clock, MaxElapsed or an
+// Observer, a Delay of 0, or a Hedger with Adaptives.
+func (c *call) setupRest(ctx context.Context, h *Hedger, p *retry.Policy) {
+	if p.Clock != nil && p.Clock != clock.Real {
 		c.clk, c.realClk = p.Clock, false
 	}
 	if p.MaxElapsed > 0 {
 		c.start = c.clk.Now()
 	}
-	c.ad = h.adaptive(ctx) // key.go
+	if h.Adaptives != nil {
+		c.ad = h.adaptive(ctx) // key.go
+	}
 	if p.Observer != nil {
 		c.pol = *p
 		c.wrap.inner = p.Observer
 		c.pol.Observer = &c.wrap
+		if p.Breaker != nil {
+			c.brw.inner = p.Breaker
+			c.pol.Breaker = &c.brw
+		}
 		c.p = &c.pol
 		c.obs.find(p.Observer)
 	}
-	c.delay = h.Delay
 	if c.delay <= 0 {
 		c.delay = DefaultDelay
 	}
@@ -568,6 +672,7 @@ func (c *call) adoptLocked() {
 	}
 	c.lazy = false
 	c.inline.a = c.rc.Adopt(c.ctx, c.p, c.first)
+	c.rcLive = true
 	c.first = retry.Inline{}
 	c.newRound()
 }
@@ -586,29 +691,31 @@ func (c *call) put() {
 	if c.hasPanic {
 		return
 	}
-	// rc, pol and the fields setup always sets are overwritten by the
-	// next call; what only the slow path sets is cleared here, and the
-	// user's values are dropped. (What is left holds at most one
-	// context and Policy until the pool is emptied by the GC.)
+	// rc, pol and the fields setup and each round always set are
+	// overwritten by the next call; what only a hedged round sets (its
+	// timer fired, and do made res) is cleared here, and the user's
+	// values are dropped. (What is left holds at most one context and
+	// Policy until the sync.Pool is emptied by the GC, or its P's cell
+	// drops it: pool.go.)
 	if c.res != nil {
 		clear(c.slots)
 		c.slots = c.slots[:0]
 		c.winner, c.fatal, c.last, c.fixLast = nil, nil, nil, nil
 		c.res = nil
+		c.hedges, c.stopHedging = 0, false
+		c.relPanic = panicBox{}
 	}
 	if c.obs.n > 0 {
 		c.obs.reset()
 	}
 	c.op, c.release = nil, nil
-	c.hedges, c.stopHedging, c.done = 0, false, false
-	c.relPanic = panicBox{}
-	pool.Put(c)
+	putCall(c)
 }
 
 // armTimer starts the hedge timer for the round, whose inline attempt is
 // the call's nth, unless no hedge could start. It returns the arm, or nil.
 func (c *call) armTimer(d time.Duration, n int) *arm {
-	if c.hedges >= c.max || c.stopHedging || c.p.Limiter != nil || c.limit > 0 && n >= c.limit {
+	if !c.mayHedge(n) {
 		return nil
 	}
 	c.delay = d
@@ -645,6 +752,19 @@ func (c *call) armTimer(d time.Duration, n int) *arm {
 	return a
 }
 
+// mayHedge reports whether a hedge could start in the round whose inline
+// attempt is the call's nth.
+func (c *call) mayHedge(n int) bool {
+	return c.hedges < c.max && !c.stopHedging && c.p.Limiter == nil && (c.limit <= 0 || n < c.limit)
+}
+
+// disarmed records that the round's timer was stopped before it fired, and
+// reports true.
+func (c *call) disarmed() bool {
+	c.armed = false
+	return true
+}
+
 // disarmFast stops the round's timer a after the inline attempt returned,
 // and reports whether it never fired this round (no hedge can be running,
 // and no callback can come). It reads no field a hedge may write: c.arm
@@ -664,9 +784,24 @@ func (c *call) disarmLocked() {
 		return
 	}
 	c.armed = false
-	if c.arm != nil && !c.arm.t.Stop() {
+	if c.arm != nil && !c.stopArmLocked() {
 		c.arm = nil
 	}
+}
+
+// stopArmLocked stops c.arm's timer and reports whether it was pending.
+// A Clock's timer whose Stop panics counts as not stopped (the arm is
+// dropped, so that a late callback does nothing), and stops the call
+// (panicLocked): disarmLocked runs where a panic must not unwind with
+// c.mu held, in the panic paths too.
+func (c *call) stopArmLocked() (stopped bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			stopped = false
+			c.panicLocked(nil, r)
+		}
+	}()
+	return c.arm.t.Stop()
 }
 
 // hedgeLocked starts a hedge, when the call, its limits, the breaker and
@@ -674,6 +809,12 @@ func (c *call) disarmLocked() {
 func (c *call) hedgeLocked() {
 	if c.done || c.running == 0 || c.stopHedging || c.hedges >= c.max || c.ctx.Err() != nil {
 		return
+	}
+	// The hedge's start for Adaptive, read before anything is granted: a
+	// Clock that panics here leaves no permit or budget grant behind.
+	var t0 time.Time
+	if c.ad != nil {
+		t0 = c.clk.Now()
 	}
 	var reason retry.Reason
 	switch {
@@ -687,32 +828,50 @@ func (c *call) hedgeLocked() {
 		reason = retry.ReasonDeadline
 	case c.p.Breaker != nil && c.p.Breaker.Ready() != nil:
 		reason = retry.ReasonBreaker
-	case c.nested() && !c.p.NestedBudget.Withdraw(ErrHedge):
-		reason = retry.ReasonNested
-	case c.p.Budget != nil && !c.p.Budget.Withdraw(ErrHedge):
-		reason = retry.ReasonBudget
+	}
+	// The grants a hedge takes are refunded unless its attempt begins
+	// (its Start and Record then account for them): when the Budget
+	// refuses after the NestedBudget granted, when Begin is refused, and
+	// when a callback panics on the way.
+	gr := hedgeGrants{c: c, n: c.rc.Attempts()}
+	defer gr.refundUnused()
+	if reason == retry.ReasonSuccess && c.nested() {
+		if gr.nested = c.p.NestedBudget.Withdraw(ErrHedge); !gr.nested {
+			reason = retry.ReasonNested
+		}
+	}
+	if reason == retry.ReasonSuccess && c.p.Budget != nil {
+		if gr.budget = c.p.Budget.Withdraw(ErrHedge); !gr.budget {
+			reason = retry.ReasonBudget
+		}
 	}
 	if reason != retry.ReasonSuccess {
 		c.stopHedging = true
 		c.notify(evRefused, c.slots[len(c.slots)-1], reason)
 		return
 	}
-	c.suppress = true
-	a, err := c.rc.Begin()
-	c.suppress = false
-	if err != nil {
-		if t, ok := c.p.Budget.(retry.BudgetTracker); ok {
-			t.Refund()
+	if c.p == &c.pol && c.pol.Breaker == &c.brw {
+		// An Observer watches the call (setupRest put brw in): the
+		// hedge asks the breaker itself, so that a refusal stops
+		// hedging and leaves the call going on for the Observer
+		// (Begin's refusal would end it: CallEnd). Begin takes the
+		// permit (hedgeBreaker.Allow).
+		done, berr := c.brw.inner.Allow()
+		if berr != nil {
+			c.stopHedging = true
+			c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
+			return
 		}
+		c.brw.pending, c.brw.has = done, true
+	}
+	a, err := c.rc.Begin() // refused: the breaker, or the caller's context has ended
+	if err != nil {
 		c.stopHedging = true
 		c.notify(evRefused, c.slots[len(c.slots)-1], retry.ReasonBreaker)
 		return
 	}
-	sl := &slot{a: a, hedge: true, running: true}
+	sl := &slot{a: a, hedge: true, running: true, t0: t0}
 	sl.ctx = newAttemptCtx(a.Context, a.N, true)
-	if c.ad != nil {
-		sl.t0 = c.clk.Now()
-	}
 	c.hedges++
 	c.slots = append(c.slots, sl)
 	c.running++
@@ -720,12 +879,70 @@ func (c *call) hedgeLocked() {
 	if c.wake == nil {
 		c.wake = make(chan struct{}, 1)
 	}
-	c.launcher.launch(c, sl) // before the Observer, which may panic
+	c.op.launch(c, sl) // before the Observer, which may panic
 	c.notify(evStarted, sl, 0)
 	if c.hedges < c.max && (c.limit < 0 || c.rc.Attempts() < c.limit) {
 		c.armed = true
 		c.seq.Add(1)
 		c.arm.t.Reset(c.delay)
+	}
+}
+
+// hedgeBreaker stands between rc and the Policy's Breaker when an
+// Observer watches the call (c.pol): a hedge asks the breaker's Allow
+// itself before Begin, and Begin's Allow takes that permit.
+type hedgeBreaker struct {
+	inner   retry.Breaker
+	pending func(error) // the hedge's permit, for Begin
+	has     bool
+}
+
+// Allow returns the hedge's permit, when one is pending, or asks the
+// breaker.
+func (b *hedgeBreaker) Allow() (func(error), error) {
+	if b.has {
+		done := b.pending
+		b.pending, b.has = nil, false
+		return done, nil
+	}
+	return b.inner.Allow()
+}
+
+// Ready asks the breaker.
+func (b *hedgeBreaker) Ready() error { return b.inner.Ready() }
+
+// hedgeGrants is what a hedge withdrew from the NestedBudget and the
+// Budget, before its attempt began.
+type hedgeGrants struct {
+	c              *call
+	n              int // the call's attempts before the hedge's Begin
+	nested, budget bool
+}
+
+// refundUnused refunds, to a BudgetTracker, each grant no attempt took:
+// the hedge's Begin was not reached, refused, or panicked before the
+// attempt began (Call.Attempts did not move). A begun attempt's Start and
+// Record account for them.
+func (g *hedgeGrants) refundUnused() {
+	c := g.c
+	if c.brw.has {
+		// Begin did not take the breaker's permit (the caller's
+		// context had ended, or a callback panicked first): it goes
+		// back unused.
+		done := c.brw.pending
+		c.brw.pending, c.brw.has = nil, false
+		if done != nil {
+			done(context.Canceled)
+		}
+	}
+	if !g.nested && !g.budget || c.rc.Attempts() > g.n {
+		return
+	}
+	if t, ok := c.p.NestedBudget.(retry.BudgetTracker); ok && g.nested {
+		t.Refund()
+	}
+	if t, ok := c.p.Budget.(retry.BudgetTracker); ok && g.budget {
+		t.Refund()
 	}
 }
 
@@ -895,24 +1112,41 @@ func (c *call) adviseLocked(d time.Duration) {
 	c.arm.t.Reset(until.Sub(now))
 }
 
-// cancelOthersLocked cancels the running attempts but except, as losers.
-// Each one's time so far goes to Adaptive as unanswered (censored): its
-// latency is more than that.
+// cancelOthersLocked cancels the running attempts but except, as losers,
+// and stops the timer. Each one's time so far goes to Adaptive as
+// unanswered (censored): its latency is more than that. The Clock is read
+// for that last, once every loser is cancelled, so that a Clock that
+// panics leaves none running uncancelled.
 func (c *call) cancelOthersLocked(except *slot) {
-	var now time.Time
-	for _, s := range c.slots {
-		if s.running && s != except {
-			s.lost = true
-			s.ctx.cancel()
-			if c.ad != nil {
-				if now.IsZero() {
-					now = c.clk.Now()
-				}
+	if c.stopOthersLocked(except, c.ad != nil) {
+		now := c.clk.Now()
+		for _, s := range c.slots {
+			if s.censor {
+				s.censor = false
 				c.ad.ObserveUnansweredAt(now, now.Sub(s.t0))
 			}
 		}
 	}
+}
+
+// stopOthersLocked cancels the running attempts but except, as losers,
+// and stops the timer, calling back no user code but the Clock's timer's
+// Stop. With censor, it marks the attempts it cancelled for Adaptive, and
+// reports whether there is any. A call stopped by a panic uses it without
+// censor: it reads no Clock, which may be what panicked.
+func (c *call) stopOthersLocked(except *slot, censor bool) bool {
+	marked := false
+	for _, s := range c.slots {
+		if s.running && s != except && !s.lost {
+			s.lost = true
+			s.ctx.cancel()
+			if censor {
+				s.censor, marked = true, true
+			}
+		}
+	}
 	c.disarmLocked()
+	return marked
 }
 
 // retryable reports whether the Policy would retry err (an error End
@@ -933,25 +1167,27 @@ func (c *call) retryable(err error) bool {
 // observe feeds the latency of an attempt that answered to Adaptive.
 func (c *call) observe(sl *slot) {
 	if c.ad != nil {
-		// Since is one monotonic read on the real clock, where Now is
-		// two; the time is t0 plus the latency either way.
-		d := c.clk.Since(sl.t0)
-		c.ad.ObserveAt(sl.t0.Add(d), d)
+		// sl.lat was read (Since: one monotonic read on the real
+		// clock, where Now is two) as op returned; the time is t0
+		// plus the latency either way.
+		c.ad.ObserveAt(sl.t0.Add(sl.lat), sl.lat)
 	}
 }
 
 // runHedge runs one hedge attempt in its own goroutine. A panic (or
 // runtime.Goexit) is handed to the caller's goroutine.
 func runHedge[T any](c *call, sl *slot) {
-	op := c.op.(func(context.Context) (T, error))
+	op := c.op.(opFunc[T])
 	release, _ := c.release.(func(T))
-	stage := 0 // 0: op running, 1: op returned, 2: all done
+	stage := 0 // 0: op running, 3: op returned, its latency not read, 1: in complete, 2: all done
+	var v T
 	defer func() {
 		if stage == 2 {
 			return
 		}
-		// op panicked (or called runtime.Goexit), or, once it returned,
-		// a callback complete made did (a release's Goexit; its panic
+		// op panicked (or called runtime.Goexit), or the Clock did as
+		// the latency was read, or, once complete was called, a
+		// callback complete made did (a release's Goexit; its panic
 		// complete keeps). complete has not left: leave, always, or the
 		// caller waits for this hedge for ever.
 		r := recover()
@@ -959,15 +1195,23 @@ func runHedge[T any](c *call, sl *slot) {
 			r = errGoexit
 		}
 		c.mu.Lock()
-		if stage == 0 {
+		if stage == 0 || stage == 3 {
 			c.panicLocked(sl, r)
 		} else {
 			c.panicLocked(nil, r)
 		}
 		c.mu.Unlock()
+		if stage == 3 { // the value op returned is kept by no one
+			var b panicBox
+			releaseSafe(release, v, &b)
+		}
 		c.leave()
 	}()
 	v, err := op(sl.ctx)
+	stage = 3
+	if c.ad != nil {
+		sl.lat = c.clk.Since(sl.t0) // a panic here is the attempt's, as op's
+	}
 	stage = 1
 	complete(c, sl, v, err, release)
 	stage = 2
@@ -976,7 +1220,7 @@ func runHedge[T any](c *call, sl *slot) {
 // panicLocked records a hedge's panic (sl nil: a release's) for the
 // caller, and stops the call.
 func (c *call) panicLocked(sl *slot, r any) {
-	c.suppress, c.endingLost = false, false // a callback may have panicked between their set and reset
+	c.endingLost = false // a callback may have panicked between its set and reset
 	if sl != nil {
 		sl.running = false
 		c.running--
@@ -989,7 +1233,7 @@ func (c *call) panicLocked(sl *slot, r any) {
 		c.hasPanic, c.panicked, c.panicVal = true, sl, r
 	}
 	c.done = true
-	c.cancelOthersLocked(nil)
+	c.stopOthersLocked(nil, false)
 }
 
 // hedgePanic ends the call of a hedge that panicked, once every attempt
@@ -1015,7 +1259,7 @@ func (c *call) inlinePanic(r any) {
 	sl.running = false
 	c.running--
 	c.done = true
-	c.cancelOthersLocked(sl)
+	c.stopOthersLocked(sl, false)
 	c.inflight--
 	for c.inflight > 0 {
 		c.mu.Unlock()

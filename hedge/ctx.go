@@ -74,11 +74,11 @@ const ctxSlab = 64 // 64 × 32 B = 2048 B, a size class of its own
 // inlineCtx returns a fresh context for the first attempt of a round, cut
 // from c's slab.
 func (c *call) inlineCtx(parent context.Context, n int) *attemptCtx {
-	if len(c.slab) == 0 {
-		c.slab = make([]attemptCtx, ctxSlab)
+	if c.slabN >= len(c.slab) {
+		c.slab, c.slabN = make([]attemptCtx, ctxSlab), 0
 	}
-	x := &c.slab[0]
-	c.slab = c.slab[1:]
+	x := &c.slab[c.slabN]
+	c.slabN++
 	x.parent, x.meta = parent, pack(n, false)
 	return x
 }
@@ -153,9 +153,18 @@ func (c *attemptCtx) Err() error {
 }
 
 // cancel ends the context with context.Canceled, unless it had ended
-// already (the parent's end is then kept). It costs a compare-and-swap
-// and a store when the context was never materialized.
+// already (the parent's end is then kept). It costs one compare-and-swap
+// when the context was never materialized and its parent has not ended.
 func (c *attemptCtx) cancel() {
+	if c.real.Load() == nil && c.parent.Err() == nil && c.state.CompareAndSwap(live, ctxCancel) {
+		// From here materialize cancels the real context it makes; one
+		// made between the Load and the swap is cancelled here. Err
+		// says context.Canceled either way.
+		if r := c.real.Load(); r != nil {
+			r.cancel()
+		}
+		return
+	}
 	if !c.state.CompareAndSwap(live, busy) {
 		if st := c.lock(); st != live {
 			c.state.Store(st)

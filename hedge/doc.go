@@ -69,7 +69,10 @@
 // retry.Do handles it: the other attempts are cancelled and waited for,
 // the attempt is reported failed with a *retry.PanicError (Call.Panic),
 // held values are released, and the panic goes on in the calling
-// goroutine.
+// goroutine. So does a panic of a Policy callback, a release or the
+// Policy's Clock (see Do): the call ends for the Observer, the Breaker and
+// the Budget, a retry already granted is refunded, and no goroutine or
+// timer of the call is left.
 //
 // # HTTP
 //

@@ -134,10 +134,16 @@ var zeroHedger Hedger
 // other attempts are cancelled and waited for, held values are released,
 // and the panic goes on in the calling goroutine (a hedge's panic too).
 // So does a Policy callback that panics in the call's steps between
-// attempts (Classify, the Observer, the Backoff, a breaker listener):
-// retry.Call reports it (see Call.End, Call.Next, Call.Begin), every value
-// Do holds is released, the value of the attempt that just returned
-// included, and every attempt's context is cancelled.
+// attempts (Classify, the Observer, the Backoff, a breaker listener, the
+// Clock's NewTimer in the backoff wait): the call ends with
+// retry.ReasonPanic as retry.Call ends it (see Call.End, Call.Next,
+// Call.Begin; a retry the budget granted is refunded), every value Do
+// holds is released, the value of the attempt that just returned
+// included, and every attempt's context is cancelled. With an Adaptive
+// delay, the Clock is read as each attempt returns: a Clock that panics
+// there fails that attempt as a panic in op would. A Clock that panics on
+// a goroutine of Do's (the timer's, a hedge's) stops the call the same
+// way, and its panic goes on in the calling goroutine.
 // A panic in release, on any goroutine, stops the call the same way (no
 // further hedge or retry; the attempts still running are cancelled and
 // waited for): the call ends for the Observer, breaker and budget as its

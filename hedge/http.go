@@ -46,7 +46,8 @@ func Hedgeable(req *http.Request) bool {
 // Policy.AttemptTimeout bounds each copy until its response headers come,
 // not the reading of the winner's body. Transport does not modify the
 // caller's request, and closes its body, whether or not it was sent (a
-// request the breaker refused, or whose context had ended, included).
+// request the breaker refused, or whose context had ended, included, and
+// on the way out of a callback's panic).
 type Transport struct {
 	Next   http.RoundTripper // nil: http.DefaultTransport
 	Hedger *Hedger           // nil: the zero Hedger
@@ -63,6 +64,13 @@ const maxKeep = 64 << 10
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	a := &httpAttempt{req: req}
+	if req.Body != nil {
+		// The RoundTripper contract: the body is closed on every path
+		// (the breaker refused, the context had ended, a callback
+		// panicked), unless the next RoundTripper was given it.
+		defer a.closeUnsent()
+	}
 	next := t.Next
 	if next == nil {
 		next = http.DefaultTransport
@@ -84,23 +92,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	pc.AttemptTimeout = 0 // applied by attempt, to the headers only
 	hc := *h
 	hc.Policy = &pc
-	a := &httpAttempt{next: next, req: req, timeout: timeout, clk: clock.Or(pc.Clock)}
-	if Hedgeable(req) {
-		if req.Body != nil {
-			defer req.Body.Close()
-		}
-	} else {
-		// Sent exactly once, as it is: the next RoundTripper closes its body.
+	a.next, a.timeout, a.clk = next, timeout, clock.Or(pc.Clock)
+	if !Hedgeable(req) {
+		// Sent exactly once, as it is: the next RoundTripper closes its
+		// body (each copy of a hedgeable request has one from GetBody).
 		pc.MaxAttempts = 1
 		hc.MaxHedges = NoHedges
 		a.once = true
 	}
 	resp, kept, err := do(ctx, &hc, a.do, discard, true)
-	if a.once && !a.sent && req.Body != nil {
-		// Never sent (the breaker refused, the context had ended): the
-		// RoundTripper contract still asks for the body to be closed.
-		req.Body.Close()
-	}
 	if resp == nil {
 		return nil, err
 	}
@@ -112,6 +112,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// closeUnsent closes the caller's request body, unless the request itself
+// was sent (a request sent once: the next RoundTripper then closes it).
+func (a *httpAttempt) closeUnsent() {
+	if !a.sent {
+		a.req.Body.Close()
+	}
 }
 
 type httpAttempt struct {
@@ -149,8 +157,22 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 		return classify(resp, err, a.clk)
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
-	t := a.clk.AfterFunc(a.timeout, func() { cancel(errHeaderTimeout) })
+	var t clock.Timer
+	returned := false
+	defer func() {
+		if !returned {
+			// The Clock's AfterFunc or the next RoundTripper
+			// panicked: the timer and the context end with the
+			// attempt.
+			if t != nil {
+				t.Stop()
+			}
+			cancel(nil)
+		}
+	}()
+	t = a.clk.AfterFunc(a.timeout, func() { cancel(errHeaderTimeout) })
 	resp, err := a.next.RoundTrip(r.WithContext(rctx))
+	returned = true
 	if !t.Stop() && ctx.Err() == nil {
 		discard(resp)
 		cancel(nil)
@@ -162,6 +184,10 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		cancel(nil)
 		return nil, err
+	}
+	if resp.Body == nil { // not what a RoundTripper may return, but nothing to wrap
+		cancel(nil)
+		return classify(resp, nil, a.clk)
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return classify(resp, nil, a.clk)
@@ -217,8 +243,8 @@ func keep(resp *http.Response) {
 	if body == nil || body == http.NoBody {
 		return
 	}
+	defer body.Close() // a Read that panics leaves it open otherwise
 	b, err := io.ReadAll(io.LimitReader(body, maxKeep))
-	body.Close()
 	var rest io.Reader = bytes.NewReader(b)
 	if err != nil {
 		rest = io.MultiReader(rest, errReader{err})
@@ -236,8 +262,8 @@ func discard(resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
+	defer resp.Body.Close() // a Read that panics leaves it open otherwise
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	resp.Body.Close()
 }
 
 // cancelBody ends its attempt's header timer context when closed.
@@ -247,9 +273,8 @@ type cancelBody struct {
 }
 
 func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
+	defer b.cancel() // even when the body's Close panics
+	return b.ReadCloser.Close()
 }
 
 // keptBody is the winner's body: its attempt's context ends when it is
@@ -260,7 +285,6 @@ type keptBody struct {
 }
 
 func (b *keptBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.ctx.cancel()
-	return err
+	defer b.ctx.cancel() // even when the body's Close panics
+	return b.ReadCloser.Close()
 }

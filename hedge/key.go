@@ -41,8 +41,8 @@ func (c *call) resolveGroups(ctx context.Context, p *retry.Policy) *retry.Policy
 // keyContext returns the context req's call runs with: req's, carrying
 // the request's key when t.Key is set, or when the policy has groups or
 // the Hedger has Adaptives and the context carries no key (then
-// httpretry.HostKey). If t.Key panics, req's body is closed and the panic
-// goes on.
+// httpretry.HostKey). If t.Key panics, the panic goes on (RoundTrip
+// closes req's body on the way out).
 func (t *Transport) keyContext(req *http.Request, h *Hedger, p *retry.Policy) context.Context {
 	ctx := req.Context()
 	f := t.Key
@@ -55,13 +55,5 @@ func (t *Transport) keyContext(req *http.Request, h *Hedger, p *retry.Policy) co
 		}
 		f = httpretry.HostKey
 	}
-	ok := false
-	defer func() {
-		if !ok && req.Body != nil {
-			req.Body.Close() // the RoundTripper contract, on the way out of a panic
-		}
-	}()
-	key := f(req)
-	ok = true
-	return keyed.WithKey(ctx, key)
+	return keyed.WithKey(ctx, f(req))
 }

@@ -125,9 +125,6 @@ func (w *wrapObserver) RetryScheduled(ctx context.Context, e retry.RetrySchedule
 }
 
 func (w *wrapObserver) CallEnd(ctx context.Context, e retry.CallEnd) {
-	if w.c.suppress {
-		return
-	}
 	if w.c.fixLast != nil {
 		if re, ok := e.Err.(*retry.Error); ok {
 			re.Last = w.c.fixLast
