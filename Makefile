@@ -18,8 +18,10 @@ SLOWEST := ./sim ./live ./internal/releasetest ./simtest ./cmd/stormsim
 PACKAGES := $(SLOWEST) $(addsuffix /...,$(MODULES))
 
 # FULL: the packages whose whole-scenario tests (fullModel: they skip
-# under -race) the sim-full job runs without the race detector.
-FULL := ./sim ./simtest/... ./cmd/stormsim/...
+# under -race) the sim-full job runs without the race detector, and those
+# with code that only builds without it (//go:build !race: hedge's per-P
+# call cells), so that code is tested too.
+FULL := ./sim ./simtest/... ./cmd/stormsim/... ./hedge
 
 # gotest runs go test with the arguments $(1); when it fails, it repeats
 # the failing packages' and tests' lines at the end of the output, and
@@ -102,10 +104,11 @@ race: $(APIDIFF)
 	@echo "test -race: $(words $(MODULES)) modules"
 	@$(call gotest,-race -count=1 -timeout 15m $(PACKAGES))
 
-## sim-full: the tests of sim, simtest and cmd/stormsim without the race
-## detector, among them those that run whole scenarios or storms
-## (fullModel), which skip under -race: part of test-nodeps, so make test
-## runs every one of their tests.
+## sim-full: the tests of sim, simtest, cmd/stormsim and hedge without the
+## race detector, among them those that run whole scenarios or storms
+## (fullModel), which skip under -race, and hedge's per-P call cells,
+## which race builds leave out: part of test-nodeps, so make test runs
+## every one of their tests.
 .PHONY: sim-full
 sim-full:
 	@echo "test (no -race): $(FULL)"
