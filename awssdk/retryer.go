@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +30,13 @@ var ErrDeadlineTooClose = fmt.Errorf("awssdk: %w", retry.ErrDeadlineTooClose)
 // joins it with the failed attempt's error (errors.Join), so the
 // operation's error matches both.
 var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
+
+// ErrAdviceExceedsCap is the error GetRetryToken returns when the failed
+// attempt's x-amz-retry-after asks for a longer wait than
+// Policy.MaxRetryAfter: coming back sooner than the server asked is not
+// retried. It matches retry.ErrAdviceExceedsCap; the SDK joins it with
+// the failed attempt's error.
+var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 
 // Retryer is an aws.RetryerV2 that runs the AWS SDK's attempts under a
 // stormguard retry.Policy. The SDK keeps its retry loop (the Retry
@@ -125,25 +133,13 @@ type Retryer struct {
 	classify func(error) bool
 	backoff  func(n int, err error) time.Duration
 	probes   sync.Pool // *probe
-
-	// delays holds the waits GetRetryToken computed (to check them
-	// against MaxElapsed) for RetryDelay, which the SDK calls next with
-	// the same error and no context.
-	delaysMu sync.Mutex
-	delays   [pendingDelays]pendingDelay
-	delayAt  int
-}
-
-// pendingDelays bounds the waits computed by GetRetryToken and not yet
-// taken by RetryDelay; past it the oldest is forgotten and RetryDelay
-// computes that one again.
-const pendingDelays = 64
-
-type pendingDelay struct {
-	err  error
-	d    time.Duration
-	ctx  context.Context
-	used bool
+	// maxAdvice is the longest x-amz-retry-after advice a retry may
+	// follow (Policy.MaxRetryAfter; 0: retry.DefaultMaxRetryAfter);
+	// negative: advice is ignored.
+	maxAdvice time.Duration
+	// needsMiddleware: the Policy asks for what only the middleware
+	// gives (AttemptTimeout, MaxElapsed, a BudgetTracker's refunds).
+	needsMiddleware bool
 }
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
@@ -155,7 +151,15 @@ func NewRetryer(p *retry.Policy) *Retryer {
 	if p == nil {
 		p = awsretry.Rules{}.Policy()
 	}
-	r := &Retryer{p: p, clock: clock.Or(p.Clock), classify: p.Classify}
+	r := &Retryer{p: p, clock: clock.Or(p.Clock), classify: p.Classify, maxAdvice: p.MaxRetryAfter}
+	if r.maxAdvice == 0 {
+		r.maxAdvice = retry.DefaultMaxRetryAfter
+	}
+	_, tracks := p.Budget.(retry.BudgetTracker)
+	if _, nested := p.NestedBudget.(retry.BudgetTracker); nested && p.Nested == retry.NestedBudget {
+		tracks = true
+	}
+	r.needsMiddleware = p.AttemptTimeout > 0 || p.MaxElapsed > 0 || tracks
 	if r.classify == nil {
 		r.classify = awsretry.IsRetryable
 	}
@@ -199,34 +203,65 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 	if err == nil || retry.IsPermanent(err) {
 		return false
 	}
-	return errors.Is(err, retry.ErrAttemptTimeout) || r.classify(err)
+	return errors.Is(err, retry.ErrAttemptTimeout) || r.classify(sdkError(err))
 }
 
 // RetryDelay returns the wait before the retry that follows attempt
 // (1 for the first attempt) after the failure err, by the Policy's
 // Backoff, and tells the Observer (RetryScheduled). The SDK adds the
 // x-amz-retry-after advice to it (see Retryer). With the Retryer's
-// middleware the wait is the one GetRetryToken computed (and checked
-// against MaxElapsed), and RetryScheduled gets the operation's context
-// (the caller's span); without it, context.Background().
+// middleware the wait is the one GetRetryToken computed for this very
+// attempt (and checked against MaxElapsed and the deadline), found
+// through the attempt's error, and RetryScheduled gets the operation's
+// context (the caller's span); without it, context.Background().
+//
+// RetryDelay also makes the x-amz-retry-after header of err's response
+// say what the Retryer applies, for the SDK, which reads it next (see
+// Retryer): removed when Policy.MaxRetryAfter is negative, rewritten in
+// whole milliseconds when the SDK would read it otherwise than
+// awsretry.RetryAfter does.
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
-	d, ctx, ok := r.takeDelay(err)
-	if !ok {
-		d, ctx = max(r.backoff(attempt, err), 0), context.Background()
+	ae := attemptErrorOf(err)
+	serr := sdkError(err)
+	var op *operation
+	if ae != nil {
+		op = ae.op
 	}
+	var d time.Duration
+	var ctx context.Context
+	if op != nil && op.delayFor == ae {
+		d, ctx = op.delay, op.delayCtx
+		op.delayFor, op.delayCtx = nil, nil
+	} else {
+		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
+		if op != nil {
+			ctx = op.ctx
+		}
+	}
+	r.fitHeader(op, serr)
 	if o := r.p.Observer; o != nil {
-		wait, advised := sdkWait(d, err)
+		wait, advised := r.sdkWait(d, serr)
 		o.RetryScheduled(ctx, retry.RetryScheduled{
-			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: err,
+			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: serr,
 		})
 	}
 	return d, nil
 }
 
+// advice returns the x-amz-retry-after advice of err's response, read as
+// awsretry.RetryAfter reads it (a huge value is 24 h); none when
+// Policy.MaxRetryAfter is negative.
+func (r *Retryer) advice(err error) (time.Duration, bool) {
+	if r.maxAdvice < 0 {
+		return 0, false
+	}
+	return awsretry.RetryAfter(headerOf{err})
+}
+
 // sdkWait returns the wait the SDK sleeps after RetryDelay returned d for
-// err: an x-amz-retry-after advice clamped to [d, d + 5 s], or d.
-func sdkWait(d time.Duration, err error) (time.Duration, bool) {
-	advice, ok := awsretry.RetryAfter(headerOf{err})
+// err: the advice clamped to [d, d + 5 s], or d.
+func (r *Retryer) sdkWait(d time.Duration, err error) (time.Duration, bool) {
+	advice, ok := r.advice(err)
 	if !ok {
 		return d, false
 	}
@@ -237,33 +272,93 @@ func sdkWait(d time.Duration, err error) (time.Duration, bool) {
 	return min(max(advice, d), most), true
 }
 
+// sdkAdvice reads an x-amz-retry-after value exactly as the SDK's Retry
+// middleware does (aws/retry adjustForRetryAfterHeader): a decimal int64
+// of milliseconds >= 0, multiplied without an overflow check.
+func sdkAdvice(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// fitHeader rewrites the x-amz-retry-after header of err's response so
+// that the SDK, which reads it after RetryDelay, applies the advice the
+// Retryer reads (advice): none when Policy.MaxRetryAfter is negative (the
+// header is removed), and a huge value (beyond int64, which the SDK
+// ignores, or beyond the largest Duration, which it wraps around) as
+// awsretry.RetryAfter clamps it. With the middleware (op not nil) the
+// operation puts the original values back when it ends.
+func (r *Retryer) fitHeader(op *operation, err error) {
+	h := headerOf{err}.header()
+	if h == nil {
+		return
+	}
+	vals, present := h[retryAfterKey]
+	if !present {
+		return
+	}
+	want, ok := r.advice(err)
+	got, sdkOK := sdkAdvice(h.Get(retryAfterKey))
+	if ok == sdkOK && want == got {
+		return
+	}
+	if op != nil {
+		op.headers = append(op.headers, savedHeader{h: h, vals: vals})
+	}
+	if !ok {
+		delete(h, retryAfterKey)
+		return
+	}
+	h[retryAfterKey] = []string{strconv.FormatInt(int64(want/time.Millisecond), 10)}
+}
+
+// retryAfterKey is awsretry.RetryAfterHeader in canonical form.
+var retryAfterKey = http.CanonicalHeaderKey(awsretry.RetryAfterHeader)
+
+// savedHeader is a response header's x-amz-retry-after before fitHeader.
+type savedHeader struct {
+	h    http.Header
+	vals []string
+}
+
 // headerOf reports the header of the SDK's HTTP response error in err's
-// chain, as a retry.HeaderReporter, for sdkWait alone.
+// chain, as a retry.HeaderReporter, for the advice alone.
 type headerOf struct{ err error }
 
 func (h headerOf) Error() string { return h.err.Error() }
 
-func (h headerOf) ResponseHeader(name string) string {
+func (h headerOf) ResponseHeader(name string) string { return h.header().Get(name) }
+
+// header returns the response header, or nil.
+func (h headerOf) header() http.Header {
 	var re *smithyhttp.ResponseError
 	if !errors.As(h.err, &re) || re.Response == nil || re.Response.Response == nil {
-		return ""
+		return nil
 	}
-	return re.Response.Header.Get(name)
+	return re.Response.Header
 }
 
 // GetRetryToken asks the Policy for one retry after the failure opErr:
 // the Breaker must be ready (else its error is returned); the layer rule
-// must allow it (Policy.Nested; else ErrNestedRetry); with the Retryer's
-// middleware, the wait before it and then Policy.MinAttemptTime must end
-// before start+MaxElapsed and the caller's deadline (else ErrElapsed or
-// ErrDeadlineTooClose); then the Budget (the NestedBudget for a call the layer
-// rule governs with NestedBudget) must grant it (else
-// ErrBudgetExhausted). The returned release records the retry's result
-// with the Budget once it has run; with the middleware, a
+// must allow it (Policy.Nested; else ErrNestedRetry); an x-amz-retry-after
+// advice must not exceed Policy.MaxRetryAfter (else ErrAdviceExceedsCap);
+// with the Retryer's middleware, the wait before it and then
+// Policy.MinAttemptTime must end before start+MaxElapsed and the caller's
+// deadline (else ErrElapsed or ErrDeadlineTooClose); then the Budget (the
+// NestedBudget for a call the layer rule governs with NestedBudget) must
+// grant it (else ErrBudgetExhausted). The returned release records the
+// retry's result with the Budget once it has run; with the middleware, a
 // retry.BudgetTracker's grant whose release the SDK never calls is
 // refunded when the operation ends.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
+	ae := attemptErrorOf(opErr)
+	opErr = sdkError(opErr)
 	if b := r.p.Breaker; b != nil {
 		if err := b.Ready(); err != nil {
 			op.stop(retry.ReasonBreaker)
@@ -274,9 +369,15 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		op.stop(retry.ReasonNested)
 		return nil, ErrNestedRetry
 	}
+	if advice, ok := r.advice(opErr); ok && advice > r.maxAdvice {
+		// Coming back at the cap would be sooner than the server asked.
+		op.stop(retry.ReasonAdvice)
+		return nil, ErrAdviceExceedsCap
+	}
 	// With the middleware (which numbers the attempts), the wait is
 	// computed here, to check it against MaxElapsed and the caller's
-	// deadline, and kept, with ctx for RetryScheduled, for RetryDelay.
+	// deadline, and kept in the operation, with ctx for RetryScheduled,
+	// for RetryDelay, which finds it through the attempt's error.
 	var d time.Duration
 	if op != nil {
 		d = max(r.backoff(op.attempts, opErr), 0)
@@ -293,13 +394,13 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		record = func(err error) { b.RecordPriced(err, price) }
+		record = func(err error) { b.RecordPriced(sdkError(err), price) }
 	default:
 		if !b.Withdraw(opErr) {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		record = func(err error) { b.Record(true, err) }
+		record = func(err error) { b.Record(true, sdkError(err)) }
 		if bt, tracks := b.(retry.BudgetTracker); tracks && op != nil {
 			// The SDK drops the release when the retry does not run (a
 			// refused attempt token, a done context, a cancelled
@@ -307,12 +408,12 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.pendingRetry = bt
 			record = func(err error) {
 				op.pendingRetry = nil // an operation has one grant outstanding at most
-				b.Record(true, err)
+				b.Record(true, sdkError(err))
 			}
 		}
 	}
-	if op != nil {
-		r.putDelay(opErr, d, ctx)
+	if op != nil && ae != nil && ae.op == op {
+		op.delayFor, op.delay, op.delayCtx = ae, d, ctx
 	}
 	if record == nil {
 		return nopRelease, nil
@@ -344,7 +445,7 @@ func (r *Retryer) waitFits(ctx context.Context, op *operation, d time.Duration, 
 	if !hasDL && r.p.MaxElapsed <= 0 {
 		return nil
 	}
-	wait, _ := sdkWait(d, opErr)
+	wait, _ := r.sdkWait(d, opErr)
 	span := wait + max(r.p.MinAttemptTime, 0)
 	if span < wait {
 		span = math.MaxInt64
@@ -372,53 +473,6 @@ func (r *Retryer) budgetFor(ctx context.Context) retry.Budget {
 	return r.p.Budget
 }
 
-// putDelay keeps d, the wait GetRetryToken computed after err, and the
-// operation's context, for RetryDelay.
-func (r *Retryer) putDelay(err error, d time.Duration, ctx context.Context) {
-	if !canCompare(err) {
-		return
-	}
-	r.delaysMu.Lock()
-	r.delays[r.delayAt] = pendingDelay{err: err, d: d, ctx: ctx}
-	r.delayAt = (r.delayAt + 1) % pendingDelays
-	r.delaysMu.Unlock()
-}
-
-// takeDelay returns the wait and context GetRetryToken kept for err, if
-// any.
-func (r *Retryer) takeDelay(err error) (d time.Duration, ctx context.Context, ok bool) {
-	if !canCompare(err) {
-		return 0, nil, false
-	}
-	r.delaysMu.Lock()
-	defer r.delaysMu.Unlock()
-	for i := range r.delays {
-		p := &r.delays[i]
-		if !p.used && p.err != nil && same(p.err, err) {
-			d, ctx = p.d, p.ctx
-			*p = pendingDelay{used: true}
-			return d, ctx, true
-		}
-	}
-	return 0, nil, false
-}
-
-// canCompare reports whether err's dynamic type can be compared with ==.
-func canCompare(err error) bool {
-	return err != nil && reflect.TypeOf(err).Comparable()
-}
-
-// same reports whether a and b are the same error value; false when ==
-// panics (a comparable struct holding an uncomparable value).
-func same(a, b error) (eq bool) {
-	defer func() {
-		if recover() != nil {
-			eq = false
-		}
-	}()
-	return a == b
-}
-
 // GetInitialToken returns a release that does nothing: the SDK calls
 // GetAttemptToken of an aws.RetryerV2 instead.
 func (r *Retryer) GetInitialToken() func(error) error { return nopRelease }
@@ -434,7 +488,7 @@ func nopRelease(error) error { return nil }
 // Observer.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
 	op := operationOf(ctx)
-	if op == nil && (r.p.AttemptTimeout > 0 || r.p.MaxElapsed > 0) {
+	if op == nil && r.needsMiddleware {
 		return nil, ErrMiddlewareMissing
 	}
 	a := &attempt{r: r, op: op, budget: r.budgetFor(ctx)}
@@ -521,7 +575,7 @@ type attempt struct {
 // release is the attempt token's release: the SDK calls it once, with
 // the attempt's error (nil on success).
 func (a *attempt) release(err error) error {
-	a.once.Do(func() { a.report(err) })
+	a.once.Do(func() { a.report(sdkError(err)) })
 	return nil
 }
 
