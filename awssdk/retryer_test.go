@@ -42,6 +42,7 @@ type reply struct {
 	status     int
 	errType    string // the DynamoDB error type, "" for a success
 	retryAfter string // x-amz-retry-after, "" for none
+	skewed     bool   // a Date header an hour ahead (clock skew)
 }
 
 var (
@@ -75,6 +76,9 @@ func newEndpoint(t *testing.T) *endpoint {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		if rep.retryAfter != "" {
 			w.Header().Set("x-amz-retry-after", rep.retryAfter)
+		}
+		if rep.skewed {
+			w.Header().Set("Date", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
 		}
 		body := `{}`
 		if rep.errType != "" {
