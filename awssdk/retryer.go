@@ -70,9 +70,23 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // the wait it sleeps is the advice clamped to [delay, delay + 5 s], the
 // rule of awsretry.Rules.DelayAfter. The SDK's errors carry no
 // retry.HeaderReporter, so DelayAfter returns the computed backoff alone
-// and the advice is applied once. RetryScheduled.Delay reports the wait the
-// SDK will sleep (advice included, read as awsretry.RetryAfter reads it)
-// and Advised whether an advice set it.
+// and the advice is applied once. Policy.MaxRetryAfter governs the advice
+// (read as awsretry.RetryAfter reads it: a value beyond 24 h, or beyond
+// int64, is 24 h) as it governs advice in retry.Do: an advice longer than
+// MaxRetryAfter (0: retry.DefaultMaxRetryAfter, 30 s) is not retried
+// (GetRetryToken returns ErrAdviceExceedsCap, the CallEnd reason is
+// ReasonAdvice), since the SDK would come back sooner than the server
+// asked; a negative MaxRetryAfter ignores the advice (the SDK waits the
+// delay alone); an advice within the cap gets the SDK's clamp. To make
+// the SDK apply exactly that, RetryDelay rewrites the header of the
+// failed attempt's response, which the SDK reads next: removed when the
+// advice is ignored, rewritten in whole milliseconds when the SDK would
+// read it otherwise (it ignores a value beyond int64 and wraps one beyond
+// the largest Duration around). With the middleware the operation puts
+// the original header back when it ends; without it the response in the
+// caller's error (of an earlier attempt) keeps the rewritten value.
+// RetryScheduled.Delay reports the wait the SDK will sleep (advice
+// included) and Advised whether an advice set it.
 //
 // With the Retryer's middleware (LoadOptions, or AddMiddleware in a
 // client's APIOptions), AttemptStart and AttemptEnd carry the exact
@@ -85,9 +99,11 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // for every retry (so their Retry method, and the metrics' attempt_kind,
 // are right), no CallEnd is sent (so an Observer's per-call metrics —
 // promretry's stormguard_calls_total, call duration and retries_active —
-// are not kept), and a Policy that sets AttemptTimeout or MaxElapsed
-// fails every operation with ErrMiddlewareMissing rather than run without
-// them. Either way RetryScheduled reports the exact number of the
+// are not kept), and a Policy that sets AttemptTimeout or MaxElapsed, or
+// whose Budget (or NestedBudget, under NestedBudget) is a
+// retry.BudgetTracker, fails every operation with ErrMiddlewareMissing
+// rather than run without its bounds or leak the tracker's slots (see
+// below). Either way RetryScheduled reports the exact number of the
 // attempt that follows, and AttemptEnd gets the context AttemptStart
 // returned (so that a tracer ends the attempt's span).
 //
@@ -99,16 +115,23 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // attempt never runs (the Limiter or the Breaker refused it, the caller
 // gave up during the wait) is one the SDK never reports: with the
 // middleware, a grant of a retry.BudgetTracker (budget.Concurrency) is
-// given back (Refund) when the operation ends; without it, it cannot be,
-// and holds its slot of the tracker for good, so use the middleware with
-// a BudgetTracker. A grant of any other Budget is not given back, as in
-// the AWS SDKs.
+// given back (Refund) when the operation ends; without it, it could not
+// be, and would hold its slot of the tracker for good, which is why a
+// BudgetTracker needs the middleware. A grant of any other Budget is not
+// given back, as in the AWS SDKs.
 //
 // With the middleware, a retry whose wait (advice included) and then
 // Policy.MinAttemptTime would not end before the caller's deadline is
 // refused before the SDK sleeps (ErrDeadlineTooClose), as retry.Do does.
-// Policy.MaxRetryAfter is not applied: the SDK clamps x-amz-retry-after
-// to the backoff plus 5 s itself. Use one Retryer (and so one Policy, Budget
+// The SDK hands GetRetryToken and RetryDelay the failed attempt's error
+// and RetryDelay no context: the middleware makes each failed attempt's
+// error a value of that attempt's own (the SDK's error, with its text
+// and Unwrap), so that RetryDelay returns the wait GetRetryToken computed
+// for that very attempt, whatever other operations fail with the same
+// error value at once; the Policy's callbacks get the SDK's error, and
+// the operation's error (and the attempt results in its metadata) is the
+// SDK's error chain. Without the middleware, RetryDelay computes the wait
+// itself. Use one Retryer (and so one Policy, Budget
 // and Breaker) for every client of a service: Provider and LoadOptions
 // give config.WithRetryer the same Retryer for each client the aws.Config
 // makes. A Retryer is safe for concurrent use. The Policy must not be
@@ -126,7 +149,11 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // Start admitted the attempt reports the attempt to them as failed. With
 // the middleware, so does a panic while the attempt is sent (the HTTP
 // client, another middleware), whose token the SDK then never releases;
-// without it, such an attempt is never reported.
+// without it, such an attempt is never reported: the Limiter keeps its
+// permit and the Breaker its report, and the Observer hears no
+// AttemptEnd (the SDK gives a retryer no hook to install the middleware
+// itself, so use LoadOptions, or AddMiddleware in the client's
+// APIOptions).
 type Retryer struct {
 	p        *retry.Policy
 	clock    clock.Clock
@@ -182,7 +209,13 @@ func NewRetryer(p *retry.Policy) *Retryer {
 //	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(awssdk.Provider(policy)))
 //
 // so that every client made from the aws.Config shares p's Budget,
-// Breaker, Limiter and Observer.
+// Breaker, Limiter and Observer. Provider alone does not put the
+// Retryer's middleware in the clients' stacks (aws.Config.Retryer is
+// asked for a retryer only; nothing in the SDK lets a retryer add
+// middleware): use LoadOptions, which does both, or add
+// Retryer.AddMiddleware to the config's APIOptions. See Retryer for what
+// a Retryer without its middleware cannot do, and ErrMiddlewareMissing
+// for the Policies it refuses.
 func Provider(p *retry.Policy) func() aws.Retryer {
 	r := NewRetryer(p)
 	return func() aws.Retryer { return r }
