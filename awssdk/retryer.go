@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/stormguard/stormguard/awsretry"
@@ -233,10 +234,11 @@ func (r *Retryer) MaxAttempts() int {
 // Classify, or awsretry.IsRetryable when it has none. The SDK asks it
 // after the attempt's tokens were released.
 func (r *Retryer) IsErrorRetryable(err error) bool {
+	err = sdkError(err)
 	if err == nil || retry.IsPermanent(err) {
 		return false
 	}
-	return errors.Is(err, retry.ErrAttemptTimeout) || r.classify(sdkError(err))
+	return errors.Is(err, retry.ErrAttemptTimeout) || r.classify(err)
 }
 
 // RetryDelay returns the wait before the retry that follows attempt
@@ -288,7 +290,11 @@ func (r *Retryer) advice(err error) (time.Duration, bool) {
 	if r.maxAdvice < 0 {
 		return 0, false
 	}
-	return awsretry.RetryAfter(headerOf{err})
+	h := responseHeader(err)
+	if h == nil {
+		return 0, false
+	}
+	return awsretry.RetryAfter(headerReporter(h))
 }
 
 // sdkWait returns the wait the SDK sleeps after RetryDelay returned d for
@@ -327,7 +333,7 @@ func sdkAdvice(v string) (time.Duration, bool) {
 // awsretry.RetryAfter clamps it. With the middleware (op not nil) the
 // operation puts the original values back when it ends.
 func (r *Retryer) fitHeader(op *operation, err error) {
-	h := headerOf{err}.header()
+	h := responseHeader(err)
 	if h == nil {
 		return
 	}
@@ -359,18 +365,48 @@ type savedHeader struct {
 	vals []string
 }
 
-// headerOf reports the header of the SDK's HTTP response error in err's
-// chain, as a retry.HeaderReporter, for the advice alone.
-type headerOf struct{ err error }
-
-func (h headerOf) Error() string { return h.err.Error() }
-
-func (h headerOf) ResponseHeader(name string) string { return h.header().Get(name) }
-
-// header returns the response header, or nil.
-func (h headerOf) header() http.Header {
+// responseErrorAs is errors.As for a *smithyhttp.ResponseError (apart,
+// so that its target's allocation is made on this path alone).
+func responseErrorAs(err error) *smithyhttp.ResponseError {
 	var re *smithyhttp.ResponseError
-	if !errors.As(h.err, &re) || re.Response == nil || re.Response.Response == nil {
+	if errors.As(err, &re) {
+		return re
+	}
+	return nil
+}
+
+// headerReporter is a response's header as a retry.HeaderReporter, for
+// awsretry.RetryAfter alone (a map: an interface holds it without
+// allocating).
+type headerReporter http.Header
+
+func (headerReporter) Error() string { return "awssdk: response header" }
+
+func (h headerReporter) ResponseHeader(name string) string { return http.Header(h).Get(name) }
+
+// responseHeader returns the header of the SDK's HTTP response error in
+// err's chain (the one the SDK's Retry middleware reads x-amz-retry-after
+// from), or nil. It walks the usual chains without allocating and falls
+// back on errors.As for an error that answers As itself.
+func responseHeader(err error) http.Header {
+	var re *smithyhttp.ResponseError
+	for e := err; e != nil && re == nil; {
+		switch x := e.(type) {
+		case *smithyhttp.ResponseError:
+			re = x
+			continue
+		case *awshttp.ResponseError:
+			re = x.ResponseError
+			continue
+		case interface{ As(any) bool }, interface{ Unwrap() []error }:
+			if re = responseErrorAs(err); re == nil {
+				return nil
+			}
+			continue
+		}
+		e = errors.Unwrap(e)
+	}
+	if re == nil || re.Response == nil || re.Response.Response == nil {
 		return nil
 	}
 	return re.Response.Header
