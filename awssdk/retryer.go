@@ -84,8 +84,9 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // advice is ignored, rewritten in whole milliseconds when the SDK would
 // read it otherwise (it ignores a value beyond int64 and wraps one beyond
 // the largest Duration around). With the middleware the operation puts
-// the original header back when it ends; without it the response in the
-// caller's error (of an earlier attempt) keeps the rewritten value.
+// the original header back when it ends; without it the responses of the
+// attempts that were retried (in the attempt results of the operation's
+// metadata, retry.GetAttemptResults) keep the rewritten value.
 // RetryScheduled.Delay reports the wait the SDK will sleep (advice
 // included) and Advised whether an advice set it.
 //
@@ -551,8 +552,8 @@ func nopRelease(error) error { return nil }
 // GetAttemptToken admits one attempt: the Policy's Limiter, then its
 // Breaker; a refusal returns the refusal's error, and the SDK fails the
 // operation with it. Without the Retryer's middleware in the stack, a
-// Policy with AttemptTimeout or MaxElapsed refuses every attempt with
-// ErrMiddlewareMissing. The returned release reports the attempt's result
+// Policy with AttemptTimeout or MaxElapsed, or with a retry.BudgetTracker
+// budget, refuses every attempt with ErrMiddlewareMissing. The returned release reports the attempt's result
 // to the Limiter, the Breaker, the Budget (for a first attempt) and the
 // Observer.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
