@@ -20,6 +20,12 @@ import (
 // r's middleware whose send fails every first attempt with errFlaky and
 // succeeds on the retry, without a network.
 func retryStack(tb testing.TB, r *awssdk.Retryer) middleware.Handler {
+	return stackFailing(tb, r, "attempt=1;")
+}
+
+// stackFailing is retryStack whose send fails the attempts whose
+// Amz-Sdk-Request header starts with prefix.
+func stackFailing(tb testing.TB, r *awssdk.Retryer, prefix string) middleware.Handler {
 	tb.Helper()
 	stack := middleware.NewStack("bench", smithyhttp.NewStackRequest)
 	if err := stack.Finalize.Add(sdkretry.NewAttemptMiddleware(r, smithyhttp.RequestCloner), middleware.After); err != nil {
@@ -29,7 +35,7 @@ func retryStack(tb testing.TB, r *awssdk.Retryer) middleware.Handler {
 		tb.Fatal(err)
 	}
 	send := middleware.HandlerFunc(func(_ context.Context, in any) (any, middleware.Metadata, error) {
-		if strings.HasPrefix(in.(*smithyhttp.Request).Header.Get("Amz-Sdk-Request"), "attempt=1;") {
+		if strings.HasPrefix(in.(*smithyhttp.Request).Header.Get("Amz-Sdk-Request"), prefix) {
 			return nil, middleware.Metadata{}, errFlaky
 		}
 		return nil, middleware.Metadata{}, nil
@@ -57,4 +63,18 @@ func BenchmarkParallelRetry(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSuccess runs operations whose first attempt succeeds through
+// the SDK's Retry middleware and the Retryer's middleware.
+func BenchmarkSuccess(b *testing.B) {
+	r := awssdk.NewRetryer(&retry.Policy{MaxAttempts: 3})
+	h := stackFailing(b, r, "never")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := h.Handle(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
