@@ -61,7 +61,9 @@ func TestBudgetTrackerWithoutMiddlewareFailSafe(t *testing.T) {
 // GetRetryToken granted the retry.
 type schedulePanicker struct{ retry.NopObserver }
 
-func (schedulePanicker) RetryScheduled(context.Context, retry.RetryScheduled) { panic("retry scheduled") }
+func (schedulePanicker) RetryScheduled(context.Context, retry.RetryScheduled) {
+	panic("retry scheduled")
+}
 
 // TestRetrySchedulePanicGivesTheGrantBack (s4 aws sweep): a panic in
 // RetryDelay (the Observer's RetryScheduled) after GetRetryToken granted a
