@@ -55,11 +55,12 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 //     attempt cut by AttemptTimeout, else the Policy's Classify (nil:
 //     awsretry.IsRetryable);
 //   - GetRetryToken, before every retry: the Breaker's Ready, the layer
-//     rule (ErrNestedRetry), MaxElapsed and the caller's deadline
-//     (ErrElapsed, ErrDeadlineTooClose; with the middleware), then the
-//     Budget's WithdrawPriced (retry.PricedBudget)
-//     or Withdraw; a refusal returns ErrBudgetExhausted and the operation
-//     fails. The token's
+//     rule (ErrNestedRetry), the x-amz-retry-after advice against
+//     MaxRetryAfter (ErrAdviceExceedsCap), MaxElapsed and the caller's
+//     deadline (ErrElapsed, ErrDeadlineTooClose; with the middleware),
+//     then the Budget's WithdrawPriced (retry.PricedBudget) or Withdraw;
+//     a refusal returns ErrBudgetExhausted and the operation fails. The
+//     token's
 //     release, after the retry, records it (RecordPriced, or Record(true,
 //     err)), so that a successful retry gets back what it paid, as the
 //     SDK's own quota does;
@@ -86,7 +87,9 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // the largest Duration around). With the middleware the operation puts
 // the original header back when it ends; without it the responses of the
 // attempts that were retried (in the attempt results of the operation's
-// metadata, retry.GetAttemptResults) keep the rewritten value.
+// metadata, retry.GetAttemptResults), and for a long-polling operation
+// (whose refused retry the SDK still waits for) the last one, keep the
+// rewritten value.
 // RetryScheduled.Delay reports the wait the SDK will sleep (advice
 // included) and Advised whether an advice set it.
 //
@@ -132,8 +135,10 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // for that very attempt, whatever other operations fail with the same
 // error value at once; the Policy's callbacks get the SDK's error, and
 // the operation's error (and the attempt results in its metadata) is the
-// SDK's error chain. Without the middleware, RetryDelay computes the wait
-// itself. Use one Retryer (and so one Policy, Budget
+// SDK's error chain (a middleware placed between the SDK's Retry
+// middleware and the Retryer's sees the attempt's own error, in which
+// errors.As and errors.Is find the SDK's). Without the middleware,
+// RetryDelay computes the wait itself. Use one Retryer (and so one Policy, Budget
 // and Breaker) for every client of a service: Provider and LoadOptions
 // give config.WithRetryer the same Retryer for each client the aws.Config
 // makes. A Retryer is safe for concurrent use. The Policy must not be
