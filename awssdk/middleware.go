@@ -122,24 +122,20 @@ type operation struct {
 	// current is the attempt GetAttemptToken admitted last, for the
 	// attempt middleware, which releases it if sending it panics.
 	current *attempt
-	// delayFor is the failed attempt whose retry GetRetryToken granted,
-	// with the wait it computed (delay) and its context, until
-	// RetryDelay takes them.
-	delayFor *attemptError
-	delay    time.Duration
-	delayCtx context.Context
-	// headers are the x-amz-retry-after values RetryDelay rewrote, put
-	// back when the operation ends.
-	headers []savedHeader
+	// saved are the x-amz-retry-after values RetryDelay rewrote, put
+	// back when the operation ends (nil until one is).
+	saved *[]savedHeader
 }
 
 // end, when the operation ends, reports an admitted attempt whose token
 // the SDK dropped unsent (a stream it could not rewind) as not made, and
 // gives back a retry granted and never run.
 func (op *operation) end() {
-	for i := len(op.headers) - 1; i >= 0; i-- { // the first saved is the original
-		s := op.headers[i]
-		s.h[retryAfterKey] = s.vals
+	if op.saved != nil {
+		for i := len(*op.saved) - 1; i >= 0; i-- { // the first saved is the original
+			s := (*op.saved)[i]
+			s.h[retryAfterKey] = s.vals
+		}
 	}
 	defer func() {
 		if bt := op.pendingRetry; bt != nil {
@@ -364,6 +360,11 @@ func (b *attemptBody) Close() error {
 type attemptError struct {
 	err error
 	op  *operation
+	// kept: GetRetryToken granted the retry after this attempt and kept
+	// the wait it computed (delay) and its context for RetryDelay.
+	kept  bool
+	delay time.Duration
+	ctx   context.Context
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }

@@ -270,9 +270,9 @@ func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
 	}
 	var d time.Duration
 	var ctx context.Context
-	if op != nil && op.delayFor == ae {
-		d, ctx = op.delay, op.delayCtx
-		op.delayFor, op.delayCtx = nil, nil
+	if ae != nil && ae.kept {
+		d, ctx = ae.delay, ae.ctx
+		ae.kept, ae.ctx = false, nil
 	} else {
 		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
 		if op != nil {
@@ -353,7 +353,10 @@ func (r *Retryer) fitHeader(op *operation, err error) {
 		return
 	}
 	if op != nil {
-		op.headers = append(op.headers, savedHeader{h: h, vals: vals})
+		if op.saved == nil {
+			op.saved = new([]savedHeader)
+		}
+		*op.saved = append(*op.saved, savedHeader{h: h, vals: vals})
 	}
 	if !ok {
 		delete(h, retryAfterKey)
@@ -451,8 +454,8 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	// With the middleware (which numbers the attempts), the wait is
 	// computed here, to check it against MaxElapsed and the caller's
-	// deadline, and kept in the operation, with ctx for RetryScheduled,
-	// for RetryDelay, which finds it through the attempt's error.
+	// deadline, and kept in the attempt's error, with ctx for
+	// RetryScheduled, for RetryDelay.
 	var d time.Duration
 	if op != nil {
 		d = max(r.backoff(op.attempts, opErr), 0)
@@ -488,7 +491,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		}
 	}
 	if op != nil && ae != nil && ae.op == op {
-		op.delayFor, op.delay, op.delayCtx = ae, d, ctx
+		ae.kept, ae.delay, ae.ctx = true, d, ctx
 	}
 	if record == nil {
 		return nopRelease, nil
