@@ -53,6 +53,7 @@ type Rules struct {
 	// 4 attempts and a 25 ms base delay.
 	DynamoDB bool
 	// MaxAttempts overrides the attempt limit. 0: 3, or 4 with DynamoDB.
+	// Negative: no count limit (retry.Unlimited), as in retry.Policy.
 	MaxAttempts int
 	// MaxBackoff overrides the cap of the computed wait. 0: 20 s.
 	MaxBackoff time.Duration

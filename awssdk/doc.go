@@ -13,10 +13,13 @@
 // that can be shared by every client and every process, a circuit breaker,
 // client-side throttling and the metrics, with the SDK's own retry loop.
 // LoadOptions also adds the Retryer's middleware to every operation, which
-// numbers the attempts, reports the end of each operation (CallEnd) and
-// applies Policy.AttemptTimeout and MaxElapsed; config.WithRetryer(
+// numbers the attempts, reports the end of each operation (CallEnd),
+// applies Policy.AttemptTimeout and MaxElapsed, gives back a
+// budget.Concurrency's grants of retries that never ran and reports an
+// attempt whose sending panicked; config.WithRetryer(
 // awssdk.Provider(policy)) alone gives the rest (see Retryer for what it
-// cannot do).
+// cannot do; a Policy that needs the middleware fails every operation with
+// ErrMiddlewareMissing without it).
 //
 // The rules themselves live in the root module (awsretry, standard library
 // only); this module holds only the SDK glue, so that users who take the

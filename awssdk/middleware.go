@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +21,14 @@ import (
 )
 
 // ErrMiddlewareMissing is the error GetAttemptToken returns when the
-// Policy sets AttemptTimeout or MaxElapsed and the operation's stack lacks
-// the Retryer's middleware (AddMiddleware), which applies them: the
-// operation fails at once rather than run without the bounds it asked for.
-var ErrMiddlewareMissing = errors.New("awssdk: Policy.AttemptTimeout and MaxElapsed need the Retryer's stack middleware: load the config with awssdk.LoadOptions, or add Retryer.AddMiddleware to the client's APIOptions")
+// Policy sets AttemptTimeout or MaxElapsed, or its Budget (or the
+// NestedBudget it uses under NestedBudget) is a retry.BudgetTracker such
+// as budget.Concurrency, and the operation's stack lacks the Retryer's
+// middleware (AddMiddleware): the operation fails at once rather than run
+// without the bounds it asked for, or with a tracker whose grants of
+// retries that never run (and whose attempts that panic while sent)
+// could not be given back and would hold its slots for good.
+var ErrMiddlewareMissing = errors.New("awssdk: Policy.AttemptTimeout, MaxElapsed and a retry.BudgetTracker budget need the Retryer's stack middleware: load the config with awssdk.LoadOptions, or add Retryer.AddMiddleware to the client's APIOptions")
 
 // ErrElapsed is the error GetRetryToken returns when Policy.MaxElapsed
 // cannot hold the wait before the next retry. It matches
@@ -117,12 +122,21 @@ type operation struct {
 	// current is the attempt GetAttemptToken admitted last, for the
 	// attempt middleware, which releases it if sending it panics.
 	current *attempt
+	// saved are the x-amz-retry-after values RetryDelay rewrote, put
+	// back when the operation ends (nil until one is).
+	saved *[]savedHeader
 }
 
 // end, when the operation ends, reports an admitted attempt whose token
 // the SDK dropped unsent (a stream it could not rewind) as not made, and
 // gives back a retry granted and never run.
 func (op *operation) end() {
+	if op.saved != nil {
+		for i := len(*op.saved) - 1; i >= 0; i-- { // the first saved is the original
+			s := (*op.saved)[i]
+			s.h[retryAfterKey] = s.vals
+		}
+	}
 	defer func() {
 		if bt := op.pendingRetry; bt != nil {
 			op.pendingRetry = nil
@@ -165,7 +179,8 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 		op.start = r.clock.Now()
 	}
 	if obs == nil {
-		return next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
+		out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
+		return out, stripResults(md), strip(err)
 	}
 	done := false
 	defer func() {
@@ -179,7 +194,7 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 		})
 	}()
 	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
-	done = true
+	md, err, done = stripResults(md), strip(err), true
 	return out, md, err
 }
 
@@ -221,10 +236,18 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	out middleware.FinalizeOutput, md middleware.Metadata, err error,
 ) {
 	op := operationOf(ctx)
-	if op != nil && op.attemptCtx != nil {
+	if op == nil {
+		return m.send(ctx, in, next)
+	}
+	defer func() {
+		if err != nil { // one error value of this attempt's own, for RetryDelay
+			err = &attemptError{err: err, op: op}
+		}
+	}()
+	if op.attemptCtx != nil {
 		ctx, op.attemptCtx = op.attemptCtx, nil
 	}
-	if op != nil && op.current != nil {
+	if op.current != nil {
 		// A panic while the attempt is sent makes the SDK drop its
 		// token's release: report the attempt as failed then (the
 		// panic goes on).
@@ -324,4 +347,136 @@ func (b *attemptBody) Close() error {
 	b.closed.Store(true)
 	defer b.once.Do(func() { b.cancel(nil) })
 	return b.ReadCloser.Close()
+}
+
+// attemptError is a failed attempt's error as the attempt middleware hands
+// it to the SDK's Retry middleware: the SDK's error (Unwrap, the same
+// Error text) made a value of this attempt's own, which carries its
+// operation, so that RetryDelay finds the wait GetRetryToken computed for
+// this attempt and no other (two operations failing with one error value
+// would otherwise be told apart by nothing). The Retryer's callbacks see
+// the SDK's error; the operation middleware takes attemptError out of the
+// operation's error (strip) and of its attempt results.
+type attemptError struct {
+	err error
+	op  *operation
+	// kept: GetRetryToken granted the retry after this attempt and kept
+	// the wait it computed (delay) and its context for RetryDelay.
+	kept  bool
+	delay time.Duration
+	ctx   context.Context
+}
+
+func (e *attemptError) Error() string { return e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
+
+// sdkError returns err without the attempt middleware's attemptError on
+// top.
+func sdkError(err error) error {
+	if e, ok := err.(*attemptError); ok {
+		return e.err
+	}
+	return err
+}
+
+// attemptErrorOf returns the attemptError in err's chain, or nil.
+func attemptErrorOf(err error) *attemptError {
+	if e, ok := err.(*attemptError); ok {
+		return e
+	}
+	var e *attemptError
+	if err != nil && errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// strip returns err with each attemptError in its chain replaced by the
+// error it carries, so that the caller gets the SDK's error chain: the
+// SDK's wrappers (*retry.MaxAttemptsError, errors.Join with a
+// GetRetryToken refusal, the clock skew marker) are the same values with
+// their field set to the SDK's error, errors.Join's is joined again. An
+// attemptError under a wrapper strip cannot rebuild (a multi-error other
+// than errors.Join's, or a wrapper without an exported error field) stays,
+// with the SDK's error's text and Unwrap.
+func strip(err error) error {
+	s, _ := stripped(err)
+	return s
+}
+
+// stripped is strip, and whether it changed anything.
+func stripped(err error) (error, bool) {
+	switch e := err.(type) {
+	case nil:
+		return nil, false
+	case *attemptError:
+		return e.err, true
+	case *sdkretry.MaxAttemptsError:
+		var changed bool
+		e.Err, changed = stripped(e.Err)
+		return e, changed
+	case interface{ Unwrap() []error }:
+		if reflect.TypeOf(err) != joinType {
+			return err, false
+		}
+		errs := e.Unwrap()
+		out := make([]error, len(errs))
+		changed := false
+		for i, x := range errs {
+			var c bool
+			out[i], c = stripped(x)
+			changed = changed || c
+		}
+		if !changed {
+			return err, false
+		}
+		return errors.Join(out...), true
+	}
+	inner := errors.Unwrap(err)
+	s, changed := stripped(inner)
+	if !changed {
+		return err, false
+	}
+	v := reflect.ValueOf(err)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return err, false
+	}
+	for i, sv := 0, v.Elem(); i < sv.NumField(); i++ {
+		f := sv.Field(i)
+		if f.Type() == errorType && f.CanSet() && same(f.Interface(), inner) {
+			f.Set(reflect.ValueOf(&s).Elem())
+			return err, true
+		}
+	}
+	return err, false
+}
+
+// same reports whether a and b are the same value; false when == panics
+// (a comparable type holding an uncomparable value) or cannot be used.
+func same(a, b any) (eq bool) {
+	if t := reflect.TypeOf(a); t == nil || t != reflect.TypeOf(b) || !t.Comparable() {
+		return false
+	}
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
+}
+
+var (
+	joinType  = reflect.TypeOf(errors.Join(errors.New("")))
+	errorType = reflect.TypeFor[error]()
+)
+
+// stripResults strips the attempt errors of the SDK's attempt results in
+// md (retry.GetAttemptResults), in place.
+func stripResults(md middleware.Metadata) middleware.Metadata {
+	if res, ok := sdkretry.GetAttemptResults(md); ok {
+		for i := range res.Results {
+			res.Results[i].Err = strip(res.Results[i].Err)
+		}
+	}
+	return md
 }

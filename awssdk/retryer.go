@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/stormguard/stormguard/awsretry"
@@ -30,6 +32,13 @@ var ErrDeadlineTooClose = fmt.Errorf("awssdk: %w", retry.ErrDeadlineTooClose)
 // operation's error matches both.
 var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 
+// ErrAdviceExceedsCap is the error GetRetryToken returns when the failed
+// attempt's x-amz-retry-after asks for a longer wait than
+// Policy.MaxRetryAfter: coming back sooner than the server asked is not
+// retried. It matches retry.ErrAdviceExceedsCap; the SDK joins it with
+// the failed attempt's error.
+var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
+
 // Retryer is an aws.RetryerV2 that runs the AWS SDK's attempts under a
 // stormguard retry.Policy. The SDK keeps its retry loop (the Retry
 // middleware) and asks the Retryer at each step:
@@ -46,11 +55,12 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 //     attempt cut by AttemptTimeout, else the Policy's Classify (nil:
 //     awsretry.IsRetryable);
 //   - GetRetryToken, before every retry: the Breaker's Ready, the layer
-//     rule (ErrNestedRetry), MaxElapsed and the caller's deadline
-//     (ErrElapsed, ErrDeadlineTooClose; with the middleware), then the
-//     Budget's WithdrawPriced (retry.PricedBudget)
-//     or Withdraw; a refusal returns ErrBudgetExhausted and the operation
-//     fails. The token's
+//     rule (ErrNestedRetry), the x-amz-retry-after advice against
+//     MaxRetryAfter (ErrAdviceExceedsCap), MaxElapsed and the caller's
+//     deadline (ErrElapsed, ErrDeadlineTooClose; with the middleware),
+//     then the Budget's WithdrawPriced (retry.PricedBudget) or Withdraw;
+//     a refusal returns ErrBudgetExhausted and the operation fails. The
+//     token's
 //     release, after the retry, records it (RecordPriced, or Record(true,
 //     err)), so that a successful retry gets back what it paid, as the
 //     SDK's own quota does;
@@ -62,9 +72,26 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // the wait it sleeps is the advice clamped to [delay, delay + 5 s], the
 // rule of awsretry.Rules.DelayAfter. The SDK's errors carry no
 // retry.HeaderReporter, so DelayAfter returns the computed backoff alone
-// and the advice is applied once. RetryScheduled.Delay reports the wait the
-// SDK will sleep (advice included, read as awsretry.RetryAfter reads it)
-// and Advised whether an advice set it.
+// and the advice is applied once. Policy.MaxRetryAfter governs the advice
+// (read as awsretry.RetryAfter reads it: a value beyond 24 h, or beyond
+// int64, is 24 h) as it governs advice in retry.Do: an advice longer than
+// MaxRetryAfter (0: retry.DefaultMaxRetryAfter, 30 s) is not retried
+// (GetRetryToken returns ErrAdviceExceedsCap, the CallEnd reason is
+// ReasonAdvice), since the SDK would come back sooner than the server
+// asked; a negative MaxRetryAfter ignores the advice (the SDK waits the
+// delay alone); an advice within the cap gets the SDK's clamp. To make
+// the SDK apply exactly that, RetryDelay rewrites the header of the
+// failed attempt's response, which the SDK reads next: removed when the
+// advice is ignored, rewritten in whole milliseconds when the SDK would
+// read it otherwise (it ignores a value beyond int64 and wraps one beyond
+// the largest Duration around). With the middleware the operation puts
+// the original header back when it ends; without it the responses of the
+// attempts that were retried (in the attempt results of the operation's
+// metadata, retry.GetAttemptResults), and for a long-polling operation
+// (whose refused retry the SDK still waits for) the last one, keep the
+// rewritten value.
+// RetryScheduled.Delay reports the wait the SDK will sleep (advice
+// included) and Advised whether an advice set it.
 //
 // With the Retryer's middleware (LoadOptions, or AddMiddleware in a
 // client's APIOptions), AttemptStart and AttemptEnd carry the exact
@@ -77,9 +104,11 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // for every retry (so their Retry method, and the metrics' attempt_kind,
 // are right), no CallEnd is sent (so an Observer's per-call metrics —
 // promretry's stormguard_calls_total, call duration and retries_active —
-// are not kept), and a Policy that sets AttemptTimeout or MaxElapsed
-// fails every operation with ErrMiddlewareMissing rather than run without
-// them. Either way RetryScheduled reports the exact number of the
+// are not kept), and a Policy that sets AttemptTimeout or MaxElapsed, or
+// whose Budget (or NestedBudget, under NestedBudget) is a
+// retry.BudgetTracker, fails every operation with ErrMiddlewareMissing
+// rather than run without its bounds or leak the tracker's slots (see
+// below). Either way RetryScheduled reports the exact number of the
 // attempt that follows, and AttemptEnd gets the context AttemptStart
 // returned (so that a tracer ends the attempt's span).
 //
@@ -91,16 +120,25 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // attempt never runs (the Limiter or the Breaker refused it, the caller
 // gave up during the wait) is one the SDK never reports: with the
 // middleware, a grant of a retry.BudgetTracker (budget.Concurrency) is
-// given back (Refund) when the operation ends; without it, it cannot be,
-// and holds its slot of the tracker for good, so use the middleware with
-// a BudgetTracker. A grant of any other Budget is not given back, as in
-// the AWS SDKs.
+// given back (Refund) when the operation ends; without it, it could not
+// be, and would hold its slot of the tracker for good, which is why a
+// BudgetTracker needs the middleware. A grant of any other Budget is not
+// given back, as in the AWS SDKs.
 //
 // With the middleware, a retry whose wait (advice included) and then
 // Policy.MinAttemptTime would not end before the caller's deadline is
 // refused before the SDK sleeps (ErrDeadlineTooClose), as retry.Do does.
-// Policy.MaxRetryAfter is not applied: the SDK clamps x-amz-retry-after
-// to the backoff plus 5 s itself. Use one Retryer (and so one Policy, Budget
+// The SDK hands GetRetryToken and RetryDelay the failed attempt's error
+// and RetryDelay no context: the middleware makes each failed attempt's
+// error a value of that attempt's own (the SDK's error, with its text
+// and Unwrap), so that RetryDelay returns the wait GetRetryToken computed
+// for that very attempt, whatever other operations fail with the same
+// error value at once; the Policy's callbacks get the SDK's error, and
+// the operation's error (and the attempt results in its metadata) is the
+// SDK's error chain (a middleware placed between the SDK's Retry
+// middleware and the Retryer's sees the attempt's own error, in which
+// errors.As and errors.Is find the SDK's). Without the middleware,
+// RetryDelay computes the wait itself. Use one Retryer (and so one Policy, Budget
 // and Breaker) for every client of a service: Provider and LoadOptions
 // give config.WithRetryer the same Retryer for each client the aws.Config
 // makes. A Retryer is safe for concurrent use. The Policy must not be
@@ -118,32 +156,24 @@ var ErrBudgetExhausted = fmt.Errorf("awssdk: %w", retry.ErrBudgetExhausted)
 // Start admitted the attempt reports the attempt to them as failed. With
 // the middleware, so does a panic while the attempt is sent (the HTTP
 // client, another middleware), whose token the SDK then never releases;
-// without it, such an attempt is never reported.
+// without it, such an attempt is never reported: the Limiter keeps its
+// permit and the Breaker its report, and the Observer hears no
+// AttemptEnd (the SDK gives a retryer no hook to install the middleware
+// itself, so use LoadOptions, or AddMiddleware in the client's
+// APIOptions).
 type Retryer struct {
 	p        *retry.Policy
 	clock    clock.Clock
 	classify func(error) bool
 	backoff  func(n int, err error) time.Duration
 	probes   sync.Pool // *probe
-
-	// delays holds the waits GetRetryToken computed (to check them
-	// against MaxElapsed) for RetryDelay, which the SDK calls next with
-	// the same error and no context.
-	delaysMu sync.Mutex
-	delays   [pendingDelays]pendingDelay
-	delayAt  int
-}
-
-// pendingDelays bounds the waits computed by GetRetryToken and not yet
-// taken by RetryDelay; past it the oldest is forgotten and RetryDelay
-// computes that one again.
-const pendingDelays = 64
-
-type pendingDelay struct {
-	err  error
-	d    time.Duration
-	ctx  context.Context
-	used bool
+	// maxAdvice is the longest x-amz-retry-after advice a retry may
+	// follow (Policy.MaxRetryAfter; 0: retry.DefaultMaxRetryAfter);
+	// negative: advice is ignored.
+	maxAdvice time.Duration
+	// needsMiddleware: the Policy asks for what only the middleware
+	// gives (AttemptTimeout, MaxElapsed, a BudgetTracker's refunds).
+	needsMiddleware bool
 }
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
@@ -155,7 +185,15 @@ func NewRetryer(p *retry.Policy) *Retryer {
 	if p == nil {
 		p = awsretry.Rules{}.Policy()
 	}
-	r := &Retryer{p: p, clock: clock.Or(p.Clock), classify: p.Classify}
+	r := &Retryer{p: p, clock: clock.Or(p.Clock), classify: p.Classify, maxAdvice: p.MaxRetryAfter}
+	if r.maxAdvice == 0 {
+		r.maxAdvice = retry.DefaultMaxRetryAfter
+	}
+	_, tracks := p.Budget.(retry.BudgetTracker)
+	if _, nested := p.NestedBudget.(retry.BudgetTracker); nested && p.Nested == retry.NestedBudget {
+		tracks = true
+	}
+	r.needsMiddleware = p.AttemptTimeout > 0 || p.MaxElapsed > 0 || tracks
 	if r.classify == nil {
 		r.classify = awsretry.IsRetryable
 	}
@@ -178,7 +216,13 @@ func NewRetryer(p *retry.Policy) *Retryer {
 //	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(awssdk.Provider(policy)))
 //
 // so that every client made from the aws.Config shares p's Budget,
-// Breaker, Limiter and Observer.
+// Breaker, Limiter and Observer. Provider alone does not put the
+// Retryer's middleware in the clients' stacks (aws.Config.Retryer is
+// asked for a retryer only; nothing in the SDK lets a retryer add
+// middleware): use LoadOptions, which does both, or add
+// Retryer.AddMiddleware to the config's APIOptions. See Retryer for what
+// a Retryer without its middleware cannot do, and ErrMiddlewareMissing
+// for the Policies it refuses.
 func Provider(p *retry.Policy) func() aws.Retryer {
 	r := NewRetryer(p)
 	return func() aws.Retryer { return r }
@@ -196,6 +240,7 @@ func (r *Retryer) MaxAttempts() int {
 // Classify, or awsretry.IsRetryable when it has none. The SDK asks it
 // after the attempt's tokens were released.
 func (r *Retryer) IsErrorRetryable(err error) bool {
+	err = sdkError(err)
 	if err == nil || retry.IsPermanent(err) {
 		return false
 	}
@@ -206,27 +251,62 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // (1 for the first attempt) after the failure err, by the Policy's
 // Backoff, and tells the Observer (RetryScheduled). The SDK adds the
 // x-amz-retry-after advice to it (see Retryer). With the Retryer's
-// middleware the wait is the one GetRetryToken computed (and checked
-// against MaxElapsed), and RetryScheduled gets the operation's context
-// (the caller's span); without it, context.Background().
+// middleware the wait is the one GetRetryToken computed for this very
+// attempt (and checked against MaxElapsed and the deadline), found
+// through the attempt's error, and RetryScheduled gets the operation's
+// context (the caller's span); without it, context.Background().
+//
+// RetryDelay also makes the x-amz-retry-after header of err's response
+// say what the Retryer applies, for the SDK, which reads it next (see
+// Retryer): removed when Policy.MaxRetryAfter is negative, rewritten in
+// whole milliseconds when the SDK would read it otherwise than
+// awsretry.RetryAfter does.
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
-	d, ctx, ok := r.takeDelay(err)
-	if !ok {
-		d, ctx = max(r.backoff(attempt, err), 0), context.Background()
+	ae := attemptErrorOf(err)
+	serr := sdkError(err)
+	var op *operation
+	if ae != nil {
+		op = ae.op
 	}
+	var d time.Duration
+	var ctx context.Context
+	if ae != nil && ae.kept {
+		d, ctx = ae.delay, ae.ctx
+		ae.kept, ae.ctx = false, nil
+	} else {
+		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
+		if op != nil {
+			ctx = op.ctx
+		}
+	}
+	r.fitHeader(op, serr)
 	if o := r.p.Observer; o != nil {
-		wait, advised := sdkWait(d, err)
+		wait, advised := r.sdkWait(d, serr)
 		o.RetryScheduled(ctx, retry.RetryScheduled{
-			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: err,
+			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: serr,
 		})
 	}
 	return d, nil
 }
 
+// advice returns the x-amz-retry-after advice of err's response, read as
+// awsretry.RetryAfter reads it (a huge value is 24 h); none when
+// Policy.MaxRetryAfter is negative.
+func (r *Retryer) advice(err error) (time.Duration, bool) {
+	if r.maxAdvice < 0 {
+		return 0, false
+	}
+	h := responseHeader(err)
+	if h == nil {
+		return 0, false
+	}
+	return awsretry.RetryAfter(headerReporter(h))
+}
+
 // sdkWait returns the wait the SDK sleeps after RetryDelay returned d for
-// err: an x-amz-retry-after advice clamped to [d, d + 5 s], or d.
-func sdkWait(d time.Duration, err error) (time.Duration, bool) {
-	advice, ok := awsretry.RetryAfter(headerOf{err})
+// err: the advice clamped to [d, d + 5 s], or d.
+func (r *Retryer) sdkWait(d time.Duration, err error) (time.Duration, bool) {
+	advice, ok := r.advice(err)
 	if !ok {
 		return d, false
 	}
@@ -237,33 +317,126 @@ func sdkWait(d time.Duration, err error) (time.Duration, bool) {
 	return min(max(advice, d), most), true
 }
 
-// headerOf reports the header of the SDK's HTTP response error in err's
-// chain, as a retry.HeaderReporter, for sdkWait alone.
-type headerOf struct{ err error }
-
-func (h headerOf) Error() string { return h.err.Error() }
-
-func (h headerOf) ResponseHeader(name string) string {
-	var re *smithyhttp.ResponseError
-	if !errors.As(h.err, &re) || re.Response == nil || re.Response.Response == nil {
-		return ""
+// sdkAdvice reads an x-amz-retry-after value exactly as the SDK's Retry
+// middleware does (aws/retry adjustForRetryAfterHeader): a decimal int64
+// of milliseconds >= 0, multiplied without an overflow check.
+func sdkAdvice(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
 	}
-	return re.Response.Header.Get(name)
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// fitHeader rewrites the x-amz-retry-after header of err's response so
+// that the SDK, which reads it after RetryDelay, applies the advice the
+// Retryer reads (advice): none when Policy.MaxRetryAfter is negative (the
+// header is removed), and a huge value (beyond int64, which the SDK
+// ignores, or beyond the largest Duration, which it wraps around) as
+// awsretry.RetryAfter clamps it. With the middleware (op not nil) the
+// operation puts the original values back when it ends.
+func (r *Retryer) fitHeader(op *operation, err error) {
+	h := responseHeader(err)
+	if h == nil {
+		return
+	}
+	vals, present := h[retryAfterKey]
+	if !present {
+		return
+	}
+	want, ok := r.advice(err)
+	got, sdkOK := sdkAdvice(h.Get(retryAfterKey))
+	if ok == sdkOK && want == got {
+		return
+	}
+	if op != nil {
+		if op.saved == nil {
+			op.saved = new([]savedHeader)
+		}
+		*op.saved = append(*op.saved, savedHeader{h: h, vals: vals})
+	}
+	if !ok {
+		delete(h, retryAfterKey)
+		return
+	}
+	h[retryAfterKey] = []string{strconv.FormatInt(int64(want/time.Millisecond), 10)}
+}
+
+// retryAfterKey is awsretry.RetryAfterHeader in canonical form.
+var retryAfterKey = http.CanonicalHeaderKey(awsretry.RetryAfterHeader)
+
+// savedHeader is a response header's x-amz-retry-after before fitHeader.
+type savedHeader struct {
+	h    http.Header
+	vals []string
+}
+
+// responseErrorAs is errors.As for a *smithyhttp.ResponseError (apart,
+// so that its target's allocation is made on this path alone).
+func responseErrorAs(err error) *smithyhttp.ResponseError {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re
+	}
+	return nil
+}
+
+// headerReporter is a response's header as a retry.HeaderReporter, for
+// awsretry.RetryAfter alone (a map: an interface holds it without
+// allocating).
+type headerReporter http.Header
+
+func (headerReporter) Error() string { return "awssdk: response header" }
+
+func (h headerReporter) ResponseHeader(name string) string { return http.Header(h).Get(name) }
+
+// responseHeader returns the header of the SDK's HTTP response error in
+// err's chain (the one the SDK's Retry middleware reads x-amz-retry-after
+// from), or nil. It walks the usual chains without allocating and falls
+// back on errors.As for an error that answers As itself.
+func responseHeader(err error) http.Header {
+	var re *smithyhttp.ResponseError
+	for e := err; e != nil && re == nil; {
+		switch x := e.(type) {
+		case *smithyhttp.ResponseError:
+			re = x
+			continue
+		case *awshttp.ResponseError:
+			re = x.ResponseError
+			continue
+		case interface{ As(any) bool }, interface{ Unwrap() []error }:
+			if re = responseErrorAs(err); re == nil {
+				return nil
+			}
+			continue
+		}
+		e = errors.Unwrap(e)
+	}
+	if re == nil || re.Response == nil || re.Response.Response == nil {
+		return nil
+	}
+	return re.Response.Header
 }
 
 // GetRetryToken asks the Policy for one retry after the failure opErr:
 // the Breaker must be ready (else its error is returned); the layer rule
-// must allow it (Policy.Nested; else ErrNestedRetry); with the Retryer's
-// middleware, the wait before it and then Policy.MinAttemptTime must end
-// before start+MaxElapsed and the caller's deadline (else ErrElapsed or
-// ErrDeadlineTooClose); then the Budget (the NestedBudget for a call the layer
-// rule governs with NestedBudget) must grant it (else
-// ErrBudgetExhausted). The returned release records the retry's result
-// with the Budget once it has run; with the middleware, a
+// must allow it (Policy.Nested; else ErrNestedRetry); an x-amz-retry-after
+// advice must not exceed Policy.MaxRetryAfter (else ErrAdviceExceedsCap);
+// with the Retryer's middleware, the wait before it and then
+// Policy.MinAttemptTime must end before start+MaxElapsed and the caller's
+// deadline (else ErrElapsed or ErrDeadlineTooClose); then the Budget (the
+// NestedBudget for a call the layer rule governs with NestedBudget) must
+// grant it (else ErrBudgetExhausted). The returned release records the
+// retry's result with the Budget once it has run; with the middleware, a
 // retry.BudgetTracker's grant whose release the SDK never calls is
 // refunded when the operation ends.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
+	ae := attemptErrorOf(opErr)
+	opErr = sdkError(opErr)
 	if b := r.p.Breaker; b != nil {
 		if err := b.Ready(); err != nil {
 			op.stop(retry.ReasonBreaker)
@@ -274,9 +447,15 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		op.stop(retry.ReasonNested)
 		return nil, ErrNestedRetry
 	}
+	if advice, ok := r.advice(opErr); ok && advice > r.maxAdvice {
+		// Coming back at the cap would be sooner than the server asked.
+		op.stop(retry.ReasonAdvice)
+		return nil, ErrAdviceExceedsCap
+	}
 	// With the middleware (which numbers the attempts), the wait is
 	// computed here, to check it against MaxElapsed and the caller's
-	// deadline, and kept, with ctx for RetryScheduled, for RetryDelay.
+	// deadline, and kept in the attempt's error, with ctx for
+	// RetryScheduled, for RetryDelay.
 	var d time.Duration
 	if op != nil {
 		d = max(r.backoff(op.attempts, opErr), 0)
@@ -293,13 +472,13 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		record = func(err error) { b.RecordPriced(err, price) }
+		record = func(err error) { b.RecordPriced(sdkError(err), price) }
 	default:
 		if !b.Withdraw(opErr) {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		record = func(err error) { b.Record(true, err) }
+		record = func(err error) { b.Record(true, sdkError(err)) }
 		if bt, tracks := b.(retry.BudgetTracker); tracks && op != nil {
 			// The SDK drops the release when the retry does not run (a
 			// refused attempt token, a done context, a cancelled
@@ -307,12 +486,12 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.pendingRetry = bt
 			record = func(err error) {
 				op.pendingRetry = nil // an operation has one grant outstanding at most
-				b.Record(true, err)
+				b.Record(true, sdkError(err))
 			}
 		}
 	}
-	if op != nil {
-		r.putDelay(opErr, d, ctx)
+	if op != nil && ae != nil && ae.op == op {
+		ae.kept, ae.delay, ae.ctx = true, d, ctx
 	}
 	if record == nil {
 		return nopRelease, nil
@@ -344,7 +523,7 @@ func (r *Retryer) waitFits(ctx context.Context, op *operation, d time.Duration, 
 	if !hasDL && r.p.MaxElapsed <= 0 {
 		return nil
 	}
-	wait, _ := sdkWait(d, opErr)
+	wait, _ := r.sdkWait(d, opErr)
 	span := wait + max(r.p.MinAttemptTime, 0)
 	if span < wait {
 		span = math.MaxInt64
@@ -372,53 +551,6 @@ func (r *Retryer) budgetFor(ctx context.Context) retry.Budget {
 	return r.p.Budget
 }
 
-// putDelay keeps d, the wait GetRetryToken computed after err, and the
-// operation's context, for RetryDelay.
-func (r *Retryer) putDelay(err error, d time.Duration, ctx context.Context) {
-	if !canCompare(err) {
-		return
-	}
-	r.delaysMu.Lock()
-	r.delays[r.delayAt] = pendingDelay{err: err, d: d, ctx: ctx}
-	r.delayAt = (r.delayAt + 1) % pendingDelays
-	r.delaysMu.Unlock()
-}
-
-// takeDelay returns the wait and context GetRetryToken kept for err, if
-// any.
-func (r *Retryer) takeDelay(err error) (d time.Duration, ctx context.Context, ok bool) {
-	if !canCompare(err) {
-		return 0, nil, false
-	}
-	r.delaysMu.Lock()
-	defer r.delaysMu.Unlock()
-	for i := range r.delays {
-		p := &r.delays[i]
-		if !p.used && p.err != nil && same(p.err, err) {
-			d, ctx = p.d, p.ctx
-			*p = pendingDelay{used: true}
-			return d, ctx, true
-		}
-	}
-	return 0, nil, false
-}
-
-// canCompare reports whether err's dynamic type can be compared with ==.
-func canCompare(err error) bool {
-	return err != nil && reflect.TypeOf(err).Comparable()
-}
-
-// same reports whether a and b are the same error value; false when ==
-// panics (a comparable struct holding an uncomparable value).
-func same(a, b error) (eq bool) {
-	defer func() {
-		if recover() != nil {
-			eq = false
-		}
-	}()
-	return a == b
-}
-
 // GetInitialToken returns a release that does nothing: the SDK calls
 // GetAttemptToken of an aws.RetryerV2 instead.
 func (r *Retryer) GetInitialToken() func(error) error { return nopRelease }
@@ -428,13 +560,13 @@ func nopRelease(error) error { return nil }
 // GetAttemptToken admits one attempt: the Policy's Limiter, then its
 // Breaker; a refusal returns the refusal's error, and the SDK fails the
 // operation with it. Without the Retryer's middleware in the stack, a
-// Policy with AttemptTimeout or MaxElapsed refuses every attempt with
-// ErrMiddlewareMissing. The returned release reports the attempt's result
+// Policy with AttemptTimeout or MaxElapsed, or with a retry.BudgetTracker
+// budget, refuses every attempt with ErrMiddlewareMissing. The returned release reports the attempt's result
 // to the Limiter, the Breaker, the Budget (for a first attempt) and the
 // Observer.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
 	op := operationOf(ctx)
-	if op == nil && (r.p.AttemptTimeout > 0 || r.p.MaxElapsed > 0) {
+	if op == nil && r.needsMiddleware {
 		return nil, ErrMiddlewareMissing
 	}
 	a := &attempt{r: r, op: op, budget: r.budgetFor(ctx)}
@@ -521,7 +653,7 @@ type attempt struct {
 // release is the attempt token's release: the SDK calls it once, with
 // the attempt's error (nil on success).
 func (a *attempt) release(err error) error {
-	a.once.Do(func() { a.report(err) })
+	a.once.Do(func() { a.report(sdkError(err)) })
 	return nil
 }
 

@@ -42,6 +42,7 @@ type reply struct {
 	status     int
 	errType    string // the DynamoDB error type, "" for a success
 	retryAfter string // x-amz-retry-after, "" for none
+	skewed     bool   // a Date header an hour ahead (clock skew)
 }
 
 var (
@@ -75,6 +76,9 @@ func newEndpoint(t *testing.T) *endpoint {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		if rep.retryAfter != "" {
 			w.Header().Set("x-amz-retry-after", rep.retryAfter)
+		}
+		if rep.skewed {
+			w.Header().Set("Date", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
 		}
 		body := `{}`
 		if rep.errType != "" {
@@ -194,7 +198,10 @@ func script() []step {
 			[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, nil, 480},
 		{"a 500 then success", []reply{internal, ok200}, 2, false, []time.Duration{25 * ms}, nil, 480},
 		{"x-amz-retry-after raises the wait", []reply{advised(internal, "1500"), ok200}, 2, false, []time.Duration{25 * ms}, []time.Duration{1500 * ms}, 480},
-		{"x-amz-retry-after is clamped to the backoff + 5 s", []reply{advised(throttling, "60000"), ok200}, 2, false, []time.Duration{time.Second}, []time.Duration{6 * time.Second}, 480},
+		// Within Policy.MaxRetryAfter (30 s): an advice beyond it is not
+		// retried (TestRetryAfterBeyondMaxRetryAfterStops), where the SDK
+		// comes back after the backoff + 5 s.
+		{"x-amz-retry-after is clamped to the backoff + 5 s", []reply{advised(throttling, "20000"), ok200}, 2, false, []time.Duration{time.Second}, []time.Duration{6 * time.Second}, 480},
 		{"x-amz-retry-after below the backoff is ignored", []reply{internal, advised(internal, "1"), ok200}, 3, false, []time.Duration{25 * ms, 50 * ms}, nil, 466},
 		{"a first attempt that succeeds pays in", []reply{ok200}, 1, false, nil, nil, 467},
 	}
