@@ -352,13 +352,13 @@ func (r *Ratio) Record(retry bool, err error) {
 	if r == nil {
 		return
 	}
-	c := r.cells.Local()
 	if err != nil || retry {
-		r.record(c, retry, err, r.p.retryCost)
+		r.record(r.cells.Local(), retry, err, r.p.retryCost)
 		return
 	}
 	// A successful first attempt, the common case, without a call: into a
 	// full bucket it only reads the balance.
+	c := r.cells.Local()
 	c.firstOK.Add(1)
 	if t := r.tokens.Load(); t != r.p.max {
 		r.add(c, r.p.refill)
