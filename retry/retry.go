@@ -45,18 +45,15 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	// Only a breaker or a budget to tell (inlineFirst: no NestedBudget or
 	// Limiter, so only they can be groups): the first attempt inline,
 	// with a guard of its own, handing over to the Call only when it
-	// fails. One type switch finds both whether the budget is a group and
+	// fails. One look finds both whether the budget is a group and
 	// whether it is a tracker. A refusal by the breaker, the cost of every
 	// call during an outage, returns before anything is set up.
-	if _, ok := p.Breaker.(BreakerGroup); ok {
+	if breakerIsGroup(&p.Breaker) { // kinds.go
 		return runGroups(ctx, p, op) // member.go
 	}
-	var tracker BudgetTracker
-	switch b := p.Budget.(type) {
-	case BudgetGroup:
+	group, tracker := budgetKind(&p.Budget)
+	if group {
 		return runGroups(ctx, p, op)
-	case BudgetTracker:
-		tracker = b
 	}
 	var done func(error)
 	if p.Breaker != nil {
@@ -154,16 +151,20 @@ func firstPanicked(ctx context.Context, p *Policy, done func(error), r any) {
 func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), v T, err error) (T, error) {
 	var c Call
 	var a Attempt
-	// inOp is set while an attempt of the Call runs: the deferred function
-	// does work only when op did not return.
-	inOp := false
+	// at is the step of the Call under way: the deferred function does
+	// work only when op, or Next and Wait (called here without guards of
+	// their own), did not return.
+	at := guardIdle
 	defer func() {
-		if inOp {
+		switch at {
+		case guardOp:
 			r := recover()
 			c.Panic(&a, r)
 			if r != nil { // nil: runtime.Goexit, which goes on by itself
 				panic(r)
 			}
+		case guardNext:
+			c.nextPanic(recover()) // as Next's and Wait's guards would
 		}
 	}()
 	c.setup(ctx, p) // p has no groups: run resolved them
@@ -176,19 +177,30 @@ func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T,
 			if gerr := c.begin(&a); gerr != nil {
 				return v, gerr
 			}
-			inOp = true
+			at = guardOp
 			v, err = op(a.Context)
-			inOp = false
+			at = guardIdle
 			if err = c.End(&a, err); err == nil {
 				c.Succeed()
 				return v, nil
 			}
 		}
 		firstDone = false
-		d, gerr := c.Next(err)
+		at = guardNext
+		d, gerr := c.next(err)
+		if gerr == nil && d > 0 {
+			c.wait(d)
+		}
+		at = guardIdle
 		if gerr != nil {
 			return v, gerr
 		}
-		c.Wait(d)
 	}
 }
+
+// The steps of guarded's Call that its deferred function guards.
+const (
+	guardIdle = iota
+	guardOp   // the attempt's op
+	guardNext // Next and Wait
+)
