@@ -82,10 +82,12 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 // runtime.Goexit) is reported as a failed attempt, to the breaker unless
 // it heard the attempt end and to the budget, before the panic goes on.
 func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), done func(error), tracker BudgetTracker) (v T, err error) {
-	armed := true
+	// g is p until the budget is to hear the attempt's end, and nil
+	// from then on: the guard has nothing left to report.
+	g := p
 	defer func() {
-		if armed {
-			firstPanicked(ctx, p, done, recover())
+		if g != nil {
+			firstPanicked(ctx, g, done, recover())
 		}
 	}()
 	if tracker != nil {
@@ -96,15 +98,15 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		done = nil // told: the guard does not tell it again
 		d(err)
 	}
-	if p.Budget != nil {
+	if b := p.Budget; b != nil {
 		berr := err
 		if err != nil {
 			berr = budgetErr(ctx, p, err) // Classify, which may panic
 		}
-		armed = false
-		p.Budget.Record(false, berr)
+		g = nil
+		b.Record(false, berr)
 	}
-	armed = false
+	g = nil
 	if err == nil {
 		return v, nil
 	}
