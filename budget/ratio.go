@@ -353,7 +353,7 @@ func (r *Ratio) Record(retry bool, err error) {
 		return
 	}
 	if err != nil || retry {
-		r.record(r.cells.Local(), retry, err, r.p.retryCost)
+		r.recordOther(retry, err)
 		return
 	}
 	// A successful first attempt, the common case, without a call: into a
@@ -363,6 +363,11 @@ func (r *Ratio) Record(retry bool, err error) {
 	if t := r.tokens.Load(); t != r.p.max {
 		r.add(c, r.p.refill)
 	}
+}
+
+// recordOther is Record for a failure or a retry.
+func (r *Ratio) recordOther(retry bool, err error) {
+	r.record(r.cells.Local(), retry, err, r.p.retryCost)
 }
 
 // RecordPriced takes the result of a retry attempt whose grant
