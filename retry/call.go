@@ -420,16 +420,24 @@ func (c *Call) Panic(a *Attempt, v any) {
 
 // endPanic ends the call after a panic: a granted retry is refunded and
 // the Observer, unless it heard the call end already, hears it end with
-// ReasonPanic (with Duration 0 when the Clock panics too). A panic of
-// theirs is dropped: the first one goes on.
+// ReasonPanic (with Duration 0 when the Clock panics too), even when a
+// budget's Refund panics. A panic of theirs is dropped: the first one goes
+// on.
 func (c *Call) endPanic() {
 	defer func() { _ = recover() }()
-	c.refund()
+	c.refundSafely()
 	if c.obs != nil && !c.over {
 		d := c.sinceStart()
 		c.over = true
 		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: c.n, Reason: ReasonPanic, Err: c.failure(c.n, ReasonPanic, ErrPanicked), Duration: d})
 	}
+}
+
+// refundSafely is refund, dropping a panic of a budget's Refund: it runs
+// while another panic, which goes on, is being handled.
+func (c *Call) refundSafely() {
+	defer func() { _ = recover() }()
+	c.refund()
 }
 
 // sinceStart is the call's duration on its Clock, or 0 when the Clock
@@ -589,14 +597,17 @@ func (c *Call) Abandon() error {
 
 // refund returns a granted, unstarted retry to the budget and to the
 // NestedBudget that granted it, when they are BudgetTrackers.
+// Each grant is given back once: the flags are cleared first, and the
+// NestedBudget hears its Refund even when the budget's panics.
 func (c *Call) refund() {
-	if c.withdrawn && c.tracker != nil {
+	w, nw := c.withdrawn, c.nwithdrawn
+	c.withdrawn, c.nwithdrawn = false, false
+	if nw && c.ntrack != nil {
+		defer c.ntrack.Refund()
+	}
+	if w && c.tracker != nil {
 		c.tracker.Refund()
 	}
-	if c.nwithdrawn && c.ntrack != nil {
-		c.ntrack.Refund()
-	}
-	c.withdrawn, c.nwithdrawn = false, false
 }
 
 // giveUp ends the call after attempts attempts, for reason, and returns

@@ -211,3 +211,46 @@ func TestCallStartClockPanicKeepsStartsAndEndsPaired(t *testing.T) {
 		})
 	}
 }
+
+// refundPanicBudget is a Concurrency budget whose Refund panics after
+// giving the retry back.
+type refundPanicBudget struct{ *budget.Concurrency }
+
+func (b refundPanicBudget) Refund() {
+	b.Concurrency.Refund()
+	panic("refund")
+}
+
+// TestPanicCleanupSurvivesPanickingRefund: while a call ends after a
+// panic (here the Clock's, in Wait), the budget's Refund panics too. The
+// NestedBudget must still get its grant back, the Observer must still
+// hear the call end with ReasonPanic, and the first panic (the Clock's)
+// must be the one that goes on.
+func TestPanicCleanupSurvivesPanickingRefund(t *testing.T) {
+	ctx := retry.WithInbound(context.Background(), retry.Inbound{Attempt: 1, Retries: true})
+	clk := &panicClock{at: "NewTimer"}
+	b := budget.NewConcurrency(budget.ConcurrencyConfig{Ratio: -1, MinConcurrency: 1})
+	nb := budget.NewConcurrency(budget.ConcurrencyConfig{Ratio: -1, MinConcurrency: 1})
+	obs := &callEnds{}
+	p := &retry.Policy{
+		MaxAttempts: 3, Backoff: backoff.Constant{Interval: time.Millisecond},
+		Budget: refundPanicBudget{b}, Nested: retry.NestedBudget, NestedBudget: nb,
+		Observer: obs, Clock: clk,
+	}
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_, _ = retry.Do(ctx, p, func(context.Context) (int, error) { clk.arm(); return 0, errFlaky })
+	}()
+	if got != "clock NewTimer" {
+		t.Fatalf("recovered %v, want the clock's panic", got)
+	}
+	for name, cb := range map[string]*budget.Concurrency{"budget": b, "nested budget": nb} {
+		if req, ret := cb.Active(); req != 0 || ret != 0 {
+			t.Errorf("%s counts %d attempts and %d retries active after the panic, want 0 and 0", name, req, ret)
+		}
+	}
+	if len(obs.reasons) != 1 || obs.reasons[0] != retry.ReasonPanic {
+		t.Errorf("Observer heard the call end with %v, want once with ReasonPanic", obs.reasons)
+	}
+}
