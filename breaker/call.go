@@ -27,13 +27,28 @@ import (
 
 // bindDone gives the closed epoch e its shared done function, unless calls
 // need to be timed.
+//
+// It is kept out of line: the compiler does not inline the calls in a
+// closure made by an inlined copy of its function (Go 1.26), and the
+// closure's atomic operations must be inlined.
+//
+//go:noinline
 func (b *Breaker) bindDone(e *epoch) {
 	switch {
 	case b.s.slowDur > 0:
 	case b.s.mode == tripConsecutive:
 		e.done = func(err error) {
 			if err == nil {
-				b.recordConsecutive(e, outSuccess)
+				// A success of the current generation, written out: one
+				// increment of the goroutine's stripe, and, while no run
+				// of failures is under way (the streak is 0), one load.
+				if b.cur.Load() != e {
+					return // a result from an earlier generation
+				}
+				b.stripes.Local().successes.Add(1)
+				if b.streak.Load()&streakMask != 0 {
+					b.endStreak(e)
+				}
 				return
 			}
 			b.record(e, time.Time{}, false, err)
@@ -171,19 +186,8 @@ func (b *Breaker) recordConsecutive(e *epoch, o outcome) {
 	tag := genTag(e.gen) << 32
 	if !o.failed() {
 		st.successes.Add(1)
-		// End the run of failures. A failure that changes the streak
-		// between the load and the compare-and-swap must not make the
-		// success vanish: try again until the streak is 0 or the
-		// generation changed.
-		for {
-			w := b.streak.Load()
-			if w&streakMask == 0 || w&^streakMask != tag {
-				return
-			}
-			if b.streak.CompareAndSwap(w, tag) {
-				return
-			}
-		}
+		b.endStreak(e)
+		return
 	}
 	st.failures.Add(1)
 	b.succAtFail.Store(sumStripes(&b.stripes).successes)
@@ -197,6 +201,23 @@ func (b *Breaker) recordConsecutive(e *epoch, o outcome) {
 			if n >= b.s.consecutive {
 				b.trip(e)
 			}
+			return
+		}
+	}
+}
+
+// endStreak ends the run of failures of the closed epoch e, for a success
+// just counted. A failure that changes the streak between the load and the
+// compare-and-swap must not make the success vanish: it tries again until
+// the streak is 0 or the generation changed.
+func (b *Breaker) endStreak(e *epoch) {
+	tag := genTag(e.gen) << 32
+	for {
+		w := b.streak.Load()
+		if w&streakMask == 0 || w&^streakMask != tag {
+			return
+		}
+		if b.streak.CompareAndSwap(w, tag) {
 			return
 		}
 	}

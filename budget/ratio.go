@@ -352,17 +352,22 @@ func (r *Ratio) Record(retry bool, err error) {
 	if r == nil {
 		return
 	}
-	c := r.cells.Local()
 	if err != nil || retry {
-		r.record(c, retry, err, r.p.retryCost)
+		r.recordOther(retry, err)
 		return
 	}
 	// A successful first attempt, the common case, without a call: into a
 	// full bucket it only reads the balance.
+	c := r.cells.Local()
 	c.firstOK.Add(1)
 	if t := r.tokens.Load(); t != r.p.max {
 		r.add(c, r.p.refill)
 	}
+}
+
+// recordOther is Record for a failure or a retry.
+func (r *Ratio) recordOther(retry bool, err error) {
+	r.record(r.cells.Local(), retry, err, r.p.retryCost)
 }
 
 // RecordPriced takes the result of a retry attempt whose grant

@@ -110,6 +110,10 @@ func (c *Call) init(ctx context.Context, p *Policy) {
 // setup is init for a Policy (not nil) without groups.
 func (c *Call) setup(ctx context.Context, p *Policy) {
 	c.ctx, c.p, c.clk, c.obs = ctx, p, clock.Or(p.Clock), p.Observer
+	c.start = time.Time{}
+	if c.obs != nil || p.MaxElapsed > 0 {
+		c.start = c.clk.Now() // before CallStart: a Clock that panics leaves no call begun
+	}
 	if cs, ok := c.obs.(CallStarter); ok {
 		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
 	}
@@ -119,10 +123,6 @@ func (c *Call) setup(ctx context.Context, p *Policy) {
 	}
 	if p.NestedBudget != nil && p.Nested == NestedBudget {
 		c.ntrack, _ = p.NestedBudget.(BudgetTracker)
-	}
-	c.start = time.Time{}
-	if c.obs != nil || p.MaxElapsed > 0 {
-		c.start = c.clk.Now()
 	}
 }
 
@@ -420,11 +420,31 @@ func (c *Call) Panic(a *Attempt, v any) {
 
 // endPanic ends the call after a panic: a granted retry is refunded and
 // the Observer, unless it heard the call end already, hears it end with
-// ReasonPanic. A panic of theirs is dropped: the first one goes on.
+// ReasonPanic (with Duration 0 when the Clock panics too), even when a
+// budget's Refund panics. A panic of theirs is dropped: the first one goes
+// on.
 func (c *Call) endPanic() {
 	defer func() { _ = recover() }()
+	c.refundSafely()
+	if c.obs != nil && !c.over {
+		d := c.sinceStart()
+		c.over = true
+		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: c.n, Reason: ReasonPanic, Err: c.failure(c.n, ReasonPanic, ErrPanicked), Duration: d})
+	}
+}
+
+// refundSafely is refund, dropping a panic of a budget's Refund: it runs
+// while another panic, which goes on, is being handled.
+func (c *Call) refundSafely() {
+	defer func() { _ = recover() }()
 	c.refund()
-	c.giveUp(c.n, ReasonPanic, ErrPanicked)
+}
+
+// sinceStart is the call's duration on its Clock, or 0 when the Clock
+// panics (its panic dropped: it happens while another goes on).
+func (c *Call) sinceStart() (d time.Duration) {
+	defer func() { _ = recover() }()
+	return c.clk.Since(c.start)
 }
 
 // Succeed ends the call with success, after End returned nil.
@@ -538,10 +558,27 @@ func (c *Call) next(err error) (time.Duration, error) {
 
 // Wait waits for d on the Policy's clock, returning early when the
 // caller's context ends (the next Begin then gives up).
+//
+// When the Clock panics (NewTimer, or the Timer's C or Stop), the call
+// ends as a panicking Next ends it: the retry Next granted is refunded to
+// the budget and the NestedBudget, the Observer hears the call end with
+// ReasonPanic, and the panic goes on.
 func (c *Call) Wait(d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	waited := false
+	defer func() {
+		if !waited {
+			c.nextPanic(recover())
+		}
+	}()
+	c.wait(d)
+	waited = true
+}
+
+// wait is Wait without its guard, for d > 0.
+func (c *Call) wait(d time.Duration) {
 	t := c.clk.NewTimer(d)
 	select {
 	case <-c.ctx.Done():
@@ -560,26 +597,40 @@ func (c *Call) Abandon() error {
 
 // refund returns a granted, unstarted retry to the budget and to the
 // NestedBudget that granted it, when they are BudgetTrackers.
+// Each grant is given back once: the flags are cleared first, and the
+// NestedBudget hears its Refund even when the budget's panics.
 func (c *Call) refund() {
-	if c.withdrawn && c.tracker != nil {
+	w, nw := c.withdrawn, c.nwithdrawn
+	c.withdrawn, c.nwithdrawn = false, false
+	if nw && c.ntrack != nil {
+		defer c.ntrack.Refund()
+	}
+	if w && c.tracker != nil {
 		c.tracker.Refund()
 	}
-	if c.nwithdrawn && c.ntrack != nil {
-		c.ntrack.Refund()
-	}
-	c.withdrawn, c.nwithdrawn = false, false
 }
 
+// giveUp ends the call after attempts attempts, for reason, and returns
+// its *Error (see failure). The Observer hears the call end unless it has
+// already: a Clock that panics meanwhile leaves that to endPanic.
 func (c *Call) giveUp(attempts int, reason Reason, sentinel error) error {
+	err := c.failure(attempts, reason, sentinel)
+	if c.obs != nil && !c.over {
+		d := c.clk.Since(c.start)
+		c.over = true
+		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: attempts, Reason: reason, Err: err, Duration: d})
+	}
+	return err
+}
+
+// failure is the *Error of a call given up after attempts attempts, for
+// reason, with sentinel.
+func (c *Call) failure(attempts int, reason Reason, sentinel error) *Error {
 	err := &Error{Attempts: attempts, Reason: sentinel, Last: c.last}
 	if reason == ReasonContext {
 		if cause := context.Cause(c.ctx); cause != sentinel {
 			err.Cause = cause
 		}
-	}
-	if c.obs != nil && !c.over {
-		c.over = true
-		c.obs.CallEnd(c.ctx, CallEnd{Operation: c.p.Operation, Attempts: attempts, Reason: reason, Err: err, Duration: c.clk.Since(c.start)})
 	}
 	return err
 }

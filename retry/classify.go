@@ -44,14 +44,38 @@ type scanned struct {
 // of its errors (up to the first Permanent mark, which nothing outranks)
 // and the first advice (After) it carries, as RetryAfter finds it.
 func scanChain(err error) (s scanned) {
-	walk(err, func(e error) bool {
-		s.f |= flagsOf(e)
-		if a, ok := e.(*afterError); ok && !s.hasAdv {
-			s.adv, s.hasAdv = a.d, true
+	// walk's loop, written out for a chain of single wraps (the common
+	// case: no call of a visit function per error); a join goes on with
+	// walk.
+	for err != nil {
+		if s.scan(err) {
+			return s
 		}
-		return s.f&flagPermanent != 0
-	})
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walk(e, s.scan) {
+					return s
+				}
+			}
+			return s
+		default:
+			return s
+		}
+	}
 	return s
+}
+
+// scan adds what e says to s, and reports whether the scan is over (e is
+// marked Permanent, which nothing outranks).
+func (s *scanned) scan(e error) bool {
+	s.f |= flagsOf(e)
+	if a, ok := e.(*afterError); ok && !s.hasAdv {
+		s.adv, s.hasAdv = a.d, true
+	}
+	return s.f&flagPermanent != 0
 }
 
 // retryable is DefaultClassifier's verdict on a chain with flags f.
@@ -121,8 +145,6 @@ func isTimeoutMarker(e error) bool {
 	}
 	return e == ErrAttemptTimeout
 }
-
-func isCanceled(e error) bool { return e == context.Canceled }
 
 func isTransientNet(e error) bool {
 	switch x := e.(type) {

@@ -20,7 +20,7 @@ var (
 	ErrElapsed = errors.New("retry: time allowance exhausted")
 	// ErrAttemptTimeout marks an attempt cut short by Policy.AttemptTimeout.
 	// Such an attempt is retryable.
-	ErrAttemptTimeout = errors.New("retry: attempt timed out")
+	ErrAttemptTimeout error = &sentinelError{"retry: attempt timed out"}
 	// ErrAdviceExceedsCap: the server asked to wait (Retry-After, gRPC
 	// pushback) longer than Policy.MaxRetryAfter. Do stops rather than
 	// come back sooner than the server asked.
@@ -37,6 +37,14 @@ var (
 	// the budget, then lets the panic go on.
 	ErrPanicked = errors.New("retry: attempt panicked")
 )
+
+// sentinelError is the type of a sentinel that DefaultClassifier compares
+// every error of a chain with: of a type of its own, an error of another
+// type (errors.New's, say) differs from it by its type word alone, with no
+// call of the runtime's comparison.
+type sentinelError struct{ msg string }
+
+func (e *sentinelError) Error() string { return e.msg }
 
 type deadlineTooClose struct{}
 

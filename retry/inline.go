@@ -47,17 +47,14 @@ func BeginInline(ctx context.Context, p *Policy) (in Inline, ok bool, err error)
 		return in, false, nil
 	}
 	// HasGroups, for a Policy inlineFirst accepts (no NestedBudget or
-	// Limiter): one type switch tells whether the budget is a group and
-	// whether it is a tracker.
-	if _, is := p.Breaker.(BreakerGroup); is {
+	// Limiter): one look tells whether the budget is a group and whether
+	// it is a tracker.
+	if breakerIsGroup(&p.Breaker) { // kinds.go
 		return in, false, nil
 	}
-	var tracker BudgetTracker
-	switch b := p.Budget.(type) {
-	case BudgetGroup:
+	group, tracker := budgetKind(&p.Budget)
+	if group {
 		return in, false, nil
-	case BudgetTracker:
-		tracker = b
 	}
 	if in, err = beginInline(ctx, p, tracker); err != nil {
 		return in, false, err

@@ -45,18 +45,15 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	// Only a breaker or a budget to tell (inlineFirst: no NestedBudget or
 	// Limiter, so only they can be groups): the first attempt inline,
 	// with a guard of its own, handing over to the Call only when it
-	// fails. One type switch finds both whether the budget is a group and
+	// fails. One look finds both whether the budget is a group and
 	// whether it is a tracker. A refusal by the breaker, the cost of every
 	// call during an outage, returns before anything is set up.
-	if _, ok := p.Breaker.(BreakerGroup); ok {
+	if breakerIsGroup(&p.Breaker) { // kinds.go
 		return runGroups(ctx, p, op) // member.go
 	}
-	var tracker BudgetTracker
-	switch b := p.Budget.(type) {
-	case BudgetGroup:
+	group, tracker := budgetKind(&p.Budget)
+	if group {
 		return runGroups(ctx, p, op)
-	case BudgetTracker:
-		tracker = b
 	}
 	var done func(error)
 	if p.Breaker != nil {
@@ -72,11 +69,57 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 			return zero, refuseNew(ctx, p, refused)
 		}
 	}
-	v, err := first(ctx, p, op, done, tracker)
+	return first(ctx, p, op, done, tracker)
+}
+
+// first makes the first attempt of a call whose Policy has only a breaker
+// or a budget to tell (tracker is the budget, when it is a BudgetTracker),
+// with the steps of Call.begin and Call.End written out, and hands the
+// call to guarded when it fails: the breaker admitted it (done, nil
+// without a breaker), and the breaker and the budget hear how it ended.
+// An op, a breaker's done (a listener's panic re-raised), a
+// BudgetTracker's Start or a Classify that panics (or calls
+// runtime.Goexit) is reported as a failed attempt, to the breaker unless
+// it heard the attempt end and to the budget, before the panic goes on.
+func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), done func(error), tracker BudgetTracker) (v T, err error) {
+	// g is p until the budget is to hear the attempt's end, and nil
+	// from then on: the guard has nothing left to report.
+	g := p
+	defer func() {
+		if g != nil {
+			firstPanicked(ctx, g, done, recover())
+		}
+	}()
+	if tracker != nil {
+		tracker.Start(false)
+	}
+	v, err = op(ctx)
+	if d := done; d != nil {
+		done = nil // told: the guard does not tell it again
+		d(err)
+	}
+	if b := p.Budget; b != nil {
+		berr := err
+		if err != nil {
+			berr = budgetErr(ctx, p, err) // Classify, which may panic
+		}
+		g = nil
+		b.Record(false, berr)
+	}
+	g = nil
 	if err == nil {
 		return v, nil
 	}
 	return guarded(ctx, p, op, v, err)
+}
+
+// budgetErr is the error the budget hears for a first attempt of a call
+// under p (without groups) that failed with err, as Call.budgetErr gives
+// it.
+func budgetErr(ctx context.Context, p *Policy, err error) error {
+	var c Call
+	c.setup(ctx, p)
+	return c.budgetErr(err)
 }
 
 // runPlain is run for a Policy that needs more set up around its first
@@ -89,61 +132,13 @@ func runPlain[T any](ctx context.Context, p *Policy, op func(context.Context) (T
 	return guarded(ctx, p, op, zero, nil)
 }
 
-// first makes the first attempt of a call whose Policy has only a breaker
-// or a budget to tell (tracker is the budget, when it is a BudgetTracker) (the same steps as Call.begin and Call.End, and as
-// BeginInline, written out here so that they inline), and reports it to
-// both; done is the breaker's, which admitted the attempt (nil without a
-// breaker). An op that panics (or calls runtime.Goexit) is reported as a
-// failed attempt before the panic goes on.
-func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), done func(error), tracker BudgetTracker) (v T, err error) {
-	var g firstGuard
-	g.in.done = done
-	g.ctx, g.p = ctx, p
-	defer g.check()
-	if tracker != nil {
-		tracker.Start(false)
-	}
-	v, err = op(ctx)
-	if done := g.in.done; done != nil {
-		g.in.done = nil // told: check does not tell it again
-		done(err)
-	}
-	if p.Budget == nil {
-		g.p = nil // nothing left for check to do
-		return v, err
-	}
-	berr := err
-	if err != nil {
-		var c Call
-		c.setup(ctx, p)         // no groups: run checked
-		berr = c.budgetErr(err) // Classify, which may panic
-	}
-	g.p = nil
-	p.Budget.Record(false, berr)
-	return v, err
-}
-
-// firstGuard is what first's deferred check needs to report a panicking
-// first attempt; p is nil once the budget is to hear the attempt's end,
-// and in.done once the breaker heard it.
-type firstGuard struct {
-	ctx context.Context
-	p   *Policy
-	in  Inline
-}
-
-// check, deferred by first, reports the attempt as failed when op, the
-// breaker's done (a listener's panic re-raised) or Classify did not return
-// (a panic, or runtime.Goexit when recover gives nil), to the breaker
-// unless it heard the attempt end and to the budget, and lets the panic go
-// on.
-func (g *firstGuard) check() {
-	if g.p == nil {
-		return
-	}
-	r := recover()
+// firstPanicked reports run's first attempt, under p for ctx, as failed
+// when it did not return (r is what recover gave: nil for runtime.Goexit):
+// to the breaker through done unless it heard the attempt end (done nil),
+// and to the budget; then it lets the panic go on.
+func firstPanicked(ctx context.Context, p *Policy, done func(error), r any) {
 	var c Call
-	a := c.Adopt(g.ctx, g.p, g.in)
+	a := c.Adopt(ctx, p, Inline{done: done})
 	c.Panic(&a, r)
 	if r != nil {
 		panic(r)
@@ -158,16 +153,20 @@ func (g *firstGuard) check() {
 func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error), v T, err error) (T, error) {
 	var c Call
 	var a Attempt
-	// inOp is set while an attempt of the Call runs: the deferred function
-	// does work only when op did not return.
-	inOp := false
+	// at is the step of the Call under way: the deferred function does
+	// work only when op, or Next and Wait (called here without guards of
+	// their own), did not return.
+	at := guardIdle
 	defer func() {
-		if inOp {
+		switch at {
+		case guardOp:
 			r := recover()
 			c.Panic(&a, r)
 			if r != nil { // nil: runtime.Goexit, which goes on by itself
 				panic(r)
 			}
+		case guardNext:
+			c.nextPanic(recover()) // as Next's and Wait's guards would
 		}
 	}()
 	c.setup(ctx, p) // p has no groups: run resolved them
@@ -180,19 +179,30 @@ func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T,
 			if gerr := c.begin(&a); gerr != nil {
 				return v, gerr
 			}
-			inOp = true
+			at = guardOp
 			v, err = op(a.Context)
-			inOp = false
+			at = guardIdle
 			if err = c.End(&a, err); err == nil {
 				c.Succeed()
 				return v, nil
 			}
 		}
 		firstDone = false
-		d, gerr := c.Next(err)
+		at = guardNext
+		d, gerr := c.next(err)
+		if gerr == nil && d > 0 {
+			c.wait(d)
+		}
+		at = guardIdle
 		if gerr != nil {
 			return v, gerr
 		}
-		c.Wait(d)
 	}
 }
+
+// The steps of guarded's Call that its deferred function guards.
+const (
+	guardIdle = iota
+	guardOp   // the attempt's op
+	guardNext // Next and Wait
+)
