@@ -123,7 +123,16 @@ func WithTimeout(parent context.Context, c Clock, d time.Duration, cause error) 
 	if v.holder.Err() != nil { // the parent has ended already: end now, as context does
 		v.finish(nil, nil)
 	}
+	// A Clock whose AfterFunc panics: v, registered with the parent
+	// above, ends before the panic goes on, so nothing stays registered.
+	armed := false
+	defer func() {
+		if !armed {
+			v.finish(context.Canceled, context.Canceled)
+		}
+	}()
 	t := c.AfterFunc(d, func() { v.finish(context.DeadlineExceeded, cause) })
+	armed = true
 	return v, func() {
 		t.Stop()
 		v.finish(context.Canceled, context.Canceled)

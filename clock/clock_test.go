@@ -8,6 +8,7 @@ import (
 
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"go.uber.org/goleak"
 )
 
 var errMine = errors.New("mine")
@@ -81,4 +82,46 @@ func TestRealClock(t *testing.T) {
 	c.AfterFunc(0, func() { close(done) })
 	<-done
 	<-clock.After(c, 0)
+}
+
+// panicAfterFunc is a Clock whose AfterFunc panics.
+type panicAfterFunc struct{ clock.Clock }
+
+func (panicAfterFunc) AfterFunc(time.Duration, func()) clock.Timer { panic("AfterFunc") }
+
+// ownDone is a parent context of a type the context package does not
+// know, with a Done channel of its own: a child registers with it by a
+// goroutine that waits for the parent or the child to end.
+type ownDone struct {
+	context.Context
+	done chan struct{}
+}
+
+func (o ownDone) Done() <-chan struct{} { return o.done }
+func (o ownDone) Err() error {
+	select {
+	case <-o.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
+// A Clock whose AfterFunc panics in WithTimeout leaves nothing registered
+// with the parent: the context made so far is ended (here, the goroutine
+// the context package started to watch the parent for it ends), and the
+// panic goes on.
+func TestWithTimeoutAfterFuncPanicLeavesNothingOnTheParent(t *testing.T) {
+	opts := goleak.IgnoreCurrent()
+	parent := ownDone{Context: context.Background(), done: make(chan struct{})}
+	defer close(parent.done)
+	func() {
+		defer func() {
+			if r := recover(); r != "AfterFunc" {
+				t.Errorf("recovered %v, want the Clock's panic", r)
+			}
+		}()
+		clock.WithTimeout(parent, panicAfterFunc{clocktest.NewFake()}, time.Second, nil)
+	}()
+	goleak.VerifyNone(t, opts) // before the parent ends
 }
