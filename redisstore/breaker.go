@@ -39,6 +39,7 @@ type Breaker struct {
 
 	s     breakerSettings
 	clk   clock.Clock
+	gate  bool        // open periods end by a timer (the real clock): a refusal reads no clock
 	tc    *scriptTime // the time the scripts compare
 	l     *link
 	local atomic.Pointer[localBreaker] // replaced at every fallback
@@ -60,8 +61,9 @@ type Breaker struct {
 	randMu sync.Mutex
 	rnd    rand.Source // nil: the global generator
 
-	sem    chan struct{} // the right to call Redis (see acquire)
-	stMu   sync.Mutex    // serialises snapshot replacements
+	sem        chan struct{} // the right to call Redis (see acquire)
+	stMu       sync.Mutex    // serialises snapshot replacements, and guards pendingEnd and openEnd.t
+	pendingEnd *openEnd      // the end of a cached open period whose timer is to be started (gate)
 	cntMu  sync.Mutex
 	counts breaker.Counts // fleet-wide counts from the last exchange
 
@@ -75,8 +77,32 @@ type snapshot struct {
 	state  breaker.State
 	gen    uint64
 	until  time.Time   // Open: end of the open period
+	end    *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
 	full   bool        // HalfOpen: every fleet-wide probe permit is taken
 	done   func(error) // shared Closed without slow-call timing: the done of every call
+}
+
+// openEnd marks the end of one cached open period, for the snapshots that
+// hold it (a degraded copy of a shared snapshot shares its period). Until
+// due is set, Allow, Ready, Peek and State refuse without reading the
+// clock; once it is set they read the clock to see whether the period has
+// ended. On the real clock due is set by a timer at the period's end
+// (see Breaker.armEnd), or when a snapshot with another period replaces
+// the one holding it; on any other clock from the start, so that every
+// refusal reads the clock and a fake clock sees the same instants.
+type openEnd struct {
+	due   atomic.Bool
+	until time.Time
+	t     clock.Timer // the timer once started; guarded by Breaker.stMu
+}
+
+// openUntil reports whether the open period of the snapshot s (state
+// Open) has not ended yet, reading the clock only once its end is due.
+func (b *Breaker) openUntil(s *snapshot) bool {
+	if s.end != nil && !s.end.due.Load() {
+		return true
+	}
+	return b.clk.Now().Before(s.until)
 }
 
 var (
@@ -123,6 +149,7 @@ func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 		clk:          s.link.clk,
 		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
+		gate:         s.gate,
 		rnd:          backoff.Shared(rnd), // drawn under the lock the local breaker uses for the same source
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
@@ -161,6 +188,9 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	if s.done != nil { // shared, closed, untimed
 		return s.done, nil
 	}
+	if e := s.end; e != nil && !e.due.Load() { // open, on the real clock: no clock read
+		return nil, breaker.ErrOpen
+	}
 	return b.allowSlow(s)
 }
 
@@ -180,7 +210,7 @@ func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 	case breaker.Closed:
 		return b.admitTimed(s), nil
 	case breaker.Open:
-		if b.clk.Now().Before(s.until) {
+		if b.openUntil(s) {
 			return nil, breaker.ErrOpen
 		}
 	default:
@@ -196,7 +226,7 @@ func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 // the local breaker decides. The outcome is also counted for Redis, so
 // that the next exchange carries it.
 func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
-	if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+	if s.state == breaker.Open && b.openUntil(s) {
 		return nil, breaker.ErrOpen
 	}
 	done, err := b.local.Load().b.Allow()
@@ -331,14 +361,14 @@ func (b *Breaker) Ready() error {
 	}
 	s := b.snap.Load()
 	if !s.shared {
-		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+		if s.state == breaker.Open && b.openUntil(s) {
 			return breaker.ErrOpen
 		}
 		return b.local.Load().b.Ready()
 	}
 	switch s.state {
 	case breaker.Open:
-		if b.clk.Now().Before(s.until) {
+		if b.openUntil(s) {
 			return breaker.ErrOpen
 		}
 		if b.claiming.Load() {
@@ -361,14 +391,14 @@ func (b *Breaker) Peek() (st breaker.State, refusing bool) {
 	}
 	s := b.snap.Load()
 	if !s.shared {
-		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+		if s.state == breaker.Open && b.openUntil(s) {
 			return breaker.Open, true
 		}
 		return b.local.Load().b.Peek()
 	}
 	switch s.state {
 	case breaker.Open:
-		if b.clk.Now().Before(s.until) {
+		if b.openUntil(s) {
 			return breaker.Open, true
 		}
 		return breaker.HalfOpen, b.claiming.Load()
@@ -387,13 +417,12 @@ func (b *Breaker) State() breaker.State {
 		return breaker.Closed
 	}
 	s := b.snap.Load()
-	now := b.clk.Now()
 	switch {
-	case s.shared && s.state == breaker.Open && !now.Before(s.until):
+	case s.shared && s.state == breaker.Open && !b.openUntil(s):
 		return breaker.HalfOpen
 	case s.shared:
 		return s.state
-	case s.state == breaker.Open && now.Before(s.until):
+	case s.state == breaker.Open && b.openUntil(s):
 		return breaker.Open
 	}
 	return b.local.Load().b.State()
@@ -524,7 +553,7 @@ func (b *Breaker) effective() breaker.State {
 	switch {
 	case s.shared:
 		return s.state
-	case s.state == breaker.Open && b.clk.Now().Before(s.until):
+	case s.state == breaker.Open && b.openUntil(s):
 		return breaker.Open
 	}
 	return breaker.State(b.localState.Load())

@@ -98,6 +98,7 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 	defer func() {
 		if held { // the Clock, Rand or Scripter panicked
 			b.release()
+			b.armEnd() // an open period cached by a resent batch's reply
 		}
 	}()
 	var st sharedState
@@ -247,7 +248,8 @@ func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
 			b.l.reached()
 		}
 	}()
-	b.settle()
+	defer b.settle() // also when the Clock panics
+	b.armEnd()
 	return err
 }
 
@@ -285,15 +287,89 @@ func (b *Breaker) apply(st sharedState) {
 		return
 	}
 	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, full: full}
-	if st.st == breaker.Closed && b.s.slowDur == 0 {
+	switch {
+	case st.st == breaker.Open && cur.end != nil && cur.until.Equal(st.until):
+		n.end = cur.end // the same open period: its timer goes on
+	case st.st == breaker.Open:
+		n.end = b.newEnd(st.until)
+	case st.st == breaker.Closed && b.s.slowDur == 0:
 		n.done = func(err error) { b.record(n, time.Time{}, err) }
 	}
 	b.snap.Store(n)
+	if cur.end != nil && cur.end != n.end {
+		b.retireEnd(cur.end)
+	}
 	if cur.gen != 0 && !carry && !b.acc.local.Load() {
 		// Counts of an earlier generation are void, whether counted in the
 		// shared state or while degraded against it.
 		b.acc.take()
 	}
+}
+
+// newEnd returns the mark of an open period that ends at until: due at
+// once on a Clock other than the real one, else once its timer, which the
+// next conclude starts, fires. The caller holds stMu.
+func (b *Breaker) newEnd(until time.Time) *openEnd {
+	e := &openEnd{until: until}
+	if !b.gate {
+		e.due.Store(true)
+		return e
+	}
+	if b.pendingEnd != nil {
+		b.pendingEnd.due.Store(true) // replaced before its timer started
+	}
+	b.pendingEnd = e
+	return e
+}
+
+// retireEnd marks e, the open period of a snapshot just replaced, as due
+// (a call that loaded that snapshot reads the clock) and stops its timer.
+// The caller holds stMu.
+func (b *Breaker) retireEnd(e *openEnd) {
+	e.due.Store(true)
+	if b.pendingEnd == e {
+		b.pendingEnd = nil
+	}
+	if e.t != nil {
+		e.t.Stop()
+		e.t = nil
+	}
+}
+
+// armEnd starts the timer of the open period apply last cached, if it has
+// not been started: it sets due at the period's end. It runs outside
+// every lock, after the right to call Redis is released, since the Clock
+// may panic: the period is then judged by reading the clock, as on a
+// fake clock, and the panic goes on.
+func (b *Breaker) armEnd() {
+	b.stMu.Lock()
+	e := b.pendingEnd
+	b.pendingEnd = nil
+	b.stMu.Unlock()
+	if e == nil {
+		return
+	}
+	armed := false
+	defer func() {
+		if !armed {
+			e.due.Store(true)
+		}
+	}()
+	d := e.until.Sub(b.clk.Now())
+	if d <= 0 { // over already (a refresh moved the end back)
+		e.due.Store(true)
+		return
+	}
+	t := b.clk.AfterFunc(d, func() { e.due.Store(true) })
+	armed = true
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	if e.due.Load() || b.snap.Load().end != e {
+		t.Stop() // fired already, or replaced meanwhile
+		e.due.Store(true)
+		return
+	}
+	e.t = t
 }
 
 // fallBack switches the cached state to local after a failed Redis call.

@@ -274,6 +274,7 @@ type breakerSettings struct {
 	isExcluded   func(error) bool
 	local        breaker.Config
 	onTransition func(from, to breaker.State)
+	gate         bool // open periods end by a timer (the real clock): a refusal reads no clock
 }
 
 // Validate reports whether c can make a Breaker. Errors wrap
@@ -325,6 +326,7 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		isFailure:    d.IsFailure,
 		isExcluded:   d.IsExcluded,
 		onTransition: d.OnStateChange,
+		gate:         l.clk == clock.Real,
 	}
 	if w := d.Window; w.Duration > 0 {
 		s.window = true
