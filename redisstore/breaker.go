@@ -22,8 +22,14 @@ import (
 // locally; a background goroutine flushes the counts to Redis and refreshes
 // the cache every RefreshInterval, in one round trip. In the closed state
 // Allow and its done function touch no network, take no lock and do not
-// allocate. The half-open state's probe permits are fleet-wide: Allow takes
-// one from Redis (bounded by Timeout), and the probe's done reports its
+// allocate. In the open state Allow, Ready and State refuse (or report
+// Open) without a lock or an allocation and, on the real clock, without
+// reading the clock: a timer marks the end of the cached open period,
+// whether this process tripped the breaker or learnt of it from Redis,
+// and a refresh that moves the end starts a new one. On any other Clock
+// each refusal reads it, so that a fake clock sees the same instants.
+// The half-open state's probe permits are fleet-wide: Allow takes one
+// from Redis (bounded by Timeout), and the probe's done reports its
 // result there.
 //
 // When a Redis call fails or times out the process falls back to a local
@@ -64,8 +70,8 @@ type Breaker struct {
 	sem        chan struct{} // the right to call Redis (see acquire)
 	stMu       sync.Mutex    // serialises snapshot replacements, and guards pendingEnd and openEnd.t
 	pendingEnd *openEnd      // the end of a cached open period whose timer is to be started (gate)
-	cntMu  sync.Mutex
-	counts breaker.Counts // fleet-wide counts from the last exchange
+	cntMu      sync.Mutex
+	counts     breaker.Counts // fleet-wide counts from the last exchange
 
 	ev events
 }
@@ -496,8 +502,20 @@ func (b *Breaker) Close() {
 		return
 	}
 	defer func() { b.local.Load().close() }() // even if a listener panics
+	defer b.stopEnd()
 	if b.snap.Load().shared {
 		b.flushOnClose()
+	}
+}
+
+// stopEnd stops the timer of the cached open period, if one runs: the
+// period is then judged by reading the clock, and a closed Breaker holds
+// no timer.
+func (b *Breaker) stopEnd() {
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	if e := b.snap.Load().end; e != nil && e.t != nil {
+		b.retireEnd(e)
 	}
 }
 

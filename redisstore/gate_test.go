@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 )
 
@@ -233,4 +234,43 @@ func TestGatedSharedOpenPeriodsMatchClockReads(t *testing.T) {
 	if g, p := fmt.Sprint(gated.heard), fmt.Sprint(plain.heard); g != p {
 		t.Fatalf("the gated Breaker's listener heard %s, the other's %s", g, p)
 	}
+}
+
+// panicAfterFunc is a readCounter whose AfterFunc panics.
+type panicAfterFunc struct{ *readCounter }
+
+func (*panicAfterFunc) AfterFunc(time.Duration, func()) clock.Timer { panic("AfterFunc failed") }
+
+// TestGatedPanickingAfterFuncEndsOpenPeriod: a Clock whose AfterFunc
+// panics when the end of an open period is to be marked: the panic goes
+// on to the caller of Sync, the Breaker judges the period by reading the
+// clock, so that it still ends on time, and the next exchange is made.
+func TestGatedPanickingAfterFuncEndsOpenPeriod(t *testing.T) {
+	rc := newReadCounter()
+	pc := &panicAfterFunc{rc}
+	c := gatedConfig(t, "gate-panic", rc, breaker.Config{ConsecutiveFailures: 1, OpenTimeout: 10 * time.Second, OpenJitter: -1})
+	c.Clock = pc
+	b := newGatedBreaker(t, c, true)
+	if err := call(b, errDown); err != nil {
+		t.Fatal(err)
+	}
+	var heard []string // the listener runs on this goroutine (Sync's)
+	b.Subscribe(func(from, to breaker.State) { heard = append(heard, from.String()+"->"+to.String()) })
+	func() {
+		defer func() {
+			if v := recover(); v != "AfterFunc failed" {
+				t.Fatalf("Sync: panic %v, want the clock's", v)
+			}
+		}()
+		_ = b.Sync(syncCtx(t))
+	}()
+	if got := fmt.Sprint(heard); got != "[closed->open]" {
+		t.Fatalf("the listener heard %v before the clock's panic went on", got)
+	}
+	wantState(t, b, breaker.Open)
+	rc.Advance(10*time.Second - time.Millisecond)
+	wantState(t, b, breaker.Open)
+	rc.Advance(time.Millisecond)
+	wantState(t, b, breaker.HalfOpen)
+	mustSync(t, b) // the right to call Redis was released
 }
