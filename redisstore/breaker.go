@@ -170,6 +170,9 @@ func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 	if s.onTransition != nil {
 		b.ev.subscribe(s.onTransition)
 	}
+	if f, m := s.onMember, s.link.member; f != nil {
+		b.ev.subscribe(func(from, to breaker.State) { f(m, from, to) })
+	}
 	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
 	go b.l.run(b.loopSync)

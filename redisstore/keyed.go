@@ -66,6 +66,7 @@ func memberName(name, key string, overflow bool) string {
 // withTag returns l for the member of key: its keys under keyTag's tag.
 func (l linkConfig) withTag(key string, overflow bool) linkConfig {
 	l.prefix = l.ns + ":{" + keyTag(l.name, key, overflow) + "}:"
+	l.member = Member{Key: key, Overflow: overflow}
 	l.name = memberName(l.name, key, overflow)
 	return l
 }
@@ -155,7 +156,8 @@ func (c *closer) wait() {
 // flush made) is recovered and logged at Error level (Logger; nil:
 // silent) on a goroutine of its own, and goes on to the caller otherwise.
 // BreakerConfig.OnStateChange and OnDegraded hear every member, without
-// its key.
+// its key; OnMemberStateChange and OnMemberDegraded hear every member
+// with its key (see Member).
 //
 // A new member decides its first calls on local state until its first
 // exchange (made at once, in the background), as a Breaker fresh from
@@ -228,7 +230,9 @@ func (k *KeyedBreakers) Close() {
 // is of Breakers: each key draws on a bucket of its own in Redis (keys
 // "<Namespace>:{<Name>:=<key>}:budget" and so on), the default member's is
 // the unkeyed Budget of Name, and a member removed gives its lease back
-// (Budget.Close) on a goroutine of its own. It is a retry.BudgetGroup.
+// (Budget.Close) on a goroutine of its own. BudgetConfig.OnDegraded
+// hears every member without its key, OnMemberDegraded with it (see
+// Member). It is a retry.BudgetGroup.
 // Budgets are never kept: an idle one is removed, and its key's next call
 // joins the bucket the fleet keeps in Redis again. Close the group when
 // done.

@@ -60,6 +60,13 @@ func newLink(cfg linkConfig, what string) *link {
 		stopped: make(chan struct{}),
 	}
 	l.notes.Subscribe(l.deliver)
+	if f := cfg.onMember; f != nil {
+		l.notes.Subscribe(func(n note) {
+			if !l.closed.Load() {
+				f(cfg.member, n.degraded, n.err) // never once Close has begun
+			}
+		})
+	}
 	return l
 }
 

@@ -54,6 +54,17 @@ type Store struct {
 	// part's name ("breaker NAME" or "budget NAME") too.
 	Logger     *slog.Logger
 	OnDegraded func(part string, degraded bool, err error)
+	// OnMemberDegraded is OnDegraded with the Member of a per: host or
+	// per: method group that fell back or re-joined (Member{} for a part
+	// that is not keyed); see BreakerConfig.OnMemberDegraded.
+	OnMemberDegraded func(part string, m Member, degraded bool, err error)
+}
+
+func (s *Store) onMemberDegraded(part string) func(Member, bool, error) {
+	if s.OnMemberDegraded == nil {
+		return nil
+	}
+	return func(m Member, degraded bool, err error) { s.OnMemberDegraded(part, m, degraded, err) }
 }
 
 func (s *Store) onDegraded(part string) func(bool, error) {
@@ -68,6 +79,7 @@ func (s *Store) breakerConfig(name string, c breaker.Config) BreakerConfig {
 		Client: s.Client, Name: name, Namespace: s.Namespace, Breaker: c,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL, ProbeLease: s.ProbeLease,
 		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
+		OnMemberDegraded: s.onMemberDegraded("breaker " + name),
 	}
 }
 
@@ -76,6 +88,7 @@ func (s *Store) budgetConfig(name string, c budget.RatioConfig) BudgetConfig {
 		Client: s.Client, Name: name, Namespace: s.Namespace, Ratio: c, LeaseTokens: s.LeaseTokens,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL,
 		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("budget " + name),
+		OnMemberDegraded: s.onMemberDegraded("budget " + name),
 	}
 }
 
