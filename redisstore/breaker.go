@@ -124,16 +124,28 @@ var (
 // allocates nothing, as with breaker.Breaker: do not modify it. See
 // retry.PrebuiltRefusal.
 func (b *Breaker) RefusalError(refused error) *retry.Error {
-	switch {
-	case b == nil:
+	if b == nil {
 		return nil
-	case refused == breaker.ErrOpen:
+	}
+	// classifier tells the two refusals apart by a type assertion and a
+	// pointer comparison, cheaper than comparing interface values.
+	switch classifier.RefusalError(refused) {
+	case classOpen:
 		return b.refusedOpen
-	case refused == breaker.ErrTooManyProbes:
+	case classProbes:
 		return b.refusedProbes
 	}
 	return nil
 }
+
+// classifier is a breaker.Breaker used only for its RefusalError, whose
+// answers for breaker.ErrOpen and breaker.ErrTooManyProbes are classOpen
+// and classProbes. It is never asked to allow a call.
+var (
+	classifier  = breaker.New(breaker.Config{})
+	classOpen   = classifier.RefusalError(breaker.ErrOpen)
+	classProbes = classifier.RefusalError(breaker.ErrTooManyProbes)
+)
 
 // NewBreaker returns a Breaker configured by c and starts its background
 // exchange with Redis. It makes no Redis call itself: until the first
