@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/internal/listeners"
 )
 
@@ -147,18 +148,40 @@ func (l *link) poke() {
 // and early when poked, though never sooner than interval/10 after the
 // previous exchange began. It returns when shut is called. Between two
 // exchanges exactly one timer of the clock is pending.
+//
+// A Clock that panics while the loop paces the exchanges (NewTimer,
+// Reset, Now, Since) would end the process, with no caller to hand the
+// panic to: it is logged at Error level (Logger; nil: silent), and the
+// loop goes on paced by the real clock, exchanging at once.
 func (l *link) run(sync func()) {
 	defer close(l.stopped)
 	clk := l.cfg.clk
+	for !l.pace(clk, sync) {
+		clk = clock.Real
+	}
+}
+
+// pace is run's loop on the clock clk. It reports true when shut was
+// called, false when clk panicked.
+func (l *link) pace(clk clock.Clock, sync func()) (stopped bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if lg := l.cfg.logger; lg != nil {
+				lg.Error("redisstore: the Clock panicked on the background goroutine; recovered, the exchanges go on by the real clock",
+					"kind", l.what, "name", l.cfg.name, "panic", v, "stack", string(debug.Stack()))
+			}
+			stopped = false
+		}
+	}()
 	gap := max(l.cfg.interval/10, time.Millisecond)
 	t := clk.NewTimer(0)
-	defer t.Stop()
+	defer stopTimer(t)
 	var last time.Time
 	synced := false
 	for {
 		select {
 		case <-l.stop:
-			return
+			return true
 		case <-t.C():
 		case <-l.kick:
 			if synced {
@@ -170,12 +193,19 @@ func (l *link) run(sync func()) {
 		}
 		last, synced = clk.Now(), true
 		if !l.begin() {
-			return
+			return true
 		}
 		l.exchange(sync)
 		l.end()
 		t.Reset(l.cfg.interval)
 	}
+}
+
+// stopTimer stops t; a panic of its Stop is dropped (the timer's clock
+// already panicked, or the loop is ending).
+func stopTimer(t clock.Timer) {
+	defer func() { _ = recover() }()
+	t.Stop()
 }
 
 // exchange runs one exchange of the loop. A panic on the loop's goroutine

@@ -1,11 +1,16 @@
 package redisstore
 
 import (
+	"log/slog"
 	"math"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/clock/clocktest"
 )
 
 // TestLongestOpenPeriodDoesNotWrap: an open period near the longest
@@ -34,5 +39,54 @@ func TestLongestOpenPeriodDoesNotWrap(t *testing.T) {
 	}
 	if got := scriptMillis(math.MinInt64); got != math.MinInt64 {
 		t.Fatalf("scriptMillis(MinInt64) = %v", got)
+	}
+}
+
+// resetPanics is a fake clock whose timers' Reset panics once armed.
+type resetPanics struct {
+	*clocktest.Fake
+	armed atomic.Bool
+}
+
+func (c *resetPanics) NewTimer(d time.Duration) clock.Timer {
+	return &panickyTimer{c.Fake.NewTimer(d), c}
+}
+
+type panickyTimer struct {
+	clock.Timer
+	c *resetPanics
+}
+
+func (t *panickyTimer) Reset(d time.Duration) bool {
+	if t.c.armed.Load() {
+		panic("Reset failed")
+	}
+	return t.Timer.Reset(d)
+}
+
+// TestLoopClockPanicKeepsExchanging: a Clock that panics while the
+// background loop paces the exchanges does not end the process: the panic
+// is logged, the exchanges go on by the real clock, and Close ends the
+// goroutine (goleak, TestMain).
+func TestLoopClockPanicKeepsExchanging(t *testing.T) {
+	srv := sharedRedis(t)
+	rc := &resetPanics{Fake: clocktest.NewFake()}
+	var logs lockedBuffer
+	b, err := NewBreaker(BreakerConfig{
+		Client: newClient(t, srv.addr), Name: "loop-clock", Namespace: namespace(t), Clock: rc,
+		RefreshInterval: 20 * time.Millisecond, Timeout: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	waitFor(t, "the first exchange", func() bool { return b.Stats().Syncs >= 1 })
+	rc.BlockUntil(1)
+	rc.armed.Store(true)
+	rc.Advance(20 * time.Millisecond) // the next exchange, then Reset panics
+	waitFor(t, "exchanges paced by the real clock", func() bool { return b.Stats().Syncs >= 4 })
+	if !strings.Contains(logs.String(), "Reset failed") {
+		t.Fatalf("the panic was not logged: %q", logs.String())
 	}
 }
