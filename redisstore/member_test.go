@@ -199,7 +199,8 @@ func TestKeyedBudgetDegradedHearsTheKey(t *testing.T) {
 }
 
 // TestStoreMemberDegradedHearsTheKey: a policy file's per-host shared
-// breaker tells Store.OnMemberDegraded its part and the member's key.
+// breaker tells Store.OnMemberDegraded and OnMemberStateChange its part
+// and the member's key.
 func TestStoreMemberDegradedHearsTheKey(t *testing.T) {
 	srv := sharedRedis(t)
 	px := newProxy(t, srv.addr)
@@ -210,8 +211,11 @@ func TestStoreMemberDegradedHearsTheKey(t *testing.T) {
 			if m.Key != "" {
 				member.add("%s/%v:%v", part, m, degraded)
 			}
+		},
+		OnMemberStateChange: func(part string, m Member, from, to breaker.State) {
+			member.add("%s/%v:%v->%v", part, m, from, to)
 		}}
-	g, closeGroup, err := st.SharedBreakerGroup("hosts", breaker.Config{}, keyed.Config{})
+	g, closeGroup, err := st.SharedBreakerGroup("hosts", breaker.Config{ConsecutiveFailures: 1, OpenJitter: -1}, keyed.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +226,11 @@ func TestStoreMemberDegradedHearsTheKey(t *testing.T) {
 	_ = a.Sync(syncCtx(t))
 	px.heal()
 	mustSync(t, a)
-	if got := member.String(); got != "[breaker hosts/a.example:true breaker hosts/a.example:false]" {
-		t.Fatalf("OnMemberDegraded heard %s", got)
+	if err := call(a, errDown); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, a)
+	if got := member.String(); got != "[breaker hosts/a.example:true breaker hosts/a.example:false breaker hosts/a.example:closed->open]" {
+		t.Fatalf("the Store's member listeners heard %s", got)
 	}
 }

@@ -58,6 +58,17 @@ type Store struct {
 	// per: method group that fell back or re-joined (Member{} for a part
 	// that is not keyed); see BreakerConfig.OnMemberDegraded.
 	OnMemberDegraded func(part string, m Member, degraded bool, err error)
+	// OnMemberStateChange is told the part's name and the Member of every
+	// change of a shared breaker's state (Member{} for a breaker that is
+	// not keyed); see BreakerConfig.OnMemberStateChange.
+	OnMemberStateChange func(part string, m Member, from, to breaker.State)
+}
+
+func (s *Store) onMemberState(part string) func(Member, breaker.State, breaker.State) {
+	if s.OnMemberStateChange == nil {
+		return nil
+	}
+	return func(m Member, from, to breaker.State) { s.OnMemberStateChange(part, m, from, to) }
 }
 
 func (s *Store) onMemberDegraded(part string) func(Member, bool, error) {
@@ -79,7 +90,8 @@ func (s *Store) breakerConfig(name string, c breaker.Config) BreakerConfig {
 		Client: s.Client, Name: name, Namespace: s.Namespace, Breaker: c,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL, ProbeLease: s.ProbeLease,
 		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
-		OnMemberDegraded: s.onMemberDegraded("breaker " + name),
+		OnMemberDegraded:    s.onMemberDegraded("breaker " + name),
+		OnMemberStateChange: s.onMemberState("breaker " + name),
 	}
 }
 
