@@ -103,7 +103,9 @@ type BreakerConfig struct {
 
 	// Logger receives one warning when the process loses Redis, one
 	// message when it re-joins, and an error for a listener or OnDegraded
-	// that panicked on the background goroutine. nil: silent.
+	// that panicked on the background goroutine, and for a Clock that
+	// panicked there while pacing the exchanges (they then go on paced by
+	// clock.Real). nil: silent.
 	Logger *slog.Logger
 
 	// OnDegraded, if set, is called when the process falls back to local
