@@ -229,14 +229,17 @@ func (b *Breaker) release() { <-b.sem }
 // back to local state; then it releases the right and tells the listeners
 // of any change, and the log and OnDegraded of a fallback or a re-join
 // (even if a listener panics). loop is true on the background loop's
-// goroutine. It returns err.
+// goroutine. It returns err. A panic while it falls back (the local
+// breaker's Clock) releases the right and goes on, telling no one.
 func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
-	if err != nil {
-		b.fallBack()
-	} else {
-		b.apply(st)
-	}
-	b.release()
+	func() {
+		defer b.release() // even if the local breaker's Clock panics as fallBack makes it
+		if err != nil {
+			b.fallBack()
+		} else {
+			b.apply(st)
+		}
+	}()
 	if loop {
 		b.l.enterCallbacks()
 		defer b.l.leaveCallbacks()

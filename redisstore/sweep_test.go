@@ -90,3 +90,44 @@ func TestLoopClockPanicKeepsExchanging(t *testing.T) {
 		t.Fatalf("the panic was not logged: %q", logs.String())
 	}
 }
+
+// nowPanics is a fake clock whose Now panics once armed.
+type nowPanics struct {
+	*clocktest.Fake
+	armed atomic.Bool
+}
+
+func (c *nowPanics) Now() time.Time {
+	if c.armed.Load() {
+		panic("Now failed")
+	}
+	return c.Fake.Now()
+}
+
+// TestLocalClockPanicOnFallbackDoesNotWedge: the local breaker's Clock
+// panics while the process falls back to local state (a fresh local
+// breaker reads it): the panic goes on to the caller of Sync, and the
+// right to call Redis is released, so that the next exchange is made.
+func TestLocalClockPanicOnFallbackDoesNotWedge(t *testing.T) {
+	srv := sharedRedis(t)
+	px := newProxy(t, srv.addr)
+	lc := &nowPanics{Fake: clocktest.NewFake()}
+	fc := clocktest.NewFake()
+	b, err := NewBreaker(BreakerConfig{
+		Client: newClient(t, px.addr), Name: "local-clock", Namespace: namespace(t), Clock: fc,
+		Local:           &breaker.Config{Clock: lc},
+		RefreshInterval: time.Hour, Timeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	mustSync(t, b)
+	fc.BlockUntil(1) // the loop made its first exchange and waits
+	lc.armed.Store(true)
+	px.cut()
+	mustPanicWith(t, func() { _ = b.Sync(syncCtx(t)) })
+	lc.armed.Store(false)
+	px.heal()
+	mustSync(t, b)
+}
