@@ -97,42 +97,67 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 	held := true
 	defer func() {
 		if held { // the Clock, Rand or Scripter panicked
-			b.release()
-			b.armEnd() // an open period cached by a resent batch's reply
+			b.unhold()
 		}
 	}()
-	var st sharedState
-	var err error
-	for {
-		f, resend := b.retained, b.retained != nil
-		if f == nil {
-			s := b.snap.Load()
-			b.batchSeq++
-			trip := b.localTrip.Swap(0)
-			f = &flush{seq: b.batchSeq, gen: s.gen, bt: b.acc.take()}
-			// A trip counts toward the generation the process saw when its
-			// local breaker opened; one made against an earlier state is void.
-			f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
-			f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
-			if !f.bt.empty() || f.trip {
-				b.retained = f // kept until Redis has it, even if the exchange panics
-			}
-		}
-		st, err = b.exchange(ctx, f)
-		if err != nil {
-			break
-		}
+	f, resend := b.nextFlush()
+	st, err := b.exchange(ctx, f)
+	st, err = b.drain(ctx, resend, st, err)
+	held = false
+	return b.finishSync(st, err, loop)
+}
+
+// unhold releases the right to call Redis after a panic of an exchange
+// (the Clock, Rand or Scripter), and starts the timer of an open period a
+// resent batch's reply cached.
+func (b *Breaker) unhold() {
+	b.release()
+	b.armEnd()
+}
+
+// nextFlush returns the batch of the next exchange: the one kept from a
+// failed exchange (resend true), or a new one of the outcomes counted
+// since. The caller holds the right to call Redis.
+func (b *Breaker) nextFlush() (f *flush, resend bool) {
+	if b.retained != nil {
+		return b.retained, true
+	}
+	s := b.snap.Load()
+	b.batchSeq++
+	trip := b.localTrip.Swap(0)
+	f = &flush{seq: b.batchSeq, gen: s.gen, bt: b.acc.take()}
+	// A trip counts toward the generation the process saw when its
+	// local breaker opened; one made against an earlier state is void.
+	f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
+	f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
+	if !f.bt.empty() || f.trip {
+		b.retained = f // kept until Redis has it, even if the exchange panics
+	}
+	return f, false
+}
+
+// drain completes an exchange that answered st, err: once Redis has the
+// batch kept from a failed exchange (resend), the newer outcomes go in an
+// exchange of their own. The caller holds the right to call Redis.
+func (b *Breaker) drain(ctx context.Context, resend bool, st sharedState, err error) (sharedState, error) {
+	for err == nil {
 		b.retained = nil
 		if !resend {
 			break
 		}
-		// The batch kept from a failed exchange is in; now the newer ones.
 		b.apply(st)
+		var f *flush
+		f, resend = b.nextFlush()
+		st, err = b.exchange(ctx, f)
 	}
+	return st, err
+}
+
+// finishSync ends an exchange with its answer st, err (see conclude).
+func (b *Breaker) finishSync(st sharedState, err error, loop bool) error {
 	if err == nil {
 		defer b.l.syncs.Add(1) // once the state is cached and told, even if a listener panics
 	}
-	held = false
 	if err := b.conclude(st, err, loop); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
@@ -142,11 +167,22 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 // exchange runs the sync script for f. The caller holds the right to call
 // Redis.
 func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
-	bt := f.bt
 	now, err := b.tc.now(ctx, b.s.link.client)
 	if err != nil {
 		return sharedState{}, err
 	}
+	keys, args := b.syncCall(f, now)
+	v, err := syncScript.Run(ctx, b.s.link.client, keys, args...).Int64Slice()
+	if err != nil {
+		return sharedState{}, err
+	}
+	return b.syncReply(f, v)
+}
+
+// syncCall returns the keys and arguments of the sync script for f, whose
+// now is now. The caller holds the right to call Redis.
+func (b *Breaker) syncCall(f *flush, now int64) ([]string, []any) {
+	bt := f.bt
 	// What this process last saw, for Redis to restore if it lost the state.
 	held, rem := 0, int64(0)
 	if s := b.snap.Load(); b.epoch != 0 {
@@ -157,7 +193,7 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 			held = int(breaker.HalfOpen)
 		}
 	}
-	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey, b.seenKey},
+	return []string{b.stateKey, b.probesKey, b.seenKey}, []any{
 		now, f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
 		flag(bt.saw), bt.lead, bt.longest, bt.trail,
 		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
@@ -165,10 +201,13 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
 		flag(f.anygen), flag(f.trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets, f.seq,
 		b.epoch, held, rem,
-	).Int64Slice()
-	if err != nil {
-		return sharedState{}, err
 	}
+}
+
+// syncReply decodes the sync script's reply v to the exchange of f, and
+// caches the fleet-wide counts it carries. The caller holds the right to
+// call Redis.
+func (b *Breaker) syncReply(f *flush, v []int64) (sharedState, error) {
 	if len(v) != 12 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
