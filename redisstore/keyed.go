@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
@@ -168,7 +169,8 @@ func (c *closer) wait() {
 // RefreshInterval: MaxKeys bounds both. Close the group when done.
 type KeyedBreakers struct {
 	*keyed.Group[*Breaker]
-	c closer
+	c      closer
+	closed atomic.Bool // Close was called
 }
 
 var _ retry.BreakerGroup = (*KeyedBreakers)(nil)
@@ -222,6 +224,7 @@ func (k *KeyedBreakers) BreakerFor(ctx context.Context) retry.Breaker {
 // closed. The group then hands every call its closed default member (see
 // keyed.Group.Close). Close is safe to call more than once.
 func (k *KeyedBreakers) Close() {
+	k.closed.Store(true)
 	defer k.c.wait() // even if a listener panics
 	k.Group.Close()
 }

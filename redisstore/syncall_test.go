@@ -1,0 +1,294 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/keyed"
+)
+
+// trips counts the script calls a client sends alone and the pipelines
+// of script calls it sends.
+type trips struct {
+	single, pipelines, piped atomic.Int64
+}
+
+func (*trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd) {
+			c.single.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				n++
+			}
+		}
+		if n > 0 {
+			c.pipelines.Add(1)
+			c.piped.Add(int64(n))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// isScript tells the scripts' commands from a connection's set-up
+// (HELLO, CLIENT SETINFO), which goes through the hooks too.
+func isScript(cmd redis.Cmder) bool { n := cmd.Name(); return n == "evalsha" || n == "eval" }
+
+func (c *trips) reset() { c.single.Store(0); c.pipelines.Store(0); c.piped.Store(0) }
+
+// syncAllGroup makes KeyedBreakers of one name on client, on fc, with a
+// refresh that never comes within a test: SyncAll makes every exchange.
+func syncAllGroup(t *testing.T, client redis.Scripter, ns string, fc *clocktest.Fake, onMember func(Member, breaker.State, breaker.State)) *KeyedBreakers {
+	t.Helper()
+	k, err := NewKeyedBreakers(keyed.Config{}, BreakerConfig{
+		Client: client, Name: "hosts", Namespace: ns, Clock: fc,
+		Breaker:         breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Minute, OpenJitter: -1},
+		RefreshInterval: time.Hour, Timeout: 5 * time.Second,
+		OnMemberStateChange: onMember,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
+}
+
+func hostKey(i int) string { return fmt.Sprintf("host-%02d.example", i) }
+
+// TestSyncAllIsOnePipeline (issue #37): SyncAll exchanges for every live
+// member of a group in one pipelined round trip, not one round trip per
+// member, and each member's outcomes and state go through it: the keys
+// that failed open in this process and, through Redis, in another.
+func TestSyncAllIsOnePipeline(t *testing.T) {
+	srv := sharedRedis(t)
+	ns := namespace(t)
+	fc := clocktest.NewFake()
+	var tr trips
+	c := newClient(t, srv.addr)
+	c.AddHook(&tr)
+	a := syncAllGroup(t, c, ns, fc, nil)
+	b := syncAllGroup(t, newClient(t, srv.addr), ns, fc, nil)
+	const n = 20
+	for i := range n {
+		mustSync(t, a.Get(hostKey(i))) // loads the scripts
+		mustSync(t, b.Get(hostKey(i)))
+	}
+	fc.BlockUntil(2 * (n + 2)) // every loop made its first exchange and waits an hour
+	for i := 0; i < n; i += 2 {
+		if err := call(a.Get(hostKey(i)), errDown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.reset()
+	if err := a.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s, p, m := tr.single.Load(), tr.pipelines.Load(), tr.piped.Load(); s != 0 || p != 1 || m != n+2 {
+		t.Fatalf("SyncAll sent %d commands alone and %d pipelines of %d commands, want 0 and 1 of %d", s, p, m, n+2)
+	}
+	if err := b.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		want := breaker.Closed
+		if i%2 == 0 {
+			want = breaker.Open
+		}
+		for _, g := range []*KeyedBreakers{a, b} {
+			if got := g.Get(hostKey(i)).State(); got != want {
+				t.Fatalf("%s: %v, want %v", hostKey(i), got, want)
+			}
+		}
+	}
+	a.Close()
+	if err := a.SyncAll(syncCtx(t)); err != ErrClosed {
+		t.Fatalf("SyncAll after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestSyncAllReloadsFlushedScripts: after Redis lost its script cache
+// (SCRIPT FLUSH, a restart), the pipelined exchanges that met NOSCRIPT are
+// made again on their own, which loads the script.
+func TestSyncAllReloadsFlushedScripts(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	a := syncAllGroup(t, newClient(t, srv.addr), namespace(t), fc, nil)
+	for i := range 3 {
+		mustSync(t, a.Get(hostKey(i)))
+	}
+	fc.BlockUntil(5)
+	if err := call(a.Get(hostKey(1)), errDown); err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, srv.addr).ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, a.Get(hostKey(1)), breaker.Open)
+	for _, i := range []int{0, 2} {
+		wantState(t, a.Get(hostKey(i)), breaker.Closed)
+		if a.Get(hostKey(i)).Stats().Degraded {
+			t.Fatalf("%s fell back", hostKey(i))
+		}
+	}
+}
+
+// TestSyncAllListenerPanic: a listener of one member panics in SyncAll:
+// every other member still concludes its exchange (its state cached, its
+// right to call Redis released), and the panic goes on once they have.
+func TestSyncAllListenerPanic(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	a := syncAllGroup(t, newClient(t, srv.addr), namespace(t), fc, func(m Member, _, to breaker.State) {
+		if m.Key == hostKey(0) && to == breaker.Open {
+			panic("listener of " + m.Key)
+		}
+	})
+	for i := range 4 {
+		mustSync(t, a.Get(hostKey(i)))
+	}
+	fc.BlockUntil(6)
+	for i := range 4 {
+		if err := call(a.Get(hostKey(i)), errDown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != "listener of "+hostKey(0) {
+				t.Fatalf("SyncAll: panic %v, want the listener's", v)
+			}
+		}()
+		_ = a.SyncAll(syncCtx(t))
+	}()
+	for i := range 4 {
+		m := a.Get(hostKey(i))
+		wantState(t, m, breaker.Open)
+		mustSync(t, m) // not wedged
+	}
+}
+
+// onlyScripter is a Scripter of the user's that does not pipeline.
+type onlyScripter struct{ redis.Scripter }
+
+// TestSyncAllWithoutPipelines: with a client that cannot pipeline, SyncAll
+// syncs the members one after another, to the same effect.
+func TestSyncAllWithoutPipelines(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	a := syncAllGroup(t, onlyScripter{newClient(t, srv.addr)}, namespace(t), fc, nil)
+	for i := range 3 {
+		mustSync(t, a.Get(hostKey(i)))
+	}
+	fc.BlockUntil(5)
+	if err := call(a.Get(hostKey(2)), errDown); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, a.Get(hostKey(2)), breaker.Open)
+	wantState(t, a.Get(hostKey(0)), breaker.Closed)
+}
+
+// TestSyncAllUnreachable: when Redis does not answer, every member of
+// the pipeline falls back to local state, and SyncAll says why.
+func TestSyncAllUnreachable(t *testing.T) {
+	srv := sharedRedis(t)
+	px := newProxy(t, srv.addr)
+	fc := clocktest.NewFake()
+	a := syncAllGroup(t, newClient(t, px.addr), namespace(t), fc, nil)
+	for i := range 3 {
+		mustSync(t, a.Get(hostKey(i)))
+	}
+	fc.BlockUntil(5)
+	px.cut()
+	if err := a.SyncAll(syncCtx(t)); err == nil {
+		t.Fatal("SyncAll through a cut proxy succeeded")
+	}
+	for i := range 3 {
+		if !a.Get(hostKey(i)).Stats().Degraded {
+			t.Fatalf("%s did not fall back", hostKey(i))
+		}
+	}
+	px.heal()
+	if err := a.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if a.Get(hostKey(0)).Stats().Degraded {
+		t.Fatal("did not re-join")
+	}
+}
+
+// TestClusterSyncAll: on a three-node Redis Cluster, where the members'
+// keys live on different slots and nodes, SyncAll's pipeline reaches each
+// node, and two processes agree on every member's state.
+func TestClusterSyncAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := newRedisCluster(t)
+	fc := clocktest.NewFake()
+	ns := namespace(t)
+	a := syncAllGroup(t, newClusterClient(t, rc.addrs), ns, fc, nil)
+	b := syncAllGroup(t, newClusterClient(t, rc.addrs), ns, fc, nil)
+	const n = 30
+	nodes := map[string]bool{}
+	cc := newClusterClient(t, rc.addrs)
+	for i := range n {
+		mustSync(t, a.Get(hostKey(i)))
+		mustSync(t, b.Get(hostKey(i)))
+		_ = cc.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			if ok, _ := c.Exists(ctx, a.Get(hostKey(i)).stateKey).Result(); ok == 1 {
+				host, _, _ := net.SplitHostPort(c.Options().Addr)
+				nodes[host+c.Options().Addr] = true
+			}
+			return nil
+		})
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the members' keys are on %d node(s), want several", len(nodes))
+	}
+	fc.BlockUntil(2 * (n + 2))
+	for i := 0; i < n; i += 3 {
+		if err := call(a.Get(hostKey(i)), errDown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		want := breaker.Closed
+		if i%3 == 0 {
+			want = breaker.Open
+		}
+		for _, g := range []*KeyedBreakers{a, b} {
+			if got := g.Get(hostKey(i)).State(); got != want {
+				t.Fatalf("%s: %v, want %v", hostKey(i), got, want)
+			}
+		}
+	}
+}
