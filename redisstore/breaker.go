@@ -161,7 +161,12 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 }
 
 // startBreaker makes the Breaker of the settings s and starts its loop.
-func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
+func startBreaker(s breakerSettings, rnd rand.Source) *Breaker { return startMember(s, rnd, nil) }
+
+// startMember makes the Breaker of the settings s. With group nil it
+// starts its own loop; otherwise the loop of group, a keyed group's,
+// makes its exchanges, and is asked for one at once.
+func startMember(s breakerSettings, rnd rand.Source, group *link) *Breaker {
 	b := &Breaker{
 		s:            s,
 		clk:          s.link.clk,
@@ -187,6 +192,12 @@ func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 	}
 	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
+	if group != nil {
+		b.l.pokeTo = group
+		close(b.l.stopped) // no loop of its own to wait for
+		group.poke()
+		return b
+	}
 	go b.l.run(b.loopSync)
 	return b
 }

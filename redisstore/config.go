@@ -119,6 +119,18 @@ type BreakerConfig struct {
 	// level (Logger; nil: silent), and the exchanges go on.
 	OnDegraded func(degraded bool, err error)
 
+	// BatchRefresh, in a KeyedBreakers group whose Client pipelines (a
+	// *redis.Client or *redis.ClusterClient), makes one goroutine for the
+	// group refresh every live member every RefreshInterval, in SyncAll's
+	// pipelined exchanges (one round trip per Redis node for up to
+	// MaxBatch members), instead of one goroutine and one round trip per
+	// member. A failure a member sees brings the group's next refresh
+	// forward (to RefreshInterval/10 after the previous one at the
+	// soonest), and so does a new member, which decides on local state
+	// until then (see NewBreaker). NewBreaker, and a client that does not
+	// pipeline, ignore it.
+	BatchRefresh bool
+
 	// OnMemberStateChange, if set, is called as Breaker.OnStateChange is
 	// (after it, for the same changes, on the same goroutine, with panics
 	// handled the same way), with the Member whose state changed: a

@@ -166,11 +166,14 @@ func (c *closer) wait() {
 // few calls before it learns that the fleet opened its breaker meanwhile.
 //
 // Each live member runs one goroutine and one Redis round trip per
-// RefreshInterval: MaxKeys bounds both. Close the group when done.
+// RefreshInterval: MaxKeys bounds both. With BreakerConfig.BatchRefresh
+// the group runs one goroutine instead, which refreshes every member in
+// pipelined exchanges (see SyncAll). Close the group when done.
 type KeyedBreakers struct {
 	*keyed.Group[*Breaker]
 	c      closer
 	closed atomic.Bool // Close was called
+	loop   *link       // BatchRefresh: the group's loop, which refreshes every member; else nil
 }
 
 var _ retry.BreakerGroup = (*KeyedBreakers)(nil)
@@ -190,19 +193,34 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 		kc.Clock = s.link.clk
 	}
 	k := &KeyedBreakers{c: closer{logger: s.link.logger, what: "breaker " + s.link.name}}
+	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
+		k.loop = newLink(s.link, "breaker group")
+	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Breaker {
 		ms := s
 		overflow := key == "" && builtDefault // keyed.New builds the default member first, then the overflow member
 		builtDefault = builtDefault || key == ""
 		ms.link = s.link.withTag(key, overflow)
-		return startBreaker(ms, c.Breaker.Rand)
+		return startMember(ms, c.Breaker.Rand, k.loop)
 	}, keepRefusing, func(_ string, b *Breaker) { k.c.close(b) })
 	if err != nil {
 		return nil, err
 	}
 	k.Group = g
+	if k.loop != nil {
+		go k.loop.run(k.loopSync)
+	}
 	return k, nil
+}
+
+// loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
+// with the members' listeners run as callbacks of the loop, so that one
+// of them may Close the group.
+func (k *KeyedBreakers) loopSync() {
+	k.loop.enterCallbacks()
+	defer k.loop.leaveCallbacks()
+	_ = k.SyncAll(context.Background())
 }
 
 // keepRefusing keeps a shared breaker that refuses calls: keyed.Breakers's
@@ -225,6 +243,9 @@ func (k *KeyedBreakers) BreakerFor(ctx context.Context) retry.Breaker {
 // keyed.Group.Close). Close is safe to call more than once.
 func (k *KeyedBreakers) Close() {
 	k.closed.Store(true)
+	if k.loop != nil {
+		k.loop.shut() // the group's loop ends first: it refreshes no closed member
+	}
 	defer k.c.wait() // even if a listener panics
 	k.Group.Close()
 }

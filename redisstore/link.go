@@ -37,6 +37,7 @@ type link struct {
 	notes listeners.Queue[note] // degraded/rejoined transitions, delivered in order
 
 	kick      chan struct{}
+	pokeTo    *link // non-nil: a keyed group's loop makes the exchanges (see BreakerConfig.BatchRefresh)
 	stop      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
@@ -138,6 +139,10 @@ func (l *link) deliver(n note) {
 
 // poke asks the loop for an early exchange. It never blocks.
 func (l *link) poke() {
+	if l.pokeTo != nil {
+		l.pokeTo.poke()
+		return
+	}
 	select {
 	case l.kick <- struct{}{}:
 	default:

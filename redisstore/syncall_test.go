@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -289,6 +290,81 @@ func TestClusterSyncAll(t *testing.T) {
 			if got := g.Get(hostKey(i)).State(); got != want {
 				t.Fatalf("%s: %v, want %v", hostKey(i), got, want)
 			}
+		}
+	}
+}
+
+// TestBatchRefreshOneGoroutinePerGroup (issue #37): with BatchRefresh a
+// keyed group refreshes every live member from one goroutine, in one
+// pipelined round trip per RefreshInterval, instead of a goroutine and a
+// round trip per member; a failure brings the group's refresh forward,
+// and a second process learns every member's state through Redis.
+func TestBatchRefreshOneGoroutinePerGroup(t *testing.T) {
+	srv := sharedRedis(t)
+	ns := namespace(t)
+	fc := clocktest.NewFake()
+	var tr trips
+	mk := func(c *redis.Client) *KeyedBreakers {
+		k, err := NewKeyedBreakers(keyed.Config{}, BreakerConfig{
+			Client: c, Name: "hosts", Namespace: ns, Clock: fc,
+			Breaker:         breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Minute, OpenJitter: -1},
+			RefreshInterval: testInterval, Timeout: 5 * time.Second, BatchRefresh: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		return k
+	}
+	c := newClient(t, srv.addr)
+	c.AddHook(&tr)
+	a, b := mk(c), mk(newClient(t, srv.addr))
+	mustSync(t, a.Get(hostKey(0)))
+	before := runtime.NumGoroutine()
+	const n = 40
+	for i := range n {
+		a.Get(hostKey(i))
+		b.Get(hostKey(i))
+	}
+	if d := runtime.NumGoroutine() - before; d > 4 {
+		t.Fatalf("%d members of two groups started %d goroutines", 2*(n-1), d)
+	}
+	fc.BlockUntil(2)
+	fc.Advance(testInterval / 10) // the new members brought the refresh forward
+	waitFor(t, "every member's first exchange", func() bool {
+		for i := range n {
+			if a.Get(hostKey(i)).Stats().Syncs == 0 || b.Get(hostKey(i)).Stats().Syncs == 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	fc.BlockUntil(2) // both groups' loops wait for their next refresh
+	tr.reset()
+	fc.Advance(testInterval)
+	waitFor(t, "the refresh", func() bool { return tr.piped.Load() >= n+2 })
+	fc.BlockUntil(2)
+	if s, p, m := tr.single.Load(), tr.pipelines.Load(), tr.piped.Load(); s != 0 || p != 1 || m != n+2 {
+		t.Fatalf("a refresh sent %d script calls alone and %d pipelines of %d, want 0 and 1 of %d", s, p, m, n+2)
+	}
+
+	// A failure brings a's refresh forward: the trip reaches Redis, and
+	// b's next refresh brings it back.
+	syncs := a.Get(hostKey(7)).Stats().Syncs
+	if err := call(a.Get(hostKey(7)), errDown); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the failure to reach a's loop", func() bool { return len(fc.Deadlines()) == 2 && fc.Deadlines()[0] < testInterval })
+	fc.Advance(testInterval / 10)
+	waitFor(t, "the early refresh", func() bool { return a.Get(hostKey(7)).Stats().Syncs > syncs })
+	wantState(t, a.Get(hostKey(7)), breaker.Open)
+	fc.BlockUntil(2)
+	fc.Advance(testInterval)
+	waitFor(t, "b's refresh to open its member", func() bool { return b.Get(hostKey(7)).State() == breaker.Open })
+	for i := range n {
+		if i != 7 && b.Get(hostKey(i)).State() != breaker.Closed {
+			t.Fatalf("%s: %v", hostKey(i), b.Get(hostKey(i)).State())
 		}
 	}
 }
