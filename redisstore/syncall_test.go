@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -367,4 +369,111 @@ func TestBatchRefreshOneGoroutinePerGroup(t *testing.T) {
 			t.Fatalf("%s: %v", hostKey(i), b.Get(hostKey(i)).State())
 		}
 	}
+}
+
+// batchGroup makes a BatchRefresh group of one name on client.
+func batchGroup(t *testing.T, client redis.Scripter, ns string, fc *clocktest.Fake, logger *slog.Logger, onMember func(Member, breaker.State, breaker.State)) *KeyedBreakers {
+	t.Helper()
+	k, err := NewKeyedBreakers(keyed.Config{}, BreakerConfig{
+		Client: client, Name: "hosts", Namespace: ns, Clock: fc,
+		Breaker:         breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Minute, OpenJitter: -1},
+		RefreshInterval: testInterval, Timeout: 5 * time.Second, BatchRefresh: true,
+		Logger: logger, OnMemberStateChange: onMember,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
+}
+
+// TestBatchRefreshListenerPanicAndClose: on the group's goroutine a
+// member listener that panics is logged and the refreshes go on, and one
+// that closes the group does not wait for itself: the goroutine ends.
+func TestBatchRefreshListenerPanicAndClose(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	var logs lockedBuffer
+	var k *KeyedBreakers
+	var closing atomic.Bool
+	k = batchGroup(t, newClient(t, srv.addr), namespace(t), fc, slog.New(slog.NewTextHandler(&logs, nil)),
+		func(m Member, _, to breaker.State) {
+			switch {
+			case m.Key == hostKey(0) && to == breaker.Open:
+				panic("listener of " + m.Key)
+			case m.Key == hostKey(1) && to == breaker.Open:
+				closing.Store(true)
+				k.Close()
+			}
+		})
+	fc.BlockUntil(1)
+	m0, m1 := k.Get(hostKey(0)), k.Get(hostKey(1))
+	mustSync(t, m0)
+	mustSync(t, m1)
+	if err := call(m0, errDown); err != nil {
+		t.Fatal(err)
+	}
+	fc.BlockUntil(1)
+	fc.Advance(testInterval)
+	waitFor(t, "the panic to be logged", func() bool { return strings.Contains(logs.String(), "listener of "+hostKey(0)) })
+	wantState(t, m0, breaker.Open)
+	if err := call(m1, errDown); err != nil {
+		t.Fatal(err)
+	}
+	fc.BlockUntil(1)
+	fc.Advance(testInterval)
+	waitFor(t, "the listener to close the group", func() bool { return closing.Load() })
+	<-k.loop.stopped // the group's goroutine ended
+}
+
+// TestClusterBatchRefresh: on a three-node Redis Cluster a BatchRefresh
+// group's refresh reaches the members on every node (go-redis splits the
+// pipeline per node), and a second group learns their states.
+func TestClusterBatchRefresh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := newRedisCluster(t)
+	fc := clocktest.NewFake()
+	ns := namespace(t)
+	a := batchGroup(t, newClusterClient(t, rc.addrs), ns, fc, nil, nil)
+	b := batchGroup(t, newClusterClient(t, rc.addrs), ns, fc, nil, nil)
+	const n = 30
+	for i := range n {
+		a.Get(hostKey(i))
+		b.Get(hostKey(i))
+	}
+	for range 2 {
+		fc.BlockUntil(2)
+		fc.Advance(testInterval)
+	}
+	waitFor(t, "every member's first exchange", func() bool {
+		for i := range n {
+			if a.Get(hostKey(i)).Stats().Syncs == 0 || b.Get(hostKey(i)).Stats().Syncs == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := 0; i < n; i += 3 {
+		if err := call(a.Get(hostKey(i)), errDown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 { // a's refresh takes the trips to Redis, b's brings them back
+		fc.BlockUntil(2)
+		fc.Advance(testInterval)
+	}
+	waitFor(t, "b to see every trip", func() bool {
+		for i := range n {
+			want := breaker.Closed
+			if i%3 == 0 {
+				want = breaker.Open
+			}
+			if a.Get(hostKey(i)).State() != want || b.Get(hostKey(i)).State() != want {
+				return false
+			}
+		}
+		return true
+	})
 }
