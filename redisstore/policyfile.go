@@ -46,6 +46,9 @@ type Store struct {
 	ProbeLease time.Duration
 	// LeaseTokens: see BudgetConfig.LeaseTokens.
 	LeaseTokens float64
+	// BatchRefresh: see BreakerConfig.BatchRefresh (per: host and per:
+	// method breakers).
+	BatchRefresh bool
 	// Clock paces the exchanges. nil: for a Breaker, its settings' Clock
 	// (the config Registry's Options.Clock), else clock.Real; for a
 	// Budget, clock.Real.
@@ -89,7 +92,8 @@ func (s *Store) breakerConfig(name string, c breaker.Config) BreakerConfig {
 	return BreakerConfig{
 		Client: s.Client, Name: name, Namespace: s.Namespace, Breaker: c,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL, ProbeLease: s.ProbeLease,
-		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
+		BatchRefresh: s.BatchRefresh,
+		Clock:        s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
 		OnMemberDegraded:    s.onMemberDegraded("breaker " + name),
 		OnMemberStateChange: s.onMemberState("breaker " + name),
 	}

@@ -477,3 +477,25 @@ func TestClusterBatchRefresh(t *testing.T) {
 		return true
 	})
 }
+
+// TestStoreBatchRefresh: a policy file's per-host shared breakers take
+// Store.BatchRefresh; without it, or with a client that does not
+// pipeline, each member has its own loop.
+func TestStoreBatchRefresh(t *testing.T) {
+	srv := sharedRedis(t)
+	for _, x := range []struct {
+		client redis.Scripter
+		batch  bool
+		want   bool
+	}{{newClient(t, srv.addr), true, true}, {newClient(t, srv.addr), false, false}, {onlyScripter{newClient(t, srv.addr)}, true, false}} {
+		st := &Store{Client: x.client, Namespace: namespace(t), BatchRefresh: x.batch}
+		g, closeGroup, err := st.SharedBreakerGroup("hosts", breaker.Config{}, keyed.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.(*KeyedBreakers).loop != nil; got != x.want {
+			t.Errorf("BatchRefresh %v, client %T: the group's loop %v, want %v", x.batch, x.client, got, x.want)
+		}
+		closeGroup()
+	}
+}
