@@ -220,3 +220,145 @@ func (k *KeyedBreakers) SyncAll(ctx context.Context) error {
 	k.Each(add)
 	return syncBreakers(ctx, bs)
 }
+
+// budgetBatched is one Budget's exchange in a pipeline.
+type budgetBatched struct {
+	b      *Budget
+	x      *budgetExchange
+	resend bool
+	keys   []string
+	args   []any
+	full   int64
+	cmd    *redis.Cmd
+	held   bool // b's syncMu is still to be unlocked
+}
+
+// syncBudgets is syncBreakers for Budgets: one exchange for each of bs,
+// in pipelines of at most MaxBatch, skipping a Budget closed or whose
+// exchange is under way; OnDegraded runs on the caller's goroutine, and
+// the first panic goes on once every Budget has concluded.
+func syncBudgets(ctx context.Context, bs []*Budget) (err error) {
+	if len(bs) == 0 {
+		return nil
+	}
+	var first any
+	defer func() {
+		if first != nil {
+			panic(first)
+		}
+	}()
+	pl, ok := bs[0].s.link.client.(pipeliner)
+	for len(bs) > 0 {
+		n := min(len(bs), MaxBatch)
+		var e error
+		if ok {
+			e = syncBudgetChunk(ctx, pl, bs[:n], &first)
+		} else {
+			for _, b := range bs[:n] {
+				if !b.l.closed.Load() {
+					if se := noted(&first, func() error { return b.sync(ctx, false, false) }); se != nil && e == nil {
+						e = se
+					}
+				}
+			}
+		}
+		if e != nil && err == nil {
+			err = e
+		}
+		bs = bs[n:]
+	}
+	return err
+}
+
+// noted runs fn, with a panic noted in first (the first one) instead of
+// going on.
+func noted(first *any, fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil && *first == nil {
+			*first = v
+		}
+	}()
+	return fn()
+}
+
+func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any) error {
+	ctx, cancel := context.WithTimeout(ctx, bs[0].s.link.timeout)
+	defer cancel()
+	ps := make([]budgetBatched, 0, len(bs))
+	defer func() {
+		for i := range ps {
+			if ps[i].held { // the Scripter panicked
+				ps[i].b.syncMu.Unlock()
+			}
+		}
+	}()
+	for _, b := range bs {
+		if b.l.closed.Load() || !b.syncMu.TryLock() {
+			continue
+		}
+		p := budgetBatched{b: b, held: true}
+		p.x, p.resend = b.nextExchange(false)
+		p.keys, p.args, p.full = b.budgetCall(p.x)
+		ps = append(ps, p)
+	}
+	pipe := pl.Pipeline()
+	for i := range ps {
+		ps[i].cmd = budgetScript.EvalSha(ctx, pipe, ps[i].keys, ps[i].args...)
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // each command's error is its own
+	}
+	var err error
+	for i := range ps {
+		p := &ps[i]
+		if e := noted(first, func() error { return p.finish(ctx) }); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// finish takes p's reply, completes the exchange, unlocks syncMu and tells
+// the link (see Budget.sync).
+func (p *budgetBatched) finish(ctx context.Context) error {
+	b := p.b
+	v, err := p.cmd.Int64Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = budgetScript.Run(ctx, b.s.link.client, p.keys, p.args...).Int64Slice()
+	}
+	if err == nil {
+		err = b.budgetReply(p.x, p.full, v)
+	}
+	err = b.drainLocked(ctx, false, p.resend, err)
+	p.held = false
+	b.syncMu.Unlock()
+	return b.told(err)
+}
+
+// SyncAll flushes the deposits every live member counted (the default and
+// overflow members included) and tops up their leases, as each member's
+// Sync does, in pipelined exchanges: one round trip, per Redis node on a
+// Cluster, for up to MaxBatch members, each pipeline bounded by Timeout.
+// A member whose exchange is under way is skipped. OnDegraded and
+// OnMemberDegraded run on the caller's goroutine; a panic of one does not
+// keep the other members from concluding, and the first goes on once
+// they have. With a client that cannot pipeline the members sync one
+// after another. It returns ErrClosed once the group is closed, and
+// otherwise the first error of a member's exchange.
+func (k *KeyedBudgets) SyncAll(ctx context.Context) error {
+	if k.closed.Load() {
+		return ErrClosed
+	}
+	var bs []*Budget
+	seen := make(map[*Budget]bool)
+	add := func(_ string, b *Budget) {
+		if !seen[b] {
+			seen[b] = true
+			bs = append(bs, b)
+		}
+	}
+	add("", k.Default())
+	add("", k.Overflow())
+	k.Each(add)
+	return syncBudgets(ctx, bs)
+}

@@ -86,14 +86,22 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startBudget(s), nil
+	return startBudget(s, nil), nil
 }
 
 // startBudget makes the Budget of the settings s and starts its loop.
-func startBudget(s budgetSettings) *Budget {
+// With group non-nil, the loop of group, a keyed group's, makes its
+// exchanges instead, and is asked for one at once.
+func startBudget(s budgetSettings, group *link) *Budget {
 	b := &Budget{s: s, l: newLink(s.link, "budget")}
 	b.local.Store(budget.NewRatio(s.local))
 	b.seenKey = s.link.prefix + "seen:" + fmt.Sprintf("%016x", rand.Uint64())
+	if group != nil {
+		b.l.pokeTo = group
+		close(b.l.stopped) // no loop of its own to wait for
+		group.poke()
+		return b
+	}
 	go b.l.run(b.loopSync)
 	return b
 }
@@ -305,6 +313,12 @@ func (b *Budget) sync(ctx context.Context, closing, loop bool) error {
 		b.l.enterCallbacks()
 		defer b.l.leaveCallbacks()
 	}
+	return b.told(err)
+}
+
+// told tells the link how an exchange ended (the log and OnDegraded of a
+// fallback or a re-join), outside syncMu, and returns err wrapped.
+func (b *Budget) told(err error) error {
 	if err != nil {
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)

@@ -217,6 +217,9 @@ type BudgetConfig struct {
 	// Clock paces the exchanges with Redis. nil: clock.Real.
 	Clock clock.Clock
 
+	// BatchRefresh: see BreakerConfig.BatchRefresh (for KeyedBudgets).
+	BatchRefresh bool
+
 	// Logger, OnDegraded and OnMemberDegraded: see BreakerConfig. A
 	// KeyedBudgets group calls OnMemberDegraded with each member's key.
 	Logger           *slog.Logger

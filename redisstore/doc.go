@@ -208,8 +208,8 @@
 // BreakerConfig.OnMemberStateChange and OnMemberDegraded (and
 // BudgetConfig.OnMemberDegraded) hear which member moved (a Member: its
 // key, or the overflow member). Each member exchanges with Redis on its
-// own goroutine; with BreakerConfig.BatchRefresh a group of breakers
-// refreshes all its members from one goroutine instead, in pipelined
-// exchanges (KeyedBreakers.SyncAll), one round trip per Redis node for up
-// to MaxBatch members.
+// own goroutine; with BreakerConfig.BatchRefresh (BudgetConfig's) a
+// group refreshes all its members from one goroutine instead, in
+// pipelined exchanges (KeyedBreakers.SyncAll, KeyedBudgets.SyncAll), one
+// round trip per Redis node for up to MaxBatch members.
 package redisstore

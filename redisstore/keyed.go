@@ -256,13 +256,17 @@ func (k *KeyedBreakers) Close() {
 // the unkeyed Budget of Name, and a member removed gives its lease back
 // (Budget.Close) on a goroutine of its own. BudgetConfig.OnDegraded
 // hears every member without its key, OnMemberDegraded with it (see
-// Member). It is a retry.BudgetGroup.
+// Member). With BudgetConfig.BatchRefresh one goroutine refreshes every
+// member in pipelined exchanges (see SyncAll), as for KeyedBreakers. It
+// is a retry.BudgetGroup.
 // Budgets are never kept: an idle one is removed, and its key's next call
 // joins the bucket the fleet keeps in Redis again. Close the group when
 // done.
 type KeyedBudgets struct {
 	*keyed.Group[*Budget]
-	c closer
+	c      closer
+	closed atomic.Bool // Close was called
+	loop   *link       // BatchRefresh: the group's loop, which refreshes every member; else nil
 }
 
 var _ retry.BudgetGroup = (*KeyedBudgets)(nil)
@@ -279,19 +283,34 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 		kc.Clock = s.link.clk
 	}
 	k := &KeyedBudgets{c: closer{logger: s.link.logger, what: "budget " + s.link.name}}
+	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
+		k.loop = newLink(s.link, "budget group")
+	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Budget {
 		ms := s
 		overflow := key == "" && builtDefault
 		builtDefault = builtDefault || key == ""
 		ms.link = s.link.withTag(key, overflow)
-		return startBudget(ms)
+		return startBudget(ms, k.loop)
 	}, nil, func(_ string, b *Budget) { k.c.close(b) })
 	if err != nil {
 		return nil, err
 	}
 	k.Group = g
+	if k.loop != nil {
+		go k.loop.run(k.loopSync)
+	}
 	return k, nil
+}
+
+// loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
+// with OnDegraded run as a callback of the loop, so that it may Close the
+// group.
+func (k *KeyedBudgets) loopSync() {
+	k.loop.enterCallbacks()
+	defer k.loop.leaveCallbacks()
+	_ = k.SyncAll(context.Background())
 }
 
 // Record is the default member's Record.
@@ -308,6 +327,10 @@ func (k *KeyedBudgets) BudgetFor(ctx context.Context) retry.Budget {
 // Close closes every member (giving their leases back, see Budget.Close)
 // and waits until they are closed. Close is safe to call more than once.
 func (k *KeyedBudgets) Close() {
+	k.closed.Store(true)
+	if k.loop != nil {
+		k.loop.shut() // the group's loop ends first: it refreshes no closed member
+	}
 	defer k.c.wait()
 	k.Group.Close()
 }

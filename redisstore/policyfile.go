@@ -47,7 +47,7 @@ type Store struct {
 	// LeaseTokens: see BudgetConfig.LeaseTokens.
 	LeaseTokens float64
 	// BatchRefresh: see BreakerConfig.BatchRefresh (per: host and per:
-	// method breakers).
+	// method breakers and budgets).
 	BatchRefresh bool
 	// Clock paces the exchanges. nil: for a Breaker, its settings' Clock
 	// (the config Registry's Options.Clock), else clock.Real; for a
@@ -102,6 +102,7 @@ func (s *Store) breakerConfig(name string, c breaker.Config) BreakerConfig {
 func (s *Store) budgetConfig(name string, c budget.RatioConfig) BudgetConfig {
 	return BudgetConfig{
 		Client: s.Client, Name: name, Namespace: s.Namespace, Ratio: c, LeaseTokens: s.LeaseTokens,
+		BatchRefresh:    s.BatchRefresh,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL,
 		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("budget " + name),
 		OnMemberDegraded: s.onMemberDegraded("budget " + name),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/keyed"
 )
@@ -497,5 +498,67 @@ func TestStoreBatchRefresh(t *testing.T) {
 			t.Errorf("BatchRefresh %v, client %T: the group's loop %v, want %v", x.batch, x.client, got, x.want)
 		}
 		closeGroup()
+	}
+}
+
+// TestKeyedBudgetsSyncAllIsOnePipeline: KeyedBudgets.SyncAll flushes
+// every member's deposits and takes every member's lease in one
+// pipelined round trip; with BatchRefresh the group's one goroutine does
+// so every RefreshInterval.
+func TestKeyedBudgetsSyncAllIsOnePipeline(t *testing.T) {
+	srv := sharedRedis(t)
+	ns := namespace(t)
+	fc := clocktest.NewFake()
+	var tr trips
+	c := newClient(t, srv.addr)
+	c.AddHook(&tr)
+	for _, batch := range []bool{false, true} {
+		name := fmt.Sprintf("hosts-%v", batch)
+		k, err := NewKeyedBudgets(keyed.Config{}, BudgetConfig{
+			Client: c, Name: name, Namespace: ns, Clock: fc,
+			Ratio:           budget.RatioConfig{MaxTokens: 10, StartEmpty: true, Refill: 1, RetryCost: 1},
+			RefreshInterval: testInterval, Timeout: 5 * time.Second, BatchRefresh: batch,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		const n = 10
+		for i := range n {
+			if err := k.Get(hostKey(i)).Sync(syncCtx(t)); err != nil { // loads the script
+				t.Fatal(err)
+			}
+		}
+		loops := n + 2
+		if batch {
+			loops = 1
+		}
+		fc.BlockUntil(loops)
+		for i := range n {
+			for range i + 1 {
+				k.Get(hostKey(i)).Record(false, nil) // i+1 tokens for host i
+			}
+		}
+		tr.reset()
+		if batch {
+			fc.Advance(testInterval)
+			waitFor(t, "the group's refresh", func() bool { return tr.piped.Load() >= n+2 })
+			fc.BlockUntil(1)
+		} else if err := k.SyncAll(syncCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if s, p, m := tr.single.Load(), tr.pipelines.Load(), tr.piped.Load(); s != 0 || p != 1 || m != n+2 {
+			t.Fatalf("BatchRefresh %v: %d script calls alone and %d pipelines of %d, want 0 and 1 of %d", batch, s, p, m, n+2)
+		}
+		for i := range n {
+			m := k.Get(hostKey(i))
+			if got := bucketTokens(t, srv.addr, ns, keyTag(name, hostKey(i), false)) + m.Lease(); got != float64(i+1) {
+				t.Fatalf("BatchRefresh %v: %s: bucket and lease hold %v tokens, want %d", batch, hostKey(i), got, i+1)
+			}
+		}
+		k.Close()
+		if err := k.SyncAll(syncCtx(t)); err != ErrClosed {
+			t.Fatalf("SyncAll after Close: %v", err)
+		}
 	}
 }
