@@ -29,14 +29,15 @@ func (b *Breaker) tryAcquire() bool {
 
 // batched is one Breaker's exchange in a pipeline.
 type batched struct {
-	b      *Breaker
-	f      *flush
-	resend bool
-	keys   []string
-	args   []any
-	err    error // the exchange failed before the pipeline (the Clock's anchor)
-	cmd    *redis.Cmd
-	held   bool // b's right to call Redis is still to be released
+	b       *Breaker
+	f       *flush
+	resend  bool
+	keys    []string
+	args    []any
+	err     error // the exchange failed before the pipeline (the Clock's anchor)
+	cmd     *redis.Cmd
+	held    bool // b's right to call Redis is still to be released
+	settled bool // b's state is cached, its right released: its listeners are to be told
 }
 
 // syncBreakers makes one exchange for each of bs, which share one client
@@ -123,10 +124,18 @@ func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any) err
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's error is its own
 	}
-	var err error
+	// Every member's state is cached and its right released before any
+	// listener runs: one that closes the group must not wait on a right
+	// this chunk still holds.
 	for i := range ps {
 		if p := &ps[i]; p.held {
-			if e := p.finish(ctx, first); e != nil && err == nil {
+			p.finish(ctx, first)
+		}
+	}
+	var err error
+	for i := range ps {
+		if p := &ps[i]; p.settled {
+			if e := noted(first, func() error { return p.b.toldSync(p.err, false) }); e != nil && err == nil {
 				err = e
 			}
 		}
@@ -156,11 +165,12 @@ func (p *batched) prepare(ctx context.Context, first *any) {
 	p.keys, p.args = b.syncCall(p.f, now)
 }
 
-// finish decodes p's reply, completes the exchange and concludes it (see
-// Breaker.sync). An exchange the pipeline could not run for want of the
-// script in Redis's cache is made again on its own, which loads it. A
-// panic is noted in first, once the right to call Redis is released.
-func (p *batched) finish(ctx context.Context, first *any) (err error) {
+// finish decodes p's reply, completes the exchange and caches its state
+// (see Breaker.sync), releasing the right to call Redis; p.err is then
+// its error, for toldSync. An exchange the pipeline could not run for want
+// of the script in Redis's cache is made again on its own, which loads
+// it. A panic is noted in first, once the right is released.
+func (p *batched) finish(ctx context.Context, first *any) {
 	b := p.b
 	defer func() {
 		if v := recover(); v != nil {
@@ -174,7 +184,7 @@ func (p *batched) finish(ctx context.Context, first *any) (err error) {
 		}
 	}()
 	var st sharedState
-	err = p.err
+	err := p.err
 	if err == nil {
 		var v []int64
 		v, err = p.cmd.Int64Slice()
@@ -186,8 +196,10 @@ func (p *batched) finish(ctx context.Context, first *any) (err error) {
 		}
 	}
 	st, err = b.drain(ctx, p.resend, st, err)
-	p.held = false // conclude releases it
-	return b.finishSync(st, err, false)
+	p.held = false // settleState releases it
+	p.err = err
+	b.settleState(st, err)
+	p.settled = true
 }
 
 // SyncAll flushes the outcomes every live member counted (the default and
@@ -223,14 +235,16 @@ func (k *KeyedBreakers) SyncAll(ctx context.Context) error {
 
 // budgetBatched is one Budget's exchange in a pipeline.
 type budgetBatched struct {
-	b      *Budget
-	x      *budgetExchange
-	resend bool
-	keys   []string
-	args   []any
-	full   int64
-	cmd    *redis.Cmd
-	held   bool // b's syncMu is still to be unlocked
+	b       *Budget
+	x       *budgetExchange
+	resend  bool
+	keys    []string
+	args    []any
+	full    int64
+	cmd     *redis.Cmd
+	err     error
+	held    bool // b's syncMu is still to be unlocked
+	settled bool // the exchange is over and syncMu unlocked: the link is to be told
 }
 
 // syncBudgets is syncBreakers for Budgets: one exchange for each of bs,
@@ -308,20 +322,33 @@ func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's error is its own
 	}
-	var err error
+	// Every member's lock is released before OnDegraded runs: one that
+	// closes the group must not wait on a lock this chunk still holds.
 	for i := range ps {
 		p := &ps[i]
-		if e := noted(first, func() error { return p.finish(ctx) }); e != nil && err == nil {
-			err = e
+		_ = noted(first, func() error { p.finish(ctx); return nil })
+	}
+	var err error
+	for i := range ps {
+		if p := &ps[i]; p.settled {
+			if e := noted(first, func() error { return p.b.told(p.err) }); e != nil && err == nil {
+				err = e
+			}
 		}
 	}
 	return err
 }
 
-// finish takes p's reply, completes the exchange, unlocks syncMu and tells
-// the link (see Budget.sync).
-func (p *budgetBatched) finish(ctx context.Context) error {
+// finish takes p's reply, completes the exchange and unlocks syncMu (see
+// Budget.sync); p.err is then its error, for told.
+func (p *budgetBatched) finish(ctx context.Context) {
 	b := p.b
+	defer func() {
+		if p.held { // the Scripter panicked: unlocked before any OnDegraded runs
+			p.held = false
+			b.syncMu.Unlock()
+		}
+	}()
 	v, err := p.cmd.Int64Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		v, err = budgetScript.Run(ctx, b.s.link.client, p.keys, p.args...).Int64Slice()
@@ -329,10 +356,10 @@ func (p *budgetBatched) finish(ctx context.Context) error {
 	if err == nil {
 		err = b.budgetReply(p.x, p.full, v)
 	}
-	err = b.drainLocked(ctx, false, p.resend, err)
+	p.err = b.drainLocked(ctx, false, p.resend, err)
 	p.held = false
 	b.syncMu.Unlock()
-	return b.told(err)
+	p.settled = true
 }
 
 // SyncAll flushes the deposits every live member counted (the default and

@@ -155,10 +155,16 @@ func (b *Breaker) drain(ctx context.Context, resend bool, st sharedState, err er
 
 // finishSync ends an exchange with its answer st, err (see conclude).
 func (b *Breaker) finishSync(st sharedState, err error, loop bool) error {
+	b.settleState(st, err)
+	return b.toldSync(err, loop)
+}
+
+// toldSync is the second half of finishSync (see tell).
+func (b *Breaker) toldSync(err error, loop bool) error {
 	if err == nil {
 		defer b.l.syncs.Add(1) // once the state is cached and told, even if a listener panics
 	}
-	if err := b.conclude(st, err, loop); err != nil {
+	if err := b.tell(err, loop); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
 	return nil
@@ -271,14 +277,25 @@ func (b *Breaker) release() { <-b.sem }
 // goroutine. It returns err. A panic while it falls back (the local
 // breaker's Clock) releases the right and goes on, telling no one.
 func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
-	func() {
-		defer b.release() // even if the local breaker's Clock panics as fallBack makes it
-		if err != nil {
-			b.fallBack()
-		} else {
-			b.apply(st)
-		}
-	}()
+	b.settleState(st, err)
+	return b.tell(err, loop)
+}
+
+// settleState is the first half of conclude: it caches st, or falls back
+// after err, and releases the right to call Redis.
+func (b *Breaker) settleState(st sharedState, err error) {
+	defer b.release() // even if the local breaker's Clock panics as fallBack makes it
+	if err != nil {
+		b.fallBack()
+	} else {
+		b.apply(st)
+	}
+}
+
+// tell is the second half of conclude, once the right to call Redis is
+// released: it starts the open period's timer and tells the listeners,
+// the log and OnDegraded. It returns err.
+func (b *Breaker) tell(err error, loop bool) error {
 	if loop {
 		b.l.enterCallbacks()
 		defer b.l.leaveCallbacks()

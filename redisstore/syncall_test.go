@@ -562,3 +562,42 @@ func TestKeyedBudgetsSyncAllIsOnePipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRefreshBudgetDegradedCloses: with BatchRefresh, an
+// OnMemberDegraded that closes the group when Redis is lost, on the
+// group's goroutine, does not wait on a member the refresh still holds:
+// every member's exchange is over before any OnDegraded runs.
+func TestBatchRefreshBudgetDegradedCloses(t *testing.T) {
+	srv := sharedRedis(t)
+	px := newProxy(t, srv.addr)
+	fc := clocktest.NewFake()
+	var k *KeyedBudgets
+	closed := make(chan struct{})
+	var once atomic.Bool
+	k, err := NewKeyedBudgets(keyed.Config{}, BudgetConfig{
+		Client: newClient(t, px.addr), Name: "hosts", Namespace: namespace(t), Clock: fc,
+		Ratio:           budget.RatioConfig{MaxTokens: 10},
+		RefreshInterval: testInterval, Timeout: time.Second, BatchRefresh: true,
+		OnMemberDegraded: func(m Member, degraded bool, _ error) {
+			if degraded && once.CompareAndSwap(false, true) {
+				k.Close()
+				close(closed)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	for i := range 5 {
+		k.Get(hostKey(i)).Record(false, nil)
+	}
+	fc.BlockUntil(1)
+	fc.Advance(testInterval)
+	waitFor(t, "the first refresh", func() bool { return k.Get(hostKey(4)).Stats().Link.Syncs > 0 })
+	fc.BlockUntil(1)
+	px.cut()
+	fc.Advance(testInterval)
+	<-closed // the group's goroutine closed the group without waiting for itself
+	<-k.loop.stopped
+}
