@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/keyed"
 )
 
 // benchBreakers returns a local breaker and a joined Redis-backed one with
@@ -106,4 +107,44 @@ func BenchmarkBudget(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkRefreshMembers measures one refresh of 100 live members of a
+// keyed group: each member's own exchange, one after another (as the
+// members' loops make them, one round trip each), against SyncAll's one
+// pipeline (BatchRefresh).
+func BenchmarkRefreshMembers(b *testing.B) {
+	srv := sharedRedis(b)
+	k, err := NewKeyedBreakers(keyed.Config{}, BreakerConfig{
+		Client: newClient(b, srv.addr), Name: "hosts", Namespace: namespace(b),
+		RefreshInterval: time.Hour, Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(k.Close)
+	var ms []*Breaker
+	for i := range 100 {
+		m := k.Get(hostKey(i))
+		if err := m.Sync(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	b.Run("each", func(b *testing.B) {
+		for b.Loop() {
+			for _, m := range ms {
+				if err := m.Sync(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("pipelined", func(b *testing.B) {
+		for b.Loop() {
+			if err := k.SyncAll(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -22,8 +22,14 @@ import (
 // locally; a background goroutine flushes the counts to Redis and refreshes
 // the cache every RefreshInterval, in one round trip. In the closed state
 // Allow and its done function touch no network, take no lock and do not
-// allocate. The half-open state's probe permits are fleet-wide: Allow takes
-// one from Redis (bounded by Timeout), and the probe's done reports its
+// allocate. In the open state Allow, Ready and State refuse (or report
+// Open) without a lock or an allocation and, on the real clock, without
+// reading the clock: a timer marks the end of the cached open period,
+// whether this process tripped the breaker or learnt of it from Redis,
+// and a refresh that moves the end starts a new one. On any other Clock
+// each refusal reads it, so that a fake clock sees the same instants.
+// The half-open state's probe permits are fleet-wide: Allow takes one
+// from Redis (bounded by Timeout), and the probe's done reports its
 // result there.
 //
 // When a Redis call fails or times out the process falls back to a local
@@ -39,6 +45,7 @@ type Breaker struct {
 
 	s     breakerSettings
 	clk   clock.Clock
+	gate  bool        // open periods end by a timer (the real clock): a refusal reads no clock
 	tc    *scriptTime // the time the scripts compare
 	l     *link
 	local atomic.Pointer[localBreaker] // replaced at every fallback
@@ -60,10 +67,11 @@ type Breaker struct {
 	randMu sync.Mutex
 	rnd    rand.Source // nil: the global generator
 
-	sem    chan struct{} // the right to call Redis (see acquire)
-	stMu   sync.Mutex    // serialises snapshot replacements
-	cntMu  sync.Mutex
-	counts breaker.Counts // fleet-wide counts from the last exchange
+	sem        chan struct{} // the right to call Redis (see acquire)
+	stMu       sync.Mutex    // serialises snapshot replacements, and guards pendingEnd and openEnd.t
+	pendingEnd *openEnd      // the end of a cached open period whose timer is to be started (gate)
+	cntMu      sync.Mutex
+	counts     breaker.Counts // fleet-wide counts from the last exchange
 
 	ev events
 }
@@ -75,8 +83,32 @@ type snapshot struct {
 	state  breaker.State
 	gen    uint64
 	until  time.Time   // Open: end of the open period
+	end    *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
 	full   bool        // HalfOpen: every fleet-wide probe permit is taken
 	done   func(error) // shared Closed without slow-call timing: the done of every call
+}
+
+// openEnd marks the end of one cached open period, for the snapshots that
+// hold it (a degraded copy of a shared snapshot shares its period). Until
+// due is set, Allow, Ready, Peek and State refuse without reading the
+// clock; once it is set they read the clock to see whether the period has
+// ended. On the real clock due is set by a timer at the period's end
+// (see Breaker.armEnd), or when a snapshot with another period replaces
+// the one holding it; on any other clock from the start, so that every
+// refusal reads the clock and a fake clock sees the same instants.
+type openEnd struct {
+	due   atomic.Bool
+	until time.Time
+	t     clock.Timer // the timer once started; guarded by Breaker.stMu
+}
+
+// openUntil reports whether the open period of the snapshot s (state
+// Open) has not ended yet, reading the clock only once its end is due.
+func (b *Breaker) openUntil(s *snapshot) bool {
+	if s.end != nil && !s.end.due.Load() {
+		return true
+	}
+	return b.clk.Now().Before(s.until)
 }
 
 var (
@@ -92,16 +124,28 @@ var (
 // allocates nothing, as with breaker.Breaker: do not modify it. See
 // retry.PrebuiltRefusal.
 func (b *Breaker) RefusalError(refused error) *retry.Error {
-	switch {
-	case b == nil:
+	if b == nil {
 		return nil
-	case refused == breaker.ErrOpen:
+	}
+	// classifier tells the two refusals apart by a type assertion and a
+	// pointer comparison, cheaper than comparing interface values.
+	switch classifier.RefusalError(refused) {
+	case classOpen:
 		return b.refusedOpen
-	case refused == breaker.ErrTooManyProbes:
+	case classProbes:
 		return b.refusedProbes
 	}
 	return nil
 }
+
+// classifier is a breaker.Breaker used only for its RefusalError, whose
+// answers for breaker.ErrOpen and breaker.ErrTooManyProbes are classOpen
+// and classProbes. It is never asked to allow a call.
+var (
+	classifier  = breaker.New(breaker.Config{})
+	classOpen   = classifier.RefusalError(breaker.ErrOpen)
+	classProbes = classifier.RefusalError(breaker.ErrTooManyProbes)
+)
 
 // NewBreaker returns a Breaker configured by c and starts its background
 // exchange with Redis. It makes no Redis call itself: until the first
@@ -117,12 +161,18 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 }
 
 // startBreaker makes the Breaker of the settings s and starts its loop.
-func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
+func startBreaker(s breakerSettings, rnd rand.Source) *Breaker { return startMember(s, rnd, nil) }
+
+// startMember makes the Breaker of the settings s. With group nil it
+// starts its own loop; otherwise the loop of group, a keyed group's,
+// makes its exchanges, and is asked for one at once.
+func startMember(s breakerSettings, rnd rand.Source, group *link) *Breaker {
 	b := &Breaker{
 		s:            s,
 		clk:          s.link.clk,
 		tc:           newScriptTime(s.link.clk),
 		l:            newLink(s.link, "breaker"),
+		gate:         s.gate,
 		rnd:          backoff.Shared(rnd), // drawn under the lock the local breaker uses for the same source
 		stateKey:     s.link.prefix + "state",
 		probesKey:    s.link.prefix + "probes",
@@ -137,8 +187,17 @@ func startBreaker(s breakerSettings, rnd rand.Source) *Breaker {
 	if s.onTransition != nil {
 		b.ev.subscribe(s.onTransition)
 	}
+	if f, m := s.onMember, s.link.member; f != nil {
+		b.ev.subscribe(func(from, to breaker.State) { f(m, from, to) })
+	}
 	b.resetLocal()
 	b.snap.Store(&snapshot{state: breaker.Closed})
+	if group != nil {
+		b.l.pokeTo = group
+		close(b.l.stopped) // no loop of its own to wait for
+		group.poke()
+		return b
+	}
 	go b.l.run(b.loopSync)
 	return b
 }
@@ -161,6 +220,9 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	if s.done != nil { // shared, closed, untimed
 		return s.done, nil
 	}
+	if e := s.end; e != nil && !e.due.Load() { // open, on the real clock: no clock read
+		return nil, breaker.ErrOpen
+	}
 	return b.allowSlow(s)
 }
 
@@ -180,7 +242,7 @@ func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 	case breaker.Closed:
 		return b.admitTimed(s), nil
 	case breaker.Open:
-		if b.clk.Now().Before(s.until) {
+		if b.openUntil(s) {
 			return nil, breaker.ErrOpen
 		}
 	default:
@@ -196,7 +258,7 @@ func (b *Breaker) allowSlow(s *snapshot) (func(error), error) {
 // the local breaker decides. The outcome is also counted for Redis, so
 // that the next exchange carries it.
 func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
-	if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+	if s.state == breaker.Open && b.openUntil(s) {
 		return nil, breaker.ErrOpen
 	}
 	done, err := b.local.Load().b.Allow()
@@ -331,14 +393,14 @@ func (b *Breaker) Ready() error {
 	}
 	s := b.snap.Load()
 	if !s.shared {
-		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+		if s.state == breaker.Open && b.openUntil(s) {
 			return breaker.ErrOpen
 		}
 		return b.local.Load().b.Ready()
 	}
 	switch s.state {
 	case breaker.Open:
-		if b.clk.Now().Before(s.until) {
+		if b.openUntil(s) {
 			return breaker.ErrOpen
 		}
 		if b.claiming.Load() {
@@ -361,14 +423,14 @@ func (b *Breaker) Peek() (st breaker.State, refusing bool) {
 	}
 	s := b.snap.Load()
 	if !s.shared {
-		if s.state == breaker.Open && b.clk.Now().Before(s.until) {
+		if s.state == breaker.Open && b.openUntil(s) {
 			return breaker.Open, true
 		}
 		return b.local.Load().b.Peek()
 	}
 	switch s.state {
 	case breaker.Open:
-		if b.clk.Now().Before(s.until) {
+		if b.openUntil(s) {
 			return breaker.Open, true
 		}
 		return breaker.HalfOpen, b.claiming.Load()
@@ -387,13 +449,12 @@ func (b *Breaker) State() breaker.State {
 		return breaker.Closed
 	}
 	s := b.snap.Load()
-	now := b.clk.Now()
 	switch {
-	case s.shared && s.state == breaker.Open && !now.Before(s.until):
+	case s.shared && s.state == breaker.Open && !b.openUntil(s):
 		return breaker.HalfOpen
 	case s.shared:
 		return s.state
-	case s.state == breaker.Open && now.Before(s.until):
+	case s.state == breaker.Open && b.openUntil(s):
 		return breaker.Open
 	}
 	return b.local.Load().b.State()
@@ -467,8 +528,20 @@ func (b *Breaker) Close() {
 		return
 	}
 	defer func() { b.local.Load().close() }() // even if a listener panics
+	defer b.stopEnd()
 	if b.snap.Load().shared {
 		b.flushOnClose()
+	}
+}
+
+// stopEnd stops the timer of the cached open period, if one runs: the
+// period is then judged by reading the clock, and a closed Breaker holds
+// no timer.
+func (b *Breaker) stopEnd() {
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	if e := b.snap.Load().end; e != nil && e.t != nil {
+		b.retireEnd(e)
 	}
 }
 
@@ -524,7 +597,7 @@ func (b *Breaker) effective() breaker.State {
 	switch {
 	case s.shared:
 		return s.state
-	case s.state == breaker.Open && b.clk.Now().Before(s.until):
+	case s.state == breaker.Open && b.openUntil(s):
 		return breaker.Open
 	}
 	return breaker.State(b.localState.Load())

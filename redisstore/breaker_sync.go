@@ -97,42 +97,74 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 	held := true
 	defer func() {
 		if held { // the Clock, Rand or Scripter panicked
-			b.release()
+			b.unhold()
 		}
 	}()
-	var st sharedState
-	var err error
-	for {
-		f, resend := b.retained, b.retained != nil
-		if f == nil {
-			s := b.snap.Load()
-			b.batchSeq++
-			trip := b.localTrip.Swap(0)
-			f = &flush{seq: b.batchSeq, gen: s.gen, bt: b.acc.take()}
-			// A trip counts toward the generation the process saw when its
-			// local breaker opened; one made against an earlier state is void.
-			f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
-			f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
-			if !f.bt.empty() || f.trip {
-				b.retained = f // kept until Redis has it, even if the exchange panics
-			}
-		}
-		st, err = b.exchange(ctx, f)
-		if err != nil {
-			break
-		}
+	f, resend := b.nextFlush()
+	st, err := b.exchange(ctx, f)
+	st, err = b.drain(ctx, resend, st, err)
+	held = false
+	return b.finishSync(st, err, loop)
+}
+
+// unhold releases the right to call Redis after a panic of an exchange
+// (the Clock, Rand or Scripter), and starts the timer of an open period a
+// resent batch's reply cached.
+func (b *Breaker) unhold() {
+	b.release()
+	b.armEnd()
+}
+
+// nextFlush returns the batch of the next exchange: the one kept from a
+// failed exchange (resend true), or a new one of the outcomes counted
+// since. The caller holds the right to call Redis.
+func (b *Breaker) nextFlush() (f *flush, resend bool) {
+	if b.retained != nil {
+		return b.retained, true
+	}
+	s := b.snap.Load()
+	b.batchSeq++
+	trip := b.localTrip.Swap(0)
+	f = &flush{seq: b.batchSeq, gen: s.gen, bt: b.acc.take()}
+	// A trip counts toward the generation the process saw when its
+	// local breaker opened; one made against an earlier state is void.
+	f.trip = trip != 0 && (trip&^tripSet == s.gen || trip&^tripSet == 0)
+	f.anygen = f.bt.local || s.gen == 0 || (f.trip && trip&^tripSet == 0)
+	if !f.bt.empty() || f.trip {
+		b.retained = f // kept until Redis has it, even if the exchange panics
+	}
+	return f, false
+}
+
+// drain completes an exchange that answered st, err: once Redis has the
+// batch kept from a failed exchange (resend), the newer outcomes go in an
+// exchange of their own. The caller holds the right to call Redis.
+func (b *Breaker) drain(ctx context.Context, resend bool, st sharedState, err error) (sharedState, error) {
+	for err == nil {
 		b.retained = nil
 		if !resend {
 			break
 		}
-		// The batch kept from a failed exchange is in; now the newer ones.
 		b.apply(st)
+		var f *flush
+		f, resend = b.nextFlush()
+		st, err = b.exchange(ctx, f)
 	}
+	return st, err
+}
+
+// finishSync ends an exchange with its answer st, err (see conclude).
+func (b *Breaker) finishSync(st sharedState, err error, loop bool) error {
+	b.settleState(st, err)
+	return b.toldSync(err, loop)
+}
+
+// toldSync is the second half of finishSync (see tell).
+func (b *Breaker) toldSync(err error, loop bool) error {
 	if err == nil {
 		defer b.l.syncs.Add(1) // once the state is cached and told, even if a listener panics
 	}
-	held = false
-	if err := b.conclude(st, err, loop); err != nil {
+	if err := b.tell(err, loop); err != nil {
 		return fmt.Errorf("redisstore: breaker %s: sync: %w", b.s.link.name, err)
 	}
 	return nil
@@ -141,11 +173,22 @@ func (b *Breaker) sync(ctx context.Context, loop bool) error {
 // exchange runs the sync script for f. The caller holds the right to call
 // Redis.
 func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
-	bt := f.bt
 	now, err := b.tc.now(ctx, b.s.link.client)
 	if err != nil {
 		return sharedState{}, err
 	}
+	keys, args := b.syncCall(f, now)
+	v, err := syncScript.Run(ctx, b.s.link.client, keys, args...).Int64Slice()
+	if err != nil {
+		return sharedState{}, err
+	}
+	return b.syncReply(f, v)
+}
+
+// syncCall returns the keys and arguments of the sync script for f, whose
+// now is now. The caller holds the right to call Redis.
+func (b *Breaker) syncCall(f *flush, now int64) ([]string, []any) {
+	bt := f.bt
 	// What this process last saw, for Redis to restore if it lost the state.
 	held, rem := 0, int64(0)
 	if s := b.snap.Load(); b.epoch != 0 {
@@ -156,7 +199,7 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 			held = int(breaker.HalfOpen)
 		}
 	}
-	v, err := syncScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey, b.seenKey},
+	return []string{b.stateKey, b.probesKey, b.seenKey}, []any{
 		now, f.gen, bt.requests, bt.successes, bt.failures, bt.slow,
 		flag(bt.saw), bt.lead, bt.longest, bt.trail,
 		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
@@ -164,10 +207,13 @@ func (b *Breaker) exchange(ctx context.Context, f *flush) (sharedState, error) {
 		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
 		flag(f.anygen), flag(f.trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets, f.seq,
 		b.epoch, held, rem,
-	).Int64Slice()
-	if err != nil {
-		return sharedState{}, err
 	}
+}
+
+// syncReply decodes the sync script's reply v to the exchange of f, and
+// caches the fleet-wide counts it carries. The caller holds the right to
+// call Redis.
+func (b *Breaker) syncReply(f *flush, v []int64) (sharedState, error) {
 	if len(v) != 12 {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
@@ -228,14 +274,28 @@ func (b *Breaker) release() { <-b.sem }
 // back to local state; then it releases the right and tells the listeners
 // of any change, and the log and OnDegraded of a fallback or a re-join
 // (even if a listener panics). loop is true on the background loop's
-// goroutine. It returns err.
+// goroutine. It returns err. A panic while it falls back (the local
+// breaker's Clock) releases the right and goes on, telling no one.
 func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
+	b.settleState(st, err)
+	return b.tell(err, loop)
+}
+
+// settleState is the first half of conclude: it caches st, or falls back
+// after err, and releases the right to call Redis.
+func (b *Breaker) settleState(st sharedState, err error) {
+	defer b.release() // even if the local breaker's Clock panics as fallBack makes it
 	if err != nil {
 		b.fallBack()
 	} else {
 		b.apply(st)
 	}
-	b.release()
+}
+
+// tell is the second half of conclude, once the right to call Redis is
+// released: it starts the open period's timer and tells the listeners,
+// the log and OnDegraded. It returns err.
+func (b *Breaker) tell(err error, loop bool) error {
 	if loop {
 		b.l.enterCallbacks()
 		defer b.l.leaveCallbacks()
@@ -247,7 +307,8 @@ func (b *Breaker) conclude(st sharedState, err error, loop bool) error {
 			b.l.reached()
 		}
 	}()
-	b.settle()
+	defer b.settle() // also when the Clock panics
+	b.armEnd()
 	return err
 }
 
@@ -285,15 +346,89 @@ func (b *Breaker) apply(st sharedState) {
 		return
 	}
 	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, full: full}
-	if st.st == breaker.Closed && b.s.slowDur == 0 {
+	switch {
+	case st.st == breaker.Open && cur.end != nil && cur.until.Equal(st.until):
+		n.end = cur.end // the same open period: its timer goes on
+	case st.st == breaker.Open:
+		n.end = b.newEnd(st.until)
+	case st.st == breaker.Closed && b.s.slowDur == 0:
 		n.done = func(err error) { b.record(n, time.Time{}, err) }
 	}
 	b.snap.Store(n)
+	if cur.end != nil && cur.end != n.end {
+		b.retireEnd(cur.end)
+	}
 	if cur.gen != 0 && !carry && !b.acc.local.Load() {
 		// Counts of an earlier generation are void, whether counted in the
 		// shared state or while degraded against it.
 		b.acc.take()
 	}
+}
+
+// newEnd returns the mark of an open period that ends at until: due at
+// once on a Clock other than the real one, else once its timer, which the
+// next conclude starts, fires. The caller holds stMu.
+func (b *Breaker) newEnd(until time.Time) *openEnd {
+	e := &openEnd{until: until}
+	if !b.gate {
+		e.due.Store(true)
+		return e
+	}
+	if b.pendingEnd != nil {
+		b.pendingEnd.due.Store(true) // replaced before its timer started
+	}
+	b.pendingEnd = e
+	return e
+}
+
+// retireEnd marks e, the open period of a snapshot just replaced, as due
+// (a call that loaded that snapshot reads the clock) and stops its timer.
+// The caller holds stMu.
+func (b *Breaker) retireEnd(e *openEnd) {
+	e.due.Store(true)
+	if b.pendingEnd == e {
+		b.pendingEnd = nil
+	}
+	if e.t != nil {
+		e.t.Stop()
+		e.t = nil
+	}
+}
+
+// armEnd starts the timer of the open period apply last cached, if it has
+// not been started: it sets due at the period's end. It runs outside
+// every lock, after the right to call Redis is released, since the Clock
+// may panic: the period is then judged by reading the clock, as on a
+// fake clock, and the panic goes on.
+func (b *Breaker) armEnd() {
+	b.stMu.Lock()
+	e := b.pendingEnd
+	b.pendingEnd = nil
+	b.stMu.Unlock()
+	if e == nil {
+		return
+	}
+	armed := false
+	defer func() {
+		if !armed {
+			e.due.Store(true)
+		}
+	}()
+	d := e.until.Sub(b.clk.Now())
+	if d <= 0 { // over already (a refresh moved the end back)
+		e.due.Store(true)
+		return
+	}
+	t := b.clk.AfterFunc(d, func() { e.due.Store(true) })
+	armed = true
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	if e.due.Load() || b.snap.Load().end != e {
+		t.Stop() // fired already, or replaced meanwhile
+		e.due.Store(true)
+		return
+	}
+	e.t = t
 }
 
 // fallBack switches the cached state to local after a failed Redis call.

@@ -86,14 +86,22 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startBudget(s), nil
+	return startBudget(s, nil), nil
 }
 
 // startBudget makes the Budget of the settings s and starts its loop.
-func startBudget(s budgetSettings) *Budget {
+// With group non-nil, the loop of group, a keyed group's, makes its
+// exchanges instead, and is asked for one at once.
+func startBudget(s budgetSettings, group *link) *Budget {
 	b := &Budget{s: s, l: newLink(s.link, "budget")}
 	b.local.Store(budget.NewRatio(s.local))
 	b.seenKey = s.link.prefix + "seen:" + fmt.Sprintf("%016x", rand.Uint64())
+	if group != nil {
+		b.l.pokeTo = group
+		close(b.l.stopped) // no loop of its own to wait for
+		group.poke()
+		return b
+	}
 	go b.l.run(b.loopSync)
 	return b
 }
@@ -305,6 +313,12 @@ func (b *Budget) sync(ctx context.Context, closing, loop bool) error {
 		b.l.enterCallbacks()
 		defer b.l.leaveCallbacks()
 	}
+	return b.told(err)
+}
+
+// told tells the link how an exchange ended (the log and OnDegraded of a
+// fallback or a re-join), outside syncMu, and returns err wrapped.
+func (b *Budget) told(err error) error {
 	if err != nil {
 		b.l.failed(err)
 		return fmt.Errorf("redisstore: budget %s: sync: %w", b.s.link.name, err)
@@ -321,30 +335,45 @@ func (b *Budget) syncLocked(ctx context.Context, closing bool) error {
 	}
 	ctx, cancel := b.l.context(ctx)
 	defer cancel()
-	var err error
-	for {
-		x, resend := b.retained, b.retained != nil
-		if x == nil {
-			b.seq++
-			x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
-			switch {
-			case closing:
-				x.returned = b.lease.Swap(0)
-			case b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0:
-				x.want = max(b.s.lease-b.lease.Load(), 0)
-			}
-			if x.delta != 0 || x.want > 0 || x.returned != 0 {
-				b.retained = x // kept until Redis has it, even if the exchange panics
-			}
-		}
-		if err = b.exchange(ctx, x); err != nil {
-			break
-		}
+	x, resend := b.nextExchange(closing)
+	err := b.exchange(ctx, x)
+	return b.drainLocked(ctx, closing, resend, err)
+}
+
+// nextExchange returns the next exchange: the one kept from a failed
+// exchange (resend true), or a new one. The caller holds syncMu.
+func (b *Budget) nextExchange(closing bool) (x *budgetExchange, resend bool) {
+	if b.retained != nil {
+		return b.retained, true
+	}
+	b.seq++
+	x = &budgetExchange{seq: b.seq, delta: b.pending.Swap(0), closing: closing}
+	switch {
+	case closing:
+		x.returned = b.lease.Swap(0)
+	case b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0:
+		x.want = max(b.s.lease-b.lease.Load(), 0)
+	}
+	if x.delta != 0 || x.want > 0 || x.returned != 0 {
+		b.retained = x // kept until Redis has it, even if the exchange panics
+	}
+	return x, false
+}
+
+// drainLocked completes an exchange that ended with err: once Redis has
+// the exchange kept from a failed one (resend), the newer one is made;
+// then the process re-joins, or falls back to its private budget. The
+// caller holds syncMu. It returns the error of the last exchange.
+func (b *Budget) drainLocked(ctx context.Context, closing, resend bool, err error) error {
+	for err == nil {
 		b.retained = nil
 		if !resend {
 			break
 		}
 		// the failed exchange is in; now the newer one
+		var x *budgetExchange
+		x, resend = b.nextExchange(closing)
+		err = b.exchange(ctx, x)
 	}
 	if err != nil {
 		if b.joined.Swap(false) {
@@ -377,22 +406,33 @@ func (b *Budget) resetLocal() {
 // If Redis lost the bucket this process leased from (a new epoch), the
 // lease is void: it is replaced by the one granted from the new bucket.
 func (b *Budget) exchange(ctx context.Context, x *budgetExchange) error {
-	full := int64(0)
+	keys, args, full := b.budgetCall(x)
+	v, err := budgetScript.Run(ctx, b.s.link.client, keys, args...).Int64Slice()
+	if err != nil {
+		return err
+	}
+	return b.budgetReply(x, full, v)
+}
+
+// budgetCall returns the keys and arguments of the budget script for x,
+// and the lease the process asks to hold.
+func (b *Budget) budgetCall(x *budgetExchange) (keys []string, args []any, full int64) {
 	if b.s.retryCost > 0 || b.s.timeoutCost > 0 || b.s.throttleCost > 0 {
 		full = b.s.lease
 	}
 	if x.closing {
 		full = 0
 	}
-	v, err := budgetScript.Run(ctx, b.s.link.client, []string{b.s.link.prefix + "budget", b.seenKey},
+	return []string{b.s.link.prefix + "budget", b.seenKey}, []any{
 		x.delta, x.want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(), x.seq,
 		b.epoch.Load(), full, x.returned,
-	).Int64Slice()
-	if err == nil && (len(v) != 4 || v[0] < 0 || v[0] > max(x.want, full) || v[1] < 0 || v[3] < 0 || v[3] > 1) {
-		err = fmt.Errorf("%w: %v", errReply, v)
-	}
-	if err != nil {
-		return err
+	}, full
+}
+
+// budgetReply takes the lease the budget script's reply v to x grants.
+func (b *Budget) budgetReply(x *budgetExchange, full int64, v []int64) error {
+	if len(v) != 4 || v[0] < 0 || v[0] > max(x.want, full) || v[1] < 0 || v[3] < 0 || v[3] > 1 {
+		return fmt.Errorf("%w: %v", errReply, v)
 	}
 	if v[3] == 1 {
 		b.lease.Store(v[0])

@@ -103,7 +103,9 @@ type BreakerConfig struct {
 
 	// Logger receives one warning when the process loses Redis, one
 	// message when it re-joins, and an error for a listener or OnDegraded
-	// that panicked on the background goroutine. nil: silent.
+	// that panicked on the background goroutine, and for a Clock that
+	// panicked there while pacing the exchanges (they then go on paced by
+	// clock.Real). nil: silent.
 	Logger *slog.Logger
 
 	// OnDegraded, if set, is called when the process falls back to local
@@ -116,6 +118,53 @@ type BreakerConfig struct {
 	// goroutine, which has no caller, it is recovered and logged at Error
 	// level (Logger; nil: silent), and the exchanges go on.
 	OnDegraded func(degraded bool, err error)
+
+	// BatchRefresh, in a KeyedBreakers group whose Client pipelines (a
+	// *redis.Client or *redis.ClusterClient), makes one goroutine for the
+	// group refresh every live member every RefreshInterval, in SyncAll's
+	// pipelined exchanges (one round trip per Redis node for up to
+	// MaxBatch members), instead of one goroutine and one round trip per
+	// member. A failure a member sees brings the group's next refresh
+	// forward (to RefreshInterval/10 after the previous one at the
+	// soonest), and so does a new member, which decides on local state
+	// until then (see NewBreaker). NewBreaker, and a client that does not
+	// pipeline, ignore it.
+	BatchRefresh bool
+
+	// OnMemberStateChange, if set, is called as Breaker.OnStateChange is
+	// (after it, for the same changes, on the same goroutine, with panics
+	// handled the same way), with the Member whose state changed: a
+	// KeyedBreakers group calls it with each member's key, so that a
+	// listener can tell which host's breaker moved. A Breaker made by
+	// NewBreaker is the default member (Member{}).
+	OnMemberStateChange func(m Member, from, to breaker.State)
+
+	// OnMemberDegraded, if set, is called as OnDegraded is (after it, for
+	// the same changes, with panics handled the same way), with the Member
+	// that fell back or re-joined (see OnMemberStateChange).
+	OnMemberDegraded func(m Member, degraded bool, err error)
+}
+
+// Member names the member of a keyed group (KeyedBreakers, KeyedBudgets)
+// that a member listener hears: Key is its key ("" for the default
+// member), and Overflow is set for the group's overflow member, shared by
+// the keys that found the group full, whose Key is "". A Breaker or Budget
+// made on its own is Member{}.
+type Member struct {
+	Key      string
+	Overflow bool
+}
+
+// String returns the key, "(default)" for the default member and
+// "(overflow)" for the overflow member.
+func (m Member) String() string {
+	switch {
+	case m.Overflow:
+		return "(overflow)"
+	case m.Key == "":
+		return "(default)"
+	}
+	return m.Key
 }
 
 // BudgetConfig configures a retry Budget shared through Redis. Client and
@@ -168,9 +217,14 @@ type BudgetConfig struct {
 	// Clock paces the exchanges with Redis. nil: clock.Real.
 	Clock clock.Clock
 
-	// Logger and OnDegraded: see BreakerConfig.
-	Logger     *slog.Logger
-	OnDegraded func(degraded bool, err error)
+	// BatchRefresh: see BreakerConfig.BatchRefresh (for KeyedBudgets).
+	BatchRefresh bool
+
+	// Logger, OnDegraded and OnMemberDegraded: see BreakerConfig. A
+	// KeyedBudgets group calls OnMemberDegraded with each member's key.
+	Logger           *slog.Logger
+	OnDegraded       func(degraded bool, err error)
+	OnMemberDegraded func(m Member, degraded bool, err error)
 }
 
 // linkConfig is what the Breaker and the Budget share: how they reach Redis.
@@ -185,6 +239,8 @@ type linkConfig struct {
 	clk        clock.Clock
 	logger     *slog.Logger
 	onDegraded func(bool, error)
+	onMember   func(Member, bool, error) // OnMemberDegraded
+	member     Member                    // which member of a keyed group, for the member listeners
 }
 
 func resolveLink(kind string, client redis.Scripter, name, ns string, interval, timeout, ttl time.Duration) (linkConfig, error) {
@@ -274,6 +330,8 @@ type breakerSettings struct {
 	isExcluded   func(error) bool
 	local        breaker.Config
 	onTransition func(from, to breaker.State)
+	onMember     func(m Member, from, to breaker.State)
+	gate         bool // open periods end by a timer (the real clock): a refusal reads no clock
 }
 
 // Validate reports whether c can make a Breaker. Errors wrap
@@ -307,7 +365,7 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 	if c.Clock == nil {
 		l.clk = clock.Or(bc.Clock)
 	}
-	l.logger, l.onDegraded = c.Logger, c.OnDegraded
+	l.logger, l.onDegraded, l.onMember = c.Logger, c.OnDegraded, c.OnMemberDegraded
 	d := bc.WithDefaults() // the local Breaker's rules, exactly
 	s = breakerSettings{
 		link:         l,
@@ -325,6 +383,8 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		isFailure:    d.IsFailure,
 		isExcluded:   d.IsExcluded,
 		onTransition: d.OnStateChange,
+		onMember:     c.OnMemberStateChange,
+		gate:         l.clk == clock.Real,
 	}
 	if w := d.Window; w.Duration > 0 {
 		s.window = true
@@ -392,7 +452,7 @@ func (c BudgetConfig) resolve() (budgetSettings, error) {
 		return s, err
 	}
 	l.clk = clock.Or(c.Clock)
-	l.logger, l.onDegraded = c.Logger, c.OnDegraded
+	l.logger, l.onDegraded, l.onMember = c.Logger, c.OnDegraded, c.OnMemberDegraded
 	r, err := c.Ratio.WithDefaults()
 	if err != nil {
 		return s, fmt.Errorf("%w: BudgetConfig.Ratio: %w", ErrInvalidConfig, err)

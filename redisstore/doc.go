@@ -29,7 +29,9 @@
 // allocate nothing and take no lock (BenchmarkAllowClosed compares them
 // with breaker.Breaker). With slow-call timing each call gets its own
 // done record instead (two small allocations), so that calling a done
-// twice can never end another call.
+// twice can never end another call. In the open state a refusal is two
+// atomic loads: on the real clock a timer marks the end of the cached
+// open period, so a refusal reads no clock (BenchmarkRefusedOpen).
 // The only calls that reach Redis are the half-open breaker's: asking for
 // a probe permit and reporting the probe's result, each bounded by Timeout.
 //
@@ -203,4 +205,11 @@
 // for any other; the default member is the unkeyed part of Name, the
 // overflow member "{<Name>:#overflow}". A member the group removes, and
 // every member at Close, is closed off the caller's path.
+// BreakerConfig.OnMemberStateChange and OnMemberDegraded (and
+// BudgetConfig.OnMemberDegraded) hear which member moved (a Member: its
+// key, or the overflow member). Each member exchanges with Redis on its
+// own goroutine; with BreakerConfig.BatchRefresh (BudgetConfig's) a
+// group refreshes all its members from one goroutine instead, in
+// pipelined exchanges (KeyedBreakers.SyncAll, KeyedBudgets.SyncAll), one
+// round trip per Redis node for up to MaxBatch members.
 package redisstore

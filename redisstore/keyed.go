@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
@@ -66,6 +67,7 @@ func memberName(name, key string, overflow bool) string {
 // withTag returns l for the member of key: its keys under keyTag's tag.
 func (l linkConfig) withTag(key string, overflow bool) linkConfig {
 	l.prefix = l.ns + ":{" + keyTag(l.name, key, overflow) + "}:"
+	l.member = Member{Key: key, Overflow: overflow}
 	l.name = memberName(l.name, key, overflow)
 	return l
 }
@@ -155,7 +157,8 @@ func (c *closer) wait() {
 // flush made) is recovered and logged at Error level (Logger; nil:
 // silent) on a goroutine of its own, and goes on to the caller otherwise.
 // BreakerConfig.OnStateChange and OnDegraded hear every member, without
-// its key.
+// its key; OnMemberStateChange and OnMemberDegraded hear every member
+// with its key (see Member).
 //
 // A new member decides its first calls on local state until its first
 // exchange (made at once, in the background), as a Breaker fresh from
@@ -163,10 +166,14 @@ func (c *closer) wait() {
 // few calls before it learns that the fleet opened its breaker meanwhile.
 //
 // Each live member runs one goroutine and one Redis round trip per
-// RefreshInterval: MaxKeys bounds both. Close the group when done.
+// RefreshInterval: MaxKeys bounds both. With BreakerConfig.BatchRefresh
+// the group runs one goroutine instead, which refreshes every member in
+// pipelined exchanges (see SyncAll). Close the group when done.
 type KeyedBreakers struct {
 	*keyed.Group[*Breaker]
-	c closer
+	c      closer
+	closed atomic.Bool // Close was called
+	loop   *link       // BatchRefresh: the group's loop, which refreshes every member; else nil
 }
 
 var _ retry.BreakerGroup = (*KeyedBreakers)(nil)
@@ -186,19 +193,34 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 		kc.Clock = s.link.clk
 	}
 	k := &KeyedBreakers{c: closer{logger: s.link.logger, what: "breaker " + s.link.name}}
+	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
+		k.loop = newLink(s.link, "breaker group")
+	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Breaker {
 		ms := s
 		overflow := key == "" && builtDefault // keyed.New builds the default member first, then the overflow member
 		builtDefault = builtDefault || key == ""
 		ms.link = s.link.withTag(key, overflow)
-		return startBreaker(ms, c.Breaker.Rand)
+		return startMember(ms, c.Breaker.Rand, k.loop)
 	}, keepRefusing, func(_ string, b *Breaker) { k.c.close(b) })
 	if err != nil {
 		return nil, err
 	}
 	k.Group = g
+	if k.loop != nil {
+		go k.loop.run(k.loopSync)
+	}
 	return k, nil
+}
+
+// loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
+// with the members' listeners run as callbacks of the loop, so that one
+// of them may Close the group.
+func (k *KeyedBreakers) loopSync() {
+	k.loop.enterCallbacks()
+	defer k.loop.leaveCallbacks()
+	_ = k.SyncAll(context.Background())
 }
 
 // keepRefusing keeps a shared breaker that refuses calls: keyed.Breakers's
@@ -220,6 +242,10 @@ func (k *KeyedBreakers) BreakerFor(ctx context.Context) retry.Breaker {
 // closed. The group then hands every call its closed default member (see
 // keyed.Group.Close). Close is safe to call more than once.
 func (k *KeyedBreakers) Close() {
+	k.closed.Store(true)
+	if k.loop != nil {
+		k.loop.shut() // the group's loop ends first: it refreshes no closed member
+	}
 	defer k.c.wait() // even if a listener panics
 	k.Group.Close()
 }
@@ -228,13 +254,19 @@ func (k *KeyedBreakers) Close() {
 // is of Breakers: each key draws on a bucket of its own in Redis (keys
 // "<Namespace>:{<Name>:=<key>}:budget" and so on), the default member's is
 // the unkeyed Budget of Name, and a member removed gives its lease back
-// (Budget.Close) on a goroutine of its own. It is a retry.BudgetGroup.
+// (Budget.Close) on a goroutine of its own. BudgetConfig.OnDegraded
+// hears every member without its key, OnMemberDegraded with it (see
+// Member). With BudgetConfig.BatchRefresh one goroutine refreshes every
+// member in pipelined exchanges (see SyncAll), as for KeyedBreakers. It
+// is a retry.BudgetGroup.
 // Budgets are never kept: an idle one is removed, and its key's next call
 // joins the bucket the fleet keeps in Redis again. Close the group when
 // done.
 type KeyedBudgets struct {
 	*keyed.Group[*Budget]
-	c closer
+	c      closer
+	closed atomic.Bool // Close was called
+	loop   *link       // BatchRefresh: the group's loop, which refreshes every member; else nil
 }
 
 var _ retry.BudgetGroup = (*KeyedBudgets)(nil)
@@ -251,19 +283,34 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 		kc.Clock = s.link.clk
 	}
 	k := &KeyedBudgets{c: closer{logger: s.link.logger, what: "budget " + s.link.name}}
+	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
+		k.loop = newLink(s.link, "budget group")
+	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Budget {
 		ms := s
 		overflow := key == "" && builtDefault
 		builtDefault = builtDefault || key == ""
 		ms.link = s.link.withTag(key, overflow)
-		return startBudget(ms)
+		return startBudget(ms, k.loop)
 	}, nil, func(_ string, b *Budget) { k.c.close(b) })
 	if err != nil {
 		return nil, err
 	}
 	k.Group = g
+	if k.loop != nil {
+		go k.loop.run(k.loopSync)
+	}
 	return k, nil
+}
+
+// loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
+// with OnDegraded run as a callback of the loop, so that it may Close the
+// group.
+func (k *KeyedBudgets) loopSync() {
+	k.loop.enterCallbacks()
+	defer k.loop.leaveCallbacks()
+	_ = k.SyncAll(context.Background())
 }
 
 // Record is the default member's Record.
@@ -280,6 +327,10 @@ func (k *KeyedBudgets) BudgetFor(ctx context.Context) retry.Budget {
 // Close closes every member (giving their leases back, see Budget.Close)
 // and waits until they are closed. Close is safe to call more than once.
 func (k *KeyedBudgets) Close() {
+	k.closed.Store(true)
+	if k.loop != nil {
+		k.loop.shut() // the group's loop ends first: it refreshes no closed member
+	}
 	defer k.c.wait()
 	k.Group.Close()
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/internal/listeners"
 )
 
@@ -36,6 +37,7 @@ type link struct {
 	notes listeners.Queue[note] // degraded/rejoined transitions, delivered in order
 
 	kick      chan struct{}
+	pokeTo    *link // non-nil: a keyed group's loop makes the exchanges (see BreakerConfig.BatchRefresh)
 	stop      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
@@ -60,6 +62,13 @@ func newLink(cfg linkConfig, what string) *link {
 		stopped: make(chan struct{}),
 	}
 	l.notes.Subscribe(l.deliver)
+	if f := cfg.onMember; f != nil {
+		l.notes.Subscribe(func(n note) {
+			if !l.closed.Load() {
+				f(cfg.member, n.degraded, n.err) // never once Close has begun
+			}
+		})
+	}
 	return l
 }
 
@@ -130,6 +139,10 @@ func (l *link) deliver(n note) {
 
 // poke asks the loop for an early exchange. It never blocks.
 func (l *link) poke() {
+	if l.pokeTo != nil {
+		l.pokeTo.poke()
+		return
+	}
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -140,18 +153,40 @@ func (l *link) poke() {
 // and early when poked, though never sooner than interval/10 after the
 // previous exchange began. It returns when shut is called. Between two
 // exchanges exactly one timer of the clock is pending.
+//
+// A Clock that panics while the loop paces the exchanges (NewTimer,
+// Reset, Now, Since) would end the process, with no caller to hand the
+// panic to: it is logged at Error level (Logger; nil: silent), and the
+// loop goes on paced by the real clock, exchanging at once.
 func (l *link) run(sync func()) {
 	defer close(l.stopped)
 	clk := l.cfg.clk
+	for !l.pace(clk, sync) {
+		clk = clock.Real
+	}
+}
+
+// pace is run's loop on the clock clk. It reports true when shut was
+// called, false when clk panicked.
+func (l *link) pace(clk clock.Clock, sync func()) (stopped bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if lg := l.cfg.logger; lg != nil {
+				lg.Error("redisstore: the Clock panicked on the background goroutine; recovered, the exchanges go on by the real clock",
+					"kind", l.what, "name", l.cfg.name, "panic", v, "stack", string(debug.Stack()))
+			}
+			stopped = false
+		}
+	}()
 	gap := max(l.cfg.interval/10, time.Millisecond)
 	t := clk.NewTimer(0)
-	defer t.Stop()
+	defer stopTimer(t)
 	var last time.Time
 	synced := false
 	for {
 		select {
 		case <-l.stop:
-			return
+			return true
 		case <-t.C():
 		case <-l.kick:
 			if synced {
@@ -163,12 +198,19 @@ func (l *link) run(sync func()) {
 		}
 		last, synced = clk.Now(), true
 		if !l.begin() {
-			return
+			return true
 		}
 		l.exchange(sync)
 		l.end()
 		t.Reset(l.cfg.interval)
 	}
+}
+
+// stopTimer stops t; a panic of its Stop is dropped (the timer's clock
+// already panicked, or the loop is ending).
+func stopTimer(t clock.Timer) {
+	defer func() { _ = recover() }()
+	t.Stop()
 }
 
 // exchange runs one exchange of the loop. A panic on the loop's goroutine

@@ -46,6 +46,9 @@ type Store struct {
 	ProbeLease time.Duration
 	// LeaseTokens: see BudgetConfig.LeaseTokens.
 	LeaseTokens float64
+	// BatchRefresh: see BreakerConfig.BatchRefresh (per: host and per:
+	// method breakers and budgets).
+	BatchRefresh bool
 	// Clock paces the exchanges. nil: for a Breaker, its settings' Clock
 	// (the config Registry's Options.Clock), else clock.Real; for a
 	// Budget, clock.Real.
@@ -54,6 +57,28 @@ type Store struct {
 	// part's name ("breaker NAME" or "budget NAME") too.
 	Logger     *slog.Logger
 	OnDegraded func(part string, degraded bool, err error)
+	// OnMemberDegraded is OnDegraded with the Member of a per: host or
+	// per: method group that fell back or re-joined (Member{} for a part
+	// that is not keyed); see BreakerConfig.OnMemberDegraded.
+	OnMemberDegraded func(part string, m Member, degraded bool, err error)
+	// OnMemberStateChange is told the part's name and the Member of every
+	// change of a shared breaker's state (Member{} for a breaker that is
+	// not keyed); see BreakerConfig.OnMemberStateChange.
+	OnMemberStateChange func(part string, m Member, from, to breaker.State)
+}
+
+func (s *Store) onMemberState(part string) func(Member, breaker.State, breaker.State) {
+	if s.OnMemberStateChange == nil {
+		return nil
+	}
+	return func(m Member, from, to breaker.State) { s.OnMemberStateChange(part, m, from, to) }
+}
+
+func (s *Store) onMemberDegraded(part string) func(Member, bool, error) {
+	if s.OnMemberDegraded == nil {
+		return nil
+	}
+	return func(m Member, degraded bool, err error) { s.OnMemberDegraded(part, m, degraded, err) }
 }
 
 func (s *Store) onDegraded(part string) func(bool, error) {
@@ -67,15 +92,20 @@ func (s *Store) breakerConfig(name string, c breaker.Config) BreakerConfig {
 	return BreakerConfig{
 		Client: s.Client, Name: name, Namespace: s.Namespace, Breaker: c,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL, ProbeLease: s.ProbeLease,
-		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
+		BatchRefresh: s.BatchRefresh,
+		Clock:        s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("breaker " + name),
+		OnMemberDegraded:    s.onMemberDegraded("breaker " + name),
+		OnMemberStateChange: s.onMemberState("breaker " + name),
 	}
 }
 
 func (s *Store) budgetConfig(name string, c budget.RatioConfig) BudgetConfig {
 	return BudgetConfig{
 		Client: s.Client, Name: name, Namespace: s.Namespace, Ratio: c, LeaseTokens: s.LeaseTokens,
+		BatchRefresh:    s.BatchRefresh,
 		RefreshInterval: s.RefreshInterval, Timeout: s.Timeout, KeyTTL: s.KeyTTL,
 		Clock: s.Clock, Logger: s.Logger, OnDegraded: s.onDegraded("budget " + name),
+		OnMemberDegraded: s.onMemberDegraded("budget " + name),
 	}
 }
 

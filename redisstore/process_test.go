@@ -26,6 +26,10 @@ const (
 	helperEarly = "REDISSTORE_TEST_EARLY" // failing calls to make at once, before the first exchange
 	procRefresh = 50 * time.Millisecond
 	procOpen    = 500 * time.Millisecond
+	// procTimeout bounds the helpers' Redis calls: far above a loopback
+	// round trip on a loaded machine (the default, RefreshInterval here,
+	// made a helper's Sync fail under load), far below the tests' waits.
+	procTimeout = time.Second
 )
 
 // TestHelperProcess is not a test: TestThreeProcesses runs the test binary
@@ -47,6 +51,7 @@ func TestHelperProcess(t *testing.T) {
 		Client: rdb, Name: "orders", Namespace: os.Getenv(helperNS),
 		Breaker:         breaker.Config{ConsecutiveFailures: 5, OpenTimeout: procOpen, OpenJitter: -1},
 		RefreshInterval: procRefresh,
+		Timeout:         procTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,8 @@ func TestSharedOpenRefusalAllocatesNothing(t *testing.T) {
 }
 
 // BenchmarkRefusedOpen measures retry.Do of a call refused by an open
-// breaker: breaker.Breaker against the shared Breaker (0 allocs each).
+// breaker, serial and parallel: breaker.Breaker against the shared
+// Breaker (0 allocs each; on the real clock neither reads the clock).
 func BenchmarkRefusedOpen(b *testing.B) {
 	local := breaker.New(breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Hour, OpenJitter: -1})
 	b.Cleanup(local.Close)
@@ -83,6 +84,19 @@ func BenchmarkRefusedOpen(b *testing.B) {
 					b.Fatal("admitted")
 				}
 			}
+		})
+		b.Run(x.name+"-parallel", func(b *testing.B) {
+			p := &retry.Policy{Breaker: x.br}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := retry.Do(ctx, p, op); err == nil {
+						b.Error("admitted")
+						return
+					}
+				}
+			})
 		})
 	}
 }

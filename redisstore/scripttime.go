@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"sync"
 	"time"
@@ -93,10 +94,24 @@ func (st *scriptTime) now(ctx context.Context, c redis.Scripter) (int64, error) 
 // given the script's now.
 func (st *scriptTime) local(now, t int64) time.Time {
 	if st.real {
-		return st.clk.Now().Add(time.Duration(t-now) * time.Millisecond)
+		return st.clk.Now().Add(scriptMillis(t - now))
 	}
 	st.mu.Lock()
 	a := st.own
 	st.mu.Unlock()
-	return a.clk0.Add(time.Duration(t-a.redis0) * time.Millisecond)
+	return a.clk0.Add(scriptMillis(t - a.redis0))
+}
+
+// scriptMillis returns ms milliseconds as a Duration, saturated at the
+// longest (or most negative) Duration instead of wrapping: an open
+// period near the longest Duration then ends far ahead, not in the past.
+func scriptMillis(ms int64) time.Duration {
+	const most = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > most:
+		return math.MaxInt64
+	case ms < -most:
+		return math.MinInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
