@@ -58,6 +58,9 @@ type handler struct {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := h.in
 	pf := prefetch{w: w, r: r}
+	// Whatever ends the handler, a panic included (OnEvent, the Clock, the
+	// wrapped handler), the body's read ahead or drain ends with it.
+	defer pf.stop()
 	v := in.decide(r.Context(), r, &pf)
 	if v.slot {
 		defer in.release()
@@ -76,14 +79,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Reset:
 		resetConn(w)
 	case Hang:
-		br := pf.br
-		if br == nil {
-			br = drainBody(r)
+		if pf.br == nil {
+			pf.br = drainBody(r)
 		}
 		closed := in.hang(r.Context())
-		if br != nil {
-			br.stop(w)
-		}
+		pf.stop()
 		if closed {
 			writeError(w, "closed", DefaultStatus, "")
 		} else {
