@@ -144,6 +144,11 @@ type Stats struct {
 	Buffered, InFlight uint64
 	// Rejected counts records offered after Close; they are not in Offered.
 	Rejected uint64
+	// Panics counts deliveries that panicked (or called runtime.Goexit);
+	// their batches were put back into the buffer as after a delivery
+	// that gave up (see New). It counts deliveries, not records, and is
+	// not part of the identities above.
+	Panics uint64
 }
 
 // Queue is a bounded background delivery queue for fire-and-forget records
@@ -155,7 +160,7 @@ type Stats struct {
 // the Overflow policy drops a record and counts it. A batch whose delivery
 // fails permanently is dropped and counted, never retried. A batch whose
 // delivery gives up for any other reason (attempts or time exhausted,
-// budget refused, breaker open) goes back to the oldest end of the buffer —
+// budget refused, breaker open, a panic: see New) goes back to the oldest end of the buffer —
 // where DropOldest evicts it first once newer records need the room — and
 // the whole queue pauses before the next delivery for the Policy's next
 // backoff delay (raised to the error's Retry-After advice, capped by
@@ -209,10 +214,21 @@ type Queue[T any] struct {
 // delivers it, an error the Policy does not retry (wrap it with
 // retry.Permanent) drops it, any other error is retried.
 //
-// A panic in deliver is not recovered (unlike a Scheduler's task): the
-// delivery's retry.Run reports the attempt as failed and re-raises it on
-// the worker's goroutine, which ends the program. A panic in Config.Size
-// goes on to Offer's caller, with nothing counted.
+// A panic in deliver (or a call of runtime.Goexit) does not end the worker
+// or the program, and loses no record: the delivery's retry.Run reports
+// the attempt as failed (to the Policy's Breaker, Budget and Observer, as
+// a *retry.PanicError), the worker recovers the panic, counts it in
+// Stats.Panics and treats the delivery as one that gave up: the batch goes
+// back to the oldest end of the buffer and the queue pauses, as described
+// at Queue; the worker goes on (after Goexit, a new worker takes its
+// place). A panic in a callback of the Policy during a delivery is
+// handled the same way. The panic itself is not re-raised, as no caller
+// waits for the delivery; the Policy's Observer hears of it. A batch that
+// panics every time is retried like one the collector keeps refusing,
+// until DropOldest evicts it or Close gives up on it.
+//
+// A panic in Config.Size goes on to Offer's caller, with nothing counted
+// and the queue unchanged.
 //
 // New panics if deliver is nil or cfg does not Validate.
 func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) error) *Queue[T] {
@@ -268,12 +284,7 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	}
 	q.ctx, q.cancel = context.WithCancelCause(context.Background())
 	for range workers {
-		w := &worker[T]{q: q, batch: make([]T, 0, maxBatch)}
-		if q.size != nil {
-			w.sizes = make([]int, 0, maxBatch)
-		}
-		w.op = w.send
-		go w.run()
+		go newWorker(q).run()
 	}
 	return q
 }
@@ -319,7 +330,7 @@ func (q *Queue[T]) Offer(v T) bool {
 	signal := false
 	switch {
 	case wasEmpty:
-		q.since = q.clock.Now()
+		q.since = q.nowLocked()
 		signal = true
 	case q.buf.n == q.maxBatch:
 		signal = true
@@ -341,6 +352,24 @@ func (q *Queue[T]) Offer(v T) bool {
 		}
 	}
 	return true
+}
+
+// nowLocked reads the clock for Offer, with q.mu held. If the Clock
+// panics, it unlocks q.mu and wakes a worker before the panic goes on to
+// Offer's caller: the record stays buffered and counted (with the time
+// its buffer last filled from, so it is due at once), and the queue stays
+// usable.
+func (q *Queue[T]) nowLocked() time.Time {
+	ok := false
+	defer func() {
+		if !ok {
+			q.mu.Unlock()
+			q.signal()
+		}
+	}()
+	t := q.clock.Now()
+	ok = true
+	return t
 }
 
 // signal wakes one idle worker, if none has been woken already.

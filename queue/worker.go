@@ -38,9 +38,51 @@ func (w *worker[T]) run() {
 		}
 	}()
 	for w.take() {
-		err := retry.Run(q.ctx, q.policy, w.op)
-		w.finish(err)
+		w.finish(w.deliver())
 	}
+}
+
+// newWorker returns a worker of q, ready to run.
+func newWorker[T any](q *Queue[T]) *worker[T] {
+	w := &worker[T]{q: q, batch: make([]T, 0, q.maxBatch)}
+	if q.size != nil {
+		w.sizes = make([]int, 0, q.maxBatch)
+	}
+	w.op = w.send
+	return w
+}
+
+// deliver makes one delivery of w.batch through retry.Run. A panic that
+// comes out of it — the user's deliver function, re-raised by retry.Run
+// after it reported the attempt as failed, or a callback of the Policy —
+// is recovered: the delivery fails with a *retry.PanicError, which finish
+// treats as any delivery that gave up (the batch goes back to the buffer
+// and the queue pauses), and Stats.Panics counts it. A runtime.Goexit
+// cannot be stopped: finish accounts for the batch the same way and a new
+// worker takes this one's place before its goroutine ends.
+func (w *worker[T]) deliver() (err error) {
+	q := w.q
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		v := recover()
+		q.mu.Lock()
+		q.st.Panics++
+		if v == nil {
+			q.live++ // the replacement, counted before run's exit counts this one out
+		}
+		q.mu.Unlock()
+		err = &retry.PanicError{Value: v}
+		if v == nil { // runtime.Goexit: this goroutine ends after the defers
+			w.finish(err)
+			go newWorker(q).run()
+		}
+	}()
+	err = retry.Run(q.ctx, q.policy, w.op)
+	returned = true
+	return err
 }
 
 // take waits until a batch is due and moves it from the buffer into
