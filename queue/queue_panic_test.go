@@ -135,16 +135,21 @@ func TestSizePanicLeavesQueueIntact(t *testing.T) {
 	closeAll(t, q)
 }
 
-// nowPanicClock is a Fake whose Now panics once armed, when Offer calls
-// it (the workers read the clock too, at times the test does not
-// control).
+// nowPanicClock is a Fake whose Now panics once armed, when called from
+// the method named by from (default Offer): the goroutines of a Queue or
+// Scheduler read the clock too, at times the test does not control.
 type nowPanicClock struct {
 	*clocktest.Fake
+	from  string
 	armed atomic.Bool
 }
 
 func (c *nowPanicClock) Now() time.Time {
-	if c.armed.Load() && strings.Contains(string(debug.Stack()), ").Offer(") && c.armed.CompareAndSwap(true, false) {
+	from := c.from
+	if from == "" {
+		from = ").Offer("
+	}
+	if c.armed.Load() && strings.Contains(string(debug.Stack()), from) && c.armed.CompareAndSwap(true, false) {
 		panic("clock")
 	}
 	return c.Fake.Now()
@@ -189,4 +194,36 @@ func TestOfferClockPanicUnlocks(t *testing.T) {
 		t.Fatalf("deliveries %v, want 1 and 2", got)
 	}
 	closeAll(t, q)
+}
+
+// TestSubmitClockPanicUnlocks: a Clock that panics in Submit (read with the
+// Scheduler's lock held, for the task's due time and its call's start)
+// reaches Submit's caller without leaving the lock held or the task
+// counted; later Submits run. Before the fix the lock stayed held.
+func TestSubmitClockPanicUnlocks(t *testing.T) {
+	clk := &nowPanicClock{Fake: clocktest.NewFake(), from: ").Submit("}
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 1, Clock: clk, Policy: &retry.Policy{MaxAttempts: 1}})
+	defer closeNow(s)
+	clk.armed.Store(true)
+	if v := catchPanic(func() { s.Submit(func(context.Context) error { return nil }, nil) }); v != "clock" {
+		t.Fatalf("Submit's panic %v, want the Clock's", v)
+	}
+	stats := make(chan queue.SchedulerStats, 1)
+	go func() { stats <- s.Stats() }()
+	select {
+	case st := <-stats:
+		if st.Submitted != 0 || st.Pending != 0 {
+			t.Fatalf("stats %+v after Submit panicked", st)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, not a wait for the code under test
+		t.Fatal("Stats blocked: Submit left the lock held")
+	}
+	res := newResult()
+	if !s.Submit(func(context.Context) error { return nil }, res.done) {
+		t.Fatal("Submit refused")
+	}
+	if err := res.get(t); err != nil {
+		t.Fatalf("task: %v", err)
+	}
+	closeAll(t, s)
 }

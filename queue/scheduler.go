@@ -228,7 +228,9 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 // goroutine (from Close for the tasks Close abandons): with nil on success,
 // otherwise with the *retry.Error that ended it (wrapping ErrClosed if
 // Close gave up on it). It should be quick; it may call Submit, not Close.
-// Submit panics if task is nil.
+// Submit panics if task is nil. A panicking Clock (SchedulerConfig.Clock or
+// the Policy's) goes on to Submit's caller with the task not taken and
+// nothing counted; the Scheduler stays usable.
 func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err error)) bool {
 	if task == nil {
 		panic("queue: nil task")
@@ -250,7 +252,7 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 		return false
 	}
 	s.seq++
-	t := newTask(task, done, retry.NewCall(s.ctx, s.policy), s.clock.Now(), s.seq)
+	t := s.newTaskLocked(task, done)
 	s.st.Submitted++
 	s.ready.push(t)
 	depth := s.pendingLocked()
@@ -264,6 +266,22 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 
 func newTask(fn func(context.Context) error, done func(error), call *retry.Call, now time.Time, seq uint64) *task {
 	return &task{fn: fn, done: done, call: call, due: now, seq: seq}
+}
+
+// newTaskLocked makes Submit's task, with s.mu held. If a Clock panics (the
+// Scheduler's, or the Policy's through retry.NewCall), it unlocks s.mu
+// before the panic goes on to Submit's caller: the task is not counted and
+// the Scheduler stays usable.
+func (s *Scheduler) newTaskLocked(fn func(context.Context) error, done func(error)) *task {
+	ok := false
+	defer func() {
+		if !ok {
+			s.mu.Unlock()
+		}
+	}()
+	t := newTask(fn, done, retry.NewCall(s.ctx, s.policy), s.clock.Now(), s.seq)
+	ok = true
+	return t
 }
 
 // pendingLocked returns the number of pending tasks. s.mu must be held.
