@@ -144,10 +144,12 @@ type Stats struct {
 	Buffered, InFlight uint64
 	// Rejected counts records offered after Close; they are not in Offered.
 	Rejected uint64
-	// Panics counts deliveries that panicked (or called runtime.Goexit);
-	// their batches were put back into the buffer as after a delivery
-	// that gave up (see New). It counts deliveries, not records, and is
-	// not part of the identities above.
+	// Panics counts the panics (and runtime.Goexit calls) a worker
+	// recovered: in deliveries, whose batches were put back into the
+	// buffer as after a delivery that gave up, and in the callbacks a
+	// worker makes (Observer, Clock, the Policy's Backoff and Rand for the
+	// pause); see New. It counts panics, not records, and is not part of
+	// the identities above.
 	Panics uint64
 }
 
@@ -227,8 +229,19 @@ type Queue[T any] struct {
 // panics every time is retried like one the collector keeps refusing,
 // until DropOldest evicts it or Close gives up on it.
 //
+// The other callbacks a worker makes are guarded the same way, each panic
+// counted in Stats.Panics: a panicking Observer call is skipped and the
+// worker goes on; a panicking Clock, or Backoff or Rand source of the
+// Policy pacing the pause after a delivery that gave up, ends the worker's
+// round with the queue's lock released and any batch it had taken put
+// back, and the worker starts the next round (a pause whose computation
+// panicked is not taken).
+//
 // A panic in Config.Size goes on to Offer's caller, with nothing counted
-// and the queue unchanged.
+// and the queue unchanged. On Offer's and Close's goroutines, a panicking
+// Clock or Observer goes on to the caller too, with the queue's lock
+// released and its counts consistent: a record Offer had buffered stays
+// buffered and counted, and is delivered.
 //
 // New panics if deliver is nil or cfg does not Validate.
 func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) error) *Queue[T] {

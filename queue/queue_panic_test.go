@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/queue"
@@ -226,4 +227,90 @@ func TestSubmitClockPanicUnlocks(t *testing.T) {
 		t.Fatalf("task: %v", err)
 	}
 	closeAll(t, s)
+}
+
+// panicObserver is an Observer that panics, while armed, on every call.
+type panicObserver struct{ armed atomic.Bool }
+
+func (o *panicObserver) QueueDropped(string, string, int) {
+	if o.armed.Load() {
+		panic("observer")
+	}
+}
+
+func (o *panicObserver) QueueDepth(string, int) {
+	if o.armed.Load() {
+		panic("observer")
+	}
+}
+
+// TestWorkerObserverPanicRecovered: an Observer that panics when a worker
+// calls it (a batch taken, a delivery ended) does not end the worker or
+// the program: the worker recovers, counts it in Stats.Panics and goes on
+// with the round, so the batch is delivered once. Offer's own Observer
+// call panics to Offer's caller, with the record buffered and counted.
+// Before the fix the worker's panic crashed the test binary.
+func TestWorkerObserverPanicRecovered(t *testing.T) {
+	fake := clocktest.NewFake()
+	c := newCollector()
+	obs := &panicObserver{}
+	obs.armed.Store(true)
+	q := queue.New(queue.Config[int]{Workers: 1, Linger: -1, Policy: noJitter(fake, 1), Observer: obs}, c.deliver)
+	defer closeNow(q)
+	if v := catchPanic(func() { q.Offer(1) }); v != "observer" {
+		t.Fatalf("Offer's panic %v, want the Observer's", v)
+	}
+	if got := c.next(t, nil); !slices.Equal(got, []int{1}) {
+		t.Fatalf("delivery %v", got)
+	}
+	if v := catchPanic(func() { q.Offer(2) }); v != "observer" {
+		t.Fatalf("Offer's panic %v, want the Observer's", v)
+	}
+	if got := c.next(t, errDown); !slices.Equal(got, []int{2}) {
+		t.Fatalf("delivery %v", got)
+	}
+	fake.BlockUntil(1) // paused after the give-up: the round went on past its Observer calls
+	obs.armed.Store(false)
+	fake.Advance(time.Second)
+	if got := c.next(t, nil); !slices.Equal(got, []int{2}) {
+		t.Fatalf("redelivery %v", got)
+	}
+	closeAll(t, q)
+	s := q.Stats()
+	checkInvariant(t, s)
+	if s.Delivered != 2 || s.Offered != 2 || s.Panics < 4 {
+		t.Fatalf("stats %+v; want 2 delivered once each, at least 4 Observer panics recovered (take and finish, twice)", s)
+	}
+}
+
+// TestPauseBackoffPanicRecovered: a Policy Backoff that panics when the
+// queue computes its pause after a delivery that gave up does not end the
+// worker or leave the queue's lock held: the batch is back in the buffer,
+// Stats.Panics counts the panic, and the next round delivers the batch.
+func TestPauseBackoffPanicRecovered(t *testing.T) {
+	fake := clocktest.NewFake()
+	c := newCollector()
+	var armed atomic.Bool
+	p := &retry.Policy{MaxAttempts: 1, Clock: fake, Backoff: backoff.Func(func(n int, prev time.Duration) time.Duration {
+		if armed.CompareAndSwap(true, false) {
+			panic("backoff")
+		}
+		return time.Second
+	})}
+	q := queue.New(queue.Config[int]{Workers: 1, Linger: -1, Policy: p}, c.deliver)
+	defer closeNow(q)
+	armed.Store(true)
+	q.Offer(1)
+	if got := c.next(t, errDown); !slices.Equal(got, []int{1}) {
+		t.Fatalf("delivery %v", got)
+	}
+	if got := c.next(t, nil); !slices.Equal(got, []int{1}) { // no pause: its computation panicked
+		t.Fatalf("redelivery %v", got)
+	}
+	closeAll(t, q)
+	s := q.Stats()
+	checkInvariant(t, s)
+	if s.Delivered != 1 || s.Panics != 1 || armed.Load() {
+		t.Fatalf("stats %+v; want 1 delivered, 1 panic", s)
+	}
 }
