@@ -147,8 +147,9 @@ type SchedulerStats struct {
 // held) or in the Clock fails that task as a panicking task fails; a
 // panicking done function or Observer call is skipped, the task counted
 // as it ended; a panicking Clock in the dispatcher is skipped and the
-// dispatcher goes on. The Scheduler's lock is never held while a callback
-// runs. On Submit's and Close's goroutines the panic goes on to the
+// dispatcher goes on. The one callback made with the Scheduler's lock held
+// (the Clock and retry.NewCall in Submit) releases it before its panic
+// goes on. On Submit's and Close's goroutines the panic goes on to the
 // caller: Close first calls every abandoned task's done function, then
 // re-raises the first panic.
 //
