@@ -80,7 +80,9 @@ func (a *Action) UnmarshalText(b []byte) error {
 // exactly one with the request's final action (Pass, Abort, Reset, Hang,
 // Reject or Cancel) just before the Injector carries it out: for Hang,
 // before the wait for the caller to give up starts; for Pass, before the
-// wrapped handler or transport is called.
+// wrapped handler or transport is called. A request whose Queue event
+// panicked (or whose wait a panicking Clock ended) gets no final event;
+// see Config.OnEvent.
 type Event struct {
 	// Action is what the Injector is about to do with the request: Queue
 	// before it waits for a slot, or its final action (Pass, Abort,
