@@ -59,12 +59,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := h.in
 	pf := prefetch{w: w, r: r}
 	// Whatever ends the handler, a panic included (OnEvent, the Clock, the
-	// wrapped handler), the body's read ahead or drain ends with it.
-	defer pf.stop()
+	// wrapped handler), the body's read ahead or drain ends (normally it
+	// has already: then stop does nothing), then the slot is freed. One
+	// defer does both: each costs on every request.
+	slot := false
+	defer func() {
+		pf.stop()
+		if slot {
+			in.release()
+		}
+	}()
 	v := in.decide(r.Context(), r, &pf)
-	if v.slot {
-		defer in.release()
-	}
+	slot = v.slot
 	in.settle(&v, r)
 	if v.action != Pass && v.action != Hang {
 		pf.stop()

@@ -346,9 +346,13 @@ type hold struct {
 }
 
 func (h *hold) unwind() {
-	if h.done {
-		return
+	if !h.done {
+		h.giveBack()
 	}
+}
+
+// giveBack is unwind's work after a panic, apart so that unwind inlines.
+func (h *hold) giveBack() {
 	h.in.c.panicked.Add(1)
 	if h.w != nil && h.in.lim.leave(h.w) {
 		h.slot = true // granted meanwhile

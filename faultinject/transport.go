@@ -49,17 +49,19 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	in := t.in
 	ctx := req.Context()
 	// Until the request is handed to next, its body is the Injector's to
-	// close: also when OnEvent or the Clock panics.
-	handed := false
+	// close: also when OnEvent or the Clock panics. One defer closes it
+	// then and frees the slot: each defer costs on every request.
+	handed, slot := false, false
 	defer func() {
 		if !handed && req.Body != nil {
 			_ = req.Body.Close()
 		}
+		if slot {
+			in.release()
+		}
 	}()
 	v := in.decide(ctx, req, nil)
-	if v.slot {
-		defer in.release()
-	}
+	slot = v.slot
 	in.settle(&v, req)
 	handed = true // to next, or closed here
 	if v.action == Pass {
