@@ -54,10 +54,12 @@ func TestDeliverPanicDoesNotCrashOrLoseRecords(t *testing.T) {
 			for i := 1; i <= 3; i++ {
 				q.Offer(i)
 			}
-			fake.BlockUntil(1) // the pause after the panicking delivery
-			if d := fake.Deadlines(); len(d) != 1 || d[0] != time.Second {
-				t.Fatalf("pause %v, want 1s (the Policy's first backoff)", d)
-			}
+			// The pause after the panicking delivery (the worker may have
+			// armed its linger timer first, while the batch filled).
+			waitFor(t, "the pause", func() bool {
+				d := fake.Deadlines()
+				return len(d) == 1 && d[0] == time.Second
+			})
 			s := q.Stats()
 			checkInvariant(t, s)
 			if s.Panics != 1 || s.Buffered != 3 || s.InFlight != 0 || s.Delivered != 0 || s.DroppedFull != 0 || s.DroppedPermanent != 0 {
@@ -312,5 +314,18 @@ func TestPauseBackoffPanicRecovered(t *testing.T) {
 	checkInvariant(t, s)
 	if s.Delivered != 1 || s.Panics != 1 || armed.Load() {
 		t.Fatalf("stats %+v; want 1 delivered, 1 panic", s)
+	}
+}
+
+// waitFor waits until cond holds, yielding meanwhile; it fails the test
+// rather than hang if cond never holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	guard := time.Now().Add(10 * time.Second) // a hang guard, not a wait for the code under test
+	for !cond() {
+		if time.Now().After(guard) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
 	}
 }

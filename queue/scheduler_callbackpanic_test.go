@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,10 +133,7 @@ func TestSchedulerCloseDonePanicEndsEveryTask(t *testing.T) {
 	res := newResult()
 	s.Submit(func(context.Context) error { return errDown }, func(error) { panic("done") })
 	s.Submit(func(context.Context) error { return errDown }, res.done)
-	fake.BlockUntil(1) // both wait for their retry (one timer: the dispatcher's)
-	for s.Stats().Waiting != 2 {
-		runtime.Gosched()
-	}
+	waitFor(t, "both tasks waiting for their retry", func() bool { return s.Stats().Waiting == 2 })
 	if v := catchPanic(func() { s.Close(expired()) }); v != "done" {
 		t.Fatalf("Close's panic %v, want the done function's", v)
 	}
