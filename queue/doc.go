@@ -37,6 +37,16 @@
 // drops and the depth for the stormguard_queue_dropped_records_total and
 // stormguard_queue_depth metrics.
 //
+// A panic in a user callback on one of their goroutines — a Queue's
+// deliver, a task, the Policy's callbacks, the Clock, the Observer, a
+// done function — never ends the program or loses work: it is recovered
+// and counted (Stats.Panics, SchedulerStats.Panics), a Queue puts the
+// batch back as after a delivery that gave up, a Scheduler fails the
+// task with retry.ErrPanicked, and the goroutine goes on. A panic on the
+// caller's goroutine (Config.Size, or the Clock or Observer in Offer,
+// Submit or Close) goes on to the caller, with the counts consistent and
+// no lock held.
+//
 // Time is read from Config.Clock (or the Policy's clock), so tests drive a
 // Queue or a Scheduler with clocktest.Fake without sleeping.
 package queue
