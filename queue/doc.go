@@ -39,10 +39,13 @@
 //
 // A panic in a user callback on one of their goroutines — a Queue's
 // deliver, a task, the Policy's callbacks, the Clock, the Observer, a
-// done function — never ends the program or loses work: it is recovered
-// and counted (Stats.Panics, SchedulerStats.Panics), a Queue puts the
-// batch back as after a delivery that gave up, a Scheduler fails the
-// task with retry.ErrPanicked, and the goroutine goes on. A panic on the
+// done function — never ends the program, loses a record or leaves a
+// lock held: it is recovered and counted (a task's own panic in
+// SchedulerStats.Failed, the others in Stats.Panics and
+// SchedulerStats.Panics), a Queue puts a batch whose delivery panicked
+// back as after a delivery that gave up, a Scheduler fails a task whose
+// step panicked with retry.ErrPanicked (a panicking done function or
+// Observer call is skipped), and the goroutine goes on. A panic on the
 // caller's goroutine (Config.Size, or the Clock or Observer in Offer,
 // Submit or Close) goes on to the caller, with the counts consistent and
 // no lock held.
