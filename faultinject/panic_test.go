@@ -285,6 +285,7 @@ func TestClockPanicReleasesEverything(t *testing.T) {
 		{name: "queue-timer-stop", method: "Stop", rules: faultinject.Rules{Limit: queue}, hold: true},
 		{name: "latency-timer", method: "NewTimer", rules: faultinject.Rules{Latency: time.Second, Limit: faultinject.Limit{Concurrency: 1}}},
 		{name: "latency-start", method: "Now", rules: faultinject.Rules{Latency: time.Second, Limit: faultinject.Limit{Concurrency: 1}}},
+		{name: "outage-check", method: "Since", rules: faultinject.Rules{Outages: []faultinject.Window{{Start: time.Hour, End: 2 * time.Hour}}, Limit: faultinject.Limit{Concurrency: 1}}},
 	}
 	for _, sd := range sides {
 		for _, c := range cases {
