@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -71,7 +72,9 @@ type Config[T any] struct {
 
 	// Size returns a record's size in bytes, for MaxBatchBytes. It is
 	// called once per Offer, outside the queue's lock, and only when
-	// MaxBatchBytes is set.
+	// MaxBatchBytes is set. A negative size counts as 0; a size above
+	// MaxBatchBytes counts as just above it, so such a record is still
+	// sent alone and no sum of sizes overflows.
 	Size func(T) int
 
 	// Linger is the longest a buffered record waits for a batch to fill
@@ -183,6 +186,7 @@ type Queue[T any] struct {
 	maxBatch int
 	maxBytes int
 	size     func(T) int
+	sizeCap  int // the most a record's Size counts for; see clampSize
 	linger   time.Duration
 	policy   *retry.Policy
 	clock    clock.Clock
@@ -290,6 +294,11 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	}
 	if cfg.MaxBatchBytes == 0 {
 		q.size = nil
+	} else {
+		// A record larger than MaxBatchBytes still counts as larger (so
+		// it is sent alone), and no sum of up to Capacity sizes overflows.
+		q.sizeCap = min(cfg.MaxBatchBytes, math.MaxInt-1) + 1
+		q.sizeCap = min(q.sizeCap, math.MaxInt/capacity)
 	}
 	q.pacing = retry.Policy{Clock: clk, Classify: retryAll, MaxAttempts: retry.Unlimited}
 	if policy != nil {
@@ -312,7 +321,7 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 func (q *Queue[T]) Offer(v T) bool {
 	size := 0
 	if q.size != nil {
-		size = q.size(v)
+		size = q.clampSize(q.size(v))
 	}
 	q.mu.Lock()
 	if q.closing {
@@ -365,6 +374,13 @@ func (q *Queue[T]) Offer(v T) bool {
 		}
 	}
 	return true
+}
+
+// clampSize bounds a record's size: a negative Size counts as 0, and one
+// above MaxBatchBytes as just above it (or less when that many of them
+// would overflow the buffer's byte count), which sends it alone as well.
+func (q *Queue[T]) clampSize(n int) int {
+	return min(max(n, 0), q.sizeCap)
 }
 
 // nowLocked reads the clock for Offer, with q.mu held. If the Clock
