@@ -80,7 +80,9 @@ func (a *Action) UnmarshalText(b []byte) error {
 // exactly one with the request's final action (Pass, Abort, Reset, Hang,
 // Reject or Cancel) just before the Injector carries it out: for Hang,
 // before the wait for the caller to give up starts; for Pass, before the
-// wrapped handler or transport is called.
+// wrapped handler or transport is called. A request whose Queue event
+// panicked (or whose wait a panicking Clock ended) gets no final event;
+// see Config.OnEvent.
 type Event struct {
 	// Action is what the Injector is about to do with the request: Queue
 	// before it waits for a slot, or its final action (Pass, Abort,
@@ -99,8 +101,8 @@ type Event struct {
 // Counters is a snapshot of what an Injector has done since it was made.
 //
 // Every request ends up counted by exactly one of Passed, Aborted, Resets,
-// Hangs, Rejected and Canceled, so once no request is in the Injector their
-// sum equals Requests.
+// Hangs, Rejected, Canceled and Panicked, so once no request is in the
+// Injector their sum (Settled) equals Requests.
 type Counters struct {
 	Requests uint64 `json:"requests"` // requests seen
 	Passed   uint64 `json:"passed"`   // handed to the wrapped handler or transport
@@ -109,6 +111,7 @@ type Counters struct {
 	Hangs    uint64 `json:"hangs"`    // left hanging (HangPercent or an outage)
 	Rejected uint64 `json:"rejected"` // refused by the Limit: queue full, wait timed out, or queued at Close
 	Canceled uint64 `json:"canceled"` // caller gave up while queued or delayed
+	Panicked uint64 `json:"panicked"` // a callback (Config.OnEvent on Queue, Config.Clock) panicked before the final action
 
 	Outage     uint64        `json:"outage"`         // requests met by an outage window
 	Queued     uint64        `json:"queued"`         // requests that waited for a slot
@@ -122,10 +125,11 @@ type Counters struct {
 	PeakWaiting  int `json:"peak_waiting"`   // the most Waiting seen
 }
 
-// Settled returns the number of requests that have met their final action:
-// Passed + Aborted + Resets + Hangs + Rejected + Canceled.
+// Settled returns the number of requests that have met their final action,
+// or whose passage a panicking callback ended before it:
+// Passed + Aborted + Resets + Hangs + Rejected + Canceled + Panicked.
 func (c Counters) Settled() uint64 {
-	return c.Passed + c.Aborted + c.Resets + c.Hangs + c.Rejected + c.Canceled
+	return c.Passed + c.Aborted + c.Resets + c.Hangs + c.Rejected + c.Canceled + c.Panicked
 }
 
 // counters are the Injector's atomics: the cumulative counts and the
@@ -135,6 +139,7 @@ type counters struct {
 	delayTotal                        atomic.Int64
 	byAction                          [Cancel + 1]atomic.Uint64
 	hanging                           atomic.Int64
+	panicked                          atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -147,6 +152,7 @@ func (c *counters) snapshot() Counters {
 		Hangs:      c.byAction[Hang].Load(),
 		Rejected:   c.byAction[Reject].Load(),
 		Canceled:   c.byAction[Cancel].Load(),
+		Panicked:   c.panicked.Load(),
 		Outage:     c.outage.Load(),
 		Queued:     c.queued.Load(),
 		Delayed:    c.delayed.Load(),

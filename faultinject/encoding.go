@@ -114,6 +114,9 @@ func ParseRules(data []byte) (Rules, error) {
 	var r Rules
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&r); err != nil {
+		if !strings.HasPrefix(err.Error(), "faultinject: ") { // a syntax error, or no data
+			err = fmt.Errorf("faultinject: rules: %w", err)
+		}
 		return Rules{}, err
 	}
 	if dec.More() {

@@ -3,6 +3,7 @@ package faultinject_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -188,4 +189,20 @@ func FuzzParseRules(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestParseRulesErrorsNamePackage: every error ParseRules returns starts
+// with the package name, syntax errors and empty input included (before
+// the fix they were encoding/json's bare errors), and still wraps the
+// underlying error.
+func TestParseRulesErrorsNamePackage(t *testing.T) {
+	for _, in := range []string{``, `{`, `nope`, `{"bogus": 1}`, `{"latency": 5}`, `{} {}`} {
+		_, err := faultinject.ParseRules([]byte(in))
+		if err == nil || !strings.HasPrefix(err.Error(), "faultinject: ") || strings.Count(err.Error(), "faultinject: rules:") > 1 {
+			t.Errorf("ParseRules(%q) = %v, want an error starting with the package name once", in, err)
+		}
+	}
+	if _, err := faultinject.ParseRules([]byte(`{`)); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("ParseRules(%q) = %v, want it to wrap io.ErrUnexpectedEOF", "{", err)
+	}
 }

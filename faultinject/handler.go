@@ -58,10 +58,19 @@ type handler struct {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := h.in
 	pf := prefetch{w: w, r: r}
+	// Whatever ends the handler, a panic included (OnEvent, the Clock, the
+	// wrapped handler), the body's read ahead or drain ends (normally it
+	// has already: then stop does nothing), then the slot is freed. One
+	// defer does both: each costs on every request.
+	slot := false
+	defer func() {
+		pf.stop()
+		if slot {
+			in.release()
+		}
+	}()
 	v := in.decide(r.Context(), r, &pf)
-	if v.slot {
-		defer in.release()
-	}
+	slot = v.slot
 	in.settle(&v, r)
 	if v.action != Pass && v.action != Hang {
 		pf.stop()
@@ -76,14 +85,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Reset:
 		resetConn(w)
 	case Hang:
-		br := pf.br
-		if br == nil {
-			br = drainBody(r)
+		if pf.br == nil {
+			pf.br = drainBody(r)
 		}
 		closed := in.hang(r.Context())
-		if br != nil {
-			br.stop(w)
-		}
+		pf.stop()
 		if closed {
 			writeError(w, "closed", DefaultStatus, "")
 		} else {

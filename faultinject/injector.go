@@ -34,6 +34,15 @@ type Config struct {
 	// OnEvent, when set, is called synchronously for every request, with
 	// what the Injector does with it (see Event). It must be quick and safe
 	// for concurrent use.
+	//
+	// If it panics, the panic goes on to the request's caller (the server
+	// goroutine running the Handler, or RoundTrip's caller) unchanged, and
+	// the request gives back all it held first: its place in the queue,
+	// its slot, its Hanging count; the client side closes its body. A
+	// request whose Queue event panicked has no final action and is
+	// counted in Counters.Panicked; one whose final event panicked is
+	// counted by that action but not carried out. A panicking Clock is
+	// handled the same way.
 	OnEvent func(Event)
 }
 
@@ -234,6 +243,10 @@ func (v *verdict) kind() string {
 // the latency, and returns what to do with it. The caller must call settle,
 // then carry out the action, then release the slot if verdict.slot.
 //
+// If a callback panics inside decide (OnEvent on the Queue event, the
+// Clock), the request gives back what it held — it leaves the queue, its
+// slot is freed — and the panic goes on.
+//
 // pf, on the server side, reads the body ahead before the request waits
 // (see prefetch); the client side passes nil.
 func (in *Injector) decide(ctx context.Context, r *http.Request, pf *prefetch) verdict {
@@ -241,28 +254,43 @@ func (in *Injector) decide(ctx context.Context, r *http.Request, pf *prefetch) v
 	if in.closed.Load() {
 		return verdict{action: Pass}
 	}
+	// h gives back what the request holds (a place in the queue, a slot)
+	// and counts it as Panicked if a callback panics before decide
+	// returns: decide marks it done at every return.
+	h := hold{in: in}
+	defer h.unwind()
 	st := in.state.Load()
 	rules := &st.rules
 
 	if len(rules.Outages) > 0 {
 		if w := rules.outageAt(in.clk.Since(st.epoch)); w != nil {
 			in.c.outage.Add(1)
+			h.done = true
 			return verdict{action: w.action(), outage: true, status: statusOr(w.Status), retryAfter: w.RetryAfter}
 		}
 	}
 
 	var v verdict
-	switch e, w, lim := in.lim.enter(); e {
-	case full:
+	e, w, lim := in.lim.enter()
+	if e == full {
+		h.done = true
 		return verdict{action: Reject, status: statusOr(lim.Status), retryAfter: lim.RetryAfter}
-	case queued:
+	}
+	h.w, h.slot = w, e == admitted
+	if e == queued {
 		in.c.queued.Add(1)
 		in.emit(Event{Action: Queue, Request: r})
 		pf.start()
 		start := in.clk.Now()
-		a := in.await(ctx, w, lim.QueueTimeout)
+		a, granted := in.await(ctx, w, lim.QueueTimeout)
+		h.w, h.slot = nil, granted
+		if granted && a == Cancel {
+			h.slot = false
+			in.release()
+		}
 		v.waited = in.clk.Since(start)
 		if a != Pass {
+			h.done = true
 			return verdict{action: a, waited: v.waited, status: statusOr(lim.Status), retryAfter: lim.RetryAfter}
 		}
 	}
@@ -302,23 +330,54 @@ func (in *Injector) decide(ctx context.Context, r *http.Request, pf *prefetch) v
 			v.action = Cancel
 		}
 	}
+	h.done = true // the slot is the caller's now, with v.slot
 	return v
+}
+
+// hold is what a request holds inside decide: a waiter in the limiter's
+// queue, or a slot. decide sets done at every return, so unwind does
+// something only when a callback panicked: it gives back what the
+// request holds and counts it as Panicked.
+type hold struct {
+	in   *Injector
+	w    *waiter // queued: leave the queue (releasing a slot granted meanwhile)
+	slot bool    // holds a slot: release it
+	done bool    // decide returned
+}
+
+func (h *hold) unwind() {
+	if !h.done {
+		h.giveBack()
+	}
+}
+
+// giveBack is unwind's work after a panic, apart so that unwind inlines.
+func (h *hold) giveBack() {
+	h.in.c.panicked.Add(1)
+	if h.w != nil && h.in.lim.leave(h.w) {
+		h.slot = true // granted meanwhile
+	}
+	if h.slot {
+		h.in.release()
+	}
 }
 
 // await waits for w's slot. It returns Pass when the slot is granted,
 // Cancel when ctx ends first, Reject when the timeout passes or the
-// Injector is closed.
-func (in *Injector) await(ctx context.Context, w *waiter, timeout time.Duration) Action {
+// Injector is closed. granted reports whether the slot is the caller's:
+// always with Pass, and with Cancel when it was granted as ctx ended (the
+// caller must release it). If it panics (the Clock), w may still be queued
+// or granted: the caller must leave it.
+func (in *Injector) await(ctx context.Context, w *waiter, timeout time.Duration) (a Action, granted bool) {
 	var expired <-chan time.Time
 	if timeout > 0 {
 		t := in.clk.NewTimer(timeout)
 		defer t.Stop()
 		expired = t.C()
 	}
-	var a Action
 	select {
 	case <-w.ready:
-		return Pass
+		return Pass, true
 	case <-ctx.Done():
 		a = Cancel
 	case <-expired:
@@ -328,11 +387,11 @@ func (in *Injector) await(ctx context.Context, w *waiter, timeout time.Duration)
 	}
 	if in.lim.leave(w) { // granted meanwhile: the slot is ours
 		if a != Cancel {
-			return Pass
+			return Pass, true
 		}
-		in.release()
+		return Cancel, true
 	}
-	return a
+	return a, false
 }
 
 // sleep waits d on the clock. It reports the time waited and false when
@@ -340,14 +399,13 @@ func (in *Injector) await(ctx context.Context, w *waiter, timeout time.Duration)
 func (in *Injector) sleep(ctx context.Context, d time.Duration) (time.Duration, bool) {
 	start := in.clk.Now()
 	t := in.clk.NewTimer(d)
+	defer t.Stop() // also when the Clock panics; a fired timer's Stop does nothing
 	select {
 	case <-t.C():
 		return d, true
 	case <-ctx.Done():
-		t.Stop()
 		return in.clk.Since(start), false
 	case <-in.done:
-		t.Stop()
 		return in.clk.Since(start), true
 	}
 }
@@ -366,11 +424,21 @@ func (in *Injector) hang(ctx context.Context) (closed bool) {
 
 // settle counts v's final action and reports it to OnEvent. A Hang counts
 // as hanging from here, so that whoever sees its event sees it hanging;
-// hang, which must follow, ends the count.
+// hang, which must follow, ends the count — or settle itself, when OnEvent
+// panics (the request then does not hang).
 func (in *Injector) settle(v *verdict, r *http.Request) {
 	in.c.byAction[v.action].Add(1)
 	if v.action == Hang {
 		in.c.hanging.Add(1)
+		emitted := false
+		defer func() {
+			if !emitted {
+				in.c.hanging.Add(-1)
+			}
+		}()
+		in.emit(Event{Action: v.action, Outage: v.outage, Delay: v.delay, Waited: v.waited, Request: r})
+		emitted = true
+		return
 	}
 	in.emit(Event{Action: v.action, Outage: v.outage, Delay: v.delay, Waited: v.waited, Request: r})
 }

@@ -22,7 +22,9 @@ var ErrInjected = errors.New("faultinject: injected fault")
 // sent) carrying the HeaderFault header; Reset returns an error that
 // matches syscall.ECONNRESET and ErrInjected; Hang blocks until the
 // request's context ends and returns its cause, as http.Transport does. A
-// request that is not sent has its body closed.
+// request that is not sent has its body closed, also when a callback
+// (Config.OnEvent, Config.Clock) panics; once next has the request, its
+// body is next's to close, as with any RoundTripper.
 //
 // The Limit counts a request as running until RoundTrip returns (its
 // response headers have arrived), not until its body is read.
@@ -46,11 +48,22 @@ type transport struct {
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	in := t.in
 	ctx := req.Context()
+	// Until the request is handed to next, its body is the Injector's to
+	// close: also when OnEvent or the Clock panics. One defer closes it
+	// then and frees the slot: each defer costs on every request.
+	handed, slot := false, false
+	defer func() {
+		if !handed && req.Body != nil {
+			_ = req.Body.Close()
+		}
+		if slot {
+			in.release()
+		}
+	}()
 	v := in.decide(ctx, req, nil)
-	if v.slot {
-		defer in.release()
-	}
+	slot = v.slot
 	in.settle(&v, req)
+	handed = true // to next, or closed here
 	if v.action == Pass {
 		return t.next.RoundTrip(req)
 	}

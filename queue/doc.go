@@ -37,6 +37,19 @@
 // drops and the depth for the stormguard_queue_dropped_records_total and
 // stormguard_queue_depth metrics.
 //
+// A panic in a user callback on one of their goroutines — a Queue's
+// deliver, a task, the Policy's callbacks, the Clock, the Observer, a
+// done function — never ends the program, loses a record or leaves a
+// lock held: it is recovered and counted (a task's own panic in
+// SchedulerStats.Failed, the others in Stats.Panics and
+// SchedulerStats.Panics), a Queue puts a batch whose delivery panicked
+// back as after a delivery that gave up, a Scheduler fails a task whose
+// step panicked with retry.ErrPanicked (a panicking done function or
+// Observer call is skipped), and the goroutine goes on. A panic on the
+// caller's goroutine (Config.Size, or the Clock or Observer in Offer,
+// Submit or Close) goes on to the caller, with the counts consistent and
+// no lock held.
+//
 // Time is read from Config.Clock (or the Policy's clock), so tests drive a
 // Queue or a Scheduler with clocktest.Fake without sleeping.
 package queue

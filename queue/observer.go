@@ -8,7 +8,10 @@ package queue
 //
 // Methods are called synchronously, outside the queue's lock, from the
 // goroutine that caused the event (Offer, Submit, a worker or Close); they
-// must be safe for concurrent use, should be quick and must not block.
+// must be safe for concurrent use, should be quick and must not block. A
+// panic in a call from a worker is recovered and counted in Stats.Panics
+// or SchedulerStats.Panics (see New and Scheduler); from Offer, Submit or
+// Close it goes on to the caller, with the counts already consistent.
 // Depth reports from different goroutines may arrive out of order, so a
 // gauge fed by QueueDepth is a sample; Stats is always exact. A nil Observer
 // costs nothing.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -71,7 +72,9 @@ type Config[T any] struct {
 
 	// Size returns a record's size in bytes, for MaxBatchBytes. It is
 	// called once per Offer, outside the queue's lock, and only when
-	// MaxBatchBytes is set.
+	// MaxBatchBytes is set. A negative size counts as 0; a size above
+	// MaxBatchBytes counts as just above it, so such a record is still
+	// sent alone and no sum of sizes overflows.
 	Size func(T) int
 
 	// Linger is the longest a buffered record waits for a batch to fill
@@ -144,6 +147,13 @@ type Stats struct {
 	Buffered, InFlight uint64
 	// Rejected counts records offered after Close; they are not in Offered.
 	Rejected uint64
+	// Panics counts the panics (and runtime.Goexit calls) a worker
+	// recovered: in deliveries, whose batches were put back into the
+	// buffer as after a delivery that gave up, and in the callbacks a
+	// worker makes (Observer, Clock, the Policy's Backoff and Rand for the
+	// pause); see New. It counts panics, not records, and is not part of
+	// the identities above.
+	Panics uint64
 }
 
 // Queue is a bounded background delivery queue for fire-and-forget records
@@ -155,7 +165,7 @@ type Stats struct {
 // the Overflow policy drops a record and counts it. A batch whose delivery
 // fails permanently is dropped and counted, never retried. A batch whose
 // delivery gives up for any other reason (attempts or time exhausted,
-// budget refused, breaker open) goes back to the oldest end of the buffer —
+// budget refused, breaker open, a panic: see New) goes back to the oldest end of the buffer —
 // where DropOldest evicts it first once newer records need the room — and
 // the whole queue pauses before the next delivery for the Policy's next
 // backoff delay (raised to the error's Retry-After advice, capped by
@@ -176,6 +186,7 @@ type Queue[T any] struct {
 	maxBatch int
 	maxBytes int
 	size     func(T) int
+	sizeCap  int // the most a record's Size counts for; see clampSize
 	linger   time.Duration
 	policy   *retry.Policy
 	clock    clock.Clock
@@ -209,10 +220,32 @@ type Queue[T any] struct {
 // delivers it, an error the Policy does not retry (wrap it with
 // retry.Permanent) drops it, any other error is retried.
 //
-// A panic in deliver is not recovered (unlike a Scheduler's task): the
-// delivery's retry.Run reports the attempt as failed and re-raises it on
-// the worker's goroutine, which ends the program. A panic in Config.Size
-// goes on to Offer's caller, with nothing counted.
+// A panic in deliver (or a call of runtime.Goexit) does not end the worker
+// or the program, and loses no record: the delivery's retry.Run reports
+// the attempt as failed (to the Policy's Breaker, Budget and Observer, as
+// a *retry.PanicError), the worker recovers the panic, counts it in
+// Stats.Panics and treats the delivery as one that gave up: the batch goes
+// back to the oldest end of the buffer and the queue pauses, as described
+// at Queue; the worker goes on (after Goexit, a new worker takes its
+// place). A panic in a callback of the Policy during a delivery is
+// handled the same way. The panic itself is not re-raised, as no caller
+// waits for the delivery; the Policy's Observer hears of it. A batch that
+// panics every time is retried like one the collector keeps refusing,
+// until DropOldest evicts it or Close gives up on it.
+//
+// The other callbacks a worker makes are guarded the same way, each panic
+// counted in Stats.Panics: a panicking Observer call is skipped and the
+// worker goes on; a panicking Clock, or Backoff or Rand source of the
+// Policy pacing the pause after a delivery that gave up, ends the worker's
+// round with the queue's lock released and any batch it had taken put
+// back, and the worker starts the next round (a pause whose computation
+// panicked is not taken).
+//
+// A panic in Config.Size goes on to Offer's caller, with nothing counted
+// and the queue unchanged. On Offer's and Close's goroutines, a panicking
+// Clock or Observer goes on to the caller too, with the queue's lock
+// released and its counts consistent: a record Offer had buffered stays
+// buffered and counted, and is delivered.
 //
 // New panics if deliver is nil or cfg does not Validate.
 func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) error) *Queue[T] {
@@ -261,6 +294,11 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	}
 	if cfg.MaxBatchBytes == 0 {
 		q.size = nil
+	} else {
+		// A record larger than MaxBatchBytes still counts as larger (so
+		// it is sent alone), and no sum of up to Capacity sizes overflows.
+		q.sizeCap = min(cfg.MaxBatchBytes, math.MaxInt-1) + 1
+		q.sizeCap = min(q.sizeCap, math.MaxInt/capacity)
 	}
 	q.pacing = retry.Policy{Clock: clk, Classify: retryAll, MaxAttempts: retry.Unlimited}
 	if policy != nil {
@@ -268,12 +306,7 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	}
 	q.ctx, q.cancel = context.WithCancelCause(context.Background())
 	for range workers {
-		w := &worker[T]{q: q, batch: make([]T, 0, maxBatch)}
-		if q.size != nil {
-			w.sizes = make([]int, 0, maxBatch)
-		}
-		w.op = w.send
-		go w.run()
+		go newWorker(q).run()
 	}
 	return q
 }
@@ -288,7 +321,7 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 func (q *Queue[T]) Offer(v T) bool {
 	size := 0
 	if q.size != nil {
-		size = q.size(v)
+		size = q.clampSize(q.size(v))
 	}
 	q.mu.Lock()
 	if q.closing {
@@ -319,7 +352,7 @@ func (q *Queue[T]) Offer(v T) bool {
 	signal := false
 	switch {
 	case wasEmpty:
-		q.since = q.clock.Now()
+		q.since = q.nowLocked()
 		signal = true
 	case q.buf.n == q.maxBatch:
 		signal = true
@@ -341,6 +374,31 @@ func (q *Queue[T]) Offer(v T) bool {
 		}
 	}
 	return true
+}
+
+// clampSize bounds a record's size: a negative Size counts as 0, and one
+// above MaxBatchBytes as just above it (or less when that many of them
+// would overflow the buffer's byte count), which sends it alone as well.
+func (q *Queue[T]) clampSize(n int) int {
+	return min(max(n, 0), q.sizeCap)
+}
+
+// nowLocked reads the clock for Offer, with q.mu held. If the Clock
+// panics, it unlocks q.mu and wakes a worker before the panic goes on to
+// Offer's caller: the record stays buffered and counted (with the time
+// its buffer last filled from, so it is due at once), and the queue stays
+// usable.
+func (q *Queue[T]) nowLocked() time.Time {
+	ok := false
+	defer func() {
+		if !ok {
+			q.mu.Unlock()
+			q.signal()
+		}
+	}()
+	t := q.clock.Now()
+	ok = true
+	return t
 }
 
 // signal wakes one idle worker, if none has been woken already.

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -86,5 +87,29 @@ func TestRequeueKeepsByteAccounting(t *testing.T) {
 		}
 		close(calls)
 		check("after Close")
+	}
+}
+
+// TestClampSizeAvoidsOverflow: with MaxBatchBytes near math.MaxInt, a
+// record's size counts for at most math.MaxInt/Capacity, so the buffer's
+// byte count cannot overflow however large the sizes; a size above a
+// small MaxBatchBytes counts as just above it.
+func TestClampSizeAvoidsOverflow(t *testing.T) {
+	deliver := func(context.Context, []int) error { return nil }
+	q := New(Config[int]{Capacity: 4, MaxBatchBytes: math.MaxInt, Size: func(int) int { return 0 }}, deliver)
+	defer q.Close(context.Background())
+	if got := q.clampSize(math.MaxInt); got > math.MaxInt/4 || got <= 0 {
+		t.Fatalf("clampSize(MaxInt) = %d, want in (0, MaxInt/4]", got)
+	}
+	if got := q.clampSize(-1); got != 0 {
+		t.Fatalf("clampSize(-1) = %d", got)
+	}
+	q2 := New(Config[int]{Capacity: 4, MaxBatchBytes: 10, Size: func(int) int { return 0 }}, deliver)
+	defer q2.Close(context.Background())
+	if got := q2.clampSize(math.MaxInt); got != 11 {
+		t.Fatalf("clampSize(MaxInt) = %d with MaxBatchBytes 10, want 11", got)
+	}
+	if got := q2.clampSize(7); got != 7 {
+		t.Fatalf("clampSize(7) = %d", got)
 	}
 }

@@ -608,3 +608,21 @@ func TestConfigClockDrivesDeliveryRetries(t *testing.T) {
 		t.Fatal("the caller's Policy was modified")
 	}
 }
+
+// TestNegativeSizeCountsAsZero: a Size below zero counts as 0 rather than
+// lowering the buffered byte count, so a later record that fills
+// MaxBatchBytes still sends the batch at once. Before the fix the negative
+// size hid the full batch until the linger time.
+func TestNegativeSizeCountsAsZero(t *testing.T) {
+	fake := clocktest.NewFake()
+	c := newCollector()
+	q := queue.New(queue.Config[int]{MaxBatch: 100, MaxBatchBytes: 10, Linger: time.Hour, Policy: noJitter(fake, 0),
+		Size: func(v int) int { return v }}, c.deliver)
+	defer closeNow(q)
+	q.Offer(-100)
+	q.Offer(10)
+	if got := c.next(t, nil); !slices.Equal(got, []int{-100, 10}) {
+		t.Fatalf("delivery %v, want [-100 10] sent as soon as 10 bytes are buffered", got)
+	}
+	closeAll(t, q)
+}

@@ -88,6 +88,12 @@ type SchedulerStats struct {
 	// Rejected counts tasks submitted after Close; they are not in
 	// Submitted.
 	Rejected uint64
+	// Panics counts the panics (and runtime.Goexit calls) the Scheduler's
+	// goroutines recovered outside the tasks themselves (a task's own
+	// panic counts in Failed): in the Policy's callbacks during a task's
+	// step, the Clock, the Observer and done functions; see Scheduler. It
+	// is not part of the identity above.
+	Panics uint64
 }
 
 // Scheduler keeps retrying submitted tasks in the background until each
@@ -133,6 +139,20 @@ type SchedulerStats struct {
 // on a scheduled task, and re-raising it would end the program. The worker
 // goes on, so no worker, slot or goroutine is lost.
 //
+// The other callbacks the Scheduler's goroutines make are guarded too, each
+// panic counted in SchedulerStats.Panics and none re-raised there (it
+// would end the program): a panic in the Policy's callbacks during a
+// task's step (Budget, Breaker, Limiter, Classify, Observer, Backoff,
+// Rand, as retry.Call re-raises them after releasing what the attempt
+// held) or in the Clock fails that task as a panicking task fails; a
+// panicking done function or Observer call is skipped, the task counted
+// as it ended; a panicking Clock in the dispatcher is skipped and the
+// dispatcher goes on. The one callback made with the Scheduler's lock held
+// (the Clock and retry.NewCall in Submit) releases it before its panic
+// goes on. On Submit's and Close's goroutines the panic goes on to the
+// caller: Close first calls every abandoned task's done function, then
+// re-raises the first panic.
+//
 // A task stops when it succeeds, fails with an error not worth retrying,
 // has made MaxAttempts attempts, cannot fit the next wait plus
 // MinAttemptTime within MaxElapsed from Submit, is refused by the Breaker
@@ -176,6 +196,10 @@ type task struct {
 	due    time.Time
 	seq    uint64
 	gaveUp *retry.Error // how the call gave up, once a worker handed t to Close
+	ended  bool         // a worker's step has finished, parked or handed t on; guarded by mu
+	// goexited: t's task called runtime.Goexit and attempt replaced the
+	// worker; read only by that worker's goroutine.
+	goexited bool
 }
 
 var zeroPolicy retry.Policy
@@ -228,7 +252,9 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 // goroutine (from Close for the tasks Close abandons): with nil on success,
 // otherwise with the *retry.Error that ended it (wrapping ErrClosed if
 // Close gave up on it). It should be quick; it may call Submit, not Close.
-// Submit panics if task is nil.
+// Submit panics if task is nil. A panicking Clock (SchedulerConfig.Clock or
+// the Policy's) goes on to Submit's caller with the task not taken and
+// nothing counted; the Scheduler stays usable.
 func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err error)) bool {
 	if task == nil {
 		panic("queue: nil task")
@@ -250,7 +276,7 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 		return false
 	}
 	s.seq++
-	t := newTask(task, done, retry.NewCall(s.ctx, s.policy), s.clock.Now(), s.seq)
+	t := s.newTaskLocked(task, done)
 	s.st.Submitted++
 	s.ready.push(t)
 	depth := s.pendingLocked()
@@ -264,6 +290,22 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 
 func newTask(fn func(context.Context) error, done func(error), call *retry.Call, now time.Time, seq uint64) *task {
 	return &task{fn: fn, done: done, call: call, due: now, seq: seq}
+}
+
+// newTaskLocked makes Submit's task, with s.mu held. If a Clock panics (the
+// Scheduler's, or the Policy's through retry.NewCall), it unlocks s.mu
+// before the panic goes on to Submit's caller: the task is not counted and
+// the Scheduler stays usable.
+func (s *Scheduler) newTaskLocked(fn func(context.Context) error, done func(error)) *task {
+	ok := false
+	defer func() {
+		if !ok {
+			s.mu.Unlock()
+		}
+	}()
+	t := newTask(fn, done, retry.NewCall(s.ctx, s.policy), s.clock.Now(), s.seq)
+	ok = true
+	return t
 }
 
 // pendingLocked returns the number of pending tasks. s.mu must be held.
@@ -290,8 +332,10 @@ func (s *Scheduler) Stats() SchedulerStats {
 // in progress have seen the cancellation.
 //
 // Close returns the number of tasks abandoned and, when that is not zero,
-// an error wrapping ErrClosed and ctx's error. No goroutine started by the
-// Scheduler outlives Close. Later calls return (0, nil) once the first has
+// an error wrapping ErrClosed and ctx's error; if a done function or the
+// Observer panicked, Close re-raises the first panic once every abandoned
+// task's done has been called. No goroutine started by the Scheduler
+// outlives Close. Later calls return (0, nil) once the first has
 // finished.
 func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	s.mu.Lock()
@@ -328,15 +372,23 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	}
 	cause := context.Cause(s.ctx)
 	reason := fmt.Errorf("%w: %w", ErrClosed, cause)
+	var panicked any // the first panic of a done function or the Observer
 	for _, t := range left {
 		re := t.gaveUp
 		if re == nil {
 			re = s.cancelCall(t)
 		}
-		s.end(t, &retry.Error{Attempts: re.Attempts, Reason: reason, Last: re.Last}, DropClosed)
+		if v := s.end(t, &retry.Error{Attempts: re.Attempts, Reason: reason, Last: re.Last}, DropClosed); panicked == nil {
+			panicked = v
+		}
 	}
 	if s.obs != nil {
-		s.obs.QueueDepth(s.name, 0)
+		if v := guard(func() { s.obs.QueueDepth(s.name, 0) }); panicked == nil {
+			panicked = v
+		}
+	}
+	if panicked != nil {
+		panic(panicked) // to Close's caller, once every abandoned task has been ended
 	}
 	return len(left), fmt.Errorf("%w with %d tasks abandoned: %w", ErrClosed, len(left), cause)
 }
@@ -374,9 +426,10 @@ func (s *Scheduler) work() {
 			return
 		}
 		t := s.ready.pop()
+		t.ended = false
 		s.st.Running++
 		s.mu.Unlock()
-		s.execute(t)
+		s.step(t)
 		s.mu.Lock()
 	}
 }
@@ -391,48 +444,77 @@ func (s *Scheduler) dispatch() {
 			timer.Stop()
 		}
 	}()
-	for {
-		s.mu.Lock()
-		if s.stopped {
-			s.mu.Unlock()
+	for s.dispatchOnce(&timer) {
+	}
+}
+
+// dispatchOnce makes one round of dispatch; it reports false when the
+// Scheduler has stopped. A panicking Clock is recovered (s.mu is not held
+// when the Clock is called) and counted in SchedulerStats.Panics, and the
+// dispatcher goes on with the next round. (After runtime.Goexit, which it
+// cannot stop, a new dispatcher takes its place.)
+func (s *Scheduler) dispatchOnce(timer *clock.Timer) (more bool) {
+	returned := false
+	defer func() {
+		if returned {
 			return
 		}
-		now := s.clock.Now()
-		moved := 0
-		for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
-			s.ready.push(s.waiting.pop())
-			moved++
-		}
-		var next time.Duration
-		hasNext := s.waiting.Len() > 0
-		if hasNext {
-			next = s.waiting[0].due.Sub(now)
+		v := recover()
+		s.mu.Lock()
+		s.st.Panics++
+		if v == nil {
+			s.live++
 		}
 		s.mu.Unlock()
-		switch {
-		case moved == 1:
-			s.cond.Signal()
-		case moved > 1:
-			s.cond.Broadcast()
+		more = true
+		if v == nil {
+			go s.dispatch()
 		}
-
-		var tc <-chan time.Time
-		if hasNext {
-			if timer == nil {
-				timer = s.clock.NewTimer(next)
-			} else {
-				timer.Reset(next)
-			}
-			tc = timer.C()
-		}
-		select {
-		case <-tc:
-			continue
-		case <-s.kick:
-		case <-s.quit:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
+	}()
+	now := s.clock.Now() // outside s.mu: the Clock may panic
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		returned = true
+		return false
 	}
+	moved := 0
+	for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
+		s.ready.push(s.waiting.pop())
+		moved++
+	}
+	var next time.Duration
+	hasNext := s.waiting.Len() > 0
+	if hasNext {
+		next = s.waiting[0].due.Sub(now)
+	}
+	s.mu.Unlock()
+	switch {
+	case moved == 1:
+		s.cond.Signal()
+	case moved > 1:
+		s.cond.Broadcast()
+	}
+
+	var tc <-chan time.Time
+	if hasNext {
+		if *timer == nil {
+			*timer = s.clock.NewTimer(next)
+		} else {
+			(*timer).Reset(next)
+		}
+		tc = (*timer).C()
+	}
+	select {
+	case <-tc:
+		returned = true
+		return true
+	case <-s.kick:
+	case <-s.quit:
+	}
+	if *timer != nil {
+		(*timer).Stop()
+	}
+	returned = true
+	return true
 }

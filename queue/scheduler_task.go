@@ -57,6 +57,7 @@ func (s *Scheduler) attempt(t *task, a *retry.Attempt) (err error, ok bool) {
 			s.mu.Lock()
 			s.live++
 			s.mu.Unlock()
+			t.goexited = true // for step, which Goexit unwinds next
 			go s.work()
 		}
 		t.call.Panic(a, v)
@@ -75,6 +76,7 @@ func (s *Scheduler) giveUp(t *task, err error) {
 	if cerr := s.ctx.Err(); cerr != nil && re.Reason == cerr {
 		s.mu.Lock()
 		s.st.Running--
+		t.ended = true
 		t.gaveUp = re
 		s.abandoned = append(s.abandoned, t)
 		s.mu.Unlock()
@@ -100,8 +102,10 @@ func (s *Scheduler) cancelCall(t *task) *retry.Error {
 
 // park moves running task t to the timer heap, due after delay.
 func (s *Scheduler) park(t *task, delay time.Duration) {
+	now := s.clock.Now() // outside s.mu: the Clock may panic
 	s.mu.Lock()
-	t.due = s.clock.Now().Add(delay)
+	t.due = now.Add(delay)
+	t.ended = true
 	s.st.Running--
 	first := s.waiting.push(t)
 	s.mu.Unlock()
@@ -116,6 +120,7 @@ func (s *Scheduler) park(t *task, delay time.Duration) {
 // finish ends running task t with err (nil on success).
 func (s *Scheduler) finish(t *task, err error, drop string) {
 	s.mu.Lock()
+	t.ended = true
 	s.st.Running--
 	if err == nil {
 		s.st.Succeeded++
@@ -127,20 +132,76 @@ func (s *Scheduler) finish(t *task, err error, drop string) {
 		s.stopLocked()
 	}
 	s.mu.Unlock()
-	s.end(t, err, drop)
+	v := s.end(t, err, drop)
 	if s.obs != nil {
-		s.obs.QueueDepth(s.name, int(depth))
+		if w := guard(func() { s.obs.QueueDepth(s.name, int(depth)) }); v == nil {
+			v = w
+		}
+	}
+	if v != nil {
+		s.mu.Lock()
+		s.st.Panics++
+		s.mu.Unlock()
 	}
 }
 
 // end reports t's end to the Observer and to its done function; its call
 // has already told the Policy's Observer. It is called once per task,
-// without s.mu held.
-func (s *Scheduler) end(t *task, err error, drop string) {
+// without s.mu held. Each of the two calls is made even if the other
+// panics; end returns the first panic's value (nil: none), for its caller
+// to count (a worker) or re-raise (Close).
+func (s *Scheduler) end(t *task, err error, drop string) (panicked any) {
 	if drop != "" && s.obs != nil {
-		s.obs.QueueDropped(s.name, drop, 1)
+		panicked = guard(func() { s.obs.QueueDropped(s.name, drop, 1) })
 	}
 	if t.done != nil {
-		t.done(err)
+		if v := guard(func() { t.done(err) }); panicked == nil {
+			panicked = v
+		}
 	}
+	return panicked
+}
+
+// guard calls f and returns the value it panicked with; nil when f
+// returned. (runtime.Goexit in f is not stopped.)
+func guard(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
+
+// step runs t's next step (execute) on a worker. A panic outside the
+// task's own attempt, which attempt recovers — in the Policy's callbacks
+// through t's retry.Call (Budget, Breaker, Limiter, Classify, Observer,
+// Backoff, Rand: the Call has released what the step held before the
+// panic goes on) or in the Clock — is recovered here and counted in
+// SchedulerStats.Panics; a task the step had not ended yet fails as a
+// panicking task does (a *retry.Error with Reason retry.ErrPanicked,
+// DropPanicked). After runtime.Goexit a new worker takes this one's place.
+func (s *Scheduler) step(t *task) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		v := recover()
+		if v == nil && t.goexited {
+			return // the task's own Goexit: attempt has ended it and replaced the worker
+		}
+		s.mu.Lock()
+		s.st.Panics++
+		ended := t.ended
+		if v == nil {
+			s.live++
+		}
+		s.mu.Unlock()
+		if !ended {
+			s.finish(t, &retry.Error{Attempts: t.call.Attempts(), Reason: retry.ErrPanicked, Last: &retry.PanicError{Value: v}}, DropPanicked)
+		}
+		if v == nil {
+			go s.work()
+		}
+	}()
+	s.execute(t)
+	returned = true
 }

@@ -19,6 +19,9 @@ type worker[T any] struct {
 	sizes []int                       // sizes of the batch's records, if tracked
 	op    func(context.Context) error // w.send, bound once
 	timer clock.Timer
+	// holding: w.batch is taken (counted in flight) and not yet accounted
+	// for by finish. Guarded by q.mu.
+	holding bool
 }
 
 func (w *worker[T]) send(ctx context.Context) error { return w.q.deliver(ctx, w.batch) }
@@ -37,10 +40,96 @@ func (w *worker[T]) run() {
 			close(q.exited)
 		}
 	}()
-	for w.take() {
-		err := retry.Run(q.ctx, q.policy, w.op)
-		w.finish(err)
+	for w.round() {
 	}
+}
+
+// round takes a batch, delivers it and accounts for it; it reports false
+// when the worker should return (see take). A panic of a Clock or of the
+// Policy's Backoff or Rand source (which pace the pause after a delivery
+// that gave up) is recovered here and counted in Stats.Panics, with the
+// queue's lock released and no record lost: the worker goes on with the
+// next round. (Panics in deliver and in the Observer are recovered where
+// they happen, so that the round goes on.)
+func (w *worker[T]) round() (more bool) {
+	returned := false
+	defer func() {
+		if !returned {
+			w.recoverRound(recover())
+			more = true
+		}
+	}()
+	if !w.take() {
+		returned = true
+		return false
+	}
+	w.finish(w.deliver())
+	returned = true
+	return true
+}
+
+// recoverRound cleans up after a panic in a round, which every callback
+// called with q.mu held releases before it goes on: a batch still taken
+// goes back to the buffer. After runtime.Goexit (v is nil) a new worker
+// takes this one's place, as in deliver.
+func (w *worker[T]) recoverRound(v any) {
+	q := w.q
+	q.mu.Lock()
+	q.st.Panics++
+	if w.holding {
+		w.holding = false
+		w.requeue()
+	}
+	if v == nil {
+		q.live++
+	}
+	q.mu.Unlock()
+	clear(w.batch)
+	q.signal() // records may be waiting: look at the buffer again
+	if v == nil {
+		go newWorker(q).run()
+	}
+}
+
+// newWorker returns a worker of q, ready to run.
+func newWorker[T any](q *Queue[T]) *worker[T] {
+	w := &worker[T]{q: q, batch: make([]T, 0, q.maxBatch)}
+	if q.size != nil {
+		w.sizes = make([]int, 0, q.maxBatch)
+	}
+	w.op = w.send
+	return w
+}
+
+// deliver makes one delivery of w.batch through retry.Run. A panic that
+// comes out of it — the user's deliver function, re-raised by retry.Run
+// after it reported the attempt as failed, or a callback of the Policy —
+// is recovered: the delivery fails with a *retry.PanicError, which finish
+// treats as any delivery that gave up (the batch goes back to the buffer
+// and the queue pauses), and Stats.Panics counts it. A runtime.Goexit
+// cannot be stopped: finish accounts for the batch the same way here, and
+// round, which Goexit unwinds next, counts it and starts a new worker in
+// this one's place.
+func (w *worker[T]) deliver() (err error) {
+	q := w.q
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		v := recover()
+		err = &retry.PanicError{Value: v}
+		if v == nil { // runtime.Goexit: this goroutine ends after the defers
+			w.finish(err)
+			return
+		}
+		q.mu.Lock()
+		q.st.Panics++
+		q.mu.Unlock()
+	}()
+	err = retry.Run(q.ctx, q.policy, w.op)
+	returned = true
+	return err
 }
 
 // take waits until a batch is due and moves it from the buffer into
@@ -61,7 +150,7 @@ func (w *worker[T]) take() bool {
 		case <-q.wake:
 		default:
 		}
-		now := q.clock.Now()
+		now := q.nowLocked()
 		due, until := q.due(now)
 		if due {
 			break
@@ -80,6 +169,7 @@ func (w *worker[T]) take() bool {
 	k := uint64(len(w.batch))
 	q.st.Buffered -= k
 	q.st.InFlight += k
+	w.holding = true
 	more := q.buf.n > 0
 	depth := q.st.Buffered + q.st.InFlight
 	q.mu.Unlock()
@@ -87,7 +177,7 @@ func (w *worker[T]) take() bool {
 		q.signal() // let another idle worker look at the rest
 	}
 	if q.obs != nil {
-		q.obs.QueueDepth(q.name, int(depth))
+		q.observe(func(o Observer) { o.QueueDepth(q.name, int(depth)) })
 	}
 	return true
 }
@@ -167,6 +257,7 @@ func (w *worker[T]) finish(err error) {
 	k := len(w.batch)
 	var overflow, permanent int
 	q.mu.Lock()
+	w.holding = false
 	switch {
 	case err == nil:
 		q.st.InFlight -= uint64(k)
@@ -183,20 +274,50 @@ func (w *worker[T]) finish(err error) {
 		permanent = k
 	default:
 		overflow = w.requeue()
-		q.pause(err)
+		q.pauseLocked(err)
 	}
 	depth := q.st.Buffered + q.st.InFlight
 	q.mu.Unlock()
 	clear(w.batch)
 	if q.obs != nil {
-		if permanent > 0 {
-			q.obs.QueueDropped(q.name, DropPermanent, permanent)
-		}
-		if overflow > 0 {
-			q.obs.QueueDropped(q.name, DropFull, overflow)
-		}
-		q.obs.QueueDepth(q.name, int(depth))
+		q.observe(func(o Observer) {
+			if permanent > 0 {
+				o.QueueDropped(q.name, DropPermanent, permanent)
+			}
+			if overflow > 0 {
+				o.QueueDropped(q.name, DropFull, overflow)
+			}
+			o.QueueDepth(q.name, int(depth))
+		})
 	}
+}
+
+// observe makes a worker's calls f of the Observer. A panic in them is
+// recovered and counted in Stats.Panics: it would otherwise end the
+// program, and the worker goes on with what it was doing.
+func (q *Queue[T]) observe(f func(Observer)) {
+	defer func() {
+		if v := recover(); v != nil {
+			q.mu.Lock()
+			q.st.Panics++
+			q.mu.Unlock()
+		}
+	}()
+	f(q.obs)
+}
+
+// pauseLocked is pause for finish, with q.mu held. If the Policy's Backoff
+// or Rand source or the Clock panics, it unlocks q.mu before the panic goes
+// on (to round): the batch has been put back already; the pause is lost.
+func (q *Queue[T]) pauseLocked(err error) {
+	ok := false
+	defer func() {
+		if !ok {
+			q.mu.Unlock()
+		}
+	}()
+	q.pause(err)
+	ok = true
 }
 
 // isPermanent reports whether retry.Run gave up with err because the last
