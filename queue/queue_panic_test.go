@@ -329,3 +329,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		runtime.Gosched()
 	}
 }
+
+// TestPanickingEveryRoundDoesNotSpin: a callback that panics on every
+// round (here the pause's Backoff, after every delivery fails) does not
+// spin the worker: after two panicking rounds in a row, each round waits
+// panicPause (100 ms) first, so four panics take at least two pauses.
+// Before, the worker went round as fast as it could.
+func TestPanickingEveryRoundDoesNotSpin(t *testing.T) {
+	p := &retry.Policy{MaxAttempts: 1, Clock: clocktest.NewFake(), Backoff: backoff.Func(func(int, time.Duration) time.Duration {
+		panic("backoff")
+	})}
+	q := queue.New(queue.Config[int]{Workers: 1, Linger: -1, Policy: p}, func(context.Context, []int) error { return errDown })
+	start := time.Now()
+	q.Offer(1)
+	waitFor(t, "four panicking rounds", func() bool { return q.Stats().Panics >= 4 })
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("four panicking rounds in %v: the worker spins (want a 100 ms pause before each round after the second)", d)
+	}
+	closeNow(q)
+	checkInvariant(t, q.Stats())
+}

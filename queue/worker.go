@@ -22,7 +22,16 @@ type worker[T any] struct {
 	// holding: w.batch is taken (counted in flight) and not yet accounted
 	// for by finish. Guarded by q.mu.
 	holding bool
+	// panicked: the last round ended in a recovered panic. A round that
+	// panics right after another waits panicPause first, so that a
+	// callback that panics on every call (a broken Clock) cannot spin the
+	// worker.
+	panicked bool
 }
+
+// panicPause is how long, on the real clock, a worker waits before a round
+// that follows two panicking rounds in a row.
+const panicPause = 100 * time.Millisecond
 
 func (w *worker[T]) send(ctx context.Context) error { return w.q.deliver(ctx, w.batch) }
 
@@ -56,6 +65,10 @@ func (w *worker[T]) round() (more bool) {
 	defer func() {
 		if !returned {
 			w.recoverRound(recover())
+			if w.panicked {
+				w.pauseAfterPanics()
+			}
+			w.panicked = true
 			more = true
 		}
 	}()
@@ -65,7 +78,19 @@ func (w *worker[T]) round() (more bool) {
 	}
 	w.finish(w.deliver())
 	returned = true
+	w.panicked = false
 	return true
+}
+
+// pauseAfterPanics waits panicPause on the real clock, or until Close
+// gives up.
+func (w *worker[T]) pauseAfterPanics() {
+	t := time.NewTimer(panicPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.q.ctx.Done():
+	}
 }
 
 // recoverRound cleans up after a panic in a round, which every callback
