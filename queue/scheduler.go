@@ -444,21 +444,53 @@ func (s *Scheduler) dispatch() {
 			timer.Stop()
 		}
 	}()
-	for s.dispatchOnce(&timer) {
+	panicked := false // the last round panicked
+	for {
+		more, p := s.dispatchOnce(&timer)
+		if !more {
+			return
+		}
+		if p {
+			// A round that panics before it sees the Scheduler stopped
+			// (a Clock that panics on every call) must not keep Close
+			// waiting, nor spin: after two in a row, wait first.
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			if panicked {
+				s.pauseAfterPanics()
+			}
+		}
+		panicked = p
+	}
+}
+
+// pauseAfterPanics waits panicPause on the real clock, or until the
+// Scheduler's goroutines must return.
+func (s *Scheduler) pauseAfterPanics() {
+	t := time.NewTimer(panicPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.quit:
 	}
 }
 
 // dispatchOnce makes one round of dispatch; it reports false when the
 // Scheduler has stopped. A panicking Clock is recovered (s.mu is not held
 // when the Clock is called) and counted in SchedulerStats.Panics, and the
-// dispatcher goes on with the next round. (After runtime.Goexit, which it
+// dispatcher goes on with the next round (after two panicking rounds in a
+// row, 100 ms later on the real clock). (After runtime.Goexit, which it
 // cannot stop, a new dispatcher takes its place.)
-func (s *Scheduler) dispatchOnce(timer *clock.Timer) (more bool) {
+func (s *Scheduler) dispatchOnce(timer *clock.Timer) (more, panicked bool) {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
+		panicked = true
 		v := recover()
 		s.mu.Lock()
 		s.st.Panics++
@@ -476,7 +508,7 @@ func (s *Scheduler) dispatchOnce(timer *clock.Timer) (more bool) {
 	if s.stopped {
 		s.mu.Unlock()
 		returned = true
-		return false
+		return false, false
 	}
 	moved := 0
 	for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
@@ -508,7 +540,7 @@ func (s *Scheduler) dispatchOnce(timer *clock.Timer) (more bool) {
 	select {
 	case <-tc:
 		returned = true
-		return true
+		return true, false
 	case <-s.kick:
 	case <-s.quit:
 	}
@@ -516,5 +548,5 @@ func (s *Scheduler) dispatchOnce(timer *clock.Timer) (more bool) {
 		(*timer).Stop()
 	}
 	returned = true
-	return true
+	return true, false
 }

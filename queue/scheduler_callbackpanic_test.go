@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,4 +145,30 @@ func TestSchedulerCloseDonePanicEndsEveryTask(t *testing.T) {
 	if st := s.Stats(); st.Abandoned != 2 || st.Pending != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// alwaysPanicDispatch is a Fake whose Now panics whenever the Scheduler's
+// dispatcher calls it.
+type alwaysPanicDispatch struct{ *clocktest.Fake }
+
+func (c alwaysPanicDispatch) Now() time.Time {
+	if strings.Contains(string(debug.Stack()), ").dispatchOnce(") {
+		panic("clock")
+	}
+	return c.Fake.Now()
+}
+
+// TestSchedulerDispatcherClockPanicsEveryRoundDoesNotSpin: a Clock that
+// panics on every dispatcher round does not spin the dispatcher: after two
+// panicking rounds in a row each round waits 100 ms first, so four panics
+// take at least two pauses; and Close returns (before, the dispatcher
+// never saw the Scheduler stopped, and Close waited for it for good).
+func TestSchedulerDispatcherClockPanicsEveryRoundDoesNotSpin(t *testing.T) {
+	start := time.Now()
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 1, Clock: alwaysPanicDispatch{clocktest.NewFake()}, Policy: noJitter(nil, 3)})
+	waitFor(t, "four panicking dispatcher rounds", func() bool { return s.Stats().Panics >= 4 })
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("four panicking dispatcher rounds in %v: the dispatcher spins", d)
+	}
+	closeNow(s)
 }
