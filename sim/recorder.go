@@ -101,8 +101,14 @@ func (r *recorder) finish(m *Model) (Metrics, Series) {
 	r.conc.Peaks()
 	r.queue.Peaks()
 	r.inflight.Peaks()
-	slices.Sort(r.rec.Latencies)
-	slices.Sort(r.rec.Open)
+	if len(r.rec.Open) == 0 {
+		// Metrics reads only the latencies at its ranks: the Recording
+		// never leaves the recorder.
+		placeLatencyRanks(r.rec.Latencies)
+	} else {
+		slices.Sort(r.rec.Latencies)
+		slices.Sort(r.rec.Open)
+	}
 	faults := m.Faults
 	if m.windows != nil {
 		faults = m.windows
