@@ -33,10 +33,6 @@ type item struct {
 	arg int64
 }
 
-func (a *item) less(b *item) bool {
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
-}
-
 // qitem is an event in the radix heap: its time and handler, and the
 // index in Sim.payloads of the rest. At 16 bytes it halves the memory the
 // heap moves between its slots (an item has 32).

@@ -93,18 +93,17 @@ var latencyRanks = [3]float64{0.50, 0.99, 0.999}
 // Metrics reads of Latencies when Open is empty: a few passes of
 // selection instead of a sort of every call's latency (issue #36).
 func placeLatencyRanks(lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	hi := len(lat)
-	for i := len(latencyRanks) - 1; i >= 0; i-- {
-		k := nearestRank(len(lat), latencyRanks[i])
-		if k >= hi {
-			continue // placed already: the rank above is the same
+	lo := 0
+	for _, p := range latencyRanks {
+		k := nearestRank(len(lat), p)
+		if k < lo {
+			continue // placed already: the rank below is the same
 		}
-		// lat[:hi] holds every value at most lat[hi]: rank k is among them.
-		selectNth(lat[:hi], k)
-		hi = k
+		// lat[lo:] holds every value at least lat[lo-1]: rank k is
+		// among them, and each selection works on what is above the
+		// last (half the values, then a hundredth).
+		selectNth(lat[lo:], k-lo)
+		lo = k + 1
 	}
 }
 
