@@ -31,6 +31,7 @@ type outcome struct {
 // ahead runs virtual scenarios ahead of the loop that reports them.
 type ahead struct {
 	cancel context.CancelFunc
+	run    func(*sim.Scenario, context.Context, sim.Options) (*sim.Report, error)
 	wg     sync.WaitGroup
 	done   []chan outcome
 
@@ -45,8 +46,14 @@ type ahead struct {
 // still going and waits for them, and must be called once the caller is
 // done.
 func runAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lists [][]string, stderr io.Writer, progress bool) *ahead {
+	return startAhead(ctx, cfg, scenarios, lists, stderr, progress, (*sim.Scenario).Run)
+}
+
+// startAhead is runAhead with the function that runs a scenario.
+func startAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lists [][]string, stderr io.Writer, progress bool,
+	run func(*sim.Scenario, context.Context, sim.Options) (*sim.Report, error)) *ahead {
 	ctx, cancel := context.WithCancel(ctx)
-	a := &ahead{cancel: cancel, done: make([]chan outcome, len(scenarios)), bars: make([]*progressBar, len(scenarios))}
+	a := &ahead{cancel: cancel, run: run, done: make([]chan outcome, len(scenarios)), bars: make([]*progressBar, len(scenarios))}
 	for i := range a.done {
 		a.done[i] = make(chan outcome, 1)
 	}
@@ -91,7 +98,7 @@ func (a *ahead) runOne(ctx context.Context, cfg *config, sc *sim.Scenario, polic
 		}
 	}()
 	t0 := time.Now()
-	rep, err := sc.Run(ctx, sim.Options{
+	rep, err := a.run(sc, ctx, sim.Options{
 		Seed: cfg.seed, Trials: cfg.trials, Clients: cfg.clients, Duration: cfg.duration,
 		Policies: policies, Workers: cfg.workers,
 		Progress: func(done, total int) {

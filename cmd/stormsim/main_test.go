@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,5 +333,42 @@ func TestScenariosAtOnceSameOutput(t *testing.T) {
 		if outA != outB || outA == "" {
 			t.Errorf("%v: at once and one after another differ (%d and %d bytes)", format, len(outA), len(outB))
 		}
+	}
+}
+
+// A panic in a scenario's run (a policy's breaker or budget, say), which
+// now runs in a goroutine of its own, goes on in the goroutine that waits
+// for its report, once the runs beside it have ended (goleak checks).
+func TestScenarioRunPanicGoesOnInTheCaller(t *testing.T) {
+	scs := []*sim.Scenario{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	lists := [][]string{nil, nil, nil}
+	var cancelled atomic.Bool
+	run := func(sc *sim.Scenario, ctx context.Context, o sim.Options) (*sim.Report, error) {
+		switch sc.Name {
+		case "b":
+			panic("boom in b")
+		case "c": // runs beside b until b's panic stops it
+			<-ctx.Done()
+			cancelled.Store(true)
+			return nil, ctx.Err()
+		}
+		return &sim.Report{Scenario: sc.Name}, nil
+	}
+	a := startAhead(context.Background(), &config{}, scs, lists, io.Discard, false, run)
+	defer a.stop()
+	if out, ok := a.wait(0); !ok || out.err != nil || out.rep.Scenario != "a" {
+		t.Fatalf("a: %+v %v", out, ok)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom in b" {
+				t.Errorf("recovered %v, want b's panic", r)
+			}
+		}()
+		a.wait(1)
+		t.Error("wait(1) returned")
+	}()
+	if !cancelled.Load() {
+		t.Error("c was still running when b's panic went on")
 	}
 }
