@@ -33,10 +33,6 @@ type item struct {
 	arg int64
 }
 
-func (a *item) less(b *item) bool {
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
-}
-
 // qitem is an event in the radix heap: its time and handler, and the
 // index in Sim.payloads of the rest. At 16 bytes it halves the memory the
 // heap moves between its slots (an item has 32).
@@ -69,7 +65,10 @@ type Sim struct {
 	payload []payload
 	freeP   []uint32 // free indices of payload
 	lanes   []lane   // fixed-delay FIFOs (see Lane)
-	inLanes int      // events waiting in lanes
+	// heads[i] is the time and sequence of lane i's head, or
+	// emptyHead: findLaneMin scans this dense array, not the rings.
+	heads   []laneHead
+	inLanes int // events waiting in lanes
 	// laneMin is the lane whose head is the earliest lane event, when
 	// inLanes > 0 and laneDirty is false.
 	laneMin   int
@@ -166,6 +165,16 @@ type lane struct {
 	taken uint64 // events taken from the lane so far
 }
 
+// laneHead is the time and sequence number of a lane's head event.
+type laneHead struct {
+	at  time.Duration
+	seq uint64
+}
+
+// emptyHead is the laneHead of an empty lane: after every event (no
+// event has the highest sequence number).
+var emptyHead = laneHead{at: math.MaxInt64, seq: math.MaxUint64}
+
 // skipH is the handler of a skipped lane event (see Sim.Skip).
 const skipH = ^HandlerID(0)
 
@@ -186,6 +195,7 @@ const laneEventBits = 44
 // model is built, before the run.
 func (s *Sim) Lane(d time.Duration) LaneID {
 	s.lanes = append(s.lanes, lane{d: max(d, 0)})
+	s.heads = append(s.heads, emptyHead)
 	return LaneID(len(s.lanes) - 1)
 }
 
@@ -207,6 +217,7 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 	}
 	s.seq++
 	if ln.n == 0 { // a new head
+		s.heads[l] = laneHead{at: s.due(ln.d), seq: s.seq}
 		switch {
 		case s.inLanes == 0:
 			s.laneMin, s.laneDirty = int(l), false
@@ -292,6 +303,12 @@ func (s *Sim) take(src int) {
 		ln.taken++
 		s.inLanes--
 		s.laneDirty = true // a new head, or none
+		if ln.n == 0 {
+			s.heads[src] = emptyHead
+		} else {
+			h := &ln.buf[ln.head]
+			s.heads[src] = laneHead{at: h.at, seq: h.seq}
+		}
 	}
 	s.now = it.at
 	s.events++
@@ -303,14 +320,10 @@ func (s *Sim) take(src int) {
 // findLaneMin sets laneMin to the lane whose head is the earliest lane
 // event; some lane is not empty.
 func (s *Sim) findLaneMin() {
-	var best *item
-	for i := range s.lanes {
-		ln := &s.lanes[i]
-		if ln.n == 0 {
-			continue
-		}
-		if it := &ln.buf[ln.head]; best == nil || it.less(best) {
-			best, s.laneMin = it, i
+	best := emptyHead
+	for i, h := range s.heads {
+		if h.at < best.at || h.at == best.at && h.seq < best.seq {
+			best, s.laneMin = h, i
 		}
 	}
 	s.laneDirty = false

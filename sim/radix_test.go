@@ -53,3 +53,27 @@ func TestRadixLevelsMatchReference(t *testing.T) {
 		}
 	})
 }
+
+// TestRadixSlotSortMatchesReference: events that share a slot of the
+// heap's keys (radixShift) reach bucket 0 together and are sorted there:
+// they still pop in (time, sequence) order, many ties included, however
+// many share the slot.
+func TestRadixSlotSortMatchesReference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var q radix
+		var ref []qitem
+		slotStart := time.Duration(rapid.IntRange(1, 9).Draw(rt, "slot")) << radixShift
+		spread := rapid.Int64Range(1, 1<<radixShift).Draw(rt, "spread")
+		for i := range rapid.IntRange(1, 400).Draw(rt, "n") {
+			it := qitem{at: slotStart + time.Duration(rapid.Int64Range(0, spread-1).Draw(rt, "d")), slot: uint32(i)}
+			q.push(it)
+			ref = append(ref, it)
+		}
+		slices.SortStableFunc(ref, func(a, b qitem) int { return int(a.at - b.at) })
+		for i, want := range ref {
+			if got := q.pop(); got != want {
+				rt.Fatalf("pop %d: %v, want %v", i, got, want)
+			}
+		}
+	})
+}

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -79,6 +81,78 @@ type Recording struct {
 	// (Delayed of them after a delivery that gave up had put them back),
 	// dropped by a full buffer, and still pending at the end.
 	ReportsOffered, ReportsDelivered, ReportsDelayed, ReportsDropped, ReportsPending int64
+}
+
+// latencyRanks are the latency quantiles Metrics reports, in ascending
+// order: p50, p99 and p999.
+var latencyRanks = [3]float64{0.50, 0.99, 0.999}
+
+// placeLatencyRanks reorders lat so that the values at the nearest ranks
+// of latencyRanks are those the sorted lat has there (every value before
+// such a place at most it, every one after at least it), which is all
+// Metrics reads of Latencies when Open is empty: a few passes of
+// selection instead of a sort of every call's latency (issue #36).
+func placeLatencyRanks(lat []time.Duration) {
+	lo := 0
+	for _, p := range latencyRanks {
+		k := nearestRank(len(lat), p)
+		if k < lo {
+			continue // placed already: the rank below is the same
+		}
+		// lat[lo:] holds every value at least lat[lo-1]: rank k is
+		// among them, and each selection works on what is above the
+		// last (half the values, then a hundredth).
+		selectNth(lat[lo:], k-lo)
+		lo = k + 1
+	}
+}
+
+// selectNth reorders a so that a[k] is the value the sorted a has there,
+// every value before it at most it and every one after it at least it:
+// quickselect with three-way partitions (ties are common), falling back
+// to a sort of what is left when the partitions go badly.
+func selectNth(a []time.Duration, k int) {
+	lo, hi := 0, len(a)
+	for budget := 2*bits.Len(uint(len(a))) + 4; hi-lo > 12; budget-- {
+		if budget == 0 {
+			break
+		}
+		m := lo + (hi-lo)/2
+		p := median3(a[lo], a[m], a[hi-1])
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch v := a[i]; {
+			case v < p:
+				a[lt], a[i] = v, a[lt]
+				lt++
+				i++
+			case v > p:
+				gt--
+				a[i], a[gt] = a[gt], v
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k >= gt:
+			lo = gt
+		default:
+			return // a[lt:gt] are all p
+		}
+	}
+	slices.Sort(a[lo:hi])
+}
+
+func median3(a, b, c time.Duration) time.Duration {
+	if a > b {
+		a, b = b, a
+	}
+	if b > c {
+		b = c
+	}
+	return max(a, b)
 }
 
 // latencyPercentile is the nearest-rank p-quantile of every call's
@@ -257,7 +331,7 @@ func (r *Recording) Metrics(warmup, duration time.Duration, faults []Fault) Metr
 	for _, q := range []struct {
 		p         float64
 		val, open *float64
-	}{{0.50, &x.P50ms, &x.P50Open}, {0.99, &x.P99ms, &x.P99Open}, {0.999, &x.P999ms, &x.P999Open}} {
+	}{{latencyRanks[0], &x.P50ms, &x.P50Open}, {latencyRanks[1], &x.P99ms, &x.P99Open}, {latencyRanks[2], &x.P999ms, &x.P999Open}} {
 		d, open := r.latencyPercentile(q.p)
 		*q.val = ms(d)
 		if open {

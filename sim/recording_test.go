@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestGaugeCarriesValuesForward(t *testing.T) {
@@ -135,4 +138,38 @@ func TestBaselineAndFaultWindow(t *testing.T) {
 	if f, to := BaselineWindow(0, 2*time.Second, faults); f != 0 || to != 2*time.Second {
 		t.Errorf("fault after the duration: [%v, %v)", f, to)
 	}
+}
+
+// TestLatencyRanksWithoutSortMatchSort: the recorder no longer sorts every
+// call's latency (issue #36); the percentiles read at the places it
+// selects are those of the sorted latencies, ties and tiny runs included.
+func TestLatencyRanksWithoutSortMatchSort(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(0, 3000).Draw(rt, "n")
+		span := rapid.Int64Range(1, 1<<40).Draw(rt, "span")
+		lat := make([]time.Duration, n)
+		for i := range lat {
+			lat[i] = time.Duration(rapid.Int64Range(0, span).Draw(rt, "v"))
+		}
+		if rapid.Bool().Draw(rt, "sorted") {
+			slices.Sort(lat) // selection's worst orders: sorted and reversed
+			if rapid.Bool().Draw(rt, "reversed") {
+				slices.Reverse(lat)
+			}
+		}
+		want := slices.Clone(lat)
+		slices.Sort(want)
+		placeLatencyRanks(lat)
+		for _, p := range latencyRanks {
+			if got, w := Percentile(lat, p), Percentile(want, p); got != w {
+				rt.Fatalf("p%v of %d: %v, want %v", p, n, got, w)
+			}
+		}
+		if n > 0 {
+			slices.Sort(lat)
+			if !slices.Equal(lat, want) {
+				rt.Fatalf("the values changed")
+			}
+		}
+	})
 }

@@ -102,7 +102,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		c.files = append(c.files, s)
 		return nil
 	})
-	fs.IntVar(&c.workers, "workers", 0, "goroutines running trials (0: GOMAXPROCS)")
+	fs.IntVar(&c.workers, "workers", 0, "goroutines running trials, one scenario after another (0: GOMAXPROCS, two scenarios at a time)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress bar or timings on stderr")
 	fs.Func("scope", "live: the `scope` of a policy's budget and breaker: shared by all its clients (default) or per-client", func(s string) error {
 		scope, err := live.ParseScope(strings.TrimSpace(s))

@@ -86,18 +86,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	var reports []*sim.Report
 	var events uint64
 	began := time.Now()
+	runs := runAhead(ctx, cfg, scenarios, lists, stderr, tty && !cfg.quiet)
+	defer runs.stop()
 	for i, sc := range scenarios {
-		policies := lists[i]
-		if cfg.policies != "" && len(policies) == 0 {
+		out, ok := runs.wait(i)
+		if !ok {
 			continue
 		}
-		bar := newProgress(stderr, tty && !cfg.quiet, sc.Name)
-		t0 := time.Now()
-		rep, err := sc.Run(ctx, sim.Options{
-			Seed: cfg.seed, Trials: cfg.trials, Clients: cfg.clients, Duration: cfg.duration,
-			Policies: policies, Workers: cfg.workers, Progress: bar.update,
-		})
-		bar.finish()
+		rep, err := out.rep, out.err
 		if errors.Is(err, sim.ErrIgnoredOption) && len(cfg.scenarios) == 0 && len(cfg.files) == 0 {
 			// The default suite: an option meant for the other scenarios.
 			fmt.Fprintf(stderr, "stormsim: %s: skipped: %v\n", sc.Name, err)
@@ -138,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 			writeSummary(stdout, rep.Verdict, rep.PolicyLegend)
 		}
 		if !cfg.quiet {
-			el := time.Since(t0)
+			el := out.elapsed
 			fmt.Fprintf(stderr, "stormsim: %s: %d events in %.2fs (%.1fM events/s)\n", sc.Name, rep.Events, el.Seconds(), float64(rep.Events)/el.Seconds()/1e6)
 		}
 		reports = append(reports, rep)

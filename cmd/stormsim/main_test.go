@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,8 +293,9 @@ func TestCancelledRunWritesThePartialReport(t *testing.T) {
 	var out bytes.Buffer
 	errOut := &cancelOn{marker: "retry-budget: ", cancel: cancel}
 	// Cancelled as soon as the first scenario has finished (its timing
-	// line), before the second starts.
-	code := run(ctx, []string{"retry-budget", "metastable", "--trials", "1", "--clients", "20", "--duration", "30s", "--json", "--out", dir}, &out, errOut, false)
+	// line), before the second starts: --workers set runs the scenarios
+	// one after another (with 0 the second runs beside the first).
+	code := run(ctx, []string{"retry-budget", "metastable", "--trials", "1", "--clients", "20", "--duration", "30s", "--workers", "2", "--json", "--out", dir}, &out, errOut, false)
 	if code != exitError {
 		t.Fatalf("exit %d, want %d: %s", code, exitError, errOut.String())
 	}
@@ -311,5 +314,61 @@ func TestCancelledRunWritesThePartialReport(t *testing.T) {
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	if err != nil || !strings.Contains(string(page), "partial") || !strings.Contains(string(page), "Metastable") {
 		t.Errorf("report.html: %v, want both scenarios, the second marked partial", err)
+	}
+}
+
+// The scenarios of a run go two at a time when --workers is 0 (issue #36:
+// the default suite's cores idled at the end of each scenario); what is
+// printed, tables or JSON, is the same bytes as one after another, in the
+// same order.
+func TestScenariosAtOnceSameOutput(t *testing.T) {
+	base := []string{"retry-budget", "brownout", "--trials", "1", "--clients", "3", "--duration", "40s", "--quiet"}
+	for _, format := range [][]string{nil, {"--json"}} {
+		args := append(append([]string{}, base...), format...)
+		codeA, outA, errA := runCLI(t, args...)
+		codeB, outB, errB := runCLI(t, append(args, "--workers", "2")...)
+		if codeA != exitOK || codeB != exitOK {
+			t.Fatalf("%v: exit %d and %d: %s %s", format, codeA, codeB, errA, errB)
+		}
+		if outA != outB || outA == "" {
+			t.Errorf("%v: at once and one after another differ (%d and %d bytes)", format, len(outA), len(outB))
+		}
+	}
+}
+
+// A panic in a scenario's run (a policy's breaker or budget, say), which
+// now runs in a goroutine of its own, goes on in the goroutine that waits
+// for its report, once the runs beside it have ended (goleak checks).
+func TestScenarioRunPanicGoesOnInTheCaller(t *testing.T) {
+	scs := []*sim.Scenario{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	lists := [][]string{nil, nil, nil}
+	var cancelled atomic.Bool
+	run := func(sc *sim.Scenario, ctx context.Context, o sim.Options) (*sim.Report, error) {
+		switch sc.Name {
+		case "b":
+			panic("boom in b")
+		case "c": // runs beside b until b's panic stops it
+			<-ctx.Done()
+			cancelled.Store(true)
+			return nil, ctx.Err()
+		}
+		return &sim.Report{Scenario: sc.Name}, nil
+	}
+	a := startAhead(context.Background(), &config{}, scs, lists, io.Discard, false, run)
+	defer a.stop()
+	if out, ok := a.wait(0); !ok || out.err != nil || out.rep.Scenario != "a" {
+		t.Fatalf("a: %+v %v", out, ok)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom in b" {
+				t.Errorf("recovered %v, want b's panic", r)
+			}
+		}()
+		a.wait(1)
+		t.Error("wait(1) returned")
+	}()
+	if !cancelled.Load() {
+		t.Error("c was still running when b's panic went on")
 	}
 }
