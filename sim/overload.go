@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -251,7 +252,9 @@ func RunOverload(ctx context.Context, m *OverloadModel, ctl ServerControl, seed 
 		if ctl.NewLimit != nil {
 			alg = ctl.NewLimit()
 		}
-		lim, err := admission.New(admission.Config{Limit: alg, Clock: r.clk, Seed: seed, QueueLength: ctl.Queue})
+		// A Limiter's Seed 0 draws a random seed: seed 0 would give a
+		// run no one can repeat.
+		lim, err := admission.New(admission.Config{Limit: alg, Clock: r.clk, Seed: cmp.Or(seed, 1), QueueLength: ctl.Queue})
 		if err != nil {
 			return OverloadResult{}, err
 		}

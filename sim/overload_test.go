@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -142,5 +143,31 @@ func TestOverloadModelRefusesBadInput(t *testing.T) {
 	hm.DownTo = hm.DownFrom
 	if _, err := RunHosts(context.Background(), &hm, badHostPolicies()[0], 1); !errors.Is(err, ErrModel) {
 		t.Errorf("hosts model with an empty outage: err %v, want ErrModel", err)
+	}
+}
+
+// Seed 0 repeats like any other seed: the admission Limiter, whose own
+// Seed 0 means "draw one at random", gets a fixed seed from the run's.
+func TestOverloadSeedZeroRepeats(t *testing.T) {
+	m := failAtScaleCase().Model
+	var ctl ServerControl
+	for _, c := range failAtScaleControls() {
+		if c.Kind == ControlAdmission {
+			ctl = c
+		}
+	}
+	if ctl.Kind != ControlAdmission {
+		t.Fatal("no admission control among failAtScaleControls")
+	}
+	a, err := RunOverload(context.Background(), &m, ctl, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := RunOverload(context.Background(), &m, ctl, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs at seed 0 differ:\n%+v\n%+v", a.Stats, b.Stats)
 	}
 }
