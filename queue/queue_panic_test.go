@@ -349,3 +349,76 @@ func TestPanickingEveryRoundDoesNotSpin(t *testing.T) {
 	closeNow(q)
 	checkInvariant(t, q.Stats())
 }
+
+// alwaysPanicNow is a Fake whose Now panics on every call once armed.
+type alwaysPanicNow struct {
+	*clocktest.Fake
+	armed atomic.Bool
+}
+
+func (c *alwaysPanicNow) Now() time.Time {
+	if c.armed.Load() {
+		panic("clock")
+	}
+	return c.Fake.Now()
+}
+
+func (c *alwaysPanicNow) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestCloseEmptyQueueWithPanickingClockReturns: Close of a queue with
+// nothing left to deliver returns even when the Clock panics on every
+// call: the worker sees there is nothing to do before it reads the clock.
+// Before, it went round (every 100 ms) for good and Close never returned.
+func TestCloseEmptyQueueWithPanickingClockReturns(t *testing.T) {
+	clk := &alwaysPanicNow{Fake: clocktest.NewFake()}
+	q := queue.New(queue.Config[int]{Workers: 1, Clock: clk, Policy: &retry.Policy{MaxAttempts: 1}}, func(context.Context, []int) error { return nil })
+	clk.armed.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = q.Close(context.Background())
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // a hang guard, not a wait for the code under test
+		closeNow(q)
+		t.Fatal("Close of an empty queue did not return with a Clock that always panics")
+	}
+}
+
+// TestDeliverGoexitThenPausePanicKeepsAWorker: a deliver that calls
+// runtime.Goexit, followed by a panic of the pause's Backoff while that
+// Goexit unwinds, still leaves a worker in the dead one's place: the
+// batch is delivered on the next try and Close delivers everything.
+// Before, the recovered panic hid the Goexit, no worker was started, and
+// the record was never delivered.
+func TestDeliverGoexitThenPausePanicKeepsAWorker(t *testing.T) {
+	var calls atomic.Int32
+	delivered := make(chan []int, 4)
+	p := &retry.Policy{MaxAttempts: 1, Clock: clocktest.NewFake(), Backoff: backoff.Func(func(int, time.Duration) time.Duration {
+		panic("backoff")
+	})}
+	q := queue.New(queue.Config[int]{Workers: 1, Linger: -1, Policy: p}, func(_ context.Context, b []int) error {
+		if calls.Add(1) == 1 {
+			runtime.Goexit()
+		}
+		delivered <- slices.Clone(b)
+		return nil
+	})
+	q.Offer(1)
+	select {
+	case got := <-delivered:
+		if !slices.Equal(got, []int{1}) {
+			t.Fatalf("delivered %v, want [1]", got)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, not a wait for the code under test
+		closeNow(q)
+		t.Fatal("no worker delivered the batch after a Goexit and a pause panic")
+	}
+	closeAll(t, q)
+	s := q.Stats()
+	checkInvariant(t, s)
+	if s.Delivered != 1 || s.Panics != 1 {
+		t.Fatalf("stats %+v; want 1 delivered, 1 panic (the Goexit, counted once)", s)
+	}
+}

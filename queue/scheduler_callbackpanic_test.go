@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
@@ -171,4 +172,24 @@ func TestSchedulerDispatcherClockPanicsEveryRoundDoesNotSpin(t *testing.T) {
 		t.Errorf("four panicking dispatcher rounds in %v: the dispatcher spins", d)
 	}
 	closeNow(s)
+}
+
+// TestSchedulerParkClockPanicRefundsGrantedRetry: a Clock that panics as a
+// task is parked for its retry (after the budget granted that retry) fails
+// the task and gives the grant back: a BudgetTracker holds no retry once
+// the Scheduler is closed. Before, the retry stayed active for good.
+func TestSchedulerParkClockPanicRefundsGrantedRetry(t *testing.T) {
+	clk := &nowPanicClock{Fake: clocktest.NewFake(), from: ").park("}
+	b := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 10})
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 1, Clock: clk, Policy: &retry.Policy{MaxAttempts: 3, Budget: b}})
+	clk.armed.Store(true)
+	res := newResult()
+	s.Submit(func(context.Context) error { return errDown }, res.done)
+	if err := res.get(t); !errors.Is(err, retry.ErrPanicked) {
+		t.Fatalf("done(%v), want retry.ErrPanicked", err)
+	}
+	closeAll(t, s)
+	if requests, retries := b.Active(); requests != 0 || retries != 0 {
+		t.Errorf("budget holds %d requests and %d retries after Close, want none", requests, retries)
+	}
 }

@@ -196,6 +196,10 @@ func (s *Scheduler) step(t *task) {
 		}
 		s.mu.Unlock()
 		if !ended {
+			// A retry the budget granted (Next runs before park reads the
+			// Clock) is refunded and the Observer hears the call end;
+			// nothing if the call has ended already.
+			t.call.Panic(&retry.Attempt{}, v)
 			s.finish(t, &retry.Error{Attempts: t.call.Attempts(), Reason: retry.ErrPanicked, Last: &retry.PanicError{Value: v}}, DropPanicked)
 		}
 		if v == nil {

@@ -22,6 +22,10 @@ type worker[T any] struct {
 	// holding: w.batch is taken (counted in flight) and not yet accounted
 	// for by finish. Guarded by q.mu.
 	holding bool
+	// goexit: deliver saw runtime.Goexit, which goes on unwinding this
+	// goroutine whatever round's recovery finds (a panic of the pause's
+	// Backoff on the way), so recoverRound must start a worker in its place.
+	goexit bool
 	// panicked: the last round ended in a recovered panic. A round that
 	// panics right after another waits panicPause first, so that a
 	// callback that panics on every call (a broken Clock) cannot spin the
@@ -99,19 +103,20 @@ func (w *worker[T]) pauseAfterPanics() {
 // takes this one's place, as in deliver.
 func (w *worker[T]) recoverRound(v any) {
 	q := w.q
+	goexit := v == nil || w.goexit
 	q.mu.Lock()
 	q.st.Panics++
 	if w.holding {
 		w.holding = false
 		w.requeue()
 	}
-	if v == nil {
+	if goexit {
 		q.live++
 	}
 	q.mu.Unlock()
 	clear(w.batch)
 	q.signal() // records may be waiting: look at the buffer again
-	if v == nil {
+	if goexit {
 		go newWorker(q).run()
 	}
 }
@@ -145,6 +150,7 @@ func (w *worker[T]) deliver() (err error) {
 		v := recover()
 		err = &retry.PanicError{Value: v}
 		if v == nil { // runtime.Goexit: this goroutine ends after the defers
+			w.goexit = true
 			w.finish(err)
 			return
 		}
@@ -175,14 +181,16 @@ func (w *worker[T]) take() bool {
 		case <-q.wake:
 		default:
 		}
+		if q.buf.n == 0 && q.closing {
+			// Before the clock: nothing is left to deliver, and a Clock
+			// that panics on every call must not keep Close waiting.
+			q.mu.Unlock()
+			return false
+		}
 		now := q.nowLocked()
 		due, until := q.due(now)
 		if due {
 			break
-		}
-		if q.buf.n == 0 && q.closing {
-			q.mu.Unlock()
-			return false
 		}
 		closing := q.closing
 		q.mu.Unlock()
