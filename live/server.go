@@ -257,7 +257,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), waitKey{}, wait))
 		defer wait.leave(s.rec)
 	}
-	s.applyCapacity(s.rec.since())
+	if int(s.capDone.Load()) < len(s.capBounds) { // no clock read once every boundary is applied
+		s.applyCapacity(s.rec.since())
+	}
 	if !s.holdReplies {
 		s.inner.ServeHTTP(w, r)
 		return
