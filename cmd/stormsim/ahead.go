@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -25,7 +27,8 @@ type outcome struct {
 	err      error
 	elapsed  time.Duration
 	panicked any
-	skip     bool // not run: none of the asked-for policies applies
+	stack    []byte // where it panicked
+	skip     bool   // not run: none of the asked-for policies applies
 }
 
 // ahead runs virtual scenarios ahead of the loop that reports them.
@@ -34,6 +37,17 @@ type ahead struct {
 	run    func(*sim.Scenario, context.Context, sim.Options) (*sim.Report, error)
 	wg     sync.WaitGroup
 	done   []chan outcome
+	stderr io.Writer
+	// slots holds one token per run going. One at a time (--workers set),
+	// the token goes back when the report loop asks for the next
+	// scenario, so that a scenario starts only once the one before has
+	// been reported, as when they ran one after another; otherwise the
+	// run gives it back as it ends.
+	slots    chan struct{}
+	oneByOne bool
+	held     bool          // oneByOne: the last scenario waited for holds its token
+	quit     chan struct{} // closed by stop: start no more runs
+	stopOnce sync.Once
 
 	mu   sync.Mutex // orders the progress bars' writes
 	bars []*progressBar
@@ -53,15 +67,16 @@ func runAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lists
 func startAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lists [][]string, stderr io.Writer, progress bool,
 	run func(*sim.Scenario, context.Context, sim.Options) (*sim.Report, error)) *ahead {
 	ctx, cancel := context.WithCancel(ctx)
-	a := &ahead{cancel: cancel, run: run, done: make([]chan outcome, len(scenarios)), bars: make([]*progressBar, len(scenarios))}
+	a := &ahead{cancel: cancel, run: run, done: make([]chan outcome, len(scenarios)), bars: make([]*progressBar, len(scenarios)),
+		stderr: stderr, quit: make(chan struct{})}
 	for i := range a.done {
 		a.done[i] = make(chan outcome, 1)
 	}
 	at := scenariosAtOnce
 	if cfg.workers > 0 {
-		at = 1
+		at, a.oneByOne = 1, true
 	}
-	slots := make(chan struct{}, at)
+	a.slots = make(chan struct{}, at)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -73,7 +88,12 @@ func startAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lis
 			}
 			// Once ctx has ended, a run still starts: it ends at once with
 			// its partial report, as it did when one ran after another.
-			slots <- struct{}{}
+			// Once stop was called, nobody waits for one: none starts.
+			select {
+			case a.slots <- struct{}{}:
+			case <-a.quit:
+				return
+			}
 			bar := newProgress(stderr, progress, sc.Name)
 			a.mu.Lock()
 			a.bars[i] = bar
@@ -81,7 +101,9 @@ func startAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lis
 			a.wg.Add(1)
 			go func() {
 				defer a.wg.Done()
-				defer func() { <-slots }()
+				if !a.oneByOne {
+					defer func() { <-a.slots }()
+				}
 				a.done[i] <- a.runOne(ctx, cfg, sc, policies, i, bar)
 			}()
 		}
@@ -94,7 +116,7 @@ func startAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lis
 func (a *ahead) runOne(ctx context.Context, cfg *config, sc *sim.Scenario, policies []string, i int, bar *progressBar) (out outcome) {
 	defer func() {
 		if r := recover(); r != nil {
-			out = outcome{panicked: r}
+			out = outcome{panicked: r, stack: debug.Stack()}
 		}
 	}()
 	t0 := time.Now()
@@ -119,7 +141,12 @@ func (a *ahead) wait(i int) (outcome, bool) {
 	a.mu.Lock()
 	a.head = i
 	a.mu.Unlock()
+	if a.held {
+		<-a.slots // the one before is reported: the next may start
+		a.held = false
+	}
 	out := <-a.done[i]
+	a.held = a.oneByOne && !out.skip
 	a.mu.Lock()
 	if b := a.bars[i]; b != nil {
 		b.finish()
@@ -128,13 +155,16 @@ func (a *ahead) wait(i int) (outcome, bool) {
 	a.mu.Unlock()
 	if out.panicked != nil {
 		a.stop()
+		fmt.Fprintf(a.stderr, "stormsim: scenario run panicked: %v\n%s", out.panicked, out.stack)
 		panic(out.panicked)
 	}
 	return out, !out.skip
 }
 
-// stop cancels the runs still going and waits for them to end.
+// stop cancels the runs still going, starts no more, and waits for them
+// to end.
 func (a *ahead) stop() {
+	a.stopOnce.Do(func() { close(a.quit) })
 	a.cancel()
 	a.wg.Wait()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,9 +293,10 @@ func TestCancelledRunWritesThePartialReport(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	errOut := &cancelOn{marker: "retry-budget: ", cancel: cancel}
-	// Cancelled as soon as the first scenario has finished (its timing
-	// line), before the second starts: --workers set runs the scenarios
-	// one after another (with 0 the second runs beside the first).
+	// Cancelled as soon as the first scenario has been reported (its
+	// timing line), before the second starts: with --workers set the
+	// next scenario starts only when the report loop asks for it (with 0
+	// the second runs beside the first).
 	code := run(ctx, []string{"retry-budget", "metastable", "--trials", "1", "--clients", "20", "--duration", "30s", "--workers", "2", "--json", "--out", dir}, &out, errOut, false)
 	if code != exitError {
 		t.Fatalf("exit %d, want %d: %s", code, exitError, errOut.String())
@@ -370,5 +372,32 @@ func TestScenarioRunPanicGoesOnInTheCaller(t *testing.T) {
 	}()
 	if !cancelled.Load() {
 		t.Error("c was still running when b's panic went on")
+	}
+}
+
+// With --workers set the scenarios run one after another as the report
+// loop sees them: a scenario starts only when the loop asks for it, after
+// the one before was reported; and once stop is called no more start.
+func TestOneByOneStartsWhenAsked(t *testing.T) {
+	scs := []*sim.Scenario{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	lists := [][]string{nil, nil, nil}
+	var started sync.Map
+	run := func(sc *sim.Scenario, ctx context.Context, o sim.Options) (*sim.Report, error) {
+		started.Store(sc.Name, true)
+		return &sim.Report{Scenario: sc.Name}, nil
+	}
+	a := startAhead(context.Background(), &config{workers: 1}, scs, lists, io.Discard, false, run)
+	if out, ok := a.wait(0); !ok || out.rep.Scenario != "a" {
+		t.Fatalf("a: %+v %v", out, ok)
+	}
+	if _, ok := started.Load("b"); ok {
+		t.Error("b started before the report loop asked for it")
+	}
+	if out, ok := a.wait(1); !ok || out.rep.Scenario != "b" {
+		t.Fatalf("b: %+v %v", out, ok)
+	}
+	a.stop()
+	if _, ok := started.Load("c"); ok {
+		t.Error("c started though the loop stopped after b")
 	}
 }
