@@ -76,10 +76,20 @@ func TestMiddlewareKeepsTheSDKErrorChain(t *testing.T) {
 		{"a retry succeeds", []reply{internal, throttling, ok200}, nil, false},
 	}
 	for _, tc := range cases {
+		var classified []string // the chains the Policy's Classify saw
 		run := func(withMiddleware bool) (string, []string) {
+			classified = nil
 			clk := clocktest.NewFake()
 			policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
 			policy.Clock, policy.Observer = clk, &events{}
+			classify := policy.Classify
+			if classify == nil {
+				classify = awsretry.IsRetryable
+			}
+			policy.Classify = func(err error) bool {
+				classified = append(classified, chain(err))
+				return classify(err)
+			}
 			if tc.budget != nil {
 				policy.Budget = tc.budget
 			}
@@ -117,7 +127,11 @@ func TestMiddlewareKeepsTheSDKErrorChain(t *testing.T) {
 			return chain(err), results
 		}
 		wantErr, wantResults := run(false)
+		wantClassified := classified
 		gotErr, gotResults := run(true)
+		if fmt.Sprint(classified) != fmt.Sprint(wantClassified) || strings.Contains(fmt.Sprint(classified), "attemptError") {
+			t.Errorf("%s: with the middleware Classify saw\n%q\nwithout\n%q", tc.name, classified, wantClassified)
+		}
 		if gotErr != wantErr {
 			t.Errorf("%s: with the middleware the error chain is\n%s\nwithout\n%s", tc.name, gotErr, wantErr)
 		}

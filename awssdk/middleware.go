@@ -376,6 +376,13 @@ func sdkError(err error) error {
 	if e, ok := err.(*attemptError); ok {
 		return e.err
 	}
+	if attemptErrorOf(err) != nil {
+		// Under an SDK wrapper (the clock skew marker): a copy of the
+		// chain without the attemptError, leaving err as it is for
+		// RetryDelay to find the wait in.
+		s, _ := stripped(err, true)
+		return s
+	}
 	return err
 }
 
@@ -400,20 +407,25 @@ func attemptErrorOf(err error) *attemptError {
 // than errors.Join's, or a wrapper without an exported error field) stays,
 // with the SDK's error's text and Unwrap.
 func strip(err error) error {
-	s, _ := stripped(err)
+	s, _ := stripped(err, false)
 	return s
 }
 
-// stripped is strip, and whether it changed anything.
-func stripped(err error) (error, bool) {
+// stripped is strip, and whether it changed anything. With copying, a
+// wrapper that holds an attemptError is copied, never changed in place.
+func stripped(err error, copying bool) (error, bool) {
 	switch e := err.(type) {
 	case nil:
 		return nil, false
 	case *attemptError:
 		return e.err, true
 	case *sdkretry.MaxAttemptsError:
-		var changed bool
-		e.Err, changed = stripped(e.Err)
+		inner, changed := stripped(e.Err, copying)
+		if changed && copying {
+			c := *e
+			e = &c
+		}
+		e.Err = inner
 		return e, changed
 	case interface{ Unwrap() []error }:
 		if reflect.TypeOf(err) != joinType {
@@ -424,7 +436,7 @@ func stripped(err error) (error, bool) {
 		changed := false
 		for i, x := range errs {
 			var c bool
-			out[i], c = stripped(x)
+			out[i], c = stripped(x, copying)
 			changed = changed || c
 		}
 		if !changed {
@@ -433,7 +445,7 @@ func stripped(err error) (error, bool) {
 		return errors.Join(out...), true
 	}
 	inner := errors.Unwrap(err)
-	s, changed := stripped(inner)
+	s, changed := stripped(inner, copying)
 	if !changed {
 		return err, false
 	}
@@ -444,6 +456,16 @@ func stripped(err error) (error, bool) {
 	for i, sv := 0, v.Elem(); i < sv.NumField(); i++ {
 		f := sv.Field(i)
 		if f.Type() == errorType && f.CanSet() && same(f.Interface(), inner) {
+			if copying {
+				c := reflect.New(sv.Type())
+				c.Elem().Set(sv)
+				c.Elem().Field(i).Set(reflect.ValueOf(&s).Elem())
+				cp, ok := c.Interface().(error)
+				if !ok {
+					return err, false
+				}
+				return cp, true
+			}
 			f.Set(reflect.ValueOf(&s).Elem())
 			return err, true
 		}

@@ -402,9 +402,15 @@ func responseHeader(err error) http.Header {
 	for e := err; e != nil && re == nil; {
 		switch x := e.(type) {
 		case *smithyhttp.ResponseError:
+			if x == nil {
+				return nil
+			}
 			re = x
 			continue
 		case *awshttp.ResponseError:
+			if x == nil || x.ResponseError == nil {
+				return nil
+			}
 			re = x.ResponseError
 			continue
 		case interface{ As(any) bool }, interface{ Unwrap() []error }:

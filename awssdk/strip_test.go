@@ -3,7 +3,12 @@ package awssdk
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // wrapper is an error wrapper strip does not know, with an exported
@@ -39,5 +44,28 @@ func TestStripRebuildsOrLeavesTheChain(t *testing.T) {
 	v := &wrapper{Err: valueMulti{errs: []error{ae()}}}
 	if got := strip(v); got != v || got.Error() != "wrapped: [base]" {
 		t.Errorf("strip(uncomparable) = %v, want it unchanged", got)
+	}
+}
+
+// A typed nil response error, or an AWS one with no response error
+// inside, has no header: responseHeader returns nil instead of looping
+// for good (or dereferencing nil).
+func TestResponseHeaderOfNilResponseErrors(t *testing.T) {
+	for _, err := range []error{
+		(*smithyhttp.ResponseError)(nil),
+		(*awshttp.ResponseError)(nil),
+		&awshttp.ResponseError{},
+		fmt.Errorf("wrapped: %w", (*smithyhttp.ResponseError)(nil)),
+	} {
+		done := make(chan http.Header, 1)
+		go func() { done <- responseHeader(err) }()
+		select {
+		case h := <-done:
+			if h != nil {
+				t.Errorf("%T: header %v, want nil", err, h)
+			}
+		case <-time.After(10 * time.Second): // a hang guard, not a wait for the code under test
+			t.Fatalf("%T: responseHeader did not return", err)
+		}
 	}
 }
