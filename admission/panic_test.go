@@ -268,3 +268,46 @@ func TestDispatchContextPanicFreesQueueLock(t *testing.T) {
 		t.Fatalf("%d queued, %d in flight at the end, want 0 and 0", q, n)
 	}
 }
+
+// TestEnterContextPanicLeavesNoOrphanWaiter (review): when another queued
+// caller's context panics as a new request's enter dispatches, the new
+// request is not left in the queue without a timer and without a caller
+// waiting (it would hold its place, and later a slot, for good). Before,
+// once the first waiter timed out the orphan was still queued.
+func TestEnterContextPanicLeavesNoOrphanWaiter(t *testing.T) {
+	c := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1, FIFO: true})
+	hold := mustAcquire(t, l)
+	var armed atomic.Bool
+	out := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(valuePanicCtx{context.Background(), &armed})
+		if err == nil {
+			p.Release()
+		}
+		out <- err
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	armed.Store(true)
+	mustPanic(t, "Acquire", func() { _, _ = l.Acquire(context.Background()) })
+	armed.Store(false)
+	c.BlockUntil(1) // the first waiter's queue timer
+	c.Advance(time.Hour)
+	if err := <-out; err == nil {
+		t.Fatal("the first waiter got a slot, want its queue timeout")
+	}
+	if q := l.Queued(); q != 0 {
+		t.Fatalf("%d queued after the first waiter's timeout, want 0: the panicked Acquire left its waiter behind", q)
+	}
+	hold.Release()
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("%d in flight at the end, want 0", n)
+	}
+	if p, err := l.TryAcquire(); err != nil {
+		t.Fatalf("TryAcquire after everything ended: %v", err)
+	} else {
+		p.Release()
+	}
+}

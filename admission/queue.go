@@ -312,8 +312,27 @@ func (q *queue) wait(ctx context.Context) (Permit, error) {
 // enter queues a request of ctx at now, or says why it is shed. If the
 // Clock's AfterFunc panics, the request leaves the queue unserved
 // (ErrQueueTimeout) and the panic goes on, with the queue's lock free.
-func (q *queue) enter(ctx context.Context, now int64) (*waiter, error) {
+func (q *queue) enter(ctx context.Context, now int64) (w *waiter, err error) {
 	l := q.l
+	ok := false
+	defer func() {
+		// After the unlock below. The push's dispatch, or the Clock's
+		// AfterFunc, panicked (another queued caller's context, say): w
+		// leaves the queue, and a slot the dispatch gave it goes back, as
+		// nobody will wait for either.
+		if ok || w == nil {
+			return
+		}
+		q.mu.Lock()
+		if w.queued {
+			q.remove(w, now, Permit{}, ErrQueueTimeout)
+		}
+		given := w.err == nil
+		q.mu.Unlock()
+		if given {
+			w.p.Ignore()
+		}
+	}()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n >= l.c.QueueLength {
@@ -327,21 +346,15 @@ func (q *queue) enter(ctx context.Context, now int64) (*waiter, error) {
 	if q.standing(now) {
 		timeout = l.c.QueueTarget
 	}
-	w := &waiter{ctx: ctx, done: make(chan struct{}), since: now}
+	w = &waiter{ctx: ctx, done: make(chan struct{}), since: now}
 	q.push(w, now)
 	// A slot freed between the fast path and the push goes to the queue.
 	q.dispatchLocked(now)
 	if w.queued {
-		armed := false
-		defer func() {
-			if !armed && w.queued {
-				q.remove(w, now, Permit{}, ErrQueueTimeout)
-			}
-		}()
 		// Timeouts are positive, so no clock fires this synchronously.
 		w.timer = l.clk.AfterFunc(timeout, func() { q.expire(w) })
-		armed = true
 	}
+	ok = true
 	return w, nil
 }
 
