@@ -68,6 +68,8 @@ type Config[T any] struct {
 	// MaxBatchBytes bounds the summed Size of the records in one batch
 	// (a single record larger than it is sent alone); a batch is sent as
 	// soon as this many bytes are buffered. 0: no byte limit. Requires Size.
+	// A limit above MaxInt/Capacity-1 (more than the buffer's sizes can
+	// sum to) acts as MaxInt/Capacity-1.
 	MaxBatchBytes int
 
 	// Size returns a record's size in bytes, for MaxBatchBytes. It is
@@ -297,10 +299,12 @@ func New[T any](cfg Config[T], deliver func(ctx context.Context, batch []T) erro
 	if cfg.MaxBatchBytes == 0 {
 		q.size = nil
 	} else {
-		// A record larger than MaxBatchBytes still counts as larger (so
-		// it is sent alone), and no sum of up to Capacity sizes overflows.
-		q.sizeCap = min(cfg.MaxBatchBytes, math.MaxInt-1) + 1
-		q.sizeCap = min(q.sizeCap, math.MaxInt/capacity)
+		// A record larger than the byte limit still counts as larger (so
+		// it is sent alone), and no sum of up to Capacity sizes overflows:
+		// a limit beyond MaxInt/Capacity-1 bytes (which no buffer holds)
+		// acts as that.
+		q.maxBytes = min(q.maxBytes, math.MaxInt/capacity-1)
+		q.sizeCap = q.maxBytes + 1
 	}
 	q.pacing = retry.Policy{Clock: clk, Classify: retryAll, MaxAttempts: retry.Unlimited}
 	if policy != nil {

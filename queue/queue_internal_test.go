@@ -113,3 +113,26 @@ func TestClampSizeAvoidsOverflow(t *testing.T) {
 		t.Fatalf("clampSize(7) = %d", got)
 	}
 }
+
+// With a byte limit beyond what the sizes' sum can hold (MaxBatchBytes
+// above MaxInt/Capacity), a record of the largest size is still sent
+// alone, as the doc says (review: two such records shared a batch).
+func TestHugeByteLimitStillSendsOversizedAlone(t *testing.T) {
+	got := make(chan int, 4)
+	q := New(Config[int]{Capacity: 4, MaxBatch: 4, MaxBatchBytes: math.MaxInt / 2, Linger: time.Hour,
+		Size: func(int) int { return math.MaxInt }}, func(_ context.Context, b []int) error {
+		got <- len(b)
+		return nil
+	})
+	q.Offer(1)
+	q.Offer(2)
+	if _, err := q.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(got)
+	for n := range got {
+		if n != 1 {
+			t.Errorf("a batch of %d records of the largest size, want each alone", n)
+		}
+	}
+}
