@@ -173,8 +173,10 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 ) {
 	r := m.r
 	op := &operation{ctx: ctx}
-	defer op.end()
 	obs := r.p.Observer
+	if obs == nil {
+		defer op.end()
+	}
 	if obs != nil || r.p.MaxElapsed > 0 { // the only readers of op.start
 		op.start = r.clock.Now()
 	}
@@ -193,6 +195,9 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 			Duration: r.clock.Since(op.start),
 		})
 	}()
+	// Before CallEnd: the Observer sees the response headers restored and
+	// every grant and attempt of the operation given back.
+	defer op.end()
 	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 	md, err, done = stripResults(md), strip(err), true
 	return out, md, err
