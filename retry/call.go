@@ -417,14 +417,22 @@ func (c *Call) budgetErr(err error) error {
 // end with ReasonPanic (unless it heard the call end already). A callback
 // that panics meanwhile stops none of this, and its panic is dropped. An
 // attempt already ended (End panicked, say) is not reported again. The
-// caller then re-panics with v:
+// caller then re-panics with v. Key the guard on the attempt not having
+// returned, not on recover() != nil, so that a runtime.Goexit (v nil,
+// which goes on by itself) is reported too:
 //
+//	returned := false
 //	defer func() {
-//		if v := recover(); v != nil {
+//		if !returned {
+//			v := recover()
 //			c.Panic(&a, v)
-//			panic(v)
+//			if v != nil {
+//				panic(v)
+//			}
 //		}
 //	}()
+//	v, err := op(a.Context)
+//	returned = true
 func (c *Call) Panic(a *Attempt, v any) {
 	if a.live {
 		a.live = false
