@@ -95,6 +95,9 @@ func (c *Call) Reset(ctx context.Context, p *Policy) {
 	if c.last != nil {
 		c.last = nil
 	}
+	if c.timer != nil { // only if a wait's guard did not run
+		c.timer = nil
+	}
 	c.init(ctx, p)
 }
 
