@@ -89,17 +89,25 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 	}
 }
 
-// try runs one attempt; if it panics, the attempt and the call are ended
-// with Call.Panic (D1) and the panic goes on.
-func (c *call) try(rc *retry.Call, a *retry.Attempt) (*http.Response, error) {
+// try runs one attempt; if it does not return (a panic, or a
+// runtime.Goexit, in the next RoundTripper, a classifier or GetBody), what
+// the attempt holds is released, the attempt and the call are ended with
+// Call.Panic (D1), and the panic goes on.
+func (c *call) try(rc *retry.Call, a *retry.Attempt) (resp *http.Response, err error) {
+	ok := false
 	defer func() {
-		if v := recover(); v != nil {
+		if !ok {
+			v := recover() // nil for runtime.Goexit, which goes on by itself
 			c.release()
 			rc.Panic(a, v)
-			panic(v)
+			if v != nil {
+				panic(v)
+			}
 		}
 	}()
-	return c.attempt(a.Context)
+	resp, err = c.attempt(a.Context)
+	ok = true
+	return resp, err
 }
 
 // release frees what a panicking attempt holds: its timer and context,

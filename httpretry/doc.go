@@ -94,7 +94,9 @@
 //     policy source, the request body's Read while it is buffered, an
 //     Observer, Limiter, Budget or Backoff) goes on too, after the request
 //     body, when no attempt sent it, and the response kept for a retry are
-//     closed.
+//     closed. A runtime.Goexit in any of them (t.FailNow in a test's
+//     RoundTripper, say) releases the same, and the attempt's
+//     AttemptTimeout timer, before the goroutine ends.
 //
 // # Retry at one layer: what each attempt announces
 //

@@ -113,20 +113,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// done ends RoundTrip: it gives the call back to the pool. After a user
-// callback that panicked outside an attempt (the WithRetryable rule, the
-// policy source, the body's Read while it is buffered, an Observer,
-// Limiter, Budget or Backoff) it first releases what the call holds — the
-// request body when no attempt sent it (the RoundTripper contract), the
-// response kept for a retry — and lets the panic go on.
+// done ends RoundTrip: it gives the call back to the pool. When roundTrip
+// did not return — a user callback panicked or called runtime.Goexit (the
+// WithRetryable rule, the policy source, the body's Read while it is
+// buffered, an Observer, Limiter, Budget or Backoff, or an attempt's code
+// on retry.Do's path) — it first releases what the call holds (the
+// attempt's timer and context, the request body when no attempt sent it,
+// as the RoundTripper contract wants, the response kept for a retry) and
+// lets the panic go on.
 func (c *call) done() {
 	if !c.returned {
-		if v := recover(); v != nil {
-			defer putCall(c)
-			c.release()
-			c.closeUnsentOnPanic()
+		v := recover() // nil for runtime.Goexit, which goes on by itself
+		defer putCall(c)
+		c.release()
+		c.closeUnsentOnPanic()
+		if v != nil {
 			panic(v)
 		}
+		return
 	}
 	putCall(c)
 }

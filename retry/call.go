@@ -55,6 +55,8 @@ type Call struct {
 	over        bool          // the Observer has been told the call ended (CallEnd)
 
 	grant grant // a PricedBudget's grant, for the next Begin (priced.go)
+
+	timer clock.Timer // the timer wait is waiting on: stopped by nextPanic when its C or Stop panics
 }
 
 // Attempt is one attempt in flight, from Call.Begin to Call.End.
@@ -92,6 +94,9 @@ func (c *Call) Reset(ctx context.Context, p *Policy) {
 	c.grant = grant{}
 	if c.last != nil {
 		c.last = nil
+	}
+	if c.timer != nil { // only if a wait's guard did not run
+		c.timer = nil
 	}
 	c.init(ctx, p)
 }
@@ -138,7 +143,10 @@ func (c *Call) Attempts() int { return c.n }
 // breaker listener re-raised from Allow, a BudgetTracker, the Observer's
 // AttemptStart) ends the attempt as failed with a *PanicError and the call
 // with ReasonPanic, as Panic does — the Limiter's permit, the breaker's
-// probe and the budget's slot are given back — and the panic goes on.
+// probe and the budget's slot are given back — and the panic goes on. One
+// that panics before (the Limiter's Acquire) or while Begin gives up (a
+// budget's Refund, the Clock, the Observer's CallEnd) ends the call with
+// ReasonPanic likewise, a granted retry refunded, and the panic goes on.
 func (c *Call) Begin() (Attempt, error) {
 	var a Attempt
 	err := c.begin(&a)
@@ -149,25 +157,34 @@ func (c *Call) Begin() (Attempt, error) {
 // struct copies.
 func (c *Call) begin(a *Attempt) error {
 	n := c.n + 1
-	if cerr := c.ctx.Err(); cerr != nil {
-		c.refund()
-		return c.giveUp(n-1, ReasonContext, cerr)
-	}
-	var lim func(error)
-	if c.p.Limiter != nil {
-		var lerr error
-		if lim, lerr = c.p.Limiter.Acquire(c.ctx, n > 1); lerr != nil {
-			c.refund()
-			return c.giveUp(n-1, ReasonThrottled, lerr)
-		}
-	}
-	*a = Attempt{lim: lim}
+	// settled is set once begin has nothing left that may panic: a
+	// refund, a Limiter, a Clock or an Observer that panics on any path,
+	// the early give-ups included, ends the call (CallEnd for its
+	// CallStart). Until *a is set below, a is the previous attempt's,
+	// ended (not live, its permit given back), or a zero Attempt.
 	settled := false
 	defer func() {
 		if !settled {
 			c.beginPanic(a, recover())
 		}
 	}()
+	if cerr := c.ctx.Err(); cerr != nil {
+		c.refund()
+		err := c.giveUp(n-1, ReasonContext, cerr)
+		settled = true
+		return err
+	}
+	var lim func(error)
+	if c.p.Limiter != nil {
+		var lerr error
+		if lim, lerr = c.p.Limiter.Acquire(c.ctx, n > 1); lerr != nil {
+			c.refund()
+			err := c.giveUp(n-1, ReasonThrottled, lerr)
+			settled = true
+			return err
+		}
+	}
+	*a = Attempt{lim: lim}
 	if c.p.Breaker != nil {
 		done, berr := c.p.Breaker.Allow()
 		if berr != nil {
@@ -176,11 +193,14 @@ func (c *Call) begin(a *Attempt) error {
 				a.lim = nil
 				lim(berr)
 			}
-			settled = true
-			if err := c.refused(berr); err != nil {
-				return err
+			var err error
+			if rerr := c.refused(berr); rerr != nil {
+				err = rerr
+			} else {
+				err = c.giveUp(n-1, ReasonBreaker, berr)
 			}
-			return c.giveUp(n-1, ReasonBreaker, berr)
+			settled = true
+			return err
 		}
 		a.done = done
 	}
@@ -400,14 +420,22 @@ func (c *Call) budgetErr(err error) error {
 // end with ReasonPanic (unless it heard the call end already). A callback
 // that panics meanwhile stops none of this, and its panic is dropped. An
 // attempt already ended (End panicked, say) is not reported again. The
-// caller then re-panics with v:
+// caller then re-panics with v. Key the guard on the attempt not having
+// returned, not on recover() != nil, so that a runtime.Goexit (v nil,
+// which goes on by itself) is reported too:
 //
+//	returned := false
 //	defer func() {
-//		if v := recover(); v != nil {
+//		if !returned {
+//			v := recover()
 //			c.Panic(&a, v)
-//			panic(v)
+//			if v != nil {
+//				panic(v)
+//			}
 //		}
 //	}()
+//	v, err := op(a.Context)
+//	returned = true
 func (c *Call) Panic(a *Attempt, v any) {
 	if a.live {
 		a.live = false
@@ -480,6 +508,10 @@ func (c *Call) Next(err error) (time.Duration, error) {
 // nextPanic ends the call whose Next panicked with v, and lets the panic
 // go on.
 func (c *Call) nextPanic(v any) {
+	if t := c.timer; t != nil {
+		c.timer = nil
+		stopSafely(t)
+	}
 	c.endPanic()
 	if v != nil { // nil: runtime.Goexit, which goes on by itself
 		panic(v)
@@ -560,7 +592,8 @@ func (c *Call) next(err error) (time.Duration, error) {
 // caller's context ends (the next Begin then gives up).
 //
 // When the Clock panics (NewTimer, or the Timer's C or Stop), the call
-// ends as a panicking Next ends it: the retry Next granted is refunded to
+// ends as a panicking Next ends it: the timer, once made, is stopped (a
+// panic of that Stop dropped), the retry Next granted is refunded to
 // the budget and the NestedBudget, the Observer hears the call end with
 // ReasonPanic, and the panic goes on.
 func (c *Call) Wait(d time.Duration) {
@@ -577,22 +610,45 @@ func (c *Call) Wait(d time.Duration) {
 	waited = true
 }
 
-// wait is Wait without its guard, for d > 0.
+// wait is Wait without its guard, for d > 0. It keeps the timer in
+// c.timer while it waits, so that the guard (nextPanic) stops it when the
+// Timer's C or Stop panics.
 func (c *Call) wait(d time.Duration) {
 	t := c.clk.NewTimer(d)
+	c.timer = t
 	select {
 	case <-c.ctx.Done():
 		t.Stop()
 	case <-t.C():
 	}
+	c.timer = nil
+}
+
+// stopSafely stops t, dropping a panic of its Stop: it runs while another
+// panic, which goes on, is being handled.
+func stopSafely(t clock.Timer) {
+	defer func() { _ = recover() }()
+	t.Stop()
 }
 
 // Abandon gives up a retry that Next granted but that will not be made
 // (a stream was committed meanwhile): the budget and the NestedBudget are
 // refunded and the Observer hears the call end as permanent.
+//
+// A budget's Refund or a Clock that panics meanwhile ends the call as a
+// panicking Next ends it: the Observer hears it end with ReasonPanic, and
+// the panic goes on.
 func (c *Call) Abandon() error {
+	ended := false
+	defer func() {
+		if !ended {
+			c.nextPanic(recover())
+		}
+	}()
 	c.refund()
-	return c.giveUp(c.n, ReasonPermanent, nil)
+	err := c.giveUp(c.n, ReasonPermanent, nil)
+	ended = true
+	return err
 }
 
 // refund returns a granted, unstarted retry to the budget and to the

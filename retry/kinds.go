@@ -14,8 +14,9 @@ import (
 // freed nor moved), so the first type found to be a plain Breaker and the
 // first found to be a plain Budget (neither a group nor a tracker) are
 // remembered here: a call whose Breaker or Budget has that type answers
-// with one comparison. Each is written once (the first such type wins),
-// so parallel callers only read them.
+// with one comparison, as does a nil Breaker or Budget (type word 0). Each
+// is written once (the first such type wins), so parallel callers only read
+// them.
 var plainBreakerTab, plainBudgetTab atomic.Uintptr
 
 // typeWord is the first word of the interface value at p: its itab.
@@ -23,7 +24,7 @@ func typeWord(p unsafe.Pointer) uintptr { return *(*uintptr)(p) }
 
 // breakerIsGroup reports whether b is a BreakerGroup.
 func breakerIsGroup(b *Breaker) bool {
-	if typeWord(unsafe.Pointer(b)) == plainBreakerTab.Load() { // nil too: no group
+	if w := typeWord(unsafe.Pointer(b)); w == 0 || w == plainBreakerTab.Load() { // nil (word 0): no group
 		return false
 	}
 	return breakerIsGroupSlow(b)
@@ -43,7 +44,7 @@ func breakerIsGroupSlow(b *Breaker) bool {
 // budgetKind tells of b whether it is a BudgetGroup and, if it is not,
 // the BudgetTracker it is (nil if none).
 func budgetKind(b *Budget) (group bool, tracker BudgetTracker) {
-	if typeWord(unsafe.Pointer(b)) == plainBudgetTab.Load() { // nil too: neither
+	if w := typeWord(unsafe.Pointer(b)); w == 0 || w == plainBudgetTab.Load() { // nil (word 0): neither
 		return false, nil
 	}
 	return budgetKindSlow(b)

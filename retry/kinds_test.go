@@ -80,3 +80,24 @@ func TestIsCanceledMatchesEquality(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKindsNil asks breakerIsGroup and budgetKind about a nil Breaker
+// and a nil Budget once a plain type of each is remembered (the case of a
+// Policy with a budget but no breaker, or the reverse): both answer with
+// one comparison, not the slow path's.
+func BenchmarkKindsNil(b *testing.B) {
+	var pb Breaker = plainBreakerA{}
+	var pbud Budget = plainBudgetA{}
+	breakerIsGroup(&pb)
+	budgetKind(&pbud)
+	var nb Breaker
+	var nbud Budget
+	for b.Loop() {
+		if breakerIsGroup(&nb) {
+			b.Fatal("nil Breaker is a group")
+		}
+		if g, tr := budgetKind(&nbud); g || tr != nil {
+			b.Fatal("nil Budget is a group or a tracker")
+		}
+	}
+}

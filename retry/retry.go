@@ -115,10 +115,10 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 
 // budgetErr is the error the budget hears for a first attempt of a call
 // under p (without groups) that failed with err, as Call.budgetErr gives
-// it.
+// it. Call.budgetErr reads only the Policy (retryable), so the Call needs
+// no setup: no Clock read, no CallStart, no tracker look-up.
 func budgetErr(ctx context.Context, p *Policy, err error) error {
-	var c Call
-	c.setup(ctx, p)
+	c := Call{ctx: ctx, p: p}
 	return c.budgetErr(err)
 }
 
