@@ -54,6 +54,7 @@ func (f *File) covers(name string) bool {
 
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
+	// Name is the policy's key under the file's policies mapping.
 	Name string
 	// MaxAttempts is retry.DefaultMaxAttempts when the file leaves
 	// max_attempts out, retry.Unlimited for "max_attempts: unlimited".
@@ -91,15 +92,29 @@ type BackoffSpec struct {
 // RetryOn lists, for the HTTP and gRPC adapters, which response statuses
 // are retryable. Empty lists mean the adapters' defaults.
 type RetryOn struct {
+	// HTTPStatus lists the statuses (100 to 599) whose responses are
+	// retried; a response with any other status is not, and a failure
+	// without a response is classified by httpretry.DefaultClassifier
+	// (see PolicySpec.HTTPClassifier). nil or empty: the adapter's
+	// default classification.
 	HTTPStatus []int
 	GRPCCodes  []string // canonical upper-case names, e.g. "UNAVAILABLE"
 }
 
 // BudgetSpec is a retry budget: Kind picks which config applies.
 type BudgetSpec struct {
-	Kind        string // "ratio", "window" or "concurrency"
-	Ratio       budget.RatioConfig
-	Window      budget.WindowConfig
+	Kind string // "ratio", "window" or "concurrency"
+	// Ratio is the config of kind ratio (budget.NewRatio, or the shared
+	// store's budget), after the block's preset; fields the file leaves
+	// out are zero, budget.RatioConfig's defaults.
+	Ratio budget.RatioConfig
+	// Window is the config of kind window (budget.NewWindow, on the
+	// Registry's Clock); fields the file leaves out are zero, the
+	// defaults.
+	Window budget.WindowConfig
+	// Concurrency is the config of kind concurrency
+	// (budget.NewConcurrency); fields the file leaves out are zero, the
+	// defaults. A ratio key sets both Window.Ratio and Concurrency.Ratio.
 	Concurrency budget.ConcurrencyConfig
 	// Shared names the SharedStore in Options.Shared that builds the
 	// budget, shared by the fleet (kind ratio only); "" for a budget of
@@ -112,7 +127,13 @@ type BudgetSpec struct {
 
 // BreakerSpec is a circuit breaker's settings.
 type BreakerSpec struct {
-	Kind   string // "consecutive", "count_window" or "time_window"
+	Kind string // "consecutive", "count_window" or "time_window"
+	// Config is the breaker's config, given to breaker.New (or the
+	// shared store) with the Registry's Clock; Kind says which of its
+	// trip rules the file could set (ConsecutiveFailures, or Window by
+	// calls or by duration). Fields the file leaves out are zero, the
+	// breaker package's defaults, except that open_jitter: 0 in the file,
+	// "no jitter", is OpenJitter -1.
 	Config breaker.Config
 	// Shared names the SharedStore in Options.Shared that builds the
 	// breaker, shared by the fleet; "" for a breaker of this process.
