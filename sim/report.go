@@ -113,10 +113,13 @@ type OCCStats struct {
 
 // Plot is a line chart's data; the stormsim command draws it.
 type Plot struct {
-	Title  string
-	XLabel string
-	YLabel string
-	Lines  []Line
+	// Title heads the chart.
+	Title string
+	// XLabel and YLabel name the axes, with their units ("time (s)",
+	// "attempts/s").
+	XLabel, YLabel string
+	// Lines are the series drawn, a line each.
+	Lines []Line
 	// Shade marks [ShadeFrom, ShadeTo) on the x axis (a fault window) when
 	// ShadeTo > ShadeFrom.
 	ShadeFrom, ShadeTo float64
@@ -138,12 +141,18 @@ type Plot struct {
 
 // Mark is a labelled vertical line of a Plot at X.
 type Mark struct {
-	X     float64
+	// X is where the line stands, in the x axis's unit.
+	X float64
+	// Label is written by the line ("end of traffic", "wave +1.5s").
 	Label string
 }
 
 // Line is one named series of a Plot.
 type Line struct {
+	// Name labels the series in the chart's legend (a policy's name, or
+	// what the series counts: "retries").
 	Name string
+	// X and Y are the series' points, (X[i], Y[i]), of equal length, X
+	// in ascending order.
 	X, Y []float64
 }
