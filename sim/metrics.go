@@ -261,6 +261,10 @@ const SyncMinRetries = 100
 
 // Series is a run's load over time at ChartStep resolution.
 type Series struct {
+	// StepMS is the width of one step in milliseconds: ChartStep (100)
+	// rounded down to a whole number of the run's buckets, at least one
+	// bucket. Element i of each slice covers [i·StepMS, (i+1)·StepMS) ms
+	// of the run.
 	StepMS float64 `json:"step_ms"`
 	// Load is attempts sent to the measured tier per second, and Retries
 	// the part of them that were retries.
