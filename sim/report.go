@@ -115,8 +115,10 @@ type Row struct {
 
 // OCCStats summarises the trials of the OCC model for one policy.
 type OCCStats struct {
+	// Clients is the case's number of clients (OCC.Clients).
 	Clients int `json:"clients"`
-	Trials  int `json:"trials"`
+	// Trials is the number of trials the figures summarise.
+	Trials int `json:"trials"`
 	// MeanCalls is the mean number of server writes until every client
 	// succeeded; CallsPerClient is MeanCalls / Clients.
 	MeanCalls      float64 `json:"mean_calls"`
