@@ -155,9 +155,10 @@ type Metrics struct {
 	// RecoveryRatio (99%) of their baseline values (a window in which no
 	// call or no attempt ends does not qualify), and the measured tier's
 	// queue stays no longer than the longest queue of the baseline window
-	// (the backlog is drained). The judgement uses the model's buckets (10ms) and only
-	// windows that end by Duration. A mean over trials averages the trials
-	// that recovered.
+	// plus Recording.QueueSlack, RecoveryQueueShare of its workers (the
+	// backlog is drained; see RecoveryTimeSlack). The judgement uses the
+	// model's buckets (10ms by default) and only windows that end by
+	// Duration. A mean over trials averages the trials that recovered.
 	RecoveryS float64 `json:"recovery_s"`
 	// Latency percentiles of client calls (successful or not), in
 	// milliseconds, by nearest rank.

@@ -21,7 +21,10 @@ type ModelSpec struct {
 	// (after Options changed its clients or duration); Title stays the
 	// scenario's one-line summary in listings.
 	TitleFor func(m *Model) string
-	Model    Model
+	// Model is the model every case starts from (a copy each), with
+	// Options' Clients and Duration applied; NewModelScenario refuses one
+	// that does not Validate or has no baseline (CheckBaseline).
+	Model Model
 	// Params configure the standard policies.
 	Params PolicyParams
 	// Policies is the default set compared: standard names or names of

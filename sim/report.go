@@ -148,7 +148,8 @@ type Plot struct {
 	// Shade marks [ShadeFrom, ShadeTo) on the x axis (a fault window) when
 	// ShadeTo > ShadeFrom.
 	ShadeFrom, ShadeTo float64
-	// HLine draws a horizontal reference line (a capacity) when > 0.
+	// HLine draws a horizontal reference line (a capacity) when > 0,
+	// labelled HLineLabel.
 	HLine      float64
 	HLineLabel string
 	// HLineX and HLineY, when set (of equal length), make the reference

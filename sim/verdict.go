@@ -48,7 +48,8 @@ type CaseVerdict struct {
 	// confidence interval overlaps theirs (not told apart from them by
 	// the trials), a policy tied with both ends listed with the highest
 	// only, neither end listed with the other.
-	LowPeak, HighPeak   string
+	LowPeak, HighPeak string
+	// LowPeakX and HighPeakX are their mean peak× (Metrics.Amplification).
 	LowPeakX, HighPeakX float64
 	LowTied, HighTied   []string
 	// EndsTied is set when the lowest and highest peaks' intervals
@@ -62,12 +63,17 @@ type CaseVerdict struct {
 	// LowSteady and HighSteady are the policies with the lowest and
 	// highest SteadyLoad (the load before any fault against the
 	// reference's), when the case has a reference.
-	LowSteady, HighSteady   string
+	LowSteady, HighSteady string
+	// LowSteadyX and HighSteadyX are their SteadyLoad.
 	LowSteadyX, HighSteadyX float64
 	// Tail is set when the verdict compares p99.9 (ModelSpec.TailVerdict):
-	// LowTail and HighTail are the policies with the lowest and highest.
-	Tail                  bool
-	LowTail, HighTail     string
+	// LowTail and HighTail are the policies with the lowest and highest
+	// (found whether Tail is set or not; String states them only with
+	// it).
+	Tail              bool
+	LowTail, HighTail string
+	// LowTailMS and HighTailMS are their p99.9 in milliseconds
+	// (Metrics.P999ms).
 	LowTailMS, HighTailMS float64
 }
 
