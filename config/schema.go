@@ -58,18 +58,28 @@ type PolicySpec struct {
 	Name string
 	// MaxAttempts is retry.DefaultMaxAttempts when the file leaves
 	// max_attempts out, retry.Unlimited for "max_attempts: unlimited".
-	MaxAttempts    int
+	MaxAttempts int
+	// MaxElapsed, AttemptTimeout, MinAttemptTime and MaxRetryAfter are
+	// the retry.Policy fields of those names, read from max_elapsed,
+	// attempt_timeout, min_attempt_time and max_retry_after (at most
+	// MaxDuration, never negative). 0, also when the file leaves them
+	// out, means what it means there: no bound for the first two, no
+	// least time, DefaultMaxRetryAfter.
 	MaxElapsed     time.Duration
 	AttemptTimeout time.Duration
 	MinAttemptTime time.Duration
 	MaxRetryAfter  time.Duration
-	Backoff        BackoffSpec
-	RetryOn        RetryOn
-	Budget         *BudgetSpec  // nil: no budget
-	Breaker        *BreakerSpec // nil: no breaker
-	Nested         NestedSpec   // the layer rule; zero: one_layer
-	Limiter        *LimiterSpec // nil: no limiter
-	Hedge          *HedgeSpec   // nil: no hedging (Handle.Hedger does not hedge)
+	// Backoff is the backoff block; full_jitter with the strategy's
+	// defaults when the file leaves it out (and no preset supplies it).
+	Backoff BackoffSpec
+	// RetryOn is the retry_on block; empty lists when the file leaves it
+	// out.
+	RetryOn RetryOn
+	Budget  *BudgetSpec  // nil: no budget
+	Breaker *BreakerSpec // nil: no breaker
+	Nested  NestedSpec   // the layer rule; zero: one_layer
+	Limiter *LimiterSpec // nil: no limiter
+	Hedge   *HedgeSpec   // nil: no hedging (Handle.Hedger does not hedge)
 	// Preset names the rule set the policy starts from (PresetAWSStandard2026
 	// and the others), "" for none. Parse has already applied it to
 	// MaxAttempts and Budget where the file leaves them out; a preset's
@@ -86,7 +96,9 @@ type BackoffSpec struct {
 	// Strategy is a name known to backoff.Lookup; default "full_jitter";
 	// "" when the policy's preset supplies the backoff.
 	Strategy string
-	Params   backoff.Params
+	// Params are the block's base, max, step, multiplier, jitter and
+	// factor, given to backoff.New; zero where the file leaves them out.
+	Params backoff.Params
 }
 
 // RetryOn lists, for the HTTP and gRPC adapters, which response statuses
