@@ -99,12 +99,11 @@ type ReloadObserver interface {
 // A Registry whose Options.Observer implements it (or holds one in a
 // retry.Multi) calls WatchBudget like Options.OnBudget.
 type BudgetWatcher interface {
-	// WatchBudget is told that operation (the name its calls are
-	// labelled with) now uses the budget b, once per operation and
-	// budget, as Options.OnBudget is.
-	// It is called while the Registry is locked, one call at a time,
-	// and must not call the Registry. The function returned, if not nil,
-	// is called once when the budget stops being used under operation (a
+	// WatchBudget is told that operation (the name its calls are labelled
+	// with) now uses the budget b, once per operation and budget, as
+	// Options.OnBudget is. It is called while the Registry is locked, one call
+	// at a time, and must not call the Registry. The function returned, if not
+	// nil, is called once when the budget stops being used under operation (a
 	// reload replaced it or took it away); if it panics, the panic is
 	// recovered and logged. A panic of the method itself while a file is
 	// applied refuses the file (see Registry.Reload).
@@ -115,14 +114,13 @@ type BudgetWatcher interface {
 // breaker's state under an operation label; see BudgetWatcher and
 // Options.OnBreaker.
 type BreakerWatcher interface {
-	// WatchBreaker is told that operation now uses the breaker b, once
-	// per operation and breaker, as Options.OnBreaker is.
-	// It is called while the Registry is locked, one call at a time,
-	// and must not call the Registry. The function returned, if not nil,
-	// is called once when the breaker stops being used under operation (a
-	// reload replaced it or took it away); if it panics, the panic is
-	// recovered and logged. A panic of the method itself while a file is
-	// applied refuses the file (see Registry.Reload).
+	// WatchBreaker is told that operation now uses the breaker b, once per
+	// operation and breaker, as Options.OnBreaker is. It is called while the
+	// Registry is locked, one call at a time, and must not call the Registry.
+	// The function returned, if not nil, is called once when the breaker stops
+	// being used under operation (a reload replaced it or took it away); if it
+	// panics, the panic is recovered and logged. A panic of the method itself
+	// while a file is applied refuses the file (see Registry.Reload).
 	WatchBreaker(operation string, b retry.Breaker) (unwatch func())
 }
 
@@ -131,14 +129,13 @@ type BreakerWatcher interface {
 // throttle.Adaptive's rates) under an operation label; see BudgetWatcher
 // and Options.OnLimiter.
 type LimiterWatcher interface {
-	// WatchLimiter is told that operation now uses the limiter l, once
-	// per operation and limiter, as Options.OnLimiter is.
-	// It is called while the Registry is locked, one call at a time,
-	// and must not call the Registry. The function returned, if not nil,
-	// is called once when the limiter stops being used under operation (a
-	// reload replaced it or took it away); if it panics, the panic is
-	// recovered and logged. A panic of the method itself while a file is
-	// applied refuses the file (see Registry.Reload).
+	// WatchLimiter is told that operation now uses the limiter l, once per
+	// operation and limiter, as Options.OnLimiter is. It is called while the
+	// Registry is locked, one call at a time, and must not call the Registry.
+	// The function returned, if not nil, is called once when the limiter stops
+	// being used under operation (a reload replaced it or took it away); if it
+	// panics, the panic is recovered and logged. A panic of the method itself
+	// while a file is applied refuses the file (see Registry.Reload).
 	WatchLimiter(operation string, l retry.Limiter) (unwatch func())
 }
 
@@ -149,25 +146,23 @@ type LimiterWatcher interface {
 // each handle whose policy has a hedge block with adaptive (and no per),
 // and again when a reload replaces it.
 type AdaptiveWatcher interface {
-	// WatchAdaptive is told that operation's hedger now uses the
-	// adaptive delay a.
-	// It is called while the Registry is locked, one call at a time,
-	// and must not call the Registry. The function returned, if not nil,
-	// is called once when the delay stops being used under operation (a
-	// reload replaced it or took it away); if it panics, the panic is
-	// recovered and logged. A panic of the method itself while a file is
-	// applied refuses the file (see Registry.Reload).
+	// WatchAdaptive is told that operation's hedger now uses the adaptive
+	// delay a. It is called while the Registry is locked, one call at a time,
+	// and must not call the Registry. The function returned, if not nil, is
+	// called once when the delay stops being used under operation (a reload
+	// replaced it or took it away); if it panics, the panic is recovered and
+	// logged. A panic of the method itself while a file is applied refuses the
+	// file (see Registry.Reload).
 	WatchAdaptive(operation string, a *hedge.Adaptive) (unwatch func())
 }
 
 // AdaptivesWatcher is AdaptiveWatcher for a hedge block with adaptive and
 // per: one Adaptive delay per key (hedge.Hedger.Adaptives).
 type AdaptivesWatcher interface {
-	// WatchAdaptives is told that operation's hedger now keeps one
-	// adaptive delay per key in g.
-	// It is called while the Registry is locked, one call at a time,
-	// and must not call the Registry. The function returned, if not nil,
-	// is called once when the group stops being used under operation (a
+	// WatchAdaptives is told that operation's hedger now keeps one adaptive
+	// delay per key in g. It is called while the Registry is locked, one call
+	// at a time, and must not call the Registry. The function returned, if not
+	// nil, is called once when the group stops being used under operation (a
 	// reload replaced it or took it away); if it panics, the panic is
 	// recovered and logged. A panic of the method itself while a file is
 	// applied refuses the file (see Registry.Reload).
