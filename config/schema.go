@@ -117,8 +117,9 @@ type RetryOn struct {
 type BudgetSpec struct {
 	Kind string // "ratio", "window" or "concurrency"
 	// Ratio is the config of kind ratio (budget.NewRatio, or the shared
-	// store's budget), after the block's preset; fields the file leaves
-	// out are zero, budget.RatioConfig's defaults.
+	// store's budget): the block's preset, if any, then the file's
+	// fields; the fields neither sets are zero, budget.RatioConfig's
+	// defaults. With a throttle_cost, Throttles is awsretry.Throttles.
 	Ratio budget.RatioConfig
 	// Window is the config of kind window (budget.NewWindow, on the
 	// Registry's Clock); fields the file leaves out are zero, the
