@@ -119,7 +119,8 @@ type BudgetSpec struct {
 	// Ratio is the config of kind ratio (budget.NewRatio, or the shared
 	// store's budget): the block's preset, if any, then the file's
 	// fields; the fields neither sets are zero, budget.RatioConfig's
-	// defaults. With a throttle_cost, Throttles is awsretry.Throttles.
+	// defaults. A throttle_cost above 0 makes Throttles
+	// awsretry.Throttles, unless the preset set one.
 	Ratio budget.RatioConfig
 	// Window is the config of kind window (budget.NewWindow, on the
 	// Registry's Clock); fields the file leaves out are zero, the
