@@ -110,8 +110,8 @@ type Column struct {
 	Key string
 	// Header is the column's heading in tables ("peak×", …).
 	Header string
-	// Cell formats a row's Metrics (never nil: rows not run show "not
-	// run" instead).
+	// Cell formats a row's Metrics. It is never called with nil: a row
+	// without Metrics, or not run, shows "-" or "not run" instead.
 	Cell func(m *Metrics) string
 }
 
