@@ -27,11 +27,13 @@ type Options struct {
 	Clock clock.Clock
 	// Observer is set on every policy. Config also looks in it (and in
 	// each member of a retry.Multi) for the optional interfaces
-	// ReloadObserver (hears every reload), BudgetWatcher, BreakerWatcher and
-	// LimiterWatcher (export each operation's budget, breaker and
-	// limiter): the Prometheus and OpenTelemetry adapters implement all
-	// four, so Observer: collector,
-	// or retry.Multi(collector, otelObserver), is the whole wiring.
+	// ReloadObserver (hears every reload), BudgetWatcher, BreakerWatcher
+	// and LimiterWatcher (export each operation's budget, breaker and
+	// limiter), AdaptiveWatcher and AdaptivesWatcher (its adaptive hedge
+	// delays) and AdmissionWatcher (each admission block's Limiter): the
+	// Prometheus and OpenTelemetry adapters implement all seven, so
+	// Observer: collector, or retry.Multi(collector, otelObserver), is
+	// the whole wiring.
 	Observer retry.Observer
 	// Logger receives a line per reload (Info) and per rejected file
 	// (Error). nil: no log lines (OnReload and the observer still hear).
