@@ -31,6 +31,11 @@ type Limit interface {
 // no-load RTT). A Limiter that re-measures it (Config.ProbeInterval)
 // gives it the measurement.
 type NoLoadSetter interface {
+	// SetNoLoadRTT replaces the estimate with rtt, the mean round-trip
+	// time of the requests that started during a probe (always > 0 from a
+	// Limiter; an implementation should ignore rtt <= 0). The Limiter
+	// calls it between OnSample calls, never at the same time, and reads
+	// Limit right after it.
 	SetNoLoadRTT(rtt time.Duration)
 }
 
@@ -106,7 +111,12 @@ func ratio(field string, v, hi float64) error {
 
 // Fixed is a static limit of N: layer.Limit's bound as a Limit, for
 // comparisons and for services whose capacity is known.
-type Fixed struct{ N int }
+type Fixed struct {
+	// N is the limit, from 1 to MaxMaxLimit. Validate (and so New and
+	// Config.Validate) refuses anything else; Limit reads a smaller N
+	// as 1.
+	N int
+}
 
 // Validate refuses an N below 1 (a limit of none would be no
 // protection) or above MaxMaxLimit.

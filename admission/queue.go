@@ -69,6 +69,11 @@ func (e *shedError) Is(target error) bool { return target == ErrShed }
 
 // Stats is a snapshot of a Limiter, for metrics.
 type Stats struct {
+	// Limit, InFlight and Queued are what the Limiter's methods of those
+	// names returned, read one after another (not as one atomic
+	// snapshot): the limit in force (lowered to ProbeLimit during a
+	// probe), the requests admitted and not yet released, and the
+	// requests waiting in the queue.
 	Limit, InFlight, Queued int
 	// Shed counts the requests shed so far, by Reason.
 	Shed [nReasons]uint64

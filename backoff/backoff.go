@@ -15,6 +15,12 @@ import (
 // the previous retry of the same call (0 before the first). Implementations
 // must be safe for concurrent use and should not allocate.
 type Strategy interface {
+	// Delay returns the wait before retry n (n ≥ 1 from retry.Do; an
+	// implementation should treat a smaller n as 1) given prev, the value
+	// it returned for retry n-1 of the same call (0 for the first). It is
+	// called from many goroutines at once. Zero or a negative result means
+	// retry at once. It may panic: retry.Do then ends the call, releasing
+	// what it holds, and the panic goes on.
 	Delay(n int, prev time.Duration) time.Duration
 }
 
@@ -75,16 +81,30 @@ const (
 
 // Exponential waits Base·Multiplier^(n-1), capped at Max, then jitters it.
 //
-// Zero fields take the defaults: Base 100ms, Max 10s, Multiplier 2, Factor
-// 0.2, Rand the global generator. A Max below Base is raised to Base. The
-// zero Exponential is therefore 100ms, 200ms, 400ms … 10s without jitter.
+// Zero fields take the defaults, so the zero Exponential is 100ms, 200ms,
+// 400ms … 10s without jitter.
 type Exponential struct {
-	Base       time.Duration
-	Max        time.Duration
+	// Base is the wait before the first retry, before jitter. Zero or
+	// negative: DefaultBase (100ms).
+	Base time.Duration
+	// Max caps the un-jittered wait (and Decorrelated's and Proportional's
+	// draws). Zero or negative: DefaultMax (10s); a Max below Base is
+	// raised to Base.
+	Max time.Duration
+	// Multiplier is the growth factor from one retry to the next. Zero:
+	// DefaultMultiplier (2); 1 or below (or NaN) keeps every wait at Base.
 	Multiplier float64
-	Jitter     Jitter
-	Factor     float64     // Proportional jitter: ±Factor·T (default 0.2)
-	Rand       rand.Source // nil: math/rand/v2's global generator; any source may be shared (see Uniform)
+	// Jitter is the randomisation applied to the capped wait. Zero: None.
+	// Decorrelated draws from [Base, min(Max, 3·prev)] and so ignores
+	// Multiplier.
+	Jitter Jitter
+	// Factor is Proportional jitter's spread: the wait T is drawn from
+	// [T·(1−Factor), min(Max, T·(1+Factor))]. Zero, negative or NaN:
+	// DefaultFactor (0.2); above 1 counts as 1. Other modes ignore it.
+	Factor float64
+	// Rand is the source of the jitter draws. nil: math/rand/v2's global
+	// generator. Any source may be shared by goroutines (see Uniform).
+	Rand rand.Source
 }
 
 // Delay implements Strategy.
@@ -138,15 +158,30 @@ func doubled(base, max time.Duration, n int) time.Duration {
 	return base << k
 }
 
-// Linear waits Base + Step·(n-1), capped at Max, then jitters it.
-// Zero fields: Base 100ms, Step = Base, Max 10s.
+// Linear waits Base + Step·(n-1), capped at Max, then jitters it. Zero
+// fields take the defaults, so the zero Linear is 100ms, 200ms, 300ms …
+// 10s without jitter.
 type Linear struct {
-	Base   time.Duration
-	Step   time.Duration
-	Max    time.Duration
+	// Base is the wait before the first retry, before jitter. Zero or
+	// negative: DefaultBase (100ms).
+	Base time.Duration
+	// Step is added to the wait for each further retry. Zero or negative:
+	// Base.
+	Step time.Duration
+	// Max caps the un-jittered wait (and Decorrelated's and Proportional's
+	// draws). Zero or negative: DefaultMax (10s); a Max below Base is
+	// raised to Base.
+	Max time.Duration
+	// Jitter is the randomisation applied to the capped wait. Zero: None.
+	// Decorrelated draws from [Base, min(Max, 3·prev)] and so ignores
+	// Step.
 	Jitter Jitter
+	// Factor is Proportional jitter's spread, as Exponential.Factor: zero,
+	// negative or NaN is DefaultFactor (0.2), above 1 counts as 1.
 	Factor float64
-	Rand   rand.Source
+	// Rand is the source of the jitter draws. nil: math/rand/v2's global
+	// generator. Any source may be shared by goroutines (see Uniform).
+	Rand rand.Source
 }
 
 // Delay implements Strategy.
@@ -169,12 +204,22 @@ func (l Linear) Delay(n int, prev time.Duration) time.Duration {
 }
 
 // Constant waits Interval before every retry, jittered. (With Decorrelated
-// jitter the delay is always Interval, since Base = Max.)
+// jitter the delay is always Interval, since Base = Max.) Unlike
+// Exponential and Linear it has no defaults: the zero Constant retries
+// at once.
 type Constant struct {
+	// Interval is the wait before every retry, before jitter; it is also
+	// the cap of Proportional's draws. Zero or negative: no wait.
 	Interval time.Duration
-	Jitter   Jitter
-	Factor   float64
-	Rand     rand.Source
+	// Jitter is the randomisation applied to Interval. Zero: None.
+	Jitter Jitter
+	// Factor is Proportional jitter's spread: the wait is drawn from
+	// [Interval·(1−Factor), Interval]. Zero, negative or NaN:
+	// DefaultFactor (0.2); above 1 counts as 1.
+	Factor float64
+	// Rand is the source of the jitter draws. nil: math/rand/v2's global
+	// generator. Any source may be shared by goroutines (see Uniform).
+	Rand rand.Source
 }
 
 // Delay implements Strategy.

@@ -7,7 +7,7 @@
 // with a jitter mode:
 //
 //	None          T                          (lockstep: avoid for fleets)
-//	Full          uniform [0, T]             (the AWS recommendation; default)
+//	Full          uniform [0, T]             (the AWS recommendation; retry's default)
 //	Equal         uniform [T/2, T]
 //	Decorrelated  uniform [Base, min(Max, 3·prev)]   (AWS "decorrelated jitter", capped first)
 //	Proportional  uniform [T·(1-f), min(Max, T·(1+f))]  (gRPC, cenkalti)

@@ -12,13 +12,28 @@ import (
 // configuration file. Each constructor uses the fields that apply to it;
 // zero fields take the strategy's defaults.
 type Params struct {
-	Base       time.Duration // Exponential and Linear base; Constant interval
-	Max        time.Duration
-	Step       time.Duration // Linear
-	Multiplier float64       // Exponential
-	Jitter     Jitter        // for the plain names ("exponential", ...)
-	Factor     float64       // Proportional jitter
-	Rand       rand.Source
+	// Base is Exponential's and Linear's Base and Constant's Interval.
+	// Negative: refused by New. Zero: 100ms for the exponential and linear
+	// names, no wait for "constant".
+	Base time.Duration
+	// Max is Exponential's and Linear's cap ("constant" ignores it).
+	// Negative, or positive and below Base: refused by New. Zero: 10s.
+	Max time.Duration
+	// Step is Linear's increment per retry. Negative: refused by New.
+	// Zero: Base.
+	Step time.Duration
+	// Multiplier is Exponential's growth factor. Negative: refused by the
+	// exponential names. Zero: 2.
+	Multiplier float64
+	// Jitter is the mode for "exponential", "linear" and "constant"; the
+	// *_jitter names fix their own mode and ignore it. Zero: None.
+	Jitter Jitter
+	// Factor is Proportional jitter's spread. Below 0 or above 1: refused
+	// by New. Zero (or NaN): DefaultFactor (0.2).
+	Factor float64
+	// Rand is the jitter's random source. nil: math/rand/v2's global
+	// generator.
+	Rand rand.Source
 }
 
 // Factory builds a Strategy from Params. It should reject values it cannot

@@ -111,6 +111,12 @@ type RatioConfig struct {
 // RatioConfig.Throttles: IsThrottle reports whether a failed attempt's
 // error says the server asked the client to slow down.
 type ThrottleRule interface {
+	// IsThrottle reports whether err, the failure Withdraw is asked to
+	// pay a retry after, is a throttling answer, so that the retry costs
+	// ThrottleCost. It is called from every goroutine that
+	// withdraws, concurrently, and must not block. false: the retry
+	// costs TimeoutCost or RetryCost, as for any other failure. A panic
+	// goes on to Withdraw's caller, the bucket untouched.
 	IsThrottle(err error) bool
 }
 

@@ -69,6 +69,8 @@ func appendNew(list []string, add ...string) []string {
 // server-side admission control (an admission.Limiter) of one server or
 // endpoint, which Registry.Admission serves.
 type AdmissionSpec struct {
+	// Name is the block's key under the file's admission mapping, the
+	// name Registry.Admission serves it by.
 	Name string
 	// Algorithm is AlgorithmGradient2 (when the file leaves it out),
 	// AlgorithmVegas, AlgorithmAIMD or AlgorithmFixed; the config of that
@@ -81,7 +83,10 @@ type AdmissionSpec struct {
 	// none), probe_limit, probe_length (ProbeLength; left out: one
 	// window), seed (Seed, and the Vegas config's Seed; left out: a seed
 	// drawn at random for each Limiter).
-	Config    admission.Config
+	Config admission.Config
+	// Gradient2, Vegas, AIMD and Fixed are the configs of the four
+	// algorithms; NewLimiter uses the one Algorithm names. Fields the file
+	// leaves out are zero (the admission package's defaults).
 	Gradient2 admission.Gradient2Config
 	Vegas     admission.VegasConfig
 	AIMD      admission.AIMDConfig
@@ -347,6 +352,10 @@ func (d *decoder) hasProblemsUnder(path string) bool {
 // retry.Multi) calls WatchAdmission with each Limiter an AdmissionHandle
 // serves, when the handle is made and when a reload gives it a new one.
 type AdmissionWatcher interface {
+	// WatchAdmission is told that the AdmissionHandle of name (the
+	// admission block's name) now serves l. The function returned, if not
+	// nil, is called once when the handle stops serving l, before the
+	// next Limiter is watched. A panic in either is recovered and logged.
 	WatchAdmission(name string, l *admission.Limiter) (unwatch func())
 }
 

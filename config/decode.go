@@ -17,14 +17,23 @@ import (
 
 // Problem is one thing wrong with a policy file: where it is and what.
 type Problem struct {
-	File   string
-	Line   int
-	Column int
-	Path   string // the field, e.g. policies.payments.backoff.max
-	Msg    string
+	// File names the file: the path given to Load (or Open, Reload), the
+	// name given to Parse.
+	File string
+	// Line and Column are where the problem is in the file, counting from
+	// 1; 0 when it has no place there (an empty file, and some problems
+	// found when a file is applied). A YAML syntax error has no Column,
+	// and a Line when the parser gave one.
+	Line, Column int
+	// Path is the field, e.g. policies.payments.backoff.max; "" for the
+	// whole file.
+	Path string
+	// Msg says what is wrong, without the location.
+	Msg string
 }
 
-// Error formats the problem as "file:line: path: message".
+// Error formats the problem as "file:line: path: message", leaving out
+// the line when it is 0 and the path when it is "" (never the column).
 func (p Problem) Error() string {
 	loc := p.File
 	if p.Line > 0 {
@@ -39,6 +48,8 @@ func (p Problem) Error() string {
 // Error lists every problem found in a policy file. Load returns it, so a
 // bad edit is reported whole, not one problem per attempt.
 type Error struct {
+	// Problems are the problems found, at least one, in the order they
+	// were found.
 	Problems []Problem
 }
 

@@ -27,11 +27,13 @@ type Options struct {
 	Clock clock.Clock
 	// Observer is set on every policy. Config also looks in it (and in
 	// each member of a retry.Multi) for the optional interfaces
-	// ReloadObserver (hears every reload), BudgetWatcher, BreakerWatcher and
-	// LimiterWatcher (export each operation's budget, breaker and
-	// limiter): the Prometheus and OpenTelemetry adapters implement all
-	// four, so Observer: collector,
-	// or retry.Multi(collector, otelObserver), is the whole wiring.
+	// ReloadObserver (hears every reload), BudgetWatcher, BreakerWatcher
+	// and LimiterWatcher (export each operation's budget, breaker and
+	// limiter), AdaptiveWatcher and AdaptivesWatcher (its adaptive hedge
+	// delays) and AdmissionWatcher (each admission block's Limiter): the
+	// Prometheus and OpenTelemetry adapters implement all seven, so
+	// Observer: collector, or retry.Multi(collector, otelObserver), is
+	// the whole wiring.
 	Observer retry.Observer
 	// Logger receives a line per reload (Info) and per rejected file
 	// (Error). nil: no log lines (OnReload and the observer still hear).
@@ -87,6 +89,10 @@ var silent = slog.New(slog.DiscardHandler)
 // with version "" and a non-nil err for a rejected file or a watcher
 // error; ReloadResult(err) gives the result label.
 type ReloadObserver interface {
+	// ConfigReload hears the outcome of one attempt to apply a file (or
+	// of one watcher error): the version now in force and a nil err, or
+	// "" and the error. Calls come one at a time, in order, while further
+	// reloads wait: it must not call Reload or Apply.
 	ConfigReload(version string, err error)
 }
 
@@ -95,6 +101,14 @@ type ReloadObserver interface {
 // A Registry whose Options.Observer implements it (or holds one in a
 // retry.Multi) calls WatchBudget like Options.OnBudget.
 type BudgetWatcher interface {
+	// WatchBudget is told that operation (the name its calls are labelled
+	// with) now uses the budget b, once per operation and budget, as
+	// Options.OnBudget is. It is called while the Registry is locked, one call
+	// at a time, and must not call the Registry. The function returned, if not
+	// nil, is called once when the budget stops being used under operation (a
+	// reload replaced it or took it away); if it panics, the panic is
+	// recovered and logged. A panic of the method itself while a file is
+	// applied refuses the file (see Registry.Reload).
 	WatchBudget(operation string, b retry.Budget) (unwatch func())
 }
 
@@ -102,6 +116,13 @@ type BudgetWatcher interface {
 // breaker's state under an operation label; see BudgetWatcher and
 // Options.OnBreaker.
 type BreakerWatcher interface {
+	// WatchBreaker is told that operation now uses the breaker b, once per
+	// operation and breaker, as Options.OnBreaker is. It is called while the
+	// Registry is locked, one call at a time, and must not call the Registry.
+	// The function returned, if not nil, is called once when the breaker stops
+	// being used under operation (a reload replaced it or took it away); if it
+	// panics, the panic is recovered and logged. A panic of the method itself
+	// while a file is applied refuses the file (see Registry.Reload).
 	WatchBreaker(operation string, b retry.Breaker) (unwatch func())
 }
 
@@ -110,6 +131,13 @@ type BreakerWatcher interface {
 // throttle.Adaptive's rates) under an operation label; see BudgetWatcher
 // and Options.OnLimiter.
 type LimiterWatcher interface {
+	// WatchLimiter is told that operation now uses the limiter l, once per
+	// operation and limiter, as Options.OnLimiter is. It is called while the
+	// Registry is locked, one call at a time, and must not call the Registry.
+	// The function returned, if not nil, is called once when the limiter stops
+	// being used under operation (a reload replaced it or took it away); if it
+	// panics, the panic is recovered and logged. A panic of the method itself
+	// while a file is applied refuses the file (see Registry.Reload).
 	WatchLimiter(operation string, l retry.Limiter) (unwatch func())
 }
 
@@ -120,12 +148,26 @@ type LimiterWatcher interface {
 // each handle whose policy has a hedge block with adaptive (and no per),
 // and again when a reload replaces it.
 type AdaptiveWatcher interface {
+	// WatchAdaptive is told that operation's hedger now uses the adaptive
+	// delay a. It is called while the Registry is locked, one call at a time,
+	// and must not call the Registry. The function returned, if not nil, is
+	// called once when the delay stops being used under operation (a reload
+	// replaced it or took it away); if it panics, the panic is recovered and
+	// logged. A panic of the method itself while a file is applied refuses the
+	// file (see Registry.Reload).
 	WatchAdaptive(operation string, a *hedge.Adaptive) (unwatch func())
 }
 
 // AdaptivesWatcher is AdaptiveWatcher for a hedge block with adaptive and
 // per: one Adaptive delay per key (hedge.Hedger.Adaptives).
 type AdaptivesWatcher interface {
+	// WatchAdaptives is told that operation's hedger now keeps one adaptive
+	// delay per key in g. It is called while the Registry is locked, one call
+	// at a time, and must not call the Registry. The function returned, if not
+	// nil, is called once when the group stops being used under operation (a
+	// reload replaced it or took it away); if it panics, the panic is
+	// recovered and logged. A panic of the method itself while a file is
+	// applied refuses the file (see Registry.Reload).
 	WatchAdaptives(operation string, g *kg.Group[*hedge.Adaptive]) (unwatch func())
 }
 
@@ -302,8 +344,9 @@ func (r *Registry) WatchErrors() uint64 { return r.watchErrors.Load() }
 // report; bad content that comes back after a good file is reported again.
 //
 // A file is applied all or nothing. If a watch hook (Options.OnBudget,
-// OnBreaker, OnLimiter, or an observer's WatchBudget, WatchBreaker or
-// WatchLimiter) panics while the file's parts are handed to it, or
+// OnBreaker, OnLimiter, or an observer's WatchBudget, WatchBreaker,
+// WatchLimiter, WatchAdaptive or WatchAdaptives) panics while the file's
+// parts are handed to it, or
 // Options.Classify or a SharedStore panics while they are built, the file
 // is not applied (the parts built for it are stopped): the old policies keep serving under the old version,
 // the watchers already told of the new parts are told to stop, the

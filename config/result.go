@@ -43,10 +43,11 @@ func ReloadResult(err error) string {
 
 // ErrHookPanic is matched (errors.Is) by the error reported when a watch
 // hook (Options.OnBreaker, OnBudget, OnLimiter, or an observer's
-// WatchBudget, WatchBreaker or WatchLimiter), Options.Classify or a
-// SharedStore panicked while a file was being applied. Such a file is not applied: the old policies keep serving
-// under the old version, and the reload is counted as rejected
-// (ResultFailure).
+// WatchBudget, WatchBreaker, WatchLimiter, WatchAdaptive or
+// WatchAdaptives), Options.Classify or a SharedStore panicked while a
+// file was being applied. Such a file is not applied: the old policies
+// keep serving under the old version, and the reload is counted as
+// rejected (ResultFailure).
 var ErrHookPanic = errors.New("config: a watch hook panicked")
 
 // ErrWatchLost is matched (errors.Is) by the watch error Watch reports

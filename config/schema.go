@@ -54,21 +54,32 @@ func (f *File) covers(name string) bool {
 
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
+	// Name is the policy's key under the file's policies mapping.
 	Name string
 	// MaxAttempts is retry.DefaultMaxAttempts when the file leaves
 	// max_attempts out, retry.Unlimited for "max_attempts: unlimited".
-	MaxAttempts    int
+	MaxAttempts int
+	// MaxElapsed, AttemptTimeout, MinAttemptTime and MaxRetryAfter are
+	// the retry.Policy fields of those names, read from max_elapsed,
+	// attempt_timeout, min_attempt_time and max_retry_after (at most
+	// MaxDuration, never negative). 0, also when the file leaves them
+	// out, means what it means there: no bound for the first two, no
+	// least time, DefaultMaxRetryAfter.
 	MaxElapsed     time.Duration
 	AttemptTimeout time.Duration
 	MinAttemptTime time.Duration
 	MaxRetryAfter  time.Duration
-	Backoff        BackoffSpec
-	RetryOn        RetryOn
-	Budget         *BudgetSpec  // nil: no budget
-	Breaker        *BreakerSpec // nil: no breaker
-	Nested         NestedSpec   // the layer rule; zero: one_layer
-	Limiter        *LimiterSpec // nil: no limiter
-	Hedge          *HedgeSpec   // nil: no hedging (Handle.Hedger does not hedge)
+	// Backoff is the backoff block; full_jitter with the strategy's
+	// defaults when the file leaves it out (and no preset supplies it).
+	Backoff BackoffSpec
+	// RetryOn is the retry_on block; empty lists when the file leaves it
+	// out.
+	RetryOn RetryOn
+	Budget  *BudgetSpec  // nil: no budget
+	Breaker *BreakerSpec // nil: no breaker
+	Nested  NestedSpec   // the layer rule; zero: one_layer
+	Limiter *LimiterSpec // nil: no limiter
+	Hedge   *HedgeSpec   // nil: no hedging (Handle.Hedger does not hedge)
 	// Preset names the rule set the policy starts from (PresetAWSStandard2026
 	// and the others), "" for none. Parse has already applied it to
 	// MaxAttempts and Budget where the file leaves them out; a preset's
@@ -85,21 +96,39 @@ type BackoffSpec struct {
 	// Strategy is a name known to backoff.Lookup; default "full_jitter";
 	// "" when the policy's preset supplies the backoff.
 	Strategy string
-	Params   backoff.Params
+	// Params are the block's base, max, step, multiplier, jitter and
+	// factor, given to backoff.New; zero where the file leaves them out.
+	Params backoff.Params
 }
 
 // RetryOn lists, for the HTTP and gRPC adapters, which response statuses
 // are retryable. Empty lists mean the adapters' defaults.
 type RetryOn struct {
+	// HTTPStatus lists the statuses (100 to 599) whose responses are
+	// retried; a response with any other status is not, and a failure
+	// without a response is classified by httpretry.DefaultClassifier
+	// (see PolicySpec.HTTPClassifier). nil or empty: the adapter's
+	// default classification.
 	HTTPStatus []int
 	GRPCCodes  []string // canonical upper-case names, e.g. "UNAVAILABLE"
 }
 
 // BudgetSpec is a retry budget: Kind picks which config applies.
 type BudgetSpec struct {
-	Kind        string // "ratio", "window" or "concurrency"
-	Ratio       budget.RatioConfig
-	Window      budget.WindowConfig
+	Kind string // "ratio", "window" or "concurrency"
+	// Ratio is the config of kind ratio (budget.NewRatio, or the shared
+	// store's budget): the block's preset, if any, then the file's
+	// fields; the fields neither sets are zero, budget.RatioConfig's
+	// defaults. A throttle_cost above 0 makes Throttles
+	// awsretry.Throttles, unless the preset set one.
+	Ratio budget.RatioConfig
+	// Window is the config of kind window (budget.NewWindow, on the
+	// Registry's Clock); fields the file leaves out are zero, the
+	// defaults.
+	Window budget.WindowConfig
+	// Concurrency is the config of kind concurrency
+	// (budget.NewConcurrency); fields the file leaves out are zero, the
+	// defaults. A ratio key sets both Window.Ratio and Concurrency.Ratio.
 	Concurrency budget.ConcurrencyConfig
 	// Shared names the SharedStore in Options.Shared that builds the
 	// budget, shared by the fleet (kind ratio only); "" for a budget of
@@ -112,7 +141,13 @@ type BudgetSpec struct {
 
 // BreakerSpec is a circuit breaker's settings.
 type BreakerSpec struct {
-	Kind   string // "consecutive", "count_window" or "time_window"
+	Kind string // "consecutive", "count_window" or "time_window"
+	// Config is the breaker's config, given to breaker.New (or the
+	// shared store) with the Registry's Clock; Kind says which of its
+	// trip rules the file could set (ConsecutiveFailures, or Window by
+	// calls or by duration). Fields the file leaves out are zero, the
+	// breaker package's defaults, except that open_jitter: 0 in the file,
+	// "no jitter", is OpenJitter -1.
 	Config breaker.Config
 	// Shared names the SharedStore in Options.Shared that builds the
 	// breaker, shared by the fleet; "" for a breaker of this process.

@@ -19,8 +19,13 @@ import (
 // limiter on its Clock and keeps the instance across reloads while its
 // settings are unchanged, like budgets and breakers.
 type LimiterSpec struct {
-	Kind     string // "sre" (throttle.SRE) or "aws_adaptive" (throttle.Adaptive)
-	SRE      throttle.SREConfig
+	Kind string // "sre" (throttle.SRE) or "aws_adaptive" (throttle.Adaptive)
+	// SRE is the config of kind sre, given to throttle.NewSRE with the
+	// Registry's Clock and the ThrottleOn classification as Overload.
+	SRE throttle.SREConfig
+	// Adaptive is the config of kind aws_adaptive, given to
+	// throttle.NewAdaptive with the Registry's Clock and the ThrottleOn
+	// classification as Throttled.
 	Adaptive throttle.AdaptiveConfig
 	// ThrottleOn names the classifications of an attempt's error that
 	// count as a throttling or overload answer (SREConfig.Overload,

@@ -43,6 +43,7 @@ type Observer interface {
 
 // Event describes a hedge event.
 type Event struct {
+	// Operation is the Policy's Operation ("" when it has none).
 	Operation string
 	Attempt   int           // the attempt's number in the call (1 for the first)
 	Hedge     bool          // the attempt was started as a hedge

@@ -146,12 +146,15 @@ type BreakerConfig struct {
 }
 
 // Member names the member of a keyed group (KeyedBreakers, KeyedBudgets)
-// that a member listener hears: Key is its key ("" for the default
-// member), and Overflow is set for the group's overflow member, shared by
-// the keys that found the group full, whose Key is "". A Breaker or Budget
-// made on its own is Member{}.
+// that a member listener hears. A Breaker or Budget made on its own is
+// Member{}.
 type Member struct {
-	Key      string
+	// Key is the member's key, in full (not cut at MaxVerbatimKey as in
+	// the member's name): "" for the default member and for the overflow
+	// member.
+	Key string
+	// Overflow is set for the group's overflow member, shared by the keys
+	// that found the group full; false for every other member.
 	Overflow bool
 }
 

@@ -19,6 +19,13 @@ package retry
 // of smithy-go's (*http.ResponseError).HTTPStatusCode, so the AWS SDK's
 // errors implement it as they are.
 type StatusReporter interface {
+	// HTTPStatusCode returns the status code of the answer (429, 503, …).
+	// An error that got no answer should not implement the interface
+	// (the package's HTTPStatusCode would report its 0 as the status).
+	// It may be called from several goroutines at once, whenever the
+	// error is inspected, so it must be safe for concurrent use and
+	// quick; a panic in it ends a retry.Do call as a panicking callback
+	// does, and goes on.
 	HTTPStatusCode() int
 }
 
@@ -40,6 +47,12 @@ func HTTPStatusCode(err error) (code int, ok bool) {
 // it), or "" when there is none. Rules that read a server's advice from a
 // header (awsretry's x-amz-retry-after) use it.
 type HeaderReporter interface {
+	// ResponseHeader returns the first value of the answer's header field
+	// name, matched case-insensitively, or "" when the answer has none.
+	// It may be called from several goroutines at once, whenever the
+	// error is inspected, so it must be safe for concurrent use and
+	// quick; a panic in it ends a retry.Do call as a panicking callback
+	// does, and goes on.
 	ResponseHeader(name string) string
 }
 
@@ -61,6 +74,13 @@ func ResponseHeader(err error, name string) (value string, ok bool) {
 // throttling answer: the server asked the client to slow down (an HTTP
 // 429, a service's throttling error code), rather than failing.
 type ThrottleReporter interface {
+	// Throttle reports whether the answer asked the client to slow down.
+	// Its verdict is final for IsThrottle: false is "not a throttle" even
+	// when the chain also reports status 429.
+	// It may be called from several goroutines at once, whenever the
+	// error is inspected, so it must be safe for concurrent use and
+	// quick; a panic in it ends a retry.Do call as a panicking callback
+	// does, and goes on.
 	Throttle() bool
 }
 
@@ -94,6 +114,13 @@ func IsThrottle(err error) bool {
 // and form of smithy-go's APIError.ErrorCode, so the AWS SDK's API errors
 // implement it as they are.
 type CodeReporter interface {
+	// ErrorCode returns the service's error code, as the service spells
+	// it; "" when the answer carried none (ErrorCode then reports "" with
+	// ok true).
+	// It may be called from several goroutines at once, whenever the
+	// error is inspected, so it must be safe for concurrent use and
+	// quick; a panic in it ends a retry.Do call as a panicking callback
+	// does, and goes on.
 	ErrorCode() string
 }
 

@@ -29,6 +29,7 @@ type Observer interface {
 
 // AttemptStart describes an attempt about to run.
 type AttemptStart struct {
+	// Operation is the Policy's Operation ("" when it has none).
 	Operation string
 	Attempt   int           // 1 for the first attempt
 	Delay     time.Duration // the wait that preceded it (0 for the first)
@@ -39,11 +40,19 @@ func (e AttemptStart) Retry() bool { return e.Attempt > 1 }
 
 // AttemptEnd describes a finished attempt.
 type AttemptEnd struct {
+	// Operation is the Policy's Operation ("" when it has none).
 	Operation string
-	Attempt   int
-	Outcome   Outcome
-	Err       error // nil on success
-	Duration  time.Duration
+	// Attempt is the attempt's number, as in its AttemptStart (1 for the
+	// first).
+	Attempt int
+	// Outcome classifies the result: OutcomeSuccess when Err is nil.
+	Outcome Outcome
+	Err     error // nil on success
+	// Duration is how long the attempt took on the Policy's Clock. The
+	// first attempt is measured from the call's start, so it includes the
+	// Limiter's wait and the breaker's and budget's bookkeeping before
+	// it; a later one from its AttemptStart.
+	Duration time.Duration
 }
 
 // Retry reports whether this attempt was a retry.
@@ -51,6 +60,7 @@ func (e AttemptEnd) Retry() bool { return e.Attempt > 1 }
 
 // RetryScheduled describes a decision to retry.
 type RetryScheduled struct {
+	// Operation is the Policy's Operation ("" when it has none).
 	Operation string
 	Attempt   int           // the attempt that will follow the wait
 	Delay     time.Duration // the wait
@@ -60,11 +70,18 @@ type RetryScheduled struct {
 
 // CallEnd describes how a call to Do ended.
 type CallEnd struct {
+	// Operation is the Policy's Operation ("" when it has none).
 	Operation string
-	Attempts  int
-	Reason    Reason // ReasonSuccess, or why Do gave up
-	Err       error  // nil on success
-	Duration  time.Duration
+	// Attempts is how many attempts began (0 when the first was refused
+	// by the context, the Limiter or the breaker).
+	Attempts int
+	Reason   Reason // ReasonSuccess, or why Do gave up
+	Err      error  // nil on success
+	// Duration is the call's time on the Policy's Clock from its start:
+	// to the end of the last attempt on success, to the decision to give
+	// up otherwise (waits included); 0 when the call ends with a panic of
+	// the Clock itself.
+	Duration time.Duration
 }
 
 // Outcome classifies an attempt's result.
@@ -164,11 +181,17 @@ func Multi(observers ...Observer) Observer {
 // caller's cancellation and deadline still hold. CallEnd comes once for
 // every CallStart, including calls that end with a panic.
 type CallStarter interface {
+	// CallStart is called once when a call starts, before its first
+	// attempt, from the calling goroutine (concurrently for concurrent
+	// calls), and returns the call's context: ctx or one derived from it,
+	// never nil. If it panics the call does not start and the panic goes
+	// on; no CallEnd follows.
 	CallStart(ctx context.Context, e CallStart) context.Context
 }
 
 // CallStart is the event of CallStarter.
 type CallStart struct {
+	// Operation is the Policy's Operation ("" when it has none).
 	Operation string
 }
 

@@ -167,7 +167,17 @@ type Budget interface {
 // the calls its layer rule governs.
 type BudgetTracker interface {
 	Budget
+	// Start is called when an attempt begins, once the Limiter and the
+	// breaker have admitted it; retry is false for a call's first
+	// attempt. Record follows for the same attempt when it ends. It is
+	// called from every calling goroutine at once. A panic ends the
+	// attempt as failed and the call with ReasonPanic, and goes on.
 	Start(retry bool)
+	// Refund gives back one retry that Withdraw granted and no attempt
+	// used; it is called at most once per grant, never for a grant an
+	// attempt started with, and concurrently with the other methods. A
+	// panic goes on (or is dropped while another panic is under way);
+	// a NestedBudget still hears its own Refund.
 	Refund()
 }
 

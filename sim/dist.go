@@ -28,8 +28,17 @@ var distNames = [...]string{"const", "exp", "normal", "uniform", "lognormal"}
 // Dist is a distribution of durations: network leg latencies and service
 // times. The zero Dist is the constant 0.
 type Dist struct {
-	Kind  DistKind
-	A, B  time.Duration
+	// Kind is the shape; it says what A, B and Sigma mean. A Kind past
+	// DistLogNormal is read as DistConst.
+	Kind DistKind
+	// A is the constant (DistConst), the mean (DistExp, DistNormal), the
+	// lower bound (DistUniform) or the median (DistLogNormal).
+	A time.Duration
+	// B is the standard deviation (DistNormal) or the upper bound
+	// (DistUniform; one below A reads as A); other kinds ignore it.
+	B time.Duration
+	// Sigma is DistLogNormal's shape, the standard deviation of the
+	// logarithm (0: always A); other kinds ignore it.
 	Sigma float64
 }
 
@@ -52,7 +61,8 @@ func LogNormal(median time.Duration, sigma float64) Dist {
 	return Dist{Kind: DistLogNormal, A: median, Sigma: sigma}
 }
 
-// Sample draws one duration (never negative).
+// Sample draws one duration, at most 1000 hours, never negative for a
+// Dist whose A and B are not (as ParseDist makes them).
 func (d Dist) Sample(r *rand.Rand) time.Duration {
 	switch d.Kind {
 	case DistExp:

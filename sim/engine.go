@@ -18,10 +18,15 @@ type HandlerID uint32
 // carries a generation number or a small payload, so that an event never
 // needs a closure or an allocation.
 type Event struct {
-	At      time.Duration
+	// At is the virtual time the event is due, from the Sim's start (the
+	// time Schedule was given, raised to the then current time).
+	At time.Duration
+	// Handler is the handler called, as Register returned it.
 	Handler HandlerID
-	Ref     int32
-	Arg     int64
+	// Ref and Arg are the arguments given to Schedule, passed to the
+	// handler unchanged.
+	Ref int32
+	Arg int64
 }
 
 // item is an Event in a lane, with its tie-breaking sequence number.

@@ -38,6 +38,9 @@ func PeakRate(counts []int32, bucket, window time.Duration) float64 {
 // of operation (client calls, or attempts to a tier), by the bucket in
 // which each ended: what RecoveryTime judges.
 type Outcomes struct {
+	// OK and Failed hold, for each bucket i (the bucket width is the
+	// caller's), how many operations ended in it with success and with
+	// failure; RecoveryTime reads both only as far as the shorter goes.
 	OK, Failed []int32
 }
 

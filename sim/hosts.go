@@ -29,22 +29,42 @@ import (
 // contender: the draw depends on the seed, the client and the call
 // only). A host serves every request at once (no capacity limit) in
 // Service, and fails each attempt with probability FailProb (a 500).
-// Host Down answers every attempt with 503 from DownFrom to DownTo,
-// unless NoFault is set; the figures cover the calls started in that
-// window, host Down's apart from the others'.
+// Host Down answers every attempt that reaches it from DownFrom to
+// DownTo with 503, unless NoFault is set; the figures cover the calls
+// started in that window, host Down's apart from the others'. RunHosts
+// refuses a field outside the range given below.
 type HostsModel struct {
-	Clients  int
-	Rate     float64
+	// Clients is the number of client processes, in [1, 10000].
+	Clients int
+	// Rate is each client's calls per second, in (0, 1e5].
+	Rate float64
+	// Duration is how long the clients start calls, in (0, 1h].
 	Duration time.Duration
-	Drain    time.Duration
-	Hosts    int
-	Service  Dist
-	Latency  Dist
+	// Drain is how long the run goes on after Duration, for the calls
+	// under way to end, in [0, 1h]; a call still running then counts as
+	// not succeeded.
+	Drain time.Duration
+	// Hosts is the number of hosts, in [1, 1000000].
+	Hosts int
+	// Service is a host's time to serve one attempt (an attempt the
+	// outage answers takes none).
+	Service Dist
+	// Latency is the one-way network latency, drawn for the request and
+	// for the reply of each attempt.
+	Latency Dist
+	// FailProb is the probability, in [0, 1], that a host fails an
+	// attempt it serves (ErrServer).
 	FailProb float64
-	Down     int
-	// DownFrom and DownTo bound the outage; DownTo <= DownFrom: none.
+	// Down is the index of the host that goes down, from 0; one outside
+	// [0, Hosts) downs none, and the Bad figures stay zero.
+	Down int
+	// DownFrom and DownTo bound the outage, [DownFrom, DownTo) of virtual
+	// time; RunHosts refuses an empty window (DownTo <= DownFrom) or a
+	// negative DownFrom, even with NoFault.
 	DownFrom, DownTo time.Duration
-	NoFault          bool
+	// NoFault keeps host Down up; the figures still cover the calls
+	// started in [DownFrom, DownTo), for a run to compare with.
+	NoFault bool
 }
 
 // HostsPolicy is how each client retries: at most MaxAttempts attempts,
@@ -52,19 +72,35 @@ type HostsModel struct {
 // shared by the client's calls to every host or one per host (keyed).
 // Every client process has its own.
 type HostsPolicy struct {
-	Name           string
-	MaxAttempts    int
-	Base, Max      time.Duration
-	Breaker        *breaker.Config
-	Budget         *budget.RatioConfig
+	// Name names the policy in the tables and in errors.
+	Name string
+	// MaxAttempts bounds each call's attempts, the first included, in
+	// [1, 100] (RunHosts refuses anything else).
+	MaxAttempts int
+	// Base and Max are the backoff.Exponential's (doubling, full
+	// jitter): zero takes its defaults, 100ms and 10s.
+	Base, Max time.Duration
+	// Breaker configures the client's breaker (its Clock and Rand are
+	// replaced by the run's). nil: none.
+	Breaker *breaker.Config
+	// Budget configures the client's budget.Ratio. nil: none.
+	Budget *budget.RatioConfig
+	// PerHostBreaker gives each client one breaker per host
+	// (keyed.Breakers) instead of one for all of them.
 	PerHostBreaker bool
-	PerHostBudget  bool
-	Doc            string
+	// PerHostBudget gives each client one budget per host
+	// (keyed.Budgets) instead of one for all of them.
+	PerHostBudget bool
+	// Doc defines the policy in one line, for the policy legend.
+	Doc string
 }
 
 // HostGroupStats are the figures of a group of hosts (the healthy ones,
 // or the bad one) over the outage: the calls started in it.
 type HostGroupStats struct {
+	// Calls is the number of calls started in the outage window to the
+	// group's hosts, and Succeeded how many of them succeeded by the end
+	// of the run (a mean over trials in the scenario's rows).
 	Calls, Succeeded float64
 	// Attempts the calls sent; Retries of them; FirstFailed the calls
 	// whose first attempt failed.
@@ -94,11 +130,14 @@ func (g *HostGroupStats) add(o HostGroupStats, w float64) {
 
 // HostsResult is one run of a HostsModel.
 type HostsResult struct {
+	// Healthy are the figures of the calls to every host but Down, Bad
+	// those of the calls to host Down.
 	Healthy, Bad HostGroupStats
 	// HealthyGoodput is the healthy hosts' successful calls per second
 	// over the outage.
 	HealthyGoodput float64
-	Events         uint64
+	// Events is the number of events the run processed.
+	Events uint64
 }
 
 type hostsRun struct {

@@ -155,9 +155,10 @@ type Metrics struct {
 	// RecoveryRatio (99%) of their baseline values (a window in which no
 	// call or no attempt ends does not qualify), and the measured tier's
 	// queue stays no longer than the longest queue of the baseline window
-	// (the backlog is drained). The judgement uses the model's buckets (10ms) and only
-	// windows that end by Duration. A mean over trials averages the trials
-	// that recovered.
+	// plus Recording.QueueSlack, RecoveryQueueShare of its workers (the
+	// backlog is drained; see RecoveryTimeSlack). The judgement uses the
+	// model's buckets (10ms by default) and only windows that end by
+	// Duration. A mean over trials averages the trials that recovered.
 	RecoveryS float64 `json:"recovery_s"`
 	// Latency percentiles of client calls (successful or not), in
 	// milliseconds, by nearest rank.
@@ -261,6 +262,10 @@ const SyncMinRetries = 100
 
 // Series is a run's load over time at ChartStep resolution.
 type Series struct {
+	// StepMS is the width of one step in milliseconds: ChartStep (100)
+	// rounded down to a whole number of the run's buckets, at least one
+	// bucket. Element i of each slice covers [i·StepMS, (i+1)·StepMS) ms
+	// of the run.
 	StepMS float64 `json:"step_ms"`
 	// Load is attempts sent to the measured tier per second, and Retries
 	// the part of them that were retries.

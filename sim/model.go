@@ -87,6 +87,7 @@ const (
 
 // Arrival is one client's call pattern.
 type Arrival struct {
+	// Kind is the pattern: Poisson (the zero value) or Periodic.
 	Kind     ArrivalKind
 	Rate     float64       // Poisson: calls per second per client
 	Interval time.Duration // Periodic: time between calls
@@ -138,6 +139,7 @@ func (s *ArrivalStream) unit() float64 { return float64(s.src.Uint64()>>11) / (1
 // (HTTP 503). Service time is drawn from Service and multiplied by the
 // degradation factor at the moment service starts.
 type Tier struct {
+	// Name labels the tier: Model.Measure picks the measured tier by it.
 	Name string
 	// Workers is the number of requests served at once. 0: unlimited
 	// (every request is served at once).
@@ -166,16 +168,25 @@ type Tier struct {
 	// Straggler instead of Service (a heavy tail: most answers fast, a
 	// small share very slow). 0: none.
 	StragglerProb float64
-	Straggler     Dist
+	// Straggler is the service time of a straggler, in place of Service;
+	// unused when StragglerProb is 0.
+	Straggler Dist
 }
 
 // Degrade models a server that gets slower when overloaded (lock
 // contention, cache thrashing, GC): once more than Knee requests are
 // queued, service time is multiplied by 1 + Slope·(queued-Knee)/Workers,
-// capped at MaxFactor (0: 10). The zero Degrade never slows down.
+// capped at MaxFactor. The zero Degrade never slows down. Validate
+// refuses negative fields.
 type Degrade struct {
-	Knee      int
-	Slope     float64
+	// Knee is the queue length up to which service keeps its speed. 0:
+	// any queued request slows service.
+	Knee int
+	// Slope is how fast service slows past Knee: the factor grows by
+	// Slope for each Workers requests queued beyond Knee (Workers read as
+	// 1 when unlimited). 0: no slowdown.
+	Slope float64
+	// MaxFactor caps the factor service time is multiplied by. 0: 10.
 	MaxFactor float64
 }
 
@@ -256,10 +267,17 @@ func ParseFaultKind(s string) (FaultKind, bool) {
 // Fault changes one tier, or the network in front of it, during
 // [Start, End).
 type Fault struct {
-	Kind       FaultKind
-	Tier       int
+	// Kind is what the fault does (FaultUnavailable, the zero value, and
+	// the others).
+	Kind FaultKind
+	// Tier is the index in Model.Tiers of the tier the fault hits (0: the
+	// tier the clients call).
+	Tier int
+	// Start and End bound the fault's window of virtual time from the
+	// run's start: it is active from Start until just before End.
+	// Validate wants 0 ≤ Start < End and Start before Model.Duration.
 	Start, End time.Duration
-	Prob       float64 // FaultLoss, FaultReplyLoss, FaultErrors
+	Prob       float64 // FaultLoss, FaultReplyLoss, FaultErrors: in (0, 1]
 	Factor     float64 // FaultCapacity: share of workers left, in [0, 1]
 	Extra      Dist    // FaultLatency, FaultSlow
 }
@@ -269,6 +287,8 @@ func (f *Fault) active(t time.Duration) bool { return t >= f.Start && t < f.End 
 // Policy is how one caller retries: the real backoff strategy, budget and
 // breaker, called in the order retry.Do calls them.
 type Policy struct {
+	// Name labels the policy; Single makes it the Variant's name, which
+	// names the policy's rows in reports. The run does not read it.
 	Name string
 	// MaxAttempts bounds attempts per call, the first included. 0: no
 	// count limit (MaxElapsed, the budget or the breaker stop the call).
@@ -397,7 +417,13 @@ func AnnouncesRetry(n, maxAttempts int, inboundRetries bool) bool {
 // the calls into each tier (Policies[i] is used by the callers of Tiers[i]).
 // A shorter slice leaves the remaining hops without retries.
 type Variant struct {
-	Name     string
+	// Name names the contender. A ModelSpec's Custom variant needs one,
+	// distinct from the others', by which ModelSpec.Policies and
+	// Options.Policies pick it; a run's rows are named by the name the
+	// contender was picked by.
+	Name string
+	// Policies are the hops' policies: Policies[i] for the callers of
+	// Tiers[i] (the clients for i = 0). nil: no hop retries.
 	Policies []Policy
 	// Doc defines the contender in one line, for the policy legend under
 	// the tables ("" leaves it out).

@@ -12,12 +12,19 @@ import (
 // ModelSpec describes a scenario built on a Model: the model, the policies
 // compared and, optionally, a sweep of cases that each adjust the model.
 type ModelSpec struct {
+	// Name is what the command line calls the scenario (required); Title
+	// is its one-line summary, the report's title unless TitleFor gives
+	// one; Doc describes the model and what the scenario shows, the
+	// report's Description. As for Scenario.
 	Name, Title, Doc string
 	// TitleFor, if set, builds the report's title from the model as run
 	// (after Options changed its clients or duration); Title stays the
 	// scenario's one-line summary in listings.
 	TitleFor func(m *Model) string
-	Model    Model
+	// Model is the model every case starts from (a copy each), with
+	// Options' Clients and Duration applied; NewModelScenario refuses one
+	// that does not Validate or has no baseline (CheckBaseline).
+	Model Model
 	// Params configure the standard policies.
 	Params PolicyParams
 	// Policies is the default set compared: standard names or names of
@@ -44,6 +51,8 @@ type ModelSpec struct {
 
 // ModelCase is one setting of a sweep.
 type ModelCase struct {
+	// Name names the case (Case.Name) in tables, verdicts and errors
+	// ("clients=800", "half capacity for 60s").
 	Name string
 	// X is the case's value on plots.
 	X float64

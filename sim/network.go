@@ -13,6 +13,7 @@ import (
 
 // Result is what one run of a Model with one Variant measured.
 type Result struct {
+	// Metrics are the run's figures (Trials 1).
 	Metrics Metrics
 	// Series is the measured tier's load over time, at ChartStep
 	// resolution, for charts.

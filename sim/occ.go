@@ -29,8 +29,12 @@ import (
 // Calls are the server's writes (one per attempt); the completion time is
 // when the last client succeeds.
 type OCC struct {
+	// Clients is the number of clients, each updating the row once, in
+	// [1, 1000000] (RunOCC refuses anything else with ErrOCC).
 	Clients int
-	Leg     Dist
+	// Leg is the latency of each of an attempt's four network legs. The
+	// zero Dist: |Normal(10ms, 2ms)|.
+	Leg Dist
 	// Backoff builds the strategy from the run's random source; nil
 	// retries at once.
 	Backoff func(rand.Source) backoff.Strategy
@@ -41,10 +45,16 @@ type OCC struct {
 
 // OCCResult is one OCC run.
 type OCCResult struct {
-	Calls      int
+	// Calls is the number of writes that reached the server, one per
+	// attempt, successful or not.
+	Calls int
+	// Completion is the virtual time at which the last client's write
+	// reply arrived; Limit (or its 1h default) when the run did not end.
 	Completion time.Duration
-	Done       bool
-	Events     uint64
+	// Done is set when every client succeeded before the limit.
+	Done bool
+	// Events is the number of events the run processed.
+	Events uint64
 }
 
 // ErrOCC is returned for an OCC model that cannot run.

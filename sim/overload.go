@@ -44,7 +44,10 @@ const (
 
 // ServerControl is one contender of a server-side comparison.
 type ServerControl struct {
+	// Name names the contender in the rows, the legend and errors.
 	Name string
+	// Kind is how the database protects itself: ControlNone (the zero
+	// value), ControlStatic or ControlAdmission.
 	Kind ServerControlKind
 	// Limit is ControlStatic's bound.
 	Limit int
@@ -61,9 +64,13 @@ type ServerControl struct {
 // OverloadTrigger is what pushes the database into overload during
 // [Start, End).
 type OverloadTrigger struct {
+	// Start and End bound the trigger's window of virtual time; the run's
+	// Metrics take it as the fault (baseline before Start, recovery from
+	// End).
 	Start, End time.Duration
-	// Extra is added to each network leg into the database (the paper's
-	// trigger: queries slower to reach it).
+	// Extra is added to each network leg that sets out in the window, the
+	// request to the database and the reply back alike (the paper's
+	// trigger is queries slower to reach it). 0: none.
 	Extra time.Duration
 	// Surge is the calls per second that extra clients add in the
 	// window, on top of the steady rate (0: none).
@@ -81,17 +88,35 @@ type OverloadTrigger struct {
 // attempt's timeout, has passed, as admission does with the inbound
 // deadline).
 type OverloadModel struct {
-	Clients  int
-	Rate     float64
+	// Clients is the number of client processes, in [1, 10000].
+	Clients int
+	// Rate is each client's calls per second, in (0, 1e5].
+	Rate float64
+	// Duration is how long the clients start calls, in (0, 1h].
 	Duration time.Duration
-	Drain    time.Duration
-	Warmup   time.Duration
+	// Drain is how long the run goes on after Duration, in [0, 1h]; a
+	// call still open then counts as failed.
+	Drain time.Duration
+	// Warmup is the start of the Metrics' baseline window, which ends at
+	// Trigger.Start. 0: the run's start.
+	Warmup time.Duration
+	// Attempts is each call's number of attempts, the first included, in
+	// [1, 100].
 	Attempts int
-	Timeout  time.Duration
-	Workers  int
-	Service  Dist
-	Latency  Dist
-	Trigger  OverloadTrigger
+	// Timeout is how long a client waits for one attempt; must be
+	// positive.
+	Timeout time.Duration
+	// Workers is the number of requests the database serves at once;
+	// must be positive.
+	Workers int
+	// Service is the time one request holds a worker; its mean must be
+	// positive.
+	Service Dist
+	// Latency is the one-way network latency, drawn for each request and
+	// each reply.
+	Latency Dist
+	// Trigger is what pushes the database into overload.
+	Trigger OverloadTrigger
 	// Window is the stretch [Window[0], Window[1]) the overload figures
 	// (OverloadStats) are measured over.
 	Window [2]time.Duration
@@ -187,10 +212,17 @@ func meanOverloadStats(xs []OverloadStats) OverloadStats {
 
 // OverloadResult is one run of an OverloadModel.
 type OverloadResult struct {
+	// Metrics are the run's figures as Metrics defines them, with the
+	// Trigger's window as the fault and the database as the measured
+	// tier.
 	Metrics Metrics
-	Stats   OverloadStats
-	Series  Series
-	Events  uint64
+	// Stats are the overload figures, over the model's Window.
+	Stats OverloadStats
+	// Series is the database's load over the whole run, at ChartStep
+	// resolution.
+	Series Series
+	// Events is the number of events the run processed.
+	Events uint64
 }
 
 // ovReq is one attempt, at the client and at the database.

@@ -18,8 +18,13 @@ import (
 // run's virtual clock and a seeded random source (for the breaker's open
 // jitter). Both are for use inside the run's single goroutine.
 type Env struct {
+	// Clock is the run's virtual clock (time starts at sim.Epoch and
+	// moves only as the run's events do); timers on it fire as events of
+	// the run.
 	Clock clock.Clock
-	Rand  rand.Source
+	// Rand is the run's seeded source, one for every constructor call of
+	// the run, not safe for concurrent use.
+	Rand rand.Source
 }
 
 // Standard policy names, in the order tables list them.

@@ -22,21 +22,32 @@ const ModelVersion = 3
 // policy (encoded by encoding/json deterministically: the same seed gives
 // the same bytes), plus ready-made tables and plots for humans.
 type Report struct {
+	// Scenario is the name of the scenario run (Scenario.Name).
 	Scenario string `json:"scenario"`
 	// ModelVersion is the ModelVersion of the code that produced the
 	// report.
-	ModelVersion int    `json:"model_version"`
-	Title        string `json:"title"`
-	Description  string `json:"description"`
-	Seed         uint64 `json:"seed"`
-	Trials       int    `json:"trials"`
+	ModelVersion int `json:"model_version"`
+	// Title is the report's one-line title: the scenario's Title unless
+	// the run made its own (ModelSpec.TitleFor).
+	Title string `json:"title"`
+	// Description is the scenario's Doc, after a note of what the run
+	// changed in the model when Options did.
+	Description string `json:"description"`
+	// Seed is the seed of the run (Options.Seed; 0 is a seed like any
+	// other).
+	Seed uint64 `json:"seed"`
+	// Trials is the number of trials asked for per case and policy
+	// (Options.Trials, or the scenario's default).
+	Trials int `json:"trials"`
 	// Events is the number of simulated events the report took.
 	Events uint64 `json:"events"`
 	// Partial is set when the run was cancelled: the figures come from
 	// the trials that finished, TrialsDone of them.
-	Partial    bool   `json:"partial,omitempty"`
-	TrialsDone int    `json:"trials_done,omitempty"`
-	Cases      []Case `json:"cases"`
+	Partial    bool `json:"partial,omitempty"`
+	TrialsDone int  `json:"trials_done,omitempty"`
+	// Cases are the scenario's cases, in order, each with a row per
+	// policy.
+	Cases []Case `json:"cases"`
 	// Verdict sums up the numbers in a few sentences, one per case (or
 	// one per sweep), generated from them (see JudgeCase).
 	Verdict []string `json:"verdict,omitempty"`
@@ -51,6 +62,8 @@ type Report struct {
 // failure probability, or the scenario's single setting) with one row per
 // policy.
 type Case struct {
+	// Name names the case in tables and verdicts ("clients=800"; "" for
+	// the case of a model scenario without Cases).
 	Name string `json:"name"`
 	// Fault window of the case in seconds, when it has one.
 	FaultStartS float64 `json:"fault_start_s,omitempty"`
@@ -66,7 +79,9 @@ type Case struct {
 	// TrafficEndS is when the clients stopped starting calls (Duration),
 	// in seconds: the charts mark it.
 	TrafficEndS float64 `json:"traffic_end_s,omitempty"`
-	Rows        []Row   `json:"rows"`
+	// Rows are the case's results, one per policy, in the order the
+	// policies were given.
+	Rows []Row `json:"rows"`
 	// tail makes the case's verdict compare p99.9 (ModelSpec.TailVerdict).
 	tail bool
 	// capX and capY are the measured tier's capacity over time, a step
@@ -78,13 +93,21 @@ type Case struct {
 // mean over the trials) and Series (the first finished trial's, for the
 // charts); the OCC scenario fills OCC.
 type Row struct {
+	// Policy names the contender, as the run was given it: a client
+	// policy, or the server control of the overload scenario.
 	Policy string `json:"policy"`
 	// NotRun is set for a policy of a cancelled run without a finished
 	// trial: it has no Metrics, and tables show "not run".
-	NotRun  bool      `json:"not_run,omitempty"`
-	Metrics *Metrics  `json:"metrics,omitempty"`
-	OCC     *OCCStats `json:"occ,omitempty"`
-	Series  *Series   `json:"series,omitempty"`
+	NotRun bool `json:"not_run,omitempty"`
+	// Metrics are the row's figures, the mean over its finished trials
+	// in a model scenario; nil for a row not run and in the OCC and
+	// hosts scenarios.
+	Metrics *Metrics `json:"metrics,omitempty"`
+	// OCC is the OCC scenario's figures; nil in the others.
+	OCC *OCCStats `json:"occ,omitempty"`
+	// Series is the load over time of the row's first finished trial;
+	// nil where Metrics is.
+	Series *Series `json:"series,omitempty"`
 	// trials are the series of every finished trial (Series is the
 	// first's), for the notes computed from all of them.
 	trials []Series
@@ -92,8 +115,10 @@ type Row struct {
 
 // OCCStats summarises the trials of the OCC model for one policy.
 type OCCStats struct {
+	// Clients is the case's number of clients (OCC.Clients).
 	Clients int `json:"clients"`
-	Trials  int `json:"trials"`
+	// Trials is the number of trials the figures summarise.
+	Trials int `json:"trials"`
 	// MeanCalls is the mean number of server writes until every client
 	// succeeded; CallsPerClient is MeanCalls / Clients.
 	MeanCalls      float64 `json:"mean_calls"`
@@ -113,14 +138,18 @@ type OCCStats struct {
 
 // Plot is a line chart's data; the stormsim command draws it.
 type Plot struct {
-	Title  string
-	XLabel string
-	YLabel string
-	Lines  []Line
+	// Title heads the chart.
+	Title string
+	// XLabel and YLabel name the axes, with their units ("time (s)",
+	// "attempts/s").
+	XLabel, YLabel string
+	// Lines are the series drawn, a line each.
+	Lines []Line
 	// Shade marks [ShadeFrom, ShadeTo) on the x axis (a fault window) when
 	// ShadeTo > ShadeFrom.
 	ShadeFrom, ShadeTo float64
-	// HLine draws a horizontal reference line (a capacity) when > 0.
+	// HLine draws a horizontal reference line (a capacity) when > 0,
+	// labelled HLineLabel.
 	HLine      float64
 	HLineLabel string
 	// HLineX and HLineY, when set (of equal length), make the reference
@@ -138,12 +167,18 @@ type Plot struct {
 
 // Mark is a labelled vertical line of a Plot at X.
 type Mark struct {
-	X     float64
+	// X is where the line stands, in the x axis's unit.
+	X float64
+	// Label is written by the line ("end of traffic", "wave +1.5s").
 	Label string
 }
 
 // Line is one named series of a Plot.
 type Line struct {
+	// Name labels the series in the chart's legend (a policy's name, or
+	// what the series counts: "retries").
 	Name string
+	// X and Y are the series' points, (X[i], Y[i]): of equal length,
+	// in the order they are joined.
 	X, Y []float64
 }

@@ -11,10 +11,17 @@ import (
 // Table is a rendered summary: a title, a header and rows of cells. The
 // first column names the policy; the rest are right-aligned numbers.
 type Table struct {
-	Title  string
+	// Title is the line written above the table ("" writes an empty
+	// line).
+	Title string
+	// Header holds the column headings, the first over the policy names;
+	// its length sets the number of columns.
 	Header []string
-	Rows   [][]string
-	Notes  []string
+	// Rows hold the cells, a row each: cells beyond the header's columns
+	// are dropped, missing ones left blank.
+	Rows [][]string
+	// Notes are lines of text written under the table, one each.
+	Notes []string
 }
 
 // WriteTo writes t as aligned text, a line each: the title, the header, a
@@ -98,8 +105,14 @@ func wrapNote(n string, width int) string {
 // Column is one metric column of a table: its Key (as ModelSpec.Columns
 // names it), its Header, and how a cell shows a row's Metrics.
 type Column struct {
-	Key, Header string
-	Cell        func(m *Metrics) string
+	// Key is the column's name in ModelSpec.Columns and ColumnKeys
+	// ("amp", "success", …).
+	Key string
+	// Header is the column's heading in tables ("peak×", …).
+	Header string
+	// Cell formats a row's Metrics. It is never called with nil: a row
+	// without Metrics, or not run, shows "-" or "not run" instead.
+	Cell func(m *Metrics) string
 }
 
 var columns = []Column{

@@ -19,11 +19,22 @@ import (
 // the policies the trials cannot tell apart from each end. Verdict
 // renders it.
 type CaseVerdict struct {
-	Case                   string
-	Stuck, Recovered       []string
-	Unobserved             []string
-	RecoveryMin, RecoveryS float64 // the fastest and slowest recovery
-	StuckSuccess           [2]float64
+	// Case is the case's name (Case.Name).
+	Case string
+	// Stuck are the policies that recovered in none of their trials,
+	// which could all judge it; Recovered those that recovered in every
+	// trial. Both in row order.
+	Stuck, Recovered []string
+	// Unobserved are the policies that recovered in no trial, some of
+	// which ended too soon after the fault to call them stuck
+	// (Metrics.Unobserved).
+	Unobserved []string
+	// RecoveryMin and RecoveryS are the fastest and slowest RecoveryS, in
+	// seconds, of the Recovered policies (0 when there are none).
+	RecoveryMin, RecoveryS float64
+	// StuckSuccess is the lowest and highest SuccessRate of the Stuck
+	// policies (zeros when there are none).
+	StuckSuccess [2]float64
 	// Partly are the policies that recovered in some of their trials
 	// but not all.
 	Partly []PartialRecovery
@@ -37,32 +48,46 @@ type CaseVerdict struct {
 	// confidence interval overlaps theirs (not told apart from them by
 	// the trials), a policy tied with both ends listed with the highest
 	// only, neither end listed with the other.
-	LowPeak, HighPeak   string
+	LowPeak, HighPeak string
+	// LowPeakX and HighPeakX are their mean peak× (Metrics.Amplification).
 	LowPeakX, HighPeakX float64
 	LowTied, HighTied   []string
 	// EndsTied is set when the lowest and highest peaks' intervals
 	// overlap: the trials tell no two peaks of the case apart.
-	EndsTied   bool
+	EndsTied bool
+	// NoiseFloor is the case's AmpNoiseFloor (0: none measured).
 	NoiseFloor float64
-	Fault      bool
+	// Fault is set when the case has a fault window (FaultEndS after
+	// FaultStartS); without one, String says nothing of recovery.
+	Fault bool
 	// LowSteady and HighSteady are the policies with the lowest and
 	// highest SteadyLoad (the load before any fault against the
 	// reference's), when the case has a reference.
-	LowSteady, HighSteady   string
+	LowSteady, HighSteady string
+	// LowSteadyX and HighSteadyX are their SteadyLoad.
 	LowSteadyX, HighSteadyX float64
 	// Tail is set when the verdict compares p99.9 (ModelSpec.TailVerdict):
-	// LowTail and HighTail are the policies with the lowest and highest.
-	Tail                  bool
-	LowTail, HighTail     string
+	// LowTail and HighTail are the policies with the lowest and highest
+	// (found whether Tail is set or not; String states them only with
+	// it).
+	Tail              bool
+	LowTail, HighTail string
+	// LowTailMS and HighTailMS are their p99.9 in milliseconds
+	// (Metrics.P999ms).
 	LowTailMS, HighTailMS float64
 }
 
 // PartialRecovery is a policy that recovered in Recovered of its Trials
 // trials, in RecoveryS on average over those.
 type PartialRecovery struct {
-	Policy            string
+	// Policy is the policy's name.
+	Policy string
+	// Recovered is how many of its Trials finished trials recovered
+	// (Metrics.Recovered × Trials, rounded, kept in [1, Trials]).
 	Recovered, Trials int
-	RecoveryS         float64
+	// RecoveryS is the mean recovery time, in seconds, of the trials that
+	// recovered (Metrics.RecoveryS).
+	RecoveryS float64
 }
 
 // overlaps reports whether the confidence intervals of two rows' peak×
