@@ -221,14 +221,15 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 		ln.buf, ln.head = nb, 0
 	}
 	s.seq++
+	at := s.due(ln.d)
 	if ln.n == 0 { // a new head
-		s.heads[l] = laneHead{at: s.due(ln.d), seq: s.seq}
+		s.heads[l] = laneHead{at: at, seq: s.seq}
 		switch {
 		case s.inLanes == 0:
 			s.laneMin, s.laneDirty = int(l), false
 		case !s.laneDirty:
 			// Scheduled last, it comes first only if it is due sooner.
-			if m := &s.lanes[s.laneMin]; s.due(ln.d) < m.buf[m.head].at {
+			if m := &s.lanes[s.laneMin]; at < m.buf[m.head].at {
 				s.laneMin = int(l)
 			}
 		}
@@ -237,7 +238,7 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 	if i >= len(ln.buf) {
 		i -= len(ln.buf)
 	}
-	ln.buf[i] = item{at: s.due(ln.d), seq: s.seq, h: h, ref: ref, arg: arg}
+	ln.buf[i] = item{at: at, seq: s.seq, h: h, ref: ref, arg: arg}
 	e := LaneEvent(uint64(l)<<laneEventBits | (ln.taken+uint64(ln.n))&(1<<laneEventBits-1))
 	ln.n++
 	s.inLanes++

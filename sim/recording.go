@@ -44,7 +44,10 @@ type Recording struct {
 	// still open at the end of the run (they count as failed).
 	Calls int64
 	// Latencies are the latencies of the calls that ended, successful or
-	// not, sorted in ascending order.
+	// not: sorted in ascending order, except in a Recording a run's
+	// recorder made while no call was open at the end, where only the
+	// ranks of p50, p99 and p999 are in place (the values below each are
+	// smaller, those above larger, in no order).
 	Latencies []time.Duration
 	// Open are the ages at the end of the run of the calls still open
 	// then (lower bounds of their latencies), sorted in ascending order.
