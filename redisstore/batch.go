@@ -50,7 +50,12 @@ type batched struct {
 // first goes on once they have. With a client that does not pipeline
 // (a Scripter of the caller's), each Breaker syncs in turn. It returns
 // the first error.
-func syncBreakers(ctx context.Context, bs []*Breaker) (err error) {
+//
+// loop, when non-nil, is the keyed group's loop whose refresh this is:
+// only the listener phase of each pipeline runs as its callbacks (see
+// link.enterCallbacks), so that a Close made meanwhile from elsewhere
+// waits for the loop, and one made from a listener does not.
+func syncBreakers(ctx context.Context, bs []*Breaker, loop *link) (err error) {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -65,7 +70,7 @@ func syncBreakers(ctx context.Context, bs []*Breaker) (err error) {
 		n := min(len(bs), MaxBatch)
 		var e error
 		if ok {
-			e = syncChunk(ctx, pl, bs[:n], &first)
+			e = syncChunk(ctx, pl, bs[:n], &first, loop)
 		} else {
 			for _, b := range bs[:n] {
 				if b.l.closed.Load() {
@@ -97,7 +102,7 @@ func syncOne(ctx context.Context, b *Breaker, first *any) (err error) {
 
 // syncChunk is syncBreakers for at most MaxBatch Breakers, in one
 // pipeline.
-func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any) error {
+func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any, loop *link) error {
 	ctx, cancel := context.WithTimeout(ctx, bs[0].s.link.timeout)
 	defer cancel()
 	ps := make([]batched, 0, len(bs))
@@ -131,6 +136,10 @@ func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any) err
 		if p := &ps[i]; p.held {
 			p.finish(ctx, first)
 		}
+	}
+	if loop != nil {
+		loop.enterCallbacks()
+		defer loop.leaveCallbacks()
 	}
 	var err error
 	for i := range ps {
@@ -215,7 +224,10 @@ func (p *batched) finish(ctx context.Context, first *any) {
 // after another. It returns ErrClosed once the group is closed, and
 // otherwise the first error of a member's exchange (that member has
 // fallen back to local state).
-func (k *KeyedBreakers) SyncAll(ctx context.Context) error {
+func (k *KeyedBreakers) SyncAll(ctx context.Context) error { return k.syncAll(ctx, nil) }
+
+// syncAll is SyncAll; loop is the group's loop when it is the caller.
+func (k *KeyedBreakers) syncAll(ctx context.Context, loop *link) error {
 	if k.closed.Load() {
 		return ErrClosed
 	}
@@ -230,7 +242,7 @@ func (k *KeyedBreakers) SyncAll(ctx context.Context) error {
 	add("", k.Default())
 	add("", k.Overflow())
 	k.Each(add)
-	return syncBreakers(ctx, bs)
+	return syncBreakers(ctx, bs, loop)
 }
 
 // budgetBatched is one Budget's exchange in a pipeline.
@@ -251,7 +263,8 @@ type budgetBatched struct {
 // in pipelines of at most MaxBatch, skipping a Budget closed or whose
 // exchange is under way; OnDegraded runs on the caller's goroutine, and
 // the first panic goes on once every Budget has concluded.
-func syncBudgets(ctx context.Context, bs []*Budget) (err error) {
+// loop is as for syncBreakers.
+func syncBudgets(ctx context.Context, bs []*Budget, loop *link) (err error) {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -266,7 +279,7 @@ func syncBudgets(ctx context.Context, bs []*Budget) (err error) {
 		n := min(len(bs), MaxBatch)
 		var e error
 		if ok {
-			e = syncBudgetChunk(ctx, pl, bs[:n], &first)
+			e = syncBudgetChunk(ctx, pl, bs[:n], &first, loop)
 		} else {
 			for _, b := range bs[:n] {
 				if !b.l.closed.Load() {
@@ -295,7 +308,7 @@ func noted(first *any, fn func() error) (err error) {
 	return fn()
 }
 
-func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any) error {
+func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any, loop *link) error {
 	ctx, cancel := context.WithTimeout(ctx, bs[0].s.link.timeout)
 	defer cancel()
 	ps := make([]budgetBatched, 0, len(bs))
@@ -327,6 +340,10 @@ func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any
 	for i := range ps {
 		p := &ps[i]
 		_ = noted(first, func() error { p.finish(ctx); return nil })
+	}
+	if loop != nil {
+		loop.enterCallbacks()
+		defer loop.leaveCallbacks()
 	}
 	var err error
 	for i := range ps {
@@ -372,7 +389,10 @@ func (p *budgetBatched) finish(ctx context.Context) {
 // they have. With a client that cannot pipeline the members sync one
 // after another. It returns ErrClosed once the group is closed, and
 // otherwise the first error of a member's exchange.
-func (k *KeyedBudgets) SyncAll(ctx context.Context) error {
+func (k *KeyedBudgets) SyncAll(ctx context.Context) error { return k.syncAll(ctx, nil) }
+
+// syncAll is SyncAll; loop is the group's loop when it is the caller.
+func (k *KeyedBudgets) syncAll(ctx context.Context, loop *link) error {
 	if k.closed.Load() {
 		return ErrClosed
 	}
@@ -387,5 +407,5 @@ func (k *KeyedBudgets) SyncAll(ctx context.Context) error {
 	add("", k.Default())
 	add("", k.Overflow())
 	k.Each(add)
-	return syncBudgets(ctx, bs)
+	return syncBudgets(ctx, bs, loop)
 }

@@ -194,7 +194,9 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 	}
 	k := &KeyedBreakers{c: closer{logger: s.link.logger, what: "breaker " + s.link.name}}
 	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
-		k.loop = newLink(s.link, "breaker group")
+		lc := s.link
+		lc.onMember = nil // the group's loop reports no member's link
+		k.loop = newLink(lc, "breaker group")
 	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Breaker {
@@ -215,12 +217,11 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 }
 
 // loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
-// with the members' listeners run as callbacks of the loop, so that one
-// of them may Close the group.
+// with the members' listeners (not the Redis pipelines) run as callbacks
+// of the loop, so that one of them may Close the group, while a Close
+// from elsewhere waits for the loop to end.
 func (k *KeyedBreakers) loopSync() {
-	k.loop.enterCallbacks()
-	defer k.loop.leaveCallbacks()
-	_ = k.SyncAll(context.Background())
+	_ = k.syncAll(context.Background(), k.loop)
 }
 
 // keepRefusing keeps a shared breaker that refuses calls: keyed.Breakers's
@@ -284,7 +285,9 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 	}
 	k := &KeyedBudgets{c: closer{logger: s.link.logger, what: "budget " + s.link.name}}
 	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
-		k.loop = newLink(s.link, "budget group")
+		lc := s.link
+		lc.onMember = nil // the group's loop reports no member's link
+		k.loop = newLink(lc, "budget group")
 	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Budget {
@@ -305,12 +308,11 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 }
 
 // loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
-// with OnDegraded run as a callback of the loop, so that it may Close the
-// group.
+// with OnDegraded (not the Redis pipelines) run as a callback of the
+// loop, so that it may Close the group, while a Close from elsewhere
+// waits for the loop to end.
 func (k *KeyedBudgets) loopSync() {
-	k.loop.enterCallbacks()
-	defer k.loop.leaveCallbacks()
-	_ = k.SyncAll(context.Background())
+	_ = k.syncAll(context.Background(), k.loop)
 }
 
 // Record is the default member's Record.
