@@ -79,13 +79,14 @@ type Breaker struct {
 // snapshot is the process's cached copy of the shared state. It is
 // replaced, never changed.
 type snapshot struct {
-	shared bool // false: the local breaker decides (not joined yet, or degraded)
-	state  breaker.State
-	gen    uint64
-	until  time.Time   // Open: end of the open period
-	end    *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
-	full   bool        // HalfOpen: every fleet-wide probe permit is taken
-	done   func(error) // shared Closed without slow-call timing: the done of every call
+	shared  bool // false: the local breaker decides (not joined yet, or degraded)
+	state   breaker.State
+	gen     uint64
+	until   time.Time   // Open: end of the open period
+	untilMs int64       // until on Redis's time line (ms), as the script returned it
+	end     *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
+	full    bool        // HalfOpen: every fleet-wide probe permit is taken
+	done    func(error) // shared Closed without slow-call timing: the done of every call
 }
 
 // openEnd marks the end of one cached open period, for the snapshots that

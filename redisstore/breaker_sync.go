@@ -16,11 +16,12 @@ var errReply = errors.New("redisstore: unexpected script reply")
 
 // sharedState is the shared state as a script returns it.
 type sharedState struct {
-	st    breaker.State
-	gen   uint64
-	until time.Time
-	inuse int64  // probe permits held (half-open)
-	prev  uint64 // sync only, non-zero: an earlier generation whose outcomes count toward this state (see syncScript)
+	st      breaker.State
+	gen     uint64
+	until   time.Time
+	untilMs int64  // until on Redis's time line, as the script returned it: what tells two open periods apart
+	inuse   int64  // probe permits held (half-open)
+	prev    uint64 // sync only, non-zero: an earlier generation whose outcomes count toward this state (see syncScript)
 }
 
 // decodeState reads st, gen, until, probes-in-use from v, whose element
@@ -30,10 +31,11 @@ func (b *Breaker) decodeState(v []int64, nowAt int) (sharedState, error) {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	return sharedState{
-		st:    breaker.State(v[0]),
-		gen:   uint64(v[1]),
-		until: b.tc.local(v[nowAt], v[2]),
-		inuse: v[3],
+		st:      breaker.State(v[0]),
+		gen:     uint64(v[1]),
+		until:   b.tc.local(v[nowAt], v[2]),
+		untilMs: v[2],
+		inuse:   v[3],
 	}, nil
 }
 
@@ -342,12 +344,19 @@ func (b *Breaker) apply(st sharedState) {
 		// failures of an earlier generation are.
 		b.localTrip.CompareAndSwap(t, 0)
 	}
-	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
+	// The same open period is the same end on Redis's time line: on the
+	// real clock until (now plus the time left) moves a little at every
+	// exchange, and is kept as it was first cached.
+	same := cur.end != nil && cur.untilMs == st.untilMs
+	if same {
+		st.until = cur.until
+	}
+	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.untilMs == st.untilMs && cur.full == full {
 		return
 	}
-	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, full: full}
+	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, untilMs: st.untilMs, full: full}
 	switch {
-	case st.st == breaker.Open && cur.end != nil && cur.until.Equal(st.until):
+	case st.st == breaker.Open && same:
 		n.end = cur.end // the same open period: its timer goes on
 	case st.st == breaker.Open:
 		n.end = b.newEnd(st.until)
