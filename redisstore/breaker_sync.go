@@ -375,26 +375,27 @@ func (b *Breaker) apply(st sharedState) {
 }
 
 // newEnd returns the mark of an open period that ends at until: due at
-// once on a Clock other than the real one, else once its timer, which the
-// next conclude starts, fires. The caller holds stMu.
+// once on a Clock other than the real one, or once Close has begun, else
+// unarmed until the next conclude starts its timer (armEnd). The caller
+// holds stMu.
 func (b *Breaker) newEnd(until time.Time) *openEnd {
 	e := &openEnd{until: until}
-	if !b.gate {
-		e.due.Store(true)
+	if !b.gate || b.l.closed.Load() {
+		e.state.Store(endDue)
 		return e
 	}
 	if b.pendingEnd != nil {
-		b.pendingEnd.due.Store(true) // replaced before its timer started
+		b.pendingEnd.state.Store(endDue) // replaced before its timer started
 	}
 	b.pendingEnd = e
 	return e
 }
 
-// retireEnd marks e, the open period of a snapshot just replaced, as due
-// (a call that loaded that snapshot reads the clock) and stops its timer.
-// The caller holds stMu.
+// retireEnd marks e, the open period of a snapshot just replaced (or of a
+// Breaker being closed), as due (a call that loaded that snapshot reads
+// the clock) and stops its timer. The caller holds stMu.
 func (b *Breaker) retireEnd(e *openEnd) {
-	e.due.Store(true)
+	e.state.Store(endDue)
 	if b.pendingEnd == e {
 		b.pendingEnd = nil
 	}
@@ -405,10 +406,11 @@ func (b *Breaker) retireEnd(e *openEnd) {
 }
 
 // armEnd starts the timer of the open period apply last cached, if it has
-// not been started: it sets due at the period's end. It runs outside
-// every lock, after the right to call Redis is released, since the Clock
-// may panic: the period is then judged by reading the clock, as on a
-// fake clock, and the panic goes on.
+// not been started, and marks the period armed: the timer marks it due at
+// its end. It runs outside every lock, after the right to call Redis is
+// released, since the Clock may panic: the period is then judged by
+// reading the clock, as on a fake clock, and the panic goes on. Once Close
+// has begun it starts no timer.
 func (b *Breaker) armEnd() {
 	b.stMu.Lock()
 	e := b.pendingEnd
@@ -420,24 +422,27 @@ func (b *Breaker) armEnd() {
 	armed := false
 	defer func() {
 		if !armed {
-			e.due.Store(true)
+			e.state.Store(endDue)
 		}
 	}()
-	d := e.until.Sub(b.clk.Now())
-	if d <= 0 { // over already (a refresh moved the end back)
-		e.due.Store(true)
+	if b.l.closed.Load() {
 		return
 	}
-	t := b.clk.AfterFunc(d, func() { e.due.Store(true) })
+	d := e.until.Sub(b.clk.Now())
+	if d <= 0 { // over already (a refresh moved the end back)
+		return
+	}
+	t := b.clk.AfterFunc(d, func() { e.state.Store(endDue) })
 	armed = true
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
-	if e.due.Load() || b.snap.Load().end != e {
-		t.Stop() // fired already, or replaced meanwhile
-		e.due.Store(true)
+	if e.state.Load() != endUnarmed || b.snap.Load().end != e || b.l.closed.Load() {
+		t.Stop() // fired already, replaced meanwhile, or closed
+		e.state.Store(endDue)
 		return
 	}
 	e.t = t
+	e.state.CompareAndSwap(endUnarmed, endArmed) // the timer may have fired meanwhile
 }
 
 // fallBack switches the cached state to local after a failed Redis call.

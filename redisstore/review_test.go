@@ -164,3 +164,75 @@ func TestSyncAllNoScriptReloadsOnce(t *testing.T) {
 		}
 	}
 }
+
+// countingFake is a readCounter that counts AfterFunc calls.
+type countingFake struct {
+	*readCounter
+	afterFuncs atomic.Int64
+}
+
+func (c *countingFake) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.afterFuncs.Add(1)
+	return c.readCounter.AfterFunc(d, f)
+}
+
+// cacheOpenPeriod caches on the gated Breaker b a shared open period that
+// ends after d, as apply does, its timer not started yet (armEnd comes
+// after the exchange, or after other members' listeners).
+func cacheOpenPeriod(b *Breaker, d time.Duration) *openEnd {
+	b.stMu.Lock()
+	defer b.stMu.Unlock()
+	until := b.clk.Now().Add(d)
+	e := b.newEnd(until)
+	b.snap.Store(&snapshot{shared: true, state: breaker.Open, gen: b.snap.Load().gen, until: until, end: e})
+	return e
+}
+
+// TestUnarmedOpenPeriodEndsOnTime: an open period cached but whose timer
+// is not started yet is judged by reading the clock: it does not go on
+// refusing past its end.
+func TestUnarmedOpenPeriodEndsOnTime(t *testing.T) {
+	rc := newReadCounter()
+	b := newGatedBreaker(t, gatedConfig(t, "unarmed", rc, breaker.Config{ConsecutiveFailures: 1, OpenJitter: -1}), true)
+	cacheOpenPeriod(b, time.Second)
+	if st := b.State(); st != breaker.Open {
+		t.Fatalf("State = %v in the open period, want open", st)
+	}
+	rc.Advance(time.Second)
+	if st := b.State(); st != breaker.HalfOpen {
+		t.Fatalf("State = %v once the unarmed open period ended, want half-open", st)
+	}
+	if err := b.Ready(); err == breaker.ErrOpen {
+		t.Fatal("Ready refuses as open once the unarmed open period ended")
+	}
+}
+
+// TestNoOpenPeriodTimerAfterClose: a Breaker closed while an open period
+// waits for its timer starts no timer afterwards, whether the pending
+// period is armed late (an exchange's tell) or a new one is cached (a
+// claim's reply), and holds none.
+func TestNoOpenPeriodTimerAfterClose(t *testing.T) {
+	rc := newReadCounter()
+	cf := &countingFake{readCounter: rc}
+	c := gatedConfig(t, "closed-timer", rc, breaker.Config{ConsecutiveFailures: 1, OpenJitter: -1})
+	c.Clock = cf
+	b := newGatedBreaker(t, c, true)
+	e := cacheOpenPeriod(b, time.Minute)
+	b.Close()
+	b.armEnd()
+	e2 := cacheOpenPeriod(b, time.Minute)
+	b.armEnd()
+	if n := cf.afterFuncs.Load(); n != 0 || e.t != nil || e2.t != nil {
+		t.Fatalf("%d timers started after Close, want 0", n)
+	}
+	if b.pendingEnd != nil {
+		t.Fatal("a closed Breaker holds a pending open period")
+	}
+	if st := b.State(); st != breaker.Open {
+		t.Fatalf("State = %v, want open (judged by the clock)", st)
+	}
+	rc.Advance(time.Minute)
+	if st := b.State(); st != breaker.HalfOpen {
+		t.Fatalf("State = %v after the period, want half-open", st)
+	}
+}
