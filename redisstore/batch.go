@@ -128,6 +128,22 @@ func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any, loo
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's error is its own
+		// Redis lost its script cache (SCRIPT FLUSH, a restart): load the
+		// script once (to every node on a Cluster) and send the exchanges
+		// that met NOSCRIPT again, in one pipeline.
+		var again []*batched
+		for i := range ps {
+			if p := &ps[i]; p.cmd != nil && noScript(p.cmd.Err()) {
+				again = append(again, p)
+			}
+		}
+		if len(again) > 0 && syncScript.Load(ctx, bs[0].s.link.client).Err() == nil {
+			pipe := pl.Pipeline()
+			for _, p := range again {
+				p.cmd = syncScript.EvalSha(ctx, pipe, p.keys, p.args...)
+			}
+			_, _ = pipe.Exec(ctx)
+		}
 	}
 	// Every member's state is cached and its right released before any
 	// listener runs: one that closes the group must not wait on a right
@@ -176,9 +192,9 @@ func (p *batched) prepare(ctx context.Context, first *any) {
 
 // finish decodes p's reply, completes the exchange and caches its state
 // (see Breaker.sync), releasing the right to call Redis; p.err is then
-// its error, for toldSync. An exchange the pipeline could not run for want
-// of the script in Redis's cache is made again on its own, which loads
-// it. A panic is noted in first, once the right is released.
+// its error, for toldSync (an exchange that met NOSCRIPT even once the
+// chunk loaded the script again has failed). A panic is noted in first,
+// once the right is released.
 func (p *batched) finish(ctx context.Context, first *any) {
 	b := p.b
 	defer func() {
@@ -197,9 +213,6 @@ func (p *batched) finish(ctx context.Context, first *any) {
 	if err == nil {
 		var v []int64
 		v, err = p.cmd.Int64Slice()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = syncScript.Run(ctx, b.s.link.client, p.keys, p.args...).Int64Slice()
-		}
 		if err == nil {
 			st, err = b.syncReply(p.f, v)
 		}
@@ -297,6 +310,10 @@ func syncBudgets(ctx context.Context, bs []*Budget, loop *link) (err error) {
 	return err
 }
 
+// noScript reports whether err is Redis's NOSCRIPT: the script is not in
+// its cache.
+func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+
 // noted runs fn, with a panic noted in first (the first one) instead of
 // going on.
 func noted(first *any, fn func() error) (err error) {
@@ -334,6 +351,21 @@ func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's error is its own
+		// Redis lost its script cache: load the script once and send the
+		// exchanges that met NOSCRIPT again, in one pipeline.
+		var again []*budgetBatched
+		for i := range ps {
+			if p := &ps[i]; noScript(p.cmd.Err()) {
+				again = append(again, p)
+			}
+		}
+		if len(again) > 0 && budgetScript.Load(ctx, bs[0].s.link.client).Err() == nil {
+			pipe := pl.Pipeline()
+			for _, p := range again {
+				p.cmd = budgetScript.EvalSha(ctx, pipe, p.keys, p.args...)
+			}
+			_, _ = pipe.Exec(ctx)
+		}
 	}
 	// Every member's lock is released before OnDegraded runs: one that
 	// closes the group must not wait on a lock this chunk still holds.
@@ -367,9 +399,6 @@ func (p *budgetBatched) finish(ctx context.Context) {
 		}
 	}()
 	v, err := p.cmd.Int64Slice()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = budgetScript.Run(ctx, b.s.link.client, p.keys, p.args...).Int64Slice()
-	}
 	if err == nil {
 		err = b.budgetReply(p.x, p.full, v)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/keyed"
@@ -234,5 +235,50 @@ func TestNoOpenPeriodTimerAfterClose(t *testing.T) {
 	rc.Advance(time.Minute)
 	if st := b.State(); st != breaker.HalfOpen {
 		t.Fatalf("State = %v after the period, want half-open", st)
+	}
+}
+
+// TestKeyedBudgetsSyncAllNoScriptReloadsOnce is
+// TestSyncAllNoScriptReloadsOnce for KeyedBudgets.
+func TestKeyedBudgetsSyncAllNoScriptReloadsOnce(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	var tr trips
+	c := newClient(t, srv.addr)
+	c.AddHook(&tr)
+	k, err := NewKeyedBudgets(keyed.Config{MaxKeys: 300}, BudgetConfig{
+		Client: c, Name: "hosts", Namespace: namespace(t), Clock: fc,
+		Ratio:           budget.RatioConfig{MaxTokens: 10, Refill: 1, RetryCost: 1},
+		RefreshInterval: time.Hour, Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	const n = 200
+	for i := range n {
+		k.Get(hostKey(i))
+	}
+	fc.BlockUntil(n + 2)
+	if err := k.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, srv.addr).ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		k.Get(hostKey(i)).Record(false, nil) // something to flush
+	}
+	tr.reset()
+	if err := k.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s, p, m := tr.single.Load(), tr.pipelines.Load(), tr.piped.Load(); s != 0 || p != 2 || m != 2*(n+2) {
+		t.Fatalf("SyncAll after SCRIPT FLUSH sent %d script calls alone and %d pipelines of %d calls, want 0 and 2 of %d", s, p, m, 2*(n+2))
+	}
+	for i := range n {
+		if k.Get(hostKey(i)).Stats().Link.Degraded {
+			t.Fatalf("%s fell back", hostKey(i))
+		}
 	}
 }

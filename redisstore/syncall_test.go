@@ -128,8 +128,8 @@ func TestSyncAllIsOnePipeline(t *testing.T) {
 }
 
 // TestSyncAllReloadsFlushedScripts: after Redis lost its script cache
-// (SCRIPT FLUSH, a restart), the pipelined exchanges that met NOSCRIPT are
-// made again on their own, which loads the script.
+// (SCRIPT FLUSH, a restart), the script is loaded again and the pipelined
+// exchanges that met NOSCRIPT are sent again in a second pipeline.
 func TestSyncAllReloadsFlushedScripts(t *testing.T) {
 	srv := sharedRedis(t)
 	fc := clocktest.NewFake()
