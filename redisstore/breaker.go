@@ -515,8 +515,9 @@ func (b *Breaker) Stats() LinkStats {
 // exchange), or one calling Allow, a done function, Sync or Close. A panic
 // in a listener does not stop the others from hearing the change; it then
 // goes on to that caller, or, on the background goroutine, which has no
-// caller, is recovered and logged at Error level (BreakerConfig.Logger;
-// nil: silent), and the exchanges go on.
+// caller, is recovered, counted in LinkStats.Panics, logged at Error
+// level (BreakerConfig.Logger; nil: silent) unless it repeats the last
+// panic logged there, and the exchanges go on.
 func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()) {
 	if b == nil || fn == nil {
 		return func() {}

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,5 +282,28 @@ func TestKeyedBudgetsSyncAllNoScriptReloadsOnce(t *testing.T) {
 		if k.Get(hostKey(i)).Stats().Link.Degraded {
 			t.Fatalf("%s fell back", hostKey(i))
 		}
+	}
+}
+
+// TestLoopPanicsLoggedOnceThenCounted: a panic recovered on a link's
+// background goroutine again and again (a Clock that panics at every
+// exchange) is logged with its stack once and counted in
+// LinkStats.Panics, not logged once per exchange; another panic is
+// logged.
+func TestLoopPanicsLoggedOnceThenCounted(t *testing.T) {
+	var logs lockedBuffer
+	l := newLink(linkConfig{name: "p", logger: slog.New(slog.NewTextHandler(&logs, nil))}, "breaker")
+	for range 3 {
+		l.exchange(func() { panic("clock broke") })
+	}
+	if n := strings.Count(logs.String(), "clock broke"); n != 1 {
+		t.Fatalf("3 panics logged %d times, want 1:\n%s", n, logs.String())
+	}
+	if got := l.stats().Panics; got != 3 {
+		t.Fatalf("Stats.Panics = %d, want 3", got)
+	}
+	l.exchange(func() { panic("listener broke") })
+	if n := strings.Count(logs.String(), "listener broke"); n != 1 {
+		t.Fatalf("another panic logged %d times, want 1", n)
 	}
 }
