@@ -195,7 +195,7 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 	k := &KeyedBreakers{c: closer{logger: s.link.logger, what: "breaker " + s.link.name}}
 	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
 		lc := s.link
-		lc.onMember = nil // the group's loop reports no member's link
+		lc.onMember, lc.onDegraded = nil, nil // the group's loop announces no transition: its members do
 		k.loop = newLink(lc, "breaker group")
 	}
 	builtDefault := false
@@ -286,7 +286,7 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 	k := &KeyedBudgets{c: closer{logger: s.link.logger, what: "budget " + s.link.name}}
 	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
 		lc := s.link
-		lc.onMember = nil // the group's loop reports no member's link
+		lc.onMember, lc.onDegraded = nil, nil // the group's loop announces no transition: its members do
 		k.loop = newLink(lc, "budget group")
 	}
 	builtDefault := false
