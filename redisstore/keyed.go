@@ -241,7 +241,11 @@ func (k *KeyedBreakers) BreakerFor(ctx context.Context) retry.Breaker {
 
 // Close closes every member (see Breaker.Close) and waits until they are
 // closed. The group then hands every call its closed default member (see
-// keyed.Group.Close). Close is safe to call more than once.
+// keyed.Group.Close). With BatchRefresh the group's goroutine ends first:
+// Close waits for a refresh under way (its Redis pipelines included),
+// except while that goroutine runs the members' listeners, when Close
+// does not wait for them (it may be called from one of them), as for
+// Breaker.Close. Close is safe to call more than once.
 func (k *KeyedBreakers) Close() {
 	k.closed.Store(true)
 	if k.loop != nil {
@@ -327,7 +331,9 @@ func (k *KeyedBudgets) BudgetFor(ctx context.Context) retry.Budget {
 }
 
 // Close closes every member (giving their leases back, see Budget.Close)
-// and waits until they are closed. Close is safe to call more than once.
+// and waits until they are closed. With BatchRefresh the group's goroutine
+// ends first, as for KeyedBreakers.Close. Close is safe to call more than
+// once.
 func (k *KeyedBudgets) Close() {
 	k.closed.Store(true)
 	if k.loop != nil {
