@@ -307,3 +307,49 @@ func TestLoopPanicsLoggedOnceThenCounted(t *testing.T) {
 		t.Fatalf("another panic logged %d times, want 1", n)
 	}
 }
+
+// TestBudgetGroupCloseWaitsForLoopPipeline is
+// TestGroupCloseWaitsForLoopPipeline for KeyedBudgets.
+func TestBudgetGroupCloseWaitsForLoopPipeline(t *testing.T) {
+	srv := sharedRedis(t)
+	fc := clocktest.NewFake()
+	h := &holdPipeline{entered: make(chan struct{}), released: make(chan struct{})}
+	c := newClient(t, srv.addr)
+	c.AddHook(h)
+	k, err := NewKeyedBudgets(keyed.Config{}, BudgetConfig{
+		Client: c, Name: "hosts", Namespace: namespace(t), Clock: fc,
+		Ratio:           budget.RatioConfig{MaxTokens: 10, Refill: 1, RetryCost: 1},
+		RefreshInterval: testInterval, Timeout: 5 * time.Second, BatchRefresh: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	m := k.Get(hostKey(0))
+	fc.BlockUntil(1)
+	fc.Advance(testInterval / 10)
+	waitFor(t, "the member's first exchange", func() bool { return m.Stats().Link.Syncs > 0 })
+	fc.BlockUntil(1)
+	h.armed.Store(true)
+	fc.Advance(testInterval)
+	<-h.entered
+	closed := make(chan struct{})
+	go func() { k.Close(); close(closed) }()
+	waitFor(t, "Close to begin", func() bool { return k.loop.closed.Load() })
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if m.l.closed.Load() {
+			close(h.released)
+			<-closed
+			t.Fatal("Close closed a member while the group's loop was still in its refresh")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(h.released)
+	<-closed
+	select {
+	case <-k.loop.stopped:
+	default:
+		t.Fatal("Close returned while the group's loop was still running")
+	}
+}
