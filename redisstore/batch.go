@@ -50,7 +50,12 @@ type batched struct {
 // first goes on once they have. With a client that does not pipeline
 // (a Scripter of the caller's), each Breaker syncs in turn. It returns
 // the first error.
-func syncBreakers(ctx context.Context, bs []*Breaker) (err error) {
+//
+// loop, when non-nil, is the keyed group's loop whose refresh this is:
+// only the listener phase of each pipeline runs as its callbacks (see
+// link.enterCallbacks), so that a Close made meanwhile from elsewhere
+// waits for the loop, and one made from a listener does not.
+func syncBreakers(ctx context.Context, bs []*Breaker, loop *link) (err error) {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -65,7 +70,7 @@ func syncBreakers(ctx context.Context, bs []*Breaker) (err error) {
 		n := min(len(bs), MaxBatch)
 		var e error
 		if ok {
-			e = syncChunk(ctx, pl, bs[:n], &first)
+			e = syncChunk(ctx, pl, bs[:n], &first, loop)
 		} else {
 			for _, b := range bs[:n] {
 				if b.l.closed.Load() {
@@ -97,7 +102,7 @@ func syncOne(ctx context.Context, b *Breaker, first *any) (err error) {
 
 // syncChunk is syncBreakers for at most MaxBatch Breakers, in one
 // pipeline.
-func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any) error {
+func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any, loop *link) error {
 	ctx, cancel := context.WithTimeout(ctx, bs[0].s.link.timeout)
 	defer cancel()
 	ps := make([]batched, 0, len(bs))
@@ -123,6 +128,22 @@ func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any) err
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's error is its own
+		// Redis lost its script cache (SCRIPT FLUSH, a restart): load the
+		// script once (to every node on a Cluster) and send the exchanges
+		// that met NOSCRIPT again, in one pipeline.
+		var again []*batched
+		for i := range ps {
+			if p := &ps[i]; p.cmd != nil && noScript(p.cmd.Err()) {
+				again = append(again, p)
+			}
+		}
+		if len(again) > 0 && syncScript.Load(ctx, bs[0].s.link.client).Err() == nil {
+			pipe := pl.Pipeline()
+			for _, p := range again {
+				p.cmd = syncScript.EvalSha(ctx, pipe, p.keys, p.args...)
+			}
+			_, _ = pipe.Exec(ctx)
+		}
 	}
 	// Every member's state is cached and its right released before any
 	// listener runs: one that closes the group must not wait on a right
@@ -131,6 +152,10 @@ func syncChunk(ctx context.Context, pl pipeliner, bs []*Breaker, first *any) err
 		if p := &ps[i]; p.held {
 			p.finish(ctx, first)
 		}
+	}
+	if loop != nil {
+		loop.enterCallbacks()
+		defer loop.leaveCallbacks()
 	}
 	var err error
 	for i := range ps {
@@ -167,9 +192,9 @@ func (p *batched) prepare(ctx context.Context, first *any) {
 
 // finish decodes p's reply, completes the exchange and caches its state
 // (see Breaker.sync), releasing the right to call Redis; p.err is then
-// its error, for toldSync. An exchange the pipeline could not run for want
-// of the script in Redis's cache is made again on its own, which loads
-// it. A panic is noted in first, once the right is released.
+// its error, for toldSync (an exchange that met NOSCRIPT even once the
+// chunk loaded the script again has failed). A panic is noted in first,
+// once the right is released.
 func (p *batched) finish(ctx context.Context, first *any) {
 	b := p.b
 	defer func() {
@@ -188,9 +213,6 @@ func (p *batched) finish(ctx context.Context, first *any) {
 	if err == nil {
 		var v []int64
 		v, err = p.cmd.Int64Slice()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = syncScript.Run(ctx, b.s.link.client, p.keys, p.args...).Int64Slice()
-		}
 		if err == nil {
 			st, err = b.syncReply(p.f, v)
 		}
@@ -215,7 +237,10 @@ func (p *batched) finish(ctx context.Context, first *any) {
 // after another. It returns ErrClosed once the group is closed, and
 // otherwise the first error of a member's exchange (that member has
 // fallen back to local state).
-func (k *KeyedBreakers) SyncAll(ctx context.Context) error {
+func (k *KeyedBreakers) SyncAll(ctx context.Context) error { return k.syncAll(ctx, nil) }
+
+// syncAll is SyncAll; loop is the group's loop when it is the caller.
+func (k *KeyedBreakers) syncAll(ctx context.Context, loop *link) error {
 	if k.closed.Load() {
 		return ErrClosed
 	}
@@ -230,7 +255,7 @@ func (k *KeyedBreakers) SyncAll(ctx context.Context) error {
 	add("", k.Default())
 	add("", k.Overflow())
 	k.Each(add)
-	return syncBreakers(ctx, bs)
+	return syncBreakers(ctx, bs, loop)
 }
 
 // budgetBatched is one Budget's exchange in a pipeline.
@@ -251,7 +276,8 @@ type budgetBatched struct {
 // in pipelines of at most MaxBatch, skipping a Budget closed or whose
 // exchange is under way; OnDegraded runs on the caller's goroutine, and
 // the first panic goes on once every Budget has concluded.
-func syncBudgets(ctx context.Context, bs []*Budget) (err error) {
+// loop is as for syncBreakers.
+func syncBudgets(ctx context.Context, bs []*Budget, loop *link) (err error) {
 	if len(bs) == 0 {
 		return nil
 	}
@@ -266,7 +292,7 @@ func syncBudgets(ctx context.Context, bs []*Budget) (err error) {
 		n := min(len(bs), MaxBatch)
 		var e error
 		if ok {
-			e = syncBudgetChunk(ctx, pl, bs[:n], &first)
+			e = syncBudgetChunk(ctx, pl, bs[:n], &first, loop)
 		} else {
 			for _, b := range bs[:n] {
 				if !b.l.closed.Load() {
@@ -284,6 +310,10 @@ func syncBudgets(ctx context.Context, bs []*Budget) (err error) {
 	return err
 }
 
+// noScript reports whether err is Redis's NOSCRIPT: the script is not in
+// its cache.
+func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+
 // noted runs fn, with a panic noted in first (the first one) instead of
 // going on.
 func noted(first *any, fn func() error) (err error) {
@@ -295,7 +325,7 @@ func noted(first *any, fn func() error) (err error) {
 	return fn()
 }
 
-func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any) error {
+func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any, loop *link) error {
 	ctx, cancel := context.WithTimeout(ctx, bs[0].s.link.timeout)
 	defer cancel()
 	ps := make([]budgetBatched, 0, len(bs))
@@ -321,12 +351,31 @@ func syncBudgetChunk(ctx context.Context, pl pipeliner, bs []*Budget, first *any
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's error is its own
+		// Redis lost its script cache: load the script once and send the
+		// exchanges that met NOSCRIPT again, in one pipeline.
+		var again []*budgetBatched
+		for i := range ps {
+			if p := &ps[i]; noScript(p.cmd.Err()) {
+				again = append(again, p)
+			}
+		}
+		if len(again) > 0 && budgetScript.Load(ctx, bs[0].s.link.client).Err() == nil {
+			pipe := pl.Pipeline()
+			for _, p := range again {
+				p.cmd = budgetScript.EvalSha(ctx, pipe, p.keys, p.args...)
+			}
+			_, _ = pipe.Exec(ctx)
+		}
 	}
 	// Every member's lock is released before OnDegraded runs: one that
 	// closes the group must not wait on a lock this chunk still holds.
 	for i := range ps {
 		p := &ps[i]
 		_ = noted(first, func() error { p.finish(ctx); return nil })
+	}
+	if loop != nil {
+		loop.enterCallbacks()
+		defer loop.leaveCallbacks()
 	}
 	var err error
 	for i := range ps {
@@ -350,9 +399,6 @@ func (p *budgetBatched) finish(ctx context.Context) {
 		}
 	}()
 	v, err := p.cmd.Int64Slice()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = budgetScript.Run(ctx, b.s.link.client, p.keys, p.args...).Int64Slice()
-	}
 	if err == nil {
 		err = b.budgetReply(p.x, p.full, v)
 	}
@@ -372,7 +418,10 @@ func (p *budgetBatched) finish(ctx context.Context) {
 // they have. With a client that cannot pipeline the members sync one
 // after another. It returns ErrClosed once the group is closed, and
 // otherwise the first error of a member's exchange.
-func (k *KeyedBudgets) SyncAll(ctx context.Context) error {
+func (k *KeyedBudgets) SyncAll(ctx context.Context) error { return k.syncAll(ctx, nil) }
+
+// syncAll is SyncAll; loop is the group's loop when it is the caller.
+func (k *KeyedBudgets) syncAll(ctx context.Context, loop *link) error {
 	if k.closed.Load() {
 		return ErrClosed
 	}
@@ -387,5 +436,5 @@ func (k *KeyedBudgets) SyncAll(ctx context.Context) error {
 	add("", k.Default())
 	add("", k.Overflow())
 	k.Each(add)
-	return syncBudgets(ctx, bs)
+	return syncBudgets(ctx, bs, loop)
 }

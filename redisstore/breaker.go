@@ -26,7 +26,9 @@ import (
 // Open) without a lock or an allocation and, on the real clock, without
 // reading the clock: a timer marks the end of the cached open period,
 // whether this process tripped the breaker or learnt of it from Redis,
-// and a refresh that moves the end starts a new one. On any other Clock
+// and a refresh that moves the end starts a new one (until the exchange
+// that cached the period has set its timer, and once the Breaker is
+// closed, each refusal reads the clock). On any other Clock
 // each refusal reads it, so that a fake clock sees the same instants.
 // The half-open state's probe permits are fleet-wide: Allow takes one
 // from Redis (bounded by Timeout), and the probe's done reports its
@@ -79,33 +81,44 @@ type Breaker struct {
 // snapshot is the process's cached copy of the shared state. It is
 // replaced, never changed.
 type snapshot struct {
-	shared bool // false: the local breaker decides (not joined yet, or degraded)
-	state  breaker.State
-	gen    uint64
-	until  time.Time   // Open: end of the open period
-	end    *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
-	full   bool        // HalfOpen: every fleet-wide probe permit is taken
-	done   func(error) // shared Closed without slow-call timing: the done of every call
+	shared  bool // false: the local breaker decides (not joined yet, or degraded)
+	state   breaker.State
+	gen     uint64
+	until   time.Time   // Open: end of the open period
+	untilMs int64       // until on Redis's time line (ms), as the script returned it
+	end     *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
+	full    bool        // HalfOpen: every fleet-wide probe permit is taken
+	done    func(error) // shared Closed without slow-call timing: the done of every call
 }
 
 // openEnd marks the end of one cached open period, for the snapshots that
-// hold it (a degraded copy of a shared snapshot shares its period). Until
-// due is set, Allow, Ready, Peek and State refuse without reading the
-// clock; once it is set they read the clock to see whether the period has
-// ended. On the real clock due is set by a timer at the period's end
-// (see Breaker.armEnd), or when a snapshot with another period replaces
-// the one holding it; on any other clock from the start, so that every
-// refusal reads the clock and a fake clock sees the same instants.
+// hold it (a degraded copy of a shared snapshot shares its period). Its
+// state is endArmed while a timer is set to mark the end: Allow, Ready,
+// Peek and State then refuse without reading the clock. In any other state
+// they read the clock to see whether the period has ended: endUnarmed
+// before the timer is set (just after the exchange that cached the
+// period; on the real clock), endDue once it fired at the period's end,
+// or once a snapshot with another period replaced the one holding it, the
+// Breaker was closed, or the Clock panicked; on any other clock endDue
+// from the start, so that every refusal reads the clock and a fake clock
+// sees the same instants.
 type openEnd struct {
-	due   atomic.Bool
+	state atomic.Uint32 // endUnarmed, endArmed or endDue
 	until time.Time
 	t     clock.Timer // the timer once started; guarded by Breaker.stMu
 }
 
+// The states of an openEnd.
+const (
+	endUnarmed uint32 = iota // no timer yet: refusals read the clock
+	endArmed                 // the timer is set: refusals read no clock
+	endDue                   // the timer fired, or none will: refusals read the clock
+)
+
 // openUntil reports whether the open period of the snapshot s (state
-// Open) has not ended yet, reading the clock only once its end is due.
+// Open) has not ended yet, reading the clock unless its timer is armed.
 func (b *Breaker) openUntil(s *snapshot) bool {
-	if s.end != nil && !s.end.due.Load() {
+	if s.end != nil && s.end.state.Load() == endArmed {
 		return true
 	}
 	return b.clk.Now().Before(s.until)
@@ -220,7 +233,7 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	if s.done != nil { // shared, closed, untimed
 		return s.done, nil
 	}
-	if e := s.end; e != nil && !e.due.Load() { // open, on the real clock: no clock read
+	if e := s.end; e != nil && e.state.Load() == endArmed { // open, on the real clock: no clock read
 		return nil, breaker.ErrOpen
 	}
 	return b.allowSlow(s)
@@ -502,8 +515,9 @@ func (b *Breaker) Stats() LinkStats {
 // exchange), or one calling Allow, a done function, Sync or Close. A panic
 // in a listener does not stop the others from hearing the change; it then
 // goes on to that caller, or, on the background goroutine, which has no
-// caller, is recovered and logged at Error level (BreakerConfig.Logger;
-// nil: silent), and the exchanges go on.
+// caller, is recovered, counted in LinkStats.Panics, logged at Error
+// level (BreakerConfig.Logger; nil: silent) unless it repeats the last
+// panic logged there, and the exchanges go on.
 func (b *Breaker) Subscribe(fn func(from, to breaker.State)) (unsubscribe func()) {
 	if b == nil || fn == nil {
 		return func() {}
@@ -534,13 +548,17 @@ func (b *Breaker) Close() {
 	}
 }
 
-// stopEnd stops the timer of the cached open period, if one runs: the
-// period is then judged by reading the clock, and a closed Breaker holds
-// no timer.
+// stopEnd stops the timer of the cached open period, if one runs, and
+// retires a period whose timer is still to be started: the period is
+// then judged by reading the clock, and a closed Breaker holds no timer
+// (newEnd and armEnd start none once Close has begun).
 func (b *Breaker) stopEnd() {
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
-	if e := b.snap.Load().end; e != nil && e.t != nil {
+	if e := b.snap.Load().end; e != nil {
+		b.retireEnd(e)
+	}
+	if e := b.pendingEnd; e != nil {
 		b.retireEnd(e)
 	}
 }

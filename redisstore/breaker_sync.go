@@ -16,11 +16,12 @@ var errReply = errors.New("redisstore: unexpected script reply")
 
 // sharedState is the shared state as a script returns it.
 type sharedState struct {
-	st    breaker.State
-	gen   uint64
-	until time.Time
-	inuse int64  // probe permits held (half-open)
-	prev  uint64 // sync only, non-zero: an earlier generation whose outcomes count toward this state (see syncScript)
+	st      breaker.State
+	gen     uint64
+	until   time.Time
+	untilMs int64  // until on Redis's time line, as the script returned it: what tells two open periods apart
+	inuse   int64  // probe permits held (half-open)
+	prev    uint64 // sync only, non-zero: an earlier generation whose outcomes count toward this state (see syncScript)
 }
 
 // decodeState reads st, gen, until, probes-in-use from v, whose element
@@ -30,10 +31,11 @@ func (b *Breaker) decodeState(v []int64, nowAt int) (sharedState, error) {
 		return sharedState{}, fmt.Errorf("%w: %v", errReply, v)
 	}
 	return sharedState{
-		st:    breaker.State(v[0]),
-		gen:   uint64(v[1]),
-		until: b.tc.local(v[nowAt], v[2]),
-		inuse: v[3],
+		st:      breaker.State(v[0]),
+		gen:     uint64(v[1]),
+		until:   b.tc.local(v[nowAt], v[2]),
+		untilMs: v[2],
+		inuse:   v[3],
 	}, nil
 }
 
@@ -342,12 +344,19 @@ func (b *Breaker) apply(st sharedState) {
 		// failures of an earlier generation are.
 		b.localTrip.CompareAndSwap(t, 0)
 	}
-	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.until.Equal(st.until) && cur.full == full {
+	// The same open period is the same end on Redis's time line: on the
+	// real clock until (now plus the time left) moves a little at every
+	// exchange, and is kept as it was first cached.
+	same := cur.end != nil && cur.untilMs == st.untilMs
+	if same {
+		st.until = cur.until
+	}
+	if cur.shared && cur.state == st.st && cur.gen == st.gen && cur.untilMs == st.untilMs && cur.full == full {
 		return
 	}
-	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, full: full}
+	n := &snapshot{shared: true, state: st.st, gen: st.gen, until: st.until, untilMs: st.untilMs, full: full}
 	switch {
-	case st.st == breaker.Open && cur.end != nil && cur.until.Equal(st.until):
+	case st.st == breaker.Open && same:
 		n.end = cur.end // the same open period: its timer goes on
 	case st.st == breaker.Open:
 		n.end = b.newEnd(st.until)
@@ -366,26 +375,27 @@ func (b *Breaker) apply(st sharedState) {
 }
 
 // newEnd returns the mark of an open period that ends at until: due at
-// once on a Clock other than the real one, else once its timer, which the
-// next conclude starts, fires. The caller holds stMu.
+// once on a Clock other than the real one, or once Close has begun, else
+// unarmed until the next conclude starts its timer (armEnd). The caller
+// holds stMu.
 func (b *Breaker) newEnd(until time.Time) *openEnd {
 	e := &openEnd{until: until}
-	if !b.gate {
-		e.due.Store(true)
+	if !b.gate || b.l.closed.Load() {
+		e.state.Store(endDue)
 		return e
 	}
 	if b.pendingEnd != nil {
-		b.pendingEnd.due.Store(true) // replaced before its timer started
+		b.pendingEnd.state.Store(endDue) // replaced before its timer started
 	}
 	b.pendingEnd = e
 	return e
 }
 
-// retireEnd marks e, the open period of a snapshot just replaced, as due
-// (a call that loaded that snapshot reads the clock) and stops its timer.
-// The caller holds stMu.
+// retireEnd marks e, the open period of a snapshot just replaced (or of a
+// Breaker being closed), as due (a call that loaded that snapshot reads
+// the clock) and stops its timer. The caller holds stMu.
 func (b *Breaker) retireEnd(e *openEnd) {
-	e.due.Store(true)
+	e.state.Store(endDue)
 	if b.pendingEnd == e {
 		b.pendingEnd = nil
 	}
@@ -396,10 +406,11 @@ func (b *Breaker) retireEnd(e *openEnd) {
 }
 
 // armEnd starts the timer of the open period apply last cached, if it has
-// not been started: it sets due at the period's end. It runs outside
-// every lock, after the right to call Redis is released, since the Clock
-// may panic: the period is then judged by reading the clock, as on a
-// fake clock, and the panic goes on.
+// not been started, and marks the period armed: the timer marks it due at
+// its end. It runs outside every lock, after the right to call Redis is
+// released, since the Clock may panic: the period is then judged by
+// reading the clock, as on a fake clock, and the panic goes on. Once Close
+// has begun it starts no timer.
 func (b *Breaker) armEnd() {
 	b.stMu.Lock()
 	e := b.pendingEnd
@@ -411,24 +422,27 @@ func (b *Breaker) armEnd() {
 	armed := false
 	defer func() {
 		if !armed {
-			e.due.Store(true)
+			e.state.Store(endDue)
 		}
 	}()
-	d := e.until.Sub(b.clk.Now())
-	if d <= 0 { // over already (a refresh moved the end back)
-		e.due.Store(true)
+	if b.l.closed.Load() {
 		return
 	}
-	t := b.clk.AfterFunc(d, func() { e.due.Store(true) })
+	d := e.until.Sub(b.clk.Now())
+	if d <= 0 { // over already (a refresh moved the end back)
+		return
+	}
+	t := b.clk.AfterFunc(d, func() { e.state.Store(endDue) })
 	armed = true
 	b.stMu.Lock()
 	defer b.stMu.Unlock()
-	if e.due.Load() || b.snap.Load().end != e {
-		t.Stop() // fired already, or replaced meanwhile
-		e.due.Store(true)
+	if e.state.Load() != endUnarmed || b.snap.Load().end != e || b.l.closed.Load() {
+		t.Stop() // fired already, replaced meanwhile, or closed
+		e.state.Store(endDue)
 		return
 	}
 	e.t = t
+	e.state.CompareAndSwap(endUnarmed, endArmed) // the timer may have fired meanwhile
 }
 
 // fallBack switches the cached state to local after a failed Redis call.

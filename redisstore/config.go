@@ -115,8 +115,9 @@ type BreakerConfig struct {
 	// change: the background goroutine, or one calling Allow, a probe's
 	// done or Sync. It is not called once Close has begun. A panic in it
 	// goes on to the caller of Allow, done or Sync; on the background
-	// goroutine, which has no caller, it is recovered and logged at Error
-	// level (Logger; nil: silent), and the exchanges go on.
+	// goroutine, which has no caller, it is recovered, counted in
+	// LinkStats.Panics, logged at Error level (Logger; nil: silent) unless
+	// it repeats the last panic logged there, and the exchanges go on.
 	OnDegraded func(degraded bool, err error)
 
 	// BatchRefresh, in a KeyedBreakers group whose Client pipelines (a

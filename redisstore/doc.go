@@ -31,7 +31,8 @@
 // done record instead (two small allocations), so that calling a done
 // twice can never end another call. In the open state a refusal is two
 // atomic loads: on the real clock a timer marks the end of the cached
-// open period, so a refusal reads no clock (BenchmarkRefusedOpen).
+// open period, so a refusal reads no clock once the exchange that cached
+// the period has set it (BenchmarkRefusedOpen).
 // The only calls that reach Redis are the half-open breaker's: asking for
 // a probe permit and reporting the probe's result, each bounded by Timeout.
 //

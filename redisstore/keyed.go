@@ -194,7 +194,9 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 	}
 	k := &KeyedBreakers{c: closer{logger: s.link.logger, what: "breaker " + s.link.name}}
 	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
-		k.loop = newLink(s.link, "breaker group")
+		lc := s.link
+		lc.onMember, lc.onDegraded = nil, nil // the group's loop announces no transition: its members do
+		k.loop = newLink(lc, "breaker group")
 	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Breaker {
@@ -215,12 +217,11 @@ func NewKeyedBreakers(kc keyed.Config, c BreakerConfig) (*KeyedBreakers, error) 
 }
 
 // loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
-// with the members' listeners run as callbacks of the loop, so that one
-// of them may Close the group.
+// with the members' listeners (not the Redis pipelines) run as callbacks
+// of the loop, so that one of them may Close the group, while a Close
+// from elsewhere waits for the loop to end.
 func (k *KeyedBreakers) loopSync() {
-	k.loop.enterCallbacks()
-	defer k.loop.leaveCallbacks()
-	_ = k.SyncAll(context.Background())
+	_ = k.syncAll(context.Background(), k.loop)
 }
 
 // keepRefusing keeps a shared breaker that refuses calls: keyed.Breakers's
@@ -240,7 +241,11 @@ func (k *KeyedBreakers) BreakerFor(ctx context.Context) retry.Breaker {
 
 // Close closes every member (see Breaker.Close) and waits until they are
 // closed. The group then hands every call its closed default member (see
-// keyed.Group.Close). Close is safe to call more than once.
+// keyed.Group.Close). With BatchRefresh the group's goroutine ends first:
+// Close waits for a refresh under way (its Redis pipelines included),
+// except while that goroutine runs the members' listeners, when Close
+// does not wait for them (it may be called from one of them), as for
+// Breaker.Close. Close is safe to call more than once.
 func (k *KeyedBreakers) Close() {
 	k.closed.Store(true)
 	if k.loop != nil {
@@ -284,7 +289,9 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 	}
 	k := &KeyedBudgets{c: closer{logger: s.link.logger, what: "budget " + s.link.name}}
 	if _, ok := s.link.client.(pipeliner); ok && c.BatchRefresh {
-		k.loop = newLink(s.link, "budget group")
+		lc := s.link
+		lc.onMember, lc.onDegraded = nil, nil // the group's loop announces no transition: its members do
+		k.loop = newLink(lc, "budget group")
 	}
 	builtDefault := false
 	g, err := keyed.NewWithRelease(kc, func(key string) *Budget {
@@ -305,12 +312,11 @@ func NewKeyedBudgets(kc keyed.Config, c BudgetConfig) (*KeyedBudgets, error) {
 }
 
 // loopSync is one refresh of the group's loop (BatchRefresh): SyncAll,
-// with OnDegraded run as a callback of the loop, so that it may Close the
-// group.
+// with OnDegraded (not the Redis pipelines) run as a callback of the
+// loop, so that it may Close the group, while a Close from elsewhere
+// waits for the loop to end.
 func (k *KeyedBudgets) loopSync() {
-	k.loop.enterCallbacks()
-	defer k.loop.leaveCallbacks()
-	_ = k.SyncAll(context.Background())
+	_ = k.syncAll(context.Background(), k.loop)
 }
 
 // Record is the default member's Record.
@@ -325,7 +331,9 @@ func (k *KeyedBudgets) BudgetFor(ctx context.Context) retry.Budget {
 }
 
 // Close closes every member (giving their leases back, see Budget.Close)
-// and waits until they are closed. Close is safe to call more than once.
+// and waits until they are closed. With BatchRefresh the group's goroutine
+// ends first, as for KeyedBreakers.Close. Close is safe to call more than
+// once.
 func (k *KeyedBudgets) Close() {
 	k.closed.Store(true)
 	if k.loop != nil {

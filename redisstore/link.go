@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,12 @@ type LinkStats struct {
 	// Degraded reports whether the process is using local state now
 	// because its last Redis call failed.
 	Degraded bool
+	// Panics counts the panics recovered on the background goroutine (a
+	// listener's, OnDegraded's, the Clock's). Each is logged at Error
+	// level with its stack unless it repeats the last one logged (the
+	// same value, as fmt.Sprint prints it): a Clock that panics at every
+	// exchange is logged once and counted here.
+	Panics uint64
 }
 
 // link follows the health of the connection to Redis and runs the
@@ -32,6 +39,8 @@ type link struct {
 	what string // "breaker" or "budget", for log messages
 
 	syncs, redisErrors, fallbacks atomic.Uint64
+	panics                        atomic.Uint64 // recovered on the loop's goroutine
+	lastPanic                     string        // the last panic logged, as fmt.Sprint prints it; the loop's goroutine only
 	degraded                      atomic.Bool
 
 	notes listeners.Queue[note] // degraded/rejoined transitions, delivered in order
@@ -78,6 +87,7 @@ func (l *link) stats() LinkStats {
 		RedisErrors: l.redisErrors.Load(),
 		Fallbacks:   l.fallbacks.Load(),
 		Degraded:    l.degraded.Load(),
+		Panics:      l.panics.Load(),
 	}
 }
 
@@ -156,7 +166,8 @@ func (l *link) poke() {
 //
 // A Clock that panics while the loop paces the exchanges (NewTimer,
 // Reset, Now, Since) would end the process, with no caller to hand the
-// panic to: it is logged at Error level (Logger; nil: silent), and the
+// panic to: it is counted in LinkStats.Panics and logged at Error level
+// (Logger; nil: silent) unless it repeats the last panic logged, and the
 // loop goes on paced by the real clock, exchanging at once.
 func (l *link) run(sync func()) {
 	defer close(l.stopped)
@@ -171,8 +182,8 @@ func (l *link) run(sync func()) {
 func (l *link) pace(clk clock.Clock, sync func()) (stopped bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			if lg := l.cfg.logger; lg != nil {
-				lg.Error("redisstore: the Clock panicked on the background goroutine; recovered, the exchanges go on by the real clock",
+			if lg := l.cfg.logger; l.newPanic(v) && lg != nil {
+				lg.Error("redisstore: the Clock panicked on the background goroutine; recovered, the exchanges go on by the real clock (repeats are counted in Stats, not logged)",
 					"kind", l.what, "name", l.cfg.name, "panic", v, "stack", string(debug.Stack()))
 			}
 			stopped = false
@@ -216,18 +227,33 @@ func stopTimer(t clock.Timer) {
 // exchange runs one exchange of the loop. A panic on the loop's goroutine
 // (a listener or OnDegraded that panicked: the Breaker and the Budget have
 // settled their state before they call them) would end the process, with
-// no caller to hand it to: it is logged at Error level (Logger; nil:
-// silent) and the loop goes on.
+// no caller to hand it to: it is counted in LinkStats.Panics and logged
+// at Error level (Logger; nil: silent) unless it repeats the last panic
+// logged, and the loop goes on. A Clock that panics at every exchange is
+// thus logged once, not once per RefreshInterval.
 func (l *link) exchange(sync func()) {
 	defer func() {
 		if v := recover(); v != nil {
-			if lg := l.cfg.logger; lg != nil {
-				lg.Error("redisstore: a callback panicked on the background goroutine; recovered, the exchanges go on",
+			if lg := l.cfg.logger; l.newPanic(v) && lg != nil {
+				lg.Error("redisstore: a callback panicked on the background goroutine; recovered, the exchanges go on (repeats are counted in Stats, not logged)",
 					"kind", l.what, "name", l.cfg.name, "panic", v, "stack", string(debug.Stack()))
 			}
 		}
 	}()
 	sync()
+}
+
+// newPanic counts the panic v recovered on the loop's goroutine and
+// reports whether to log it: it is not the last one logged. Only the
+// loop's goroutine calls it.
+func (l *link) newPanic(v any) bool {
+	l.panics.Add(1)
+	msg := fmt.Sprint(v)
+	if l.panics.Load() > 1 && msg == l.lastPanic {
+		return false
+	}
+	l.lastPanic = msg
+	return true
 }
 
 // begin marks the start of an exchange of the loop; it reports false,

@@ -128,8 +128,8 @@ func TestSyncAllIsOnePipeline(t *testing.T) {
 }
 
 // TestSyncAllReloadsFlushedScripts: after Redis lost its script cache
-// (SCRIPT FLUSH, a restart), the pipelined exchanges that met NOSCRIPT are
-// made again on their own, which loads the script.
+// (SCRIPT FLUSH, a restart), the script is loaded again and the pipelined
+// exchanges that met NOSCRIPT are sent again in a second pipeline.
 func TestSyncAllReloadsFlushedScripts(t *testing.T) {
 	srv := sharedRedis(t)
 	fc := clocktest.NewFake()
@@ -253,7 +253,10 @@ func TestClusterSyncAll(t *testing.T) {
 	rc := newRedisCluster(t)
 	fc := clocktest.NewFake()
 	ns := namespace(t)
-	a := syncAllGroup(t, newClusterClient(t, rc.addrs), ns, fc, nil)
+	var tr trips
+	ca := newClusterClient(t, rc.addrs)
+	ca.AddHook(&tr)
+	a := syncAllGroup(t, ca, ns, fc, nil)
 	b := syncAllGroup(t, newClusterClient(t, rc.addrs), ns, fc, nil)
 	const n = 30
 	nodes := map[string]bool{}
@@ -295,6 +298,30 @@ func TestClusterSyncAll(t *testing.T) {
 			}
 		}
 	}
+
+	// Every node lost its script cache: SyncAll loads the script on
+	// every node and resends the exchanges, none alone, none falling back.
+	if err := cc.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
+		return c.ScriptFlush(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(a.Get(hostKey(1)), errDown); err != nil {
+		t.Fatal(err)
+	}
+	tr.reset()
+	if err := a.SyncAll(syncCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.single.Load(); s != 0 {
+		t.Fatalf("SyncAll after SCRIPT FLUSH on every node sent %d script calls alone, want 0", s)
+	}
+	for i := range n {
+		if a.Get(hostKey(i)).Stats().Degraded {
+			t.Fatalf("%s fell back", hostKey(i))
+		}
+	}
+	wantState(t, a.Get(hostKey(1)), breaker.Open)
 }
 
 // TestBatchRefreshOneGoroutinePerGroup (issue #37): with BatchRefresh a
