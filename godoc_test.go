@@ -19,12 +19,15 @@ import (
 // TestGodocEveryExportedName walks every package of every module of this
 // repository (the root and each directory with its own go.mod; testdata,
 // internal and hidden directories aside) and fails on
+//
 //   - a package without a package doc comment, or one that does not open
 //     with "Package NAME " ("Command NAME " or the like is accepted for a
 //     main package, whose comment opens with any capitalised word);
+//
 //   - an exported type, function, method (of an exported type), constant or
 //     variable without a doc comment (a constant or variable is documented
 //     by its group's comment, its own, or a trailing line comment);
+//
 //   - a library package (not main, not in exampleExempt) with no runnable
 //     Example in its tests.
 //
