@@ -19,23 +19,19 @@ import (
 // TestGodocEveryExportedName walks every package of every module of this
 // repository (the root and each directory with its own go.mod; testdata,
 // internal and hidden directories aside) and fails on
-//
 //   - a package without a package doc comment, or one that does not open
 //     with "Package NAME " ("Command NAME " or the like is accepted for a
 //     main package, whose comment opens with any capitalised word);
-//
 //   - an exported type, function, method (of an exported type), constant or
 //     variable without a doc comment (a constant or variable is documented
 //     by its group's comment, its own, or a trailing line comment);
-//
-//   - a library package (not main, not in exampleExempt) with no runnable
-//     Example in its tests.
-//
 //   - an exported field of an exported struct type, or a method of an
 //     exported interface type, without a doc comment (a field is
 //     documented by its own comment, a trailing line comment, or the
-//     comment of the group of fields it is declared in; an embedded field
-//     needs none: its type is documented);
+//     comment above the run of fields on consecutive lines it belongs to;
+//     an embedded field needs none: its type is documented);
+//   - a library package (not main, not in exampleExempt) with no runnable
+//     Example in its tests.
 //
 // knownGodocDebt lists what was missing when the check was added, in
 // packages whose owners were changing them at the time; the test logs
