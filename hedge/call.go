@@ -384,8 +384,13 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 		r := resultsOf[T](c)
 		if c.hasPanic {
 			g.settled = true
-			c.hedgePanic()
-			releaseAll(c, release, g.held, g.hasHeld)
+			func() {
+				// Every value Do holds is released whatever
+				// panics in hedgePanic (which keeps the
+				// callbacks' panics from replacing c.panicVal).
+				defer releaseAll(c, release, g.held, g.hasHeld)
+				c.hedgePanic()
+			}()
 			panic(c.panicVal)
 		}
 		for _, s := range c.slots {
@@ -1236,17 +1241,22 @@ func (c *call) panicLocked(sl *slot, r any) {
 	c.stopOthersLocked(nil, false)
 }
 
-// hedgePanic ends the call of a hedge that panicked, once every attempt
-// has returned.
+// hedgePanic ends the call stopped by a panic on a goroutine of Do's (a
+// hedge's op, a release, or a callback on the timer's or a hedge's
+// goroutine), once every attempt has returned: every attempt's context is
+// cancelled and the call ends with retry.Call.Panic (ReasonPanic, a
+// granted retry refunded), the panicking hedge's attempt, if any, failed
+// with a *retry.PanicError. A callback that panics meanwhile (the
+// Observer's CallEnd, a Refund, the Clock) is dropped: c.panicVal goes on.
 func (c *call) hedgePanic() {
 	for _, s := range c.slots {
 		s.ctx.cancel()
 	}
 	if c.panicked != nil {
 		c.rc.Panic(&c.panicked.a, c.panicVal)
-	} else {
-		c.rc.Abandon()
+		return
 	}
+	c.rc.Panic(&retry.Attempt{}, c.panicVal)
 }
 
 // inlinePanic ends the call whose inline attempt panicked with r: the
