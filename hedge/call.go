@@ -355,7 +355,7 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 			}
 			if rp.set {
 				// No retry after a release panicked: the call ends.
-				c.rc.Abandon()
+				abandonSafe(&c.rc)
 				g.settled = true
 				c.put()
 				raise(rp, release, g.held, nil, &rp)
@@ -435,7 +435,7 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 			if !relp.set {
 				relp = rp
 			}
-			c.rc.Abandon()
+			abandonSafe(&c.rc)
 			g.settled = true
 			c.put()
 			if !g.hasHeld {
@@ -553,6 +553,20 @@ func (g *doGuard[T]) check(r any) {
 	if r != nil {
 		panic(r)
 	}
+}
+
+// abandonSafe ends rc's call after a release panicked (Call.Abandon:
+// ReasonPermanent). A callback that panics there (a Refund, the Clock, the
+// Observer's CallEnd) ends it with Call.Panic instead (ReasonPanic, unless
+// the Observer heard CallEnd already), and its panic is dropped: the
+// release's is the one that goes on.
+func abandonSafe(rc *retry.Call) {
+	defer func() {
+		if r := recover(); r != nil {
+			rc.Panic(&retry.Attempt{}, r)
+		}
+	}()
+	rc.Abandon()
 }
 
 // raise ends a call whose release panicked with b: kept's context is

@@ -108,3 +108,32 @@ func TestHedgeTimerPanicEndsCallWithReasonPanic(t *testing.T) {
 		})
 	}
 }
+
+// A release that panics ends the call (retry.Call.Abandon); an Observer
+// whose CallEnd panics there must not replace the release's panic, which
+// goes on, with every other value released. Before, "callend" went on.
+func TestReleasePanicSurvivesCallEndPanic(t *testing.T) {
+	transient := errors.New("transient")
+	o := &callEndPanics{}
+	p := &retry.Policy{MaxAttempts: 3, Backoff: zeroBackoff{}, Observer: o}
+	h := &hedge.Hedger{Policy: p, Delay: time.Hour}
+	vo := &valuesOp{errs: []error{transient, transient}}
+	var released []string
+	release := func(v string) {
+		released = append(released, v)
+		if v == "v1" {
+			panic("release")
+		}
+	}
+	r, _, _ := doPanics(h, vo.op, release)
+	if r != "release" {
+		t.Fatalf("Do panicked with %v, want the release's %q", r, "release")
+	}
+	slices.Sort(released)
+	if want := []string{"v1", "v2"}; !slices.Equal(released, want) {
+		t.Fatalf("released %q, want %q", released, want)
+	}
+	if log := o.String(); strings.Count(log, "callend:") != 1 {
+		t.Fatalf("the Observer heard %s; want the call to end once", log)
+	}
+}
