@@ -941,9 +941,20 @@ type hedgeGrants struct {
 // refundUnused refunds, to a BudgetTracker, each grant no attempt took:
 // the hedge's Begin was not reached, refused, or panicked before the
 // attempt began (Call.Attempts did not move). A begun attempt's Start and
-// Record account for them.
+// Record account for them. The breaker's unused permit, the NestedBudget's
+// and the Budget's grants are each given back whatever of the others
+// panics (deferred, as retry.Call refunds a retry's); a panic goes on
+// (the last, when more than one does) and stops the call.
 func (g *hedgeGrants) refundUnused() {
 	c := g.c
+	if (g.nested || g.budget) && c.rc.Attempts() <= g.n {
+		if t, ok := c.p.Budget.(retry.BudgetTracker); ok && g.budget {
+			defer t.Refund()
+		}
+		if t, ok := c.p.NestedBudget.(retry.BudgetTracker); ok && g.nested {
+			defer t.Refund()
+		}
+	}
 	if c.brw.has {
 		// Begin did not take the breaker's permit (the caller's
 		// context had ended, or a callback panicked first): it goes
@@ -953,15 +964,6 @@ func (g *hedgeGrants) refundUnused() {
 		if done != nil {
 			done(context.Canceled)
 		}
-	}
-	if !g.nested && !g.budget || c.rc.Attempts() > g.n {
-		return
-	}
-	if t, ok := c.p.NestedBudget.(retry.BudgetTracker); ok && g.nested {
-		t.Refund()
-	}
-	if t, ok := c.p.Budget.(retry.BudgetTracker); ok && g.budget {
-		t.Refund()
 	}
 }
 
