@@ -99,4 +99,3 @@ func TestHedgeRefundPanicRefundsEveryGrant(t *testing.T) {
 		})
 	}
 }
-
