@@ -34,6 +34,7 @@ type call struct {
 
 	realClk bool // clk is clock.Real
 	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
+	worn    bool // rc, pol or a Clock of the Policy's was set: put drops them
 
 	op      launcher // the call's op, an opFunc[T]: it launches hedges too
 	release any
@@ -222,7 +223,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	if !inline {
 		c.rc.Reset(ctx, c.p)
-		c.rcLive = true
+		c.rcLive, c.worn = true, true
 	}
 	// A panic on this goroutine — op's (inOp), or a callback's in the
 	// call's steps after op returned (End, Next, Succeed, Begin: the
@@ -657,6 +658,7 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 // setupRest is setup's part for a Policy with a Clock, MaxElapsed or an
 // Observer, a Delay of 0, or a Hedger with Adaptives.
 func (c *call) setupRest(ctx context.Context, h *Hedger, p *retry.Policy) {
+	c.worn = true
 	if p.Clock != nil && p.Clock != clock.Real {
 		c.clk, c.realClk = p.Clock, false
 	}
@@ -691,7 +693,7 @@ func (c *call) adoptLocked() {
 	}
 	c.lazy = false
 	c.inline.a = c.rc.Adopt(c.ctx, c.p, c.first)
-	c.rcLive = true
+	c.rcLive, c.worn = true, true
 	c.first = retry.Inline{}
 	c.newRound()
 }
@@ -704,18 +706,19 @@ func (c *call) newRound() {
 	c.advice, c.adviceUntil = 0, time.Time{}
 }
 
-// put returns c to the pool. Every attempt has ended; a late timer
-// callback may still come, and reads only c.arm, which put keeps.
+// put returns c to the pool, dropping its references to the caller's
+// world (pool.go lists what it keeps). Every attempt has ended; a late
+// timer callback may still come, and reads only c.arm under mu: put keeps
+// a real-clock arm, and drops another under mu.
 func (c *call) put() {
 	if c.hasPanic {
 		return
 	}
-	// rc, pol and the fields setup and each round always set are
-	// overwritten by the next call; what only a hedged round sets (its
-	// timer fired, and do made res) is cleared here, and the user's
-	// values are dropped. (What is left holds at most one context and
-	// Policy until the sync.Pool is emptied by the GC, or its P's cell
-	// drops it: pool.go.)
+	// What only a hedged round sets (its timer fired, and do made res)
+	// is cleared here, and the caller's world is dropped: the fields
+	// setup and each round set are overwritten by the next call, but a
+	// pooled call must not keep them alive meanwhile (pool.go says what
+	// it keeps).
 	if c.res != nil {
 		clear(c.slots)
 		c.slots = c.slots[:0]
@@ -727,7 +730,25 @@ func (c *call) put() {
 	if c.obs.n > 0 {
 		c.obs.reset()
 	}
-	c.op, c.release = nil, nil
+	if c.worn {
+		// The call used rc and its inline attempt's retry.Attempt, a
+		// copy of the Policy, or its Clock: the fast path uses none.
+		c.worn = false
+		c.rc, c.inline.a = retry.Call{}, retry.Attempt{}
+		if c.p == &c.pol {
+			c.pol, c.wrap.inner, c.wrap.list, c.brw.inner = retry.Policy{}, nil, [1]retry.Observer{}, nil
+		}
+		c.clk = nil
+		if a := c.arm; a != nil && !a.real {
+			// A Policy's Clock's timer: the next call makes its own.
+			// (Under mu: a late callback reads c.arm, and finds it
+			// changed.)
+			c.mu.Lock()
+			c.arm = nil
+			c.mu.Unlock()
+		}
+	}
+	c.ctx, c.p, c.ad, c.op, c.release = nil, nil, nil, nil, nil
 	putCall(c)
 }
 
