@@ -195,7 +195,8 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
 		c = getCall()
-		// setup, inline
+		// setup, inline: a call of it (too big to inline) costs about
+		// 20 instructions more per call (callgrind, BenchmarkFast).
 		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
 		c.limit = p.AttemptLimit()
 		c.clk, c.realClk = clock.Real, true
