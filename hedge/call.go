@@ -1270,7 +1270,7 @@ func (c *call) panicLocked(sl *slot, r any) {
 	}
 	if c.hasPanic {
 		if sl != nil { // a second panic: end its attempt now
-			c.rc.End(&sl.a, &retry.PanicError{Value: r})
+			c.endPanicked(sl, r)
 		}
 	} else {
 		c.hasPanic, c.panicked, c.panicVal = true, sl, r
@@ -1322,9 +1322,20 @@ func (c *call) inlinePanic(r any) {
 		s.ctx.cancel()
 	}
 	if other != nil {
-		c.rc.End(&other.a, &retry.PanicError{Value: c.panicVal})
+		c.endPanicked(other, c.panicVal)
 	}
 	c.rc.Panic(&sl.a, r)
+}
+
+// endPanicked ends attempt sl, which panicked with r while another panic
+// stops the call, with a *retry.PanicError. A callback of End's that
+// panics (the Observer's AttemptEnd, the breaker's done, a budget's
+// Record) has End's other steps done and the call ended (ReasonPanic) by
+// retry.Call, and is dropped here: it must not unwind a hedge's goroutine
+// holding c.mu, nor the caller's cleanup, and the first panic goes on.
+func (c *call) endPanicked(sl *slot, r any) {
+	defer func() { _ = recover() }()
+	c.rc.End(&sl.a, &retry.PanicError{Value: r})
 }
 
 // lostError is a loser's error: it matches ErrLost and context.Canceled.
