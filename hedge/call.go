@@ -733,20 +733,23 @@ func (c *call) put() {
 	}
 	if c.worn {
 		// The call used rc and its inline attempt's retry.Attempt, a
-		// copy of the Policy, or its Clock: the fast path uses none.
+		// copy of the Policy, or a Clock of the Policy's: the fast
+		// path uses none. rc and pol are left for the next call that
+		// uses them to overwrite (zeroing them costs about 80
+		// instructions a call with an Observer); the rest goes.
 		c.worn = false
-		c.rc, c.inline.a = retry.Call{}, retry.Attempt{}
-		if c.p == &c.pol {
-			c.pol, c.wrap.inner, c.wrap.list, c.brw.inner = retry.Policy{}, nil, [1]retry.Observer{}, nil
-		}
-		c.clk = nil
-		if a := c.arm; a != nil && !a.real {
-			// A Policy's Clock's timer: the next call makes its own.
-			// (Under mu: a late callback reads c.arm, and finds it
-			// changed.)
-			c.mu.Lock()
-			c.arm = nil
-			c.mu.Unlock()
+		c.inline.a = retry.Attempt{}
+		c.wrap.inner, c.wrap.list[0], c.brw.inner = nil, nil, nil
+		if !c.realClk {
+			c.clk = nil
+			if c.arm != nil {
+				// Its timer: the next call makes its own. (Under
+				// mu: a late callback reads c.arm, and finds it
+				// changed.)
+				c.mu.Lock()
+				c.arm = nil
+				c.mu.Unlock()
+			}
 		}
 	}
 	c.ctx, c.p, c.ad, c.op, c.release = nil, nil, nil, nil, nil

@@ -21,24 +21,27 @@ import (
 // numbered cacheCells or more, and the race detector's builds (which
 // cannot see that a P's goroutines take turns) use the sync.Pool.
 //
-// A call given back (put) keeps no reference to its caller's world but
-// its slab of first-attempt contexts (ctx.go): the contexts it has handed
-// out still hold their parents, the caller's contexts of up to ctxSlab-1
-// earlier rounds and of the last one, since a context an operation kept
-// must keep working. (It keeps its own state too: on the real clock, its
-// entry of a shared timer shard, which the shard keeps parked for a few
-// ticks after the call: timers.go.) put drops the rest: the caller's
-// context, the Policy and the copy of it made for an Observer, the
-// Observer, the Breaker, the Clock and its timer, the Adaptive, op and
-// release, the results of a hedged round, and the retry.Call's and its
-// last Attempt's references. Calls in cells are dropped at every garbage
-// collection (cacheSweeper's finalizer, which runs after each, empties
-// the cells; a call in use then refills its cell when given back), and a
-// sync.Pool drops its values within two: so a call given back for the
-// last time, and its slab, are kept until the next collection or the one
-// after, a call in the cell of a P that calls Do no more (one above a
-// lowered GOMAXPROCS) included. At most cacheCells calls are kept in
-// cells.
+// A call given back (put) keeps these references to its caller's world:
+// its slab of first-attempt contexts (ctx.go), whose contexts handed out
+// so far still hold their parents (the caller's contexts of up to
+// ctxSlab-1 earlier rounds and of the last one: a context an operation
+// kept must keep working); and, when a call with an Observer, a Policy's
+// Clock, MaxElapsed, a group, Adaptives or a retry used them, the
+// retry.Call (that call's context, Policy, Clock, Observer and budgets)
+// and the copy of the Policy made for an Observer, which the next call
+// that uses them overwrites. (It keeps its own state too: on the real
+// clock, its entry of a shared timer shard, which the shard keeps parked
+// for a few ticks after the call: timers.go.) put drops the rest: the
+// caller's context and Policy, the Observer and Breaker wrappers' inner
+// ones, a Policy's Clock and its timer, the Adaptive, op and release, the
+// results of a hedged round, and the last retry.Attempt. Calls in cells
+// are dropped at every garbage collection (cacheSweeper's finalizer,
+// which runs after each, empties the cells; a call in use then refills
+// its cell when given back), and a sync.Pool drops its values within
+// two: so what a call given back for the last time keeps is kept until
+// the next collection or the one after, in the cell of a P that calls Do
+// no more (one above a lowered GOMAXPROCS) too. At most cacheCells calls
+// are kept in cells.
 var (
 	pool  = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
 	cells [cacheCells]cacheCell
