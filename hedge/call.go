@@ -34,6 +34,7 @@ type call struct {
 
 	realClk bool // clk is clock.Real
 	rcLive  bool // rc is this call's (Reset or adoptLocked): a panic ends it through rc
+	worn    bool // rc, pol or a Clock of the Policy's was set: put drops them
 
 	op      launcher // the call's op, an opFunc[T]: it launches hedges too
 	release any
@@ -194,7 +195,8 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
 		c = getCall()
-		// setup, inline
+		// setup, inline: a call of it (too big to inline) costs about
+		// 20 instructions more per call (callgrind, BenchmarkFast).
 		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
 		c.limit = p.AttemptLimit()
 		c.clk, c.realClk = clock.Real, true
@@ -222,7 +224,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	if !inline {
 		c.rc.Reset(ctx, c.p)
-		c.rcLive = true
+		c.rcLive, c.worn = true, true
 	}
 	// A panic on this goroutine — op's (inOp), or a callback's in the
 	// call's steps after op returned (End, Next, Succeed, Begin: the
@@ -355,7 +357,7 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 			}
 			if rp.set {
 				// No retry after a release panicked: the call ends.
-				c.rc.Abandon()
+				abandonSafe(&c.rc)
 				g.settled = true
 				c.put()
 				raise(rp, release, g.held, nil, &rp)
@@ -384,8 +386,13 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 		r := resultsOf[T](c)
 		if c.hasPanic {
 			g.settled = true
-			c.hedgePanic()
-			releaseAll(c, release, g.held, g.hasHeld)
+			func() {
+				// Every value Do holds is released whatever
+				// panics in hedgePanic (which keeps the
+				// callbacks' panics from replacing c.panicVal).
+				defer releaseAll(c, release, g.held, g.hasHeld)
+				c.hedgePanic()
+			}()
 			panic(c.panicVal)
 		}
 		for _, s := range c.slots {
@@ -430,7 +437,7 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 			if !relp.set {
 				relp = rp
 			}
-			c.rc.Abandon()
+			abandonSafe(&c.rc)
 			g.settled = true
 			c.put()
 			if !g.hasHeld {
@@ -550,6 +557,20 @@ func (g *doGuard[T]) check(r any) {
 	}
 }
 
+// abandonSafe ends rc's call after a release panicked (Call.Abandon:
+// ReasonPermanent). A callback that panics there (a Refund, the Clock, the
+// Observer's CallEnd) ends it with Call.Panic instead (ReasonPanic, unless
+// the Observer heard CallEnd already), and its panic is dropped: the
+// release's is the one that goes on.
+func abandonSafe(rc *retry.Call) {
+	defer func() {
+		if r := recover(); r != nil {
+			rc.Panic(&retry.Attempt{}, r)
+		}
+	}()
+	rc.Abandon()
+}
+
 // raise ends a call whose release panicked with b: kept's context is
 // cancelled, x released (a panic of that release kept in rp, where the
 // first one already is), and b's panic goes on.
@@ -638,6 +659,7 @@ func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges 
 // setupRest is setup's part for a Policy with a Clock, MaxElapsed or an
 // Observer, a Delay of 0, or a Hedger with Adaptives.
 func (c *call) setupRest(ctx context.Context, h *Hedger, p *retry.Policy) {
+	c.worn = true
 	if p.Clock != nil && p.Clock != clock.Real {
 		c.clk, c.realClk = p.Clock, false
 	}
@@ -672,7 +694,7 @@ func (c *call) adoptLocked() {
 	}
 	c.lazy = false
 	c.inline.a = c.rc.Adopt(c.ctx, c.p, c.first)
-	c.rcLive = true
+	c.rcLive, c.worn = true, true
 	c.first = retry.Inline{}
 	c.newRound()
 }
@@ -685,18 +707,19 @@ func (c *call) newRound() {
 	c.advice, c.adviceUntil = 0, time.Time{}
 }
 
-// put returns c to the pool. Every attempt has ended; a late timer
-// callback may still come, and reads only c.arm, which put keeps.
+// put returns c to the pool, dropping its references to the caller's
+// world (pool.go lists what it keeps). Every attempt has ended; a late
+// timer callback may still come, and reads only c.arm under mu: put keeps
+// a real-clock arm, and drops another under mu.
 func (c *call) put() {
 	if c.hasPanic {
 		return
 	}
-	// rc, pol and the fields setup and each round always set are
-	// overwritten by the next call; what only a hedged round sets (its
-	// timer fired, and do made res) is cleared here, and the user's
-	// values are dropped. (What is left holds at most one context and
-	// Policy until the sync.Pool is emptied by the GC, or its P's cell
-	// drops it: pool.go.)
+	// What only a hedged round sets (its timer fired, and do made res)
+	// is cleared here, and the caller's world is dropped: the fields
+	// setup and each round set are overwritten by the next call, but a
+	// pooled call must not keep them alive meanwhile (pool.go says what
+	// it keeps).
 	if c.res != nil {
 		clear(c.slots)
 		c.slots = c.slots[:0]
@@ -708,7 +731,28 @@ func (c *call) put() {
 	if c.obs.n > 0 {
 		c.obs.reset()
 	}
-	c.op, c.release = nil, nil
+	if c.worn {
+		// The call used rc and its inline attempt's retry.Attempt, a
+		// copy of the Policy, or a Clock of the Policy's: the fast
+		// path uses none. rc and pol are left for the next call that
+		// uses them to overwrite (zeroing them costs about 80
+		// instructions a call with an Observer); the rest goes.
+		c.worn = false
+		c.inline.a = retry.Attempt{}
+		c.wrap.inner, c.wrap.list[0], c.brw.inner = nil, nil, nil
+		if !c.realClk {
+			c.clk = nil
+			if c.arm != nil {
+				// Its timer: the next call makes its own. (Under
+				// mu: a late callback reads c.arm, and finds it
+				// changed.)
+				c.mu.Lock()
+				c.arm = nil
+				c.mu.Unlock()
+			}
+		}
+	}
+	c.ctx, c.p, c.ad, c.op, c.release = nil, nil, nil, nil, nil
 	putCall(c)
 }
 
@@ -922,9 +966,20 @@ type hedgeGrants struct {
 // refundUnused refunds, to a BudgetTracker, each grant no attempt took:
 // the hedge's Begin was not reached, refused, or panicked before the
 // attempt began (Call.Attempts did not move). A begun attempt's Start and
-// Record account for them.
+// Record account for them. The breaker's unused permit, the NestedBudget's
+// and the Budget's grants are each given back whatever of the others
+// panics (deferred, as retry.Call refunds a retry's); a panic goes on
+// (the last, when more than one does) and stops the call.
 func (g *hedgeGrants) refundUnused() {
 	c := g.c
+	if (g.nested || g.budget) && c.rc.Attempts() <= g.n {
+		if t, ok := c.p.Budget.(retry.BudgetTracker); ok && g.budget {
+			defer t.Refund()
+		}
+		if t, ok := c.p.NestedBudget.(retry.BudgetTracker); ok && g.nested {
+			defer t.Refund()
+		}
+	}
 	if c.brw.has {
 		// Begin did not take the breaker's permit (the caller's
 		// context had ended, or a callback panicked first): it goes
@@ -934,15 +989,6 @@ func (g *hedgeGrants) refundUnused() {
 		if done != nil {
 			done(context.Canceled)
 		}
-	}
-	if !g.nested && !g.budget || c.rc.Attempts() > g.n {
-		return
-	}
-	if t, ok := c.p.NestedBudget.(retry.BudgetTracker); ok && g.nested {
-		t.Refund()
-	}
-	if t, ok := c.p.Budget.(retry.BudgetTracker); ok && g.budget {
-		t.Refund()
 	}
 }
 
@@ -1227,7 +1273,7 @@ func (c *call) panicLocked(sl *slot, r any) {
 	}
 	if c.hasPanic {
 		if sl != nil { // a second panic: end its attempt now
-			c.rc.End(&sl.a, &retry.PanicError{Value: r})
+			c.endPanicked(sl, r)
 		}
 	} else {
 		c.hasPanic, c.panicked, c.panicVal = true, sl, r
@@ -1236,17 +1282,22 @@ func (c *call) panicLocked(sl *slot, r any) {
 	c.stopOthersLocked(nil, false)
 }
 
-// hedgePanic ends the call of a hedge that panicked, once every attempt
-// has returned.
+// hedgePanic ends the call stopped by a panic on a goroutine of Do's (a
+// hedge's op, a release, or a callback on the timer's or a hedge's
+// goroutine), once every attempt has returned: every attempt's context is
+// cancelled and the call ends with retry.Call.Panic (ReasonPanic, a
+// granted retry refunded), the panicking hedge's attempt, if any, failed
+// with a *retry.PanicError. A callback that panics meanwhile (the
+// Observer's CallEnd, a Refund, the Clock) is dropped: c.panicVal goes on.
 func (c *call) hedgePanic() {
 	for _, s := range c.slots {
 		s.ctx.cancel()
 	}
 	if c.panicked != nil {
 		c.rc.Panic(&c.panicked.a, c.panicVal)
-	} else {
-		c.rc.Abandon()
+		return
 	}
+	c.rc.Panic(&retry.Attempt{}, c.panicVal)
 }
 
 // inlinePanic ends the call whose inline attempt panicked with r: the
@@ -1274,9 +1325,20 @@ func (c *call) inlinePanic(r any) {
 		s.ctx.cancel()
 	}
 	if other != nil {
-		c.rc.End(&other.a, &retry.PanicError{Value: c.panicVal})
+		c.endPanicked(other, c.panicVal)
 	}
 	c.rc.Panic(&sl.a, r)
+}
+
+// endPanicked ends attempt sl, which panicked with r while another panic
+// stops the call, with a *retry.PanicError. A callback of End's that
+// panics (the Observer's AttemptEnd, the breaker's done, a budget's
+// Record) has End's other steps done and the call ended (ReasonPanic) by
+// retry.Call, and is dropped here: it must not unwind a hedge's goroutine
+// holding c.mu, nor the caller's cleanup, and the first panic goes on.
+func (c *call) endPanicked(sl *slot, r any) {
+	defer func() { _ = recover() }()
+	c.rc.End(&sl.a, &retry.PanicError{Value: r})
 }
 
 // lostError is a loser's error: it matches ErrLost and context.Canceled.

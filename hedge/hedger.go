@@ -141,14 +141,20 @@ var zeroHedger Hedger
 // holds is released, the value of the attempt that just returned
 // included, and every attempt's context is cancelled. With an Adaptive
 // delay, the Clock is read as each attempt returns: a Clock that panics
-// there fails that attempt as a panic in op would. A Clock that panics on
-// a goroutine of Do's (the timer's, a hedge's) stops the call the same
-// way, and its panic goes on in the calling goroutine.
+// there fails that attempt as a panic in op would. A callback that panics
+// on a goroutine of Do's (on the timer's: the Clock, Breaker.Ready,
+// Budget.Withdraw or a Refund, a hedge Observer; on a hedge's: the Clock,
+// Classify, an Observer) stops the call the same way (no further hedge or
+// retry; the attempts still running are cancelled and waited for; the
+// call ends with retry.ReasonPanic), and its panic goes on in the calling
+// goroutine: a panic of the Observer's CallEnd or of a Refund as the call
+// ends does not replace it.
 // A panic in release, on any goroutine, stops the call the same way (no
 // further hedge or retry; the attempts still running are cancelled and
 // waited for): the call ends for the Observer, breaker and budget as its
 // attempts decided (success with a winner, otherwise given up as
-// retry.ReasonPermanent), every other value Do holds is released, the
+// retry.ReasonPermanent, or retry.ReasonPanic if a callback panics as it
+// is given up), every other value Do holds is released, the
 // winner's included, and the first such panic goes on in the calling
 // goroutine.
 func Do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, error), release func(T)) (T, error) {

@@ -157,23 +157,37 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 		return classify(resp, err, a.clk)
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
-	var t clock.Timer
-	returned := false
+	var (
+		t     clock.Timer
+		resp  *http.Response
+		err   error
+		stage = 0 // 0: AfterFunc or RoundTrip running, 1: the timer's Stop, 2: stopped
+	)
 	defer func() {
-		if !returned {
+		switch stage {
+		case 0:
 			// The Clock's AfterFunc or the next RoundTripper
 			// panicked: the timer and the context end with the
-			// attempt.
+			// attempt, and that panic goes on, even if Stop's
+			// would replace it.
+			defer cancel(nil)
 			if t != nil {
-				t.Stop()
+				stopQuiet(t)
 			}
-			cancel(nil)
+		case 1:
+			// The timer's Stop panicked: what the next
+			// RoundTripper returned is dropped, its body closed,
+			// and the context ends; Stop's panic goes on.
+			defer cancel(nil)
+			discard(resp)
 		}
 	}()
 	t = a.clk.AfterFunc(a.timeout, func() { cancel(errHeaderTimeout) })
-	resp, err := a.next.RoundTrip(r.WithContext(rctx))
-	returned = true
-	if !t.Stop() && ctx.Err() == nil {
+	resp, err = a.next.RoundTrip(r.WithContext(rctx))
+	stage = 1
+	stopped := t.Stop()
+	stage = 2
+	if !stopped && ctx.Err() == nil {
 		discard(resp)
 		cancel(nil)
 		if err == nil {
@@ -191,6 +205,13 @@ func (a *httpAttempt) do(ctx context.Context) (*http.Response, error) {
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return classify(resp, nil, a.clk)
+}
+
+// stopQuiet stops t, dropping a panic of its Stop: another panic is going
+// on.
+func stopQuiet(t clock.Timer) {
+	defer func() { _ = recover() }()
+	t.Stop()
 }
 
 // classify turns a response into the attempt's result: an answer (nil

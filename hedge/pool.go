@@ -14,29 +14,49 @@ import (
 // tenth of a call that answers before its hedge delay. So each P (the
 // runtime's processor; at most GOMAXPROCS goroutines run at once, one per
 // P) keeps one call of its own in a cell that only a goroutine pinned to
-// that P touches, as sync.Pool keeps its per-P private value: no atomic
-// operation, about 25 instructions for both. A cell that is empty or full
-// (a second call of the same P, nested or interleaved), a P numbered
-// cacheCells or more, and the race detector's builds (which cannot see
-// that a P's goroutines take turns) use the sync.Pool.
+// that P takes and gives back, as sync.Pool keeps its per-P private
+// value: no atomic write, about 30 instructions each (procPin and
+// procUnpin included). A cell that is
+// empty or busy (a second call of the same P, nested or interleaved), a P
+// numbered cacheCells or more, and the race detector's builds (which
+// cannot see that a P's goroutines take turns) use the sync.Pool.
 //
-// A call in a cell holds what it last held (its Policy and contexts) until
-// its P next calls Do: every garbage collection makes the calls then in
-// cells stale (cacheGen, bumped by cacheSweeper's finalizer), and a stale
-// call is dropped, not used, when its P next takes or gives back a call.
-// At most cacheCells calls are ever kept that way.
+// A call given back (put) keeps these references to its caller's world:
+// its slab of first-attempt contexts (ctx.go), whose contexts handed out
+// so far still hold their parents (the caller's contexts of up to
+// ctxSlab-1 earlier rounds and of the last one: a context an operation
+// kept must keep working); and, when a call with an Observer, a Policy's
+// Clock, MaxElapsed, a group, Adaptives or a retry used them, the
+// retry.Call (that call's context, Policy, Clock, Observer and budgets)
+// and the copy of the Policy made for an Observer, which the next call
+// that uses them overwrites. (It keeps its own state too: on the real
+// clock, its entry of a shared timer shard, which the shard keeps parked
+// for a few ticks after the call: timers.go.) put drops the rest: the
+// caller's context and Policy, the Observer and Breaker wrappers' inner
+// ones, a Policy's Clock and its timer, the Adaptive, op and release, the
+// results of a hedged round, and the last retry.Attempt. Calls in cells
+// are dropped at every garbage collection (cacheSweeper's finalizer,
+// which runs after each, empties the cells; a call in use then refills
+// its cell when given back), and a sync.Pool drops its values within
+// two: so what a call given back for the last time keeps is kept until
+// the next collection or the one after, in the cell of a P that calls Do
+// no more (one above a lowered GOMAXPROCS) too. At most cacheCells calls
+// are kept in cells.
 var (
-	pool     = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
-	cells    [cacheCells]cacheCell
-	cacheGen atomic.Uint32
+	pool  = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
+	cells [cacheCells]cacheCell
 )
 
 const cacheCells = 16
 
+// cacheCell is a P's call. Its call stays in it, taken (busy) and given
+// back without a pointer write: only cacheSweeper's finalizer, on another
+// goroutine, empties it (an atomic store, as the refill after that is),
+// and only a goroutine pinned to the P touches busy.
 type cacheCell struct {
-	c   *call
-	gen uint32    // cacheGen when c was put
-	_   [116]byte // one cell per cache line (and its pair)
+	c    atomic.Pointer[call]
+	busy bool      // c is in use
+	_    [119]byte // one cell per cache line (and its pair)
 }
 
 // getCall returns a call to set up.
@@ -45,12 +65,10 @@ func getCall() *call {
 		id := procPin()
 		if uint(id) < cacheCells {
 			cl := &cells[id]
-			if c := cl.c; c != nil {
-				cl.c = nil
-				if cl.gen == cacheGen.Load() {
-					procUnpin()
-					return c
-				}
+			if c := cl.c.Load(); c != nil && !cl.busy {
+				cl.busy = true
+				procUnpin()
+				return c
 			}
 		}
 		procUnpin()
@@ -64,8 +82,17 @@ func putCall(c *call) {
 		id := procPin()
 		if uint(id) < cacheCells {
 			cl := &cells[id]
-			if g := cacheGen.Load(); cl.c == nil || cl.gen != g {
-				cl.c, cl.gen = c, g
+			switch cl.c.Load() {
+			case c: // the cell's own
+				cl.busy = false
+				procUnpin()
+				return
+			case nil:
+				// Emptied by a collection (its call, if one was in
+				// use, goes to the sync.Pool when given back): c
+				// is the cell's call from now.
+				cl.c.Store(c)
+				cl.busy = false
 				procUnpin()
 				return
 			}
@@ -86,13 +113,16 @@ func procPin() int
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
 
-// cacheSweeper marks the cells' calls stale when the garbage collector
-// finds it unreachable, once per collection, and makes the next one.
+// cacheSweeper empties the cells when the garbage collector finds it
+// unreachable, once per collection, and makes the next one: the calls in
+// them are then the collector's.
 type cacheSweeper struct{ _ [16]byte } // not a tiny allocation: those may never be finalized
 
 func newCacheSweeper() {
 	runtime.SetFinalizer(new(cacheSweeper), func(*cacheSweeper) {
-		cacheGen.Add(1)
+		for i := range cells {
+			cells[i].c.Store(nil)
+		}
 		newCacheSweeper()
 	})
 }
