@@ -232,6 +232,18 @@ func TestProxyEndToEnd(t *testing.T) {
 	if r := recv(t, hung); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("hang: %+v", r)
 	}
+	// The proxy learns that its caller went only when it sees the
+	// connection close; until then the hung request holds its slot, and
+	// the limit of one below would refuse the next request. Wait for it.
+	for guard := time.Now().Add(10 * time.Second); ; { // a hang guard, not a wait for the code under test
+		if got := counters(t, c, p); got.Hanging == 0 && got.InFlight == 0 {
+			break
+		}
+		if time.Now().After(guard) {
+			t.Fatal("the hung request still holds its slot 10 s after its caller went")
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	// A concurrency limit of one, no queue: the second request is refused
 	// while the first is held by the upstream.
