@@ -311,3 +311,61 @@ func TestEnterContextPanicLeavesNoOrphanWaiter(t *testing.T) {
 		p.Release()
 	}
 }
+
+// stopPanicClock is a fake clock whose timers' Stop panics while armed.
+type stopPanicClock struct {
+	*clocktest.Fake
+	armed atomic.Bool
+}
+
+type stopPanicTimer struct {
+	clock.Timer
+	armed *atomic.Bool
+}
+
+func (t stopPanicTimer) Stop() bool {
+	if t.armed.Load() {
+		panic("stop bug")
+	}
+	return t.Timer.Stop()
+}
+
+func (c *stopPanicClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return stopPanicTimer{c.Fake.AfterFunc(d, f), &c.armed}
+}
+
+// TestQueueTimerStopPanicStillHandsTheSlot (review): a queued request's
+// timer whose Stop panics as a released slot is handed to it still gets
+// the slot and its caller is woken, the panic going on to the releaser.
+// Before, Stop ran before the waiter was decided: the slot taken for it
+// was never given back and its caller waited for good.
+func TestQueueTimerStopPanicStillHandsTheSlot(t *testing.T) {
+	c := &stopPanicClock{Fake: clocktest.NewFake()}
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	got := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(context.Background())
+		if err == nil {
+			p.Release()
+		}
+		got <- err
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	c.armed.Store(true)
+	mustPanic(t, "Release", hold.Release)
+	c.armed.Store(false)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the queued request: %v, want the released slot", err)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, not a wait for the code under test
+		t.Fatal("the queued request was never woken")
+	}
+	if q, n := l.Queued(), l.InFlight(); q != 0 || n != 0 {
+		t.Fatalf("%d queued, %d in flight at the end, want 0 and 0", q, n)
+	}
+}

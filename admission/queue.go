@@ -206,9 +206,6 @@ func (q *queue) remove(w *waiter, now int64, p Permit, err error) {
 	if q.n == 0 {
 		q.lastEmpty = now
 	}
-	if w.timer != nil {
-		w.timer.Stop()
-	}
 	q.l.queueWaits.Add(1)
 	if d := now - w.since; d > 0 {
 		q.l.queueWaitNs.Add(uint64(d))
@@ -218,6 +215,9 @@ func (q *queue) remove(w *waiter, now int64, p Permit, err error) {
 		q.l.refuse(err)
 	}
 	close(w.done)
+	if w.timer != nil {
+		w.timer.Stop() // last: a Clock whose Stop panics leaves w decided and its caller woken
+	}
 }
 
 // standing reports whether a queue stands at now: it has not been empty
@@ -315,8 +315,10 @@ func (q *queue) wait(ctx context.Context) (Permit, error) {
 }
 
 // enter queues a request of ctx at now, or says why it is shed. If the
-// Clock's AfterFunc panics, the request leaves the queue unserved
-// (ErrQueueTimeout) and the panic goes on, with the queue's lock free.
+// Clock's AfterFunc panics, or the push's dispatch does (another queued
+// caller's context), the request leaves the queue unserved
+// (ErrQueueTimeout), a slot the dispatch gave it goes back, and the panic
+// goes on, with the queue's lock free.
 func (q *queue) enter(ctx context.Context, now int64) (w *waiter, err error) {
 	l := q.l
 	ok := false

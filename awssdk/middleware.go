@@ -426,11 +426,13 @@ func stripped(err error, copying bool) (error, bool) {
 		return e.err, true
 	case *sdkretry.MaxAttemptsError:
 		inner, changed := stripped(e.Err, copying)
-		if changed && copying {
-			c := *e
-			e = &c
+		if changed {
+			if copying {
+				c := *e
+				e = &c
+			}
+			e.Err = inner
 		}
-		e.Err = inner
 		return e, changed
 	case interface{ Unwrap() []error }:
 		if reflect.TypeOf(err) != joinType {

@@ -241,9 +241,10 @@ type Queue[T any] struct {
 // Policy pacing the pause after a delivery that gave up, ends the worker's
 // round with the queue's lock released and any batch it had taken put
 // back, and the worker starts the next round (a pause whose computation
-// panicked is not taken). A round that panics right after another waits
-// 100 ms on the real clock first (or until Close gives up), so that a
-// callback that panics on every call cannot spin the worker.
+// panicked is not taken). After two rounds in a row that panic, the
+// worker waits 100 ms on the real clock (or until Close gives up) before
+// its next round, so that a callback that panics on every call cannot
+// spin it.
 //
 // A panic in Config.Size goes on to Offer's caller, with nothing counted
 // and the queue unchanged. On Offer's and Close's goroutines, a panicking

@@ -68,8 +68,8 @@ func (w *worker[T]) round() (more bool) {
 	returned := false
 	defer func() {
 		if !returned {
-			w.recoverRound(recover())
-			if w.panicked {
+			goexit := w.recoverRound(recover())
+			if w.panicked && !goexit { // a Goexit's goroutine ends: no pause to keep Close waiting
 				w.pauseAfterPanics()
 			}
 			w.panicked = true
@@ -101,9 +101,9 @@ func (w *worker[T]) pauseAfterPanics() {
 // called with q.mu held releases before it goes on: a batch still taken
 // goes back to the buffer. After runtime.Goexit (v is nil) a new worker
 // takes this one's place, as in deliver.
-func (w *worker[T]) recoverRound(v any) {
+func (w *worker[T]) recoverRound(v any) (goexit bool) {
 	q := w.q
-	goexit := v == nil || w.goexit
+	goexit = v == nil || w.goexit
 	q.mu.Lock()
 	q.st.Panics++
 	if w.holding {
@@ -119,6 +119,7 @@ func (w *worker[T]) recoverRound(v any) {
 	if goexit {
 		go newWorker(q).run()
 	}
+	return goexit
 }
 
 // newWorker returns a worker of q, ready to run.

@@ -104,7 +104,14 @@ func startAhead(ctx context.Context, cfg *config, scenarios []*sim.Scenario, lis
 				if !a.oneByOne {
 					defer func() { <-a.slots }()
 				}
+				sent := false
+				defer func() {
+					if !sent { // runtime.Goexit in the run: wait(i) must not block for good
+						a.done[i] <- outcome{panicked: "stormsim: a scenario run called runtime.Goexit"}
+					}
+				}()
 				a.done[i] <- a.runOne(ctx, cfg, sc, policies, i, bar)
+				sent = true
 			}()
 		}
 	}()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -399,5 +400,32 @@ func TestOneByOneStartsWhenAsked(t *testing.T) {
 	a.stop()
 	if _, ok := started.Load("c"); ok {
 		t.Error("c started though the loop stopped after b")
+	}
+}
+
+// A run that calls runtime.Goexit (a test's FailNow, say) does not leave
+// the report loop waiting for good: its wait goes on as a panic.
+func TestRunGoexitDoesNotHangTheReportLoop(t *testing.T) {
+	scs := []*sim.Scenario{{Name: "a"}}
+	run := func(*sim.Scenario, context.Context, sim.Options) (*sim.Report, error) {
+		runtime.Goexit()
+		return nil, nil
+	}
+	for _, workers := range []int{0, 1} {
+		a := startAhead(context.Background(), &config{workers: workers}, scs, [][]string{nil}, io.Discard, false, run)
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			a.wait(0)
+		}()
+		select {
+		case r := <-done:
+			if r == nil {
+				t.Errorf("workers %d: wait returned after a run's Goexit, want its panic", workers)
+			}
+		case <-time.After(10 * time.Second): // a hang guard, not a wait for the code under test
+			t.Fatalf("workers %d: wait(0) blocked after the run called runtime.Goexit", workers)
+		}
+		a.stop()
 	}
 }
