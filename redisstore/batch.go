@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stormguard/stormguard/keyed"
 )
 
 // pipeliner is a client that pipelines commands: *redis.Client, and
@@ -55,28 +57,43 @@ type batched struct {
 // only the listener phase of each pipeline runs as its callbacks (see
 // link.enterCallbacks), so that a Close made meanwhile from elsewhere
 // waits for the loop, and one made from a listener does not.
-func syncBreakers(ctx context.Context, bs []*Breaker, loop *link) (err error) {
+func syncBreakers(ctx context.Context, bs []*Breaker, loop *link) error {
 	if len(bs) == 0 {
 		return nil
 	}
+	pl, ok := bs[0].s.link.client.(pipeliner)
+	return syncMembers(ctx, bs, pl, ok,
+		func(b *Breaker) bool { return b.l.closed.Load() },
+		func(ctx context.Context, pl pipeliner, c []*Breaker, first *any) error {
+			return syncChunk(ctx, pl, c, first, loop)
+		},
+		func(b *Breaker) error { return b.sync(ctx, false) })
+}
+
+// syncMembers is syncBreakers and syncBudgets: ms in chunks of at most
+// MaxBatch, each in one pipeline (chunk) when the client pipelines (ok),
+// else one member after another (one), closed members skipped. A panic of
+// a member's is noted in first and goes on once every member has
+// concluded; the first error is returned.
+func syncMembers[M any](ctx context.Context, ms []M, pl pipeliner, ok bool, closed func(M) bool,
+	chunk func(context.Context, pipeliner, []M, *any) error, one func(M) error) (err error) {
 	var first any
 	defer func() {
 		if first != nil {
 			panic(first)
 		}
 	}()
-	pl, ok := bs[0].s.link.client.(pipeliner)
-	for len(bs) > 0 {
-		n := min(len(bs), MaxBatch)
+	for len(ms) > 0 {
+		n := min(len(ms), MaxBatch)
 		var e error
 		if ok {
-			e = syncChunk(ctx, pl, bs[:n], &first, loop)
+			e = chunk(ctx, pl, ms[:n], &first)
 		} else {
-			for _, b := range bs[:n] {
-				if b.l.closed.Load() {
+			for _, m := range ms[:n] {
+				if closed(m) {
 					continue
 				}
-				if se := syncOne(ctx, b, &first); se != nil && e == nil {
+				if se := noted(&first, func() error { return one(m) }); se != nil && e == nil {
 					e = se
 				}
 			}
@@ -84,20 +101,26 @@ func syncBreakers(ctx context.Context, bs []*Breaker, loop *link) (err error) {
 		if e != nil && err == nil {
 			err = e
 		}
-		bs = bs[n:]
+		ms = ms[n:]
 	}
 	return err
 }
 
-// syncOne is b.Sync, with a panic noted in first (the first one) instead
-// of going on.
-func syncOne(ctx context.Context, b *Breaker, first *any) (err error) {
-	defer func() {
-		if v := recover(); v != nil && *first == nil {
-			*first = v
+// liveMembers returns g's members, the default and overflow members first,
+// each once.
+func liveMembers[M comparable](g *keyed.Group[M]) []M {
+	var ms []M
+	seen := make(map[M]bool)
+	add := func(_ string, m M) {
+		if !seen[m] {
+			seen[m] = true
+			ms = append(ms, m)
 		}
-	}()
-	return b.sync(ctx, false)
+	}
+	add("", g.Default())
+	add("", g.Overflow())
+	g.Each(add)
+	return ms
 }
 
 // syncChunk is syncBreakers for at most MaxBatch Breakers, in one
@@ -244,18 +267,7 @@ func (k *KeyedBreakers) syncAll(ctx context.Context, loop *link) error {
 	if k.closed.Load() {
 		return ErrClosed
 	}
-	var bs []*Breaker
-	seen := make(map[*Breaker]bool)
-	add := func(_ string, b *Breaker) {
-		if !seen[b] {
-			seen[b] = true
-			bs = append(bs, b)
-		}
-	}
-	add("", k.Default())
-	add("", k.Overflow())
-	k.Each(add)
-	return syncBreakers(ctx, bs, loop)
+	return syncBreakers(ctx, liveMembers(k.Group), loop)
 }
 
 // budgetBatched is one Budget's exchange in a pipeline.
@@ -277,37 +289,17 @@ type budgetBatched struct {
 // exchange is under way; OnDegraded runs on the caller's goroutine, and
 // the first panic goes on once every Budget has concluded.
 // loop is as for syncBreakers.
-func syncBudgets(ctx context.Context, bs []*Budget, loop *link) (err error) {
+func syncBudgets(ctx context.Context, bs []*Budget, loop *link) error {
 	if len(bs) == 0 {
 		return nil
 	}
-	var first any
-	defer func() {
-		if first != nil {
-			panic(first)
-		}
-	}()
 	pl, ok := bs[0].s.link.client.(pipeliner)
-	for len(bs) > 0 {
-		n := min(len(bs), MaxBatch)
-		var e error
-		if ok {
-			e = syncBudgetChunk(ctx, pl, bs[:n], &first, loop)
-		} else {
-			for _, b := range bs[:n] {
-				if !b.l.closed.Load() {
-					if se := noted(&first, func() error { return b.sync(ctx, false, false) }); se != nil && e == nil {
-						e = se
-					}
-				}
-			}
-		}
-		if e != nil && err == nil {
-			err = e
-		}
-		bs = bs[n:]
-	}
-	return err
+	return syncMembers(ctx, bs, pl, ok,
+		func(b *Budget) bool { return b.l.closed.Load() },
+		func(ctx context.Context, pl pipeliner, c []*Budget, first *any) error {
+			return syncBudgetChunk(ctx, pl, c, first, loop)
+		},
+		func(b *Budget) error { return b.sync(ctx, false, false) })
 }
 
 // noScript reports whether err is Redis's NOSCRIPT: the script is not in
@@ -425,16 +417,5 @@ func (k *KeyedBudgets) syncAll(ctx context.Context, loop *link) error {
 	if k.closed.Load() {
 		return ErrClosed
 	}
-	var bs []*Budget
-	seen := make(map[*Budget]bool)
-	add := func(_ string, b *Budget) {
-		if !seen[b] {
-			seen[b] = true
-			bs = append(bs, b)
-		}
-	}
-	add("", k.Default())
-	add("", k.Overflow())
-	k.Each(add)
-	return syncBudgets(ctx, bs, loop)
+	return syncBudgets(ctx, liveMembers(k.Group), loop)
 }
