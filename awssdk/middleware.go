@@ -410,20 +410,16 @@ func (b *attemptBody) Close() error {
 // risk (not a pointer) cannot tell the operations apart, and is handed
 // over as an attemptError of this attempt's own instead.
 func (r *Retryer) hand(op *operation, err error) error {
-	holdable := holdable(err)
+	key := address(err)
 	r.mu.Lock()
 	if op.held != nil {
-		if r.held[op.held] == op {
-			delete(r.held, op.held)
-		}
-		op.held = nil
-		op.holding.Store(false)
+		r.drop(op)
 	}
-	if holdable && r.held[err] == nil {
+	if key != 0 && r.held[key] == nil {
 		if r.held == nil {
-			r.held = make(map[error]*operation)
+			r.held = make(map[uintptr]*operation)
 		}
-		r.held[err], op.held, op.r = op, err, r
+		r.held[key], op.held, op.r = op, err, r
 		op.holding.Store(true)
 		r.mu.Unlock()
 		return err
@@ -437,11 +433,26 @@ func (r *Retryer) hand(op *operation, err error) error {
 	return &attemptError{err: err, op: op}
 }
 
-// holdable reports whether err can be a key of Retryer.held: a pointer
-// (hashing it never panics, and it names one value).
-func holdable(err error) bool {
-	t := reflect.TypeOf(err)
-	return t != nil && t.Kind() == reflect.Pointer
+// address returns the address err points to, its key in Retryer.held,
+// or 0 when err is not a non-nil pointer. While op holds err (op.held),
+// that keeps the value alive, so that no other takes its address; two
+// values at one address (a struct and its first field, or zero-size
+// values) are told apart by op.held, or else one of them is not held.
+func address(err error) uintptr {
+	v := reflect.ValueOf(err)
+	if v.Kind() != reflect.Pointer {
+		return 0
+	}
+	return v.Pointer()
+}
+
+// drop lets go of the error value op holds. Under r.mu.
+func (r *Retryer) drop(op *operation) {
+	if key := address(op.held); r.held[key] == op {
+		delete(r.held, key)
+	}
+	op.held = nil
+	op.holding.Store(false)
 }
 
 // letGo, when op ends, lets go of the error value op holds, of what it
@@ -450,11 +461,9 @@ func holdable(err error) bool {
 func (r *Retryer) letGo(op *operation) {
 	if op.holding.Load() { // else RetryDelay let go of it
 		r.mu.Lock()
-		if op.held != nil && r.held[op.held] == op {
-			delete(r.held, op.held)
+		if op.held != nil {
+			r.drop(op)
 		}
-		op.held = nil
-		op.holding.Store(false)
 		r.mu.Unlock()
 	}
 	op.mu.Lock()
@@ -476,21 +485,23 @@ func (r *Retryer) letGo(op *operation) {
 func (r *Retryer) failed(err error, attempt int) (op *operation, kept keptWait, serr error) {
 	serr = err
 	for e := err; e != nil && op == nil; e = errors.Unwrap(e) {
-		ae, wrapped := e.(*attemptError)
-		if !wrapped && !holdable(e) {
+		if ae, wrapped := e.(*attemptError); wrapped {
+			op, serr = ae.op, sdkError(err)
+			break
+		}
+		key := address(e)
+		if key == 0 {
 			continue
 		}
-		if wrapped {
-			op, serr = ae.op, sdkError(err)
-		} else {
-			r.mu.Lock()
-			if op = r.held[e]; op != nil {
-				delete(r.held, e)
-				op.held = nil
-				op.holding.Store(false)
+		r.mu.Lock()
+		if op = r.held[key]; op != nil {
+			if op.held == e { // the very value, not another at its address
+				r.drop(op)
+			} else {
+				op = nil
 			}
-			r.mu.Unlock()
 		}
+		r.mu.Unlock()
 	}
 	if op != nil {
 		op.mu.Lock()

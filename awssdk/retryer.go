@@ -196,7 +196,7 @@ type Retryer struct {
 	// RetryDelay or the operation's end (see hand); with each
 	// operation's held field, under mu.
 	mu   sync.Mutex
-	held map[error]*operation
+	held map[uintptr]*operation // by the value's address
 	// wrapping counts the operations that handed the SDK an attemptError
 	// and have not ended: while it is 0, no error the SDK hands the
 	// Retryer holds one.
