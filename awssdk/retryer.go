@@ -134,31 +134,28 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // the wait GetRetryToken computed for that very attempt, whatever other
 // operations fail at once, and the SDK sees its own error values: the
 // attempt middleware hands the SDK the attempt's error as it is (so its
-// metrics' exception.type, its logs, its attempt results and a wrapper
-// of the Retryer get the SDK's types and chain), and the Retryer holds
-// that value for the operation from the attempt's end until RetryDelay
-// (or the operation's end), through which RetryDelay finds the
-// operation, under the SDK's clock skew marker too. That tells the
-// operations apart by their error values, which the SDK's own errors keep
-// distinct (each attempt makes new ones); an error
-// value that another operation of the Retryer holds at that moment (one
-// sentinel that a middleware or a fake transport returns to every
-// operation) or that is not a pointer is handed to the SDK wrapped in a
-// value of the attempt's own instead, with the SDK's error's text and
-// Unwrap (errors.As and errors.Is find the SDK's error in it; %T does
-// not). Either way the Policy's callbacks get the SDK's error, and the
-// operation's error and the attempt results in its metadata are the
-// SDK's error chain. An operation without the middleware (a client of
-// the same Retryer made without AddMiddleware) whose failure is (or
-// wraps) the very value an operation with it holds, with the same attempt
-// number,
-// at the same moment, may take that operation's wait and context in
-// RetryDelay (the other then computes its wait afresh). Without the
-// middleware,
-// RetryDelay computes the wait itself. Use one Retryer (and so one Policy, Budget
-// and Breaker) for every client of a service: Provider and LoadOptions
-// give config.WithRetryer the same Retryer for each client the aws.Config
-// makes. A Retryer is safe for concurrent use. The Policy must not be
+// metrics' exception.type, its logs, its attempt results and a wrapper of
+// the Retryer get the SDK's types and chain), and the Retryer holds that
+// value for the operation from the attempt's end until RetryDelay (or the
+// operation's end), through which RetryDelay finds the operation, under
+// the SDK's clock skew marker too. That tells the operations apart by
+// their error values, which the SDK's own errors keep distinct (each
+// attempt makes new ones); an error value that another operation of the
+// Retryer holds at that moment (one sentinel that a middleware or a fake
+// transport returns to every operation) or that is not a pointer is handed
+// to the SDK wrapped in a value of the attempt's own instead, with the
+// SDK's error's text and Unwrap (errors.As and errors.Is find the SDK's
+// error in it; %T does not). Either way the Policy's callbacks get the
+// SDK's error, and the operation's error and the attempt results in its
+// metadata are the SDK's error chain. An operation without the middleware
+// (a client of the same Retryer made without AddMiddleware) whose failure
+// is (or wraps) the very value an operation with it holds, with the same
+// attempt number, at the same moment, may take that operation's wait and
+// context in RetryDelay (the other then computes its wait afresh). Without
+// the middleware, RetryDelay computes the wait itself. Use one Retryer
+// (and so one Policy, Budget and Breaker) for every client of a service:
+// Provider and LoadOptions give config.WithRetryer the same Retryer for
+// each client the aws.Config makes. A Retryer is safe for concurrent use. The Policy must not be
 // modified while in use.
 //
 // Every callback of the Policy (Classify, the Observer, Backoff, the
