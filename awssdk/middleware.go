@@ -127,21 +127,38 @@ type operation struct {
 	// saved are the x-amz-retry-after values RetryDelay rewrote, put
 	// back when the operation ends (nil until one is).
 	saved *[]savedHeader
+	// failure is what a failed attempt needs, made with the first one (so
+	// that an operation whose first attempt succeeds does not carry it).
+	*failure
+	// wrapped: an attempt of the operation failed with an error the
+	// Retryer could not hold, handed to the SDK as an attemptError.
+	wrapped bool
+}
+
+// failure is the state of an operation whose attempt failed.
+type failure struct {
 	// r is the Retryer whose held map (see Retryer.hand) holds held, the
 	// error value of the operation's failed attempt as the SDK got it
 	// (nil when it holds none; under r.mu, and holding says whether it
-	// is set); r is set with the first failed attempt.
+	// is set).
 	r       *Retryer
 	held    error
 	holding atomic.Bool
 	// mu guards kept, what GetRetryToken computed for RetryDelay, and
-	// saved: another operation failing with the same error value may
-	// reach this one in RetryDelay (see Retryer.failed).
+	// the operation's saved: another operation failing with the same
+	// error value may reach this one in RetryDelay (see Retryer.failed).
 	mu   sync.Mutex
 	kept keptWait
-	// wrapped: an attempt of the operation failed with an error the
-	// Retryer could not hold, handed to the SDK as an attemptError.
-	wrapped bool
+}
+
+// failedOn returns op's failure state, made on the first call, which
+// op's own goroutine makes (Retryer.hand, GetRetryToken) before op is
+// reachable from another; one another reaches (Retryer.failed) has it.
+func (op *operation) failedOn(r *Retryer) *failure {
+	if op.failure == nil {
+		op.failure = &failure{r: r}
+	}
+	return op.failure
 }
 
 // keptWait is what GetRetryToken computed for the RetryDelay after attempt
@@ -160,8 +177,8 @@ type keptWait struct {
 // the SDK dropped unsent (a stream it could not rewind) as not made, and
 // gives back a retry granted and never run.
 func (op *operation) end() {
-	if r := op.r; r != nil {
-		r.letGo(op)
+	if op.failure != nil {
+		op.r.letGo(op)
 	} else {
 		op.restore()
 	}
@@ -411,6 +428,7 @@ func (b *attemptBody) Close() error {
 // over as an attemptError of this attempt's own instead.
 func (r *Retryer) hand(op *operation, err error) error {
 	key := address(err)
+	op.failedOn(r)
 	r.mu.Lock()
 	if op.held != nil {
 		r.drop(op)
@@ -419,13 +437,12 @@ func (r *Retryer) hand(op *operation, err error) error {
 		if r.held == nil {
 			r.held = make(map[uintptr]*operation)
 		}
-		r.held[key], op.held, op.r = op, err, r
+		r.held[key], op.held = op, err
 		op.holding.Store(true)
 		r.mu.Unlock()
 		return err
 	}
 	r.mu.Unlock()
-	op.r = r
 	if !op.wrapped {
 		op.wrapped = true
 		r.wrapping.Add(1)

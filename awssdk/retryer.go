@@ -369,12 +369,13 @@ func (r *Retryer) fitHeader(op *operation, h http.Header, want time.Duration, ok
 	if op != nil {
 		// Under op.mu: an operation failing with the same error value as
 		// op may reach op here (see Retryer.failed).
-		op.mu.Lock()
+		f := op.failedOn(r) // made by the attempt middleware already
+		f.mu.Lock()
 		if op.saved == nil {
 			op.saved = new([]savedHeader)
 		}
 		*op.saved = append(*op.saved, savedHeader{h: h, vals: vals})
-		op.mu.Unlock()
+		f.mu.Unlock()
 	}
 	if !ok {
 		delete(h, retryAfterKey)
@@ -519,10 +520,10 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		// Under op.mu: RetryDelay takes it in failed, which another
 		// operation failing with the same error value may reach.
 		k := keptWait{n: op.attempts, delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
-		op.mu.Lock()
-		op.kept = k
-		op.mu.Unlock()
-		op.r = r
+		f := op.failedOn(r)
+		f.mu.Lock()
+		f.kept = k
+		f.mu.Unlock()
 	}
 	if record == nil {
 		return nopRelease, nil
