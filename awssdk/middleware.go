@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,8 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 
 // operation is the state of one operation, from its Finalize step to its
 // end. The SDK's Retry middleware runs its attempts one after another, so
-// the fields need no lock.
+// the fields need no lock, but for those another operation failing with
+// the same error value may reach (held, kept and saved).
 type operation struct {
 	start    time.Time // set only with an Observer or MaxElapsed
 	ctx      context.Context
@@ -125,17 +127,60 @@ type operation struct {
 	// saved are the x-amz-retry-after values RetryDelay rewrote, put
 	// back when the operation ends (nil until one is).
 	saved *[]savedHeader
+	// failure is what a failed attempt needs, made with the first one (so
+	// that an operation whose first attempt succeeds does not carry it).
+	*failure
+	// wrapped: an attempt of the operation failed with an error the
+	// Retryer could not hold, handed to the SDK as an attemptError.
+	wrapped bool
+}
+
+// failure is the state of an operation whose attempt failed.
+type failure struct {
+	// r is the Retryer whose held map (see Retryer.hand) holds held, the
+	// error value of the operation's failed attempt as the SDK got it
+	// (nil when it holds none; under r.mu, and holding says whether it
+	// is set).
+	r       *Retryer
+	held    error
+	holding atomic.Bool
+	// mu guards kept, what GetRetryToken computed for RetryDelay, and
+	// the operation's saved: another operation failing with the same
+	// error value may reach this one in RetryDelay (see Retryer.failed).
+	mu   sync.Mutex
+	kept keptWait
+}
+
+// failedOn returns op's failure state, made on the first call, which
+// op's own goroutine makes (Retryer.hand, GetRetryToken) before op is
+// reachable from another; one another reaches (Retryer.failed) has it.
+func (op *operation) failedOn(r *Retryer) *failure {
+	if op.failure == nil {
+		op.failure = &failure{r: r}
+	}
+	return op.failure
+}
+
+// keptWait is what GetRetryToken computed for the RetryDelay after attempt
+// n (0: none): the wait, its context (for RetryScheduled), and the failed
+// response's header and its advice.
+type keptWait struct {
+	n       int
+	delay   time.Duration
+	ctx     context.Context
+	header  http.Header
+	advice  time.Duration
+	advised bool
 }
 
 // end, when the operation ends, reports an admitted attempt whose token
 // the SDK dropped unsent (a stream it could not rewind) as not made, and
 // gives back a retry granted and never run.
 func (op *operation) end() {
-	if op.saved != nil {
-		for i := len(*op.saved) - 1; i >= 0; i-- { // the first saved is the original
-			s := (*op.saved)[i]
-			s.h[retryAfterKey] = s.vals
-		}
+	if op.failure != nil {
+		op.r.letGo(op)
+	} else {
+		op.restore()
 	}
 	defer func() {
 		if bt := op.pendingRetry; bt != nil {
@@ -146,6 +191,17 @@ func (op *operation) end() {
 	if a := op.current; a != nil {
 		op.current = nil
 		_ = a.release(errAttemptNotMade)
+	}
+}
+
+// restore puts back the x-amz-retry-after values RetryDelay rewrote.
+func (op *operation) restore() {
+	if op.saved != nil {
+		for i := len(*op.saved) - 1; i >= 0; i-- { // the first saved is the original
+			s := (*op.saved)[i]
+			s.h[retryAfterKey] = s.vals
+		}
+		op.saved = nil
 	}
 }
 
@@ -182,7 +238,10 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	}
 	if obs == nil {
 		out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
-		return out, stripResults(md), strip(err)
+		if op.wrapped {
+			md, err = stripAll(md, err)
+		}
+		return out, md, err
 	}
 	done := false
 	defer func() {
@@ -199,7 +258,10 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	// every grant and attempt of the operation given back.
 	defer op.end()
 	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
-	md, err, done = stripResults(md), strip(err), true
+	if op.wrapped {
+		md, err = stripAll(md, err)
+	}
+	done = true
 	return out, md, err
 }
 
@@ -245,8 +307,8 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 		return m.send(ctx, in, next)
 	}
 	defer func() {
-		if err != nil { // one error value of this attempt's own, for RetryDelay
-			err = &attemptError{err: err, op: op}
+		if err != nil { // held for RetryDelay, or an error value of this attempt's own
+			err = m.r.hand(op, err)
 		}
 	}()
 	if op.attemptCtx != nil {
@@ -354,26 +416,143 @@ func (b *attemptBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
+// hand returns the error the SDK gets for op's attempt that failed with
+// err. That is err itself, which op then holds (Retryer.held) until
+// RetryDelay finds op through it (or op ends), so that RetryDelay, which
+// the SDK gives the error and no context, returns the wait GetRetryToken
+// computed for this very attempt. The SDK's errors are new values for
+// every attempt; one value that another operation of the Retryer holds
+// at the same moment (a sentinel that a middleware or a fake transport
+// returns to many operations) or that cannot be a map key without
+// risk (not a pointer) cannot tell the operations apart, and is handed
+// over as an attemptError of this attempt's own instead.
+func (r *Retryer) hand(op *operation, err error) error {
+	key := address(err)
+	op.failedOn(r)
+	r.mu.Lock()
+	if op.held != nil {
+		r.drop(op)
+	}
+	if key != 0 && r.held[key] == nil {
+		if r.held == nil {
+			r.held = make(map[uintptr]*operation)
+		}
+		r.held[key], op.held = op, err
+		op.holding.Store(true)
+		r.mu.Unlock()
+		return err
+	}
+	r.mu.Unlock()
+	if !op.wrapped {
+		op.wrapped = true
+		r.wrapping.Add(1)
+	}
+	return &attemptError{err: err, op: op}
+}
+
+// address returns the address err points to, its key in Retryer.held,
+// or 0 when err is not a non-nil pointer. While op holds err (op.held),
+// that keeps the value alive, so that no other takes its address; two
+// values at one address (a struct and its first field, or zero-size
+// values) are told apart by op.held, or else one of them is not held.
+func address(err error) uintptr {
+	v := reflect.ValueOf(err)
+	if v.Kind() != reflect.Pointer {
+		return 0
+	}
+	return v.Pointer()
+}
+
+// drop lets go of the error value op holds. Under r.mu.
+func (r *Retryer) drop(op *operation) {
+	if key := address(op.held); r.held[key] == op {
+		delete(r.held, key)
+	}
+	op.held = nil
+	op.holding.Store(false)
+}
+
+// letGo, when op ends, lets go of the error value op holds, of what it
+// kept for RetryDelay and of its count in wrapping, and puts back the
+// headers RetryDelay rewrote.
+func (r *Retryer) letGo(op *operation) {
+	if op.holding.Load() { // else RetryDelay let go of it
+		r.mu.Lock()
+		if op.held != nil {
+			r.drop(op)
+		}
+		r.mu.Unlock()
+	}
+	op.mu.Lock()
+	op.kept = keptWait{}
+	op.restore() // under op.mu, as fitHeader saves
+	op.mu.Unlock()
+	if op.wrapped {
+		op.wrapped = false
+		r.wrapping.Add(-1)
+	}
+}
+
+// failed returns the operation whose attempt failed with err, the error
+// the SDK hands RetryDelay (the one the attempt middleware handed it, or
+// the SDK's clock skew marker around it), letting go of its hold, and
+// what GetRetryToken kept for the RetryDelay after attempt, taking it; a
+// nil operation for an error of no operation (a stack without the
+// middleware). serr is the SDK's error.
+func (r *Retryer) failed(err error, attempt int) (op *operation, kept keptWait, serr error) {
+	serr = err
+	for e := err; e != nil && op == nil; e = errors.Unwrap(e) {
+		if ae, wrapped := e.(*attemptError); wrapped {
+			op, serr = ae.op, sdkError(err)
+			break
+		}
+		key := address(e)
+		if key == 0 {
+			continue
+		}
+		r.mu.Lock()
+		if op = r.held[key]; op != nil {
+			if op.held == e { // the very value, not another at its address
+				r.drop(op)
+			} else {
+				op = nil
+			}
+		}
+		r.mu.Unlock()
+	}
+	if op != nil {
+		op.mu.Lock()
+		if op.kept.n != 0 && op.kept.n == attempt {
+			kept, op.kept = op.kept, keptWait{}
+		}
+		op.mu.Unlock()
+	}
+	return op, kept, serr
+}
+
 // attemptError is a failed attempt's error as the attempt middleware hands
-// it to the SDK's Retry middleware: the SDK's error (Unwrap, the same
-// Error text) made a value of this attempt's own, which carries its
-// operation, so that RetryDelay finds the wait GetRetryToken computed for
-// this attempt and no other (two operations failing with one error value
-// would otherwise be told apart by nothing). The Retryer's callbacks see
-// the SDK's error; the operation middleware takes attemptError out of the
-// operation's error (strip) and of its attempt results.
+// it to the SDK's Retry middleware when the Retryer cannot hold the SDK's
+// error value for it (see Retryer.hand): the SDK's error (Unwrap, the
+// same Error text) made a value of this attempt's own, which carries its
+// operation. The Retryer's callbacks see the SDK's error; the operation
+// middleware takes attemptError out of the operation's error (strip) and
+// of its attempt results.
 type attemptError struct {
 	err error
 	op  *operation
-	// kept: GetRetryToken granted the retry after this attempt and kept
-	// the wait it computed (delay) and its context for RetryDelay.
-	kept  bool
-	delay time.Duration
-	ctx   context.Context
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
 func (e *attemptError) Unwrap() error { return e.err }
+
+// sdk returns err without an attemptError of op (nil: an operation
+// without the middleware, which makes none).
+func (op *operation) sdk(err error) error {
+	if op == nil || !op.wrapped {
+		return err
+	}
+	return sdkError(err)
+}
 
 // sdkError returns err without the attempt middleware's attemptError on
 // top.
@@ -384,7 +563,7 @@ func sdkError(err error) error {
 	if attemptErrorOf(err) != nil {
 		// Under an SDK wrapper (the clock skew marker): a copy of the
 		// chain without the attemptError, leaving err as it is for
-		// RetryDelay to find the wait in.
+		// RetryDelay to find the operation in.
 		s, _ := stripped(err, true)
 		return s
 	}
@@ -499,13 +678,20 @@ var (
 	errorType = reflect.TypeFor[error]()
 )
 
-// stripResults strips the attempt errors of the SDK's attempt results in
-// md (retry.GetAttemptResults), in place.
-func stripResults(md middleware.Metadata) middleware.Metadata {
+// stripAll strips the operation's error err and the attempt errors of
+// the SDK's attempt results in md (retry.GetAttemptResults), in place. The
+// last attempt's result holds err itself: it gets err's stripped value,
+// not a second copy of it.
+func stripAll(md middleware.Metadata, err error) (middleware.Metadata, error) {
+	s := strip(err)
 	if res, ok := sdkretry.GetAttemptResults(md); ok {
 		for i := range res.Results {
-			res.Results[i].Err = strip(res.Results[i].Err)
+			if e := res.Results[i].Err; e != nil && same(e, err) {
+				res.Results[i].Err = s
+			} else {
+				res.Results[i].Err = strip(e)
+			}
 		}
 	}
-	return md
+	return md, s
 }

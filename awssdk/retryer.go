@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -129,19 +130,32 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // Policy.MinAttemptTime would not end before the caller's deadline is
 // refused before the SDK sleeps (ErrDeadlineTooClose), as retry.Do does.
 // The SDK hands GetRetryToken and RetryDelay the failed attempt's error
-// and RetryDelay no context: the middleware makes each failed attempt's
-// error a value of that attempt's own (the SDK's error, with its text
-// and Unwrap), so that RetryDelay returns the wait GetRetryToken computed
-// for that very attempt, whatever other operations fail with the same
-// error value at once; the Policy's callbacks get the SDK's error, and
-// the operation's error (and the attempt results in its metadata) is the
-// SDK's error chain (a middleware placed between the SDK's Retry
-// middleware and the Retryer's sees the attempt's own error, in which
-// errors.As and errors.Is find the SDK's). Without the middleware,
-// RetryDelay computes the wait itself. Use one Retryer (and so one Policy, Budget
-// and Breaker) for every client of a service: Provider and LoadOptions
-// give config.WithRetryer the same Retryer for each client the aws.Config
-// makes. A Retryer is safe for concurrent use. The Policy must not be
+// and RetryDelay no context. With the middleware, RetryDelay still returns
+// the wait GetRetryToken computed for that very attempt, whatever other
+// operations fail at once, and the SDK sees its own error values: the
+// attempt middleware hands the SDK the attempt's error as it is (so its
+// metrics' exception.type, its logs, its attempt results and a wrapper of
+// the Retryer get the SDK's types and chain), and the Retryer holds that
+// value for the operation from the attempt's end until RetryDelay (or the
+// operation's end), through which RetryDelay finds the operation, under
+// the SDK's clock skew marker too. That tells the operations apart by
+// their error values, which the SDK's own errors keep distinct (each
+// attempt makes new ones); an error value that another operation of the
+// Retryer holds at that moment (one sentinel that a middleware or a fake
+// transport returns to every operation) or that is not a pointer is handed
+// to the SDK wrapped in a value of the attempt's own instead, with the
+// SDK's error's text and Unwrap (errors.As and errors.Is find the SDK's
+// error in it; %T does not). Either way the Policy's callbacks get the
+// SDK's error, and the operation's error and the attempt results in its
+// metadata are the SDK's error chain. An operation without the middleware
+// (a client of the same Retryer made without AddMiddleware) whose failure
+// is (or wraps) the very value an operation with it holds, with the same
+// attempt number, at the same moment, may take that operation's wait and
+// context in RetryDelay (the other then computes its wait afresh). Without
+// the middleware, RetryDelay computes the wait itself. Use one Retryer
+// (and so one Policy, Budget and Breaker) for every client of a service:
+// Provider and LoadOptions give config.WithRetryer the same Retryer for
+// each client the aws.Config makes. A Retryer is safe for concurrent use. The Policy must not be
 // modified while in use.
 //
 // Every callback of the Policy (Classify, the Observer, Backoff, the
@@ -174,6 +188,16 @@ type Retryer struct {
 	// needsMiddleware: the Policy asks for what only the middleware
 	// gives (AttemptTimeout, MaxElapsed, a BudgetTracker's refunds).
 	needsMiddleware bool
+	// held maps the error value of an operation's failed attempt, handed
+	// to the SDK as it is, to that operation, from the attempt's end until
+	// RetryDelay or the operation's end (see hand); with each
+	// operation's held field, under mu.
+	mu   sync.Mutex
+	held map[uintptr]*operation // by the value's address
+	// wrapping counts the operations that handed the SDK an attemptError
+	// and have not ended: while it is 0, no error the SDK hands the
+	// Retryer holds one.
+	wrapping atomic.Int64
 }
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
@@ -240,7 +264,9 @@ func (r *Retryer) MaxAttempts() int {
 // Classify, or awsretry.IsRetryable when it has none. The SDK asks it
 // after the attempt's tokens were released.
 func (r *Retryer) IsErrorRetryable(err error) bool {
-	err = sdkError(err)
+	if r.wrapping.Load() != 0 {
+		err = sdkError(err)
+	}
 	if err == nil || retry.IsPermanent(err) {
 		return false
 	}
@@ -253,8 +279,9 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // x-amz-retry-after advice to it (see Retryer). With the Retryer's
 // middleware the wait is the one GetRetryToken computed for this very
 // attempt (and checked against MaxElapsed and the deadline), found
-// through the attempt's error, and RetryScheduled gets the operation's
-// context (the caller's span); without it, context.Background().
+// through the attempt's error (see Retryer), and RetryScheduled gets the
+// operation's context (the caller's span); without it,
+// context.Background().
 //
 // RetryDelay also makes the x-amz-retry-after header of err's response
 // say what the Retryer applies, for the SDK, which reads it next (see
@@ -262,59 +289,47 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // whole milliseconds when the SDK would read it otherwise than
 // awsretry.RetryAfter does.
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
-	ae := attemptErrorOf(err)
-	serr := sdkError(err)
-	var op *operation
-	if ae != nil {
-		op = ae.op
-	}
-	var d time.Duration
-	var ctx context.Context
-	if ae != nil && ae.kept {
-		d, ctx = ae.delay, ae.ctx
-		ae.kept, ae.ctx = false, nil
-	} else {
+	op, kept, serr := r.failed(err, attempt)
+	d, ctx, h, advice, advised := kept.delay, kept.ctx, kept.header, kept.advice, kept.advised
+	if kept.n == 0 {
 		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
 		if op != nil {
 			ctx = op.ctx
 		}
+		h = responseHeader(serr)
+		advice, advised = r.advice(h)
 	}
-	r.fitHeader(op, serr)
+	r.fitHeader(op, h, advice, advised)
 	if o := r.p.Observer; o != nil {
-		wait, advised := r.sdkWait(d, serr)
 		o.RetryScheduled(ctx, retry.RetryScheduled{
-			Operation: r.p.Operation, Attempt: attempt + 1, Delay: wait, Advised: advised, Err: serr,
+			Operation: r.p.Operation, Attempt: attempt + 1, Delay: sdkWait(d, advice, advised), Advised: advised, Err: serr,
 		})
 	}
 	return d, nil
 }
 
-// advice returns the x-amz-retry-after advice of err's response, read as
-// awsretry.RetryAfter reads it (a huge value is 24 h); none when
-// Policy.MaxRetryAfter is negative.
-func (r *Retryer) advice(err error) (time.Duration, bool) {
-	if r.maxAdvice < 0 {
-		return 0, false
-	}
-	h := responseHeader(err)
-	if h == nil {
+// advice returns the x-amz-retry-after advice of the response header h
+// (responseHeader), read as awsretry.RetryAfter reads it (a huge value is
+// 24 h); none when Policy.MaxRetryAfter is negative.
+func (r *Retryer) advice(h http.Header) (time.Duration, bool) {
+	if r.maxAdvice < 0 || h == nil {
 		return 0, false
 	}
 	return awsretry.RetryAfter(headerReporter(h))
 }
 
 // sdkWait returns the wait the SDK sleeps after RetryDelay returned d for
-// err: the advice clamped to [d, d + 5 s], or d.
-func (r *Retryer) sdkWait(d time.Duration, err error) (time.Duration, bool) {
-	advice, ok := r.advice(err)
-	if !ok {
-		return d, false
+// an error whose advice is advice (when advised): the advice clamped to
+// [d, d + 5 s], or d.
+func sdkWait(d, advice time.Duration, advised bool) time.Duration {
+	if !advised {
+		return d
 	}
 	most := d + awsretry.MaxAdviceExtra
 	if most < d {
 		most = math.MaxInt64
 	}
-	return min(max(advice, d), most), true
+	return min(max(advice, d), most)
 }
 
 // sdkAdvice reads an x-amz-retry-after value exactly as the SDK's Retry
@@ -331,15 +346,15 @@ func sdkAdvice(v string) (time.Duration, bool) {
 	return time.Duration(ms) * time.Millisecond, true
 }
 
-// fitHeader rewrites the x-amz-retry-after header of err's response so
-// that the SDK, which reads it after RetryDelay, applies the advice the
-// Retryer reads (advice): none when Policy.MaxRetryAfter is negative (the
-// header is removed), and a huge value (beyond int64, which the SDK
-// ignores, or beyond the largest Duration, which it wraps around) as
-// awsretry.RetryAfter clamps it. With the middleware (op not nil) the
-// operation puts the original values back when it ends.
-func (r *Retryer) fitHeader(op *operation, err error) {
-	h := responseHeader(err)
+// fitHeader rewrites the x-amz-retry-after header h of the failed
+// attempt's response so that the SDK, which reads it after RetryDelay,
+// applies the advice the Retryer read (want, when ok; Retryer.advice):
+// none when Policy.MaxRetryAfter is negative (the header is removed), and
+// a huge value (beyond int64, which the SDK ignores, or beyond the
+// largest Duration, which it wraps around) as awsretry.RetryAfter clamps
+// it. With the middleware (op not nil) the operation puts the original
+// values back when it ends.
+func (r *Retryer) fitHeader(op *operation, h http.Header, want time.Duration, ok bool) {
 	if h == nil {
 		return
 	}
@@ -347,16 +362,20 @@ func (r *Retryer) fitHeader(op *operation, err error) {
 	if !present {
 		return
 	}
-	want, ok := r.advice(err)
 	got, sdkOK := sdkAdvice(h.Get(retryAfterKey))
 	if ok == sdkOK && want == got {
 		return
 	}
 	if op != nil {
+		// Under op.mu: an operation failing with the same error value as
+		// op may reach op here (see Retryer.failed).
+		f := op.failedOn(r) // made by the attempt middleware already
+		f.mu.Lock()
 		if op.saved == nil {
 			op.saved = new([]savedHeader)
 		}
 		*op.saved = append(*op.saved, savedHeader{h: h, vals: vals})
+		f.mu.Unlock()
 	}
 	if !ok {
 		delete(h, retryAfterKey)
@@ -441,8 +460,7 @@ func responseHeader(err error) http.Header {
 // refunded when the operation ends.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
-	ae := attemptErrorOf(opErr)
-	opErr = sdkError(opErr)
+	opErr = op.sdk(opErr)
 	if b := r.p.Breaker; b != nil {
 		if err := b.Ready(); err != nil {
 			op.stop(retry.ReasonBreaker)
@@ -453,19 +471,21 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		op.stop(retry.ReasonNested)
 		return nil, ErrNestedRetry
 	}
-	if advice, ok := r.advice(opErr); ok && advice > r.maxAdvice {
+	h := responseHeader(opErr)
+	advice, advised := r.advice(h)
+	if advised && advice > r.maxAdvice {
 		// Coming back at the cap would be sooner than the server asked.
 		op.stop(retry.ReasonAdvice)
 		return nil, ErrAdviceExceedsCap
 	}
 	// With the middleware (which numbers the attempts), the wait is
 	// computed here, to check it against MaxElapsed and the caller's
-	// deadline, and kept in the attempt's error, with ctx for
-	// RetryScheduled, for RetryDelay.
+	// deadline, and kept in the operation, with ctx for RetryScheduled,
+	// for RetryDelay.
 	var d time.Duration
 	if op != nil {
 		d = max(r.backoff(op.attempts, opErr), 0)
-		if err := r.waitFits(ctx, op, d, opErr); err != nil {
+		if err := r.waitFits(ctx, op, sdkWait(d, advice, advised)); err != nil {
 			return nil, err
 		}
 	}
@@ -478,13 +498,13 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		record = func(err error) { b.RecordPriced(sdkError(err), price) }
+		record = func(err error) { b.RecordPriced(op.sdk(err), price) }
 	default:
 		if !b.Withdraw(opErr) {
 			op.stop(retry.ReasonBudget)
 			return nil, ErrBudgetExhausted
 		}
-		record = func(err error) { b.Record(true, sdkError(err)) }
+		record = func(err error) { b.Record(true, op.sdk(err)) }
 		if bt, tracks := b.(retry.BudgetTracker); tracks && op != nil {
 			// The SDK drops the release when the retry does not run (a
 			// refused attempt token, a done context, a cancelled
@@ -492,12 +512,18 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			op.pendingRetry = bt
 			record = func(err error) {
 				op.pendingRetry = nil // an operation has one grant outstanding at most
-				b.Record(true, sdkError(err))
+				b.Record(true, op.sdk(err))
 			}
 		}
 	}
-	if op != nil && ae != nil && ae.op == op {
-		ae.kept, ae.delay, ae.ctx = true, d, ctx
+	if op != nil {
+		// Under op.mu: RetryDelay takes it in failed, which another
+		// operation failing with the same error value may reach.
+		k := keptWait{n: op.attempts, delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
+		f := op.failedOn(r)
+		f.mu.Lock()
+		f.kept = k
+		f.mu.Unlock()
 	}
 	if record == nil {
 		return nopRelease, nil
@@ -520,16 +546,15 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}, nil
 }
 
-// waitFits returns nil when the wait d after opErr (the SDK's wait, advice
-// included) and then MinAttemptTime end before start+MaxElapsed (else
-// ErrElapsed) and before the caller's deadline (else ErrDeadlineTooClose),
-// on the Policy's clock, as retry.Do decides.
-func (r *Retryer) waitFits(ctx context.Context, op *operation, d time.Duration, opErr error) error {
+// waitFits returns nil when the SDK's wait (advice included) and then
+// MinAttemptTime end before start+MaxElapsed (else ErrElapsed) and before
+// the caller's deadline (else ErrDeadlineTooClose), on the Policy's
+// clock, as retry.Do decides.
+func (r *Retryer) waitFits(ctx context.Context, op *operation, wait time.Duration) error {
 	dl, hasDL := ctx.Deadline()
 	if !hasDL && r.p.MaxElapsed <= 0 {
 		return nil
 	}
-	wait, _ := r.sdkWait(d, opErr)
 	span := wait + max(r.p.MinAttemptTime, 0)
 	if span < wait {
 		span = math.MaxInt64
@@ -659,7 +684,7 @@ type attempt struct {
 // release is the attempt token's release: the SDK calls it once, with
 // the attempt's error (nil on success).
 func (a *attempt) release(err error) error {
-	a.once.Do(func() { a.report(sdkError(err)) })
+	a.once.Do(func() { a.report(a.op.sdk(err)) })
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,7 @@ type reply struct {
 	errType    string // the DynamoDB error type, "" for a success
 	retryAfter string // x-amz-retry-after, "" for none
 	skewed     bool   // a Date header an hour ahead (clock skew)
+	drop       bool   // no answer: the connection is closed (a transport error)
 }
 
 var (
@@ -73,6 +75,13 @@ func newEndpoint(t *testing.T) *endpoint {
 			rep, e.script = e.script[0], e.script[1:]
 		}
 		e.mu.Unlock()
+		if rep.drop {
+			_, _ = io.Copy(io.Discard, r.Body) // so that the client sees EOF, always
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		if rep.retryAfter != "" {
 			w.Header().Set("x-amz-retry-after", rep.retryAfter)

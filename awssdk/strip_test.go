@@ -69,3 +69,46 @@ func TestResponseHeaderOfNilResponseErrors(t *testing.T) {
 		}
 	}
 }
+
+// innerErr and outerErr are two error types whose values can share one
+// address (outerErr's first field).
+type innerErr struct{ code int }
+
+func (e *innerErr) Error() string { return fmt.Sprint("inner ", e.code) }
+
+type outerErr struct{ inner innerErr }
+
+func (e *outerErr) Error() string { return "outer" }
+
+// TestHeldValueIsTheVeryValue (s5 awssdk): the Retryer holds an
+// operation's error value by its address; another value at that address
+// (a struct's first field) is not taken for it: while the first is held
+// it is handed over wrapped, RetryDelay's look-up does not find the first
+// operation through it, and once RetryDelay let go of the first it is
+// held as it is.
+func TestHeldValueIsTheVeryValue(t *testing.T) {
+	r := NewRetryer(nil)
+	a, b := &operation{}, &operation{}
+	o := &outerErr{}
+	e1, e2 := error(o), error(&o.inner)
+	if got := r.hand(a, e1); got != e1 {
+		t.Fatalf("hand(a, outer) = %T, want the value itself", got)
+	}
+	if got, ok := r.hand(b, e2).(*attemptError); !ok || got.op != b {
+		t.Fatalf("hand(b, inner) at the held address = %T, want b's attemptError", got)
+	}
+	if op, _, _ := r.failed(e2, 1); op != nil {
+		t.Errorf("failed(inner) found an operation through outer's address")
+	}
+	if op, _, _ := r.failed(e1, 1); op != a {
+		t.Errorf("failed(outer) = %p, want a (%p)", op, a)
+	}
+	if got := r.hand(b, e2); got != e2 {
+		t.Errorf("hand(b, inner) once a let go = %T, want the value itself", got)
+	}
+	a.end()
+	b.end()
+	if len(r.held) != 0 || r.wrapping.Load() != 0 {
+		t.Errorf("after both ended: %d held, %d wrapping, want none", len(r.held), r.wrapping.Load())
+	}
+}
