@@ -13,9 +13,16 @@ import (
 // concurrent use. Its options are fixed by New; its policy is read from
 // its retry.PolicySource at every request.
 type Transport struct {
-	next http.RoundTripper
-	src  retry.PolicySource
-	opts options
+	next      http.RoundTripper
+	src       retry.PolicySource
+	opts      options
+	announces bool // some attempt header is sent (options.announces)
+
+	// firstHeader[w] is the header announce clones for a first attempt
+	// with few caller keys: the announced attempt number, 1, and
+	// will-retry value, w; firstLen is how many keys each holds.
+	firstHeader [2]http.Header
+	firstLen    int
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -59,6 +66,9 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		t.opts.repeatable = Idempotent
 	}
 	t.opts.defaultHeaders()
+	if t.announces = t.opts.announces(); t.announces {
+		t.buildFirstHeaders()
+	}
 	if t.opts.bodyLimit <= 0 {
 		t.opts.bodyLimit = DefaultBodyLimit
 	}
@@ -102,13 +112,32 @@ func (t *Transport) CloseIdleConnections() {
 // A request that may not be repeated (see WithRetryable) is sent once, still
 // under the policy's Breaker, Budget and Observer.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		// Nothing to close if the policy source panics: read it here, and
+		// make a plain policy's first attempt without a pooled call.
+		p := t.policy()
+		if t.plain(p) {
+			return t.first(req, p)
+		}
+		return t.roundTripCall(req, p, nil)
+	}
+	return t.roundTripCall(req, nil, nil)
+}
+
+// roundTripCall is RoundTrip on a pooled call: under p (nil: read the
+// source under the call's guard), continuing from the first attempt pre
+// made (nil: none made yet).
+func (t *Transport) roundTripCall(req *http.Request, p *retry.Policy, pre *firstAttempt) (*http.Response, error) {
 	// The per-request state, with this request's copy of the policy. One
 	// defer and one return, so that the compiler open-codes the defer
 	// (roundTrip's many returns would make it a runtime defer record).
 	c := getCall()
 	defer c.done()
 	c.t, c.req = t, req
-	resp, err := c.roundTrip()
+	if pre != nil {
+		c.pre, c.preResp, c.preErr, c.repeat, c.will = true, pre.resp, pre.err, pre.repeat, pre.will
+	}
+	resp, err := c.roundTrip(p)
 	c.returned = true
 	return resp, err
 }
@@ -136,16 +165,21 @@ func (c *call) done() {
 }
 
 // roundTrip is RoundTrip's body, on the pooled call c.
-func (c *call) roundTrip() (*http.Response, error) {
+func (c *call) roundTrip(src *retry.Policy) (*http.Response, error) {
 	t, req := c.t, c.req
-	c.policy = *t.policy()              // the one read of the source
+	if src == nil {
+		src = t.policy() // the one read of the source
+	}
+	c.policy = *src
 	ctx := t.keyContext(req, &c.policy) // key.go: the request's key, its groups' members
 	c.classifyPolicy = c.policy.Classify
 	if c.policy.Limiter != nil {
 		c.lim.inner = c.policy.Limiter
 		c.policy.Limiter = &c.lim
 	}
-	c.repeat = t.opts.repeatable(req)
+	if !c.pre {
+		c.repeat = t.opts.repeatable(req) // first asked it otherwise
+	}
 	if err := c.prepareBody(); err != nil {
 		return nil, err
 	}
