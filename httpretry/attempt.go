@@ -329,7 +329,7 @@ func (c *call) request(ctx context.Context) (*http.Request, error) {
 	}
 	var r *http.Request
 	if announce {
-		r = c.t.announce(c.req, ctx, c.n, c.will, c.clock, c.timeout)
+		r, _ = c.t.announce(c.req, ctx, c.n, c.will, c.clock, c.timeout, false)
 	} else {
 		r = c.req.WithContext(ctx)
 	}
@@ -402,7 +402,19 @@ const smallHeader = 8
 // request's header; a RoundTripper that wrote into a value slice would be
 // writing into its caller's request), so the copy sees exactly the
 // caller's values.
-func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration) *http.Request {
+//
+// One header is shared, when share is set (first, for a next RoundTripper
+// that is an *http.Transport, stdNext) and there is nothing to add to it:
+// a first attempt's, for a request whose own header is empty and that
+// announces no deadline (a plain client.Get, say), is the prebuilt one
+// itself, and the copy costs its one allocation only. net/http's
+// Transport only reads a request's header — for HTTP/1, HTTP/2 and the
+// protocols registered with it — so a map nothing writes to is safe to
+// share between its requests; a RoundTripper of any other type might
+// write to it, against the contract, and gets a map of its own. shared
+// reports it, so that the caller hides the request from the callbacks
+// and errors that could reach it (see first).
+func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration, share bool) (r *http.Request, shared bool) {
 	h := &t.opts.hdr
 	var attempt, wills, deadline []string
 	var a *announced
@@ -443,7 +455,6 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 			deadline = a.dl[:]
 		}
 	}
-	var r *http.Request
 	switch {
 	case a != nil:
 		r = &a.r
@@ -461,7 +472,13 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 		// Fewer caller keys than prebuilt ones: clone the prebuilt header,
 		// whose announced values are those of a first attempt, and add
 		// the caller's keys but the announced ones.
-		hdr = maps.Clone(t.firstHeader[b2i(will)])
+		first := t.firstHeader[b2i(will)]
+		if share && len(caller) == 0 && deadline == nil {
+			// Nothing to add: the prebuilt header itself, shared.
+			r.Header = first
+			return r, true
+		}
+		hdr = maps.Clone(first)
 		for k, v := range caller {
 			if k != h.Attempt && k != h.WillRetry {
 				hdr[k] = v
@@ -489,7 +506,7 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 		hdr[h.Deadline] = deadline
 	}
 	r.Header = hdr
-	return r
+	return r, false
 }
 
 // b2i is 1 for true, 0 for false.

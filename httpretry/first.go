@@ -45,14 +45,20 @@ func (t *Transport) first(req *http.Request, p *retry.Policy) (*http.Response, e
 	repeat := t.opts.repeatable(req)
 	will := false
 	r := req
+	shared := false
 	if t.announces {
 		will = firstWillRetry(ctx, p, repeat)
-		r = t.announce(req, nil, 1, will, clock.Or(p.Clock), 0)
+		r, shared = t.announce(req, nil, 1, will, clock.Or(p.Clock), 0, t.stdNext)
 	}
 	resp, err := t.next.RoundTrip(r)
 	if err == nil && resp.StatusCode < http.StatusBadRequest && t.opts.classify == nil {
 		resp.Request = req
 		return resp, nil
+	}
+	if shared && resp != nil {
+		// The classifier, the Observer and a *StatusError in the returned
+		// error see the response: none of them sees the shared header.
+		resp.Request = req
 	}
 	return t.roundTripCall(req, p, &firstAttempt{resp: resp, err: err, repeat: repeat, will: will})
 }

@@ -17,6 +17,7 @@ type Transport struct {
 	src       retry.PolicySource
 	opts      options
 	announces bool // some attempt header is sent (options.announces)
+	stdNext   bool // next is an *http.Transport, which only reads a request's header (announce)
 
 	// firstHeader[w] is the header announce clones for a first attempt
 	// with few caller keys: the announced attempt number, 1, and
@@ -57,6 +58,7 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		next = http.DefaultTransport
 	}
 	t := &Transport{next: next, src: src}
+	_, t.stdNext = next.(*http.Transport)
 	for _, o := range opts {
 		if o != nil {
 			o(&t.opts)
