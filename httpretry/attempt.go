@@ -41,9 +41,11 @@ type call struct {
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
 	held    *http.Response // the response being classified
 
+	asked   bool           // first asked the WithRetryable rule: its verdict is repeat
 	pre     bool           // the first attempt was made by first: its result is preResp, preErr
 	preResp *http.Response // released by release until the attempt takes it
 	preErr  error
+	in      retry.Inline // the breaker's permit for that attempt (firstGuarded)
 
 	op       func(context.Context) (*http.Response, error) // c.attempt, made once per pooled call
 	returned bool                                          // roundTrip returned: RoundTrip's done has no panic to look for
@@ -68,11 +70,12 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 	var rc retry.Call
 	var a retry.Attempt
 	if c.pre {
-		// The first attempt was made already (first), under a plain
-		// policy with nothing to ask before it: the Call adopts it, as
-		// it would one begun by retry.BeginInline, whose Inline is the
-		// zero one for such a policy.
-		a = rc.Adopt(ctx, &c.policy, retry.Inline{})
+		// The first attempt was made already (first.go), begun by
+		// retry.BeginInline (firstGuarded) or under a policy with
+		// nothing to begin it with (first, whose Inline is zero, as
+		// BeginInline's would be): the Call adopts it. No user code ran
+		// since first handed it over, so nothing could leak its permit.
+		a = rc.Adopt(ctx, &c.policy, c.in)
 	} else {
 		rc.Reset(ctx, &c.policy)
 	}
@@ -154,8 +157,8 @@ var errLate = errors.New("response headers came too late")
 func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	c.n++
 	if c.pre {
-		// Made by first, with the caller's context, no AttemptTimeout
-		// and no body: judge it.
+		// Made by first.go, with the caller's context, no
+		// AttemptTimeout and no body: judge it.
 		resp, err := c.preResp, c.preErr
 		c.pre, c.preResp, c.preErr, c.sent = false, nil, nil, true
 		return c.judge(ctx, nil, resp, err)

@@ -2,11 +2,14 @@ package httpretry_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stormguard/stormguard/httpretry"
@@ -237,4 +240,103 @@ func TestAnnouncedAllocationsOverBare(t *testing.T) {
 			t.Errorf("%s: %.0f allocations per request over bare, want %.0f", c.name, extra, c.want)
 		}
 	}
+}
+
+// listenerPanicBreaker is a stubBreaker whose permit panics when told of
+// a success, as a breaker re-raising a listener's panic does.
+type listenerPanicBreaker struct{ stubBreaker }
+
+func (b *listenerPanicBreaker) Allow() (func(error), error) {
+	done, err := b.stubBreaker.Allow()
+	if err != nil {
+		return nil, err
+	}
+	return func(err error) {
+		done(err)
+		if err == nil {
+			panic("listener")
+		}
+	}, nil
+}
+
+// TestInlineFirstAttemptWithBreaker: under a policy whose only mechanisms
+// are a breaker and a budget, the first attempt (made without a pooled
+// call) tells them what the Call path tells them: a success, a retried
+// failure then a success, a refusal by the breaker (the error RoundTrip
+// returns wraps it, and nothing is sent), a panic or runtime.Goexit in
+// the next RoundTripper (the breaker hears a *retry.PanicError, the
+// budget a failure, and the panic goes on), and a panic of the breaker's
+// permit on success (the response is closed, the budget hears a failure).
+func TestInlineFirstAttemptWithBreaker(t *testing.T) {
+	ok := func(code int, closed *atomic.Int32) roundTripFunc {
+		return func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: code, Header: http.Header{}, Body: closeSignal{http.NoBody, closed}}, nil
+		}
+	}
+	t.Run("success", func(t *testing.T) {
+		br, bud := &stubBreaker{}, &refusingBudget{}
+		resp, err := httpretry.New(ok(200, new(atomic.Int32)), &retry.Policy{Breaker: br, Budget: bud}).RoundTrip(get(t, "http://127.0.0.1/"))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatal(resp, err)
+		}
+		if r := br.results(); len(r) != 1 || r[0] != nil || bud.records.Load() != 1 {
+			t.Errorf("breaker heard %v, budget %d records; want [<nil>] and 1", r, bud.records.Load())
+		}
+	})
+	t.Run("retried", func(t *testing.T) {
+		br := &stubBreaker{}
+		n := 0
+		next := roundTripFunc(func(*http.Request) (*http.Response, error) {
+			n++
+			code := 200
+			if n == 1 {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody}, nil
+		})
+		p := noWait(3)
+		p.Breaker = br
+		resp, err := httpretry.New(next, p).RoundTrip(get(t, "http://127.0.0.1/"))
+		if err != nil || resp.StatusCode != 200 || n != 2 {
+			t.Fatal(resp, err, n)
+		}
+		var se *httpretry.StatusError
+		if r := br.results(); len(r) != 2 || !errors.As(r[0], &se) || se.StatusCode != 503 || r[1] != nil {
+			t.Errorf("breaker heard %v, want the 503 then success", r)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		br := &stubBreaker{open: true}
+		sent := false
+		next := roundTripFunc(func(*http.Request) (*http.Response, error) { sent = true; return nil, errors.New("sent") })
+		_, err := httpretry.New(next, &retry.Policy{Breaker: br}).RoundTrip(get(t, "http://127.0.0.1/"))
+		var re *retry.Error
+		if !errors.Is(err, errOpen) || !errors.As(err, &re) || re.Attempts != 0 || sent {
+			t.Errorf("err %v (sent %v), want the breaker's refusal after no attempt", err, sent)
+		}
+	})
+	for _, goexit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("next panics/goexit=%v", goexit), func(t *testing.T) {
+			br, bud := &stubBreaker{}, &refusingBudget{}
+			next := roundTripFunc(func(*http.Request) (*http.Response, error) {
+				if goexit {
+					runtime.Goexit()
+				}
+				panic("next")
+			})
+			returned, v := roundTripGoexit(httpretry.New(next, &retry.Policy{Breaker: br, Budget: bud}), get(t, "http://127.0.0.1/"))
+			var pe *retry.PanicError
+			if r := br.results(); returned || (v == nil) != goexit || len(r) != 1 || !errors.As(r[0], &pe) || bud.records.Load() != 1 {
+				t.Errorf("returned %v, panic %v; breaker heard %v, budget %d records; want a *PanicError and 1", returned, v, r, bud.records.Load())
+			}
+		})
+	}
+	t.Run("permit panics on success", func(t *testing.T) {
+		br, bud := &listenerPanicBreaker{}, &refusingBudget{}
+		var closed atomic.Int32
+		returned, v := roundTripGoexit(httpretry.New(ok(200, &closed), &retry.Policy{Breaker: br, Budget: bud}), get(t, "http://127.0.0.1/"))
+		if returned || v != "listener" || closed.Load() != 1 || bud.records.Load() != 1 {
+			t.Errorf("returned %v, panic %v, body closed %d times, budget %d records; want the panic, 1 and 1", returned, v, closed.Load(), bud.records.Load())
+		}
+	})
 }

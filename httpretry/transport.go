@@ -116,10 +116,14 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		// Nothing to close if the policy source panics: read it here, and
-		// make a plain policy's first attempt without a pooled call.
+		// make the first attempt without a pooled call when the policy
+		// allows (first.go).
 		p := t.policy()
-		if t.plain(p) {
-			return t.first(req, p)
+		if t.inline(p) {
+			if p.Breaker == nil && p.Budget == nil {
+				return t.first(req, p)
+			}
+			return t.firstGuarded(req, p)
 		}
 		return t.roundTripCall(req, p, nil)
 	}
@@ -128,7 +132,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTripCall is RoundTrip on a pooled call: under p (nil: read the
 // source under the call's guard), continuing from the first attempt pre
-// made (nil: none made yet).
+// made or the rule it asked (nil: neither).
 func (t *Transport) roundTripCall(req *http.Request, p *retry.Policy, pre *firstAttempt) (*http.Response, error) {
 	// The per-request state, with this request's copy of the policy. One
 	// defer and one return, so that the compiler open-codes the defer
@@ -137,7 +141,8 @@ func (t *Transport) roundTripCall(req *http.Request, p *retry.Policy, pre *first
 	defer c.done()
 	c.t, c.req = t, req
 	if pre != nil {
-		c.pre, c.preResp, c.preErr, c.repeat, c.will = true, pre.resp, pre.err, pre.repeat, pre.will
+		c.asked, c.repeat = true, pre.repeat
+		c.pre, c.preResp, c.preErr, c.will, c.in = pre.made, pre.resp, pre.err, pre.will, pre.in
 	}
 	resp, err := c.roundTrip(p)
 	c.returned = true
@@ -179,7 +184,7 @@ func (c *call) roundTrip(src *retry.Policy) (*http.Response, error) {
 		c.lim.inner = c.policy.Limiter
 		c.policy.Limiter = &c.lim
 	}
-	if !c.pre {
+	if !c.asked {
 		c.repeat = t.opts.repeatable(req) // first asked it otherwise
 	}
 	if err := c.prepareBody(); err != nil {
