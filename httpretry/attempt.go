@@ -483,8 +483,8 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 		}
 		hdr = maps.Clone(first)
 		for k, v := range caller {
-			if k != h.Attempt && k != h.WillRetry {
-				hdr[k] = v
+			if k == "" || (k != h.Attempt && k != h.WillRetry) {
+				hdr[k] = v // an empty name (invalid) as the caller set it
 			}
 		}
 		attempt, wills = nil, nil
