@@ -41,6 +41,12 @@ type call struct {
 	actx    *attemptCtx    // the attempt in flight's context, when AttemptTimeout is set
 	held    *http.Response // the response being classified
 
+	asked   bool           // first asked the WithRetryable rule: its verdict is repeat
+	pre     bool           // the first attempt was made by first: its result is preResp, preErr
+	preResp *http.Response // released by release until the attempt takes it
+	preErr  error
+	in      retry.Inline // the breaker's permit for that attempt (firstGuarded)
+
 	op       func(context.Context) (*http.Response, error) // c.attempt, made once per pooled call
 	returned bool                                          // roundTrip returned: RoundTrip's done has no panic to look for
 }
@@ -52,7 +58,7 @@ type call struct {
 // the last attempt's response (nil when none came back) and nil, or the
 // *retry.Error the loop gave up with.
 func (c *call) run(ctx context.Context) (*http.Response, error) {
-	if p := &c.policy; p.Breaker == nil && p.Budget == nil && p.Observer == nil && p.Limiter == nil && c.t.opts.hdr.WillRetry == "" {
+	if p := &c.policy; !c.pre && p.Breaker == nil && p.Budget == nil && p.Observer == nil && p.Limiter == nil && c.t.opts.hdr.WillRetry == "" {
 		// No permit, slot or observer for a panic to leak, and no
 		// WillRetry to announce: retry.Do, whose first attempt costs less
 		// than a Call's, makes the same calls. An attempt that panics is
@@ -61,15 +67,29 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		// budget, limiter or observer).
 		return retry.Do(ctx, p, c.op)
 	}
-	rc := retry.NewCall(ctx, &c.policy) // inlined, and kept on the stack
+	var rc retry.Call
+	var a retry.Attempt
+	if c.pre {
+		// The first attempt was made already (first.go), begun by
+		// retry.BeginInline (firstGuarded) or under a policy with
+		// nothing to begin it with (first, whose Inline is zero, as
+		// BeginInline's would be): the Call adopts it. No user code ran
+		// since first handed it over, so nothing could leak its permit.
+		a = rc.Adopt(ctx, &c.policy, c.in)
+	} else {
+		rc.Reset(ctx, &c.policy)
+	}
 	var resp *http.Response
-	for {
-		a, err := rc.Begin()
-		if err != nil {
-			return resp, err
+	for begun := c.pre; ; begun = false {
+		if !begun {
+			var err error
+			if a, err = rc.Begin(); err != nil {
+				return resp, err
+			}
+			c.will = rc.WillRetry()
 		}
-		c.will = rc.WillRetry()
-		resp, err = c.try(rc, &a)
+		var err error
+		resp, err = c.try(&rc, &a)
 		if resp != c.prev {
 			// Released if End, Succeed or Next (an Observer, a breaker
 			// listener, a budget) panics; c.prev is released anyway.
@@ -121,7 +141,8 @@ func (c *call) release() {
 	}
 	discard(c.prev)
 	discard(c.held)
-	c.prev, c.held = nil, nil
+	discard(c.preResp)
+	c.prev, c.held, c.preResp = nil, nil, nil
 }
 
 // errLate is the error of an attempt whose response headers came just as
@@ -135,6 +156,13 @@ var errLate = errors.New("response headers came too late")
 // when it gives up.
 func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	c.n++
+	if c.pre {
+		// Made by first.go, with the caller's context, no
+		// AttemptTimeout and no body: judge it.
+		resp, err := c.preResp, c.preErr
+		c.pre, c.preResp, c.preErr, c.sent = false, nil, nil, true
+		return c.judge(ctx, nil, resp, err)
+	}
 	rctx := ctx
 	var actx *attemptCtx
 	if c.timeout > 0 {
@@ -157,6 +185,13 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 
 	c.sent = true
 	resp, err := c.t.next.RoundTrip(r)
+	return c.judge(ctx, actx, resp, err)
+}
+
+// judge classifies the outcome of an attempt with context ctx, bounded by
+// actx when AttemptTimeout is set, that the next RoundTripper answered
+// with resp or err; see attempt.
+func (c *call) judge(ctx context.Context, actx *attemptCtx, resp *http.Response, err error) (*http.Response, error) {
 	if err != nil {
 		if actx != nil {
 			if actx.stop() && ctx.Err() == nil {
@@ -291,13 +326,13 @@ func (c *call) request(ctx context.Context) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	announce := c.t.opts.announces()
+	announce := c.t.announces
 	if body == nil && !announce && c.sameCtx {
 		return c.req, nil
 	}
 	var r *http.Request
 	if announce {
-		r = c.announce(ctx)
+		r, _ = c.t.announce(c.req, ctx, c.n, c.will, c.clock, c.timeout, false)
 	} else {
 		r = c.req.WithContext(ctx)
 	}
@@ -346,90 +381,162 @@ type announced struct {
 // before it grows into a table.
 const smallHeader = 8
 
-// announce returns a copy of req for an attempt with context ctx, whose
-// header is req's plus the attempt headers (layer.HeaderAttempt, ...).
+// announce returns a copy of req for attempt n (whose failure may be
+// retried when will is set), with context ctx, whose header is req's plus
+// the attempt headers (layer.HeaderAttempt, ...); clk and timeout are the
+// policy's Clock and AttemptTimeout, which bound the deadline announced.
 //
 // The copy costs one allocation (the request; announced when there is a
-// deadline to announce) and its header map two (the map and its group, sized once
-// for req's keys and the announced ones; while they fit in one group of 8
-// slots, a clone of req's map, whose group is copied whole). The map is new for every
-// attempt: the request of an attempt must not share one with the caller's
-// (which the RoundTripper contract forbids modifying) or with another
-// attempt's (which net/http may still read after that attempt's RoundTrip
-// returned: "RoundTrip may read fields of the request in a separate
-// goroutine"), and cannot be pooled for the same reason. The caller's
-// value slices are copied by reference, not cloned as Header.Clone does:
-// nothing writes to them (net/http only reads a request's header; a
-// RoundTripper that wrote into a value slice would be writing into its
-// caller's request), so the copy sees exactly the caller's values.
-func (c *call) announce(ctx context.Context) *http.Request {
-	h := &c.t.opts.hdr
-	var attempt, will, deadline []string
+// deadline to announce) and its header map two (the map and its group,
+// sized once for req's keys and the announced ones). While they fit in one
+// group of 8 slots, the map is a clone, whose group is copied whole with
+// no key hashed again: of the transport's prebuilt header for a first
+// attempt (firstHeader) when req has fewer keys than it, the caller's
+// keys then inserted, else of req's map, the announced keys then
+// inserted. The map is new for every attempt: the request of an attempt
+// must not share one with the caller's (which the RoundTripper contract
+// forbids modifying) or with another attempt's (which net/http may still
+// read after that attempt's RoundTrip returned: "RoundTrip may read fields
+// of the request in a separate goroutine", and which a RoundTripper below
+// that writes to its request's header, against the contract, would
+// change for every request), and cannot be pooled for the same reason. The
+// caller's value slices are copied by reference, not cloned as
+// Header.Clone does: nothing writes to them (net/http only reads a
+// request's header; a RoundTripper that wrote into a value slice would be
+// writing into its caller's request), so the copy sees exactly the
+// caller's values.
+//
+// One header is shared, when share is set (first, for a next RoundTripper
+// that is an *http.Transport, stdNext) and there is nothing to add to it:
+// a first attempt's, for a request whose own header is empty and that
+// announces no deadline (a plain client.Get, say), is the prebuilt one
+// itself, and the copy costs its one allocation only. net/http's
+// Transport only reads a request's header — for HTTP/1, HTTP/2 and the
+// protocols registered with it — so a map nothing writes to is safe to
+// share between its requests; a RoundTripper of any other type might
+// write to it, against the contract, and gets a map of its own. shared
+// reports it, so that the caller hides the request from the callbacks
+// and errors that could reach it (see first).
+func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration, share bool) (r *http.Request, shared bool) {
+	h := &t.opts.hdr
+	var attempt, wills, deadline []string
 	var a *announced
 	if h.Attempt != "" {
-		if c.n <= sharedAttempts {
-			attempt = attemptValues[c.n]
+		if n <= sharedAttempts {
+			attempt = attemptValues[n]
 		} else {
 			// Past 16 attempts, one more allocation does not show.
-			attempt = []string{strconv.Itoa(c.n)}
+			attempt = []string{strconv.Itoa(n)}
 		}
 	}
 	if h.WillRetry != "" {
-		if c.will {
-			will = willRetryValues[1]
+		if will {
+			wills = willRetryValues[1]
 		} else {
-			will = willRetryValues[0]
+			wills = willRetryValues[0]
 		}
+	}
+	own := ctx == nil
+	if own {
+		ctx = req.Context()
 	}
 	if h.Deadline != "" {
 		dl, ok := ctx.Deadline()
-		if ok || c.timeout > 0 {
-			now := c.clock.Now()
-			if c.timeout > 0 {
-				if end := now.Add(c.timeout); !ok || end.Before(dl) {
+		if ok || timeout > 0 {
+			now := clk.Now()
+			if timeout > 0 {
+				if end := now.Add(timeout); !ok || end.Before(dl) {
 					dl = end
 				}
 			}
-			a = &announced{r: *c.req.WithContext(ctx)} // inlined: no allocation beyond a's
+			if own {
+				a = &announced{r: *req}
+			} else {
+				a = &announced{r: *req.WithContext(ctx)} // inlined: no allocation beyond a's
+			}
 			a.dl[0] = digits(a.num[:0], max(0, dl.Sub(now).Milliseconds()))
 			deadline = a.dl[:]
 		}
 	}
-	var r *http.Request
-	if a != nil {
+	switch {
+	case a != nil:
 		r = &a.r
-	} else {
-		r = c.req.WithContext(ctx)
+	case own:
+		r = new(http.Request)
+		*r = *req
+	default:
+		r = req.WithContext(ctx)
 	}
-	n := len(c.req.Header)
-	for _, v := range [...][]string{attempt, will, deadline} {
-		if v != nil {
-			n++
-		}
-	}
+	extra := b2i(attempt != nil) + b2i(wills != nil) + b2i(deadline != nil)
+	caller := req.Header
 	var hdr http.Header
-	if c.req.Header != nil && n <= smallHeader {
+	switch {
+	case n == 1 && len(caller) < t.firstLen && len(caller)+extra <= smallHeader:
+		// Fewer caller keys than prebuilt ones: clone the prebuilt header,
+		// whose announced values are those of a first attempt, and add
+		// the caller's keys but the announced ones.
+		first := t.firstHeader[b2i(will)]
+		if share && len(caller) == 0 && deadline == nil {
+			// Nothing to add: the prebuilt header itself, shared.
+			r.Header = first
+			return r, true
+		}
+		hdr = maps.Clone(first)
+		for k, v := range caller {
+			if k == "" || (k != h.Attempt && k != h.WillRetry) {
+				hdr[k] = v // an empty name (invalid) as the caller set it
+			}
+		}
+		attempt, wills = nil, nil
+	case caller != nil && len(caller)+extra <= smallHeader:
 		// Room for the announced keys in the one group of a small map:
 		// a clone copies that group (and the map's hash seed) whole,
 		// where a new map would hash and insert every key again.
-		hdr = maps.Clone(c.req.Header)
-	} else {
-		hdr = make(http.Header, n)
-		for k, v := range c.req.Header {
+		hdr = maps.Clone(caller)
+	default:
+		hdr = make(http.Header, len(caller)+extra)
+		for k, v := range caller {
 			hdr[k] = v
 		}
 	}
 	if attempt != nil {
 		hdr[h.Attempt] = attempt
 	}
-	if will != nil {
-		hdr[h.WillRetry] = will
+	if wills != nil {
+		hdr[h.WillRetry] = wills
 	}
 	if deadline != nil {
 		hdr[h.Deadline] = deadline
 	}
 	r.Header = hdr
-	return r
+	return r, false
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// buildFirstHeaders prebuilds t.firstHeader: the announced attempt
+// number and will-retry values of a first attempt (no deadline, whose
+// value is the request's own), each a map of one group that announce
+// clones. Nothing writes to them.
+func (t *Transport) buildFirstHeaders() {
+	h := &t.opts.hdr
+	for w := range t.firstHeader {
+		m := make(http.Header, smallHeader)
+		if h.Attempt != "" {
+			m[h.Attempt] = attemptValues[1]
+		}
+		if h.WillRetry != "" {
+			m[h.WillRetry] = willRetryValues[w]
+		}
+		t.firstHeader[w] = m
+	}
+	t.firstLen = len(t.firstHeader[0])
 }
 
 // digits formats n into buf (which lives as long as the request it

@@ -120,6 +120,10 @@
 // copy (holding the deadline's digits; the values of the attempt number up
 // to 16 and of Will-Retry are prebuilt and shared, read-only), and the new
 // header map net/http needs (BenchmarkAnnounce, TestAllocationsOnSuccess).
+// One, 320 bytes, for the first attempt of a request whose header is empty
+// (client.Get's) and that announces no deadline, sent through an
+// *http.Transport, which only reads a request's header: its header is
+// then one the transport prebuilt, shared (TestAnnouncedAllocationsOverBare).
 //
 // A response of status 429 or 5xx carrying Stormguard-Overloaded: 1
 // (layer.Overload sends it with 503 and Retry-After) says "overloaded;

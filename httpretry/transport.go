@@ -13,9 +13,17 @@ import (
 // concurrent use. Its options are fixed by New; its policy is read from
 // its retry.PolicySource at every request.
 type Transport struct {
-	next http.RoundTripper
-	src  retry.PolicySource
-	opts options
+	next      http.RoundTripper
+	src       retry.PolicySource
+	opts      options
+	announces bool // some attempt header is sent (options.announces)
+	stdNext   bool // next is an *http.Transport, which only reads a request's header (announce)
+
+	// firstHeader[w] is the header announce clones for a first attempt
+	// with few caller keys: the announced attempt number, 1, and
+	// will-retry value, w; firstLen is how many keys each holds.
+	firstHeader [2]http.Header
+	firstLen    int
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -50,6 +58,7 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		next = http.DefaultTransport
 	}
 	t := &Transport{next: next, src: src}
+	_, t.stdNext = next.(*http.Transport)
 	for _, o := range opts {
 		if o != nil {
 			o(&t.opts)
@@ -59,6 +68,9 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		t.opts.repeatable = Idempotent
 	}
 	t.opts.defaultHeaders()
+	if t.announces = t.opts.announces(); t.announces {
+		t.buildFirstHeaders()
+	}
 	if t.opts.bodyLimit <= 0 {
 		t.opts.bodyLimit = DefaultBodyLimit
 	}
@@ -102,13 +114,37 @@ func (t *Transport) CloseIdleConnections() {
 // A request that may not be repeated (see WithRetryable) is sent once, still
 // under the policy's Breaker, Budget and Observer.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		// Nothing to close if the policy source panics: read it here, and
+		// make the first attempt without a pooled call when the policy
+		// allows (first.go).
+		p := t.policy()
+		if t.inline(p) {
+			if p.Breaker == nil && p.Budget == nil {
+				return t.first(req, p)
+			}
+			return t.firstGuarded(req, p)
+		}
+		return t.roundTripCall(req, p, nil)
+	}
+	return t.roundTripCall(req, nil, nil)
+}
+
+// roundTripCall is RoundTrip on a pooled call: under p (nil: read the
+// source under the call's guard), continuing from the first attempt pre
+// made or the rule it asked (nil: neither).
+func (t *Transport) roundTripCall(req *http.Request, p *retry.Policy, pre *firstAttempt) (*http.Response, error) {
 	// The per-request state, with this request's copy of the policy. One
 	// defer and one return, so that the compiler open-codes the defer
 	// (roundTrip's many returns would make it a runtime defer record).
 	c := getCall()
 	defer c.done()
 	c.t, c.req = t, req
-	resp, err := c.roundTrip()
+	if pre != nil {
+		c.asked, c.repeat = true, pre.repeat
+		c.pre, c.preResp, c.preErr, c.will, c.in = pre.made, pre.resp, pre.err, pre.will, pre.in
+	}
+	resp, err := c.roundTrip(p)
 	c.returned = true
 	return resp, err
 }
@@ -136,16 +172,21 @@ func (c *call) done() {
 }
 
 // roundTrip is RoundTrip's body, on the pooled call c.
-func (c *call) roundTrip() (*http.Response, error) {
+func (c *call) roundTrip(src *retry.Policy) (*http.Response, error) {
 	t, req := c.t, c.req
-	c.policy = *t.policy()              // the one read of the source
+	if src == nil {
+		src = t.policy() // the one read of the source
+	}
+	c.policy = *src
 	ctx := t.keyContext(req, &c.policy) // key.go: the request's key, its groups' members
 	c.classifyPolicy = c.policy.Classify
 	if c.policy.Limiter != nil {
 		c.lim.inner = c.policy.Limiter
 		c.policy.Limiter = &c.lim
 	}
-	c.repeat = t.opts.repeatable(req)
+	if !c.asked {
+		c.repeat = t.opts.repeatable(req) // first asked it otherwise
+	}
 	if err := c.prepareBody(); err != nil {
 		return nil, err
 	}
