@@ -407,14 +407,16 @@ const smallHeader = 8
 // caller's values.
 //
 // One header is shared, when share is set (first, for a next RoundTripper
-// that is an *http.Transport, stdNext) and there is nothing to add to it:
+// that is an *http.Transport whose Proxy is nil or
+// http.ProxyFromEnvironment: Transport.shares) and there is nothing to add to it:
 // a first attempt's, for a request whose own header is empty and that
 // announces no deadline (a plain client.Get, say), is the prebuilt one
 // itself, and the copy costs its one allocation only. net/http's
 // Transport only reads a request's header — for HTTP/1, HTTP/2 and the
 // protocols registered with it — so a map nothing writes to is safe to
-// share between its requests; a RoundTripper of any other type might
-// write to it, against the contract, and gets a map of its own. shared
+// share between its requests; a RoundTripper of any other type, or a
+// Proxy function of the user's own, might write to it and gets a map of
+// its own. shared
 // reports it, so that the caller hides the request from the callbacks
 // and errors that could reach it (see first).
 func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration, share bool) (r *http.Request, shared bool) {

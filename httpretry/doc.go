@@ -122,8 +122,10 @@
 // header map net/http needs (BenchmarkAnnounce, TestAllocationsOnSuccess).
 // One, 320 bytes, for the first attempt of a request whose header is empty
 // (client.Get's) and that announces no deadline, sent through an
-// *http.Transport, which only reads a request's header: its header is
-// then one the transport prebuilt, shared (TestAnnouncedAllocationsOverBare).
+// *http.Transport whose Proxy is nil or http.ProxyFromEnvironment, which
+// only read a request's header: its header is then one the transport
+// prebuilt, shared (TestAnnouncedAllocationsOverBare; a Proxy function of
+// the user's own might write to the header, and its requests get their own).
 //
 // A response of status 429 or 5xx carrying Stormguard-Overloaded: 1
 // (layer.Overload sends it with 503 and Retry-After) says "overloaded;

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"sync"
@@ -228,12 +229,18 @@ func TestAnnouncedAllocationsOverBare(t *testing.T) {
 		return allocs
 	}
 	bare := perRequest(newBase(t))
+	envProxy := newBase(t)
+	envProxy.Proxy = http.ProxyFromEnvironment // http.DefaultTransport's; loopback is never proxied
+	ownProxy := newBase(t)
+	ownProxy.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 	for _, c := range []struct {
 		name string
 		rt   http.RoundTripper
 		want float64
 	}{
 		{"announced", httpretry.New(newBase(t), policy), 3},
+		{"announced, ProxyFromEnvironment", httpretry.New(envProxy, policy), 3},
+		{"announced, a Proxy of the user's", httpretry.New(ownProxy, policy), 5},
 		{"silent", httpretry.New(newBase(t), policy, httpretry.WithoutAnnounce()), 0},
 	} {
 		if extra := perRequest(c.rt) - bare; extra > c.want+1 {
@@ -339,4 +346,55 @@ func TestInlineFirstAttemptWithBreaker(t *testing.T) {
 			t.Errorf("returned %v, panic %v, body closed %d times, budget %d records; want the panic, 1 and 1", returned, v, closed.Load(), bud.records.Load())
 		}
 	})
+}
+
+// TestProxyWritingHeaderGetsItsOwn: an *http.Transport whose Proxy
+// function writes to the header of the request it is given (a
+// Proxy-Authorization of the user's own, say) gets a header of its own for
+// every first attempt, not the prebuilt one the transport shares; with
+// http.ProxyFromEnvironment, which only reads it, the header is shared.
+func TestProxyWritingHeaderGetsItsOwn(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		io.WriteString(w, r.Header.Get("X-Proxy-Written"))
+	})
+	var mu sync.Mutex
+	seen := map[*http.Request]bool{}
+	var leaked []string
+	tr := newBase(t)
+	tr.Proxy = func(r *http.Request) (*url.URL, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if v := r.Header.Get("X-Proxy-Written"); v != "" {
+			leaked = append(leaked, v)
+		}
+		seen[r] = true
+		r.Header.Set("X-Proxy-Written", r.URL.Path)
+		return nil, nil
+	}
+	client := &http.Client{Transport: httpretry.New(tr, &retry.Policy{MaxAttempts: 3})}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 10 {
+				path := "/" + strconv.Itoa(i*100+j)
+				resp, err := client.Get(srv.URL + path)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(body) != path {
+					t.Errorf("server saw X-Proxy-Written %q, want %q", body, path)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(leaked) > 0 {
+		t.Errorf("a header the Proxy wrote for one request was seen by %d others (%v...)", len(leaked), leaked[0])
+	}
+	if len(seen) == 0 {
+		t.Fatal("the Proxy function was never called")
+	}
 }

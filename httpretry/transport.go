@@ -16,8 +16,8 @@ type Transport struct {
 	next      http.RoundTripper
 	src       retry.PolicySource
 	opts      options
-	announces bool // some attempt header is sent (options.announces)
-	stdNext   bool // next is an *http.Transport, which only reads a request's header (announce)
+	announces bool            // some attempt header is sent (options.announces)
+	std       *http.Transport // next, when it is an *http.Transport, which only reads a request's header (announce, shares)
 
 	// firstHeader[w] is the header announce clones for a first attempt
 	// with few caller keys: the announced attempt number, 1, and
@@ -58,7 +58,7 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		next = http.DefaultTransport
 	}
 	t := &Transport{next: next, src: src}
-	_, t.stdNext = next.(*http.Transport)
+	t.std, _ = next.(*http.Transport)
 	for _, o := range opts {
 		if o != nil {
 			o(&t.opts)
