@@ -2,6 +2,10 @@ package retry
 
 import (
 	"context"
+	"unsafe"
+
+	"github.com/stormguard/stormguard/internal/fastpath"
+	"github.com/stormguard/stormguard/internal/stripe"
 )
 
 // Do calls op until it succeeds or the Policy says stop, and returns op's
@@ -41,6 +45,27 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 			return v, nil
 		}
 		return guarded(ctx, p, op, v, err)
+	}
+	if fusable(p) {
+		// The same as below for a *breaker.Breaker and a *budget.Ratio,
+		// with the fast paths of internal/fastpath.
+		f := fusedFirst{ctx: ctx, p: p}
+		if p.Breaker != nil {
+			var refused error
+			if f.e, f.done, refused = fastpath.Breaker.Admit(fastpath.DataWord(unsafe.Pointer(&p.Breaker))); f.done == nil && refused == nil {
+				f.done, refused = p.Breaker.Allow()
+			}
+			if refused != nil {
+				var zero T
+				// refuse, written out, as below: *breaker.Breaker is a
+				// PrebuiltRefusal
+				if err := fastpath.Breaker.Refusal(fastpath.DataWord(unsafe.Pointer(&p.Breaker)), refused); err != nil {
+					return zero, err
+				}
+				return zero, refuseNew(ctx, p, refused)
+			}
+		}
+		return fused(&f, op)
 	}
 	// Only a breaker or a budget to tell (inlineFirst: no NestedBudget or
 	// Limiter, so only they can be groups): the first attempt inline,
@@ -111,6 +136,75 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		return v, nil
 	}
 	return guarded(ctx, p, op, v, err)
+}
+
+// fusable reports whether p's Breaker is a *breaker.Breaker or nil and its
+// Budget a *budget.Ratio or nil (not both nil), whose first attempt fused
+// makes (internal/fastpath).
+func fusable(p *Policy) bool {
+	bw, uw := fastpath.TypeWord(unsafe.Pointer(&p.Breaker)), fastpath.TypeWord(unsafe.Pointer(&p.Budget))
+	return (bw == 0 || bw == fastpath.Breaker.Tab) && (uw == 0 || uw == fastpath.Budget.Tab)
+}
+
+// fusedFirst is the first attempt of a call that fused makes.
+type fusedFirst struct {
+	ctx  context.Context
+	p    *Policy // first's g: nil once the budget is to hear the attempt's end
+	e    unsafe.Pointer
+	done func(error) // nil once the breaker heard the attempt end
+}
+
+// fused is first for a Policy f.p that fusable accepts, once the breaker
+// (if any) admitted the attempt with fastpath.Breaker.Admit (f.e and
+// f.done are what it returned): when the attempt succeeds and the breaker
+// is closed, counting consecutive failures (f.e not nil), or there is no
+// breaker, the breaker's done and the budget's Record are the fastpath
+// functions that do their work with one stripe.Hint for both. Otherwise it
+// goes on as first: the breaker and the budget hear how the attempt ended,
+// and a failure goes on to guarded. An op, a breaker's done (a listener's
+// panic re-raised) or a Classify that panics (or calls runtime.Goexit) is
+// reported as a failed attempt, to the breaker unless it heard the attempt
+// end and to the budget, before the panic goes on.
+func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (v T, err error) {
+	defer func() {
+		if f.p != nil {
+			firstPanicked(f.ctx, f.p, f.done, recover())
+		}
+	}()
+	v, err = op(f.ctx)
+	p := f.p
+	if err == nil && (f.e != nil || f.done == nil) {
+		f.p = nil          // nothing below calls user code
+		h := stripe.Hint() // after op: the goroutine may have moved
+		if e := f.e; e != nil {
+			if b := fastpath.DataWord(unsafe.Pointer(&p.Breaker)); fastpath.Breaker.Succeed(b, e, h) {
+				fastpath.Breaker.EndStreak(b, e)
+			}
+		}
+		if p.Budget != nil {
+			if r := fastpath.DataWord(unsafe.Pointer(&p.Budget)); fastpath.Budget.FirstOK(r, h) {
+				fastpath.Budget.Refill(r, h)
+			}
+		}
+		return v, nil
+	}
+	if d := f.done; d != nil {
+		f.done = nil // told: the guard does not tell it again
+		d(err)
+	}
+	if b := p.Budget; b != nil {
+		berr := err
+		if err != nil {
+			berr = budgetErr(f.ctx, p, err) // Classify, which may panic
+		}
+		f.p = nil
+		b.Record(false, berr)
+	}
+	f.p = nil
+	if err == nil {
+		return v, nil
+	}
+	return guarded(f.ctx, p, op, v, err)
 }
 
 // budgetErr is the error the budget hears for a first attempt of a call

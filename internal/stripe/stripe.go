@@ -63,6 +63,11 @@ type cell[T any] struct {
 // Local returns the cell of the calling goroutine's P, At(Hint()).
 func (a *Array[T]) Local() *T { return &a.cells[Hint()].v }
 
+// For returns the cell of hint h, a value Hint returned, At(h & (N-1)):
+// several counters of one call (a breaker's and a budget's, each an Array
+// of its own) share one Hint this way, taken once.
+func (a *Array[T]) For(h int) *T { return &a.cells[h&(N-1)].v }
+
 // At returns cell i, for i in [0, N). It panics if i is out of range.
 func (a *Array[T]) At(i int) *T { return &a.cells[i].v }
 
