@@ -175,7 +175,9 @@ func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (v T, err 
 	p := f.p
 	if err == nil && (f.e != nil || f.done == nil) {
 		f.p = nil          // nothing below calls user code
-		h := stripe.Hint() // after op: the goroutine may have moved
+		// stripe.Hint, after op (the goroutine may have moved), written out
+		h := stripe.Pin() & (stripe.N - 1)
+		stripe.Unpin()
 		if e := f.e; e != nil {
 			if b := fastpath.DataWord(unsafe.Pointer(&p.Breaker)); fastpath.Breaker.Succeed(b, e, h) {
 				fastpath.Breaker.EndStreak(b, e)

@@ -42,6 +42,19 @@ func procPin() int
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
 
+// Pin is the runtime's procPin, which Hint calls: it returns the number of
+// the calling goroutine's P and keeps the goroutine on it, not preempted,
+// until Unpin. Pin()&(N-1), then Unpin(), is Hint without its call, for a
+// hot path that takes one hint for several Arrays (use For).
+//
+//go:linkname Pin runtime.procPin
+func Pin() int
+
+// Unpin ends what Pin began (the runtime's procUnpin).
+//
+//go:linkname Unpin runtime.procUnpin
+func Unpin()
+
 // Array is N values of T, each on cache lines of its own. A goroutine
 // updates the cell Local returns, with atomic operations (T is typically a
 // struct of atomic.Uint64 counters); a reader walks every cell with At.
