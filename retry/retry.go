@@ -174,7 +174,7 @@ func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (v T, err 
 	v, err = op(f.ctx)
 	p := f.p
 	if err == nil && (f.e != nil || f.done == nil) {
-		f.p = nil          // nothing below calls user code
+		f.p = nil // nothing below calls user code
 		// stripe.Hint, after op (the goroutine may have moved), written out
 		h := stripe.Pin() & (stripe.N - 1)
 		stripe.Unpin()
