@@ -272,7 +272,13 @@ func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T,
 	}
 	for {
 		if !firstDone {
-			if gerr := c.begin(&a); gerr != nil {
+			var gerr error
+			if c.lean {
+				gerr = c.beginLean(&a)
+			} else {
+				gerr = c.begin(&a)
+			}
+			if gerr != nil {
 				return v, gerr
 			}
 			at = guardOp
