@@ -252,8 +252,10 @@ func (c *Call) beginLean(a *Attempt) error {
 	}
 	c.withdrawn, c.nwithdrawn = false, false
 	c.n = n
-	*a = Attempt{N: n, Delay: c.delay, Context: c.ctx, actx: c.ctx, live: true, grant: c.grant}
-	c.grant = grant{}
+	// *a = Attempt{N: n, ...}, field by field: with c.lean the previous
+	// attempt (or the zero Attempt) left stop, done, lim and t0 zero.
+	a.N, a.Delay, a.Context, a.actx, a.live = n, c.delay, c.ctx, c.ctx, true
+	a.grant, c.grant = c.grant, grant{}
 	return nil
 }
 
