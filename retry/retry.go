@@ -165,13 +165,13 @@ type fusedFirst struct {
 // panic re-raised) or a Classify that panics (or calls runtime.Goexit) is
 // reported as a failed attempt, to the breaker unless it heard the attempt
 // end and to the budget, before the panic goes on.
-func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (v T, err error) {
+func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (T, error) {
 	defer func() {
 		if f.p != nil {
 			firstPanicked(f.ctx, f.p, f.done, recover())
 		}
 	}()
-	v, err = op(f.ctx)
+	v, err := op(f.ctx)
 	p := f.p
 	if err == nil && (f.e != nil || f.done == nil) {
 		f.p = nil // nothing below calls user code
