@@ -220,3 +220,22 @@ func TestFusedAllocs(t *testing.T) {
 		t.Errorf("fused first try: %v allocs, want 0", a)
 	}
 }
+
+func TestFusedClassifyPanicReachesTheBudgetOnce(t *testing.T) {
+	p, br, bu := fusedPolicy(1, 0)
+	p.Classify = func(error) bool { panic("classify") }
+	func() {
+		defer func() {
+			if r := recover(); r != "classify" {
+				t.Fatalf("recovered %v, want Classify's panic", r)
+			}
+		}()
+		retry.Do(context.Background(), p, func(context.Context) (int, error) { return 0, errFlaky })
+	}()
+	if s := bu.Stats(); s.Requests != 1 || s.Deposits != 0 {
+		t.Fatalf("budget stats %+v: the attempt must be recorded once, as failed", s)
+	}
+	if c := br.State(); c != breaker.Open {
+		t.Fatalf("breaker %v: it heard the failure before Classify ran", c)
+	}
+}
