@@ -110,11 +110,18 @@ func fastSucceed(bp, ep unsafe.Pointer, h int) bool {
 // for a success fastSucceed counted.
 func fastEndStreak(bp, ep unsafe.Pointer) { (*Breaker)(bp).endStreak((*epoch)(ep)) }
 
-// fastRefusal is RefusalError of the Breaker at bp, an untyped nil when
-// it has none for refused (internal/fastpath).
+// fastRefusal is RefusalError of the Breaker at bp (not nil), written out
+// so that it calls nothing, and an untyped nil when it has none for
+// refused (internal/fastpath).
 func fastRefusal(bp unsafe.Pointer, refused error) error {
-	if r := (*Breaker)(bp).RefusalError(refused); r != nil {
-		return r
+	b := (*Breaker)(bp)
+	switch r, _ := refused.(*refusal); {
+	case r == nil:
+		return nil
+	case r == errOpen:
+		return b.refusedOpen
+	case r == errTooManyProbes:
+		return b.refusedProbes
 	}
 	return nil
 }

@@ -32,40 +32,33 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
+	if p.Breaker != nil || p.Budget != nil {
+		if fusable(p) {
+			// A *breaker.Breaker and a *budget.Ratio, with the fast
+			// paths of internal/fastpath.
+			return fused(ctx, p, op)
+		}
+		return runTold(ctx, p, op)
+	}
 	if !p.inlineFirst() || ctx.Err() != nil {
 		return runPlain(ctx, p, op)
 	}
-	if p.Breaker == nil && p.Budget == nil {
-		// Nothing to set up or report around the first attempt, nothing
-		// a panic could leak, and no group (inlineFirst: no NestedBudget
-		// or Limiter): make it inline, with no guard, which keeps the
-		// success path at a few ns.
-		v, err := op(ctx)
-		if err == nil {
-			return v, nil
-		}
-		return guarded(ctx, p, op, v, err)
+	// Nothing to set up or report around the first attempt, nothing a
+	// panic could leak, and no group (inlineFirst: no NestedBudget or
+	// Limiter): make it inline, with no guard, which keeps the success
+	// path at a few ns.
+	v, err := op(ctx)
+	if err == nil {
+		return v, nil
 	}
-	if fusable(p) {
-		// The same as below for a *breaker.Breaker and a *budget.Ratio,
-		// with the fast paths of internal/fastpath.
-		f := fusedFirst{ctx: ctx, p: p}
-		if p.Breaker != nil {
-			var refused error
-			if f.e, f.done, refused = fastpath.Breaker.Admit(fastpath.DataWord(unsafe.Pointer(&p.Breaker))); f.done == nil && refused == nil {
-				f.done, refused = p.Breaker.Allow()
-			}
-			if refused != nil {
-				var zero T
-				// refuse, written out, as below: *breaker.Breaker is a
-				// PrebuiltRefusal
-				if err := fastpath.Breaker.Refusal(fastpath.DataWord(unsafe.Pointer(&p.Breaker)), refused); err != nil {
-					return zero, err
-				}
-				return zero, refuseNew(ctx, p, refused)
-			}
-		}
-		return fused(&f, op)
+	return guarded(ctx, p, op, v, err)
+}
+
+// runTold is run for a Policy with a breaker or a budget that fused does
+// not take (a group, a BudgetTracker, a type of the user's).
+func runTold[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
+	if !p.inlineFirst() || ctx.Err() != nil {
+		return runPlain(ctx, p, op)
 	}
 	// Only a breaker or a budget to tell (inlineFirst: no NestedBudget or
 	// Limiter, so only they can be groups): the first attempt inline,
@@ -146,39 +139,53 @@ func fusable(p *Policy) bool {
 	return (bw == 0 || bw == fastpath.Breaker.Tab) && (uw == 0 || uw == fastpath.Budget.Tab)
 }
 
-// fusedFirst is the first attempt of a call that fused makes.
-type fusedFirst struct {
-	ctx  context.Context
-	p    *Policy // first's g: nil once the budget is to hear the attempt's end
-	e    unsafe.Pointer
-	done func(error) // nil once the breaker heard the attempt end
-}
-
-// fused is first for a Policy f.p that fusable accepts, once the breaker
-// (if any) admitted the attempt with fastpath.Breaker.Admit (f.e and
-// f.done are what it returned): when the attempt succeeds and the breaker
-// is closed, counting consecutive failures (f.e not nil), or there is no
-// breaker, the breaker's done and the budget's Record are the fastpath
-// functions that do their work with one stripe.Hint for both. Otherwise it
-// goes on as first: the breaker and the budget hear how the attempt ended,
-// and a failure goes on to guarded. An op, a breaker's done (a listener's
-// panic re-raised) or a Classify that panics (or calls runtime.Goexit) is
+// fused is run for a Policy that fusable accepts: the first attempt as
+// first makes it, with the breaker's Allow written out
+// (fastpath.Breaker.Admit), and, when the attempt succeeds and the breaker
+// is closed, counting consecutive failures, or there is no breaker, the
+// breaker's done and the budget's Record are the fastpath functions that
+// do their work with one stripe.Hint for both. A Policy that needs more
+// set up around its first attempt, or a context that has ended, goes to
+// runPlain; a refusal is answered as run answers it. Otherwise it goes on
+// as first: the breaker and the budget hear how the attempt ended, and a
+// failure goes on to guarded. An op, a breaker's done (a listener's panic
+// re-raised) or a Classify that panics (or calls runtime.Goexit) is
 // reported as a failed attempt, to the breaker unless it heard the attempt
 // end and to the budget, before the panic goes on.
-func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (T, error) {
+func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
+	if !p.inlineFirst() || ctx.Err() != nil {
+		return runPlain(ctx, p, op)
+	}
+	var e unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
+	var done func(error)
+	if p.Breaker != nil {
+		var refused error
+		if e, done, refused = fastpath.Breaker.Admit(fastpath.DataWord(unsafe.Pointer(&p.Breaker))); done == nil && refused == nil {
+			done, refused = p.Breaker.Allow()
+		}
+		if refused != nil {
+			var zero T
+			// refuse, written out, as run does: *breaker.Breaker is a
+			// PrebuiltRefusal
+			if err := fastpath.Breaker.Refusal(fastpath.DataWord(unsafe.Pointer(&p.Breaker)), refused); err != nil {
+				return zero, err
+			}
+			return zero, refuseNew(ctx, p, refused)
+		}
+	}
+	g := p // as first's: nil once the budget is to hear the attempt's end
 	defer func() {
-		if f.p != nil {
-			firstPanicked(f.ctx, f.p, f.done, recover())
+		if g != nil {
+			firstPanicked(ctx, g, done, recover())
 		}
 	}()
-	v, err := op(f.ctx)
-	p := f.p
-	if err == nil && (f.e != nil || f.done == nil) {
-		f.p = nil // nothing below calls user code
+	v, err := op(ctx)
+	if err == nil && (e != nil || done == nil) {
+		g = nil // nothing below calls user code
 		// stripe.Hint, after op (the goroutine may have moved), written out
 		h := stripe.Pin() & (stripe.N - 1)
 		stripe.Unpin()
-		if e := f.e; e != nil {
+		if e != nil {
 			if b := fastpath.DataWord(unsafe.Pointer(&p.Breaker)); fastpath.Breaker.Succeed(b, e, h) {
 				fastpath.Breaker.EndStreak(b, e)
 			}
@@ -190,23 +197,23 @@ func fused[T any](f *fusedFirst, op func(context.Context) (T, error)) (T, error)
 		}
 		return v, nil
 	}
-	if d := f.done; d != nil {
-		f.done = nil // told: the guard does not tell it again
+	if d := done; d != nil {
+		done = nil // told: the guard does not tell it again
 		d(err)
 	}
 	if b := p.Budget; b != nil {
 		berr := err
 		if err != nil {
-			berr = budgetErr(f.ctx, p, err) // Classify, which may panic
+			berr = budgetErr(ctx, p, err) // Classify, which may panic
 		}
-		f.p = nil
+		g = nil
 		b.Record(false, berr)
 	}
-	f.p = nil
+	g = nil
 	if err == nil {
 		return v, nil
 	}
-	return guarded(f.ctx, p, op, v, err)
+	return guarded(ctx, p, op, v, err)
 }
 
 // budgetErr is the error the budget hears for a first attempt of a call
