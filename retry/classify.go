@@ -143,7 +143,7 @@ func isPlainErr(e error) bool {
 			return isPlainErrSlow(e, w, i)
 		}
 	}
-	return plainType(e) // every slot taken by other types
+	return false // every slot taken by other types: flagsOf, as before errKinds
 }
 
 // isPlainErrSlow is isPlainErr for a type not remembered yet; slot i is
