@@ -224,6 +224,17 @@ type Constant struct {
 
 // Delay implements Strategy.
 func (c Constant) Delay(n int, prev time.Duration) time.Duration {
+	if c.Jitter == None {
+		return max(c.Interval, 0) // jitter's answer, without the call: Delay inlines
+	}
+	return c.jittered(prev)
+}
+
+// jittered is Delay with a Jitter, kept out of line so that Delay
+// inlines (into the method wrapper of a *Constant, too).
+//
+//go:noinline
+func (c *Constant) jittered(prev time.Duration) time.Duration {
 	d := max(c.Interval, 0)
 	return jitter(c.Jitter, d, d, d, prev, c.Factor, c.Rand)
 }

@@ -74,6 +74,7 @@ type epoch struct {
 	probeAt time.Time   // Open: when the active probe starts
 	base    totals      // Closed: the stripe totals when the state began
 	done    func(error) // Closed without slow-call timing: the done shared by its calls
+	fast    bool        // done is the consecutive condition's: a success is counted by succeed
 
 	inflight int // HalfOpen: probe calls in flight
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/stormguard/stormguard/internal/fastpath"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -42,6 +44,7 @@ func (b *Breaker) bindDone(e *epoch) {
 				// A success of the current generation, written out: one
 				// increment of the goroutine's stripe, and, while no run
 				// of failures is under way (the streak is 0), one load.
+				// fastSucceed is the same with a stripe hint given.
 				if b.cur.Load() != e {
 					return // a result from an earlier generation
 				}
@@ -53,9 +56,74 @@ func (b *Breaker) bindDone(e *epoch) {
 			}
 			b.record(e, time.Time{}, false, err)
 		}
+		e.fast = true
 	default:
 		e.done = func(err error) { b.record(e, time.Time{}, false, err) }
 	}
+}
+
+func init() {
+	var x retry.Breaker = (*Breaker)(nil)
+	fastpath.Breaker.Tab = fastpath.TypeWord(unsafe.Pointer(&x))
+	fastpath.Breaker.Admit = fastAdmit
+	fastpath.Breaker.Succeed = fastSucceed
+	fastpath.Breaker.EndStreak = fastEndStreak
+	fastpath.Breaker.Refusal = fastRefusal
+}
+
+// fastAdmit is Allow for retry's first attempt (internal/fastpath), for
+// the closed and open states, calling nothing: it also returns the epoch
+// when its calls share the consecutive condition's done (fastSucceed
+// counts their successes), and (nil, nil, nil) when the caller must ask
+// Allow.
+func fastAdmit(p unsafe.Pointer) (unsafe.Pointer, func(error), error) {
+	b := (*Breaker)(p)
+	if b == nil {
+		return nil, nil, nil
+	}
+	e := b.cur.Load()
+	switch {
+	case e.fast:
+		return unsafe.Pointer(e), e.done, nil
+	case e.done != nil:
+		return nil, e.done, nil
+	case e.state == Open && !e.due.Load():
+		return nil, nil, ErrOpen // as Allow: no clock read
+	}
+	return nil, nil, nil
+}
+
+// fastSucceed is the shared done of the consecutive condition's closed
+// epoch ep of the Breaker at bp told of a success, with the caller's
+// stripe hint h (internal/fastpath): the done's success path, written out,
+// but for ending a run of failures, which it leaves to fastEndStreak.
+func fastSucceed(bp, ep unsafe.Pointer, h int) bool {
+	b, e := (*Breaker)(bp), (*epoch)(ep)
+	if b.cur.Load() != e {
+		return false // a result from an earlier generation
+	}
+	b.stripes.For(h).successes.Add(1)
+	return b.streak.Load()&streakMask != 0
+}
+
+// fastEndStreak ends the run of failures of epoch ep of the Breaker at bp,
+// for a success fastSucceed counted.
+func fastEndStreak(bp, ep unsafe.Pointer) { (*Breaker)(bp).endStreak((*epoch)(ep)) }
+
+// fastRefusal is RefusalError of the Breaker at bp (not nil), written out
+// so that it calls nothing, and an untyped nil when it has none for
+// refused (internal/fastpath).
+func fastRefusal(bp unsafe.Pointer, refused error) error {
+	b := (*Breaker)(bp)
+	switch r, _ := refused.(*refusal); {
+	case r == nil:
+		return nil
+	case r == errOpen:
+		return b.refusedOpen
+	case r == errTooManyProbes:
+		return b.refusedProbes
+	}
+	return nil
 }
 
 // call is the record behind the done function of one admitted call.

@@ -3,7 +3,9 @@ package budget
 import (
 	"math"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/stormguard/stormguard/internal/fastpath"
 	"github.com/stormguard/stormguard/internal/stripe"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -363,12 +365,40 @@ func (r *Ratio) Record(retry bool, err error) {
 		return
 	}
 	// A successful first attempt, the common case, without a call: into a
-	// full bucket it only reads the balance.
+	// full bucket it only reads the balance. fastFirstOK is the same with
+	// a stripe hint given.
 	c := r.cells.Local()
 	c.firstOK.Add(1)
 	if t := r.tokens.Load(); t != r.p.max {
 		r.add(c, r.p.refill)
 	}
+}
+
+func init() {
+	var x retry.Budget = (*Ratio)(nil)
+	fastpath.Budget.Tab = fastpath.TypeWord(unsafe.Pointer(&x))
+	fastpath.Budget.FirstOK = fastFirstOK
+	fastpath.Budget.Refill = fastRefill
+}
+
+// fastFirstOK is Record(false, nil) on the Ratio at p (nil: none) in the
+// cell of the caller's stripe hint h (internal/fastpath): Record's path for
+// a successful first attempt, written out, but for the refill of a bucket
+// that is not full, which it leaves to fastRefill (it reports true).
+func fastFirstOK(p unsafe.Pointer, h int) bool {
+	r := (*Ratio)(p)
+	if r == nil {
+		return false
+	}
+	r.cells.For(h).firstOK.Add(1)
+	return r.tokens.Load() != r.p.max
+}
+
+// fastRefill adds the refill of a successful first attempt that
+// fastFirstOK counted to the Ratio at p, in the cell of hint h.
+func fastRefill(p unsafe.Pointer, h int) {
+	r := (*Ratio)(p)
+	r.add(r.cells.For(h), r.p.refill)
 }
 
 // recordOther is Record for a failure or a retry.

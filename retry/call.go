@@ -57,6 +57,11 @@ type Call struct {
 	grant grant // a PricedBudget's grant, for the next Begin (priced.go)
 
 	timer clock.Timer // the timer wait is waiting on: stopped by nextPanic when its C or Stop panics
+
+	// lean is set when begin has no callback to call but the context's
+	// Err (no Limiter, Breaker, BudgetTracker, AttemptTimeout or
+	// Observer), so that Do begins its attempts with beginLean.
+	lean bool
 }
 
 // Attempt is one attempt in flight, from Call.Begin to Call.End.
@@ -119,8 +124,10 @@ func (c *Call) setup(ctx context.Context, p *Policy) {
 	if c.obs != nil || p.MaxElapsed > 0 {
 		c.start = c.clk.Now() // before CallStart: a Clock that panics leaves no call begun
 	}
-	if cs, ok := c.obs.(CallStarter); ok {
-		c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
+	if c.obs != nil {
+		if cs, ok := c.obs.(CallStarter); ok {
+			c.ctx = cs.CallStart(ctx, CallStart{Operation: p.Operation})
+		}
 	}
 	c.tracker, c.ntrack = nil, nil
 	if p.Budget != nil {
@@ -129,6 +136,7 @@ func (c *Call) setup(ctx context.Context, p *Policy) {
 	if p.NestedBudget != nil && p.Nested == NestedBudget {
 		c.ntrack, _ = p.NestedBudget.(BudgetTracker)
 	}
+	c.lean = c.obs == nil && p.Limiter == nil && p.Breaker == nil && c.tracker == nil && c.ntrack == nil && p.AttemptTimeout <= 0
 }
 
 // Attempts returns how many attempts have begun.
@@ -229,6 +237,25 @@ func (c *Call) begin(a *Attempt) error {
 		}
 	}
 	settled = true
+	return nil
+}
+
+// beginLean is begin for a Call whose begin has no callback to call but
+// the context's Err (c.lean): no guard, no Limiter, breaker, tracker,
+// attempt timer or Observer, so nothing to give back if Err panics, and a
+// give-up that tells nobody.
+func (c *Call) beginLean(a *Attempt) error {
+	n := c.n + 1
+	if cerr := c.ctx.Err(); cerr != nil {
+		c.withdrawn, c.nwithdrawn = false, false // refund: no tracker to tell
+		return c.giveUp(n-1, ReasonContext, cerr)
+	}
+	c.withdrawn, c.nwithdrawn = false, false
+	c.n = n
+	// *a = Attempt{N: n, ...}, field by field: with c.lean the previous
+	// attempt (or the zero Attempt) left stop, done, lim and t0 zero.
+	a.N, a.Delay, a.Context, a.actx, a.live = n, c.delay, c.ctx, c.ctx, true
+	a.grant, c.grant = c.grant, grant{}
 	return nil
 }
 
@@ -546,7 +573,7 @@ func (c *Call) next(err error) (time.Duration, error) {
 	if b == nil {
 		b = DefaultBackoff
 	}
-	if eb, ok := b.(ErrorBackoff); ok {
+	if eb, ok := errorBackoff(&b); ok { // kinds.go
 		c.prevBackoff = eb.DelayAfter(c.n, c.prevBackoff, err)
 	} else {
 		c.prevBackoff = b.Delay(c.n, c.prevBackoff)

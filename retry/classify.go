@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/x509"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // DefaultClassifier reports whether err is worth retrying. It is used when
@@ -48,6 +50,13 @@ func scanChain(err error) (s scanned) {
 	// case: no call of a visit function per error); a join goes on with
 	// walk.
 	for err != nil {
+		if isPlainErr(err) {
+			// An error of a type that says nothing but by its value
+			// (errors.New's): what flagsOf would find, by comparisons
+			// alone, and nothing wrapped.
+			s.f |= plainFlags(err)
+			return s
+		}
 		if s.scan(err) {
 			return s
 		}
@@ -103,6 +112,82 @@ const (
 	flagTransient
 	flagFatal
 )
+
+// What DefaultClassifier asks of an error of a chain — is it a Permanent
+// mark, a timeout, a network or certificate error, does it wrap another —
+// costs a dozen of the runtime's type assertions, most of them hash probes.
+// For an error of a type that implements none of the interfaces asked
+// about and is none of the types (errors.New's *errorString, a sentinel
+// type of one's own), every answer follows from comparing the value with
+// context.DeadlineExceeded, ErrAttemptTimeout and context.Canceled
+// (plainFlags). The first few error types met are remembered by their type
+// word (the error interface's itab, never freed nor moved), as kinds.go
+// remembers plain breakers and budgets, with the low bit set for a type
+// that is not plain (an itab is aligned, so its low bit is 0): a later
+// error of a plain one is judged with a few comparisons, and one of the
+// others goes to flagsOf at once. Slots fill in order, each written once,
+// so parallel callers only read them once they are full.
+var errKinds [8]atomic.Uintptr
+
+// isPlainErr reports whether e (not nil) is of a plain type (see
+// errKinds).
+func isPlainErr(e error) bool {
+	w := typeWord(unsafe.Pointer(&e))
+	for i := range errKinds {
+		switch errKinds[i].Load() {
+		case w:
+			return true
+		case w | 1:
+			return false
+		case 0:
+			return isPlainErrSlow(e, w, i)
+		}
+	}
+	return false // every slot taken by other types: flagsOf, as before errKinds
+}
+
+// isPlainErrSlow is isPlainErr for a type not remembered yet; slot i is
+// the first empty slot seen.
+func isPlainErrSlow(e error, w uintptr, i int) bool {
+	plain := plainType(e)
+	k := w
+	if !plain {
+		k |= 1
+	}
+	for ; i < len(errKinds); i++ {
+		if errKinds[i].CompareAndSwap(0, k) || errKinds[i].Load() == k {
+			break
+		}
+	}
+	return plain
+}
+
+// plainType reports whether the type of e (not nil) is plain: none of the
+// types, and implementing none of the interfaces, that flagsOf and
+// scanChain ask about.
+func plainType(e error) bool {
+	switch e.(type) {
+	case *permanentError, *attemptTimeoutError, *afterError, *PanicError,
+		interface{ Is(error) bool }, interface{ Unwrap() error }, interface{ Unwrap() []error },
+		syscall.Errno, *net.DNSError, net.Error, interface{ Temporary() bool },
+		x509.UnknownAuthorityError, x509.HostnameError, x509.CertificateInvalidError,
+		*x509.UnknownAuthorityError, *x509.HostnameError, *x509.CertificateInvalidError:
+		return false
+	}
+	return true
+}
+
+// plainFlags is flagsOf(e) for an error of a plain type (isPlainErr).
+func plainFlags(e error) classFlags {
+	var f classFlags
+	if e == context.DeadlineExceeded || e == ErrAttemptTimeout {
+		f |= flagTimeout
+	}
+	if isCanceled(e) {
+		f |= flagCanceled
+	}
+	return f
+}
 
 func flagsOf(e error) classFlags {
 	var f classFlags

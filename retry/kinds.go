@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/stormguard/stormguard/backoff"
 )
 
 // What Do's first attempt asks of every call's Breaker and Budget — is it
@@ -61,6 +63,23 @@ func budgetKindSlow(b *Budget) (group bool, tracker BudgetTracker) {
 	}
 	plainBudgetTab.CompareAndSwap(0, typeWord(unsafe.Pointer(b)))
 	return false, nil
+}
+
+// plainBackoffTab is, as plainBreakerTab, the type word of the first
+// backoff.Strategy type found not to be an ErrorBackoff, which Next asks
+// of every retry's Backoff.
+var plainBackoffTab atomic.Uintptr
+
+// errorBackoff returns b as an ErrorBackoff, if it is one.
+func errorBackoff(b *backoff.Strategy) (ErrorBackoff, bool) {
+	if w := typeWord(unsafe.Pointer(b)); w == plainBackoffTab.Load() {
+		return nil, false
+	}
+	eb, ok := (*b).(ErrorBackoff)
+	if !ok {
+		plainBackoffTab.CompareAndSwap(0, typeWord(unsafe.Pointer(b)))
+	}
+	return eb, ok
 }
 
 // isCanceled reports whether e is context.Canceled, as e ==

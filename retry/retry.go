@@ -2,6 +2,10 @@ package retry
 
 import (
 	"context"
+	"unsafe"
+
+	"github.com/stormguard/stormguard/internal/fastpath"
+	"github.com/stormguard/stormguard/internal/stripe"
 )
 
 // Do calls op until it succeeds or the Policy says stop, and returns op's
@@ -28,19 +32,33 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 	if p == nil {
 		p = &zeroPolicy
 	}
+	if p.Breaker != nil || p.Budget != nil {
+		if fusable(p) {
+			// A *breaker.Breaker and a *budget.Ratio, with the fast
+			// paths of internal/fastpath.
+			return fused(ctx, p, op)
+		}
+		return runTold(ctx, p, op)
+	}
 	if !p.inlineFirst() || ctx.Err() != nil {
 		return runPlain(ctx, p, op)
 	}
-	if p.Breaker == nil && p.Budget == nil {
-		// Nothing to set up or report around the first attempt, nothing
-		// a panic could leak, and no group (inlineFirst: no NestedBudget
-		// or Limiter): make it inline, with no guard, which keeps the
-		// success path at a few ns.
-		v, err := op(ctx)
-		if err == nil {
-			return v, nil
-		}
-		return guarded(ctx, p, op, v, err)
+	// Nothing to set up or report around the first attempt, nothing a
+	// panic could leak, and no group (inlineFirst: no NestedBudget or
+	// Limiter): make it inline, with no guard, which keeps the success
+	// path at a few ns.
+	v, err := op(ctx)
+	if err == nil {
+		return v, nil
+	}
+	return guarded(ctx, p, op, v, err)
+}
+
+// runTold is run for a Policy with a breaker or a budget that fused does
+// not take (a group, a BudgetTracker, a type of the user's).
+func runTold[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
+	if !p.inlineFirst() || ctx.Err() != nil {
+		return runPlain(ctx, p, op)
 	}
 	// Only a breaker or a budget to tell (inlineFirst: no NestedBudget or
 	// Limiter, so only they can be groups): the first attempt inline,
@@ -94,6 +112,91 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		tracker.Start(false)
 	}
 	v, err = op(ctx)
+	if d := done; d != nil {
+		done = nil // told: the guard does not tell it again
+		d(err)
+	}
+	if b := p.Budget; b != nil {
+		berr := err
+		if err != nil {
+			berr = budgetErr(ctx, p, err) // Classify, which may panic
+		}
+		g = nil
+		b.Record(false, berr)
+	}
+	g = nil
+	if err == nil {
+		return v, nil
+	}
+	return guarded(ctx, p, op, v, err)
+}
+
+// fusable reports whether p's Breaker is a *breaker.Breaker or nil and its
+// Budget a *budget.Ratio or nil (not both nil), whose first attempt fused
+// makes (internal/fastpath).
+func fusable(p *Policy) bool {
+	bw, uw := fastpath.TypeWord(unsafe.Pointer(&p.Breaker)), fastpath.TypeWord(unsafe.Pointer(&p.Budget))
+	return (bw == 0 || bw == fastpath.Breaker.Tab) && (uw == 0 || uw == fastpath.Budget.Tab)
+}
+
+// fused is run for a Policy that fusable accepts: the first attempt as
+// first makes it, with the breaker's Allow written out
+// (fastpath.Breaker.Admit), and, when the attempt succeeds and the breaker
+// is closed, counting consecutive failures, or there is no breaker, the
+// breaker's done and the budget's Record are the fastpath functions that
+// do their work with one stripe.Hint for both. A Policy that needs more
+// set up around its first attempt, or a context that has ended, goes to
+// runPlain; a refusal is answered as run answers it. Otherwise it goes on
+// as first: the breaker and the budget hear how the attempt ended, and a
+// failure goes on to guarded. An op, a breaker's done (a listener's panic
+// re-raised) or a Classify that panics (or calls runtime.Goexit) is
+// reported as a failed attempt, to the breaker unless it heard the attempt
+// end and to the budget, before the panic goes on.
+func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
+	if !p.inlineFirst() || ctx.Err() != nil {
+		return runPlain(ctx, p, op)
+	}
+	var e unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
+	var done func(error)
+	if p.Breaker != nil {
+		var refused error
+		if e, done, refused = fastpath.Breaker.Admit(fastpath.DataWord(unsafe.Pointer(&p.Breaker))); done == nil && refused == nil {
+			done, refused = p.Breaker.Allow()
+		}
+		if refused != nil {
+			var zero T
+			// refuse, written out, as run does: *breaker.Breaker is a
+			// PrebuiltRefusal
+			if err := fastpath.Breaker.Refusal(fastpath.DataWord(unsafe.Pointer(&p.Breaker)), refused); err != nil {
+				return zero, err
+			}
+			return zero, refuseNew(ctx, p, refused)
+		}
+	}
+	g := p // as first's: nil once the budget is to hear the attempt's end
+	defer func() {
+		if g != nil {
+			firstPanicked(ctx, g, done, recover())
+		}
+	}()
+	v, err := op(ctx)
+	if err == nil && (e != nil || done == nil) {
+		g = nil // nothing below calls user code
+		// stripe.Hint, after op (the goroutine may have moved), written out
+		h := stripe.Pin() & (stripe.N - 1)
+		stripe.Unpin()
+		if e != nil {
+			if b := fastpath.DataWord(unsafe.Pointer(&p.Breaker)); fastpath.Breaker.Succeed(b, e, h) {
+				fastpath.Breaker.EndStreak(b, e)
+			}
+		}
+		if p.Budget != nil {
+			if r := fastpath.DataWord(unsafe.Pointer(&p.Budget)); fastpath.Budget.FirstOK(r, h) {
+				fastpath.Budget.Refill(r, h)
+			}
+		}
+		return v, nil
+	}
 	if d := done; d != nil {
 		done = nil // told: the guard does not tell it again
 		d(err)
@@ -176,7 +279,13 @@ func guarded[T any](ctx context.Context, p *Policy, op func(context.Context) (T,
 	}
 	for {
 		if !firstDone {
-			if gerr := c.begin(&a); gerr != nil {
+			var gerr error
+			if c.lean {
+				gerr = c.beginLean(&a)
+			} else {
+				gerr = c.begin(&a)
+			}
+			if gerr != nil {
 				return v, gerr
 			}
 			at = guardOp

@@ -42,6 +42,19 @@ func procPin() int
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
 
+// Pin is the runtime's procPin, which Hint calls: it returns the number of
+// the calling goroutine's P and keeps the goroutine on it, not preempted,
+// until Unpin. Pin()&(N-1), then Unpin(), is Hint without its call, for a
+// hot path that takes one hint for several Arrays (use For).
+//
+//go:linkname Pin runtime.procPin
+func Pin() int
+
+// Unpin ends what Pin began (the runtime's procUnpin).
+//
+//go:linkname Unpin runtime.procUnpin
+func Unpin()
+
 // Array is N values of T, each on cache lines of its own. A goroutine
 // updates the cell Local returns, with atomic operations (T is typically a
 // struct of atomic.Uint64 counters); a reader walks every cell with At.
@@ -62,6 +75,11 @@ type cell[T any] struct {
 
 // Local returns the cell of the calling goroutine's P, At(Hint()).
 func (a *Array[T]) Local() *T { return &a.cells[Hint()].v }
+
+// For returns the cell of hint h, a value Hint returned, At(h & (N-1)):
+// several counters of one call (a breaker's and a budget's, each an Array
+// of its own) share one Hint this way, taken once.
+func (a *Array[T]) For(h int) *T { return &a.cells[h&(N-1)].v }
 
 // At returns cell i, for i in [0, N). It panics if i is out of range.
 func (a *Array[T]) At(i int) *T { return &a.cells[i].v }

@@ -186,3 +186,17 @@ func TestCounterLoadDuringAdds(t *testing.T) {
 		t.Fatalf("Load() = %d once quiescent, want %d", got, want)
 	}
 }
+
+func TestForIsAtOfTheHint(t *testing.T) {
+	var a Array[pair]
+	for _, h := range []int{0, 1, N - 1, N, N + 3, 1<<20 + 5, -1} {
+		if got, want := a.For(h), a.At(h&(N-1)); got != want {
+			t.Errorf("For(%d) is not At(%d)", h, h&(N-1))
+		}
+	}
+	h := Pin() & (N - 1)
+	Unpin()
+	if h < 0 || h >= N {
+		t.Fatalf("Pin()&(N-1) = %d", h)
+	}
+}

@@ -1,0 +1,83 @@
+package breaker
+
+import (
+	"errors"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/internal/fastpath"
+	"github.com/stormguard/stormguard/internal/stripe"
+	"github.com/stormguard/stormguard/retry"
+)
+
+// TestFastHooksAreAllow checks the hooks retry's fused first attempt calls
+// (internal/fastpath): Admit answers as Allow does or asks the caller to
+// call Allow, and Succeed with EndStreak counts as the shared done does.
+func TestFastHooksAreAllow(t *testing.T) {
+	var x retry.Breaker = (*Breaker)(nil)
+	if fastpath.Breaker.Tab != fastpath.TypeWord(unsafe.Pointer(&x)) {
+		t.Fatal("fastpath.Breaker.Tab is not the type word of a *Breaker as a retry.Breaker")
+	}
+	fail := errors.New("fail")
+	f := clocktest.NewFake()
+	a := New(Config{ConsecutiveFailures: 3, OpenTimeout: time.Second, Clock: f})
+	b := New(Config{ConsecutiveFailures: 3, OpenTimeout: time.Second, Clock: f})
+	pb := unsafe.Pointer(b)
+	// fail, fail, succeed, then fail three times: closed, streaks, open.
+	for i, err := range []error{fail, fail, nil, fail, nil, fail, fail, fail} {
+		da, aerr := a.Allow()
+		e, db, berr := fastpath.Breaker.Admit(pb)
+		if e == nil || db == nil || aerr != nil || berr != nil {
+			t.Fatalf("step %d: closed breaker: Admit = %v, %v, %v", i, e, db != nil, berr)
+		}
+		da(err)
+		if err != nil {
+			db(err)
+		} else if fastpath.Breaker.Succeed(pb, e, i%stripe.N) {
+			fastpath.Breaker.EndStreak(pb, e)
+		}
+		if ca, cb := a.Counts(), b.Counts(); ca != cb {
+			t.Fatalf("step %d: counts %+v by the hooks, %+v by done", i, cb, ca)
+		}
+	}
+	if s := b.State(); s != Open {
+		t.Fatalf("breaker %v after three failures in a row", s)
+	}
+	// On the real clock an open breaker refuses without Allow.
+	o := New(Config{ConsecutiveFailures: 1, OpenTimeout: time.Hour})
+	po := unsafe.Pointer(o)
+	_, done, _ := fastpath.Breaker.Admit(po)
+	done(fail)
+	if e, done, err := fastpath.Breaker.Admit(po); e != nil || done != nil || !errors.Is(err, ErrOpen) {
+		t.Fatalf("open breaker: Admit = %v, %v, %v", e, done != nil, err)
+	}
+	if r := fastpath.Breaker.Refusal(po, ErrOpen); r != o.refusedOpen {
+		t.Fatalf("Refusal = %v, want the prebuilt *retry.Error", r)
+	}
+	if r := fastpath.Breaker.Refusal(po, fail); r != nil {
+		t.Fatalf("Refusal of another error = %#v, want an untyped nil", r)
+	}
+	// On another clock every refusal reads the clock: Allow decides.
+	f.Advance(time.Second)
+	if e, done, err := fastpath.Breaker.Admit(pb); e != nil || done != nil || err != nil {
+		t.Fatalf("ended open period: Admit = %v, %v, %v, want the caller to ask Allow", e, done != nil, err)
+	}
+	if e, done, err := fastpath.Breaker.Admit(nil); e != nil || done != nil || err != nil {
+		t.Fatalf("nil breaker: Admit = %v, %v, %v, want the caller to ask Allow", e, done != nil, err)
+	}
+	// A success of an earlier generation is not counted.
+	c := New(Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, Clock: f})
+	pc := unsafe.Pointer(c)
+	e, done, _ := fastpath.Breaker.Admit(pc)
+	done(fail) // trips
+	if fastpath.Breaker.Succeed(pc, e, 0) || c.Counts() != (Counts{}) {
+		t.Fatalf("a success of an earlier generation counted: %+v", c.Counts())
+	}
+	// A breaker that times slow calls has no shared done: not fused.
+	s := New(Config{Window: Window{Calls: 10, FailureRatio: 0.5, SlowCallDuration: time.Second}, Clock: f})
+	if e, done, err := fastpath.Breaker.Admit(unsafe.Pointer(s)); e != nil || done != nil || err != nil {
+		t.Fatalf("slow-call breaker: Admit = %v, %v, %v", e, done != nil, err)
+	}
+}
