@@ -193,29 +193,38 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			return v, nil, gerr
 		}
 	}
-	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
-		c = getCall()
+	if inline {
+		// getCall, inline: its P's cell, else the sync.Pool.
+		if !raceBuild {
+			id := procPin()
+			if uint(id) < cacheCells {
+				cl := &cells[id]
+				if x := cl.c.Load(); x != nil && !cl.busy {
+					cl.busy, c = true, x
+				}
+			}
+			procUnpin()
+		}
+		if c == nil {
+			c = pool.Get().(*call)
+		}
 		// setup, inline: a call of it (too big to inline) costs about
 		// 20 instructions more per call (callgrind, BenchmarkFast).
-		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
+		// BeginInline took p: it has no Observer and no MaxElapsed,
+		// and the Hedger no Adaptives.
+		c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 		c.limit = p.AttemptLimit()
-		c.clk, c.realClk = clock.Real, true
+		if !c.realClk { // a call given back with realClk keeps clock.Real (put)
+			c.clk, c.realClk = clock.Real, true
+		}
 		c.ad, c.delay = h.Adaptive, h.Delay
-		if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 || h.Adaptives != nil {
+		if p.Clock != nil || c.delay <= 0 {
 			c.setupRest(ctx, h, p)
 		}
 	} else {
-		// Resolving the groups and the key's Adaptive may run user code
-		// (a group's build, keep, release, Clock): before any permit is
-		// taken, and on the resolved Policy, which BeginInline accepts.
-		c = getCall()
-		c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
-		if c.max > 0 && c.limit != 1 {
-			var gerr error
-			if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
-				c.put()
-				return v, nil, gerr
-			}
+		var gerr error
+		if c, in, inline, gerr = setupSlow(ctx, h, p, maxHedges); gerr != nil {
+			return v, nil, gerr
 		}
 	}
 	c.op = opFunc[T](op)
@@ -253,7 +262,25 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	// From here the attempt has begun: a panic (op's, or the Clock's in
 	// armRound) ends it as op's would.
 	g.inOp = true
-	armed := c.armRound(sl, 1)
+	var armed *arm
+	if a := c.arm; a != nil && a.real && c.realClk && c.ad == nil && c.delay >= coarseMin && a.st.d == int64(c.delay) && c.hedges < c.max && !c.stopHedging {
+		// armRound's steady state, inline: the call's real-clock entry
+		// is parked with this delay, and one compare-and-swap arms it
+		// (sharedTimer.Reset), which publishes these writes to the
+		// callback. (A first attempt begun inline has a Policy without
+		// a Limiter and an attempt limit other than 1: mayHedge(1) is
+		// what is checked here.)
+		c.armed = true
+		if c.fired.Load() {
+			c.fired.Store(false)
+		}
+		if a.st.state.CompareAndSwap(tParked, tListed) {
+			armed = a
+		}
+	}
+	if armed == nil {
+		armed = c.armRound(sl, 1)
+	}
 	v, err = op(sl.ctx)
 	g.cur, g.hasCur = v, true
 	if c.ad != nil {
@@ -263,26 +290,86 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	// Still the attempt's: a Clock's timer whose Stop panics ends the
 	// attempt as op's panic would (inlinePanic), hedges or not.
-	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
+	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && c.disarmed() || c.disarmFast(armed)
 	g.inOp = false
 	if !quiet || err != nil {
 		return doRounds(ctx, c, &g, op, release, keep, true, v, err, quiet)
 	}
-	// No hedge ran: nothing else touches the call.
+	// No hedge ran: nothing else touches the call. The attempt ends as
+	// Inline.Succeed(c.p) ends it, in two steps: Succeed with no Policy
+	// tells the breaker alone, without Succeed's deferred guard for the
+	// budget; the budget then hears what Succeed tells it, and when the
+	// breaker's done panics, do's guard tells the budget the attempt
+	// failed with a *retry.PanicError, as Succeed would (g.succeeding).
 	c.lazy, c.first = false, retry.Inline{}
-	in.Succeed(c.p)
+	g.succeeding = true
+	in.Succeed(nil)
+	g.succeeding = false
+	if b := c.p.Budget; b != nil {
+		b.Record(false, nil)
+	}
 	c.running, c.inflight, sl.running = 0, 0, false
 	if c.ad != nil {
 		c.observe(sl)
 	}
-	if keep {
-		kept = sl.ctx
+	if x := sl.ctx; keep {
+		kept = x
+	} else if x.real.Load() == nil && ctx.Err() == nil && x.state.CompareAndSwap(live, ctxCancel) {
+		// attemptCtx.cancel's common case, inline (ctx is x's
+		// parent).
+		if r := x.real.Load(); r != nil {
+			r.cancel()
+		}
 	} else {
-		sl.ctx.cancel()
+		x.cancel()
 	}
 	g.settled = true
-	c.put()
+	if c.worn || c.res != nil || c.obs.n > 0 {
+		c.put()
+	} else {
+		// put's part for a call that used none of rc, pol, a Clock of
+		// the Policy's, an Observer or a hedged round's results.
+		c.ctx, c.p, c.ad, c.op, c.release = nil, nil, nil, nil, nil
+		// putCall, inline for a call that goes back to its P's cell.
+		back := false
+		if !raceBuild {
+			id := procPin()
+			if uint(id) < cacheCells {
+				if cl := &cells[id]; cl.c.Load() == c {
+					cl.busy, back = false, true
+				}
+			}
+			procUnpin()
+		}
+		if !back {
+			putCall(c)
+		}
+	}
 	return v, kept, nil // round 1: no value held, no release ran
+}
+
+// setupSlow is do's setup of a call whose first attempt BeginInline did
+// not begin under p: a call set up under p (inline false), or, when p
+// has groups or h Adaptives, under the Policy of ctx's key, whose first
+// attempt it then begins inline when that Policy allows. On a breaker's
+// refusal it returns the error, and no call.
+func setupSlow(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) (c *call, in retry.Inline, inline bool, err error) {
+	c = getCall()
+	if h.Adaptives == nil && !retry.HasGroups(p) {
+		c.setup(ctx, h, p, max(maxHedges, 0))
+		return c, in, false, nil
+	}
+	// Resolving the groups and the key's Adaptive may run user code
+	// (a group's build, keep, release, Clock): before any permit is
+	// taken, and on the resolved Policy, which BeginInline accepts.
+	c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
+	if c.max > 0 && c.limit != 1 {
+		if in, inline, err = retry.BeginInline(ctx, c.p); err != nil {
+			c.put()
+			return nil, in, false, err
+		}
+	}
+	return c, in, inline, nil
 }
 
 // doRounds is do's loop of rounds, from the first round's start, or
@@ -521,6 +608,9 @@ type doGuard[T any] struct {
 	inOp    bool // op is running on the caller's goroutine
 	hasCur  bool
 	settled bool // nothing that can panic is left but release (kept in rp) and raise
+	// succeeding: the inline attempt succeeded and the breaker is being
+	// told (Inline.Succeed(nil)); the budget has not heard of it yet.
+	succeeding bool
 }
 
 // check, called by do's deferred function with what it recovered (nil for
@@ -551,6 +641,18 @@ func (g *doGuard[T]) check(r any) {
 	if g.hasCur {
 		var b panicBox
 		releaseSafe(g.release, g.cur, &b)
+	}
+	if g.succeeding {
+		// The breaker's done panicked (or called runtime.Goexit) as
+		// the inline attempt succeeded: the budget hears the attempt
+		// fail, as Inline.Succeed(c.p) would tell it. Last, once
+		// every value is released: a Record that panics (its panic
+		// goes on, as from Succeed) or calls runtime.Goexit leaves
+		// nothing undone.
+		g.succeeding = false
+		if b := c.p.Budget; b != nil {
+			b.Record(false, &retry.PanicError{Value: r})
+		}
 	}
 	if r != nil {
 		panic(r)
