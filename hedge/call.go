@@ -172,7 +172,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		maxHedges = DefaultMaxHedges
 	}
 	var p *retry.Policy
-	if h.Policy != nil {
+	if pp, ok := h.Policy.(*retry.Policy); ok {
+		p = pp // what its Policy method returns, without the interface call
+	} else if h.Policy != nil {
 		p = h.Policy.Policy()
 	}
 	if p == nil {
@@ -324,11 +326,12 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		x.cancel()
 	}
 	g.settled = true
-	if c.worn || c.res != nil || c.obs.n > 0 {
+	if c.worn {
 		c.put()
 	} else {
-		// put's part for a call that used none of rc, pol, a Clock of
-		// the Policy's, an Observer or a hedged round's results.
+		// put's part for a call that used none of rc, pol or a Clock
+		// of the Policy's (worn), nor, as no call here does, an
+		// Observer or a hedged round's results.
 		c.ctx, c.p, c.ad, c.op, c.release = nil, nil, nil, nil, nil
 		// putCall, inline for a call that goes back to its P's cell.
 		back := false

@@ -74,3 +74,48 @@ func TestRetainedContextStaysEnded(t *testing.T) {
 		t.Errorf("kept context: AttemptOf = %d, %v, %v", n, hedged, ok)
 	}
 }
+
+// TestRealClockHedgeAfterQuietCalls: calls that answer before the delay
+// leave the pooled call's timer entry parked with their delay, and the
+// next call with that delay re-arms it with one compare-and-swap (do's
+// inline arming): a first attempt that then hangs must still see its
+// hedge start, and no earlier than its own delay, also when the calls
+// before it parked the entry with a shorter one. Run from one goroutine,
+// the calls mostly share their P's call.
+func TestRealClockHedgeAfterQuietCalls(t *testing.T) {
+	quick := func(context.Context) (string, error) { return "quick", nil }
+	for _, tc := range []struct{ quick, hang time.Duration }{
+		{20 * time.Millisecond, 20 * time.Millisecond},
+		{20 * time.Millisecond, 60 * time.Millisecond},
+	} {
+		hq := &hedge.Hedger{Policy: &retry.Policy{}, Delay: tc.quick}
+		hh := &hedge.Hedger{Policy: &retry.Policy{}, Delay: tc.hang}
+		for round := range 3 {
+			for range 50 {
+				if v, err := hedge.Do(context.Background(), hq, quick, nil); v != "quick" || err != nil {
+					t.Fatalf("%v: quick call = %q, %v", tc, v, err)
+				}
+			}
+			var hedgeAt atomic.Int64
+			start := time.Now()
+			v, err := hedge.Do(context.Background(), hh, func(ctx context.Context) (string, error) {
+				if n, _, _ := hedge.AttemptOf(ctx); n == 1 {
+					select {
+					case <-ctx.Done():
+						return "", ctx.Err()
+					case <-time.After(time.Minute): // only when the hedge never starts
+						return "no hedge", nil
+					}
+				}
+				hedgeAt.Store(int64(time.Since(start)))
+				return "hedge", nil
+			}, nil)
+			if v != "hedge" || err != nil {
+				t.Fatalf("%v round %d: Do = %q, %v, want the hedge's answer", tc, round, v, err)
+			}
+			if got := time.Duration(hedgeAt.Load()); got < tc.hang {
+				t.Errorf("%v round %d: the hedge started after %v, before its delay", tc, round, got)
+			}
+		}
+	}
+}
