@@ -182,75 +182,81 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	// A first attempt that needs nothing but the breaker and the budget
 	// around it begins inline, as retry.Do's does: rc takes it over only
-	// when a hedge or a retry needs the Call's steps (adoptLocked).
+	// when a hedge or a retry needs the Call's steps (adoptLocked). The
+	// other calls go to slow, by a jump: code that joins do's path from
+	// elsewhere costs its common case the moves of every value it holds
+	// (about 15 instructions, callgrind, BenchmarkFast).
 	var in retry.Inline
-	inline := false
+	var inline bool
+	var gerr error
 	var c *call
-	if h.Adaptives == nil && maxHedges > 0 && p.AttemptLimit() != 1 {
-		// BeginInline takes no Policy with a group (it does nothing and
-		// says so), so when it begins the attempt there is nothing to
-		// resolve, and a breaker's refusal costs no pooled call.
-		var gerr error
-		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
-			return v, nil, gerr
-		}
+	var g doGuard[T]
+	if h.Adaptives != nil || maxHedges <= 0 || p.AttemptLimit() == 1 {
+		goto slow
 	}
-	if inline {
-		// getCall, inline: its P's cell, else the sync.Pool.
-		if !raceBuild {
-			id := procPin()
-			if uint(id) < cacheCells {
-				cl := &cells[id]
-				if x := cl.c.Load(); x != nil && !cl.busy {
-					cl.busy, c = true, x
-				}
+	// BeginInline takes no Policy with a group (it does nothing and says
+	// so), so when it begins the attempt there is nothing to resolve, and
+	// a breaker's refusal costs no pooled call.
+	if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+		return v, nil, gerr
+	}
+	if !inline {
+		goto slow
+	}
+	// getCall, inline: its P's cell, else the sync.Pool.
+	if !raceBuild {
+		id := procPin()
+		if uint(id) < cacheCells {
+			cl := &cells[id]
+			if x := cl.c.Load(); x != nil && !cl.busy {
+				cl.busy, c = true, x
 			}
-			procUnpin()
 		}
-		if c == nil {
-			c = pool.Get().(*call)
-		}
-		// setup, inline: a call of it (too big to inline) costs about
-		// 20 instructions more per call (callgrind, BenchmarkFast).
-		// BeginInline took p: it has no Observer and no MaxElapsed,
-		// and the Hedger no Adaptives.
-		c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
-		c.limit = p.AttemptLimit()
-		if !c.realClk { // a call given back with realClk keeps clock.Real (put)
-			c.clk, c.realClk = clock.Real, true
-		}
-		c.ad, c.delay = h.Adaptive, h.Delay
-		if p.Clock != nil || c.delay <= 0 {
-			c.setupRest(ctx, h, p)
-		}
-	} else {
-		var gerr error
-		if c, in, inline, gerr = setupSlow(ctx, h, p, maxHedges); gerr != nil {
-			return v, nil, gerr
-		}
+		procUnpin()
 	}
+	if c == nil {
+		c = pool.Get().(*call)
+	}
+	// setup, inline: a call of it (too big to inline) costs about 20
+	// instructions more per call (callgrind, BenchmarkFast). BeginInline
+	// took p: it has no Observer and no MaxElapsed, and the Hedger no
+	// Adaptives.
+	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
+	c.limit = p.AttemptLimit()
+	if !c.realClk { // a call given back with realClk keeps clock.Real (put)
+		c.clk, c.realClk = clock.Real, true
+	}
+	c.ad, c.delay = h.Adaptive, h.Delay
+	if p.Clock != nil || c.delay <= 0 {
+		c.setupRest(ctx, h, p)
+	}
+	goto round
+slow:
+	if h.Adaptives == nil && !retry.HasGroups(p) {
+		return doCall(ctx, h, p, maxHedges, nil, op, release, keep)
+	}
+	if c, in, inline, gerr = setupGroups(ctx, h, p, maxHedges); gerr != nil {
+		return v, nil, gerr
+	}
+	if !inline {
+		return doCall(ctx, h, p, maxHedges, c, op, release, keep)
+	}
+round:
 	c.op = opFunc[T](op)
 	if release != nil {
 		c.release = release
-	}
-	if !inline {
-		c.rc.Reset(ctx, c.p)
-		c.rcLive, c.worn = true, true
 	}
 	// A panic on this goroutine — op's (inOp), or a callback's in the
 	// call's steps after op returned (End, Next, Succeed, Begin: the
 	// Observer, Classify, the backoff, the breaker, the budget), which
 	// retry.Call has already reported — releases every value Do holds
 	// and goes on (doGuard.check).
-	g := doGuard[T]{c: c, release: release}
+	g = doGuard[T]{c: c, release: release}
 	defer func() {
 		if !g.settled {
 			g.check(recover()) // recover must be called here, by the deferred function
 		}
 	}()
-	if !inline {
-		return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
-	}
 	// The first round, its attempt begun inline, as doRounds would run
 	// it, in this small function: a first attempt that answers before
 	// the delay (the common case) costs no more. Anything else goes on
@@ -351,17 +357,46 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	return v, kept, nil // round 1: no value held, no release ran
 }
 
-// setupSlow is do's setup of a call whose first attempt BeginInline did
-// not begin under p: a call set up under p (inline false), or, when p
-// has groups or h Adaptives, under the Policy of ctx's key, whose first
-// attempt it then begins inline when that Policy allows. On a breaker's
-// refusal it returns the error, and no call.
-func setupSlow(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) (c *call, in retry.Inline, inline bool, err error) {
-	c = getCall()
-	if h.Adaptives == nil && !retry.HasGroups(p) {
-		c.setup(ctx, h, p, max(maxHedges, 0))
-		return c, in, false, nil
+// doCall is do for a call whose rounds all begin with rc: c, set up by
+// setupGroups, or, when c is nil, a call it sets up under p (which has no
+// group, and h no Adaptives).
+func doCall[T any](ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, c *call, op func(context.Context) (T, error), release func(T), keep bool) (v T, kept *attemptCtx, err error) {
+	if c == nil {
+		// setup, inline (a Policy with an Observer comes here).
+		c = getCall()
+		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
+		c.limit = p.AttemptLimit()
+		if !c.realClk {
+			c.clk, c.realClk = clock.Real, true
+		}
+		c.ad, c.delay = h.Adaptive, h.Delay
+		if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 {
+			c.setupRest(ctx, h, p)
+		}
 	}
+	c.op = opFunc[T](op)
+	if release != nil {
+		c.release = release
+	}
+	c.rc.Reset(ctx, c.p)
+	c.rcLive, c.worn = true, true
+	// As in do: a panic on this goroutine releases every value Do holds
+	// and goes on (doGuard.check).
+	g := doGuard[T]{c: c, release: release}
+	defer func() {
+		if !g.settled {
+			g.check(recover()) // recover must be called here, by the deferred function
+		}
+	}()
+	return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
+}
+
+// setupGroups is do's setup of a call under a Policy with groups, or a
+// Hedger with Adaptives: the call is set up under the Policy of ctx's
+// key, whose first attempt it then begins inline when that Policy
+// allows. On a breaker's refusal it returns the error, and no call.
+func setupGroups(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) (c *call, in retry.Inline, inline bool, err error) {
+	c = getCall()
 	// Resolving the groups and the key's Adaptive may run user code
 	// (a group's build, keep, release, Clock): before any permit is
 	// taken, and on the resolved Policy, which BeginInline accepts.
