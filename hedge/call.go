@@ -271,13 +271,18 @@ round:
 	// armRound) ends it as op's would.
 	g.inOp = true
 	var armed *arm
-	if a := c.arm; a != nil && a.real && c.realClk && c.ad == nil && c.delay >= coarseMin && a.st.d == int64(c.delay) && c.hedges < c.max && !c.stopHedging {
+	if a := c.arm; a != nil && a.real && c.realClk && c.ad == nil && a.st.d == int64(c.delay) {
 		// armRound's steady state, inline: the call's real-clock entry
 		// is parked with this delay, and one compare-and-swap arms it
 		// (sharedTimer.Reset), which publishes these writes to the
-		// callback. (A first attempt begun inline has a Policy without
-		// a Limiter and an attempt limit other than 1: mayHedge(1) is
-		// what is checked here.)
+		// callback. mayHedge(1) holds: a first attempt begun inline
+		// has a Policy without a Limiter and an attempt limit other
+		// than 1, c.max is positive, and a call comes from the pool
+		// with no hedges and stopHedging false (put clears them after
+		// a hedged round; hedgeLocked checks them again all the same).
+		// And st.d is 0 or a delay of coarseMin or more (Reset writes
+		// it for those only), c.delay positive: a d equal to c.delay
+		// is one that Reset re-arms with this compare-and-swap.
 		c.armed = true
 		if c.fired.Load() {
 			c.fired.Store(false)
