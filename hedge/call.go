@@ -788,9 +788,10 @@ func (c *call) releasePanicLocked(r any) {
 
 // setup readies c for a call under p (not nil, its groups resolved) with
 // ctx; it runs no user code but the Clock (when MaxElapsed is set) and
-// Adaptives' For. do has a copy of its common part (the real clock, no
-// MaxElapsed, Observer or Adaptives, a positive Delay) inline;
-// setupRest does the rest.
+// Adaptives' For. do (for a first attempt BeginInline began) and doCall
+// (for a Policy without groups) have copies of it inline; in all three,
+// setupRest does what the real clock, no MaxElapsed, Observer or
+// Adaptives and a positive Delay leave out.
 func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
 	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 	c.limit = p.AttemptLimit()
