@@ -3,6 +3,7 @@ package hedge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -120,23 +121,36 @@ func TestInlineSucceedGoexitTellsBudget(t *testing.T) {
 	}
 }
 
-// A successful inline attempt tells the budget once, a success (nil), as
-// Inline.Succeed does, on the real clock and a fake one.
-func TestInlineSucceedTellsBudgetOnce(t *testing.T) {
+// A successful inline attempt tells the budget once, a success (nil),
+// as Inline.Succeed does and as retry.Do tells it, on the real clock and
+// a fake one; a breaker's done that panics on the success makes the
+// budget hear what it hears from retry.Do.
+func TestInlineSucceedTellsBudgetAsRetryDo(t *testing.T) {
 	for _, fake := range []bool{false, true} {
-		b := &recordingBudget{}
-		p := &retry.Policy{MaxAttempts: 3, Budget: b}
-		if fake {
-			p.Clock = clocktest.NewFake()
-		}
-		h := &hedge.Hedger{Policy: p, Delay: time.Hour}
-		for range 3 {
-			if v, err := hedge.Do(context.Background(), h, fast, nil); v != 1 || err != nil {
-				t.Fatalf("fake %v: Do = %v, %v", fake, v, err)
+		for _, br := range []retry.Breaker{nil, panickyDone{}} {
+			var heard [2][]error
+			for i, hedged := range []bool{false, true} {
+				b := &recordingBudget{}
+				p := &retry.Policy{MaxAttempts: 3, Budget: b, Breaker: br}
+				if fake {
+					p.Clock = clocktest.NewFake()
+				}
+				h := &hedge.Hedger{Policy: p, Delay: time.Hour}
+				for range 3 {
+					func() {
+						defer func() { _ = recover() }()
+						if hedged {
+							hedge.Do(context.Background(), h, fast, nil)
+						} else {
+							retry.Do(context.Background(), p, fast)
+						}
+					}()
+				}
+				heard[i] = b.records
 			}
-		}
-		if !slices.Equal(b.records, []error{nil, nil, nil}) {
-			t.Fatalf("fake %v: budget heard %v, want three successes", fake, b.records)
+			if len(heard[1]) != 3 || fmt.Sprint(heard[0]) != fmt.Sprint(heard[1]) {
+				t.Errorf("fake %v, breaker %T: budget heard %v from hedge.Do, %v from retry.Do", fake, br, heard[1], heard[0])
+			}
 		}
 	}
 }
