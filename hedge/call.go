@@ -172,7 +172,9 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		maxHedges = DefaultMaxHedges
 	}
 	var p *retry.Policy
-	if h.Policy != nil {
+	if pp, ok := h.Policy.(*retry.Policy); ok {
+		p = pp // what its Policy method returns, without the interface call
+	} else if h.Policy != nil {
 		p = h.Policy.Policy()
 	}
 	if p == nil {
@@ -180,66 +182,81 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	// A first attempt that needs nothing but the breaker and the budget
 	// around it begins inline, as retry.Do's does: rc takes it over only
-	// when a hedge or a retry needs the Call's steps (adoptLocked).
+	// when a hedge or a retry needs the Call's steps (adoptLocked). The
+	// other calls go to slow, by a jump: code that joins do's path from
+	// elsewhere costs its common case the moves of every value it holds
+	// (about 15 instructions, callgrind, BenchmarkFast).
 	var in retry.Inline
-	inline := false
+	var inline bool
+	var gerr error
 	var c *call
-	if h.Adaptives == nil && maxHedges > 0 && p.AttemptLimit() != 1 {
-		// BeginInline takes no Policy with a group (it does nothing and
-		// says so), so when it begins the attempt there is nothing to
-		// resolve, and a breaker's refusal costs no pooled call.
-		var gerr error
-		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
-			return v, nil, gerr
-		}
+	var g doGuard[T]
+	if h.Adaptives != nil || maxHedges <= 0 || p.AttemptLimit() == 1 {
+		goto slow
 	}
-	if inline || h.Adaptives == nil && !retry.HasGroups(p) {
-		c = getCall()
-		// setup, inline: a call of it (too big to inline) costs about
-		// 20 instructions more per call (callgrind, BenchmarkFast).
-		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
-		c.limit = p.AttemptLimit()
-		c.clk, c.realClk = clock.Real, true
-		c.ad, c.delay = h.Adaptive, h.Delay
-		if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 || h.Adaptives != nil {
-			c.setupRest(ctx, h, p)
-		}
-	} else {
-		// Resolving the groups and the key's Adaptive may run user code
-		// (a group's build, keep, release, Clock): before any permit is
-		// taken, and on the resolved Policy, which BeginInline accepts.
-		c = getCall()
-		c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
-		if c.max > 0 && c.limit != 1 {
-			var gerr error
-			if in, inline, gerr = retry.BeginInline(ctx, c.p); gerr != nil {
-				c.put()
-				return v, nil, gerr
+	// BeginInline takes no Policy with a group (it does nothing and says
+	// so), so when it begins the attempt there is nothing to resolve, and
+	// a breaker's refusal costs no pooled call.
+	if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+		return v, nil, gerr
+	}
+	if !inline {
+		goto slow
+	}
+	// getCall, inline: its P's cell, else the sync.Pool.
+	if !raceBuild {
+		id := procPin()
+		if uint(id) < cacheCells {
+			cl := &cells[id]
+			if x := cl.c.Load(); x != nil && !cl.busy {
+				cl.busy, c = true, x
 			}
 		}
+		procUnpin()
 	}
+	if c == nil {
+		c = pool.Get().(*call)
+	}
+	// setup, inline: a call of it (too big to inline) costs about 20
+	// instructions more per call (callgrind, BenchmarkFast). BeginInline
+	// took p: it has no Observer and no MaxElapsed, and the Hedger no
+	// Adaptives.
+	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
+	c.limit = p.AttemptLimit()
+	if !c.realClk { // a call given back with realClk keeps clock.Real (put)
+		c.clk, c.realClk = clock.Real, true
+	}
+	c.ad, c.delay = h.Adaptive, h.Delay
+	if p.Clock != nil || c.delay <= 0 {
+		c.setupRest(ctx, h, p)
+	}
+	goto round
+slow:
+	if h.Adaptives == nil && !retry.HasGroups(p) {
+		return doCall(ctx, h, p, maxHedges, nil, op, release, keep)
+	}
+	if c, in, inline, gerr = setupGroups(ctx, h, p, maxHedges); gerr != nil {
+		return v, nil, gerr
+	}
+	if !inline {
+		return doCall(ctx, h, p, maxHedges, c, op, release, keep)
+	}
+round:
 	c.op = opFunc[T](op)
 	if release != nil {
 		c.release = release
-	}
-	if !inline {
-		c.rc.Reset(ctx, c.p)
-		c.rcLive, c.worn = true, true
 	}
 	// A panic on this goroutine — op's (inOp), or a callback's in the
 	// call's steps after op returned (End, Next, Succeed, Begin: the
 	// Observer, Classify, the backoff, the breaker, the budget), which
 	// retry.Call has already reported — releases every value Do holds
 	// and goes on (doGuard.check).
-	g := doGuard[T]{c: c, release: release}
+	g = doGuard[T]{c: c, release: release}
 	defer func() {
 		if !g.settled {
 			g.check(recover()) // recover must be called here, by the deferred function
 		}
 	}()
-	if !inline {
-		return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
-	}
 	// The first round, its attempt begun inline, as doRounds would run
 	// it, in this small function: a first attempt that answers before
 	// the delay (the common case) costs no more. Anything else goes on
@@ -253,7 +270,30 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	// From here the attempt has begun: a panic (op's, or the Clock's in
 	// armRound) ends it as op's would.
 	g.inOp = true
-	armed := c.armRound(sl, 1)
+	var armed *arm
+	if a := c.arm; a != nil && a.real && c.realClk && c.ad == nil && a.st.d == int64(c.delay) {
+		// armRound's steady state, inline: the call's real-clock entry
+		// is parked with this delay, and one compare-and-swap arms it
+		// (sharedTimer.Reset), which publishes these writes to the
+		// callback. mayHedge(1) holds: a first attempt begun inline
+		// has a Policy without a Limiter and an attempt limit other
+		// than 1, c.max is positive, and a call comes from the pool
+		// with no hedges and stopHedging false (put clears them after
+		// a hedged round; hedgeLocked checks them again all the same).
+		// And st.d is 0 or a delay of coarseMin or more (Reset writes
+		// it for those only), c.delay positive: a d equal to c.delay
+		// is one that Reset re-arms with this compare-and-swap.
+		c.armed = true
+		if c.fired.Load() {
+			c.fired.Store(false)
+		}
+		if a.st.state.CompareAndSwap(tParked, tListed) {
+			armed = a
+		}
+	}
+	if armed == nil {
+		armed = c.armRound(sl, 1)
+	}
 	v, err = op(sl.ctx)
 	g.cur, g.hasCur = v, true
 	if c.ad != nil {
@@ -263,26 +303,116 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	// Still the attempt's: a Clock's timer whose Stop panics ends the
 	// attempt as op's panic would (inlinePanic), hedges or not.
-	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
+	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && c.disarmed() || c.disarmFast(armed)
 	g.inOp = false
 	if !quiet || err != nil {
 		return doRounds(ctx, c, &g, op, release, keep, true, v, err, quiet)
 	}
-	// No hedge ran: nothing else touches the call.
+	// No hedge ran: nothing else touches the call. The attempt ends as
+	// Inline.Succeed(c.p) ends it, in two steps: Succeed with no Policy
+	// tells the breaker alone, without Succeed's deferred guard for the
+	// budget; the budget then hears what Succeed tells it, and when the
+	// breaker's done panics, do's guard tells the budget the attempt
+	// failed with a *retry.PanicError, as Succeed would (g.succeeding).
 	c.lazy, c.first = false, retry.Inline{}
-	in.Succeed(c.p)
+	g.succeeding = true
+	in.Succeed(nil)
+	g.succeeding = false
+	if b := c.p.Budget; b != nil {
+		b.Record(false, nil)
+	}
 	c.running, c.inflight, sl.running = 0, 0, false
 	if c.ad != nil {
 		c.observe(sl)
 	}
-	if keep {
-		kept = sl.ctx
+	if x := sl.ctx; keep {
+		kept = x
+	} else if x.real.Load() == nil && ctx.Err() == nil && x.state.CompareAndSwap(live, ctxCancel) {
+		// attemptCtx.cancel's common case, inline (ctx is x's
+		// parent).
+		if r := x.real.Load(); r != nil {
+			r.cancel()
+		}
 	} else {
-		sl.ctx.cancel()
+		x.cancel()
 	}
 	g.settled = true
-	c.put()
+	if c.worn {
+		c.put()
+	} else {
+		// put's part for a call that used none of rc, pol or a Clock
+		// of the Policy's (worn), nor, as no call here does, an
+		// Observer or a hedged round's results.
+		c.ctx, c.p, c.ad, c.op, c.release = nil, nil, nil, nil, nil
+		// putCall, inline for a call that goes back to its P's cell.
+		back := false
+		if !raceBuild {
+			id := procPin()
+			if uint(id) < cacheCells {
+				if cl := &cells[id]; cl.c.Load() == c {
+					cl.busy, back = false, true
+				}
+			}
+			procUnpin()
+		}
+		if !back {
+			putCall(c)
+		}
+	}
 	return v, kept, nil // round 1: no value held, no release ran
+}
+
+// doCall is do for a call whose rounds all begin with rc: c, set up by
+// setupGroups, or, when c is nil, a call it sets up under p (which has no
+// group, and h no Adaptives).
+func doCall[T any](ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, c *call, op func(context.Context) (T, error), release func(T), keep bool) (v T, kept *attemptCtx, err error) {
+	if c == nil {
+		// setup, inline (a Policy with an Observer comes here).
+		c = getCall()
+		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
+		c.limit = p.AttemptLimit()
+		if !c.realClk {
+			c.clk, c.realClk = clock.Real, true
+		}
+		c.ad, c.delay = h.Adaptive, h.Delay
+		if p.Clock != nil || p.MaxElapsed > 0 || p.Observer != nil || c.delay <= 0 {
+			c.setupRest(ctx, h, p)
+		}
+	}
+	c.op = opFunc[T](op)
+	if release != nil {
+		c.release = release
+	}
+	c.rc.Reset(ctx, c.p)
+	c.rcLive, c.worn = true, true
+	// As in do: a panic on this goroutine releases every value Do holds
+	// and goes on (doGuard.check).
+	g := doGuard[T]{c: c, release: release}
+	defer func() {
+		if !g.settled {
+			g.check(recover()) // recover must be called here, by the deferred function
+		}
+	}()
+	return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
+}
+
+// setupGroups is do's setup of a call under a Policy with groups, or a
+// Hedger with Adaptives: the call is set up under the Policy of ctx's
+// key, whose first attempt it then begins inline when that Policy
+// allows. On a breaker's refusal it returns the error, and no call.
+func setupGroups(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) (c *call, in retry.Inline, inline bool, err error) {
+	c = getCall()
+	// Resolving the groups and the key's Adaptive may run user code
+	// (a group's build, keep, release, Clock): before any permit is
+	// taken, and on the resolved Policy, which BeginInline accepts.
+	c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
+	if c.max > 0 && c.limit != 1 {
+		if in, inline, err = retry.BeginInline(ctx, c.p); err != nil {
+			c.put()
+			return nil, in, false, err
+		}
+	}
+	return c, in, inline, nil
 }
 
 // doRounds is do's loop of rounds, from the first round's start, or
@@ -521,6 +651,9 @@ type doGuard[T any] struct {
 	inOp    bool // op is running on the caller's goroutine
 	hasCur  bool
 	settled bool // nothing that can panic is left but release (kept in rp) and raise
+	// succeeding: the inline attempt succeeded and the breaker is being
+	// told (Inline.Succeed(nil)); the budget has not heard of it yet.
+	succeeding bool
 }
 
 // check, called by do's deferred function with what it recovered (nil for
@@ -551,6 +684,18 @@ func (g *doGuard[T]) check(r any) {
 	if g.hasCur {
 		var b panicBox
 		releaseSafe(g.release, g.cur, &b)
+	}
+	if g.succeeding {
+		// The breaker's done panicked (or called runtime.Goexit) as
+		// the inline attempt succeeded: the budget hears the attempt
+		// fail, as Inline.Succeed(c.p) would tell it. Last, once
+		// every value is released: a Record that panics (its panic
+		// goes on, as from Succeed) or calls runtime.Goexit leaves
+		// nothing undone.
+		g.succeeding = false
+		if b := c.p.Budget; b != nil {
+			b.Record(false, &retry.PanicError{Value: r})
+		}
 	}
 	if r != nil {
 		panic(r)
@@ -643,9 +788,10 @@ func (c *call) releasePanicLocked(r any) {
 
 // setup readies c for a call under p (not nil, its groups resolved) with
 // ctx; it runs no user code but the Clock (when MaxElapsed is set) and
-// Adaptives' For. do has a copy of its common part (the real clock, no
-// MaxElapsed, Observer or Adaptives, a positive Delay) inline;
-// setupRest does the rest.
+// Adaptives' For. do (for a first attempt BeginInline began) and doCall
+// (for a Policy without groups) have copies of it inline; in all three,
+// setupRest does what the real clock, no MaxElapsed, Observer or
+// Adaptives and a positive Delay leave out.
 func (c *call) setup(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) {
 	c.ctx, c.p, c.max, c.rcLive = ctx, p, maxHedges, false
 	c.limit = p.AttemptLimit()

@@ -59,7 +59,8 @@ type cacheCell struct {
 	_    [119]byte // one cell per cache line (and its pair)
 }
 
-// getCall returns a call to set up.
+// getCall returns a call to set up. (do has a copy of it inline, and of
+// putCall's path for a call that goes back to its P's cell.)
 func getCall() *call {
 	if !raceBuild {
 		id := procPin()
