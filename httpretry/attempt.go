@@ -332,7 +332,7 @@ func (c *call) request(ctx context.Context) (*http.Request, error) {
 	}
 	var r *http.Request
 	if announce {
-		r, _ = c.t.announce(c.req, ctx, c.n, c.will, c.clock, c.timeout, false)
+		r = c.t.announce(c.req, ctx, c.n, c.will, c.clock, c.timeout)
 	} else {
 		r = c.req.WithContext(ctx)
 	}
@@ -406,20 +406,13 @@ const smallHeader = 8
 // writing into its caller's request), so the copy sees exactly the
 // caller's values.
 //
-// One header is shared, when share is set (first, for a next RoundTripper
-// that is an *http.Transport whose Proxy is nil or
-// http.ProxyFromEnvironment: Transport.shares) and there is nothing to add to it:
-// a first attempt's, for a request whose own header is empty and that
-// announces no deadline (a plain client.Get, say), is the prebuilt one
-// itself, and the copy costs its one allocation only. net/http's
-// Transport only reads a request's header — for HTTP/1, HTTP/2 and the
-// protocols registered with it — so a map nothing writes to is safe to
-// share between its requests; a RoundTripper of any other type, or a
-// Proxy function of the user's own, might write to it and gets a map of
-// its own. shared
-// reports it, so that the caller hides the request from the callbacks
-// and errors that could reach it (see first).
-func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration, share bool) (r *http.Request, shared bool) {
+// No header is shared between requests, not even a prebuilt one for a
+// request with an empty header: an *http.Transport hands the request to
+// code of the user's (its Proxy function, a protocol registered with
+// RegisterProtocol, a TLSNextProto RoundTripper) that might write to the
+// header, and a shared map would then carry one request's header into
+// every later one (TestRegisteredProtocolWritingHeaderLeaksNothing).
+func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration) (r *http.Request) {
 	h := &t.opts.hdr
 	var attempt, wills, deadline []string
 	var a *announced
@@ -477,13 +470,7 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 		// Fewer caller keys than prebuilt ones: clone the prebuilt header,
 		// whose announced values are those of a first attempt, and add
 		// the caller's keys but the announced ones.
-		first := t.firstHeader[b2i(will)]
-		if share && len(caller) == 0 && deadline == nil {
-			// Nothing to add: the prebuilt header itself, shared.
-			r.Header = first
-			return r, true
-		}
-		hdr = maps.Clone(first)
+		hdr = maps.Clone(t.firstHeader[b2i(will)])
 		for k, v := range caller {
 			if k == "" || (k != h.Attempt && k != h.WillRetry) {
 				hdr[k] = v // an empty name (invalid) as the caller set it
@@ -511,7 +498,7 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 		hdr[h.Deadline] = deadline
 	}
 	r.Header = hdr
-	return r, false
+	return r
 }
 
 // b2i is 1 for true, 0 for false.

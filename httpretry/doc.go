@@ -120,12 +120,9 @@
 // copy (holding the deadline's digits; the values of the attempt number up
 // to 16 and of Will-Retry are prebuilt and shared, read-only), and the new
 // header map net/http needs (BenchmarkAnnounce, TestAllocationsOnSuccess).
-// One, 320 bytes, for the first attempt of a request whose header is empty
-// (client.Get's) and that announces no deadline, sent through an
-// *http.Transport whose Proxy is nil or http.ProxyFromEnvironment, which
-// only read a request's header: its header is then one the transport
-// prebuilt, shared (TestAnnouncedAllocationsOverBare; a Proxy function of
-// the user's own might write to the header, and its requests get their own).
+// No header map is shared between requests: an *http.Transport hands the
+// request to code of the user's (its Proxy, a protocol registered with
+// RegisterProtocol, a TLSNextProto RoundTripper) that might write to it.
 //
 // A response of status 429 or 5xx carrying Stormguard-Overloaded: 1
 // (layer.Overload sends it with 503 and Retry-After) says "overloaded;

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
-	"unsafe"
 
 	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/retry"
@@ -118,20 +116,14 @@ func (t *Transport) firstGuarded(req *http.Request, p *retry.Policy) (*http.Resp
 
 // send makes the first attempt of req, with the caller's context ctx,
 // under p, for a request that may be repeated or not: req itself, or a
-// copy with the attempt headers when the transport announces them. A
-// copy whose header is the shared prebuilt one (see announce) is not the
-// response's Request: the classifier, the Observer and a *StatusError in
-// the returned error see the caller's request instead.
+// copy with the attempt headers when the transport announces them.
 func (t *Transport) send(req *http.Request, ctx context.Context, p *retry.Policy, repeat bool) (resp *http.Response, err error, will bool) {
-	r, shared := req, false
+	r := req
 	if t.announces {
 		will = firstWillRetry(ctx, p, repeat)
-		r, shared = t.announce(req, nil, 1, will, clock.Or(p.Clock), 0, t.shares())
+		r = t.announce(req, nil, 1, will, clock.Or(p.Clock), 0)
 	}
 	resp, err = t.next.RoundTrip(r)
-	if shared && resp != nil {
-		resp.Request = req
-	}
 	return resp, err, will
 }
 
@@ -147,33 +139,4 @@ func firstWillRetry(ctx context.Context, p *retry.Policy, repeat bool) bool {
 		return true
 	}
 	return retry.CallerRetries(ctx)
-}
-
-// shares reports whether a first attempt may share the prebuilt header
-// (see announce): next is an *http.Transport, which only reads a
-// request's header, and the one callback of it that gets the request,
-// Proxy, is nil or http.ProxyFromEnvironment (http.DefaultTransport's),
-// which only read it too. A Proxy function of the user's own might write
-// to the header it is given (a Proxy-Authorization, say): its requests
-// get a header of their own. Proxy is read at each request, as the
-// Transport reads it.
-func (t *Transport) shares() bool {
-	if t.std == nil {
-		return false
-	}
-	f := t.std.Proxy
-	return f == nil || funcWord(f) == proxyFromEnvironment
-}
-
-// proxyFromEnvironment is http.ProxyFromEnvironment's func value word.
-var proxyFromEnvironment = funcWord(http.ProxyFromEnvironment)
-
-// funcWord returns the word of func value f: its closure's address, the
-// same for every value of one top-level function. A func value of
-// another function, or a closure, has another word, and shares tells
-// such a Proxy apart from http.ProxyFromEnvironment by it (a copy of the
-// function under another name, had the linker made one, would only lose
-// the sharing).
-func funcWord(f func(*http.Request) (*url.URL, error)) unsafe.Pointer {
-	return *(*unsafe.Pointer)(unsafe.Pointer(&f))
 }

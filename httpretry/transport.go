@@ -16,8 +16,7 @@ type Transport struct {
 	next      http.RoundTripper
 	src       retry.PolicySource
 	opts      options
-	announces bool            // some attempt header is sent (options.announces)
-	std       *http.Transport // next, when it is an *http.Transport, which only reads a request's header (announce, shares)
+	announces bool // some attempt header is sent (options.announces)
 
 	// firstHeader[w] is the header announce clones for a first attempt
 	// with few caller keys: the announced attempt number, 1, and
@@ -58,7 +57,6 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		next = http.DefaultTransport
 	}
 	t := &Transport{next: next, src: src}
-	t.std, _ = next.(*http.Transport)
 	for _, o := range opts {
 		if o != nil {
 			o(&t.opts)
