@@ -230,7 +230,9 @@ func (c *call) judge(ctx context.Context, actx *attemptCtx, resp *http.Response,
 		c.held = nil
 	}
 	if again && c.repeat && (c.limit < 0 || c.n < c.limit) {
+		c.held = resp // released if the body's Read panics
 		keepBody(resp)
+		c.held = nil
 	}
 	if actx != nil {
 		c.actx = nil
