@@ -64,11 +64,11 @@ func (b *Breaker) bindDone(e *epoch) {
 
 func init() {
 	var x retry.Breaker = (*Breaker)(nil)
-	fastpath.Breaker.Tab = fastpath.TypeWord(unsafe.Pointer(&x))
 	fastpath.Breaker.Admit = fastAdmit
 	fastpath.Breaker.Succeed = fastSucceed
 	fastpath.Breaker.EndStreak = fastEndStreak
 	fastpath.Breaker.Refusal = fastRefusal
+	fastpath.Breaker.Tab.Store(fastpath.TypeWord(unsafe.Pointer(&x))) // last: it publishes the functions
 }
 
 // fastAdmit is Allow for retry's first attempt (internal/fastpath), for

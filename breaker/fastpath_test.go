@@ -17,7 +17,7 @@ import (
 // call Allow, and Succeed with EndStreak counts as the shared done does.
 func TestFastHooksAreAllow(t *testing.T) {
 	var x retry.Breaker = (*Breaker)(nil)
-	if fastpath.Breaker.Tab != fastpath.TypeWord(unsafe.Pointer(&x)) {
+	if fastpath.Breaker.Tab.Load() != fastpath.TypeWord(unsafe.Pointer(&x)) {
 		t.Fatal("fastpath.Breaker.Tab is not the type word of a *Breaker as a retry.Breaker")
 	}
 	fail := errors.New("fail")

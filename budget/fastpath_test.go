@@ -14,7 +14,7 @@ import (
 // does, in every cell: full, not full, and lent out.
 func TestFastFirstOKIsRecord(t *testing.T) {
 	var x retry.Budget = (*Ratio)(nil)
-	if fastpath.Budget.Tab != fastpath.TypeWord(unsafe.Pointer(&x)) {
+	if fastpath.Budget.Tab.Load() != fastpath.TypeWord(unsafe.Pointer(&x)) {
 		t.Fatal("fastpath.Budget.Tab is not the type word of a *Ratio as a retry.Budget")
 	}
 	for _, initial := range []float64{10, 5, 0.05} {

@@ -376,9 +376,9 @@ func (r *Ratio) Record(retry bool, err error) {
 
 func init() {
 	var x retry.Budget = (*Ratio)(nil)
-	fastpath.Budget.Tab = fastpath.TypeWord(unsafe.Pointer(&x))
 	fastpath.Budget.FirstOK = fastFirstOK
 	fastpath.Budget.Refill = fastRefill
+	fastpath.Budget.Tab.Store(fastpath.TypeWord(unsafe.Pointer(&x))) // last: it publishes the functions
 }
 
 // fastFirstOK is Record(false, nil) on the Ratio at p (nil: none) in the

@@ -33,12 +33,9 @@ func run[T any](ctx context.Context, p *Policy, op func(context.Context) (T, err
 		p = &zeroPolicy
 	}
 	if p.Breaker != nil || p.Budget != nil {
-		if fusable(p) {
-			// A *breaker.Breaker and a *budget.Ratio, with the fast
-			// paths of internal/fastpath.
-			return fused(ctx, p, op)
-		}
-		return runTold(ctx, p, op)
+		// A *breaker.Breaker and a *budget.Ratio, with the fast paths of
+		// internal/fastpath, or else runTold (fused checks the types).
+		return fused(ctx, p, op)
 	}
 	if !p.inlineFirst() || ctx.Err() != nil {
 		return runPlain(ctx, p, op)
@@ -134,12 +131,16 @@ func first[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 // fusable reports whether p's Breaker is a *breaker.Breaker or nil and its
 // Budget a *budget.Ratio or nil (not both nil), whose first attempt fused
 // makes (internal/fastpath).
-func fusable(p *Policy) bool {
-	bw, uw := fastpath.TypeWord(unsafe.Pointer(&p.Breaker)), fastpath.TypeWord(unsafe.Pointer(&p.Budget))
-	return (bw == 0 || bw == fastpath.Breaker.Tab) && (uw == 0 || uw == fastpath.Budget.Tab)
+func fusable(p *Policy) bool { return fusableWords(&p.Breaker, &p.Budget) }
+
+// fusableWords is fusable for the Breaker at br and the Budget at bu.
+func fusableWords(br *Breaker, bu *Budget) bool {
+	bw, uw := fastpath.TypeWord(unsafe.Pointer(br)), fastpath.TypeWord(unsafe.Pointer(bu))
+	return (bw == 0 || bw == fastpath.Breaker.Tab.Load()) && (uw == 0 || uw == fastpath.Budget.Tab.Load())
 }
 
-// fused is run for a Policy that fusable accepts: the first attempt as
+// fused is run for a Policy with a breaker or a budget; one that fusable
+// does not accept goes on as runTold. For the others, the first attempt as
 // first makes it, with the breaker's Allow written out
 // (fastpath.Breaker.Admit), and, when the attempt succeeds and the breaker
 // is closed, counting consecutive failures, or there is no breaker, the
@@ -152,22 +153,38 @@ func fusable(p *Policy) bool {
 // re-raised) or a Classify that panics (or calls runtime.Goexit) is
 // reported as a failed attempt, to the breaker unless it heard the attempt
 // end and to the budget, before the panic goes on.
+//
+// The Breaker's and the Budget's types are checked again after the last
+// call of user code before the attempt (the context's Err), and their
+// data words read there once: the fastpath functions, which take them
+// for a *breaker.Breaker and a *budget.Ratio, are only ever given the
+// values checked, whatever op, a listener or the context does to p
+// (TestFusedPolicyChangedByOp); what runs after op reaches p's values
+// through their interfaces, as first does. A Policy changed on the way
+// goes on as runTold.
 func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, error)) (T, error) {
 	if !p.inlineFirst() || ctx.Err() != nil {
 		return runPlain(ctx, p, op)
 	}
+	// The types checked after the context's Err, the last user code
+	// before the attempt; the data words read once.
+	if !fusable(p) {
+		return runTold(ctx, p, op)
+	}
+	bp, rp := fastpath.DataWord(unsafe.Pointer(&p.Breaker)), fastpath.DataWord(unsafe.Pointer(&p.Budget))
+	hasBudget := p.Budget != nil
 	var e unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
 	var done func(error)
 	if p.Breaker != nil {
 		var refused error
-		if e, done, refused = fastpath.Breaker.Admit(fastpath.DataWord(unsafe.Pointer(&p.Breaker))); done == nil && refused == nil {
-			done, refused = p.Breaker.Allow()
+		if e, done, refused = fastpath.Breaker.Admit(bp); done == nil && refused == nil {
+			done, refused = p.Breaker.Allow() // no user code since the check: a *breaker.Breaker
 		}
 		if refused != nil {
 			var zero T
 			// refuse, written out, as run does: *breaker.Breaker is a
 			// PrebuiltRefusal
-			if err := fastpath.Breaker.Refusal(fastpath.DataWord(unsafe.Pointer(&p.Breaker)), refused); err != nil {
+			if err := fastpath.Breaker.Refusal(bp, refused); err != nil {
 				return zero, err
 			}
 			return zero, refuseNew(ctx, p, refused)
@@ -185,15 +202,11 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		// stripe.Hint, after op (the goroutine may have moved), written out
 		h := stripe.Pin() & (stripe.N - 1)
 		stripe.Unpin()
-		if e != nil {
-			if b := fastpath.DataWord(unsafe.Pointer(&p.Breaker)); fastpath.Breaker.Succeed(b, e, h) {
-				fastpath.Breaker.EndStreak(b, e)
-			}
+		if e != nil && fastpath.Breaker.Succeed(bp, e, h) {
+			fastpath.Breaker.EndStreak(bp, e)
 		}
-		if p.Budget != nil {
-			if r := fastpath.DataWord(unsafe.Pointer(&p.Budget)); fastpath.Budget.FirstOK(r, h) {
-				fastpath.Budget.Refill(r, h)
-			}
+		if hasBudget && fastpath.Budget.FirstOK(rp, h) {
+			fastpath.Budget.Refill(rp, h)
 		}
 		return v, nil
 	}
@@ -201,7 +214,7 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		done = nil // told: the guard does not tell it again
 		d(err)
 	}
-	if b := p.Budget; b != nil {
+	if b := p.Budget; b != nil { // an interface call: op may have changed p
 		berr := err
 		if err != nil {
 			berr = budgetErr(ctx, p, err) // Classify, which may panic

@@ -17,15 +17,21 @@
 // path.
 package fastpath
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Breaker is what breaker registers for *breaker.Breaker. Its functions
 // are leaves (they call nothing, and so cost no stack frame) on the paths
 // a call takes when the breaker is closed or open: the rarer work is left
 // to a second function, or to Allow, which the caller calls when told.
 var Breaker struct {
-	// Tab is the type word of a *breaker.Breaker in a retry.Breaker.
-	Tab uintptr
+	// Tab is the type word of a *breaker.Breaker in a retry.Breaker,
+	// stored after the functions (a retry.Do on a goroutine that an
+	// earlier package's init started may read it while breaker's init
+	// runs).
+	Tab atomic.Uintptr
 	// Admit asks breaker b (possibly nil) to admit one attempt, as Allow
 	// does, and returns Allow's done and error, except that done and err
 	// both nil mean that the caller must ask Allow itself (a half-open
@@ -52,8 +58,9 @@ var Breaker struct {
 // Budget is what budget registers for *budget.Ratio. FirstOK is a leaf,
 // as Breaker's functions are.
 var Budget struct {
-	// Tab is the type word of a *budget.Ratio in a retry.Budget.
-	Tab uintptr
+	// Tab is the type word of a *budget.Ratio in a retry.Budget, stored
+	// after the functions, as Breaker.Tab is.
+	Tab atomic.Uintptr
 	// FirstOK records, in the cell of hint (a stripe.Hint), a successful
 	// first attempt to Ratio r (possibly nil), as Record(false, nil)
 	// does, except that when it reports true the caller must call
