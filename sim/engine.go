@@ -268,7 +268,7 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 			s.laneMin, s.laneDirty = int(l), false
 		case !s.laneDirty:
 			// Scheduled last, it comes first only if it is due sooner.
-			if m := &s.lanes[s.laneMin]; at < m.buf[m.head].at {
+			if at < s.heads[s.laneMin].at {
 				s.laneMin = int(l)
 			}
 		}
@@ -317,10 +317,9 @@ func (s *Sim) next() (src int, at time.Duration, ok bool) {
 		if s.laneDirty {
 			s.findLaneMin()
 		}
-		ln := &s.lanes[s.laneMin]
-		it := &ln.buf[ln.head]
-		if q == nil || it.at < q.at || it.at == q.at && it.seq < s.payload[q.slot].seq {
-			return s.laneMin, it.at, true
+		h := s.heads[s.laneMin] // the earliest lane event
+		if q == nil || h.at < q.at || h.at == q.at && h.seq < s.payload[q.slot].seq {
+			return s.laneMin, h.at, true
 		}
 	}
 	if q == nil {

@@ -139,12 +139,31 @@ func (q *radix) push(it qitem) {
 		return
 	}
 	if q.st == nil {
-		q.st, _ = radixStores.Get().(*radixStore)
-		if q.st == nil {
-			q.st = new(radixStore)
-		}
+		q.getStore()
 	}
-	q.add(x, s, it)
+	// add, inlined for the pushes (most events are pushed into their
+	// level-0 bucket and never move again).
+	l := uint(bits.Len64(x)-1) / radixDigit
+	d := uint(s>>(l*radixDigit&63)) & (radixWidth - 1)
+	i := (l*radixWidth + d) & (radixSlots - 1)
+	bk := append(q.st.b[i], it)
+	q.st.b[i] = bk
+	if len(bk) == 1 {
+		q.st.low[i] = 0
+		q.words[l%radixArrays][d/64] |= 1 << (d % 64)
+		q.sum[l%radixArrays] |= 1 << (d / 64)
+		q.levels |= 1 << l
+	} else if it.at < bk[q.st.low[i]].at {
+		q.st.low[i] = int32(len(bk) - 1)
+	}
+}
+
+// getStore takes buckets from radixStores, or new ones.
+func (q *radix) getStore() {
+	q.st, _ = radixStores.Get().(*radixStore)
+	if q.st == nil {
+		q.st = new(radixStore)
+	}
 }
 
 // insert0 adds it to bucket 0 in its place: after every event due at or
@@ -216,7 +235,11 @@ func (q *radix) spread() {
 	if l == 0 {
 		q.st.b[i] = q.b0[:0]
 		q.b0, q.head = bk, 0
-		q.sortByTime(bk)
+		if len(bk) > 16 {
+			q.sortByTime(bk)
+		} else {
+			insertionByTime(bk) // a few events, and no call
+		}
 		return
 	}
 	q.st.b[i] = bk[:0]
