@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -70,6 +71,7 @@ type Sim struct {
 	payload []payload
 	freeP   []uint32 // free indices of payload
 	lanes   []lane   // fixed-delay FIFOs (see Lane)
+	rings   [][]item // rings of an earlier Sim for the next lanes (simBufs)
 	// heads[i] is the time and sequence of lane i's head, or
 	// emptyHead: findLaneMin scans this dense array, not the rings.
 	heads   []laneHead
@@ -94,9 +96,42 @@ type Sim struct {
 // New returns a Sim at time 0 whose random generator is seeded with seed.
 func New(seed uint64) *Sim {
 	s := &Sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	if b, ok := simBufPool.Get().(*simBufs); ok {
+		s.payload, s.freeP, s.rings = b.payload, b.freeP, b.rings
+	}
 	s.timerH = s.Register(s.fireTimer)
 	s.clock = &Clock{s: s, epoch: Epoch}
 	return s
+}
+
+// simBufs are the slices a Sim grows as its events come (the payload
+// slab and its free list, the lanes' rings), kept by simBufPool for the
+// next Sim once a run is done with them (Sim.release), as the queue's
+// buckets are (radixStores). They change no event's order: the slab's
+// indices are taken in the same order, and a ring holds its lane's
+// events in order whatever its size.
+type simBufs struct {
+	payload []payload
+	freeP   []uint32
+	rings   [][]item
+}
+
+var simBufPool sync.Pool // of *simBufs, the slab and free list empty
+
+// release gives the Sim's storage (its queue's buckets, payload slab and
+// lanes' rings) to the next Sim, for a run that is done with s: s must
+// not be used after.
+func (s *Sim) release() {
+	s.queue.release()
+	b := &simBufs{payload: s.payload[:0], freeP: s.freeP[:0], rings: s.rings}
+	for i := range s.lanes {
+		if ln := &s.lanes[i]; ln.buf != nil {
+			b.rings = append(b.rings, ln.buf)
+			ln.buf, ln.n, ln.head = nil, 0, 0
+		}
+	}
+	s.payload, s.freeP, s.rings = nil, nil, nil
+	simBufPool.Put(b)
 }
 
 // Now returns the current virtual time, measured from the start.
@@ -199,7 +234,11 @@ const laneEventBits = 44
 // were scheduled and need no place in the heap. Lanes are made while a
 // model is built, before the run.
 func (s *Sim) Lane(d time.Duration) LaneID {
-	s.lanes = append(s.lanes, lane{d: max(d, 0)})
+	ln := lane{d: max(d, 0)}
+	if n := len(s.rings); n > 0 { // a ring of an earlier Sim's lane
+		ln.buf, s.rings = s.rings[n-1], s.rings[:n-1]
+	}
+	s.lanes = append(s.lanes, ln)
 	s.heads = append(s.heads, emptyHead)
 	return LaneID(len(s.lanes) - 1)
 }
@@ -229,7 +268,7 @@ func (s *Sim) AfterLaneEvent(l LaneID, h HandlerID, ref int32, arg int64) LaneEv
 			s.laneMin, s.laneDirty = int(l), false
 		case !s.laneDirty:
 			// Scheduled last, it comes first only if it is due sooner.
-			if m := &s.lanes[s.laneMin]; at < m.buf[m.head].at {
+			if at < s.heads[s.laneMin].at {
 				s.laneMin = int(l)
 			}
 		}
@@ -278,10 +317,9 @@ func (s *Sim) next() (src int, at time.Duration, ok bool) {
 		if s.laneDirty {
 			s.findLaneMin()
 		}
-		ln := &s.lanes[s.laneMin]
-		it := &ln.buf[ln.head]
-		if q == nil || it.at < q.at || it.at == q.at && it.seq < s.payload[q.slot].seq {
-			return s.laneMin, it.at, true
+		h := s.heads[s.laneMin] // the earliest lane event
+		if q == nil || h.at < q.at || h.at == q.at && h.seq < s.payload[q.slot].seq {
+			return s.laneMin, h.at, true
 		}
 	}
 	if q == nil {

@@ -222,6 +222,7 @@ func RunHosts(ctx context.Context, m *HostsModel, p HostsPolicy, seed uint64) (H
 		return HostsResult{}, err
 	}
 	r.res.Events = s.Events()
+	s.release()
 	r.res.HealthyGoodput = r.res.Healthy.Succeeded / (m.DownTo - m.DownFrom).Seconds()
 	return r.res, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
@@ -47,7 +48,31 @@ func RunContext(ctx context.Context, m *Model, v Variant, seed uint64) (*Result,
 	}
 	res := &Result{Events: r.s.Events()}
 	res.Metrics, res.Series = r.rec.finish(m)
+	r.releaseBufs()
 	return res, nil
+}
+
+// runBufs are the slices of attempts and calls a run grows, kept by
+// runBufPool for the next run once one is done with them (runner.releaseBufs):
+// growing them anew in every trial was half the bytes the default suite
+// allocated (issue #36). A run that reuses them takes the same indices
+// as with new ones: they start empty.
+type runBufs struct {
+	calls        []callRec
+	atts         []attRec
+	freeC, freeA []int32
+}
+
+var runBufPool sync.Pool // of *runBufs, every slice empty and cleared
+
+// releaseBufs gives the run's buffers (its attempts and calls, and its
+// Sim's queue) to the next run: r must not be used after.
+func (r *runner) releaseBufs() {
+	clear(r.calls)
+	clear(r.atts)
+	runBufPool.Put(&runBufs{calls: r.calls[:0], atts: r.atts[:0], freeC: r.freeC[:0], freeA: r.freeA[:0]})
+	r.calls, r.atts, r.freeC, r.freeA = nil, nil, nil, nil
+	r.s.release()
 }
 
 // recordOpenCalls hands the recorder the ages at end of the client calls
@@ -229,6 +254,9 @@ const (
 func newRunner(m *Model, v Variant, seed uint64) *runner {
 	s := New(seed)
 	r := &runner{s: s, m: m, measure: int32(m.MeasureTier()), seed: seed}
+	if b, ok := runBufPool.Get().(*runBufs); ok {
+		r.calls, r.atts, r.freeC, r.freeA = b.calls, b.atts, b.freeC, b.freeA
+	}
 	r.crnRand = rand.New(&r.crn)
 	r.seqs = make([]uint64, m.Clients)
 	r.hArrive = s.Register(r.onArrive)

@@ -136,5 +136,6 @@ func RunOCC(m OCC, seed uint64) (OCCResult, error) {
 		res.Completion = limit
 	}
 	res.Events = s.Events()
+	s.release()
 	return res, nil
 }

@@ -321,6 +321,7 @@ func RunOverload(ctx context.Context, m *OverloadModel, ctl ServerControl, seed 
 			r.rec.Open = append(r.rec.Open, s.Now()-c.start)
 		}
 	}
+	s.release()
 	return r.result(), nil
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -76,4 +77,81 @@ func TestRadixSlotSortMatchesReference(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRadixTopLevelsMatchReference: delays of every size up to the end
+// of time (every level of digits, slots near 2^47, times saturated at
+// math.MaxInt64) pop in (time, sequence) order.
+func TestRadixTopLevelsMatchReference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var q radix
+		var ref []qitem
+		var now time.Duration
+		seq := uint32(0)
+		for range rapid.IntRange(1, 400).Draw(rt, "ops") {
+			if len(ref) == 0 || rapid.Bool().Draw(rt, "push") {
+				d := time.Duration(rapid.Int64Range(0, 3).Draw(rt, "d")) << rapid.IntRange(0, 62).Draw(rt, "shift")
+				at := now + d
+				if at < now || rapid.IntRange(0, 9).Draw(rt, "end") == 0 {
+					at = math.MaxInt64 // the end of time, as Sim.due saturates
+				}
+				seq++
+				it := qitem{at: at, slot: seq}
+				q.push(it)
+				ref = append(ref, it)
+				continue
+			}
+			m := 0
+			for i := range ref {
+				if ref[i].at < ref[m].at || ref[i].at == ref[m].at && ref[i].slot < ref[m].slot {
+					m = i
+				}
+			}
+			if p := q.min(); p == nil || *p != ref[m] {
+				rt.Fatalf("min %v, want %v", p, ref[m])
+			}
+			if got := q.pop(); got != ref[m] {
+				rt.Fatalf("pop %v, want %v", got, ref[m])
+			}
+			now = ref[m].at
+			ref = slices.Delete(ref, m, m+1)
+		}
+	})
+}
+
+// TestRadixReleaseEmptiesItsBuckets: release hands back a store whose
+// every bucket is empty, so that the next heap starts as a new one, and
+// the heap released still works.
+func TestRadixReleaseEmptiesItsBuckets(t *testing.T) {
+	var q radix
+	for i := range 5000 {
+		q.push(qitem{at: time.Duration(i*7919%5000) << (i % 40), slot: uint32(i)})
+	}
+	for range 1000 {
+		q.pop()
+	}
+	st := q.st
+	if st == nil {
+		t.Fatal("no store after pushes into the levels")
+	}
+	q.release()
+	for i := range st.b {
+		if len(st.b[i]) != 0 {
+			t.Fatalf("bucket %d holds %d events after release", i, len(st.b[i]))
+		}
+	}
+	if q.len() != 0 || q.levels != 0 || q.min() != nil || q.st != nil {
+		t.Fatalf("released heap: len %d, levels %b, min %v", q.len(), q.levels, q.min())
+	}
+	for l := range q.sum {
+		if q.sum[l] != 0 || q.words[l] != [radixWords]uint64{} {
+			t.Fatalf("level %d's bitmap not cleared", l)
+		}
+	}
+	q.last = 1 << 40
+	q.push(qitem{at: 1<<40 + 5<<radixShift, slot: 1})
+	q.push(qitem{at: 1 << 40, slot: 2})
+	if a, b := q.pop(), q.pop(); a.slot != 2 || b.slot != 1 {
+		t.Fatalf("after release: popped %v then %v", a, b)
+	}
 }
