@@ -589,7 +589,7 @@ func failed(err error, attempt int) (op *operation, kept keptWait, serr error) {
 
 // attemptError is a failed attempt's error as the attempt middleware hands
 // it to the SDK's Retry middleware when the Retryer cannot hold the SDK's
-// error value for it (see Retryer.hand): the SDK's error (Unwrap, the
+// error value for it (see hand): the SDK's error (Unwrap, the
 // same Error text) made a value of this attempt's own, which carries its
 // operation. The Retryer's callbacks see the SDK's error; the operation
 // middleware takes attemptError out of the operation's error (strip) and

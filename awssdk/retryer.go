@@ -373,7 +373,7 @@ func (r *Retryer) fitHeader(op *operation, h http.Header, want time.Duration, ok
 	}
 	if op != nil {
 		// Under op.mu: an operation failing with the same error value as
-		// op may reach op here (see Retryer.failed).
+		// op may reach op here (see failed).
 		// Not once op ended (an attempt that ended after it, see hand):
 		// nothing would put them back.
 		f := op.failedOn() // made by the attempt middleware already
