@@ -195,11 +195,12 @@ func TestUnheldErrorStillKeepsItsWait(t *testing.T) {
 
 // TestClientsSharingAnErrorValueRace (s5 awssdk): an operation without
 // the Retryer's middleware on the same Retryer fails with the very error
-// value (errFlaky) that an operation with it holds, parked between the
-// SDK's GetRetryToken and RetryDelay: the first may take the second's wait
-// in RetryDelay (the documented limit), but under -race nothing it reaches
-// of the other is unguarded, and both end with errFlaky after their
-// attempts, with no wrapper reaching either caller.
+// value (errFlaky) that an operation with it holds, for the same attempt
+// number, parked between the SDK's GetRetryToken and RetryDelay: the
+// first takes the second's wait and context in RetryDelay, and the second
+// computes its wait afresh (the documented limit), but under -race
+// nothing it reaches of the other is unguarded, and both end with
+// errFlaky after their attempts, with no wrapper reaching either caller.
 func TestClientsSharingAnErrorValueRace(t *testing.T) {
 	e := newEndpoint(t)
 	obs := &scheduledWaits{}
@@ -237,7 +238,12 @@ func TestClientsSharingAnErrorValueRace(t *testing.T) {
 			t.Errorf("error\n%s\nwant errFlaky after the attempts", chain(err))
 		}
 	}
-	t.Logf("scheduled: %s", obs.take())
+	// The documented limit, exactly: N (attempt 1, as A's held attempt)
+	// took A's kept wait and context; A computed its wait afresh, without
+	// its context.
+	if got, want := obs.take(), "A 1µs; <nil> 1µs; "; got != want {
+		t.Errorf("scheduled %q, want %q", got, want)
+	}
 }
 
 // TestStrippedErrorIsTheLastAttemptResult (s5 awssdk): when the attempt
@@ -272,5 +278,171 @@ func TestStrippedErrorIsTheLastAttemptResult(t *testing.T) {
 	}
 	if last != err {
 		t.Errorf("the last attempt result is a value apart from the caller's error:\n%s", chain(last))
+	}
+}
+
+// rawStack is an operation's stack without a network: the SDK's Retry
+// middleware over the retryer rt, r's middleware when r is not nil, and a
+// send whose result is fail's for the attempt's number (read from the
+// SDK's Amz-Sdk-Request header).
+func rawStack(t *testing.T, rt aws.RetryerV2, r *awssdk.Retryer, fail func(ctx context.Context, n int) error) middleware.Handler {
+	t.Helper()
+	stack := middleware.NewStack("raw", smithyhttp.NewStackRequest)
+	if err := stack.Finalize.Add(sdkretry.NewAttemptMiddleware(rt, smithyhttp.RequestCloner), middleware.After); err != nil {
+		t.Fatal(err)
+	}
+	if r != nil {
+		if err := r.AddMiddleware(stack); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := middleware.HandlerFunc(func(ctx context.Context, in any) (any, middleware.Metadata, error) {
+		var n int
+		if _, err := fmt.Sscanf(in.(*smithyhttp.Request).Header.Get("Amz-Sdk-Request"), "attempt=%d;", &n); err != nil {
+			return nil, middleware.Metadata{}, err
+		}
+		return nil, middleware.Metadata{}, fail(ctx, n)
+	})
+	return middleware.DecorateHandler(send, stack)
+}
+
+// ctxObs records each RetryScheduled with the call its context names.
+type ctxObs struct {
+	retry.NopObserver
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *ctxObs) RetryScheduled(ctx context.Context, e retry.RetryScheduled) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(&s.b, "%v:retry %d after %v; ", ctx.Value(callKey{}), e.Attempt, e.Delay)
+}
+
+func (s *ctxObs) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// pauseDelayAt wraps a retryer: the RetryDelay after attempt n waits for
+// resume (once) before it asks the retryer.
+type pauseDelayAt struct {
+	aws.RetryerV2
+	n              int
+	once           sync.Once
+	paused, resume chan struct{}
+}
+
+func (p *pauseDelayAt) RetryDelay(attempt int, err error) (time.Duration, error) {
+	if attempt == p.n {
+		p.once.Do(func() { close(p.paused); <-p.resume })
+	}
+	return p.RetryerV2.RetryDelay(attempt, err)
+}
+
+// TestTwoRetryersFindTheHold (s5 awssdk2, review 1): the SDK's retryer and
+// the Retryer whose middleware is in the stack are two values of one
+// Policy (config.WithRetryer(func() aws.Retryer { return
+// awssdk.NewRetryer(p) }) makes one per client): RetryDelay of the one
+// still finds the wait GetRetryToken kept for the attempt whose error the
+// other's middleware holds (the Backoff is asked once per retry) and
+// RetryScheduled gets the caller's context.
+func TestTwoRetryersFindTheHold(t *testing.T) {
+	bo := &countedBackoff{}
+	obs := &ctxObs{}
+	p := &retry.Policy{
+		MaxAttempts: 3, Backoff: bo, Observer: obs,
+		Classify: func(err error) bool { return errors.Is(err, errFlaky) },
+	}
+	r1, r2 := awssdk.NewRetryer(p), awssdk.NewRetryer(p)
+	h := rawStack(t, r2, r1, func(_ context.Context, n int) error {
+		if n < 3 {
+			return fmt.Errorf("attempt %d: %w", n, errFlaky) // a value of its own, as the SDK's errors are
+		}
+		return nil
+	})
+	if _, _, err := h.Handle(context.WithValue(context.Background(), callKey{}, "A"), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "A:retry 2 after 1µs; A:retry 3 after 2µs; "
+	if got, c := obs.String(), bo.calls.Load(); got != want || c != 2 {
+		t.Errorf("scheduled %q after %d Backoff calls, want %q after 2", got, c, want)
+	}
+}
+
+// TestTwoRetryersClassifyGetsTheSDKError (s5 awssdk2, review 1): with the
+// SDK's retryer and the middleware's Retryer two values, an operation
+// handed over wrapped (its error value is held by another operation at
+// that moment) still gives the Policy's Classify the SDK's error, never
+// the middleware's wrapper.
+func TestTwoRetryersClassifyGetsTheSDKError(t *testing.T) {
+	var mu sync.Mutex
+	var types []string
+	p := &retry.Policy{
+		MaxAttempts: 2,
+		Backoff:     backoff.Func(func(int, time.Duration) time.Duration { return 0 }),
+		Classify: func(err error) bool {
+			mu.Lock()
+			types = append(types, fmt.Sprintf("%T", err))
+			mu.Unlock()
+			return errors.Is(err, errFlaky)
+		},
+	}
+	r1, r2 := awssdk.NewRetryer(p), awssdk.NewRetryer(p)
+	gate := &pauseDelayAt{RetryerV2: r2, n: 1, paused: make(chan struct{}), resume: make(chan struct{})}
+	hA := rawStack(t, gate, r1, func(context.Context, int) error { return errFlaky })
+	hB := rawStack(t, r2, r1, func(_ context.Context, n int) error {
+		if n == 1 {
+			return errFlaky
+		}
+		return nil
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); _, _, _ = hA.Handle(context.Background(), nil) }()
+	<-gate.paused // A holds errFlaky: B's is handed over wrapped
+	_, _, _ = hB.Handle(context.Background(), nil)
+	close(gate.resume)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(types); got != "[*errors.errorString *errors.errorString *errors.errorString]" {
+		t.Errorf("Classify got %s, want the SDK's error (errFlaky) each time", got)
+	}
+}
+
+// TestHoldOfAnotherAttemptIsNotTaken (s5 awssdk2, review 2): an operation
+// without the middleware failing with the very error value an operation
+// with it holds, at another attempt number, neither takes that
+// operation's hold (its kept wait and context) nor is taken for it: the
+// first computes its own wait (with no context), and the other still gets
+// the wait kept for its attempt, with its context.
+func TestHoldOfAnotherAttemptIsNotTaken(t *testing.T) {
+	bo := &countedBackoff{}
+	obs := &ctxObs{}
+	r := awssdk.NewRetryer(&retry.Policy{
+		MaxAttempts: 3, Backoff: bo, Observer: obs,
+		Classify: func(err error) bool { return errors.Is(err, errFlaky) },
+	})
+	gate := &pauseDelayAt{RetryerV2: r, n: 2, paused: make(chan struct{}), resume: make(chan struct{})}
+	with := rawStack(t, gate, r, func(context.Context, int) error { return errFlaky })
+	without := rawStack(t, r, nil, func(_ context.Context, n int) error {
+		if n == 1 {
+			return errFlaky
+		}
+		return nil
+	})
+	done := make(chan error)
+	go func() {
+		_, _, err := with.Handle(context.WithValue(context.Background(), callKey{}, "A"), nil)
+		done <- err
+	}()
+	<-gate.paused // A holds errFlaky after attempt 2, its wait kept
+	if _, _, err := without.Handle(context.WithValue(context.Background(), callKey{}, "N"), nil); err != nil {
+		t.Errorf("N: %v", err)
+	}
+	close(gate.resume)
+	if err := <-done; !errors.Is(err, errFlaky) {
+		t.Errorf("A: %v, want errFlaky", err)
+	}
+	want := "A:retry 2 after 1µs; <nil>:retry 2 after 3µs; A:retry 3 after 2µs; "
+	if got, c := obs.String(), bo.calls.Load(); got != want || c != 3 {
+		t.Errorf("scheduled %q after %d Backoff calls, want %q after 3", got, c, want)
 	}
 }

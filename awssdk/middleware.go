@@ -104,7 +104,9 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 // operation is the state of one operation, from its Finalize step to its
 // end. The SDK's Retry middleware runs its attempts one after another, so
 // the fields need no lock, but for those another operation failing with
-// the same error value may reach (held, kept and saved).
+// the same error value may reach (held, kept and saved) and those an
+// attempt ending after the operation reaches (fail, ended, wrapped; see
+// hand).
 type operation struct {
 	start    time.Time // set only with an Observer or MaxElapsed
 	ctx      context.Context
@@ -127,39 +129,76 @@ type operation struct {
 	// saved are the x-amz-retry-after values RetryDelay rewrote, put
 	// back when the operation ends (nil until one is).
 	saved *[]savedHeader
-	// failure is what a failed attempt needs, made with the first one (so
+	// fail is what a failed attempt needs, made with the first one (so
 	// that an operation whose first attempt succeeds does not carry it).
-	*failure
+	// Atomic, as ended: an attempt may end after its operation (a
+	// Finalize middleware between the operation's and the SDK's Retry
+	// middleware that returns and leaves the retry loop running).
+	fail atomic.Pointer[failure]
+	// ended: the operation ended (end); an attempt ending later is not
+	// held nor counted in wrapping (see hand).
+	ended atomic.Bool
 	// wrapped: an attempt of the operation failed with an error the
 	// Retryer could not hold, handed to the SDK as an attemptError.
-	wrapped bool
+	wrapped atomic.Bool
 }
 
 // failure is the state of an operation whose attempt failed.
 type failure struct {
-	// r is the Retryer whose held map (see Retryer.hand) holds held, the
-	// error value of the operation's failed attempt as the SDK got it
-	// (nil when it holds none; under r.mu, and holding says whether it
-	// is set).
-	r       *Retryer
+	// held is the error value of the operation's failed attempt as the
+	// SDK got it, which holds (see hand) maps to the operation, and heldN
+	// the number of that attempt (nil and 0 when it holds none); counted:
+	// the operation adds 1 to wrapping. Under holds.mu.
 	held    error
-	holding atomic.Bool
+	heldN   int
+	counted bool
+	// listed: holds or wrapping may have something of the operation (see
+	// hand and letGo).
+	listed atomic.Bool
 	// mu guards kept, what GetRetryToken computed for RetryDelay, and
 	// the operation's saved: another operation failing with the same
-	// error value may reach this one in RetryDelay (see Retryer.failed).
+	// error value may reach this one in RetryDelay (see failed).
 	mu   sync.Mutex
 	kept keptWait
 }
 
-// failedOn returns op's failure state, made on the first call, which
-// op's own goroutine makes (Retryer.hand, GetRetryToken) before op is
-// reachable from another; one another reaches (Retryer.failed) has it.
-func (op *operation) failedOn(r *Retryer) *failure {
-	if op.failure == nil {
-		op.failure = &failure{r: r}
+// failedOn returns op's failure state, made on the first call, by op's
+// attempt goroutine (hand, GetRetryToken, fitHeader) before op is
+// reachable from another through it; one another reaches (failed) has it.
+func (op *operation) failedOn() *failure {
+	if f := op.fail.Load(); f != nil {
+		return f
 	}
-	return op.failure
+	return op.newFailure()
 }
+
+// newFailure makes op's failure state (failedOn's slow path, apart so
+// that failedOn inlines).
+//
+//go:noinline
+func (op *operation) newFailure() *failure {
+	f := &failure{}
+	op.fail.Store(f)
+	return f
+}
+
+// holds maps the error value of an operation's failed attempt, handed to
+// the SDK as it is, to that operation, from the attempt's end until
+// RetryDelay or the operation's end (see hand). It is one for the
+// process, not one per Retryer: the SDK's retryer (aws.Config.Retryer)
+// and the Retryer whose middleware is in the stack may be two values
+// (config.WithRetryer(func() aws.Retryer { return NewRetryer(p) }) makes
+// one per client), and RetryDelay of the one must find what the other
+// holds.
+var holds struct {
+	mu sync.Mutex
+	m  map[uintptr]*operation // by the value's address; with failure.held, under mu
+}
+
+// wrapping counts the operations that handed the SDK an attemptError and
+// have not ended, of every Retryer (one for the process, as holds): while
+// it is 0, no error the SDK hands a Retryer holds one under a wrapper.
+var wrapping atomic.Int64
 
 // keptWait is what GetRetryToken computed for the RetryDelay after attempt
 // n (0: none): the wait, its context (for RetryScheduled), and the failed
@@ -177,11 +216,10 @@ type keptWait struct {
 // the SDK dropped unsent (a stream it could not rewind) as not made, and
 // gives back a retry granted and never run.
 func (op *operation) end() {
-	if op.failure != nil {
-		op.r.letGo(op)
-	} else {
-		op.restore()
-	}
+	op.ended.Store(true) // before fail is read: see hand
+	if f := op.fail.Load(); f != nil {
+		op.letGo(f)
+	} // else nothing was saved: fitHeader saves after failedOn only
 	defer func() {
 		if bt := op.pendingRetry; bt != nil {
 			op.pendingRetry = nil
@@ -238,7 +276,7 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	}
 	if obs == nil {
 		out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
-		if op.wrapped {
+		if op.wrapped.Load() {
 			md, err = stripAll(md, err)
 		}
 		return out, md, err
@@ -258,7 +296,7 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	// every grant and attempt of the operation given back.
 	defer op.end()
 	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
-	if op.wrapped {
+	if op.wrapped.Load() {
 		md, err = stripAll(md, err)
 	}
 	done = true
@@ -308,7 +346,7 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	}
 	defer func() {
 		if err != nil { // held for RetryDelay, or an error value of this attempt's own
-			err = m.r.hand(op, err)
+			err = hand(op, err)
 		}
 	}()
 	if op.attemptCtx != nil {
@@ -417,44 +455,57 @@ func (b *attemptBody) Close() error {
 }
 
 // hand returns the error the SDK gets for op's attempt that failed with
-// err. That is err itself, which op then holds (Retryer.held) until
-// RetryDelay finds op through it (or op ends), so that RetryDelay, which
-// the SDK gives the error and no context, returns the wait GetRetryToken
-// computed for this very attempt. The SDK's errors are new values for
-// every attempt; one value that another operation of the Retryer holds
-// at the same moment (a sentinel that a middleware or a fake transport
-// returns to many operations) or that cannot be a map key without
-// risk (not a pointer) cannot tell the operations apart, and is handed
-// over as an attemptError of this attempt's own instead.
-func (r *Retryer) hand(op *operation, err error) error {
+// err. That is err itself, which op then holds (holds), with the
+// attempt's number, until RetryDelay finds op through it for that
+// attempt (or op ends), so that RetryDelay, which the SDK gives the error
+// and no context, returns the wait GetRetryToken computed for this very
+// attempt. The SDK's errors are new values for every attempt. An error
+// that is not a non-nil pointer, or at whose address an operation (of
+// any Retryer) holds a value at that moment, is handed over as an
+// attemptError of this attempt's own instead: that very value (a
+// sentinel that a middleware or a fake transport returns to many
+// operations) cannot tell the operations apart, and another value at
+// that address (zero-size values, a struct and its first field) is not
+// held either. So is the error of an attempt that ends after its
+// operation (a Finalize middleware between the operation middleware and
+// the SDK's Retry middleware that returned early, leaving the retry loop
+// running), which is neither held nor counted in wrapping: nothing would
+// let go of it.
+func hand(op *operation, err error) error {
 	key := address(err)
-	op.failedOn(r)
-	r.mu.Lock()
-	if op.held != nil {
-		r.drop(op)
+	f := op.failedOn()
+	holds.mu.Lock()
+	if f.held != nil {
+		unhold(op, f)
 	}
-	if key != 0 && r.held[key] == nil {
-		if r.held == nil {
-			r.held = make(map[uintptr]*operation)
+	// Listed before ended is read, as end sets ended before it reads
+	// listed: one of the two sees the other.
+	f.listed.Store(true)
+	switch {
+	case op.ended.Load():
+		f.listed.Store(f.counted) // letGo has uncounted it, or will
+	case key != 0 && holds.m[key] == nil:
+		if holds.m == nil {
+			holds.m = make(map[uintptr]*operation)
 		}
-		r.held[key], op.held = op, err
-		op.holding.Store(true)
-		r.mu.Unlock()
+		holds.m[key], f.held, f.heldN = op, err, op.attempts
+		holds.mu.Unlock()
 		return err
+	case !f.counted:
+		f.counted = true
+		wrapping.Add(1)
 	}
-	r.mu.Unlock()
-	if !op.wrapped {
-		op.wrapped = true
-		r.wrapping.Add(1)
-	}
+	holds.mu.Unlock()
+	op.wrapped.Store(true)
 	return &attemptError{err: err, op: op}
 }
 
-// address returns the address err points to, its key in Retryer.held,
-// or 0 when err is not a non-nil pointer. While op holds err (op.held),
-// that keeps the value alive, so that no other takes its address; two
-// values at one address (a struct and its first field, or zero-size
-// values) are told apart by op.held, or else one of them is not held.
+// address returns the address err points to, its key in holds, or 0 when
+// err is not a non-nil pointer. While an operation holds err
+// (failure.held), that keeps the value alive, so that no other takes its
+// address; two values at one address (a struct and its first field, or
+// zero-size values) are told apart by failure.held, or else the later one
+// is not held (see hand).
 func address(err error) uintptr {
 	v := reflect.ValueOf(err)
 	if v.Kind() != reflect.Pointer {
@@ -463,43 +514,45 @@ func address(err error) uintptr {
 	return v.Pointer()
 }
 
-// drop lets go of the error value op holds. Under r.mu.
-func (r *Retryer) drop(op *operation) {
-	if key := address(op.held); r.held[key] == op {
-		delete(r.held, key)
+// unhold lets go of the error value op holds (f.held). Under holds.mu.
+func unhold(op *operation, f *failure) {
+	if key := address(f.held); holds.m[key] == op {
+		delete(holds.m, key)
 	}
-	op.held = nil
-	op.holding.Store(false)
+	f.held, f.heldN = nil, 0
 }
 
-// letGo, when op ends, lets go of the error value op holds, of what it
-// kept for RetryDelay and of its count in wrapping, and puts back the
-// headers RetryDelay rewrote.
-func (r *Retryer) letGo(op *operation) {
-	if op.holding.Load() { // else RetryDelay let go of it
-		r.mu.Lock()
-		if op.held != nil {
-			r.drop(op)
+// letGo, when op ends (ended set), lets go of the error value op holds,
+// of its count in wrapping and of what it kept for RetryDelay, and puts
+// back the headers RetryDelay rewrote.
+func (op *operation) letGo(f *failure) {
+	if f.listed.Load() { // else holds and wrapping have nothing of op
+		holds.mu.Lock()
+		if f.held != nil {
+			unhold(op, f)
 		}
-		r.mu.Unlock()
+		if f.counted {
+			f.counted = false
+			wrapping.Add(-1)
+		}
+		f.listed.Store(false)
+		holds.mu.Unlock()
 	}
-	op.mu.Lock()
-	op.kept = keptWait{}
-	op.restore() // under op.mu, as fitHeader saves
-	op.mu.Unlock()
-	if op.wrapped {
-		op.wrapped = false
-		r.wrapping.Add(-1)
-	}
+	f.mu.Lock()
+	f.kept = keptWait{}
+	op.restore() // under f.mu, as fitHeader saves
+	f.mu.Unlock()
 }
 
 // failed returns the operation whose attempt failed with err, the error
 // the SDK hands RetryDelay (the one the attempt middleware handed it, or
-// the SDK's clock skew marker around it), letting go of its hold, and
-// what GetRetryToken kept for the RetryDelay after attempt, taking it; a
-// nil operation for an error of no operation (a stack without the
-// middleware). serr is the SDK's error.
-func (r *Retryer) failed(err error, attempt int) (op *operation, kept keptWait, serr error) {
+// the SDK's clock skew marker around it), and what GetRetryToken kept for
+// the RetryDelay after attempt, taking it; a nil operation for an error
+// of no operation (a stack without the middleware). An operation that
+// holds that very value for that attempt lets go of it; one that holds it
+// for another attempt keeps it, and is not returned (the failure is
+// another operation's, without the middleware). serr is the SDK's error.
+func failed(err error, attempt int) (op *operation, kept keptWait, serr error) {
 	serr = err
 	for e := err; e != nil && op == nil; e = errors.Unwrap(e) {
 		if ae, wrapped := e.(*attemptError); wrapped {
@@ -510,29 +563,33 @@ func (r *Retryer) failed(err error, attempt int) (op *operation, kept keptWait, 
 		if key == 0 {
 			continue
 		}
-		r.mu.Lock()
-		if op = r.held[key]; op != nil {
-			if op.held == e { // the very value, not another at its address
-				r.drop(op)
+		holds.mu.Lock()
+		if op = holds.m[key]; op != nil {
+			// The very value (not another at its address), held for
+			// this attempt.
+			if f := op.fail.Load(); f.held == e && f.heldN == attempt {
+				unhold(op, f)
+				f.listed.Store(f.counted)
 			} else {
 				op = nil
 			}
 		}
-		r.mu.Unlock()
+		holds.mu.Unlock()
 	}
 	if op != nil {
-		op.mu.Lock()
-		if op.kept.n != 0 && op.kept.n == attempt {
-			kept, op.kept = op.kept, keptWait{}
+		f := op.fail.Load() // made by hand
+		f.mu.Lock()
+		if f.kept.n != 0 && f.kept.n == attempt {
+			kept, f.kept = f.kept, keptWait{}
 		}
-		op.mu.Unlock()
+		f.mu.Unlock()
 	}
 	return op, kept, serr
 }
 
 // attemptError is a failed attempt's error as the attempt middleware hands
 // it to the SDK's Retry middleware when the Retryer cannot hold the SDK's
-// error value for it (see Retryer.hand): the SDK's error (Unwrap, the
+// error value for it (see hand): the SDK's error (Unwrap, the
 // same Error text) made a value of this attempt's own, which carries its
 // operation. The Retryer's callbacks see the SDK's error; the operation
 // middleware takes attemptError out of the operation's error (strip) and
@@ -548,7 +605,7 @@ func (e *attemptError) Unwrap() error { return e.err }
 // sdk returns err without an attemptError of op (nil: an operation
 // without the middleware, which makes none).
 func (op *operation) sdk(err error) error {
-	if op == nil || !op.wrapped {
+	if op == nil || !op.wrapped.Load() {
 		return err
 	}
 	return sdkError(err)

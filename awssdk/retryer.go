@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -136,27 +135,41 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // attempt middleware hands the SDK the attempt's error as it is (so its
 // metrics' exception.type, its logs, its attempt results and a wrapper of
 // the Retryer get the SDK's types and chain), and the Retryer holds that
-// value for the operation from the attempt's end until RetryDelay (or the
-// operation's end), through which RetryDelay finds the operation, under
-// the SDK's clock skew marker too. That tells the operations apart by
-// their error values, which the SDK's own errors keep distinct (each
-// attempt makes new ones); an error value that another operation of the
-// Retryer holds at that moment (one sentinel that a middleware or a fake
-// transport returns to every operation) or that is not a pointer is handed
-// to the SDK wrapped in a value of the attempt's own instead, with the
-// SDK's error's text and Unwrap (errors.As and errors.Is find the SDK's
-// error in it; %T does not). Either way the Policy's callbacks get the
-// SDK's error, and the operation's error and the attempt results in its
-// metadata are the SDK's error chain. An operation without the middleware
-// (a client of the same Retryer made without AddMiddleware) whose failure
-// is (or wraps) the very value an operation with it holds, with the same
-// attempt number, at the same moment, may take that operation's wait and
-// context in RetryDelay (the other then computes its wait afresh). Without
-// the middleware, RetryDelay computes the wait itself. Use one Retryer
-// (and so one Policy, Budget and Breaker) for every client of a service:
-// Provider and LoadOptions give config.WithRetryer the same Retryer for
-// each client the aws.Config makes. A Retryer is safe for concurrent use. The Policy must not be
-// modified while in use.
+// value for the operation, with the attempt's number, from the attempt's
+// end until the RetryDelay after that attempt (or the operation's end),
+// through which RetryDelay finds the operation, under the SDK's clock
+// skew marker too. The hold is the process's, not one Retryer's: RetryDelay
+// finds it when the SDK's retryer is another Retryer than the one whose
+// middleware is in the stack (config.WithRetryer(func() aws.Retryer {
+// return awssdk.NewRetryer(p) }) makes one per client). That tells the
+// operations apart by their error values, which the SDK's own errors keep
+// distinct (each attempt makes new ones). The error is handed to the SDK
+// wrapped in a value of the attempt's own instead, with the SDK's error's
+// text and Unwrap (errors.As and errors.Is find the SDK's error in it; %T
+// does not), when it is not a non-nil pointer, when an operation (of any
+// Retryer) holds a value at its address at that moment (that very value:
+// one sentinel that a middleware or a fake transport returns to every
+// operation; or another value there: zero-size values, a struct and its
+// first field), and when the attempt ends after its operation (a Finalize
+// middleware between the Retryer's and the SDK's Retry middleware that
+// returned early, leaving the retry loop running: such an error is not
+// held, since nothing would let go of it). Either way the Policy's
+// callbacks get the SDK's error (but IsErrorRetryable's Classify, for an
+// attempt that ended after its operation under the SDK's clock skew
+// marker, gets the marker around the wrapper), and the operation's error
+// and the attempt results in its metadata are the SDK's error chain. An
+// operation without the middleware (a client of the same Retryer made
+// without AddMiddleware) whose failure is (or wraps) the very value an
+// operation with it holds, for the same attempt number, at the same
+// moment, takes that operation's wait and context in RetryDelay (the
+// other then computes its wait afresh, unchecked against MaxElapsed and
+// the deadline, and its RetryScheduled gets context.Background()); at
+// another attempt number it leaves the hold alone and computes its own
+// wait. Without the middleware, RetryDelay computes the wait itself. Use
+// one Retryer (and so one Policy, Budget and Breaker) for every client of
+// a service: Provider and LoadOptions give config.WithRetryer the same
+// Retryer for each client the aws.Config makes. A Retryer is safe for
+// concurrent use. The Policy must not be modified while in use.
 //
 // Every callback of the Policy (Classify, the Observer, Backoff, the
 // Budget, Breaker and Limiter and their done functions) may panic: the
@@ -188,16 +201,6 @@ type Retryer struct {
 	// needsMiddleware: the Policy asks for what only the middleware
 	// gives (AttemptTimeout, MaxElapsed, a BudgetTracker's refunds).
 	needsMiddleware bool
-	// held maps the error value of an operation's failed attempt, handed
-	// to the SDK as it is, to that operation, from the attempt's end until
-	// RetryDelay or the operation's end (see hand); with each
-	// operation's held field, under mu.
-	mu   sync.Mutex
-	held map[uintptr]*operation // by the value's address
-	// wrapping counts the operations that handed the SDK an attemptError
-	// and have not ended: while it is 0, no error the SDK hands the
-	// Retryer holds one.
-	wrapping atomic.Int64
 }
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
@@ -264,7 +267,9 @@ func (r *Retryer) MaxAttempts() int {
 // Classify, or awsretry.IsRetryable when it has none. The SDK asks it
 // after the attempt's tokens were released.
 func (r *Retryer) IsErrorRetryable(err error) bool {
-	if r.wrapping.Load() != 0 {
+	if e, wrapped := err.(*attemptError); wrapped {
+		err = e.err
+	} else if wrapping.Load() != 0 {
 		err = sdkError(err)
 	}
 	if err == nil || retry.IsPermanent(err) {
@@ -289,7 +294,7 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // whole milliseconds when the SDK would read it otherwise than
 // awsretry.RetryAfter does.
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
-	op, kept, serr := r.failed(err, attempt)
+	op, kept, serr := failed(err, attempt)
 	d, ctx, h, advice, advised := kept.delay, kept.ctx, kept.header, kept.advice, kept.advised
 	if kept.n == 0 {
 		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
@@ -368,13 +373,17 @@ func (r *Retryer) fitHeader(op *operation, h http.Header, want time.Duration, ok
 	}
 	if op != nil {
 		// Under op.mu: an operation failing with the same error value as
-		// op may reach op here (see Retryer.failed).
-		f := op.failedOn(r) // made by the attempt middleware already
+		// op may reach op here (see failed).
+		// Not once op ended (an attempt that ended after it, see hand):
+		// nothing would put them back.
+		f := op.failedOn() // made by the attempt middleware already
 		f.mu.Lock()
-		if op.saved == nil {
-			op.saved = new([]savedHeader)
+		if !op.ended.Load() {
+			if op.saved == nil {
+				op.saved = new([]savedHeader)
+			}
+			*op.saved = append(*op.saved, savedHeader{h: h, vals: vals})
 		}
-		*op.saved = append(*op.saved, savedHeader{h: h, vals: vals})
 		f.mu.Unlock()
 	}
 	if !ok {
@@ -520,7 +529,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		// Under op.mu: RetryDelay takes it in failed, which another
 		// operation failing with the same error value may reach.
 		k := keptWait{n: op.attempts, delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
-		f := op.failedOn(r)
+		f := op.failedOn()
 		f.mu.Lock()
 		f.kept = k
 		f.mu.Unlock()

@@ -87,28 +87,36 @@ func (e *outerErr) Error() string { return "outer" }
 // operation through it, and once RetryDelay let go of the first it is
 // held as it is.
 func TestHeldValueIsTheVeryValue(t *testing.T) {
-	r := NewRetryer(nil)
-	a, b := &operation{}, &operation{}
+	held0, wrapping0 := holdCounts()
+	a, b := &operation{attempts: 1}, &operation{attempts: 1}
 	o := &outerErr{}
 	e1, e2 := error(o), error(&o.inner)
-	if got := r.hand(a, e1); got != e1 {
+	if got := hand(a, e1); got != e1 {
 		t.Fatalf("hand(a, outer) = %T, want the value itself", got)
 	}
-	if got, ok := r.hand(b, e2).(*attemptError); !ok || got.op != b {
+	if got, ok := hand(b, e2).(*attemptError); !ok || got.op != b {
 		t.Fatalf("hand(b, inner) at the held address = %T, want b's attemptError", got)
 	}
-	if op, _, _ := r.failed(e2, 1); op != nil {
+	if op, _, _ := failed(e2, 1); op != nil {
 		t.Errorf("failed(inner) found an operation through outer's address")
 	}
-	if op, _, _ := r.failed(e1, 1); op != a {
+	if op, _, _ := failed(e1, 1); op != a {
 		t.Errorf("failed(outer) = %p, want a (%p)", op, a)
 	}
-	if got := r.hand(b, e2); got != e2 {
+	if got := hand(b, e2); got != e2 {
 		t.Errorf("hand(b, inner) once a let go = %T, want the value itself", got)
 	}
 	a.end()
 	b.end()
-	if len(r.held) != 0 || r.wrapping.Load() != 0 {
-		t.Errorf("after both ended: %d held, %d wrapping, want none", len(r.held), r.wrapping.Load())
+	if held, w := holdCounts(); held != held0 || w != wrapping0 {
+		t.Errorf("after both ended: %d held, %d wrapping, want %d, %d", held, w, held0, wrapping0)
 	}
+}
+
+// holdCounts returns the number of error values held (holds) and of
+// operations counted in wrapping, of the whole process.
+func holdCounts() (held int, wrapped int64) {
+	holds.mu.Lock()
+	defer holds.mu.Unlock()
+	return len(holds.m), wrapping.Load()
 }
