@@ -302,8 +302,12 @@ round:
 		sl.lat = c.clk.Since(sl.t0)
 	}
 	// Still the attempt's: a Clock's timer whose Stop panics ends the
-	// attempt as op's panic would (inlinePanic), hedges or not.
-	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && c.disarmed() || c.disarmFast(armed)
+	// attempt as op's panic would (inlinePanic), hedges or not. Parking
+	// a listed entry does not show that no hedge ran: a hedge that
+	// started re-arms the entry for the next one (MaxHedges >= 2), and a
+	// coarse delay leaves it listed until the next tick, so fired is
+	// read too (TestFirstAnswersWhileNextHedgeListed).
+	quiet := armed == nil || armed.real && armed.st.state.CompareAndSwap(tListed, tParked) && !c.fired.Load() && c.disarmed() || c.disarmFast(armed)
 	g.inOp = false
 	if !quiet || err != nil {
 		return doRounds(ctx, c, &g, op, release, keep, true, v, err, quiet)
