@@ -6,8 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/internal/fastpath"
+	"github.com/stormguard/stormguard/internal/stripe"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -187,6 +190,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	// elsewhere costs its common case the moves of every value it holds
 	// (about 15 instructions, callgrind, BenchmarkFast).
 	var in retry.Inline
+	var fz fusedFirst // in's breaker and budget, when do began it as retry.Do's fused does
 	var inline bool
 	var gerr error
 	var c *call
@@ -196,9 +200,40 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 	}
 	// BeginInline takes no Policy with a group (it does nothing and says
 	// so), so when it begins the attempt there is nothing to resolve, and
-	// a breaker's refusal costs no pooled call.
-	if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
-		return v, nil, gerr
+	// a breaker's refusal costs no pooled call. A Policy whose Breaker
+	// is a *breaker.Breaker and whose Budget is a *budget.Ratio (either
+	// may be nil) has its first attempt begun here as retry.Do's fused
+	// begins it (fusedFirst): their types checked after the context's
+	// Err, the last user code before the attempt, their data words read
+	// once, the breaker asked with fastpath.Breaker.Admit (or Allow when
+	// Admit says so: a half-open breaker, an open period that may have
+	// ended), a refusal answered with the breaker's prebuilt error.
+	// Anything else goes to BeginInline.
+	if p.Breaker == nil && p.Budget == nil || !inlineFirst(p) {
+		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+			return v, nil, gerr
+		}
+	} else if ctx.Err() != nil {
+		goto slow
+	} else if bw, uw := fastpath.TypeWord(unsafe.Pointer(&p.Breaker)), fastpath.TypeWord(unsafe.Pointer(&p.Budget)); bw != 0 && bw != fastpath.Breaker.Tab.Load() || uw != 0 && uw != fastpath.Budget.Tab.Load() {
+		if in, inline, gerr = retry.BeginInline(ctx, p); gerr != nil {
+			return v, nil, gerr
+		}
+	} else {
+		fz.bp, fz.rp = fastpath.DataWord(unsafe.Pointer(&p.Breaker)), fastpath.DataWord(unsafe.Pointer(&p.Budget))
+		fz.hasBudget = uw != 0
+		if bw != 0 {
+			var done func(error)
+			var refused error
+			if fz.e, done, refused = fastpath.Breaker.Admit(fz.bp); done == nil && refused == nil {
+				done, refused = p.Breaker.Allow() // no user code since the check: a *breaker.Breaker
+			}
+			if refused != nil {
+				return v, nil, refusal(fz.bp, refused)
+			}
+			in, fz.done = inlineOf(done), done != nil
+		}
+		fz.ok, inline = true, true
 	}
 	if !inline {
 		goto slow
@@ -312,18 +347,37 @@ round:
 	if !quiet || err != nil {
 		return doRounds(ctx, c, &g, op, release, keep, true, v, err, quiet)
 	}
-	// No hedge ran: nothing else touches the call. The attempt ends as
-	// Inline.Succeed(c.p) ends it, in two steps: Succeed with no Policy
-	// tells the breaker alone, without Succeed's deferred guard for the
-	// budget; the budget then hears what Succeed tells it, and when the
-	// breaker's done panics, do's guard tells the budget the attempt
-	// failed with a *retry.PanicError, as Succeed would (g.succeeding).
+	// No hedge ran: nothing else touches the call. A fused attempt's
+	// success is counted with the fastpath functions (below); any other
+	// ends as Inline.Succeed(c.p) ends it, in two steps: Succeed with
+	// no Policy tells the breaker alone, without Succeed's deferred
+	// guard for the budget; the budget then hears what Succeed tells
+	// it, and when the breaker's done panics, do's guard tells the
+	// budget the attempt failed with a *retry.PanicError, as Succeed
+	// would (g.succeeding).
 	c.lazy, c.first = false, retry.Inline{}
-	g.succeeding = true
-	in.Succeed(nil)
-	g.succeeding = false
-	if b := c.p.Budget; b != nil {
-		b.Record(false, nil)
+	if fz.ok && (fz.e != nil || !fz.done) {
+		// A fused attempt (fz) whose breaker is closed counting
+		// consecutive failures, or absent: its success is counted
+		// with the fastpath functions, as retry.Do's fused counts it,
+		// on the words checked before op (op may have changed p).
+		// Nothing here calls user code. stripe.Hint, after op (the
+		// goroutine may have moved), written out.
+		hint := stripe.Pin() & (stripe.N - 1)
+		stripe.Unpin()
+		if fz.e != nil && fastpath.Breaker.Succeed(fz.bp, fz.e, hint) {
+			fastpath.Breaker.EndStreak(fz.bp, fz.e)
+		}
+		if fz.hasBudget && fastpath.Budget.FirstOK(fz.rp, hint) {
+			fastpath.Budget.Refill(fz.rp, hint)
+		}
+	} else {
+		g.succeeding = true
+		in.Succeed(nil)
+		g.succeeding = false
+		if b := c.p.Budget; b != nil {
+			b.Record(false, nil)
+		}
 	}
 	c.running, c.inflight, sl.running = 0, 0, false
 	if c.ad != nil {
