@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stormguard/stormguard/retry"
@@ -34,3 +35,44 @@ func TestInlineOfLayout(t *testing.T) {
 	}
 	inlineOf(nil).Succeed(nil) // the zero Inline: no done to call
 }
+
+// TestInlineFirstIsRetrys: hedge's inlineFirst, a copy of retry's check
+// of what a first attempt needs set up around it, accepts exactly the
+// Policies that retry.BeginInline begins (group-free Policies, so that
+// only the check tells them apart): if retry
+// adds a field that needs setting up, this fails before hedge's fused
+// start skips it.
+func TestInlineFirstIsRetrys(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    retry.Policy
+	}{
+		{"plain", retry.Policy{}},
+		{"Observer", retry.Policy{Observer: retry.NopObserver{}}},
+		{"AttemptTimeout", retry.Policy{AttemptTimeout: time.Second}},
+		{"MaxElapsed", retry.Policy{MaxElapsed: time.Second}},
+		{"Limiter", retry.Policy{Limiter: limiterStub{}}},
+		{"NestedBudget", retry.Policy{NestedBudget: nopBudget{}}},
+	} {
+		p := c.p
+		in, ok, err := retry.BeginInline(context.Background(), &p)
+		if err != nil {
+			t.Fatalf("%s: BeginInline: %v", c.name, err)
+		}
+		if ok {
+			in.Succeed(&p)
+		}
+		if got := inlineFirst(&p); got != ok {
+			t.Errorf("%s: inlineFirst %v, retry.BeginInline began it: %v", c.name, got, ok)
+		}
+	}
+}
+
+type limiterStub struct{}
+
+func (limiterStub) Acquire(context.Context, bool) (func(error), error) { return func(error) {}, nil }
+
+type nopBudget struct{}
+
+func (nopBudget) Record(bool, error)  {}
+func (nopBudget) Withdraw(error) bool { return true }
