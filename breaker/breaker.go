@@ -186,6 +186,12 @@ func (b *Breaker) allowSlow(e *epoch) (func(error), error) {
 			}
 			e = b.expire(e, now)
 		default: // HalfOpen
+			// The clock is read before a probe slot is taken: a Clock
+			// whose Now panics takes none (TestHalfOpenClockPanicTakesNoProbe).
+			var start time.Time
+			if b.s.slowDur > 0 {
+				start = b.clk.Now()
+			}
 			b.mu.Lock()
 			if b.cur.Load() != e {
 				b.mu.Unlock()
@@ -198,10 +204,6 @@ func (b *Breaker) allowSlow(e *epoch) (func(error), error) {
 			}
 			e.inflight++
 			b.mu.Unlock()
-			var start time.Time
-			if b.s.slowDur > 0 {
-				start = b.clk.Now()
-			}
 			return b.admit(e, start, true), nil
 		}
 	}

@@ -226,7 +226,7 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 			var done func(error)
 			var refused error
 			if fz.e, done, refused = fastpath.Breaker.Admit(fz.bp); done == nil && refused == nil {
-				done, refused = p.Breaker.Allow() // no user code since the check: a *breaker.Breaker
+				done, refused = p.Breaker.Allow() // the *breaker.Breaker checked: only Admit, a leaf, ran since
 			}
 			if refused != nil {
 				return v, nil, refusal(fz.bp, refused)

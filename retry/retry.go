@@ -178,7 +178,7 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 	if p.Breaker != nil {
 		var refused error
 		if e, done, refused = fastpath.Breaker.Admit(bp); done == nil && refused == nil {
-			done, refused = p.Breaker.Allow() // no user code since the check: a *breaker.Breaker
+			done, refused = p.Breaker.Allow() // the *breaker.Breaker checked: only Admit, a leaf, ran since
 		}
 		if refused != nil {
 			var zero T
