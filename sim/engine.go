@@ -330,35 +330,75 @@ func (s *Sim) next() (src int, at time.Duration, ok bool) {
 
 // take removes the earliest event, which next found at src, and runs it.
 func (s *Sim) take(src int) {
-	var it item
 	if src < 0 {
-		q := s.queue.pop()
-		p := &s.payload[q.slot]
-		it = item{at: q.at, h: q.h, ref: p.ref, arg: p.arg}
-		s.freeP = append(s.freeP, q.slot)
+		s.takeHeap()
 	} else {
-		ln := &s.lanes[src]
-		it = ln.buf[ln.head]
-		ln.head++
-		if ln.head == len(ln.buf) {
-			ln.head = 0
-		}
-		ln.n--
-		ln.taken++
-		s.inLanes--
-		s.laneDirty = true // a new head, or none
-		if ln.n == 0 {
-			s.heads[src] = emptyHead
-		} else {
-			h := &ln.buf[ln.head]
-			s.heads[src] = laneHead{at: h.at, seq: h.seq}
-		}
+		s.takeLane(src)
+	}
+}
+
+// takeHeap removes the heap's earliest event and runs it.
+func (s *Sim) takeHeap() {
+	q := s.queue.pop()
+	p := &s.payload[q.slot]
+	ref, arg := p.ref, p.arg
+	s.freeP = append(s.freeP, q.slot)
+	s.now = q.at
+	s.events++
+	if q.h != skipH {
+		s.handlers[q.h](Event{At: q.at, Handler: q.h, Ref: ref, Arg: arg})
+	}
+}
+
+// takeLane removes the head of lane src and runs it (a skipped event
+// only moves the time).
+func (s *Sim) takeLane(src int) {
+	ln := &s.lanes[src]
+	it := ln.buf[ln.head]
+	ln.head++
+	if ln.head == len(ln.buf) {
+		ln.head = 0
+	}
+	ln.n--
+	ln.taken++
+	s.inLanes--
+	s.laneDirty = true // a new head, or none
+	if ln.n == 0 {
+		s.heads[src] = emptyHead
+	} else {
+		h := &ln.buf[ln.head]
+		s.heads[src] = laneHead{at: h.at, seq: h.seq}
 	}
 	s.now = it.at
 	s.events++
 	if it.h != skipH {
 		s.handlers[it.h](Event{At: it.at, Handler: it.h, Ref: it.ref, Arg: it.arg})
 	}
+}
+
+// stepUntil takes and runs the earliest event, as next and take do, if it
+// is due at or before t; it reports false when none is.
+func (s *Sim) stepUntil(t time.Duration) bool {
+	q := s.queue.min()
+	if s.inLanes > 0 {
+		if s.laneDirty {
+			s.findLaneMin()
+		}
+		src := s.laneMin
+		h := &s.heads[src] // the earliest lane event
+		if q == nil || h.at < q.at || h.at == q.at && h.seq < s.payload[q.slot].seq {
+			if h.at > t {
+				return false
+			}
+			s.takeLane(src)
+			return true
+		}
+	}
+	if q == nil || q.at > t {
+		return false
+	}
+	s.takeHeap()
+	return true
 }
 
 // findLaneMin sets laneMin to the lane whose head is the earliest lane
@@ -394,12 +434,7 @@ func (s *Sim) Run() {
 // sets the time to t if it has not passed it.
 func (s *Sim) RunUntil(t time.Duration) {
 	s.stopped = false
-	for !s.stopped {
-		src, at, ok := s.next()
-		if !ok || at > t {
-			break
-		}
-		s.take(src)
+	for !s.stopped && s.stepUntil(t) {
 	}
 	if !s.stopped && s.now < t {
 		s.now = t
@@ -464,12 +499,7 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 	// checkEvery events) or reaches the cap.
 	check := start + min(checkEvery, maxEvents)
 	same, at := 0, s.now
-	for !s.stopped {
-		src, next, ok := s.next()
-		if !ok || next > t {
-			break
-		}
-		s.take(src)
+	for !s.stopped && s.stepUntil(t) {
 		if s.now != at {
 			same, at = 0, s.now
 		} else if same++; same >= MaxSameInstant {
