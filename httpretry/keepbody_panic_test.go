@@ -13,7 +13,7 @@ import (
 type panicBody struct{ closed atomic.Int32 }
 
 func (b *panicBody) Read([]byte) (int, error) { panic("body read") }
-func (b *panicBody) Close() error            { b.closed.Add(1); return nil }
+func (b *panicBody) Close() error             { b.closed.Add(1); return nil }
 
 // TestKeepBodyReadPanicClosesBody: a 503 about to be retried has its body
 // read (keepBody) so that its connection goes back to the pool; a body
@@ -43,4 +43,3 @@ func TestKeepBodyReadPanicClosesBody(t *testing.T) {
 		}
 	}
 }
-
