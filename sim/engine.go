@@ -317,9 +317,8 @@ func (s *Sim) next() (src int, at time.Duration, ok bool) {
 		if s.laneDirty {
 			s.findLaneMin()
 		}
-		h := s.heads[s.laneMin] // the earliest lane event
-		if q == nil || h.at < q.at || h.at == q.at && h.seq < s.payload[q.slot].seq {
-			return s.laneMin, h.at, true
+		if s.laneFirst(q) {
+			return s.laneMin, s.heads[s.laneMin].at, true
 		}
 	}
 	if q == nil {
@@ -384,10 +383,8 @@ func (s *Sim) stepUntil(t time.Duration) bool {
 		if s.laneDirty {
 			s.findLaneMin()
 		}
-		src := s.laneMin
-		h := &s.heads[src] // the earliest lane event
-		if q == nil || h.at < q.at || h.at == q.at && h.seq < s.payload[q.slot].seq {
-			if h.at > t {
+		if src := s.laneMin; s.laneFirst(q) {
+			if s.heads[src].at > t {
 				return false
 			}
 			s.takeLane(src)
@@ -399,6 +396,14 @@ func (s *Sim) stepUntil(t time.Duration) bool {
 	}
 	s.takeHeap()
 	return true
+}
+
+// laneFirst reports whether the earliest lane event (laneMin's head, which
+// findLaneMin has found) comes before q, the heap's earliest (nil: none):
+// the (time, sequence) order next and stepUntil both take events in.
+func (s *Sim) laneFirst(q *qitem) bool {
+	h := &s.heads[s.laneMin]
+	return q == nil || h.at < q.at || h.at == q.at && h.seq < s.payload[q.slot].seq
 }
 
 // findLaneMin sets laneMin to the lane whose head is the earliest lane
