@@ -347,36 +347,18 @@ func (c *call) request(ctx context.Context) (*http.Request, error) {
 	return r, nil
 }
 
-// sharedAttempts is the highest attempt number whose announced value is
-// prebuilt.
-const sharedAttempts = 16
-
-// attemptValues[n] is the value of the Attempt header for attempt n
-// (1..sharedAttempts), willRetryValues[0] and [1] those of WillRetry. They
-// are shared by every request copy that announces them, and safe to share:
-// net/http and every RoundTripper only read a request's header (the
-// RoundTripper contract), a header map is the request copy's own (see
-// announce), and each slice has capacity 1, so that even an append through
-// the copy's map (Header.Add, against the contract) reallocates instead
-// of writing into the shared array.
-var (
-	attemptValues = func() (v [sharedAttempts + 1][]string) {
-		for n := 1; n <= sharedAttempts; n++ {
-			v[n] = []string{strconv.Itoa(n)}
-		}
-		return v
-	}()
-	willRetryValues = [2][]string{{"0"}, {"1"}}
-)
-
-// announced is an attempt's request copy together with the value of its
-// deadline header and that value's digits, in one allocation (352 bytes,
-// the size class of a bare http.Request copy plus 32); the header map is
-// the other.
+// announced is an attempt's request copy together with the values it
+// announces (the attempt number, will-retry and deadline headers, each a
+// one-element array the header map's value slice points into) and the
+// deadline's digits, in one allocation (376 bytes, the 384-byte size
+// class; a bare http.Request copy takes 320); the header map is the other.
+// No announced value is shared between requests: a request's header
+// values are its own, as its header map is.
 type announced struct {
-	r   http.Request
-	dl  [1]string
-	num [20]byte
+	r        http.Request
+	att, wil [1]string
+	dl       [1]string
+	num      [20]byte
 }
 
 // smallHeader is the most keys a Go map holds in its one group of slots
@@ -384,59 +366,52 @@ type announced struct {
 const smallHeader = 8
 
 // announce returns a copy of req for attempt n (whose failure may be
-// retried when will is set), with context ctx, whose header is req's plus
-// the attempt headers (layer.HeaderAttempt, ...); clk and timeout are the
-// policy's Clock and AttemptTimeout, which bound the deadline announced.
+// retried when will is set), with context ctx (req's own when nil), whose
+// header is req's plus the attempt headers (layer.HeaderAttempt, ...); clk
+// and timeout are the policy's Clock and AttemptTimeout, which bound the
+// deadline announced.
 //
-// The copy costs one allocation (the request; announced when there is a
-// deadline to announce) and its header map two (the map and its group,
-// sized once for req's keys and the announced ones). While they fit in one
-// group of 8 slots, the map is a clone, whose group is copied whole with
-// no key hashed again: of the transport's prebuilt header for a first
-// attempt (firstHeader) when req has fewer keys than it, the caller's
-// keys then inserted, else of req's map, the announced keys then
-// inserted. The map is new for every attempt: the request of an attempt
-// must not share one with the caller's (which the RoundTripper contract
-// forbids modifying) or with another attempt's (which net/http may still
-// read after that attempt's RoundTrip returned: "RoundTrip may read fields
-// of the request in a separate goroutine", and which a RoundTripper below
-// that writes to its request's header, against the contract, would
-// change for every request), and cannot be pooled for the same reason. The
-// caller's value slices are copied by reference, not cloned as
-// Header.Clone does: nothing writes to them (net/http only reads a
-// request's header; a RoundTripper that wrote into a value slice would be
-// writing into its caller's request), so the copy sees exactly the
-// caller's values.
+// The copy costs one allocation (the request with its announced values,
+// announced) and its header map two (the map and its group, sized once
+// for req's keys and the announced ones). While they fit in one group of
+// 8 slots, the map is a clone of req's, whose group is copied whole with
+// no key hashed again, the announced keys then set; else a new map.
 //
-// No header is shared between requests, not even a prebuilt one for a
-// request with an empty header: an *http.Transport hands the request to
-// code of the user's (its Proxy function, a protocol registered with
-// RegisterProtocol, a TLSNextProto RoundTripper) that might write to the
-// header, and a shared map would then carry one request's header into
-// every later one (TestRegisteredProtocolWritingHeaderLeaksNothing).
-func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration) (r *http.Request) {
+// The map is new for every attempt, and so are the announced values: the
+// request of an attempt must not share them with the caller's (which the
+// RoundTripper contract forbids modifying) or with another attempt's
+// (which net/http may still read after that attempt's RoundTrip returned:
+// "RoundTrip may read fields of the request in a separate goroutine"),
+// and they cannot be pooled for the same reason. Nor are they shared
+// between requests, not even prebuilt ones for a first attempt: an
+// *http.Transport hands the request to code of the user's (its Proxy
+// function, a protocol registered with RegisterProtocol, a TLSNextProto
+// RoundTripper) that might write to the header or into a value, and a
+// shared map or value would then carry one request's header into every
+// later one (TestRegisteredProtocolWritingHeaderLeaksNothing,
+// TestWriteIntoAnnouncedValueLeaksNothing). The caller's value slices
+// are copied by reference, not cloned as Header.Clone does: they are the
+// caller's request's already, so the copy sees exactly the caller's
+// values.
+func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will bool, clk clock.Clock, timeout time.Duration) *http.Request {
 	h := &t.opts.hdr
-	var attempt, wills, deadline []string
 	var a *announced
+	if ctx == nil {
+		ctx = req.Context()
+		a = &announced{r: *req}
+	} else {
+		a = &announced{r: *req.WithContext(ctx)} // inlined: no allocation beyond a's
+	}
+	extra := 0
 	if h.Attempt != "" {
-		if n <= sharedAttempts {
-			attempt = attemptValues[n]
-		} else {
-			// Past 16 attempts, one more allocation does not show.
-			attempt = []string{strconv.Itoa(n)}
-		}
+		a.att[0] = strconv.Itoa(n) // no allocation below 100
+		extra++
 	}
 	if h.WillRetry != "" {
-		if will {
-			wills = willRetryValues[1]
-		} else {
-			wills = willRetryValues[0]
-		}
+		a.wil[0] = smallDigits[b2i(will)]
+		extra++
 	}
-	own := ctx == nil
-	if own {
-		ctx = req.Context()
-	}
+	deadline := false
 	if h.Deadline != "" {
 		dl, ok := ctx.Deadline()
 		if ok || timeout > 0 {
@@ -446,61 +421,35 @@ func (t *Transport) announce(req *http.Request, ctx context.Context, n int, will
 					dl = end
 				}
 			}
-			if own {
-				a = &announced{r: *req}
-			} else {
-				a = &announced{r: *req.WithContext(ctx)} // inlined: no allocation beyond a's
-			}
 			a.dl[0] = digits(a.num[:0], max(0, dl.Sub(now).Milliseconds()))
-			deadline = a.dl[:]
+			deadline = true
+			extra++
 		}
 	}
-	switch {
-	case a != nil:
-		r = &a.r
-	case own:
-		r = new(http.Request)
-		*r = *req
-	default:
-		r = req.WithContext(ctx)
-	}
-	extra := b2i(attempt != nil) + b2i(wills != nil) + b2i(deadline != nil)
 	caller := req.Header
 	var hdr http.Header
-	switch {
-	case n == 1 && len(caller) < t.firstLen && len(caller)+extra <= smallHeader:
-		// Fewer caller keys than prebuilt ones: clone the prebuilt header,
-		// whose announced values are those of a first attempt, and add
-		// the caller's keys but the announced ones.
-		hdr = maps.Clone(t.firstHeader[b2i(will)])
-		for k, v := range caller {
-			if k == "" || (k != h.Attempt && k != h.WillRetry) {
-				hdr[k] = v // an empty name (invalid) as the caller set it
-			}
-		}
-		attempt, wills = nil, nil
-	case caller != nil && len(caller)+extra <= smallHeader:
+	if caller != nil && len(caller)+extra <= smallHeader {
 		// Room for the announced keys in the one group of a small map:
 		// a clone copies that group (and the map's hash seed) whole,
 		// where a new map would hash and insert every key again.
 		hdr = maps.Clone(caller)
-	default:
+	} else {
 		hdr = make(http.Header, len(caller)+extra)
 		for k, v := range caller {
 			hdr[k] = v
 		}
 	}
-	if attempt != nil {
-		hdr[h.Attempt] = attempt
+	if h.Attempt != "" {
+		hdr[h.Attempt] = a.att[:]
 	}
-	if wills != nil {
-		hdr[h.WillRetry] = wills
+	if h.WillRetry != "" {
+		hdr[h.WillRetry] = a.wil[:]
 	}
-	if deadline != nil {
-		hdr[h.Deadline] = deadline
+	if deadline {
+		hdr[h.Deadline] = a.dl[:]
 	}
-	r.Header = hdr
-	return r
+	a.r.Header = hdr
+	return &a.r
 }
 
 // b2i is 1 for true, 0 for false.
@@ -509,25 +458,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// buildFirstHeaders prebuilds t.firstHeader: the announced attempt
-// number and will-retry values of a first attempt (no deadline, whose
-// value is the request's own), each a map of one group that announce
-// clones. Nothing writes to them.
-func (t *Transport) buildFirstHeaders() {
-	h := &t.opts.hdr
-	for w := range t.firstHeader {
-		m := make(http.Header, smallHeader)
-		if h.Attempt != "" {
-			m[h.Attempt] = attemptValues[1]
-		}
-		if h.WillRetry != "" {
-			m[h.WillRetry] = willRetryValues[w]
-		}
-		t.firstHeader[w] = m
-	}
-	t.firstLen = len(t.firstHeader[0])
 }
 
 // digits formats n into buf (which lives as long as the request it

@@ -385,3 +385,51 @@ func TestRegisteredProtocolWritingHeaderLeaksNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteIntoAnnouncedValueLeaksNothing: a protocol registered with the
+// *http.Transport below (code of the user's that gets the attempt's
+// request) writes into the announced values themselves, not through the
+// header map. Every later request, of this transport or another, still
+// announces its own attempt number and will-retry value: no announced
+// value is shared between requests.
+func TestWriteIntoAnnouncedValueLeaksNothing(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		io.WriteString(w, r.Header.Get(layer.HeaderAttempt)+" "+r.Header.Get(layer.HeaderWillRetry))
+	})
+	tr := newBase(t)
+	tr.RegisterProtocol("x", roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		for _, k := range []string{layer.HeaderAttempt, layer.HeaderWillRetry} {
+			if v := r.Header[k]; len(v) > 0 {
+				v[0] = "9"
+			}
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+	}))
+	for _, maxAttempts := range []int{1, 3} {
+		rt := httpretry.New(tr, &retry.Policy{MaxAttempts: maxAttempts})
+		req, err := http.NewRequest("GET", "x://h/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, c := range []struct {
+		maxAttempts int
+		want        string
+	}{{1, "1 0"}, {3, "1 1"}} {
+		rt := httpretry.New(newBase(t), &retry.Policy{MaxAttempts: c.maxAttempts})
+		resp, err := rt.RoundTrip(get(t, srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != c.want {
+			t.Errorf("MaxAttempts %d: the server saw attempt and will-retry %q, want %q", c.maxAttempts, b, c.want)
+		}
+	}
+}

@@ -17,12 +17,6 @@ type Transport struct {
 	src       retry.PolicySource
 	opts      options
 	announces bool // some attempt header is sent (options.announces)
-
-	// firstHeader[w] is the header announce clones for a first attempt
-	// with few caller keys: the announced attempt number, 1, and
-	// will-retry value, w; firstLen is how many keys each holds.
-	firstHeader [2]http.Header
-	firstLen    int
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -66,9 +60,7 @@ func New(next http.RoundTripper, src retry.PolicySource, opts ...Option) http.Ro
 		t.opts.repeatable = Idempotent
 	}
 	t.opts.defaultHeaders()
-	if t.announces = t.opts.announces(); t.announces {
-		t.buildFirstHeaders()
-	}
+	t.announces = t.opts.announces()
 	if t.opts.bodyLimit <= 0 {
 		t.opts.bodyLimit = DefaultBodyLimit
 	}
