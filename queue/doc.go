@@ -12,7 +12,9 @@
 //     bytes and linger time through a user function under a retry.Policy,
 //     so the Policy's jittered backoff, retry budget, circuit breaker and
 //     Retry-After handling apply to every delivery. A batch the downstream
-//     rejects permanently (HTTP 400) is dropped and counted, never retried.
+//     rejects permanently (HTTP 400) is dropped and counted, never retried;
+//     one answered "overloaded, don't retry" goes back to the buffer, and
+//     the queue pauses as after any delivery that gave up.
 //
 //   - Scheduler is for tasks — a webhook to deliver, a cache to warm, a
 //     record to sync — that must each be retried until they succeed or a
@@ -21,7 +23,9 @@
 //     work. Each task is a retry.Call under the Policy, so it is retried
 //     exactly as retry.Do would retry it, but however many tasks wait
 //     between attempts, the Scheduler runs a fixed number of goroutines:
-//     waiting tasks sit in a timer heap.
+//     waiting tasks sit in a timer heap. SubmitKey gives a task its key's
+//     members of the Policy's keyed groups (one breaker per host, say), so
+//     one host's outage does not stop the tasks of the others.
 //
 // Both are stopped by Close(ctx), which stops intake, finishes what it can
 // before ctx ends, cancels the rest, reports what was left and returns only

@@ -53,7 +53,10 @@ const (
 	// RefusedObserver.
 	DropFull = "full"
 	// DropPermanent: delivery failed with an error the Policy does not
-	// retry, such as HTTP 400 (Stats.DroppedPermanent, SchedulerStats.Failed).
+	// retry, such as HTTP 400 (Stats.DroppedPermanent, SchedulerStats.Failed);
+	// for a scheduled task, also an answer carrying the overload marker
+	// ("overloaded, don't retry", retry.ErrOverloaded), which no layer
+	// retries. (A Queue keeps such a batch and pauses instead.)
 	DropPermanent = "permanent"
 	// DropExhausted: a scheduled task hit a stop condition of the Policy
 	// (MaxAttempts, MaxElapsed, or a Budget or Breaker refusal) before

@@ -332,6 +332,48 @@ func TestRetryAfterPausesQueue(t *testing.T) {
 	}
 }
 
+// TestOverloadedGiveUpPauses: a collector answering "overloaded, don't
+// retry" (retry.Overloaded, what httpretry and grpcretry make of the
+// overload marker) ends the delivery at once, and the queue pauses before
+// it sends the batch again, as after any delivery that gave up: for the
+// backoff, or for the server's Retry-After when it sent one. It used to
+// send the same batch again at once, in a loop, with the clock stopped.
+func TestOverloadedGiveUpPauses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		min, max time.Duration
+	}{
+		{"backoff", retry.Overloaded(errDown), time.Second, time.Second},
+		{"advice", retry.Overloaded(retry.After(errDown, 5*time.Second)), 5 * time.Second, 5500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := clocktest.NewFake()
+			c := newCollector()
+			q := queue.New(queue.Config[int]{Linger: -1, Policy: noJitter(fake, 3)}, c.deliver)
+			defer closeNow(q)
+			q.Offer(1)
+			c.next(t, tc.err)
+			paused := make(chan struct{})
+			go func() { fake.BlockUntil(1); close(paused) }()
+			select {
+			case cl := <-c.calls:
+				cl.reply <- nil
+				t.Fatalf("batch %v sent again at once after an overloaded answer, with the clock stopped", cl.batch)
+			case <-paused:
+			}
+			if d := fake.Deadlines(); len(d) != 1 || d[0] < tc.min || d[0] > tc.max {
+				t.Fatalf("pause %v, want within [%v, %v]", d, tc.min, tc.max)
+			}
+			c.none(t)
+			fake.Advance(fake.Deadlines()[0])
+			if got := c.next(t, nil); !slices.Equal(got, []int{1}) {
+				t.Fatalf("redelivery %v", got)
+			}
+		})
+	}
+}
+
 // TestPauseAdviceFollowsPolicy checks that the pause after a give-up
 // applies Policy.MaxRetryAfter as retry.Do does: advice above the cap
 // gives a pause spread in [0.9·cap, cap] (with this seed, below the cap:

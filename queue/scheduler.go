@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/clock"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -175,6 +176,7 @@ type Scheduler struct {
 	kick   chan struct{} // capacity 1: the earliest due time changed
 	quit   chan struct{} // closed when the goroutines must return
 	exited chan struct{} // closed by the last goroutine to return
+	closed chan struct{} // closed when the first Close has finished
 
 	mu        sync.Mutex
 	cond      sync.Cond // workers wait on it for ready tasks or quit
@@ -229,6 +231,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		kick:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		exited:     make(chan struct{}),
+		closed:     make(chan struct{}),
 		live:       workers + 1,
 	}
 	s.cond.L = &s.mu
@@ -255,7 +258,29 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 // Submit panics if task is nil. A panicking Clock (SchedulerConfig.Clock or
 // the Policy's) goes on to Submit's caller with the task not taken and
 // nothing counted; the Scheduler stays usable.
+//
+// Submit's tasks use the default members of the Policy's keyed groups (a
+// keyed.Breakers, say): for tasks sent to many hosts, use SubmitKey.
 func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err error)) bool {
+	return s.submit(s.ctx, task, done)
+}
+
+// SubmitKey is Submit for a task whose attempts use key's members of the
+// Policy's keyed groups, as a retry.Do with keyed.WithKey(ctx, key) does:
+// a Scheduler delivering to many hosts keeps one host's outage from
+// opening the breaker, or spending the budget, of the others. The task's
+// context carries key (keyed.KeyFrom). The empty key means the default
+// members, as Submit.
+func (s *Scheduler) SubmitKey(key string, task func(ctx context.Context) error, done func(err error)) bool {
+	if key == "" {
+		return s.submit(s.ctx, task, done)
+	}
+	return s.submit(keyed.WithKey(s.ctx, key), task, done)
+}
+
+// submit is Submit and SubmitKey, with ctx the task's call's context:
+// s.ctx, or s.ctx carrying a key.
+func (s *Scheduler) submit(ctx context.Context, task func(ctx context.Context) error, done func(err error)) bool {
 	if task == nil {
 		panic("queue: nil task")
 	}
@@ -276,7 +301,7 @@ func (s *Scheduler) Submit(task func(ctx context.Context) error, done func(err e
 		return false
 	}
 	s.seq++
-	t := s.newTaskLocked(task, done)
+	t := s.newTaskLocked(ctx, task, done)
 	s.st.Submitted++
 	s.ready.push(t)
 	depth := s.pendingLocked()
@@ -296,14 +321,14 @@ func newTask(fn func(context.Context) error, done func(error), call *retry.Call,
 // Scheduler's, or the Policy's through retry.NewCall), it unlocks s.mu
 // before the panic goes on to Submit's caller: the task is not counted and
 // the Scheduler stays usable.
-func (s *Scheduler) newTaskLocked(fn func(context.Context) error, done func(error)) *task {
+func (s *Scheduler) newTaskLocked(ctx context.Context, fn func(context.Context) error, done func(error)) *task {
 	ok := false
 	defer func() {
 		if !ok {
 			s.mu.Unlock()
 		}
 	}()
-	t := newTask(fn, done, retry.NewCall(s.ctx, s.policy), s.clock.Now(), s.seq)
+	t := newTask(fn, done, retry.NewCall(ctx, s.policy), s.clock.Now(), s.seq)
 	ok = true
 	return t
 }
@@ -336,10 +361,12 @@ func (s *Scheduler) Stats() SchedulerStats {
 // Observer panicked, Close re-raises the first panic once every abandoned
 // task's done has been called. No goroutine started by the Scheduler
 // outlives Close. Later calls return (0, nil) once the first has
-// finished.
+// finished, its abandoned tasks' done functions included; a later call
+// whose ctx ends first makes the Scheduler give up as the first's would.
 func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	s.mu.Lock()
-	if !s.closing {
+	first := !s.closing
+	if first {
 		s.closing = true
 		if s.pendingLocked() == 0 {
 			s.stopLocked()
@@ -356,6 +383,14 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 		s.mu.Unlock()
 		<-s.exited
 	}
+	if !first {
+		// The first Close abandons what is left and calls its done
+		// functions; a later one (which may still have made it give up,
+		// above) returns once that has finished.
+		<-s.closed
+		return 0, nil
+	}
+	defer close(s.closed) // also when a done function's panic goes on
 	s.cancel(context.Canceled)
 
 	s.mu.Lock()

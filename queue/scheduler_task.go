@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"time"
 
 	"github.com/stormguard/stormguard/retry"
@@ -83,8 +84,8 @@ func (s *Scheduler) giveUp(t *task, err error) {
 		return
 	}
 	drop := DropExhausted
-	if re.Reason == nil {
-		drop = DropPermanent
+	if re.Reason == nil || errors.Is(re.Reason, retry.ErrOverloaded) {
+		drop = DropPermanent // not retried: by the Policy, or by the overload marker
 	}
 	s.finish(t, re, drop)
 }

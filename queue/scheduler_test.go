@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -696,5 +699,154 @@ func TestSchedulerTaskMatchesDo(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(sLog.log), "retry #3 in 3.") {
 		t.Fatalf("events %v: the advised wait of about 3s is missing", sLog.log)
+	}
+}
+
+// TestSubmitKeyIsolatesHosts: tasks submitted with SubmitKey use their
+// key's members of a keyed breaker group, so one host's failures open
+// only its own breaker; the task's context carries the key. Tasks
+// submitted with Submit share the default member.
+func TestSubmitKeyIsolatesHosts(t *testing.T) {
+	brs, err := keyed.NewBreakers(keyed.Config{}, breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 1, Policy: &retry.Policy{MaxAttempts: 1, Breaker: brs}})
+	defer s.Close(context.Background())
+	run := func(host string, fail bool) error {
+		t.Helper()
+		done := make(chan error, 1)
+		task := func(ctx context.Context) error {
+			if got := keyed.KeyFrom(ctx); got != host {
+				return fmt.Errorf("task's context carries key %q, want %q", got, host)
+			}
+			if fail {
+				return errors.New(host + " is down")
+			}
+			return nil
+		}
+		var ok bool
+		if host == "" {
+			ok = s.Submit(task, func(err error) { done <- err })
+		} else {
+			ok = s.SubmitKey(host, task, func(err error) { done <- err })
+		}
+		if !ok {
+			t.Fatal("task refused")
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatal("task never ended")
+			return nil
+		}
+	}
+	if err := run("https://a:443", true); err == nil {
+		t.Fatal("failing task succeeded")
+	}
+	if err := run("https://a:443", false); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("host a after its failure: %v, want breaker.ErrOpen", err)
+	}
+	if err := run("https://b:443", false); err != nil {
+		t.Fatalf("healthy host b refused after host a failed: %v", err)
+	}
+	if err := run("", false); err != nil {
+		t.Fatalf("unkeyed task refused after host a failed: %v", err)
+	}
+	if n := brs.Len(); n != 2 {
+		t.Fatalf("%d keyed members, want 2 (a and b)", n)
+	}
+}
+
+// TestSecondCloseWaitsForTheFirst: a second Close returns only once the
+// first has finished, the done function of each task it abandons
+// included, and returns (0, nil): the first reports what it abandoned.
+func TestSecondCloseWaitsForTheFirst(t *testing.T) {
+	fake := clocktest.NewFake()
+	s := queue.NewScheduler(queue.SchedulerConfig{
+		Workers: 1,
+		Policy: &retry.Policy{
+			MaxAttempts: retry.Unlimited,
+			Backoff:     backoff.Constant{Interval: time.Hour},
+			Clock:       fake,
+		},
+	})
+	inDone, release := make(chan struct{}), make(chan struct{})
+	s.Submit(func(ctx context.Context) error { return errors.New("down") }, func(err error) {
+		close(inDone)
+		<-release // a done function that takes a while
+	})
+	fake.BlockUntil(1) // the task waits for its retry
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	var firstN int
+	var firstErr error
+	var firstDone atomic.Bool
+	first := make(chan struct{})
+	go func() {
+		firstN, firstErr = s.Close(expired)
+		firstDone.Store(true)
+		close(first)
+	}()
+	<-inDone
+	type result struct {
+		n         int
+		err       error
+		firstDone bool
+	}
+	second := make(chan result, 1)
+	go func() {
+		n, err := s.Close(context.Background())
+		second <- result{n, err, firstDone.Load()}
+	}()
+	// Give a second Close that does not wait every chance to return.
+	for range 1000 {
+		runtime.Gosched()
+		select {
+		case r := <-second:
+			close(release)
+			<-first
+			t.Fatalf("second Close returned (%d, %v) while the first was still calling the abandoned task's done function", r.n, r.err)
+		default:
+		}
+	}
+	close(release)
+	<-first
+	r := <-second
+	if !r.firstDone || r.n != 0 || r.err != nil {
+		t.Fatalf("second Close = (%d, %v), first finished before it: %v; want (0, nil) after the first", r.n, r.err, r.firstDone)
+	}
+	if firstN != 1 || !errors.Is(firstErr, queue.ErrClosed) {
+		t.Fatalf("first Close = (%d, %v), want 1 abandoned and ErrClosed", firstN, firstErr)
+	}
+}
+
+// TestOverloadedTaskIsPermanent: a task answered "overloaded, don't
+// retry" is not retried and is counted as permanent, as a task failing
+// with an error the Policy does not retry, not as exhausted.
+func TestOverloadedTaskIsPermanent(t *testing.T) {
+	obs := newRecObserver()
+	s := queue.NewScheduler(queue.SchedulerConfig{Workers: 1, Observer: obs})
+	done := make(chan error, 1)
+	var calls atomic.Int32
+	s.Submit(func(context.Context) error {
+		calls.Add(1)
+		return retry.Overloaded(errors.New("503"))
+	}, func(err error) { done <- err })
+	select {
+	case err := <-done:
+		if !errors.Is(err, retry.ErrOverloaded) {
+			t.Fatalf("task ended with %v, want retry.ErrOverloaded", err)
+		}
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("task never ended")
+	}
+	s.Close(context.Background())
+	if d, _ := obs.snapshot(); d[queue.DropPermanent] != 1 || d[queue.DropExhausted] != 0 {
+		t.Fatalf("overloaded task counted as %v, want permanent", d)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("overloaded task ran %d times, want 1", n)
 	}
 }

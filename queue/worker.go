@@ -410,7 +410,7 @@ func (q *Queue[T]) pause(err error) {
 	a, stop := q.pacer.Begin()
 	var d time.Duration
 	if stop == nil {
-		d, stop = q.pacer.Next(q.pacer.End(&a, err))
+		d, stop = q.pacer.Next(q.pacer.End(&a, gaveUp(err)))
 	}
 	if stop != nil && errors.Is(stop, retry.ErrAdviceExceedsCap) {
 		// The server asked for longer than MaxRetryAfter: pause for about
@@ -430,6 +430,22 @@ func (q *Queue[T]) pause(err error) {
 	if until := q.clock.Now().Add(d); until.After(q.resumeAt) {
 		q.resumeAt = until
 	}
+}
+
+// errGaveUp is what the pacer hears of a delivery that gave up.
+var errGaveUp = errors.New("queue: a delivery gave up")
+
+// gaveUp is the error the pacer's attempt ends with for a delivery that
+// gave up with err: errGaveUp, carrying err's Retry-After advice if any.
+// Only the advice may reach the pacer: err's own marks would stop it the
+// way they stopped the delivery (an "overloaded, don't retry" answer, a
+// breaker's refusal), and the queue would then send the batch again at
+// once instead of pausing.
+func gaveUp(err error) error {
+	if d, ok := retry.RetryAfter(err); ok {
+		return retry.After(errGaveUp, d)
+	}
+	return errGaveUp
 }
 
 // retryAll is q.pacing's classifier: every delivery that gave up, other
