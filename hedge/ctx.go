@@ -118,9 +118,11 @@ func (c *attemptCtx) Done() <-chan struct{} {
 
 // materialize gives the context its real context.WithCancel, once; a
 // context that has ended gets its real one cancelled before anyone
-// receives it.
+// receives it. A parent whose Done or Value panics in WithCancel leaves
+// the context as it was, unlocked, and the panic goes on.
 func (c *attemptCtx) materialize() *realCtx {
 	st := c.lock()
+	defer c.state.Store(st)
 	r := c.real.Load()
 	if r == nil {
 		ctx, cancel := context.WithCancel(c.parent)
@@ -130,7 +132,6 @@ func (c *attemptCtx) materialize() *realCtx {
 		}
 		c.real.Store(r)
 	}
-	c.state.Store(st)
 	return r
 }
 
@@ -155,7 +156,16 @@ func (c *attemptCtx) Err() error {
 // cancel ends the context with context.Canceled, unless it had ended
 // already (the parent's end is then kept). It costs one compare-and-swap
 // when the context was never materialized and its parent has not ended.
+// A parent whose Err panics (or whose Done or Value does, as the real
+// context is cancelled) ends it all the same (cancelBroken), and the
+// panic goes on.
 func (c *attemptCtx) cancel() {
+	held, ok := false, false
+	defer func() {
+		if !ok {
+			c.cancelBroken(held)
+		}
+	}()
 	if c.real.Load() == nil && c.parent.Err() == nil && c.state.CompareAndSwap(live, ctxCancel) {
 		// From here materialize cancels the real context it makes; one
 		// made between the Load and the swap is cancelled here. Err
@@ -163,14 +173,17 @@ func (c *attemptCtx) cancel() {
 		if r := c.real.Load(); r != nil {
 			r.cancel()
 		}
+		ok = true
 		return
 	}
 	if !c.state.CompareAndSwap(live, busy) {
 		if st := c.lock(); st != live {
 			c.state.Store(st)
+			ok = true
 			return
 		}
 	}
+	held = true
 	st := uint32(ctxCancel)
 	switch r := c.real.Load(); {
 	case r != nil:
@@ -180,6 +193,35 @@ func (c *attemptCtx) cancel() {
 		st = ctxParent
 	}
 	c.state.Store(st)
+	ok = true
+}
+
+// cancelBroken ends the context whose cancel was unwound by a panic of
+// its parent's (held: cancel had locked it): with context.Canceled, or
+// its real context's error, without asking the parent again. A context
+// that had ended keeps its end.
+func (c *attemptCtx) cancelBroken(held bool) {
+	if !held && !c.state.CompareAndSwap(live, busy) {
+		st := c.lock()
+		if st != live {
+			c.state.Store(st)
+			return
+		}
+	}
+	st := uint32(ctxCancel)
+	defer func() { c.state.Store(st) }() // unlocked whatever the real cancel does
+	if r := c.real.Load(); r != nil {
+		st = ctxReal
+		r.cancel() // a second call, after the one that panicked, finds it cancelled
+	}
+}
+
+// cancelQuiet is cancel for a cleanup that must go on: the context ends
+// either way, and a panic of its parent's is returned, not raised.
+func (c *attemptCtx) cancelQuiet() (r any) {
+	defer func() { r = recover() }()
+	c.cancel()
+	return nil
 }
 
 func (c *attemptCtx) String() string { return "hedge.attempt" }
