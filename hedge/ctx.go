@@ -156,16 +156,12 @@ func (c *attemptCtx) Err() error {
 // cancel ends the context with context.Canceled, unless it had ended
 // already (the parent's end is then kept). It costs one compare-and-swap
 // when the context was never materialized and its parent has not ended.
-// A parent whose Err panics (or whose Done or Value does, as the real
-// context is cancelled) ends it all the same (cancelBroken), and the
-// panic goes on.
+// A parent whose Err panics there leaves the context as it was, live and
+// unlocked, and the panic goes on: a caller that must see it end uses
+// cancelSafe or cancelQuiet (do's guard and the cleanups after a panic
+// do). Past that first check (cancelSlow), a parent whose Err, Done or
+// Value panics ends it all the same.
 func (c *attemptCtx) cancel() {
-	held, ok := false, false
-	defer func() {
-		if !ok {
-			c.cancelBroken(held)
-		}
-	}()
 	if c.real.Load() == nil && c.parent.Err() == nil && c.state.CompareAndSwap(live, ctxCancel) {
 		// From here materialize cancels the real context it makes; one
 		// made between the Load and the swap is cancelled here. Err
@@ -173,54 +169,78 @@ func (c *attemptCtx) cancel() {
 		if r := c.real.Load(); r != nil {
 			r.cancel()
 		}
-		ok = true
 		return
 	}
+	c.cancelSlow()
+}
+
+// cancelSlow is cancel with the context locked: its end is stored
+// whatever the parent does, context.Canceled when the parent's Err
+// panics.
+func (c *attemptCtx) cancelSlow() {
 	if !c.state.CompareAndSwap(live, busy) {
 		if st := c.lock(); st != live {
 			c.state.Store(st)
-			ok = true
 			return
 		}
 	}
-	held = true
 	st := uint32(ctxCancel)
+	defer func() { c.state.Store(st) }()
 	switch r := c.real.Load(); {
 	case r != nil:
-		r.cancel()
+		// The real context's error is set before its cancel calls
+		// the parent's Done and Value (which may panic).
 		st = ctxReal
+		r.cancel()
 	case c.parent.Err() != nil:
 		st = ctxParent
 	}
-	c.state.Store(st)
-	ok = true
 }
 
-// cancelBroken ends the context whose cancel was unwound by a panic of
-// its parent's (held: cancel had locked it): with context.Canceled, or
-// its real context's error, without asking the parent again. A context
-// that had ended keeps its end.
-func (c *attemptCtx) cancelBroken(held bool) {
-	if !held && !c.state.CompareAndSwap(live, busy) {
-		st := c.lock()
-		if st != live {
+// cancelBroken ends the context whose cancel a panic of its parent's
+// unwound: with context.Canceled, or its real context's error, without
+// asking the parent again. A context that had ended keeps its end.
+func (c *attemptCtx) cancelBroken() {
+	if !c.state.CompareAndSwap(live, busy) {
+		if st := c.lock(); st != live {
 			c.state.Store(st)
 			return
 		}
 	}
 	st := uint32(ctxCancel)
-	defer func() { c.state.Store(st) }() // unlocked whatever the real cancel does
+	defer func() { c.state.Store(st) }()
 	if r := c.real.Load(); r != nil {
 		st = ctxReal
-		r.cancel() // a second call, after the one that panicked, finds it cancelled
+		r.cancel() // a second call, after one that panicked, finds it cancelled
 	}
+}
+
+// cancelSafe is cancel for a caller with no cleanup after it: the
+// context ends whatever its parent does, and a panic of the parent's goes
+// on.
+func (c *attemptCtx) cancelSafe() {
+	ok := false
+	defer func() {
+		if !ok {
+			c.cancelBroken()
+		}
+	}()
+	c.cancel()
+	ok = true
 }
 
 // cancelQuiet is cancel for a cleanup that must go on: the context ends
 // either way, and a panic of its parent's is returned, not raised.
 func (c *attemptCtx) cancelQuiet() (r any) {
-	defer func() { r = recover() }()
+	ok := false
+	defer func() {
+		if !ok {
+			r = recover()
+			c.cancelBroken()
+		}
+	}()
 	c.cancel()
+	ok = true
 	return nil
 }
 
