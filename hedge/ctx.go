@@ -156,12 +156,16 @@ func (c *attemptCtx) Err() error {
 // cancel ends the context with context.Canceled, unless it had ended
 // already (the parent's end is then kept). It costs one compare-and-swap
 // when the context was never materialized and its parent has not ended.
-// A parent whose Err panics there leaves the context as it was, live and
+// A context that has ended is left as it is, its parent not asked. A
+// parent whose Err panics leaves a live context as it was, live and
 // unlocked, and the panic goes on: a caller that must see it end uses
 // cancelSafe or cancelQuiet (do's guard and the cleanups after a panic
 // do). Past that first check (cancelSlow), a parent whose Err, Done or
 // Value panics ends it all the same.
 func (c *attemptCtx) cancel() {
+	if st := c.state.Load(); st != live && st&busy == 0 {
+		return // ended: its end never changes, and the parent is not asked
+	}
 	if c.real.Load() == nil && c.parent.Err() == nil && c.state.CompareAndSwap(live, ctxCancel) {
 		// From here materialize cancels the real context it makes; one
 		// made between the Load and the swap is cancelled here. Err
@@ -230,18 +234,26 @@ func (c *attemptCtx) cancelSafe() {
 }
 
 // cancelQuiet is cancel for a cleanup that must go on: the context ends
-// either way, and a panic of its parent's is returned, not raised.
+// either way, and a panic of its parent's is returned, not raised (a
+// second one, as cancelBroken cancels a real context made meanwhile, is
+// dropped).
 func (c *attemptCtx) cancelQuiet() (r any) {
 	ok := false
 	defer func() {
 		if !ok {
 			r = recover()
-			c.cancelBroken()
+			c.cancelDropping()
 		}
 	}()
 	c.cancel()
 	ok = true
 	return nil
+}
+
+// cancelDropping is cancelBroken, its panic dropped.
+func (c *attemptCtx) cancelDropping() {
+	defer func() { _ = recover() }()
+	c.cancelBroken()
 }
 
 func (c *attemptCtx) String() string { return "hedge.attempt" }
