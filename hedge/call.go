@@ -424,9 +424,21 @@ round:
 // setupGroups, or, when c is nil, a call it sets up under p (which has no
 // group, and h no Adaptives).
 func doCall[T any](ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int, c *call, op func(context.Context) (T, error), release func(T), keep bool) (v T, kept *attemptCtx, err error) {
-	if c == nil {
-		// setup, inline (a Policy with an Observer comes here).
+	fresh := c == nil
+	if fresh {
 		c = getCall()
+	}
+	// As in do: a panic on this goroutine releases every value Do holds
+	// and goes on (doGuard.check), from here: a panic in the setup (an
+	// Observer's, a Clock's) leaves no cell taken.
+	g := doGuard[T]{c: c, release: release}
+	defer func() {
+		if !g.settled {
+			g.check(recover()) // recover must be called here, by the deferred function
+		}
+	}()
+	if fresh {
+		// setup, inline (a Policy with an Observer comes here).
 		c.ctx, c.p, c.max, c.rcLive = ctx, p, max(maxHedges, 0), false
 		c.limit = p.AttemptLimit()
 		if !c.realClk {
@@ -443,14 +455,6 @@ func doCall[T any](ctx context.Context, h *Hedger, p *retry.Policy, maxHedges in
 	}
 	c.rc.Reset(ctx, c.p)
 	c.rcLive, c.worn = true, true
-	// As in do: a panic on this goroutine releases every value Do holds
-	// and goes on (doGuard.check).
-	g := doGuard[T]{c: c, release: release}
-	defer func() {
-		if !g.settled {
-			g.check(recover()) // recover must be called here, by the deferred function
-		}
-	}()
 	return doRounds(ctx, c, &g, op, release, keep, false, v, nil, false)
 }
 
@@ -460,16 +464,24 @@ func doCall[T any](ctx context.Context, h *Hedger, p *retry.Policy, maxHedges in
 // allows. On a breaker's refusal it returns the error, and no call.
 func setupGroups(ctx context.Context, h *Hedger, p *retry.Policy, maxHedges int) (c *call, in retry.Inline, inline bool, err error) {
 	c = getCall()
+	set := false
+	defer func() {
+		if !set { // a panic (or runtime.Goexit) below: c is no one's
+			c.discard()
+		}
+	}()
 	// Resolving the groups and the key's Adaptive may run user code
 	// (a group's build, keep, release, Clock): before any permit is
 	// taken, and on the resolved Policy, which BeginInline accepts.
 	c.setup(ctx, h, c.resolveGroups(ctx, p), max(maxHedges, 0)) // key.go
 	if c.max > 0 && c.limit != 1 {
 		if in, inline, err = retry.BeginInline(ctx, c.p); err != nil {
+			set = true
 			c.put()
 			return nil, in, false, err
 		}
 	}
+	set = true
 	return c, in, inline, nil
 }
 
@@ -581,6 +593,7 @@ func doRounds[T any](ctx context.Context, c *call, g *doGuard[T], op func(contex
 				defer releaseAll(c, release, g.held, g.hasHeld)
 				c.hedgePanic()
 			}()
+			c.discard()
 			panic(c.panicVal)
 		}
 		for _, s := range c.slots {
@@ -686,14 +699,16 @@ func (c *call) armRound(sl *slot, n int) *arm {
 }
 
 // cancelAll cancels the context of every attempt of the round, once none
-// is running: a call that ends by a panic leaves none live.
+// is running: a call that ends by a panic leaves none live. A parent
+// context whose Err panics is dropped here (the call's panic goes on),
+// and ends none of the others.
 func (c *call) cancelAll() {
 	if x := c.inline.ctx; x != nil {
-		x.cancel()
+		x.cancelQuiet()
 	}
 	for _, s := range c.slots {
 		if s.ctx != nil { // the inline slot, cleared for a Begin that panicked
-			s.ctx.cancel()
+			s.ctx.cancelQuiet()
 		}
 	}
 }
@@ -743,6 +758,8 @@ func (g *doGuard[T]) check(r any) {
 		var b panicBox
 		releaseSafe(g.release, g.cur, &b)
 	}
+	// The call is not pooled again, and its per-P cell is left free.
+	c.discard()
 	if g.succeeding {
 		// The breaker's done panicked (or called runtime.Goexit) as
 		// the inline attempt succeeded: the budget hears the attempt
@@ -779,7 +796,7 @@ func abandonSafe(rc *retry.Call) {
 // first one already is), and b's panic goes on.
 func raise[T any](b panicBox, release func(T), x T, kept *attemptCtx, rp *panicBox) {
 	if kept != nil {
-		kept.cancel()
+		kept.cancelQuiet() // a parent's panic here is dropped: b's goes on
 	}
 	releaseSafe(release, x, rp)
 	panic(b.v)
@@ -1389,7 +1406,13 @@ func (c *call) stopOthersLocked(except *slot, censor bool) bool {
 	for _, s := range c.slots {
 		if s.running && s != except && !s.lost {
 			s.lost = true
-			s.ctx.cancel()
+			if r := s.ctx.cancelQuiet(); r != nil {
+				// The caller's context's Err panicked (the
+				// context is cancelled all the same): c.mu is
+				// held, so the panic is kept for the caller, as a
+				// hedge's, and stops the call.
+				c.keepPanicLocked(r)
+			}
 			if censor {
 				s.censor, marked = true, true
 			}
@@ -1486,6 +1509,31 @@ func (c *call) panicLocked(sl *slot, r any) {
 	c.stopOthersLocked(nil, false)
 }
 
+// keepPanicLocked records a panic that ended no attempt (a parent
+// context's, as an attempt's context was cancelled) for the caller, unless
+// another is kept already, and stops the call.
+func (c *call) keepPanicLocked(r any) {
+	if !c.hasPanic {
+		c.hasPanic, c.panicked, c.panicVal = true, nil, r
+	}
+	c.done = true
+}
+
+// discard keeps c out of the pool for good, once a panic has ended its
+// call: put does nothing for it from here, and a per-P cell that holds
+// it (on any P: the goroutine may have moved since it took it) drops it,
+// so that the cell is not left taken and keeps the next call given back
+// on its P.
+func (c *call) discard() {
+	c.hasPanic = true
+	if raceBuild {
+		return
+	}
+	for i := range cells {
+		cells[i].c.CompareAndSwap(c, nil)
+	}
+}
+
 // hedgePanic ends the call stopped by a panic on a goroutine of Do's (a
 // hedge's op, a release, or a callback on the timer's or a hedge's
 // goroutine), once every attempt has returned: every attempt's context is
@@ -1495,7 +1543,7 @@ func (c *call) panicLocked(sl *slot, r any) {
 // Observer's CallEnd, a Refund, the Clock) is dropped: c.panicVal goes on.
 func (c *call) hedgePanic() {
 	for _, s := range c.slots {
-		s.ctx.cancel()
+		s.ctx.cancelQuiet()
 	}
 	if c.panicked != nil {
 		c.rc.Panic(&c.panicked.a, c.panicVal)
@@ -1526,7 +1574,7 @@ func (c *call) inlinePanic(r any) {
 	c.hasPanic = true // not pooled again
 	c.mu.Unlock()
 	for _, s := range c.slots {
-		s.ctx.cancel()
+		s.ctx.cancelQuiet()
 	}
 	if other != nil {
 		c.endPanicked(other, c.panicVal)

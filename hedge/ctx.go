@@ -118,9 +118,11 @@ func (c *attemptCtx) Done() <-chan struct{} {
 
 // materialize gives the context its real context.WithCancel, once; a
 // context that has ended gets its real one cancelled before anyone
-// receives it.
+// receives it. A parent whose Done or Value panics in WithCancel leaves
+// the context as it was, unlocked, and the panic goes on.
 func (c *attemptCtx) materialize() *realCtx {
 	st := c.lock()
+	defer c.state.Store(st)
 	r := c.real.Load()
 	if r == nil {
 		ctx, cancel := context.WithCancel(c.parent)
@@ -130,7 +132,6 @@ func (c *attemptCtx) materialize() *realCtx {
 		}
 		c.real.Store(r)
 	}
-	c.state.Store(st)
 	return r
 }
 
@@ -155,7 +156,16 @@ func (c *attemptCtx) Err() error {
 // cancel ends the context with context.Canceled, unless it had ended
 // already (the parent's end is then kept). It costs one compare-and-swap
 // when the context was never materialized and its parent has not ended.
+// A context that has ended is left as it is, its parent not asked. A
+// parent whose Err panics leaves a live context as it was, live and
+// unlocked, and the panic goes on: a caller that must see it end uses
+// cancelSafe or cancelQuiet (do's guard and the cleanups after a panic
+// do). Past that first check (cancelSlow), a parent whose Err, Done or
+// Value panics ends it all the same.
 func (c *attemptCtx) cancel() {
+	if st := c.state.Load(); st != live && st&busy == 0 {
+		return // ended: its end never changes, and the parent is not asked
+	}
 	if c.real.Load() == nil && c.parent.Err() == nil && c.state.CompareAndSwap(live, ctxCancel) {
 		// From here materialize cancels the real context it makes; one
 		// made between the Load and the swap is cancelled here. Err
@@ -165,6 +175,13 @@ func (c *attemptCtx) cancel() {
 		}
 		return
 	}
+	c.cancelSlow()
+}
+
+// cancelSlow is cancel with the context locked: its end is stored
+// whatever the parent does, context.Canceled when the parent's Err
+// panics.
+func (c *attemptCtx) cancelSlow() {
 	if !c.state.CompareAndSwap(live, busy) {
 		if st := c.lock(); st != live {
 			c.state.Store(st)
@@ -172,14 +189,71 @@ func (c *attemptCtx) cancel() {
 		}
 	}
 	st := uint32(ctxCancel)
+	defer func() { c.state.Store(st) }()
 	switch r := c.real.Load(); {
 	case r != nil:
-		r.cancel()
+		// The real context's error is set before its cancel calls
+		// the parent's Done and Value (which may panic).
 		st = ctxReal
+		r.cancel()
 	case c.parent.Err() != nil:
 		st = ctxParent
 	}
-	c.state.Store(st)
+}
+
+// cancelBroken ends the context whose cancel a panic of its parent's
+// unwound: with context.Canceled, or its real context's error, without
+// asking the parent again. A context that had ended keeps its end.
+func (c *attemptCtx) cancelBroken() {
+	if !c.state.CompareAndSwap(live, busy) {
+		if st := c.lock(); st != live {
+			c.state.Store(st)
+			return
+		}
+	}
+	st := uint32(ctxCancel)
+	defer func() { c.state.Store(st) }()
+	if r := c.real.Load(); r != nil {
+		st = ctxReal
+		r.cancel() // a second call, after one that panicked, finds it cancelled
+	}
+}
+
+// cancelSafe is cancel for a caller with no cleanup after it: the
+// context ends whatever its parent does, and a panic of the parent's goes
+// on.
+func (c *attemptCtx) cancelSafe() {
+	ok := false
+	defer func() {
+		if !ok {
+			c.cancelBroken()
+		}
+	}()
+	c.cancel()
+	ok = true
+}
+
+// cancelQuiet is cancel for a cleanup that must go on: the context ends
+// either way, and a panic of its parent's is returned, not raised (a
+// second one, as cancelBroken cancels a real context made meanwhile, is
+// dropped).
+func (c *attemptCtx) cancelQuiet() (r any) {
+	ok := false
+	defer func() {
+		if !ok {
+			r = recover()
+			c.cancelDropping()
+		}
+	}()
+	c.cancel()
+	ok = true
+	return nil
+}
+
+// cancelDropping is cancelBroken, its panic dropped.
+func (c *attemptCtx) cancelDropping() {
+	defer func() { _ = recover() }()
+	c.cancelBroken()
 }
 
 func (c *attemptCtx) String() string { return "hedge.attempt" }

@@ -108,7 +108,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.Body != nil {
 			resp.Body = &keptBody{ReadCloser: resp.Body, ctx: kept}
 		} else {
-			kept.cancel() // no body to end it
+			kept.cancelSafe() // no body to end it
 		}
 	}
 	return resp, nil
@@ -306,6 +306,6 @@ type keptBody struct {
 }
 
 func (b *keptBody) Close() error {
-	defer b.ctx.cancel() // even when the body's Close panics
+	defer b.ctx.cancelSafe() // even when the body's Close panics
 	return b.ReadCloser.Close()
 }

@@ -41,7 +41,9 @@ import (
 // two: so what a call given back for the last time keeps is kept until
 // the next collection or the one after, in the cell of a P that calls Do
 // no more (one above a lowered GOMAXPROCS) too. At most cacheCells calls
-// are kept in cells.
+// are kept in cells. A call that a panic ended is not given back: discard
+// (call.go) drops it from the cell that holds it, which keeps the next
+// call given back on its P.
 var (
 	pool  = sync.Pool{New: func() any { c := new(call); c.wrap.c = c; return c }}
 	cells [cacheCells]cacheCell
