@@ -81,3 +81,49 @@ func TestFastHooksAreAllow(t *testing.T) {
 		t.Fatalf("slow-call breaker: Admit = %v, %v, %v", e, done != nil, err)
 	}
 }
+
+// TestFastAdmitFirstIsAdmit checks the hook retry's fused first attempt
+// admits with (internal/fastpath): AdmitFirst answers as Admit does, but
+// for an open breaker's refusal, which is the call's final error, the
+// prebuilt *retry.Error that Refusal gives for Admit's ErrOpen.
+func TestFastAdmitFirstIsAdmit(t *testing.T) {
+	f := clocktest.NewFake()
+	for _, c := range []struct {
+		name string
+		b    *Breaker
+	}{
+		{"closed, consecutive", New(Config{ConsecutiveFailures: 3, OpenTimeout: time.Second, Clock: f})},
+		{"closed, window", New(Config{Window: Window{Calls: 10, FailureRatio: 0.5}, Clock: f})},
+		{"closed, slow calls timed", New(Config{Window: Window{Calls: 10, FailureRatio: 0.5, SlowCallDuration: time.Second}, Clock: f})},
+		{"open, fake clock", tripped(New(Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, Clock: f}))},
+		{"nil", nil},
+	} {
+		p := unsafe.Pointer(c.b)
+		e1, d1, err1 := fastpath.Breaker.Admit(p)
+		e2, d2, err2 := fastpath.Breaker.AdmitFirst(p)
+		if e1 != e2 || (d1 == nil) != (d2 == nil) || err1 != err2 {
+			t.Errorf("%s: AdmitFirst = %v, %v, %v; Admit = %v, %v, %v", c.name, e2, d2 != nil, err2, e1, d1 != nil, err1)
+		}
+	}
+	// On the real clock an open breaker refuses without Allow: the
+	// refusal is the one Do returns.
+	o := tripped(New(Config{ConsecutiveFailures: 1, OpenTimeout: time.Hour}))
+	po := unsafe.Pointer(o)
+	_, _, admitted := fastpath.Breaker.Admit(po)
+	e, done, err := fastpath.Breaker.AdmitFirst(po)
+	if e != nil || done != nil || err == nil || err != fastpath.Breaker.Refusal(po, admitted) || err != error(o.refusedOpen) {
+		t.Fatalf("open breaker: AdmitFirst = %v, %v, %v, want the prebuilt refusal %v", e, done != nil, err, o.refusedOpen)
+	}
+	// Without a prebuilt refusal (not made by New) Allow is asked.
+	o.refusedOpen = nil
+	if e, done, err := fastpath.Breaker.AdmitFirst(po); e != nil || done != nil || err != nil {
+		t.Fatalf("open breaker without a prebuilt refusal: AdmitFirst = %v, %v, %v, want the caller to ask Allow", e, done != nil, err)
+	}
+}
+
+// tripped opens b with one failure (b trips at one) and returns it.
+func tripped(b *Breaker) *Breaker {
+	done, _ := b.Allow()
+	done(errors.New("fail"))
+	return b
+}

@@ -167,51 +167,59 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		return runPlain(ctx, p, op)
 	}
 	// The types checked after the context's Err, the last user code
-	// before the attempt; the data words read once.
-	if !fusable(p) {
+	// before the attempt (fusable, written out); the data words read once.
+	bw, uw := fastpath.TypeWord(unsafe.Pointer(&p.Breaker)), fastpath.TypeWord(unsafe.Pointer(&p.Budget))
+	if bw != fastpath.Breaker.Tab.Load() && bw != 0 {
+		return runTold(ctx, p, op)
+	}
+	if uw != fastpath.Budget.Tab.Load() && uw != 0 {
 		return runTold(ctx, p, op)
 	}
 	bp, rp := fastpath.DataWord(unsafe.Pointer(&p.Breaker)), fastpath.DataWord(unsafe.Pointer(&p.Budget))
-	hasBudget := p.Budget != nil
 	var e unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
 	var done func(error)
-	if p.Breaker != nil {
+	if bw != 0 {
 		var refused error
-		if e, done, refused = fastpath.Breaker.Admit(bp); done == nil && refused == nil {
-			done, refused = p.Breaker.Allow() // the *breaker.Breaker checked: only Admit, a leaf, ran since
-		}
-		if refused != nil {
+		if e, done, refused = fastpath.Breaker.AdmitFirst(bp); done == nil {
 			var zero T
-			// refuse, written out, as run does: *breaker.Breaker is a
-			// PrebuiltRefusal
-			if err := fastpath.Breaker.Refusal(bp, refused); err != nil {
-				return zero, err
+			if refused != nil {
+				return zero, refused // refuse, written out: the breaker's prebuilt *Error
 			}
-			return zero, refuseNew(ctx, p, refused)
+			// the *breaker.Breaker checked: only AdmitFirst, a leaf, ran since
+			if done, refused = p.Breaker.Allow(); refused != nil {
+				// refuse, written out, as run does: *breaker.Breaker is
+				// a PrebuiltRefusal
+				if err := fastpath.Breaker.Refusal(bp, refused); err != nil {
+					return zero, err
+				}
+				return zero, refuseNew(ctx, p, refused)
+			}
 		}
 	}
-	g := p // as first's: nil once the budget is to hear the attempt's end
+	// g.p is p until the budget is to hear the attempt's end, as first's
+	// g, and nil from then on; g.done is nil once the breaker was told.
+	g := firstGuard{p: p, ctx: ctx, done: done}
 	defer func() {
-		if g != nil {
-			firstPanicked(ctx, g, done, recover())
+		if g.p != nil {
+			firstPanicked(g.ctx, g.p, g.done, recover())
 		}
 	}()
 	v, err := op(ctx)
-	if err == nil && (e != nil || done == nil) {
-		g = nil // nothing below calls user code
+	if err == nil && (e != nil || g.done == nil) {
+		g.p = nil // nothing below calls user code
 		// stripe.Hint, after op (the goroutine may have moved), written out
 		h := stripe.Pin() & (stripe.N - 1)
 		stripe.Unpin()
 		if e != nil && fastpath.Breaker.Succeed(bp, e, h) {
 			fastpath.Breaker.EndStreak(bp, e)
 		}
-		if hasBudget && fastpath.Budget.FirstOK(rp, h) {
+		if rp != nil && fastpath.Budget.FirstOK(rp, h) {
 			fastpath.Budget.Refill(rp, h)
 		}
 		return v, nil
 	}
-	if d := done; d != nil {
-		done = nil // told: the guard does not tell it again
+	if d := g.done; d != nil {
+		g.done = nil // told: the guard does not tell it again
 		d(err)
 	}
 	if b := p.Budget; b != nil { // an interface call: op may have changed p
@@ -219,20 +227,32 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		if err != nil {
 			berr = budgetErr(ctx, p, err) // Classify, which may panic
 		}
-		g = nil
+		g.p = nil
 		b.Record(false, berr)
 	}
-	g = nil
+	g.p = nil
 	if err == nil {
 		return v, nil
 	}
 	return guarded(ctx, p, op, v, err)
 }
 
+// firstGuard is what fused's guard needs to report a first attempt whose
+// op, breaker's done or Classify panicked (firstPanicked): p is nil once
+// nothing is left to report.
+type firstGuard struct {
+	p    *Policy
+	ctx  context.Context
+	done func(error)
+}
+
 // budgetErr is the error the budget hears for a first attempt of a call
 // under p (without groups) that failed with err, as Call.budgetErr gives
 // it. Call.budgetErr reads only the Policy (retryable), so the Call needs
-// no setup: no Clock read, no CallStart, no tracker look-up.
+// no setup: no Clock read, no CallStart, no tracker look-up. It is kept
+// out of line, so that its Call is not in the frame of fused, its caller.
+//
+//go:noinline
 func budgetErr(ctx context.Context, p *Policy, err error) error {
 	c := Call{ctx: ctx, p: p}
 	return c.budgetErr(err)

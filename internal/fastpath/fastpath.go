@@ -41,6 +41,13 @@ var Breaker struct {
 	// success of the attempt may be counted by Succeed instead of
 	// done(nil); e is nil otherwise.
 	Admit func(b unsafe.Pointer) (e unsafe.Pointer, done func(error), err error)
+	// AdmitFirst is Admit for the first attempt of a call that nobody
+	// observes, as retry.Do makes it: it returns what Admit returns,
+	// except that where Admit refuses the attempt with the open state's
+	// error, AdmitFirst returns, with done nil, the error the call ends
+	// with, b's prebuilt RefusalError of it (a *retry.Error). A breaker
+	// without one is left to Allow (done and err nil), as a half-open one.
+	AdmitFirst func(b unsafe.Pointer) (e unsafe.Pointer, done func(error), refusal error)
 	// Succeed counts the success of an attempt that Admit admitted in
 	// state e, in the cell of hint (a stripe.Hint), as done(nil) does,
 	// except that when it reports true the caller must call EndStreak(b,
