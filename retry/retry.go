@@ -168,14 +168,15 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 	}
 	// The types checked after the context's Err, the last user code
 	// before the attempt (fusable, written out); the data words read once.
-	bw, uw := fastpath.TypeWord(unsafe.Pointer(&p.Breaker)), fastpath.TypeWord(unsafe.Pointer(&p.Budget))
+	br, bu := (*fastpath.Iface)(unsafe.Pointer(&p.Breaker)), (*fastpath.Iface)(unsafe.Pointer(&p.Budget))
+	bw, uw := br.Tab, bu.Tab
 	if bw != fastpath.Breaker.Tab.Load() && bw != 0 {
 		return runTold(ctx, p, op)
 	}
 	if uw != fastpath.Budget.Tab.Load() && uw != 0 {
 		return runTold(ctx, p, op)
 	}
-	bp, rp := fastpath.DataWord(unsafe.Pointer(&p.Breaker)), fastpath.DataWord(unsafe.Pointer(&p.Budget))
+	bp, rp := br.Data, bu.Data
 	var e unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
 	var done func(error)
 	if bw != 0 {

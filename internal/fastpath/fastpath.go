@@ -78,6 +78,16 @@ var Budget struct {
 	Refill func(r unsafe.Pointer, hint int)
 }
 
+// Iface is the layout of an interface value (any interface type, not the
+// empty interface): a pointer to a retry.Breaker or a retry.Budget may be
+// read as a *Iface. TypeWord and DataWord read the same words; a hot path
+// may read them through an *Iface, which is no call, to keep its code
+// free of the marks the compiler leaves for inlined calls.
+type Iface struct {
+	Tab  uintptr        // the type word: 0 when the value is nil
+	Data unsafe.Pointer // the data word: the pointer held, for a pointer type
+}
+
 // TypeWord returns the type word of the interface value at p (any
 // interface type, not the empty interface): 0 when it is nil.
 func TypeWord(p unsafe.Pointer) uintptr { return *(*uintptr)(p) }
