@@ -69,6 +69,15 @@ func init() {
 	fastpath.Breaker.Succeed = fastSucceed
 	fastpath.Breaker.EndStreak = fastEndStreak
 	fastpath.Breaker.Refusal = fastRefusal
+	var b Breaker
+	fastpath.Breaker.Cur = unsafe.Offsetof(b.cur)
+	fastpath.Breaker.Successes = fastpath.Counter{
+		Off:    unsafe.Offsetof(b.stripes) + uintptr(unsafe.Pointer(&b.stripes.At(0).successes)) - uintptr(unsafe.Pointer(&b.stripes)),
+		Stride: uintptr(unsafe.Pointer(b.stripes.At(1))) - uintptr(unsafe.Pointer(b.stripes.At(0))),
+	}
+	fastpath.Breaker.Streak = unsafe.Offsetof(b.streak)
+	var e epoch
+	fastpath.Breaker.Fast, fastpath.Breaker.Done = unsafe.Offsetof(e.fast), unsafe.Offsetof(e.done)
 	fastpath.Breaker.Tab.Store(fastpath.TypeWord(unsafe.Pointer(&x))) // last: it publishes the functions
 }
 
