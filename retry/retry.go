@@ -273,10 +273,7 @@ type firstGuard struct {
 // budgetErr is the error the budget hears for a first attempt of a call
 // under p (without groups) that failed with err, as Call.budgetErr gives
 // it. Call.budgetErr reads only the Policy (retryable), so the Call needs
-// no setup: no Clock read, no CallStart, no tracker look-up. It is kept
-// out of line, so that its Call is not in the frame of fused, its caller.
-//
-//go:noinline
+// no setup: no Clock read, no CallStart, no tracker look-up.
 func budgetErr(ctx context.Context, p *Policy, err error) error {
 	c := Call{ctx: ctx, p: p}
 	return c.budgetErr(err)
