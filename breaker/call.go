@@ -65,9 +65,19 @@ func (b *Breaker) bindDone(e *epoch) {
 func init() {
 	var x retry.Breaker = (*Breaker)(nil)
 	fastpath.Breaker.Admit = fastAdmit
+	fastpath.Breaker.AdmitFirst = fastAdmitFirst
 	fastpath.Breaker.Succeed = fastSucceed
 	fastpath.Breaker.EndStreak = fastEndStreak
 	fastpath.Breaker.Refusal = fastRefusal
+	var b Breaker
+	fastpath.Breaker.Cur = unsafe.Offsetof(b.cur)
+	fastpath.Breaker.Successes = fastpath.Counter{
+		Off:    unsafe.Offsetof(b.stripes) + uintptr(unsafe.Pointer(&b.stripes.At(0).successes)) - uintptr(unsafe.Pointer(&b.stripes)),
+		Stride: uintptr(unsafe.Pointer(b.stripes.At(1))) - uintptr(unsafe.Pointer(b.stripes.At(0))),
+	}
+	fastpath.Breaker.Streak = unsafe.Offsetof(b.streak)
+	var e epoch
+	fastpath.Breaker.Fast, fastpath.Breaker.Done = unsafe.Offsetof(e.fast), unsafe.Offsetof(e.done)
 	fastpath.Breaker.Tab.Store(fastpath.TypeWord(unsafe.Pointer(&x))) // last: it publishes the functions
 }
 
@@ -89,6 +99,26 @@ func fastAdmit(p unsafe.Pointer) (unsafe.Pointer, func(error), error) {
 		return nil, e.done, nil
 	case e.state == Open && !e.due.Load():
 		return nil, nil, ErrOpen // as Allow: no clock read
+	}
+	return nil, nil, nil
+}
+
+// fastAdmitFirst is fastAdmit for retry's first attempt of a call nobody
+// observes (internal/fastpath): an open breaker's refusal is the call's
+// final error, the prebuilt *retry.Error RefusalError gives for ErrOpen.
+func fastAdmitFirst(p unsafe.Pointer) (unsafe.Pointer, func(error), error) {
+	b := (*Breaker)(p)
+	if b == nil {
+		return nil, nil, nil
+	}
+	e := b.cur.Load()
+	switch {
+	case e.fast:
+		return unsafe.Pointer(e), e.done, nil
+	case e.done != nil:
+		return nil, e.done, nil
+	case e.state == Open && !e.due.Load() && b.refusedOpen != nil:
+		return nil, nil, b.refusedOpen // as Allow, then RefusalError(ErrOpen)
 	}
 	return nil, nil, nil
 }

@@ -378,6 +378,13 @@ func init() {
 	var x retry.Budget = (*Ratio)(nil)
 	fastpath.Budget.FirstOK = fastFirstOK
 	fastpath.Budget.Refill = fastRefill
+	var r Ratio
+	fastpath.Budget.FirstOKs = fastpath.Counter{
+		Off:    unsafe.Offsetof(r.cells) + uintptr(unsafe.Pointer(&r.cells.At(0).firstOK)) - uintptr(unsafe.Pointer(&r.cells)),
+		Stride: uintptr(unsafe.Pointer(r.cells.At(1))) - uintptr(unsafe.Pointer(r.cells.At(0))),
+	}
+	fastpath.Budget.Tokens = unsafe.Offsetof(r.tokens)
+	fastpath.Budget.Max = unsafe.Offsetof(r.p) + unsafe.Offsetof(r.p.max)
 	fastpath.Budget.Tab.Store(fastpath.TypeWord(unsafe.Pointer(&x))) // last: it publishes the functions
 }
 

@@ -181,6 +181,38 @@ func TestFusedNilBreakerAndBudget(t *testing.T) {
 	}
 }
 
+// TestFusedNilBreakerTellsTheBudget: a nil *breaker.Breaker admits every
+// attempt and hears nothing, and the Ratio beside it hears each first
+// attempt as without a breaker: a success, a failure, a panic.
+func TestFusedNilBreakerTellsTheBudget(t *testing.T) {
+	bu := budget.NewRatio(budget.RatioConfig{MaxTokens: 10, InitialTokens: 5, Refill: 0.1, FailureCost: 1})
+	p := &retry.Policy{MaxAttempts: 1, Breaker: (*breaker.Breaker)(nil), Budget: bu}
+	ctx := context.Background()
+	if v, err := retry.Do(ctx, p, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil {
+		t.Fatalf("Do = %d, %v", v, err)
+	}
+	if s := bu.Stats(); s.Requests != 1 || s.Deposits != 1 {
+		t.Fatalf("after a success: budget stats %+v, want 1 request, 1 deposit", s)
+	}
+	if _, err := retry.Do(ctx, p, func(context.Context) (int, error) { return 0, errFlaky }); !errors.Is(err, errFlaky) {
+		t.Fatalf("Do = %v, want %v", err, errFlaky)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the op's panic", r)
+			}
+		}()
+		retry.Do(ctx, p, func(context.Context) (int, error) { panic("boom") })
+	}()
+	if s := bu.Stats(); s.Requests != 3 || s.Deposits != 1 {
+		t.Fatalf("after a failure and a panic: budget stats %+v, want 3 requests, 1 deposit", s)
+	}
+	if got := bu.Available(); got < 3.099 || got > 3.101 {
+		t.Errorf("budget holds %v tokens, want 3.1 (5 + 0.1 - 1 - 1)", got)
+	}
+}
+
 // TestFusedParallelCounts runs the fused path from many goroutines and
 // checks that no success or failure is lost by the breaker's and the
 // budget's striped counters.

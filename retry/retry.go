@@ -141,18 +141,22 @@ func fusableWords(br *Breaker, bu *Budget) bool {
 
 // fused is run for a Policy with a breaker or a budget; one that fusable
 // does not accept goes on as runTold. For the others, the first attempt as
-// first makes it, with the breaker's Allow written out
-// (fastpath.Breaker.Admit), and, when the attempt succeeds and the breaker
-// is closed, counting consecutive failures, or there is no breaker, the
+// first makes it, with the breaker's Allow written out (fastpath.Current,
+// Fast and DoneOf for a closed breaker counting consecutive failures,
+// fastpath.Breaker.AdmitFirst otherwise; a nil *breaker.Breaker, whose
+// Allow admits every attempt with a done that does nothing, is told
+// nothing), and, when the attempt succeeds and the breaker is closed,
+// counting consecutive failures, or there is no breaker to tell, the
 // breaker's done and the budget's Record are the fastpath functions that
-// do their work with one stripe.Hint for both. A Policy that needs more
-// set up around its first attempt, or a context that has ended, goes to
-// runPlain; a refusal is answered as run answers it. Otherwise it goes on
-// as first: the breaker and the budget hear how the attempt ended, and a
-// failure goes on to guarded. An op, a breaker's done (a listener's panic
-// re-raised) or a Classify that panics (or calls runtime.Goexit) is
-// reported as a failed attempt, to the breaker unless it heard the attempt
-// end and to the budget, before the panic goes on.
+// do their work with one stripe.Hint for both (IsCurrent and AddSuccess,
+// AddFirstOK). A Policy that needs more set up around its first attempt,
+// or a context that has ended, goes to runPlain; a refusal is answered as
+// run answers it. Otherwise it goes on as first: the breaker and the
+// budget hear how the attempt ended, and a failure goes on to guarded. An
+// op, a breaker's done (a listener's panic re-raised) or a Classify that
+// panics (or calls runtime.Goexit) is reported as a failed attempt, to the
+// breaker unless it heard the attempt end and to the budget, before the
+// panic goes on.
 //
 // The Breaker's and the Budget's types are checked again after the last
 // call of user code before the attempt (the context's Err), and their
@@ -167,51 +171,79 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		return runPlain(ctx, p, op)
 	}
 	// The types checked after the context's Err, the last user code
-	// before the attempt; the data words read once.
-	if !fusable(p) {
+	// before the attempt (fusable, written out); the data words read once.
+	br, bu := (*fastpath.Iface)(unsafe.Pointer(&p.Breaker)), (*fastpath.Iface)(unsafe.Pointer(&p.Budget))
+	bw, uw := br.Tab, bu.Tab
+	if bw != fastpath.Breaker.Tab.Load() && bw != 0 {
 		return runTold(ctx, p, op)
 	}
-	bp, rp := fastpath.DataWord(unsafe.Pointer(&p.Breaker)), fastpath.DataWord(unsafe.Pointer(&p.Budget))
-	hasBudget := p.Budget != nil
-	var e unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
+	if uw != fastpath.Budget.Tab.Load() && uw != 0 {
+		return runTold(ctx, p, op)
+	}
+	bp, rp := br.Data, bu.Data
+	var e unsafe.Pointer // the breaker's closed state, when its success may be counted by AddSuccess
 	var done func(error)
-	if p.Breaker != nil {
-		var refused error
-		if e, done, refused = fastpath.Breaker.Admit(bp); done == nil && refused == nil {
-			done, refused = p.Breaker.Allow() // the *breaker.Breaker checked: only Admit, a leaf, ran since
-		}
-		if refused != nil {
-			var zero T
-			// refuse, written out, as run does: *breaker.Breaker is a
-			// PrebuiltRefusal
-			if err := fastpath.Breaker.Refusal(bp, refused); err != nil {
-				return zero, err
+	// No Breaker (data word nil) or a nil *breaker.Breaker, which admits
+	// every attempt with a done that does nothing: none to tell.
+	if bp != nil {
+		// fastpath.Breaker.AdmitFirst, its closed state inlined
+		if e = fastpath.Current(bp); fastpath.Fast(e) {
+			done = fastpath.DoneOf(e)
+		} else {
+			var refused error
+			if e, done, refused = fastpath.Breaker.AdmitFirst(bp); done == nil {
+				var zero T
+				if refused != nil {
+					return zero, refused // refuse, written out: the breaker's prebuilt *Error
+				}
+				// the *breaker.Breaker checked: only AdmitFirst, a leaf, ran since
+				if done, refused = p.Breaker.Allow(); refused != nil {
+					// refuse, written out, as run does: *breaker.Breaker is
+					// a PrebuiltRefusal
+					if err := fastpath.Breaker.Refusal(bp, refused); err != nil {
+						return zero, err
+					}
+					return zero, refuseNew(ctx, p, refused)
+				}
 			}
-			return zero, refuseNew(ctx, p, refused)
 		}
 	}
-	g := p // as first's: nil once the budget is to hear the attempt's end
+	// g.p is p until the budget is to hear the attempt's end, as first's
+	// g, and nil from then on; g.done is nil once the breaker was told.
+	g := firstGuard{p: p, ctx: ctx, done: done}
 	defer func() {
-		if g != nil {
-			firstPanicked(ctx, g, done, recover())
+		if g.p != nil {
+			firstPanicked(g.ctx, g.p, g.done, recover())
 		}
 	}()
 	v, err := op(ctx)
-	if err == nil && (e != nil || done == nil) {
-		g = nil // nothing below calls user code
+	if err == nil && e != nil {
+		g.p = nil // nothing below calls user code
 		// stripe.Hint, after op (the goroutine may have moved), written out
 		h := stripe.Pin() & (stripe.N - 1)
 		stripe.Unpin()
-		if e != nil && fastpath.Breaker.Succeed(bp, e, h) {
+		// fastpath.Breaker.Succeed and fastpath.Budget.FirstOK, inlined
+		if fastpath.IsCurrent(bp, e) && fastpath.AddSuccess(bp, h) {
 			fastpath.Breaker.EndStreak(bp, e)
 		}
-		if hasBudget && fastpath.Budget.FirstOK(rp, h) {
+		if rp != nil && fastpath.AddFirstOK(rp, h) {
 			fastpath.Budget.Refill(rp, h)
 		}
 		return v, nil
 	}
-	if d := done; d != nil {
-		done = nil // told: the guard does not tell it again
+	if err == nil && g.done == nil { // no breaker to tell: the budget's, as above
+		g.p = nil
+		if rp != nil {
+			h := stripe.Pin() & (stripe.N - 1)
+			stripe.Unpin()
+			if fastpath.AddFirstOK(rp, h) {
+				fastpath.Budget.Refill(rp, h)
+			}
+		}
+		return v, nil
+	}
+	if d := g.done; d != nil {
+		g.done = nil // told: the guard does not tell it again
 		d(err)
 	}
 	if b := p.Budget; b != nil { // an interface call: op may have changed p
@@ -219,14 +251,23 @@ func fused[T any](ctx context.Context, p *Policy, op func(context.Context) (T, e
 		if err != nil {
 			berr = budgetErr(ctx, p, err) // Classify, which may panic
 		}
-		g = nil
+		g.p = nil
 		b.Record(false, berr)
 	}
-	g = nil
+	g.p = nil
 	if err == nil {
 		return v, nil
 	}
 	return guarded(ctx, p, op, v, err)
+}
+
+// firstGuard is what fused's guard needs to report a first attempt whose
+// op, breaker's done or Classify panicked (firstPanicked): p is nil once
+// nothing is left to report.
+type firstGuard struct {
+	p    *Policy
+	ctx  context.Context
+	done func(error)
 }
 
 // budgetErr is the error the budget hears for a first attempt of a call
