@@ -221,11 +221,15 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		}
 	} else {
 		fz.bp, fz.rp = fastpath.DataWord(unsafe.Pointer(&p.Breaker)), fastpath.DataWord(unsafe.Pointer(&p.Budget))
-		fz.hasBudget = uw != 0
 		if bw != 0 {
 			var done func(error)
 			var refused error
-			if fz.e, done, refused = fastpath.Breaker.Admit(fz.bp); done == nil && refused == nil {
+			if fz.bp != nil && fastpath.Fast(fastpath.Current(fz.bp)) {
+				// fastpath.Breaker.Admit, its closed state inlined as
+				// retry's fused inlines it
+				fz.e = fastpath.Current(fz.bp)
+				done = fastpath.DoneOf(fz.e)
+			} else if fz.e, done, refused = fastpath.Breaker.Admit(fz.bp); done == nil && refused == nil {
 				done, refused = p.Breaker.Allow() // the *breaker.Breaker checked: only Admit, a leaf, ran since
 			}
 			if refused != nil {
@@ -365,10 +369,12 @@ round:
 		// goroutine may have moved), written out.
 		hint := stripe.Pin() & (stripe.N - 1)
 		stripe.Unpin()
-		if fz.e != nil && fastpath.Breaker.Succeed(fz.bp, fz.e, hint) {
+		// fastpath.Breaker.Succeed and fastpath.Budget.FirstOK, inlined
+		// as retry's fused inlines them
+		if fz.e != nil && fastpath.IsCurrent(fz.bp, fz.e) && fastpath.AddSuccess(fz.bp, hint) {
 			fastpath.Breaker.EndStreak(fz.bp, fz.e)
 		}
-		if fz.hasBudget && fastpath.Budget.FirstOK(fz.rp, hint) {
+		if fz.rp != nil && fastpath.AddFirstOK(fz.rp, hint) {
 			fastpath.Budget.Refill(fz.rp, hint)
 		}
 	} else {

@@ -15,11 +15,10 @@ import (
 // functions are only ever given these words, whatever op does to the
 // Policy.
 type fusedFirst struct {
-	bp, rp    unsafe.Pointer // the Breaker's and the Budget's data words
-	e         unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
-	ok        bool           // do began the attempt so
-	done      bool           // the breaker gave a done function
-	hasBudget bool
+	bp, rp unsafe.Pointer // the Breaker's and the Budget's data words
+	e      unsafe.Pointer // the breaker's closed state, when fastpath.Breaker.Succeed may count a success
+	ok     bool           // do began the attempt so
+	done   bool           // the breaker gave a done function
 }
 
 // inlineFirst reports whether a first attempt under p needs nothing set
