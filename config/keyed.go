@@ -156,7 +156,15 @@ func (d *decoder) checkKeys(p *PolicySpec, n *yaml.Node, path string) {
 		return ks
 	}
 	if p.Breaker != nil {
-		p.Breaker.Keys = visit("breaker", valueOf(n, "breaker"))
+		bn := valueOf(n, "breaker")
+		p.Breaker.Keys = visit("breaker", bn)
+		if msg := keyedWindowProblem(p.Breaker); msg != "" {
+			at := valueOf(bn, "calls")
+			if at == nil {
+				at = bn
+			}
+			d.fail(at, join(path, "breaker.calls"), "%s", msg)
+		}
 	}
 	if p.Budget != nil {
 		p.Budget.Keys = visit("budget", valueOf(n, "budget"))
@@ -441,22 +449,4 @@ func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 	}
 	takeOver(g, keys)
 	st.adaptives, st.adaptivesKey = g, key
-}
-
-// checkKeySpecs refuses a policy whose per-key sizes keyed.Config refuses
-// (a File built in code; Parse refuses them with their line), naming the
-// block.
-func checkKeySpecs(file, name string, s *PolicySpec) error {
-	for _, k := range []struct {
-		field string
-		ks    *KeySpec
-	}{{"breaker", s.breakerKeys()}, {"budget", s.budgetKeys()}, {"nested.budget", s.nestedKeys()}, {"limiter", s.limiterKeys()}, {"hedge", s.hedgeKeys()}} {
-		if k.ks == nil {
-			continue
-		}
-		if err := (kg.Config{MaxKeys: k.ks.MaxKeys, Idle: k.ks.Idle}).Validate(); err != nil {
-			return &Error{[]Problem{{File: file, Path: "policies." + name + "." + k.field, Msg: err.Error()}}}
-		}
-	}
-	return nil
 }

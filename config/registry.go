@@ -441,6 +441,9 @@ func (r *Registry) apply(f *File) error {
 	if err := r.check(f); err != nil {
 		return err
 	}
+	if err := checkSpecs(f); err != nil {
+		return err
+	}
 	plan, err := r.build(f)
 	if err != nil {
 		return err
@@ -681,10 +684,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		s := f.Policies[name]
-		if err := checkKeySpecs(f.name, name, s); err != nil {
-			return nil, err
-		}
+		s := f.Policies[name] // checked by checkSpecs
 		var b backoff.Strategy
 		if s.Preset != "" && s.Backoff.Strategy == "" {
 			_, b = presetRules(s.Preset)
@@ -839,8 +839,10 @@ func (st handleState) store() {
 // called with r.mu held.
 func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 	var spec *PolicySpec
+	var name string // spec's key under f.Policies, which built uses too
 	if f != nil {
-		name, ok := f.Operations[h.name]
+		var ok bool
+		name, ok = f.Operations[h.name]
 		if !ok {
 			if _, isPolicy := f.Policies[h.name]; isPolicy {
 				name = h.name
@@ -851,8 +853,8 @@ func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 		spec = f.Policies[name]
 	}
 	p := &retry.Policy{Clock: r.opts.Clock, Observer: r.opts.Observer}
-	if spec != nil && built[spec.Name] != nil {
-		cp := *built[spec.Name]
+	if spec != nil && built[name] != nil {
+		cp := *built[name]
 		p = &cp
 	}
 	p.Operation = h.name
