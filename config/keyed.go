@@ -290,15 +290,13 @@ func keepPart[T any](b *buildPlan, r *Registry, cur map[string]keyed[T], name, k
 	if ks == nil {
 		return keep(b, cur, name, key, one)
 	}
-	full := key + "\x00" + ks.String()
+	full, space := key+"\x00"+ks.String(), keySpace(key, ks)
 	if old, ok := cur[name]; ok && old.key == full {
 		return old, nil
 	}
 	var old T
-	if o, ok := cur[name]; ok {
-		if member, _, _ := strings.Cut(o.key, "\x00"); member == key {
-			old = o.v
-		}
+	if o, ok := cur[name]; ok && o.space == space {
+		old = o.v
 	}
 	g, closeFn, err := newGroup(r.keyConfig(ks), old, func() T {
 		v, _, _ := one() // local members: no error, and the group stops them
@@ -310,7 +308,16 @@ func keepPart[T any](b *buildPlan, r *Registry, cur map[string]keyed[T], name, k
 	if closeFn != nil {
 		b.fresh = append(b.fresh, closeFn)
 	}
-	return keyed[T]{key: full, v: g, close: closeFn}, nil
+	return keyed[T]{key: full, space: space, v: g, close: closeFn}, nil
+}
+
+// keySpace identifies what the members of a keyed part are and which
+// keys they are kept under: their settings (member) and ks.Per. A new
+// group takes over an old group's members only when their key spaces are
+// equal: after a change of per (host to method), the old members' keys
+// are keys no call carries any more.
+func keySpace(member string, ks *KeySpec) string {
+	return member + "\x00per=" + ks.Per
 }
 
 // groupMaker makes the group of a keyed part (see keepPart).
@@ -431,13 +438,13 @@ func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (
 func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 	h := st.h
 	member := adaptiveKey(s.Adaptive)
-	key := member + "\x00" + s.Keys.String()
+	key, space := member+"\x00"+s.Keys.String(), keySpace(member, s.Keys)
 	if h.adaptives != nil && h.adaptivesKey == key {
-		st.adaptives, st.adaptivesKey = h.adaptives, key
+		st.adaptives, st.adaptivesKey, st.adaptivesSpace = h.adaptives, key, space
 		return
 	}
 	var prev *kg.Group[*hedge.Adaptive]
-	if m, _, _ := strings.Cut(h.adaptivesKey, "\x00"); h.adaptives != nil && m == member {
+	if h.adaptives != nil && h.adaptivesSpace == space {
 		prev = h.adaptives
 	}
 	c := *s.Adaptive
@@ -448,5 +455,5 @@ func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 		panic("config: " + err.Error())
 	}
 	takeOver(g, keys)
-	st.adaptives, st.adaptivesKey = g, key
+	st.adaptives, st.adaptivesKey, st.adaptivesSpace = g, key, space
 }

@@ -221,6 +221,7 @@ type opWatch struct {
 // if not nil, stops it when a reload drops it.
 type keyed[T any] struct {
 	key   string
+	space string // a keyed part's key space (keySpace); "" unkeyed
 	v     T
 	close func()
 }
@@ -237,8 +238,9 @@ type Handle struct {
 	adaptiveKey string
 	// adaptives is the per-key Adaptive delays of a hedge block with
 	// per (keyed.go), guarded by the Registry's mu.
-	adaptives    *kg.Group[*hedge.Adaptive]
-	adaptivesKey string
+	adaptives      *kg.Group[*hedge.Adaptive]
+	adaptivesKey   string
+	adaptivesSpace string // its keySpace
 }
 
 // Policy returns the current policy. It is never nil: a name the file
@@ -815,21 +817,22 @@ func (r *Registry) newBreaker(file, field, name string, s *BreakerSpec) (retry.B
 
 // handleState is what a handle will serve once a file is in force.
 type handleState struct {
-	h            *Handle
-	p            *retry.Policy
-	spec         *PolicySpec
-	hedger       *hedge.Hedger
-	adaptive     *hedge.Adaptive
-	adaptiveKey  string
-	adaptives    *kg.Group[*hedge.Adaptive]
-	adaptivesKey string
+	h              *Handle
+	p              *retry.Policy
+	spec           *PolicySpec
+	hedger         *hedge.Hedger
+	adaptive       *hedge.Adaptive
+	adaptiveKey    string
+	adaptives      *kg.Group[*hedge.Adaptive]
+	adaptivesKey   string
+	adaptivesSpace string // its keySpace
 }
 
 // store makes st what its handle serves.
 func (st handleState) store() {
 	h := st.h
 	h.adaptive, h.adaptiveKey = st.adaptive, st.adaptiveKey
-	h.adaptives, h.adaptivesKey = st.adaptives, st.adaptivesKey
+	h.adaptives, h.adaptivesKey, h.adaptivesSpace = st.adaptives, st.adaptivesKey, st.adaptivesSpace
 	h.spec.Store(st.spec)
 	h.p.Store(st.p)
 	h.hedger.Store(st.hedger)
