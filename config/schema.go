@@ -281,7 +281,7 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 		case "min_attempt_time":
 			p.MinAttemptTime = d.duration(v, fp)
 		case "max_retry_after":
-			p.MaxRetryAfter = d.duration(v, fp)
+			p.MaxRetryAfter = d.maxRetryAfter(v, fp)
 		case "backoff":
 			p.Backoff = d.backoff(v, fp)
 		case "retry_on":
@@ -341,6 +341,25 @@ func (d *decoder) maxAttempts(n *yaml.Node, path string) int {
 		return v
 	}
 	return retry.DefaultMaxAttempts
+}
+
+// maxRetryAfter reads max_retry_after: a duration (0: the default cap,
+// retry.DefaultMaxRetryAfter), or ignore (-1, retry.Policy's negative
+// MaxRetryAfter: server advice is ignored).
+func (d *decoder) maxRetryAfter(n *yaml.Node, path string) time.Duration {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		switch s := n.Value; {
+		case s == "ignore":
+			return -1
+		case s == "none":
+			d.fail(n, path, "none could mean no cap or no advice: write ignore to ignore server advice, or give the cap as a duration (left out: %v)", retry.DefaultMaxRetryAfter)
+			return 0
+		case strings.HasPrefix(s, "-"):
+			d.fail(n, path, "%q must not be negative (write ignore to ignore server advice)", s)
+			return 0
+		}
+	}
+	return d.duration(n, path)
 }
 
 func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
