@@ -396,6 +396,13 @@ func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 	if !strategyOK {
 		return b // reported by scalar
 	}
+	if b.Strategy == "constant" && baseNode == nil {
+		// backoff.Constant has no default wait: a base left out would
+		// retry at once, every client of a fleet in step. Like the other
+		// strategies, a constant backoff without base waits DefaultBase;
+		// only an explicit base: 0 asks for no wait.
+		b.Params.Base = backoff.DefaultBase
+	}
 	if _, ok := backoff.Lookup(b.Strategy); !ok {
 		d.fail(strategyNode, join(path, "strategy"), "%q is not a registered strategy (known: %s)", b.Strategy, strings.Join(backoff.Names(), ", "))
 		return b
