@@ -279,8 +279,9 @@ func HTTPMethodKey(req *http.Request) string {
 // keepPart is keep for a part that ks may split per key. Unkeyed (ks nil),
 // it is keep. Keyed, the part is a group of members built by one, kept
 // whole while both its member settings (key) and ks are unchanged; when
-// only ks changed (max_keys, idle), newGroup may take over the old group's
-// members, so surviving keys keep their state. newGroup makes the group
+// only max_keys or idle changed (the key space, keySpace, is the same),
+// newGroup may take over the old group's members, so surviving keys keep
+// their state. After a change of per it takes none over. newGroup makes the group
 // from a keyed.Config, the group in force with the same member settings
 // (the zero T when none) and a member build function, and returns the
 // group's close function (nil: nothing to stop), recorded as keep records
@@ -434,7 +435,7 @@ func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (
 // planAdaptives sets st's per-key Adaptive delays for the hedge block s
 // (s.Keys and s.Adaptive set): the handle's group, kept whole while its
 // settings are unchanged, or a new one that takes over the members of a
-// group with the same delay settings.
+// group with the same delay settings and per (keySpace).
 func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 	h := st.h
 	member := adaptiveKey(s.Adaptive)

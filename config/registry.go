@@ -402,7 +402,10 @@ func (r *Registry) reload(path string) error {
 // lists — must be listed in f's operations, be one of its policies, or be
 // covered by its default. Otherwise Apply returns an *Error naming each
 // such operation, reports it like an invalid file, and the old policies
-// keep serving. Applying the version in force does nothing. A panicking
+// keep serving. So it does, naming each field, for a File built in code
+// whose specs could not be built as given (see the package doc: a Name
+// other than its key, a config its Validate refuses, an unknown kind, a
+// keyed count window beyond MaxKeyedWindowBytes). Applying the version in force does nothing. A panicking
 // watch hook is handled as by Reload: nothing applied, counted as
 // rejected, the panic re-raised.
 func (r *Registry) Apply(f *File) error {
