@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,5 +29,16 @@ policies:
 				t.Errorf("%s: retry %d waits %v, want %v", name, n, d, want)
 			}
 		}
+	}
+}
+
+// TestConstantBackoffMaxBelowDefaultBase: a max below the default base
+// of a constant backoff without base is refused, saying the base is the
+// default (backoff.New refuses it, and the policy would otherwise get no
+// backoff of its own).
+func TestConstantBackoffMaxBelowDefaultBase(t *testing.T) {
+	_, err := Parse("p.yaml", []byte("policies: {a: {backoff: {strategy: constant, max: 50ms}}}"))
+	if err == nil || !strings.Contains(err.Error(), "policies.a.backoff.max: 50ms is below base 100ms (base left out: the default)") {
+		t.Fatalf("Parse = %v", err)
 	}
 }

@@ -420,7 +420,11 @@ func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 		return b
 	}
 	if b.Params.Max > 0 && b.Params.Base > b.Params.Max {
-		d.fail(maxNode, join(path, "max"), "%v is below base %v", b.Params.Max, b.Params.Base)
+		left := ""
+		if baseNode == nil {
+			left = " (base left out: the default)"
+		}
+		d.fail(maxNode, join(path, "max"), "%v is below base %v%s", b.Params.Max, b.Params.Base, left)
 		return b
 	}
 	if _, err := backoff.New(b.Strategy, b.Params); err != nil {
