@@ -11,10 +11,10 @@
 //	    max_elapsed: 10s           # whole-call allowance
 //	    attempt_timeout: 2s
 //	    min_attempt_time: 100ms    # stop when the deadline cannot hold wait + this
-//	    max_retry_after: 20s       # cap on Retry-After / gRPC pushback
+//	    max_retry_after: 20s       # cap on Retry-After / gRPC pushback; ignore: ignore server advice
 //	    backoff:
 //	      strategy: full_jitter    # any name registered with backoff.Register
-//	      base: 100ms
+//	      base: 100ms              # left out: 100ms (backoff.DefaultBase), constant included
 //	      max: 5s
 //	      multiplier: 2            # exponential strategies
 //	      step: 100ms              # linear
@@ -28,8 +28,8 @@
 //	      preset: ten_percent      #   max_tokens, initial_tokens, start_empty, refill, retry_refill,
 //	                               #   refund_retry_success, retry_cost, timeout_cost, failure_cost,
 //	                               #   throttle_cost, threshold
-//	      # kind: window           # window, ratio (0,1], min_retries_per_second, buckets
-//	      # kind: concurrency      # ratio (0,1], min_concurrency
+//	      # kind: window           # window, ratio (0,1] or none, min_retries_per_second (0 or none: no floor), buckets
+//	      # kind: concurrency      # ratio (0,1] or none, min_concurrency (0 or none: none)
 //	    breaker:                   # one of three kinds, plus open_timeout, max_open_timeout,
 //	      kind: time_window        #   open_timeout_multiplier, open_jitter, max_probes, success_threshold
 //	      window: 60s              # time_window: window, buckets, min_calls, failure_ratio (0,1],
@@ -67,7 +67,8 @@
 // breaker.Window.FailureRatio. The keys of earlier versions (percent,
 // failure_rate, slow_call_rate) are refused with their new name.
 //
-// Every setting of the Go API that is a value has a file form. Function
+// Every setting of the Go API that is a value has a file form, its
+// negative "none" values included (see Zero, none and left out). Function
 // fields have none, since a file cannot hold code: retry.Policy.Classify
 // (set Options.Classify, or use retry_on and a preset), Policy.Rand and
 // breaker.Config.Rand (the packages' default sources), breaker.Config's
@@ -83,6 +84,39 @@
 // max_attempts: unlimited (retry.Unlimited); bound such a policy with
 // max_elapsed or a budget. max_attempts: 0, which once meant no limit, is
 // refused: the file must say which it means.
+//
+// # Zero, none and left out
+//
+// A setting left out takes the Go API's default. A setting written as 0
+// means what it says, and is refused where it cannot, so that neither
+// ever means "no protection" or "no backoff", nor more retries than
+// written:
+//
+//   - min_retries_per_second: 0 (window budget) and min_concurrency: 0
+//     (concurrency budget), like min_requests: 0 (sre limiter), are no
+//     floor: the Go API's -1 (WindowConfig.MinRetriesPerSecond,
+//     ConcurrencyConfig.MinConcurrency, SREConfig.MinRequests); none
+//     spells the same for the two budgets. Left out: 10 per second, 3, 16.
+//   - ratio: none (window and concurrency budgets) is no share of
+//     requests, only the floor (Ratio -1); ratio: 0 is refused, pointing
+//     to none. Left out: 0.2.
+//   - initial_tokens: 0 (ratio budget) is a bucket that starts empty:
+//     RatioConfig.StartEmpty, whose InitialTokens 0 would be a full
+//     bucket. Beside start_empty: false it is refused.
+//   - budget.window: 0 is refused, like every other window's 0 (left
+//     out: 10s).
+//   - max_retry_after: ignore ignores server advice
+//     (retry.Policy.MaxRetryAfter -1); 0, or leaving it out, is the
+//     default cap, retry.DefaultMaxRetryAfter (30s). none is refused (no
+//     cap, or no advice?), and so are negative durations.
+//   - open_jitter: 0 is no jitter (breaker.Config.OpenJitter -1).
+//   - A built-in backoff strategy without base waits backoff.DefaultBase
+//     (100ms) first, constant included (backoff.Constant itself has no
+//     default and would retry at once); base: 0 means the same for the
+//     others, and for constant an explicit base: 0 asks for no wait.
+//
+// Negative numbers are refused where the file spells the value none or
+// ignore.
 //
 // A file must define at least one policy: policies: {} is refused, since
 // applying it would take every operation's budget and breaker away.
@@ -181,6 +215,10 @@
 // max_keys (1 to 10,000,000; left out: 1,000) bounds the live keys, and
 // idle (positive, at most MaxDuration; left out: 5m) is how long a key's
 // member may go unused before it is removed; both apply only with per.
+// A count-window breaker per key holds its whole window, one byte per
+// call, for each key from its first call: calls × max_keys is at most
+// MaxKeyedWindowBytes (1 GiB), and a block beyond it is refused, naming
+// both fields.
 // per: none, or leaving per out, is one part for every call. The keyed
 // parts of one policy must have the same per (a call carries one key); a
 // hedge per key needs adaptive. A shared part per key (shared: NAME with
@@ -199,7 +237,8 @@
 // Reloads keep keyed state like the rest: a group whose block is
 // unchanged is kept whole; one whose max_keys or idle alone changed is
 // rebuilt with the surviving keys' members, state and all; one whose
-// member settings changed starts every key afresh. A breaker group the
+// member settings or per changed starts every key afresh (a host key is
+// no method key). A breaker group the
 // reload drops (its block changed or removed) is closed once the new
 // policies are in force: its breakers are closed (their active probing
 // stops) unless the new group took them over; a call in flight keeps
@@ -278,7 +317,15 @@
 //
 // A Registry made with NewRegistry serves the zero Policy until Reload or
 // Apply succeeds (and says so in the log when a handle is asked for): use
-// it to apply a File built in code; for a file on disk, use Open.
+// it to apply a File built in code; for a file on disk, use Open. A File
+// built in code is checked before anything is built from it, every
+// problem at once as an *Error naming the field: a nil PolicySpec, a
+// PolicySpec.Name other than its key (an empty Name is the key), per-key
+// sizes keyed.Config refuses, a breaker, budget or limiter config its
+// Validate refuses, a budget or limiter kind that is not one, shared on
+// a budget not of kind ratio, throttle_on names that are not aws or
+// overload (or an empty list), and a keyed count window beyond
+// MaxKeyedWindowBytes.
 //
 // A file is applied all or nothing: its budgets, breakers and limiters
 // are built and handed to the watch hooks (Options.OnBudget, OnBreaker,

@@ -156,7 +156,15 @@ func (d *decoder) checkKeys(p *PolicySpec, n *yaml.Node, path string) {
 		return ks
 	}
 	if p.Breaker != nil {
-		p.Breaker.Keys = visit("breaker", valueOf(n, "breaker"))
+		bn := valueOf(n, "breaker")
+		p.Breaker.Keys = visit("breaker", bn)
+		if msg := keyedWindowProblem(p.Breaker); msg != "" {
+			at := valueOf(bn, "calls")
+			if at == nil {
+				at = bn
+			}
+			d.fail(at, join(path, "breaker.calls"), "%s", msg)
+		}
 	}
 	if p.Budget != nil {
 		p.Budget.Keys = visit("budget", valueOf(n, "budget"))
@@ -271,8 +279,9 @@ func HTTPMethodKey(req *http.Request) string {
 // keepPart is keep for a part that ks may split per key. Unkeyed (ks nil),
 // it is keep. Keyed, the part is a group of members built by one, kept
 // whole while both its member settings (key) and ks are unchanged; when
-// only ks changed (max_keys, idle), newGroup may take over the old group's
-// members, so surviving keys keep their state. newGroup makes the group
+// only max_keys or idle changed (the key space, keySpace, is the same),
+// newGroup may take over the old group's members, so surviving keys keep
+// their state. After a change of per it takes none over. newGroup makes the group
 // from a keyed.Config, the group in force with the same member settings
 // (the zero T when none) and a member build function, and returns the
 // group's close function (nil: nothing to stop), recorded as keep records
@@ -282,15 +291,13 @@ func keepPart[T any](b *buildPlan, r *Registry, cur map[string]keyed[T], name, k
 	if ks == nil {
 		return keep(b, cur, name, key, one)
 	}
-	full := key + "\x00" + ks.String()
+	full, space := key+"\x00"+ks.String(), keySpace(key, ks)
 	if old, ok := cur[name]; ok && old.key == full {
 		return old, nil
 	}
 	var old T
-	if o, ok := cur[name]; ok {
-		if member, _, _ := strings.Cut(o.key, "\x00"); member == key {
-			old = o.v
-		}
+	if o, ok := cur[name]; ok && o.space == space {
+		old = o.v
 	}
 	g, closeFn, err := newGroup(r.keyConfig(ks), old, func() T {
 		v, _, _ := one() // local members: no error, and the group stops them
@@ -302,7 +309,16 @@ func keepPart[T any](b *buildPlan, r *Registry, cur map[string]keyed[T], name, k
 	if closeFn != nil {
 		b.fresh = append(b.fresh, closeFn)
 	}
-	return keyed[T]{key: full, v: g, close: closeFn}, nil
+	return keyed[T]{key: full, space: space, v: g, close: closeFn}, nil
+}
+
+// keySpace identifies what the members of a keyed part are and which
+// keys they are kept under: their settings (member) and ks.Per. A new
+// group takes over an old group's members only when their key spaces are
+// equal: after a change of per (host to method), the old members' keys
+// are keys no call carries any more.
+func keySpace(member string, ks *KeySpec) string {
+	return member + "\x00per=" + ks.Per
 }
 
 // groupMaker makes the group of a keyed part (see keepPart).
@@ -419,17 +435,17 @@ func limiterGroup(kc kg.Config, old retry.Limiter, build func() retry.Limiter) (
 // planAdaptives sets st's per-key Adaptive delays for the hedge block s
 // (s.Keys and s.Adaptive set): the handle's group, kept whole while its
 // settings are unchanged, or a new one that takes over the members of a
-// group with the same delay settings.
+// group with the same delay settings and per (keySpace).
 func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 	h := st.h
 	member := adaptiveKey(s.Adaptive)
-	key := member + "\x00" + s.Keys.String()
+	key, space := member+"\x00"+s.Keys.String(), keySpace(member, s.Keys)
 	if h.adaptives != nil && h.adaptivesKey == key {
-		st.adaptives, st.adaptivesKey = h.adaptives, key
+		st.adaptives, st.adaptivesKey, st.adaptivesSpace = h.adaptives, key, space
 		return
 	}
 	var prev *kg.Group[*hedge.Adaptive]
-	if m, _, _ := strings.Cut(h.adaptivesKey, "\x00"); h.adaptives != nil && m == member {
+	if h.adaptives != nil && h.adaptivesSpace == space {
 		prev = h.adaptives
 	}
 	c := *s.Adaptive
@@ -440,23 +456,5 @@ func (r *Registry) planAdaptives(st *handleState, s *HedgeSpec) {
 		panic("config: " + err.Error())
 	}
 	takeOver(g, keys)
-	st.adaptives, st.adaptivesKey = g, key
-}
-
-// checkKeySpecs refuses a policy whose per-key sizes keyed.Config refuses
-// (a File built in code; Parse refuses them with their line), naming the
-// block.
-func checkKeySpecs(file, name string, s *PolicySpec) error {
-	for _, k := range []struct {
-		field string
-		ks    *KeySpec
-	}{{"breaker", s.breakerKeys()}, {"budget", s.budgetKeys()}, {"nested.budget", s.nestedKeys()}, {"limiter", s.limiterKeys()}, {"hedge", s.hedgeKeys()}} {
-		if k.ks == nil {
-			continue
-		}
-		if err := (kg.Config{MaxKeys: k.ks.MaxKeys, Idle: k.ks.Idle}).Validate(); err != nil {
-			return &Error{[]Problem{{File: file, Path: "policies." + name + "." + k.field, Msg: err.Error()}}}
-		}
-	}
-	return nil
+	st.adaptives, st.adaptivesKey, st.adaptivesSpace = g, key, space
 }

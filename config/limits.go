@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/stormguard/stormguard/awsretry"
@@ -53,6 +54,7 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 	}
 	d.elsewhere, d.renamed = inAny(budgetFields), renamedKeys
 	defer func() { d.elsewhere, d.renamed = nil, nil }()
+	var initialNode, startEmptyNode *yaml.Node
 	d.fields(n, path, budgetFields[kind], func(key string, v *yaml.Node, fp string) {
 		switch kind + "." + key {
 		case "ratio.shared":
@@ -60,8 +62,13 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 		case "ratio.max_tokens":
 			b.Ratio.MaxTokens = d.number(v, fp, 0, 1e9, true)
 		case "ratio.initial_tokens":
+			reported := len(d.problems)
 			b.Ratio.InitialTokens = d.number(v, fp, 0, 1e9, false)
+			if b.Ratio.InitialTokens == 0 && len(d.problems) == reported {
+				initialNode = v // an explicit 0: the bucket starts empty
+			}
 		case "ratio.start_empty":
+			startEmptyNode = v
 			b.Ratio.StartEmpty = d.boolean(v, fp)
 		case "ratio.refill":
 			b.Ratio.Refill = d.number(v, fp, 0, 1e9, true)
@@ -80,20 +87,55 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 		case "ratio.threshold":
 			b.Ratio.Threshold = d.number(v, fp, 0, 1e9, false)
 		case "window.window":
+			reported := len(d.problems)
 			b.Window.Window = d.duration(v, fp)
+			if b.Window.Window == 0 && len(d.problems) == reported {
+				d.fail(v, fp, "must be positive (leave window out for the default, %s)", fmtDuration(budget.DefaultWindow))
+			}
 		case "window.ratio", "concurrency.ratio":
-			p := d.number(v, fp, 0, 1, true)
+			p := d.shareOrNone(v, fp, kind)
 			b.Window.Ratio, b.Concurrency.Ratio = p, p
 		case "window.min_retries_per_second":
+			if isNone(v) {
+				b.Window.MinRetriesPerSecond = -1
+				break
+			}
+			if d.negative(v, fp) {
+				break
+			}
+			reported := len(d.problems)
 			b.Window.MinRetriesPerSecond = d.number(v, fp, 0, 1e6, false)
+			if b.Window.MinRetriesPerSecond == 0 && len(d.problems) == reported {
+				b.Window.MinRetriesPerSecond = -1 // an explicit 0 means no floor
+			}
 		case "window.buckets":
 			b.Window.Buckets = d.integer(v, fp, 1, budget.MaxBuckets)
 		case "concurrency.min_concurrency":
+			if isNone(v) {
+				b.Concurrency.MinConcurrency = -1
+				break
+			}
+			if d.negative(v, fp) {
+				break
+			}
+			reported := len(d.problems)
 			b.Concurrency.MinConcurrency = d.integer(v, fp, 0, 1<<20)
+			if b.Concurrency.MinConcurrency == 0 && len(d.problems) == reported {
+				b.Concurrency.MinConcurrency = -1 // an explicit 0 means none
+			}
 		}
 	})
 	if len(d.problems) > before {
 		return b
+	}
+	if initialNode != nil {
+		// initial_tokens: 0 is a bucket that starts with no tokens, which
+		// RatioConfig spells StartEmpty (its InitialTokens 0 is a full one).
+		if startEmptyNode != nil && !b.Ratio.StartEmpty {
+			d.fail(initialNode, join(path, "initial_tokens"), "0 is a bucket that starts empty, but start_empty is false: drop one of them")
+			return b
+		}
+		b.Ratio.StartEmpty = true
 	}
 	if kind == "ratio" && b.Ratio.ThrottleCost > 0 && b.Ratio.Throttles == nil {
 		// A file's throttle_cost is charged for AWS throttling codes too, as
@@ -114,6 +156,44 @@ func (d *decoder) budget(n *yaml.Node, path string) *BudgetSpec {
 		d.fail(n, path, "%s", err)
 	}
 	return b
+}
+
+// isNone reports whether n is the word none, a file's spelling of the Go
+// API's "none" value (a negative floor or share) where 0 would be a number.
+func isNone(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag != "!!null" && n.Value == "none"
+}
+
+// negative reports (and refuses) a negative number where the file spells
+// the Go API's negative value none.
+func (d *decoder) negative(n *yaml.Node, path string) bool {
+	if n.Kind == yaml.ScalarNode && strings.HasPrefix(n.Value, "-") {
+		d.fail(n, path, "%q must not be negative (write none for none)", n.Value)
+		return true
+	}
+	return false
+}
+
+// shareOrNone reads the ratio of a window or concurrency budget: a
+// fraction in (0, 1], or none (-1: no share of requests, only the floor).
+// 0 is refused: it is not a share, and the Go field reads it as the
+// default.
+func (d *decoder) shareOrNone(n *yaml.Node, path, kind string) float64 {
+	if isNone(n) {
+		return -1
+	}
+	if d.negative(n, path) {
+		return 0
+	}
+	if v, err := strconv.ParseFloat(n.Value, 64); err == nil && v == 0 && n.Kind == yaml.ScalarNode {
+		floor, def := "min_retries_per_second", budget.DefaultWindowRatio
+		if kind == "concurrency" {
+			floor, def = "min_concurrency", budget.DefaultConcurrencyRatio
+		}
+		d.fail(n, path, "0 is refused: write none for no share of requests (only %s), or leave ratio out for the default (%v)", floor, def)
+		return 0
+	}
+	return d.number(n, path, 0, 1, true)
 }
 
 var breakerCommon = []string{"kind", "open_timeout", "max_open_timeout", "open_timeout_multiplier",

@@ -221,6 +221,7 @@ type opWatch struct {
 // if not nil, stops it when a reload drops it.
 type keyed[T any] struct {
 	key   string
+	space string // a keyed part's key space (keySpace); "" unkeyed
 	v     T
 	close func()
 }
@@ -237,8 +238,9 @@ type Handle struct {
 	adaptiveKey string
 	// adaptives is the per-key Adaptive delays of a hedge block with
 	// per (keyed.go), guarded by the Registry's mu.
-	adaptives    *kg.Group[*hedge.Adaptive]
-	adaptivesKey string
+	adaptives      *kg.Group[*hedge.Adaptive]
+	adaptivesKey   string
+	adaptivesSpace string // its keySpace
 }
 
 // Policy returns the current policy. It is never nil: a name the file
@@ -400,7 +402,10 @@ func (r *Registry) reload(path string) error {
 // lists — must be listed in f's operations, be one of its policies, or be
 // covered by its default. Otherwise Apply returns an *Error naming each
 // such operation, reports it like an invalid file, and the old policies
-// keep serving. Applying the version in force does nothing. A panicking
+// keep serving. So it does, naming each field, for a File built in code
+// whose specs could not be built as given (see the package doc: a Name
+// other than its key, a config its Validate refuses, an unknown kind, a
+// keyed count window beyond MaxKeyedWindowBytes). Applying the version in force does nothing. A panicking
 // watch hook is handled as by Reload: nothing applied, counted as
 // rejected, the panic re-raised.
 func (r *Registry) Apply(f *File) error {
@@ -439,6 +444,9 @@ func (r *Registry) apply(f *File) error {
 		return ErrClosed
 	}
 	if err := r.check(f); err != nil {
+		return err
+	}
+	if err := checkSpecs(f); err != nil {
 		return err
 	}
 	plan, err := r.build(f)
@@ -681,10 +689,7 @@ func (r *Registry) build(f *File) (_ *buildPlan, err error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		s := f.Policies[name]
-		if err := checkKeySpecs(f.name, name, s); err != nil {
-			return nil, err
-		}
+		s := f.Policies[name] // checked by checkSpecs
 		var b backoff.Strategy
 		if s.Preset != "" && s.Backoff.Strategy == "" {
 			_, b = presetRules(s.Preset)
@@ -815,21 +820,22 @@ func (r *Registry) newBreaker(file, field, name string, s *BreakerSpec) (retry.B
 
 // handleState is what a handle will serve once a file is in force.
 type handleState struct {
-	h            *Handle
-	p            *retry.Policy
-	spec         *PolicySpec
-	hedger       *hedge.Hedger
-	adaptive     *hedge.Adaptive
-	adaptiveKey  string
-	adaptives    *kg.Group[*hedge.Adaptive]
-	adaptivesKey string
+	h              *Handle
+	p              *retry.Policy
+	spec           *PolicySpec
+	hedger         *hedge.Hedger
+	adaptive       *hedge.Adaptive
+	adaptiveKey    string
+	adaptives      *kg.Group[*hedge.Adaptive]
+	adaptivesKey   string
+	adaptivesSpace string // its keySpace
 }
 
 // store makes st what its handle serves.
 func (st handleState) store() {
 	h := st.h
 	h.adaptive, h.adaptiveKey = st.adaptive, st.adaptiveKey
-	h.adaptives, h.adaptivesKey = st.adaptives, st.adaptivesKey
+	h.adaptives, h.adaptivesKey, h.adaptivesSpace = st.adaptives, st.adaptivesKey, st.adaptivesSpace
 	h.spec.Store(st.spec)
 	h.p.Store(st.p)
 	h.hedger.Store(st.hedger)
@@ -839,8 +845,10 @@ func (st handleState) store() {
 // called with r.mu held.
 func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 	var spec *PolicySpec
+	var name string // spec's key under f.Policies, which built uses too
 	if f != nil {
-		name, ok := f.Operations[h.name]
+		var ok bool
+		name, ok = f.Operations[h.name]
 		if !ok {
 			if _, isPolicy := f.Policies[h.name]; isPolicy {
 				name = h.name
@@ -851,8 +859,8 @@ func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 		spec = f.Policies[name]
 	}
 	p := &retry.Policy{Clock: r.opts.Clock, Observer: r.opts.Observer}
-	if spec != nil && built[spec.Name] != nil {
-		cp := *built[spec.Name]
+	if spec != nil && built[name] != nil {
+		cp := *built[name]
 		p = &cp
 	}
 	p.Operation = h.name

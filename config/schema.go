@@ -54,7 +54,9 @@ func (f *File) covers(name string) bool {
 
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
-	// Name is the policy's key under the file's policies mapping.
+	// Name is the policy's key under the file's policies mapping, as Parse
+	// sets it. In a File built in code it may be left empty (the key
+	// names the policy); Apply refuses a Name other than its key.
 	Name string
 	// MaxAttempts is retry.DefaultMaxAttempts when the file leaves
 	// max_attempts out, retry.Unlimited for "max_attempts: unlimited".
@@ -62,9 +64,10 @@ type PolicySpec struct {
 	// MaxElapsed, AttemptTimeout, MinAttemptTime and MaxRetryAfter are
 	// the retry.Policy fields of those names, read from max_elapsed,
 	// attempt_timeout, min_attempt_time and max_retry_after (at most
-	// MaxDuration, never negative). 0, also when the file leaves them
-	// out, means what it means there: no bound for the first two, no
-	// least time, DefaultMaxRetryAfter.
+	// MaxDuration, never negative but for MaxRetryAfter -1, which
+	// max_retry_after: ignore gives: server advice is ignored). 0, also
+	// when the file leaves them out, means what it means there: no bound
+	// for the first two, no least time, DefaultMaxRetryAfter.
 	MaxElapsed     time.Duration
 	AttemptTimeout time.Duration
 	MinAttemptTime time.Duration
@@ -97,7 +100,10 @@ type BackoffSpec struct {
 	// "" when the policy's preset supplies the backoff.
 	Strategy string
 	// Params are the block's base, max, step, multiplier, jitter and
-	// factor, given to backoff.New; zero where the file leaves them out.
+	// factor, given to backoff.New; zero where the file leaves them out,
+	// except that Parse sets Base to backoff.DefaultBase for strategy
+	// constant without base (backoff.Constant has no default wait; the
+	// other built-in strategies read a zero Base as DefaultBase).
 	Params backoff.Params
 }
 
@@ -119,16 +125,22 @@ type BudgetSpec struct {
 	// Ratio is the config of kind ratio (budget.NewRatio, or the shared
 	// store's budget): the block's preset, if any, then the file's
 	// fields; the fields neither sets are zero, budget.RatioConfig's
-	// defaults. A throttle_cost above 0 makes Throttles
-	// awsretry.Throttles, unless the preset set one.
+	// defaults. initial_tokens: 0 is StartEmpty (a bucket that starts
+	// with no tokens; RatioConfig's InitialTokens 0 is a full one). A
+	// throttle_cost above 0 makes Throttles awsretry.Throttles, unless
+	// the preset set one.
 	Ratio budget.RatioConfig
 	// Window is the config of kind window (budget.NewWindow, on the
 	// Registry's Clock); fields the file leaves out are zero, the
-	// defaults.
+	// defaults. min_retries_per_second: 0 or none is
+	// MinRetriesPerSecond -1 (no floor), ratio: none is Ratio -1 (only
+	// the floor); window is positive when the file gives it.
 	Window budget.WindowConfig
 	// Concurrency is the config of kind concurrency
 	// (budget.NewConcurrency); fields the file leaves out are zero, the
-	// defaults. A ratio key sets both Window.Ratio and Concurrency.Ratio.
+	// defaults. min_concurrency: 0 or none is MinConcurrency -1 (none
+	// always allowed), ratio: none is Ratio -1. A ratio key sets both
+	// Window.Ratio and Concurrency.Ratio.
 	Concurrency budget.ConcurrencyConfig
 	// Shared names the SharedStore in Options.Shared that builds the
 	// budget, shared by the fleet (kind ratio only); "" for a budget of
@@ -281,7 +293,7 @@ func (d *decoder) policy(name string, n *yaml.Node, path string) *PolicySpec {
 		case "min_attempt_time":
 			p.MinAttemptTime = d.duration(v, fp)
 		case "max_retry_after":
-			p.MaxRetryAfter = d.duration(v, fp)
+			p.MaxRetryAfter = d.maxRetryAfter(v, fp)
 		case "backoff":
 			p.Backoff = d.backoff(v, fp)
 		case "retry_on":
@@ -343,6 +355,25 @@ func (d *decoder) maxAttempts(n *yaml.Node, path string) int {
 	return retry.DefaultMaxAttempts
 }
 
+// maxRetryAfter reads max_retry_after: a duration (0: the default cap,
+// retry.DefaultMaxRetryAfter), or ignore (-1, retry.Policy's negative
+// MaxRetryAfter: server advice is ignored).
+func (d *decoder) maxRetryAfter(n *yaml.Node, path string) time.Duration {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		switch s := n.Value; {
+		case s == "ignore":
+			return -1
+		case s == "none":
+			d.fail(n, path, "none could mean no cap or no advice: write ignore to ignore server advice, or give the cap as a duration (left out: %v)", retry.DefaultMaxRetryAfter)
+			return 0
+		case strings.HasPrefix(s, "-"):
+			d.fail(n, path, "%q must not be negative (write ignore to ignore server advice)", s)
+			return 0
+		}
+	}
+	return d.duration(n, path)
+}
+
 func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 	b := BackoffSpec{Strategy: "full_jitter"}
 	var baseNode, maxNode, strategyNode *yaml.Node
@@ -377,12 +408,23 @@ func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 	if !strategyOK {
 		return b // reported by scalar
 	}
+	if b.Strategy == "constant" && baseNode == nil {
+		// backoff.Constant has no default wait: a base left out would
+		// retry at once, every client of a fleet in step. Like the other
+		// strategies, a constant backoff without base waits DefaultBase;
+		// only an explicit base: 0 asks for no wait.
+		b.Params.Base = backoff.DefaultBase
+	}
 	if _, ok := backoff.Lookup(b.Strategy); !ok {
 		d.fail(strategyNode, join(path, "strategy"), "%q is not a registered strategy (known: %s)", b.Strategy, strings.Join(backoff.Names(), ", "))
 		return b
 	}
 	if b.Params.Max > 0 && b.Params.Base > b.Params.Max {
-		d.fail(maxNode, join(path, "max"), "%v is below base %v", b.Params.Max, b.Params.Base)
+		left := ""
+		if baseNode == nil {
+			left = " (base left out: the default)"
+		}
+		d.fail(maxNode, join(path, "max"), "%v is below base %v%s", b.Params.Max, b.Params.Base, left)
 		return b
 	}
 	if _, err := backoff.New(b.Strategy, b.Params); err != nil {
