@@ -1,0 +1,279 @@
+package awssdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/stormguard/stormguard/awsretry"
+	"github.com/stormguard/stormguard/awssdk"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/clock/clocktest"
+)
+
+// errAbandoned is what the abandoning middleware returns to its caller.
+var errAbandoned = errors.New("test: abandoned")
+
+// abandoner is a user's Finalize middleware between the Retryer's
+// operation middleware and the SDK's Retry middleware that runs the
+// retry loop in a goroutine and returns without waiting for it (as a
+// middleware returning on a timeout of its own does): the operation ends
+// while its attempts go on.
+type abandoner struct {
+	// wait, when not nil, is received from before returning (the test
+	// closes it once the loop is where it wants it).
+	wait chan struct{}
+	// loopDone is closed when the abandoned loop has returned, with its
+	// error in loopErr.
+	loopDone chan struct{}
+	loopErr  error
+}
+
+func newAbandoner(wait chan struct{}) *abandoner {
+	return &abandoner{wait: wait, loopDone: make(chan struct{})}
+}
+
+func (a *abandoner) insert(stack *middleware.Stack) error {
+	return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("test.Abandon",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			go func() {
+				defer close(a.loopDone)
+				_, _, a.loopErr = next.HandleFinalize(ctx, in)
+			}()
+			if a.wait != nil {
+				<-a.wait
+			}
+			return middleware.FinalizeOutput{}, middleware.Metadata{}, errAbandoned
+		}), "Retry", middleware.Before)
+}
+
+// abandoningClient is a DynamoDB client on the endpoint e with r as its
+// retryer (wrapped in side) and r's middleware, the abandoner between the
+// operation middleware and the SDK's Retry middleware, and meter as its
+// MeterProvider.
+func abandoningClient(t *testing.T, e *endpoint, r *awssdk.Retryer, side aws.RetryerV2, a *abandoner, meter *errorMeter) *dynamodb.Client {
+	t.Helper()
+	o := e.withMiddleware(t, r, side).Options()
+	o.APIOptions = append(o.APIOptions, a.insert)
+	if meter != nil {
+		o.MeterProvider = meter
+	}
+	return dynamodb.New(o)
+}
+
+// TestAttemptOutlivingItsOperationIsRaceFree (s6 aws, defect 1): the
+// attempts of an operation abandoned by a user's middleware go on in a
+// goroutine while the operation ends (its CallEnd, its grants given
+// back); nothing either side touches is a plain field the other touches
+// too (run under -race), and whichever comes first, every permit, slot
+// and grant comes back and every attempt the Observer heard start it
+// hears end.
+func TestAttemptOutlivingItsOperationIsRaceFree(t *testing.T) {
+	e := newEndpoint(t)
+	for i := range 30 {
+		clk := clocktest.NewFake()
+		conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+		lim := &countingLimiter{}
+		obs := &events{}
+		policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+		policy.Operation, policy.Clock, policy.Budget, policy.Limiter, policy.Observer = "ddb", clk, conc, lim, obs
+		r := awssdk.NewRetryer(policy)
+		a := newAbandoner(nil)
+		c := abandoningClient(t, e, r, &sleepless{clk: clk, RetryerV2: r}, a, nil)
+		e.play([]reply{internal, internal, ok200}, func() {
+			if err := getItemCtx(context.Background(), c); !errors.Is(err, errAbandoned) {
+				t.Fatalf("round %d: the operation ended with %v, want the abandoner's error", i, err)
+			}
+			<-a.loopDone
+		})
+		if req, ret := conc.Active(); req != 0 || ret != 0 {
+			t.Errorf("round %d: Active() = %d requests, %d retries, want 0, 0", i, req, ret)
+		}
+		if st := conc.Stats(); st.Granted != st.Retries+st.Refunded {
+			t.Errorf("round %d: stats %+v: every grant must be recorded or refunded once", i, st)
+		}
+		if n := lim.out.Load(); n != 0 {
+			t.Errorf("round %d: %d Limiter permits not given back", i, n)
+		}
+		ev := obs.String()
+		if s, en := strings.Count(ev, "start "), strings.Count(ev, "end ")-strings.Count(ev, "call end"); s != en {
+			t.Errorf("round %d: %d attempts started, %d ended: %s", i, s, en, ev)
+		}
+		if strings.Count(ev, "call end") != 1 {
+			t.Errorf("round %d: want one CallEnd: %s", i, ev)
+		}
+	}
+}
+
+// TestRetryAfterTheOperationEndedIsNotGranted (s6 aws, defects 2 and 4):
+// an attempt that fails after its operation ended (the operation
+// abandoned by a user's middleware while the attempt was in flight) gets
+// no retry: nobody waits for it, and a BudgetTracker's grant made then
+// could be given back by nobody (the next attempt refused by the Limiter,
+// the SDK dropping the retry token's release) and held its slot for
+// good. The SDK's own metrics see the SDK's error type for that attempt,
+// not the Retryer's wrapper.
+func TestRetryAfterTheOperationEndedIsNotGranted(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Clock, policy.Budget, policy.Limiter, policy.Observer = "ddb", clk, conc, retryRefuser{}, &events{}
+	policy.Classify = func(error) bool { return true } // a dropped connection too
+	r := awssdk.NewRetryer(policy)
+	wait, arrived, answer := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	a := newAbandoner(wait)
+	meter := &errorMeter{}
+	c := abandoningClient(t, e, r, &sleepless{clk: clk, RetryerV2: r}, a, meter)
+	// The first request is answered once the operation has ended.
+	e.mu.Lock()
+	e.hook = func(n int) {
+		if n == 1 {
+			close(arrived)
+			<-answer
+		}
+	}
+	e.mu.Unlock()
+	go func() { <-arrived; close(wait) }()
+	// A dropped connection: the SDK counts its error by its Go type.
+	n := e.play([]reply{{drop: true}, ok200}, func() {
+		if err := getItemCtx(context.Background(), c); !errors.Is(err, errAbandoned) {
+			t.Fatalf("the operation ended with %v, want the abandoner's error", err)
+		}
+		close(answer)
+		<-a.loopDone
+	})
+	if n != 1 {
+		t.Errorf("%d requests, want 1: no retry after the operation ended", n)
+	}
+	if req, ret := conc.Active(); req != 0 || ret != 0 {
+		t.Errorf("Active() = %d requests, %d retries, want 0, 0 (a grant held for good)", req, ret)
+	}
+	if st := conc.Stats(); st.Granted != st.Retries+st.Refunded {
+		t.Errorf("stats %+v: every grant must be recorded or refunded once", st)
+	}
+	if !errors.Is(a.loopErr, awssdk.ErrOperationEnded) {
+		t.Errorf("the abandoned loop ended with %v, want ErrOperationEnded", a.loopErr)
+	}
+	if got := errorTypes(a.loopErr); strings.Contains(got, "attemptError") || !strings.Contains(got, "(*http.ResponseError ") {
+		t.Errorf("the abandoned loop's error is %s, want the SDK's own, without the Retryer's wrapper", got)
+	}
+	meter.mu.Lock()
+	defer meter.mu.Unlock()
+	// The SDK counts the error its attempt returned: for a refused retry,
+	// its errors.Join of the attempt's error and the refusal.
+	if len(meter.types) != 1 || meter.types[0] != "*errors.joinError" {
+		t.Errorf("the SDK counted the failed attempts as %q, want the SDK's own error type once", meter.types)
+	}
+}
+
+// errorTypes lists the types of err's tree, depth first.
+func errorTypes(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%T", err)
+	switch x := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range x.Unwrap() {
+			s += " (" + errorTypes(e) + ")"
+		}
+	case interface{ Unwrap() error }:
+		if e := x.Unwrap(); e != nil {
+			s += " " + errorTypes(e)
+		}
+	}
+	return s
+}
+
+// doFunc is an HTTP client made of a function.
+type doFunc func(*http.Request) (*http.Response, error)
+
+func (f doFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestNestedCallWithoutTheMiddlewareIsItsOwn (s6 aws, defect 3): an SDK
+// call made inside an attempt, with the attempt's context (from the HTTP
+// client, or from a Finalize middleware between the SDK's Retry
+// middleware and the Retryer's attempt middleware), by a client without
+// the Retryer's middleware, is an operation of its own without the
+// middleware: it does not count among the outer operation's attempts nor
+// take its waits, and a Policy that needs the middleware refuses it
+// (ErrMiddlewareMissing) instead of using the outer operation's.
+func TestNestedCallWithoutTheMiddlewareIsItsOwn(t *testing.T) {
+	for _, from := range []string{"http client", "middleware after Retry"} {
+		for _, tracked := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, tracker %v", from, tracked), func(t *testing.T) {
+				e := newEndpoint(t)
+				clk := clocktest.NewFake()
+				outerObs, innerObs := &events{}, &events{}
+				outerPolicy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+				outerPolicy.Operation, outerPolicy.Clock, outerPolicy.Observer = "ddb", clk, outerObs
+				outer := awssdk.NewRetryer(outerPolicy)
+				innerPolicy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+				innerPolicy.Operation, innerPolicy.Clock, innerPolicy.Observer = "ddb", clk, innerObs
+				if tracked {
+					innerPolicy.Budget = budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+				}
+				inner := e.client(t, config.WithRetryer(func() aws.Retryer {
+					return &sleepless{clk: clk, RetryerV2: awssdk.NewRetryer(innerPolicy)}
+				}))
+				var once sync.Once
+				var innerErr error
+				nested := func(ctx context.Context) {
+					once.Do(func() { innerErr = getItemCtx(ctx, inner) })
+				}
+				o := e.withMiddleware(t, outer, &sleepless{clk: clk, RetryerV2: outer}).Options()
+				if from == "http client" {
+					o.HTTPClient = doFunc(func(req *http.Request) (*http.Response, error) {
+						nested(req.Context())
+						return http.DefaultTransport.RoundTrip(req)
+					})
+				} else {
+					o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+						return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("test.Nested",
+							func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+								nested(ctx)
+								return next.HandleFinalize(ctx, in)
+							}), "Retry", middleware.After)
+					})
+				}
+				c := dynamodb.New(o)
+				script := []reply{internal, ok200, internal, ok200} // inner 500, 200; outer 500, 200
+				wantInner := "start 1; end 1 error; retry 2 after 50ms; start 2; end 2 ok; "
+				if tracked {
+					script = script[2:] // the inner call makes no request
+					wantInner = ""
+				}
+				var err error
+				if n := e.play(script, func() { err = getItemCtx(context.Background(), c) }); n != len(script) {
+					t.Errorf("%d requests, want %d", n, len(script))
+				}
+				if err != nil {
+					t.Errorf("the outer operation failed: %v", err)
+				}
+				if tracked != errors.Is(innerErr, awssdk.ErrMiddlewareMissing) {
+					t.Errorf("the inner call ended with %v", innerErr)
+				}
+				if !tracked && innerErr != nil {
+					t.Errorf("the inner call failed: %v", innerErr)
+				}
+				want := "start 1; end 1 error; retry 2 after 50ms; start 2; end 2 ok; call end 2 success; "
+				if got := outerObs.String(); got != want {
+					t.Errorf("outer events:\n got %s\nwant %s", got, want)
+				}
+				if got := innerObs.String(); got != wantInner {
+					t.Errorf("inner events:\n got %s\nwant %s", got, wantInner)
+				}
+			})
+		}
+	}
+}
