@@ -16,8 +16,10 @@ import (
 
 	"github.com/stormguard/stormguard/awsretry"
 	"github.com/stormguard/stormguard/awssdk"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // errAbandoned is what the abandoning middleware returns to its caller.
@@ -79,6 +81,7 @@ func abandoningClient(t *testing.T, e *endpoint, r *awssdk.Retryer, side aws.Ret
 // hears end.
 func TestAttemptOutlivingItsOperationIsRaceFree(t *testing.T) {
 	e := newEndpoint(t)
+	held0, wrapping0 := awssdk.HoldCounts()
 	for i := range 30 {
 		clk := clocktest.NewFake()
 		conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
@@ -111,6 +114,69 @@ func TestAttemptOutlivingItsOperationIsRaceFree(t *testing.T) {
 		if strings.Count(ev, "call end") != 1 {
 			t.Errorf("round %d: want one CallEnd: %s", i, ev)
 		}
+		if held, w := awssdk.HoldCounts(); held != held0 || w != wrapping0 {
+			t.Errorf("round %d: %d error values held, %d operations wrapping, want %d, %d", i, held, w, held0, wrapping0)
+		}
+	}
+}
+
+// TestConcurrentAbandonedOperations (s6 aws, defects 1 and 2, with
+// concurrent callers): operations of one client, from several
+// goroutines at once, each abandoned by a user's middleware while its
+// attempts go on, share the Retryer, its BudgetTracker, Limiter, Breaker
+// and Observer: once every retry loop has returned, every permit, slot
+// and grant has come back, every attempt the Observer heard start it
+// heard end, each operation ended once, and nothing is held.
+func TestConcurrentAbandonedOperations(t *testing.T) {
+	const workers, rounds = 4, 8
+	e := newEndpoint(t)
+	held0, wrapping0 := awssdk.HoldCounts()
+	clk := clocktest.NewFake()
+	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: workers, Ratio: -1})
+	lim := &countingLimiter{}
+	obs := &events{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Clock, policy.Budget, policy.Limiter, policy.Observer = "ddb", clk, conc, lim, obs
+	policy.Breaker = breaker.New(breaker.Config{Clock: clk})
+	r := awssdk.NewRetryer(policy)
+	var script []reply
+	for range workers * rounds {
+		script = append(script, internal, internal, ok200)
+	}
+	e.play(script, func() {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range rounds {
+					a := newAbandoner(nil)
+					c := abandoningClient(t, e, r, &sleepless{clk: clk, RetryerV2: r}, a, nil)
+					if err := getItemCtx(context.Background(), c); !errors.Is(err, errAbandoned) {
+						t.Errorf("worker %d round %d: the operation ended with %v, want the abandoner's error", w, i, err)
+					}
+					<-a.loopDone
+				}
+			})
+		}
+		wg.Wait()
+	})
+	if req, ret := conc.Active(); req != 0 || ret != 0 {
+		t.Errorf("Active() = %d requests, %d retries, want 0, 0", req, ret)
+	}
+	if st := conc.Stats(); st.Granted != st.Retries+st.Refunded {
+		t.Errorf("stats %+v: every grant must be recorded or refunded once", st)
+	}
+	if n := lim.out.Load(); n != 0 {
+		t.Errorf("%d Limiter permits not given back", n)
+	}
+	ev := obs.String()
+	if s, en := strings.Count(ev, "start "), strings.Count(ev, "end ")-strings.Count(ev, "call end"); s != en {
+		t.Errorf("%d attempts started, %d ended", s, en)
+	}
+	if n := strings.Count(ev, "call end"); n != workers*rounds {
+		t.Errorf("%d CallEnds, want %d", n, workers*rounds)
+	}
+	if held, w := awssdk.HoldCounts(); held != held0 || w != wrapping0 {
+		t.Errorf("%d error values held, %d operations wrapping, want %d, %d", held, w, held0, wrapping0)
 	}
 }
 
@@ -124,6 +190,7 @@ func TestAttemptOutlivingItsOperationIsRaceFree(t *testing.T) {
 // not the Retryer's wrapper.
 func TestRetryAfterTheOperationEndedIsNotGranted(t *testing.T) {
 	e := newEndpoint(t)
+	held0, wrapping0 := awssdk.HoldCounts()
 	clk := clocktest.NewFake()
 	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
 	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
@@ -167,6 +234,9 @@ func TestRetryAfterTheOperationEndedIsNotGranted(t *testing.T) {
 	if got := errorTypes(a.loopErr); strings.Contains(got, "attemptError") || !strings.Contains(got, "(*http.ResponseError ") {
 		t.Errorf("the abandoned loop's error is %s, want the SDK's own, without the Retryer's wrapper", got)
 	}
+	if held, w := awssdk.HoldCounts(); held != held0 || w != wrapping0 {
+		t.Errorf("%d error values held, %d operations wrapping, want %d, %d", held, w, held0, wrapping0)
+	}
 	meter.mu.Lock()
 	defer meter.mu.Unlock()
 	// The SDK counts the error its attempt returned: for a refused retry,
@@ -200,23 +270,40 @@ type doFunc func(*http.Request) (*http.Response, error)
 
 func (f doFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
 
+// nestingObserver is an Observer that calls nested with the context of
+// each AttemptEnd.
+type nestingObserver struct {
+	*events
+	nested func(context.Context)
+}
+
+func (o nestingObserver) AttemptEnd(ctx context.Context, e retry.AttemptEnd) {
+	o.events.AttemptEnd(ctx, e)
+	o.nested(ctx)
+}
+
 // TestNestedCallWithoutTheMiddlewareIsItsOwn (s6 aws, defect 3): an SDK
 // call made inside an attempt, with the attempt's context (from the HTTP
-// client, or from a Finalize middleware between the SDK's Retry
-// middleware and the Retryer's attempt middleware), by a client without
+// client, from a Finalize middleware between the SDK's Retry middleware
+// and the Retryer's attempt middleware, or from the Observer's
+// AttemptEnd, after the attempt's release), by a client without
 // the Retryer's middleware, is an operation of its own without the
 // middleware: it does not count among the outer operation's attempts nor
 // take its waits, and a Policy that needs the middleware refuses it
 // (ErrMiddlewareMissing) instead of using the outer operation's.
 func TestNestedCallWithoutTheMiddlewareIsItsOwn(t *testing.T) {
-	for _, from := range []string{"http client", "middleware after Retry"} {
+	for _, from := range []string{"http client", "middleware after Retry", "observer's AttemptEnd"} {
 		for _, tracked := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, tracker %v", from, tracked), func(t *testing.T) {
 				e := newEndpoint(t)
 				clk := clocktest.NewFake()
 				outerObs, innerObs := &events{}, &events{}
+				var nested func(ctx context.Context)
 				outerPolicy := awsretry.Rules{Rand: maxJitter{}}.Policy()
 				outerPolicy.Operation, outerPolicy.Clock, outerPolicy.Observer = "ddb", clk, outerObs
+				if from == "observer's AttemptEnd" {
+					outerPolicy.Observer = nestingObserver{outerObs, func(ctx context.Context) { nested(ctx) }}
+				}
 				outer := awssdk.NewRetryer(outerPolicy)
 				innerPolicy := awsretry.Rules{Rand: maxJitter{}}.Policy()
 				innerPolicy.Operation, innerPolicy.Clock, innerPolicy.Observer = "ddb", clk, innerObs
@@ -228,7 +315,7 @@ func TestNestedCallWithoutTheMiddlewareIsItsOwn(t *testing.T) {
 				}))
 				var once sync.Once
 				var innerErr error
-				nested := func(ctx context.Context) {
+				nested = func(ctx context.Context) {
 					once.Do(func() { innerErr = getItemCtx(ctx, inner) })
 				}
 				o := e.withMiddleware(t, outer, &sleepless{clk: clk, RetryerV2: outer}).Options()
@@ -237,7 +324,7 @@ func TestNestedCallWithoutTheMiddlewareIsItsOwn(t *testing.T) {
 						nested(req.Context())
 						return http.DefaultTransport.RoundTrip(req)
 					})
-				} else {
+				} else if from == "middleware after Retry" {
 					o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
 						return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("test.Nested",
 							func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
@@ -248,9 +335,12 @@ func TestNestedCallWithoutTheMiddlewareIsItsOwn(t *testing.T) {
 				}
 				c := dynamodb.New(o)
 				script := []reply{internal, ok200, internal, ok200} // inner 500, 200; outer 500, 200
+				if from == "observer's AttemptEnd" {
+					script = []reply{internal, internal, ok200, ok200} // outer 500; inner 500, 200; outer 200
+				}
 				wantInner := "start 1; end 1 error; retry 2 after 50ms; start 2; end 2 ok; "
 				if tracked {
-					script = script[2:] // the inner call makes no request
+					script = []reply{internal, ok200} // the inner call makes no request
 					wantInner = ""
 				}
 				var err error
