@@ -367,3 +367,107 @@ func TestNestedCallWithoutTheMiddlewareIsItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// tokenPanicker wraps a retryer: its GetAttemptToken panics once the
+// wrapped one has admitted the attempt, so that the SDK never sends it
+// nor releases its token.
+type tokenPanicker struct{ aws.RetryerV2 }
+
+func (p tokenPanicker) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if _, err := p.RetryerV2.GetAttemptToken(ctx); err != nil {
+		return nil, err
+	}
+	panic("token")
+}
+
+// TestWrapperPanicAfterTheAttemptTokenReleasesIt (s6 aws, callbacks that
+// panic): a wrapper of the Retryer that panics after the Retryer admitted
+// an attempt (the SDK then neither sends it nor releases its token)
+// leaves nothing taken: the operation's end reports the attempt as not
+// made, so the Limiter's permit and the BudgetTracker's slot come back
+// and the Observer hears the attempt end, then the call end with
+// ReasonPanic.
+func TestWrapperPanicAfterTheAttemptTokenReleasesIt(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+	lim := &countingLimiter{}
+	obs := &events{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Clock, policy.Budget, policy.Limiter, policy.Observer = "ddb", clk, conc, lim, obs
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, tokenPanicker{r})
+	if n := e.play([]reply{ok200}, func() {
+		defer func() {
+			if got := recover(); got != "token" {
+				t.Errorf("recovered %v, want the wrapper's panic", got)
+			}
+		}()
+		_ = getItem(c)
+	}); n != 0 {
+		t.Errorf("%d requests, want 0", n)
+	}
+	if req, ret := conc.Active(); req != 0 || ret != 0 {
+		t.Errorf("Active() = %d requests, %d retries, want 0, 0", req, ret)
+	}
+	if n := lim.out.Load(); n != 0 {
+		t.Errorf("%d Limiter permits not given back", n)
+	}
+	if got, want := obs.String(), "start 1; end 1 error; call end 1 panic; "; got != want {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// twoLoops is a user's Finalize middleware between the Retryer's
+// operation middleware and the SDK's Retry middleware that runs two retry
+// loops of the operation at once (a hedge of its own) and returns the
+// first's result once both have returned.
+func twoLoops(stack *middleware.Stack) error {
+	return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("test.TwoLoops",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			var wg sync.WaitGroup
+			wg.Go(func() { _, _, _ = next.HandleFinalize(ctx, in) })
+			out, md, err := next.HandleFinalize(ctx, in)
+			wg.Wait()
+			return out, md, err
+		}), "Retry", middleware.Before)
+}
+
+// TestTwoRetryLoopsOfOneOperation (s6 aws, concurrent callers): a user's
+// middleware that runs two retry loops of one operation at once gets a
+// loop the operation did not admit treated as a call without the
+// middleware (refused under a Policy that needs it), races on nothing,
+// and leaves every permit, slot and grant given back.
+func TestTwoRetryLoopsOfOneOperation(t *testing.T) {
+	e := newEndpoint(t)
+	held0, wrapping0 := awssdk.HoldCounts()
+	clk := clocktest.NewFake()
+	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 2, Ratio: -1})
+	lim := &countingLimiter{}
+	obs := &events{}
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Operation, policy.Clock, policy.Budget, policy.Limiter, policy.Observer = "ddb", clk, conc, lim, obs
+	r := awssdk.NewRetryer(policy)
+	o := e.withMiddleware(t, r, &sleepless{clk: clk, RetryerV2: r}).Options()
+	o.APIOptions = append(o.APIOptions, twoLoops)
+	c := dynamodb.New(o)
+	for i := range 50 {
+		e.play([]reply{internal, internal, internal, ok200, ok200, ok200}, func() { _ = getItemCtx(context.Background(), c) })
+		if req, ret := conc.Active(); req != 0 || ret != 0 {
+			t.Errorf("round %d: Active() = %d requests, %d retries, want 0, 0", i, req, ret)
+		}
+		if st := conc.Stats(); st.Granted != st.Retries+st.Refunded {
+			t.Errorf("round %d: stats %+v: every grant must be recorded or refunded once", i, st)
+		}
+		if n := lim.out.Load(); n != 0 {
+			t.Errorf("round %d: %d Limiter permits not given back", i, n)
+		}
+		if held, w := awssdk.HoldCounts(); held != held0 || w != wrapping0 {
+			t.Errorf("round %d: %d error values held, %d operations wrapping, want %d, %d", i, held, w, held0, wrapping0)
+		}
+	}
+	ev := obs.String()
+	if s, en := strings.Count(ev, "start "), strings.Count(ev, "end ")-strings.Count(ev, "call end"); s != en {
+		t.Errorf("%d attempts started, %d ended", s, en)
+	}
+}

@@ -190,8 +190,12 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // made, while an attempt of the operation is admitted and not yet
 // released, with a context that does carry it (from a Finalize
 // middleware between the SDK's Retry middleware and the attempt
-// middleware). A client with the middleware makes an operation of its
-// own either way.
+// middleware), and so is a second retry loop of one operation (a
+// middleware of the user's that runs two at once) while an attempt of the
+// other is live; a retry such a call (or a retryer wrapping the Retryer
+// that skipped GetRetryToken) makes without a grant of the operation's
+// BudgetTracker is recorded with it as a request. A client with the
+// middleware makes an operation of its own either way.
 //
 // Every callback of the Policy (Classify, the Observer, Backoff, the
 // Budget, Breaker and Limiter and their done functions) may panic: the
@@ -501,6 +505,12 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			return nil, ErrOperationEnded
 		}
 	}
+	if op == nil && r.needsMiddleware {
+		// No grant that nothing could give back (GetAttemptToken refuses
+		// such a call's attempts: a retryer wrapping this one, or a
+		// second retry loop of one operation, asked).
+		return nil, ErrMiddlewareMissing
+	}
 	opErr = op.sdk(opErr)
 	if b := r.p.Breaker; b != nil {
 		if err := b.Ready(); err != nil {
@@ -695,8 +705,14 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 	if op != nil {
 		op.attempts.Store(int32(a.n))
 	}
+	a.asRetry = a.retry
 	if bt, is := a.budget.(retry.BudgetTracker); is {
-		bt.Start(a.retry)
+		// A retry the tracker granted nothing for (a second retry loop
+		// of the operation, or a retryer wrapping this one that skipped
+		// GetRetryToken, asked) starts and ends as a request: its Record
+		// must not end another's grant.
+		a.asRetry = a.retry && a.grant != nil
+		bt.Start(a.asRetry)
 		a.started = true
 	}
 	if o := r.p.Observer; o != nil {
@@ -742,6 +758,7 @@ type attempt struct {
 	mask                     attemptContext
 	n                        int // the attempt's number, 1 for the first
 	retry                    bool
+	asRetry                  bool // the Budget records it as a retry (else as a first attempt)
 	start                    time.Time
 	limiterDone, breakerDone func(error)
 	once                     sync.Once
@@ -772,7 +789,7 @@ func (a *attempt) end(err error) {
 			op.leave(a)
 		}
 		if a.started {
-			defer a.budget.Record(a.retry, err)
+			defer a.budget.Record(a.asRetry, err)
 		} else if a.grant != nil {
 			defer a.grant.Refund()
 		}
@@ -787,7 +804,7 @@ func (a *attempt) report(err error) {
 	r := a.r
 	defer call(a.limiterDone, err)
 	defer call(a.breakerDone, err)
-	if b := a.budget; b != nil && !a.retry {
+	if b := a.budget; b != nil && !a.asRetry {
 		defer b.Record(false, err)
 	}
 	if a.record != nil {
