@@ -21,11 +21,13 @@ import (
 	"github.com/stormguard/stormguard/retry"
 )
 
-// ErrMiddlewareMissing is the error GetAttemptToken returns when the
-// Policy sets AttemptTimeout or MaxElapsed, or its Budget (or the
-// NestedBudget it uses under NestedBudget) is a retry.BudgetTracker such
-// as budget.Concurrency, and the operation's stack lacks the Retryer's
-// middleware (AddMiddleware): the operation fails at once rather than run
+// ErrMiddlewareMissing is the error GetAttemptToken (and GetRetryToken)
+// returns when the Policy sets AttemptTimeout or MaxElapsed, or its
+// Budget (or the NestedBudget it uses under NestedBudget) is a
+// retry.BudgetTracker such as budget.Concurrency, and the operation's
+// stack lacks the Retryer's middleware (AddMiddleware), as for an SDK
+// call made inside an attempt of another operation by a client without
+// it (see Retryer): the operation fails at once rather than run
 // without the bounds it asked for, or with a tracker whose grants of
 // retries that never run (and whose attempts that panic while sent)
 // could not be given back and would hold its slots for good.
@@ -301,24 +303,38 @@ func (op *operation) sending() (a *attempt, ended bool) {
 	return a, op.ended.Load()
 }
 
-// idle reports whether op's retry loop may ask for a retry now: no
+// retrying reports whether op's retry loop may ask for a retry now: no
 // attempt of op is live (else ctx is an SDK call's made inside it, mine
-// is false), and whether op has ended.
-func (op *operation) idle() (mine, ended bool) {
-	return op.live.Load() == nil, op.ended.Load()
+// is false), and whether op has ended. It takes stale, the tracker of an
+// earlier grant no attempt took (GetAttemptToken was not a Retryer's),
+// which the caller gives back.
+func (op *operation) retrying() (mine, ended bool, stale retry.BudgetTracker) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	switch {
+	case op.live.Load() != nil:
+		return false, op.ended.Load(), nil
+	case op.ended.Load():
+		return true, true, nil
+	}
+	stale, op.pendingRetry = op.pendingRetry, nil
+	return true, false, stale
 }
 
 // hold keeps a granted retry's record, and the BudgetTracker bt whose
 // grant it is (nil: none), for the next attempt of op, or reports false
-// when op has ended (the caller gives the grant back).
-func (op *operation) hold(bt retry.BudgetTracker, record func(error)) bool {
+// when op has ended (the caller gives the grant back). displaced is the
+// tracker of an earlier grant no attempt took, which the caller gives
+// back.
+func (op *operation) hold(bt retry.BudgetTracker, record func(error)) (held bool, displaced retry.BudgetTracker) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if op.ended.Load() {
-		return false
+		return false, nil
 	}
+	displaced = op.pendingRetry
 	op.pendingRetry, op.retryRecord = bt, record
-	return true
+	return true, displaced
 }
 
 // takeRecord takes the granted retry's record no attempt took (nil:

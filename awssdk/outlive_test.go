@@ -471,3 +471,45 @@ func TestTwoRetryLoopsOfOneOperation(t *testing.T) {
 		t.Errorf("%d attempts started, %d ended", s, en)
 	}
 }
+
+// firstTokenOnly wraps a retryer: it asks the wrapped one for the first
+// attempt's token only, and makes every retry with a token of its own.
+type firstTokenOnly struct {
+	*sleepless
+	calls int
+}
+
+func (f *firstTokenOnly) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if f.calls++; f.calls == 1 {
+		return f.sleepless.GetAttemptToken(ctx)
+	}
+	return func(error) error { return nil }, nil
+}
+
+// TestGrantNoAttemptTookIsGivenBack (s6 aws, grants given back): under a
+// retryer wrapping the Retryer that asks it for no retry's attempt token,
+// each BudgetTracker grant GetRetryToken makes is taken by no attempt: the
+// next grant, or the operation's end, gives it back, so that every grant
+// is refunded once and the tracker holds nothing afterwards.
+func TestGrantNoAttemptTookIsGivenBack(t *testing.T) {
+	e := newEndpoint(t)
+	clk := clocktest.NewFake()
+	conc := budget.NewConcurrency(budget.ConcurrencyConfig{MinConcurrency: 1, Ratio: -1})
+	policy := awsretry.Rules{Rand: maxJitter{}}.Policy()
+	policy.Clock, policy.Budget = clk, conc
+	r := awssdk.NewRetryer(policy)
+	c := e.withMiddleware(t, r, &firstTokenOnly{sleepless: &sleepless{clk: clk, RetryerV2: r}})
+	if n := e.play([]reply{internal, internal, ok200}, func() {
+		if err := getItem(c); err != nil {
+			t.Errorf("the operation failed: %v", err)
+		}
+	}); n != 3 {
+		t.Errorf("%d requests, want 3", n)
+	}
+	if req, ret := conc.Active(); req != 0 || ret != 0 {
+		t.Errorf("Active() = %d requests, %d retries, want 0, 0", req, ret)
+	}
+	if st := conc.Stats(); st.Granted != 2 || st.Refunded != 2 {
+		t.Errorf("stats %+v: want both grants refunded", st)
+	}
+}

@@ -499,7 +499,11 @@ func responseHeader(err error) http.Header {
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
 	if op != nil {
-		if mine, ended := op.idle(); !mine {
+		mine, ended, stale := op.retrying()
+		if stale != nil {
+			stale.Refund() // before the Budget is asked for this retry
+		}
+		if !mine {
 			op = nil // a call made inside an attempt of op: one of its own
 		} else if ended {
 			return nil, ErrOperationEnded
@@ -587,7 +591,11 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	// retry whose attempt did not take it. A tracker's grant that no
 	// attempt took stays with op, whose end refunds it: the retry was not
 	// one the tracker counted (Start).
-	if !op.hold(tracker, record) { // the operation ended meanwhile
+	held, displaced := op.hold(tracker, record)
+	if displaced != nil { // a grant no attempt took (GetAttemptToken was not this Retryer's)
+		defer displaced.Refund()
+	}
+	if !held { // the operation ended meanwhile
 		if tracker != nil {
 			tracker.Refund()
 		}
@@ -710,8 +718,8 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 		// A retry the tracker granted nothing for (a second retry loop
 		// of the operation, or a retryer wrapping this one that skipped
 		// GetRetryToken, asked) starts and ends as a request: its Record
-		// must not end another's grant.
-		a.asRetry = a.retry && a.grant != nil
+		// must not end another's grant. One with a grant ends it.
+		a.asRetry = a.grant != nil
 		bt.Start(a.asRetry)
 		a.started = true
 	}
