@@ -48,7 +48,9 @@ var ErrNestedRetry = fmt.Errorf("awssdk: %w", retry.ErrNestedRetry)
 // retry loop goes on (a Finalize middleware between the Retryer's and the
 // SDK's Retry middleware returned without waiting for it): no attempt is
 // admitted or sent and no retry granted for a caller that has its answer.
-var ErrOperationEnded = errors.New("awssdk: the operation has ended; no attempt or retry is made for it")
+// It is marked retry.Permanent, so that IsErrorRetryable reports false
+// for it without asking the Policy's Classify.
+var ErrOperationEnded = retry.Permanent(errors.New("awssdk: the operation has ended; no attempt or retry is made for it"))
 
 // Middleware IDs, for a stack's Get or Remove.
 const (

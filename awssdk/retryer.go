@@ -120,7 +120,9 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // attempt never runs (the Limiter or the Breaker refused it, the caller
 // gave up during the wait) is one the SDK never reports: with the
 // middleware, a grant of a retry.BudgetTracker (budget.Concurrency) is
-// given back (Refund) when the operation ends; without it, it could not
+// given back (Refund) when its attempt is refused, when the next retry
+// asks the Budget (a retryer wrapping the Retryer made the attempt's
+// token itself) or when the operation ends; without it, it could not
 // be, and would hold its slot of the tracker for good, which is why a
 // BudgetTracker needs the middleware. A grant of any other Budget is not
 // given back, as in the AWS SDKs.
