@@ -154,6 +154,9 @@ type operation struct {
 	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
 	// that no attempt has taken yet; the operation's end refunds it.
 	pendingRetry retry.BudgetTracker
+	// pending: pendingRetry is set (written under mu), so that retrying
+	// takes mu only for a grant no attempt took.
+	pending atomic.Bool
 	// retryRecord records the granted retry's result with the Budget,
 	// until the retry's attempt takes it (or its token's release runs).
 	retryRecord func(error)
@@ -248,6 +251,7 @@ func (op *operation) end() {
 	op.ended.Store(true) // before fail is read: see hand
 	bt := op.pendingRetry
 	op.pendingRetry = nil
+	op.pending.Store(false)
 	var a *attempt
 	if op.unsent.Swap(false) { // after ended is set: see publish
 		a = op.live.Load()
@@ -280,6 +284,7 @@ func (op *operation) admit(a *attempt) (mine, ended bool) {
 	}
 	op.live.Store(a)
 	a.grant, op.pendingRetry = op.pendingRetry, nil
+	op.pending.Store(false)
 	a.record, op.retryRecord = op.retryRecord, nil
 	return true, false
 }
@@ -311,6 +316,9 @@ func (op *operation) sending() (a *attempt, ended bool) {
 // earlier grant no attempt took (GetAttemptToken was not a Retryer's),
 // which the caller gives back.
 func (op *operation) retrying() (mine, ended bool, stale retry.BudgetTracker) {
+	if !op.pending.Load() { // nothing to take: the atomics alone answer
+		return op.live.Load() == nil, op.ended.Load(), nil
+	}
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	switch {
@@ -320,6 +328,7 @@ func (op *operation) retrying() (mine, ended bool, stale retry.BudgetTracker) {
 		return true, true, nil
 	}
 	stale, op.pendingRetry = op.pendingRetry, nil
+	op.pending.Store(false)
 	return true, false, stale
 }
 
@@ -336,6 +345,7 @@ func (op *operation) hold(bt retry.BudgetTracker, record func(error)) (held bool
 	}
 	displaced = op.pendingRetry
 	op.pendingRetry, op.retryRecord = bt, record
+	op.pending.Store(bt != nil)
 	return true, displaced
 }
 
