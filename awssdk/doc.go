@@ -15,8 +15,13 @@
 // LoadOptions also adds the Retryer's middleware to every operation, which
 // numbers the attempts, reports the end of each operation (CallEnd),
 // applies Policy.AttemptTimeout and MaxElapsed, gives back a
-// budget.Concurrency's grants of retries that never ran and reports an
-// attempt whose sending panicked; config.WithRetryer(
+// budget.Concurrency's grants of retries that never ran, reports an
+// attempt whose sending panicked, makes no attempt or retry for an
+// operation that has ended while a middleware of the user's left its
+// retry loop running (ErrOperationEnded), and sends each attempt with a
+// context that does not carry its operation, so that an SDK call made
+// inside it by a client without the middleware is an operation of its
+// own; config.WithRetryer(
 // awssdk.Provider(policy)) alone gives the rest (see Retryer for what it
 // cannot do; a Policy that needs the middleware fails every operation with
 // ErrMiddlewareMissing without it).

@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/stormguard/stormguard v0.3.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

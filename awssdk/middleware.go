@@ -21,11 +21,13 @@ import (
 	"github.com/stormguard/stormguard/retry"
 )
 
-// ErrMiddlewareMissing is the error GetAttemptToken returns when the
-// Policy sets AttemptTimeout or MaxElapsed, or its Budget (or the
-// NestedBudget it uses under NestedBudget) is a retry.BudgetTracker such
-// as budget.Concurrency, and the operation's stack lacks the Retryer's
-// middleware (AddMiddleware): the operation fails at once rather than run
+// ErrMiddlewareMissing is the error GetAttemptToken (and GetRetryToken)
+// returns when the Policy sets AttemptTimeout or MaxElapsed, or its
+// Budget (or the NestedBudget it uses under NestedBudget) is a
+// retry.BudgetTracker such as budget.Concurrency, and the operation's
+// stack lacks the Retryer's middleware (AddMiddleware), as for an SDK
+// call made inside an attempt of another operation by a client without
+// it (see Retryer): the operation fails at once rather than run
 // without the bounds it asked for, or with a tracker whose grants of
 // retries that never run (and whose attempts that panic while sent)
 // could not be given back and would hold its slots for good.
@@ -40,6 +42,15 @@ var ErrElapsed = fmt.Errorf("awssdk: %w", retry.ErrElapsed)
 // (Policy.Nested) leaves retrying to the inbound caller. It matches
 // retry.ErrNestedRetry.
 var ErrNestedRetry = fmt.Errorf("awssdk: %w", retry.ErrNestedRetry)
+
+// ErrOperationEnded is the error GetAttemptToken, GetRetryToken and the
+// attempt middleware return for an operation that has ended while its
+// retry loop goes on (a Finalize middleware between the Retryer's and the
+// SDK's Retry middleware returned without waiting for it): no attempt is
+// admitted or sent and no retry granted for a caller that has its answer.
+// It is marked retry.Permanent, so that IsErrorRetryable reports false
+// for it without asking the Policy's Classify.
+var ErrOperationEnded = retry.Permanent(errors.New("awssdk: the operation has ended; no attempt or retry is made for it"))
 
 // Middleware IDs, for a stack's Get or Remove.
 const (
@@ -85,7 +96,11 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //     alone, and closing it releases the attempt;
 //   - runs the attempt with the context the Observer's AttemptStart
 //     returned (so that an OpenTelemetry span is the HTTP request's
-//     parent).
+//     parent), without the operation in it (an SDK call made with it by
+//     a client without the middleware is an operation of its own: see
+//     Retryer);
+//   - makes no attempt and no retry for an operation that has ended
+//     while its retry loop goes on (ErrOperationEnded; see Retryer).
 //
 // A stack without the SDK's Retry middleware is left as it is.
 func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
@@ -102,45 +117,61 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 }
 
 // operation is the state of one operation, from its Finalize step to its
-// end. The SDK's Retry middleware runs its attempts one after another, so
-// the fields need no lock, but for those another operation failing with
-// the same error value may reach (held, kept and saved) and those an
-// attempt ending after the operation reaches (fail, ended, wrapped; see
+// end. The SDK's Retry middleware runs its attempts one after another,
+// but an attempt may end after its operation (a Finalize middleware
+// between the operation's and the SDK's Retry middleware that returns
+// and leaves the retry loop running in a goroutine), and an SDK call made
+// inside an attempt may find the operation in its context: every field
+// but start and ctx (set before the operation is reachable) is atomic or
+// under mu, and what another operation failing with the same error value
+// may reach (held, kept and saved) is under the failure's locks (see
 // hand).
 type operation struct {
-	start    time.Time // set only with an Observer or MaxElapsed
-	ctx      context.Context
-	attempts int          // attempts the Limiter and the Breaker admitted
-	reason   retry.Reason // why the Retryer stopped it; valid when stopped
-	stopped  bool
-	// attemptCtx is the context AttemptStart returned for the attempt
-	// about to be sent, for the attempt middleware.
-	attemptCtx context.Context
-	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
-	// whose token the SDK has not released yet; the operation middleware
-	// refunds it when the operation ends.
-	pendingRetry retry.BudgetTracker
-	// retryRecord records the granted retry's result with the Budget,
-	// until the retry's attempt takes it (or its token's release runs).
-	retryRecord func(error)
-	// current is the attempt GetAttemptToken admitted last, for the
-	// attempt middleware, which releases it if sending it panics.
-	current *attempt
+	start time.Time // set only with an Observer or MaxElapsed; read-only after
+	ctx   context.Context
+	// attempts counts the attempts the Limiter and the Breaker admitted.
+	attempts atomic.Int32
+	// stopped is 1 + why the Retryer stopped the operation (a
+	// retry.Reason), 0 while it has not.
+	stopped atomic.Uint32
 	// saved are the x-amz-retry-after values RetryDelay rewrote, put
-	// back when the operation ends (nil until one is).
+	// back when the operation ends (nil until one is). Under fail's mu.
 	saved *[]savedHeader
 	// fail is what a failed attempt needs, made with the first one (so
 	// that an operation whose first attempt succeeds does not carry it).
-	// Atomic, as ended: an attempt may end after its operation (a
-	// Finalize middleware between the operation's and the SDK's Retry
-	// middleware that returns and leaves the retry loop running).
 	fail atomic.Pointer[failure]
-	// ended: the operation ended (end); an attempt ending later is not
-	// held nor counted in wrapping (see hand).
+	// ended: the operation ended (end). Set under mu. An attempt ending
+	// later is neither held nor wrapped (see hand), no retry is granted
+	// and no attempt admitted or sent after it (ErrOperationEnded).
 	ended atomic.Bool
 	// wrapped: an attempt of the operation failed with an error the
 	// Retryer could not hold, handed to the SDK as an attemptError.
 	wrapped atomic.Bool
+
+	// mu guards what the retry loop and the operation's end both take,
+	// and orders the admission of an attempt (live) with them.
+	mu sync.Mutex
+	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
+	// that no attempt has taken yet; the operation's end refunds it.
+	pendingRetry retry.BudgetTracker
+	// pending: pendingRetry is set (written under mu), so that retrying
+	// takes mu only for a grant no attempt took.
+	pending atomic.Bool
+	// retryRecord records the granted retry's result with the Budget,
+	// until the retry's attempt takes it (or its token's release runs).
+	retryRecord func(error)
+	// live is the attempt GetAttemptToken admitted and whose token has
+	// not been released (set under mu): while it is set, a call of
+	// GetAttemptToken or GetRetryToken with a context carrying the
+	// operation is not the operation's (an SDK call made inside the
+	// attempt by a client without the middleware), which is then an
+	// operation of its own.
+	live atomic.Pointer[attempt]
+	// unsent: the attempt middleware has not taken live yet; the
+	// operation's end releases it (the SDK drops the token of an
+	// attempt it does not send: a stream it could not rewind). Whoever
+	// swaps it from true takes live.
+	unsent atomic.Bool
 }
 
 // failure is the state of an operation whose attempt failed.
@@ -214,22 +245,123 @@ type keptWait struct {
 
 // end, when the operation ends, reports an admitted attempt whose token
 // the SDK dropped unsent (a stream it could not rewind) as not made, and
-// gives back a retry granted and never run.
+// gives back a retry granted and never taken by an attempt.
 func (op *operation) end() {
+	op.mu.Lock()
 	op.ended.Store(true) // before fail is read: see hand
+	bt := op.pendingRetry
+	op.pendingRetry = nil
+	op.pending.Store(false)
+	var a *attempt
+	if op.unsent.Swap(false) { // after ended is set: see publish
+		a = op.live.Load()
+	}
+	op.mu.Unlock()
 	if f := op.fail.Load(); f != nil {
 		op.letGo(f)
 	} // else nothing was saved: fitHeader saves after failedOn only
-	defer func() {
-		if bt := op.pendingRetry; bt != nil {
-			op.pendingRetry = nil
-			bt.Refund()
-		}
-	}()
-	if a := op.current; a != nil {
-		op.current = nil
+	if bt != nil {
+		defer bt.Refund()
+	}
+	if a != nil {
 		_ = a.release(errAttemptNotMade)
 	}
+}
+
+// admit reserves op for a, an attempt of its own retry loop, which takes
+// the retry grant op holds and its record (a.grant, a.record). mine is
+// false when an attempt of op is live (the caller is an SDK call made
+// inside it: it is not op's), ended true when op has ended (and then a
+// is not op's either).
+func (op *operation) admit(a *attempt) (mine, ended bool) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	switch {
+	case op.live.Load() != nil:
+		return false, op.ended.Load()
+	case op.ended.Load():
+		return true, true
+	}
+	op.live.Store(a)
+	a.grant, op.pendingRetry = op.pendingRetry, nil
+	op.pending.Store(false)
+	a.record, op.retryRecord = op.retryRecord, nil
+	return true, false
+}
+
+// publish hands op's admitted attempt a to the attempt middleware, or
+// reports false when op has ended meanwhile (the caller releases a,
+// which end may release too).
+func (op *operation) publish() bool {
+	op.unsent.Store(true) // before ended is read, as end sets ended before it swaps unsent
+	if op.ended.Load() {
+		op.unsent.Swap(false)
+		return false
+	}
+	return true
+}
+
+// sending returns op's attempt about to be sent, taking it (nil: none),
+// and whether op has ended.
+func (op *operation) sending() (a *attempt, ended bool) {
+	if op.unsent.Swap(false) {
+		a = op.live.Load()
+	}
+	return a, op.ended.Load()
+}
+
+// retrying reports whether op's retry loop may ask for a retry now: no
+// attempt of op is live (else ctx is an SDK call's made inside it, mine
+// is false), and whether op has ended. It takes stale, the tracker of an
+// earlier grant no attempt took (GetAttemptToken was not a Retryer's),
+// which the caller gives back.
+func (op *operation) retrying() (mine, ended bool, stale retry.BudgetTracker) {
+	if !op.pending.Load() { // nothing to take: the atomics alone answer
+		return op.live.Load() == nil, op.ended.Load(), nil
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	switch {
+	case op.live.Load() != nil:
+		return false, op.ended.Load(), nil
+	case op.ended.Load():
+		return true, true, nil
+	}
+	stale, op.pendingRetry = op.pendingRetry, nil
+	op.pending.Store(false)
+	return true, false, stale
+}
+
+// hold keeps a granted retry's record, and the BudgetTracker bt whose
+// grant it is (nil: none), for the next attempt of op, or reports false
+// when op has ended (the caller gives the grant back). displaced is the
+// tracker of an earlier grant no attempt took, which the caller gives
+// back.
+func (op *operation) hold(bt retry.BudgetTracker, record func(error)) (held bool, displaced retry.BudgetTracker) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if op.ended.Load() {
+		return false, nil
+	}
+	displaced = op.pendingRetry
+	op.pendingRetry, op.retryRecord = bt, record
+	op.pending.Store(bt != nil)
+	return true, displaced
+}
+
+// takeRecord takes the granted retry's record no attempt took (nil:
+// none).
+func (op *operation) takeRecord() func(error) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	f := op.retryRecord
+	op.retryRecord = nil
+	return f
+}
+
+// leave ends attempt a's hold on op (live).
+func (op *operation) leave(a *attempt) {
+	op.live.CompareAndSwap(a, nil)
 }
 
 // restore puts back the x-amz-retry-after values RetryDelay rewrote.
@@ -245,16 +377,31 @@ func (op *operation) restore() {
 
 func (op *operation) stop(r retry.Reason) {
 	if op != nil {
-		op.reason, op.stopped = r, true
+		op.stopped.Store(uint32(r) + 1)
 	}
 }
 
 type operationKey struct{}
 
-// operationOf returns ctx's operation, or nil without the middleware.
+// operationOf returns ctx's operation, or nil without the middleware (or
+// for an attempt's context: see attemptContext).
 func operationOf(ctx context.Context) *operation {
 	op, _ := ctx.Value(operationKey{}).(*operation)
 	return op
+}
+
+// attemptContext is the context an attempt is sent with: its parent's,
+// without the operation, so that an SDK call made with it (from the HTTP
+// client, a signer, a credentials provider, a deserializer, an Observer)
+// by a client without the middleware is an operation of its own, and
+// takes, counts and holds nothing of the attempt's.
+type attemptContext struct{ context.Context }
+
+func (c *attemptContext) Value(key any) any {
+	if _, is := key.(operationKey); is {
+		return nil
+	}
+	return c.Context.Value(key)
 }
 
 // operationMiddleware runs outside the SDK's Retry middleware.
@@ -288,7 +435,7 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 			reason = r.reason(op, err)
 		}
 		obs.CallEnd(ctx, retry.CallEnd{
-			Operation: r.p.Operation, Attempts: op.attempts, Reason: reason, Err: err,
+			Operation: r.p.Operation, Attempts: int(op.attempts.Load()), Reason: reason, Err: err,
 			Duration: r.clock.Since(op.start),
 		})
 	}()
@@ -309,8 +456,8 @@ func (r *Retryer) reason(op *operation, err error) retry.Reason {
 	switch {
 	case err == nil:
 		return retry.ReasonSuccess
-	case op.stopped:
-		return op.reason
+	case op.stopped.Load() != 0:
+		return retry.Reason(op.stopped.Load() - 1)
 	case errors.As(err, &maxErr):
 		return retry.ReasonAttempts
 	case op.ctx.Err() != nil:
@@ -344,30 +491,32 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	if op == nil {
 		return m.send(ctx, in, next)
 	}
+	a, ended := op.sending()
+	switch {
+	case a == nil && ended:
+		// Not sent: the operation has ended (its end released the
+		// attempt, as the SDK may drop the token of an attempt it does
+		// not send).
+		return out, md, ErrOperationEnded
+	case a == nil: // an attempt the operation did not admit (the SDK's retryer is not a Retryer)
+		return m.send(ctx, in, next)
+	}
 	defer func() {
 		if err != nil { // held for RetryDelay, or an error value of this attempt's own
 			err = hand(op, err)
 		}
 	}()
-	if op.attemptCtx != nil {
-		ctx, op.attemptCtx = op.attemptCtx, nil
-	}
-	if op.current != nil {
-		// A panic while the attempt is sent makes the SDK drop its
-		// token's release: report the attempt as failed then (the
-		// panic goes on).
-		a, sent := op.current, false
-		op.current = nil
-		defer func() {
-			if !sent {
-				_ = a.release(errAttemptPanicked)
-			}
-		}()
-		out, md, err = m.send(ctx, in, next)
-		sent = true
-		return out, md, err
-	}
-	return m.send(ctx, in, next)
+	// A panic while the attempt is sent makes the SDK drop its token's
+	// release: report the attempt as failed then (the panic goes on).
+	sent := false
+	defer func() {
+		if !sent {
+			_ = a.release(errAttemptPanicked)
+		}
+	}()
+	out, md, err = m.send(a.context(), in, next)
+	sent = true
+	return out, md, err
 }
 
 // send sends the attempt under Policy.AttemptTimeout.
@@ -466,11 +615,12 @@ func (b *attemptBody) Close() error {
 // sentinel that a middleware or a fake transport returns to many
 // operations) cannot tell the operations apart, and another value at
 // that address (zero-size values, a struct and its first field) is not
-// held either. So is the error of an attempt that ends after its
-// operation (a Finalize middleware between the operation middleware and
-// the SDK's Retry middleware that returned early, leaving the retry loop
-// running), which is neither held nor counted in wrapping: nothing would
-// let go of it.
+// held either. The error of an attempt that ends after its operation (a
+// Finalize middleware between the operation middleware and the SDK's
+// Retry middleware that returned early, leaving the retry loop running)
+// is handed over as it is, neither held nor wrapped nor counted in
+// wrapping: no retry follows it (GetRetryToken refuses one with
+// ErrOperationEnded), and nothing would let go of a hold.
 func hand(op *operation, err error) error {
 	key := address(err)
 	f := op.failedOn()
@@ -483,12 +633,17 @@ func hand(op *operation, err error) error {
 	f.listed.Store(true)
 	switch {
 	case op.ended.Load():
+		// Neither held nor wrapped: no retry follows (GetRetryToken
+		// refuses it), nothing would let go of a hold, and the SDK sees
+		// its own error.
 		f.listed.Store(f.counted) // letGo has uncounted it, or will
+		holds.mu.Unlock()
+		return err
 	case key != 0 && holds.m[key] == nil:
 		if holds.m == nil {
 			holds.m = make(map[uintptr]*operation)
 		}
-		holds.m[key], f.held, f.heldN = op, err, op.attempts
+		holds.m[key], f.held, f.heldN = op, err, int(op.attempts.Load())
 		holds.mu.Unlock()
 		return err
 	case !f.counted:

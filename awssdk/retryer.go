@@ -120,7 +120,9 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // attempt never runs (the Limiter or the Breaker refused it, the caller
 // gave up during the wait) is one the SDK never reports: with the
 // middleware, a grant of a retry.BudgetTracker (budget.Concurrency) is
-// given back (Refund) when the operation ends; without it, it could not
+// given back (Refund) when its attempt is refused, when the next retry
+// asks the Budget (a retryer wrapping the Retryer made the attempt's
+// token itself) or when the operation ends; without it, it could not
 // be, and would hold its slot of the tracker for good, which is why a
 // BudgetTracker needs the middleware. A grant of any other Budget is not
 // given back, as in the AWS SDKs.
@@ -146,18 +148,13 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // distinct (each attempt makes new ones). The error is handed to the SDK
 // wrapped in a value of the attempt's own instead, with the SDK's error's
 // text and Unwrap (errors.As and errors.Is find the SDK's error in it; %T
-// does not), when it is not a non-nil pointer, when an operation (of any
-// Retryer) holds a value at its address at that moment (that very value:
-// one sentinel that a middleware or a fake transport returns to every
-// operation; or another value there: zero-size values, a struct and its
-// first field), and when the attempt ends after its operation (a Finalize
-// middleware between the Retryer's and the SDK's Retry middleware that
-// returned early, leaving the retry loop running: such an error is not
-// held, since nothing would let go of it). Either way the Policy's
-// callbacks get the SDK's error (but IsErrorRetryable's Classify, for an
-// attempt that ended after its operation under the SDK's clock skew
-// marker, gets the marker around the wrapper), and the operation's error
-// and the attempt results in its metadata are the SDK's error chain. An
+// does not), when it is not a non-nil pointer, and when an operation (of
+// any Retryer) holds a value at its address at that moment (that very
+// value: one sentinel that a middleware or a fake transport returns to
+// every operation; or another value there: zero-size values, a struct and
+// its first field). Either way the Policy's callbacks get the SDK's
+// error, and the operation's error and the attempt results in its
+// metadata are the SDK's error chain. An
 // operation without the middleware (a client of the same Retryer made
 // without AddMiddleware) whose failure is (or wraps) the very value an
 // operation with it holds, for the same attempt number, at the same
@@ -170,6 +167,37 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // a service: Provider and LoadOptions give config.WithRetryer the same
 // Retryer for each client the aws.Config makes. A Retryer is safe for
 // concurrent use. The Policy must not be modified while in use.
+//
+// With the middleware, an operation may end before its attempts do: a
+// Finalize middleware between the Retryer's and the SDK's Retry
+// middleware that returns (on a timeout of its own, say) while the retry
+// loop goes on in a goroutine. Once the operation has ended its caller
+// has its answer, so no attempt of it is admitted or sent and no retry
+// granted (GetAttemptToken, GetRetryToken and the attempt middleware
+// return ErrOperationEnded; a long-polling operation's SDK still waits
+// RetryDelay's wait after the refusal, as after any); an attempt in
+// flight when it ended is reported when it ends, its error handed to the
+// SDK as it is, neither held nor wrapped (the SDK's metrics, logs and a
+// wrapper of the Retryer see the SDK's own types); a retry granted before
+// the end whose attempt had not started is given back to a BudgetTracker
+// by the end, and an attempt admitted and not yet sent is reported as not
+// made.
+//
+// An attempt is sent with a context that does not carry its operation:
+// an SDK call made with it (from the HTTP client, a signer, a credentials
+// provider, a deserializer, the Observer) by a client without the
+// middleware is an operation of its own, without the middleware (so a
+// Policy that needs it refuses the call with ErrMiddlewareMissing), and
+// takes, counts and holds nothing of the outer operation's. So is a call
+// made, while an attempt of the operation is admitted and not yet
+// released, with a context that does carry it (from a Finalize
+// middleware between the SDK's Retry middleware and the attempt
+// middleware), and so is a second retry loop of one operation (a
+// middleware of the user's that runs two at once) while an attempt of the
+// other is live; a retry such a call (or a retryer wrapping the Retryer
+// that skipped GetRetryToken) makes without a grant of the operation's
+// BudgetTracker is recorded with it as a request. A client with the
+// middleware makes an operation of its own either way.
 //
 // Every callback of the Policy (Classify, the Observer, Backoff, the
 // Budget, Breaker and Limiter and their done functions) may panic: the
@@ -456,6 +484,9 @@ func responseHeader(err error) http.Header {
 }
 
 // GetRetryToken asks the Policy for one retry after the failure opErr:
+// with the Retryer's middleware, the operation must not have ended (else
+// ErrOperationEnded, before any other check, or after the Budget's grant,
+// which a retry.BudgetTracker then gets back, when it ended meanwhile);
 // the Breaker must be ready (else its error is returned); the layer rule
 // must allow it (Policy.Nested; else ErrNestedRetry); an x-amz-retry-after
 // advice must not exceed Policy.MaxRetryAfter (else ErrAdviceExceedsCap);
@@ -469,6 +500,23 @@ func responseHeader(err error) http.Header {
 // refunded when the operation ends.
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	op := operationOf(ctx)
+	if op != nil {
+		mine, ended, stale := op.retrying()
+		if stale != nil {
+			stale.Refund() // before the Budget is asked for this retry
+		}
+		if !mine {
+			op = nil // a call made inside an attempt of op: one of its own
+		} else if ended {
+			return nil, ErrOperationEnded
+		}
+	}
+	if op == nil && r.needsMiddleware {
+		// No grant that nothing could give back (GetAttemptToken refuses
+		// such a call's attempts: a retryer wrapping this one, or a
+		// second retry loop of one operation, asked).
+		return nil, ErrMiddlewareMissing
+	}
 	opErr = op.sdk(opErr)
 	if b := r.p.Breaker; b != nil {
 		if err := b.Ready(); err != nil {
@@ -493,12 +541,13 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	// for RetryDelay.
 	var d time.Duration
 	if op != nil {
-		d = max(r.backoff(op.attempts, opErr), 0)
+		d = max(r.backoff(int(op.attempts.Load()), opErr), 0)
 		if err := r.waitFits(ctx, op, sdkWait(d, advice, advised)); err != nil {
 			return nil, err
 		}
 	}
-	var record func(error) // records the retry's result with the Budget
+	var record func(error)          // records the retry's result with the Budget
+	var tracker retry.BudgetTracker // a BudgetTracker's, whose grant op holds
 	switch b := r.budgetFor(ctx).(type) {
 	case nil:
 	case retry.PricedBudget:
@@ -517,18 +566,15 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		if bt, tracks := b.(retry.BudgetTracker); tracks && op != nil {
 			// The SDK drops the release when the retry does not run (a
 			// refused attempt token, a done context, a cancelled
-			// wait): the operation middleware refunds the grant then.
-			op.pendingRetry = bt
-			record = func(err error) {
-				op.pendingRetry = nil // an operation has one grant outstanding at most
-				b.Record(true, op.sdk(err))
-			}
+			// wait): the retry's attempt takes the grant from op, or
+			// the operation's end refunds it.
+			tracker = bt
 		}
 	}
 	if op != nil {
 		// Under op.mu: RetryDelay takes it in failed, which another
 		// operation failing with the same error value may reach.
-		k := keptWait{n: op.attempts, delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
+		k := keptWait{n: int(op.attempts.Load()), delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
 		f := op.failedOn()
 		f.mu.Lock()
 		f.kept = k
@@ -541,14 +587,24 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		return func(err error) error { record(err); return nil }, nil
 	}
 	// With the middleware the retry's attempt, once admitted, takes the
-	// record over and makes it with the Limiter's, Breaker's and
-	// Observer's reports, so that a panicking Budget does not keep them
-	// from theirs; the release records only a retry whose attempt did not
-	// take it.
-	op.retryRecord = record
+	// record over (and a tracker's grant) and makes it with the
+	// Limiter's, Breaker's and Observer's reports, so that a panicking
+	// Budget does not keep them from theirs; the release records only a
+	// retry whose attempt did not take it. A tracker's grant that no
+	// attempt took stays with op, whose end refunds it: the retry was not
+	// one the tracker counted (Start).
+	held, displaced := op.hold(tracker, record)
+	if displaced != nil { // a grant no attempt took (GetAttemptToken was not this Retryer's)
+		defer displaced.Refund()
+	}
+	if !held { // the operation ended meanwhile
+		if tracker != nil {
+			tracker.Refund()
+		}
+		return nil, ErrOperationEnded
+	}
 	return func(err error) error {
-		if f := op.retryRecord; f != nil {
-			op.retryRecord = nil
+		if f := op.takeRecord(); f != nil && tracker == nil {
 			f(err)
 		}
 		return nil
@@ -599,23 +655,30 @@ func nopRelease(error) error { return nil }
 
 // GetAttemptToken admits one attempt: the Policy's Limiter, then its
 // Breaker; a refusal returns the refusal's error, and the SDK fails the
-// operation with it. Without the Retryer's middleware in the stack, a
-// Policy with AttemptTimeout or MaxElapsed, or with a retry.BudgetTracker
-// budget, refuses every attempt with ErrMiddlewareMissing. The returned release reports the attempt's result
-// to the Limiter, the Breaker, the Budget (for a first attempt) and the
-// Observer.
+// operation with it. With the Retryer's middleware, an operation that
+// has ended gets ErrOperationEnded, before the Limiter or, when it ended
+// meanwhile, once the attempt was admitted (which is then reported as
+// not made). Without the middleware in the stack (or for an SDK call made
+// inside an attempt: see Retryer), a Policy with AttemptTimeout or
+// MaxElapsed, or with a retry.BudgetTracker budget, refuses every attempt
+// with ErrMiddlewareMissing. The returned release reports the attempt's
+// result to the Limiter, the Breaker, the Budget (for a first attempt)
+// and the Observer.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
 	op := operationOf(ctx)
+	a := &attempt{r: r}
+	if op != nil {
+		var mine, ended bool
+		if mine, ended = op.admit(a); !mine {
+			op = nil // a call made inside an attempt of op: one of its own
+		} else if ended {
+			return nil, ErrOperationEnded
+		}
+	}
 	if op == nil && r.needsMiddleware {
 		return nil, ErrMiddlewareMissing
 	}
-	a := &attempt{r: r, op: op, budget: r.budgetFor(ctx)}
-	if op != nil {
-		a.n = op.attempts + 1 // counted once the Limiter and Breaker admit it
-	} else if a.n = 1; !r.first(ctx) {
-		a.n = 2
-	}
-	a.retry = a.n > 1
+	a.op = op
 	ok := false
 	defer func() {
 		if !ok { // refused, or a callback panicked: release what was admitted
@@ -626,6 +689,15 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 			a.end(why)
 		}
 	}()
+	a.budget = r.budgetFor(ctx)
+	if op != nil {
+		a.n = int(op.attempts.Load()) + 1 // counted once the Limiter and Breaker admit it
+		a.mask.Context = ctx
+		ctx = &a.mask // the Limiter and the Observer see no operation in it
+	} else if a.n = 1; !r.first(ctx) {
+		a.n = 2
+	}
+	a.retry = a.n > 1
 	if l := r.p.Limiter; l != nil {
 		if a.limiterDone, err = l.Acquire(ctx, a.retry); err != nil {
 			a.limiterDone = nil
@@ -641,26 +713,31 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 		}
 	}
 	if op != nil {
-		op.attempts = a.n
+		op.attempts.Store(int32(a.n))
 	}
+	a.asRetry = a.retry
 	if bt, is := a.budget.(retry.BudgetTracker); is {
-		bt.Start(a.retry)
+		// A retry the tracker granted nothing for (a second retry loop
+		// of the operation, or a retryer wrapping this one that skipped
+		// GetRetryToken, asked) starts and ends as a request: its Record
+		// must not end another's grant. One with a grant ends it.
+		a.asRetry = a.grant != nil
+		bt.Start(a.asRetry)
 		a.started = true
 	}
 	if o := r.p.Observer; o != nil {
 		a.ctx = o.AttemptStart(ctx, retry.AttemptStart{Operation: r.p.Operation, Attempt: a.n})
-		if a.ctx == nil {
-			a.ctx = ctx
-		}
-		if op != nil && a.ctx != ctx {
-			op.attemptCtx = a.ctx
-		}
+	}
+	if a.ctx == nil {
+		a.ctx = ctx
 	}
 	a.start = r.clock.Now()
 	ok = true
 	if op != nil {
-		a.record, op.retryRecord = op.retryRecord, nil
-		op.current = a
+		if !op.publish() { // the operation ended meanwhile
+			_ = a.release(errAttemptNotMade)
+			return nil, ErrOperationEnded
+		}
 	}
 	return a.release, nil
 }
@@ -677,37 +754,54 @@ var errAttemptNotMade = errors.New("awssdk: attempt not made")
 
 // attempt is one admitted attempt, until its release.
 type attempt struct {
-	r                        *Retryer
-	op                       *operation      // nil without the middleware
-	budget                   retry.Budget    // the budget the call draws on
-	started                  bool            // the BudgetTracker's Start ran
-	record                   func(error)     // the retry's Budget record, taken from GetRetryToken
-	ctx                      context.Context // the context AttemptStart returned; nil before it
-	n                        int             // the attempt's number, 1 for the first
+	r       *Retryer
+	op      *operation          // nil without the middleware
+	budget  retry.Budget        // the budget the call draws on
+	grant   retry.BudgetTracker // the retry grant it took from op, nil for none
+	started bool                // the BudgetTracker's Start ran
+	record  func(error)         // the retry's Budget record, taken from GetRetryToken
+	// ctx is the context AttemptStart returned (else mask, or the
+	// SDK's without the middleware), which the attempt is sent with.
+	ctx context.Context
+	// mask is the SDK's context without the operation (attemptContext),
+	// part of the attempt so as to cost no allocation.
+	mask                     attemptContext
+	n                        int // the attempt's number, 1 for the first
 	retry                    bool
+	asRetry                  bool // the Budget records it as a retry (else as a first attempt)
 	start                    time.Time
 	limiterDone, breakerDone func(error)
 	once                     sync.Once
 }
 
+// context returns the context the attempt is sent with.
+func (a *attempt) context() context.Context { return a.ctx }
+
 // release is the attempt token's release: the SDK calls it once, with
 // the attempt's error (nil on success).
 func (a *attempt) release(err error) error {
-	a.once.Do(func() { a.report(a.op.sdk(err)) })
+	a.once.Do(func() {
+		if op := a.op; op != nil {
+			op.leave(a)
+		}
+		a.report(a.op.sdk(err))
+	})
 	return nil
 }
 
 // end reports an attempt that never ran to the parts that admitted it.
 // A BudgetTracker that counted it (Start) records it; for a retry that
-// Record also ends the retry's grant, whose token the SDK then drops, so
-// the operation no longer holds it.
+// Record also ends the retry's grant, whose token the SDK then drops. A
+// grant the attempt took without Start is given back.
 func (a *attempt) end(err error) {
 	a.once.Do(func() {
+		if op := a.op; op != nil {
+			op.leave(a)
+		}
 		if a.started {
-			if a.retry && a.op != nil {
-				a.op.pendingRetry = nil
-			}
-			defer a.budget.Record(a.retry, err)
+			defer a.budget.Record(a.asRetry, err)
+		} else if a.grant != nil {
+			defer a.grant.Refund()
 		}
 		defer call(a.limiterDone, err)
 		call(a.breakerDone, err)
@@ -720,7 +814,7 @@ func (a *attempt) report(err error) {
 	r := a.r
 	defer call(a.limiterDone, err)
 	defer call(a.breakerDone, err)
-	if b := a.budget; b != nil && !a.retry {
+	if b := a.budget; b != nil && !a.asRetry {
 		defer b.Record(false, err)
 	}
 	if a.record != nil {

@@ -63,6 +63,9 @@ type endpoint struct {
 	script   []reply
 	requests int
 	srv      *httptest.Server
+	// hook, when set, is called with the request's number (1 for the
+	// first of the call) before it is answered.
+	hook func(request int)
 }
 
 func newEndpoint(t *testing.T) *endpoint {
@@ -74,7 +77,11 @@ func newEndpoint(t *testing.T) *endpoint {
 		if len(e.script) > 0 {
 			rep, e.script = e.script[0], e.script[1:]
 		}
+		hook, n := e.hook, e.requests
 		e.mu.Unlock()
+		if hook != nil {
+			hook(n)
+		}
 		if rep.drop {
 			_, _ = io.Copy(io.Discard, r.Body) // so that the client sees EOF, always
 			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {

@@ -88,7 +88,7 @@ func (e *outerErr) Error() string { return "outer" }
 // held as it is.
 func TestHeldValueIsTheVeryValue(t *testing.T) {
 	held0, wrapping0 := holdCounts()
-	a, b := &operation{attempts: 1}, &operation{attempts: 1}
+	a, b := newOp(1), newOp(1)
 	o := &outerErr{}
 	e1, e2 := error(o), error(&o.inner)
 	if got := hand(a, e1); got != e1 {
