@@ -11,7 +11,8 @@
 // one sample per window of requests, and, as Envoy's adaptive concurrency
 // filter does, now and then pins the limit low for a short while
 // (Config.ProbeLength: one window unless set) to measure the RTT without
-// load, at a jittered interval.
+// load, at a jittered interval — for the algorithms that keep one
+// (NoLoadSetter: Gradient2 and Vegas; Fixed and AIMD are never probed).
 //
 // In front of the limit stands a bounded queue with two rules from "Fail
 // at Scale" (Maurer, ACM Queue 2015):

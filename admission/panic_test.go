@@ -151,7 +151,8 @@ func TestLimiterRandPanicLeavesItConsistent(t *testing.T) {
 		return 0
 	}
 	f := clocktest.NewFake()
-	c := admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, Rand: r}
+	// recording takes a no-load RTT (Fixed would never be probed).
+	c := admission.Config{Limit: &recording{limit: 10}, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, Rand: r}
 	armed.Store(true)
 	mustPanic(t, "New", func() { admission.New(c) })
 	armed.Store(false)
@@ -367,5 +368,43 @@ func TestQueueTimerStopPanicStillHandsTheSlot(t *testing.T) {
 	}
 	if q, n := l.Queued(), l.InFlight(); q != 0 || n != 0 {
 		t.Fatalf("%d queued, %d in flight at the end, want 0 and 0", q, n)
+	}
+}
+
+// noLoadPanic is a Limit whose SetNoLoadRTT panics while armed.
+type noLoadPanic struct{ armed atomic.Bool }
+
+func (*noLoadPanic) OnSample(time.Time, time.Duration, int, bool) {}
+func (*noLoadPanic) Limit() int                                   { return 50 }
+func (n *noLoadPanic) SetNoLoadRTT(time.Duration) {
+	if n.armed.Load() {
+		panic("SetNoLoadRTT bug")
+	}
+}
+
+// TestProbeEndNoLoadPanicRestoresLimit (outside review, callback
+// panics): a Limit whose SetNoLoadRTT panics as a probe ends leaves the
+// Limiter out of the probe with its limit back from ProbeLimit, no slot
+// held, and the next probe at the next window. (Before: the limit stayed
+// pinned at ProbeLimit while Probing said false, until the next window
+// with a sample.)
+func TestProbeEndNoLoadPanicRestoresLimit(t *testing.T) {
+	f := clocktest.NewFake()
+	alg := &noLoadPanic{}
+	l := newLimiter(t, admission.Config{Limit: alg, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, ProbeJitter: -1})
+	probeAfter(t, l, f, 10*time.Millisecond)
+	p := mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	alg.armed.Store(true)
+	mustPanic(t, "the Release ending the probe", p.Release)
+	alg.armed.Store(false)
+	if l.Probing() || l.Limit() != 50 || l.InFlight() != 0 {
+		t.Fatalf("after the panic: probing %v, limit %d, in flight %d; want false, 50, 0", l.Probing(), l.Limit(), l.InFlight())
+	}
+	p = mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	p.Release()
+	if !l.Probing() {
+		t.Fatal("no probe at the next window")
 	}
 }
