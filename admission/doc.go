@@ -29,9 +29,9 @@
 //     out. When no queue stands, requests are served in arrival order, so
 //     nothing is unfair at normal load.
 //
-// A queued request whose caller has gone — its context ended, or the
-// inbound deadline that layer.Middleware reads has passed — is dropped
-// before any work starts. layer.Adaptive puts a Limiter in front of an
+// A request whose caller has gone — its context ended before Acquire or
+// while it waits in the queue, or, while it waits, the inbound deadline
+// that layer.Middleware reads passed — is dropped before any work starts. layer.Adaptive puts a Limiter in front of an
 // http.Handler and answers every shed with layer.Overload ("overloaded;
 // don't retry"); Limiter.RetryLimiter bounds a client's own calls.
 package admission

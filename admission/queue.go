@@ -104,8 +104,12 @@ func (l *Limiter) refuse(err error) error {
 
 // Acquire admits a request now, or queues it, or sheds it:
 //
-//   - while fewer than the limit are in flight and none is queued, it is
-//     admitted at once;
+//   - a request whose ctx has already ended when Acquire is called
+//     (ctx.Err() != nil: the caller cancelled, or a deadline such as the
+//     one layer.Middleware sets from the caller's header passed) is shed
+//     at once (ErrCallerGone), whether or not a slot is free;
+//   - otherwise, while fewer than the limit are in flight and none is
+//     queued, it is admitted at once;
 //   - otherwise it waits in the queue, unless the queue is full or the
 //     Limiter has none (ErrQueueFull, ErrLimit). A slot freed by a
 //     release goes to a queued request: the oldest (FIFO) — unless a
@@ -130,6 +134,10 @@ func (l *Limiter) refuse(err error) error {
 // error wraps ErrShed. Admission at once costs no allocation; a queued
 // request costs a few.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if ctx.Err() != nil {
+		l.refuse(ErrCallerGone)
+		return Permit{}, callerGone(ctx)
+	}
 	if l.waiting.Load() == 0 && l.inflight.Load() < l.limit.Load() {
 		// The start is read before the slot is taken, so that a Clock
 		// that panics takes none; and only when a slot looks free, so
