@@ -39,8 +39,20 @@ func BenchmarkAcquireReleaseTimed(b *testing.B) {
 	benchAcquireRelease(b, l)
 }
 
+// BenchmarkAcquireReleaseCancelCtx is BenchmarkAcquireRelease with a
+// context that can end, as a server request's is: Acquire asks its Err
+// (one atomic load) before it admits.
+func BenchmarkAcquireReleaseCancelCtx(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchAcquireReleaseCtx(b, newLimiter(b, admission.Config{}), ctx)
+}
+
 func benchAcquireRelease(b *testing.B, l *admission.Limiter) {
-	ctx := context.Background()
+	benchAcquireReleaseCtx(b, l, context.Background())
+}
+
+func benchAcquireReleaseCtx(b *testing.B, l *admission.Limiter, ctx context.Context) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p, err := l.Acquire(ctx)

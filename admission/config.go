@@ -44,8 +44,10 @@ type Config struct {
 	// ProbeLimit for ProbeLength (one window by default), and the mean RTT
 	// of the requests that started in the probe is given to the algorithm
 	// (NoLoadSetter). The interval is stretched by a random share of up
-	// to ProbeJitter so that servers do not probe together. 0: DefaultProbeInterval (1
-	// minute); negative: never.
+	// to ProbeJitter so that servers do not probe together. 0:
+	// DefaultProbeInterval (1 minute); negative: never. A Limit that is
+	// not a NoLoadSetter (Fixed, AIMD) is never probed, whatever
+	// ProbeInterval says: nothing would read the measurement.
 	ProbeInterval time.Duration
 	// ProbeJitter is the most the interval is stretched, as a share of
 	// it, in [0, 1]. 0: DefaultProbeJitter (0.15); negative: none.
@@ -68,7 +70,8 @@ type Config struct {
 	QueueLength int
 	// QueueTarget is how long a request may wait while a queue stands
 	// (CoDel's target): the queue has not been empty for QueueInterval.
-	// 0: DefaultQueueTarget (5 ms).
+	// At most QueueInterval. 0: DefaultQueueTarget (5 ms), or
+	// QueueInterval when that is shorter.
 	QueueTarget time.Duration
 	// QueueInterval is how long a request may wait otherwise, and how
 	// long the queue must stay non-empty to stand (CoDel's interval). 0:
@@ -90,7 +93,8 @@ type Config struct {
 	// do not probe together.
 	Seed uint64
 	// Rand returns a number in [0, 1) for the probe jitter (any other
-	// result counts as 0). nil: a generator seeded by Seed. New calls it
+	// result counts as 0). nil: a generator seeded by Seed. It is called
+	// only when the Limiter probes (see ProbeInterval). New calls it
 	// for the first probe (its panic goes on to New's caller), and a
 	// Release that ends a probe calls it for the next, with the
 	// Limiter's window lock held: if it panics then, the panic goes on
@@ -153,11 +157,11 @@ func (c Config) resolve() (Config, error) {
 	if c.QueueLength == 0 {
 		c.QueueLength = DefaultQueueLength
 	}
-	if c.QueueTarget == 0 {
-		c.QueueTarget = DefaultQueueTarget
-	}
 	if c.QueueInterval == 0 {
 		c.QueueInterval = DefaultQueueInterval
+	}
+	if c.QueueTarget == 0 {
+		c.QueueTarget = min(DefaultQueueTarget, c.QueueInterval)
 	}
 	if c.QueueTarget > c.QueueInterval {
 		return c, invalid("Config.QueueTarget", c.QueueTarget, fmt.Sprintf("want at most QueueInterval (%v): a standing queue may wait less than a passing one", c.QueueInterval))

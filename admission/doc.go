@@ -11,7 +11,8 @@
 // one sample per window of requests, and, as Envoy's adaptive concurrency
 // filter does, now and then pins the limit low for a short while
 // (Config.ProbeLength: one window unless set) to measure the RTT without
-// load, at a jittered interval.
+// load, at a jittered interval — for the algorithms that keep one
+// (NoLoadSetter: Gradient2 and Vegas; Fixed and AIMD are never probed).
 //
 // In front of the limit stands a bounded queue with two rules from "Fail
 // at Scale" (Maurer, ACM Queue 2015):
@@ -28,9 +29,9 @@
 //     out. When no queue stands, requests are served in arrival order, so
 //     nothing is unfair at normal load.
 //
-// A queued request whose caller has gone — its context ended, or the
-// inbound deadline that layer.Middleware reads has passed — is dropped
-// before any work starts. layer.Adaptive puts a Limiter in front of an
+// A request whose caller has gone — its context ended before Acquire or
+// while it waits in the queue, or, while it waits, the inbound deadline
+// that layer.Middleware reads passed — is dropped before any work starts. layer.Adaptive puts a Limiter in front of an
 // http.Handler and answers every shed with layer.Overload ("overloaded;
 // don't retry"); Limiter.RetryLimiter bounds a client's own calls.
 package admission

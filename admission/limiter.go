@@ -14,9 +14,12 @@ import (
 // Limiter admits requests while fewer than its limit are in flight, and
 // sheds the others at once or after a short wait in its queue (see
 // Acquire). The limit follows the Config's Limit algorithm, which hears
-// one sample per window of requests; now and then the limit is pinned low
-// for a while (Config.ProbeLength, one window by default) to measure the
-// RTT without load (Config.ProbeInterval).
+// one sample per window of requests; when the algorithm keeps a no-load
+// RTT (it implements NoLoadSetter, as Gradient2 and Vegas do), now and
+// then the limit is pinned low for a while (Config.ProbeLength, one
+// window by default) to measure the RTT without load
+// (Config.ProbeInterval). Fixed, AIMD and any other Limit that is not a
+// NoLoadSetter are never probed.
 //
 // Admission and release cost no allocation and, on the clock.Real clock,
 // two reads of the monotonic clock for a timed request, none for the
@@ -51,8 +54,9 @@ type Limiter struct {
 	cells stripe.Array[window]
 
 	wmu      sync.Mutex // the algorithm and the probe
+	probes   bool       // the Limiter probes: ProbeInterval > 0 and the Limit is a NoLoadSetter
 	probing  bool
-	probeAt  int64 // when the next probe starts; -1: never
+	probeAt  int64 // when the next probe starts, on the time line (negative after a step back); read only if probes
 	rand     splitmix
 	algLimit int64
 
@@ -119,9 +123,9 @@ func New(c Config) (*Limiter, error) {
 	l.algLimit = int64(max(1, c.Limit.Limit()))
 	l.limit.Store(l.algLimit)
 	l.winLen.Store(int64(c.Window))
-	l.probeAt = -1
-	if c.ProbeInterval > 0 {
+	if _, ok := c.Limit.(NoLoadSetter); ok && c.ProbeInterval > 0 {
 		l.probeAt = l.probeDelay(0)
+		l.probes = true
 	}
 	l.q.init(l)
 	return l, nil
@@ -283,10 +287,15 @@ func (l *Limiter) closeWindow(end int64) {
 	ws := l.winStart.Load()
 	age := end - ws
 	if age < 0 {
-		// The clock stepped back: the window, and the next probe, move
-		// back with it, so the limit keeps following samples.
+		// The clock stepped back: the window, the next probe and the
+		// start of the samples taken (from) move back with it, so the
+		// limit keeps following samples — else every request would start
+		// before from, and none be sampled, until the clock caught up.
 		l.winStart.Store(end)
-		if l.probeAt >= 0 {
+		if l.from.Load() > end {
+			l.from.Store(end)
+		}
+		if l.probes {
 			l.probeAt = max(l.probeAt+age, end)
 		}
 		return
@@ -336,6 +345,11 @@ func (l *Limiter) closeWindow(end int64) {
 	if l.probing {
 		l.probing = false
 		l.winLen.Store(int64(l.c.Window))
+		// The limit comes back from ProbeLimit before the algorithm's
+		// code runs: if SetNoLoadRTT or Limit panics, the limit is the
+		// one before the probe, and the next probe comes at the next
+		// window (probeAt has passed), the panic going on.
+		l.limit.Store(l.algLimit)
 		if s, ok := l.c.Limit.(NoLoadSetter); ok && mean > 0 && count > 0 {
 			s.SetNoLoadRTT(mean)
 		}
@@ -349,7 +363,7 @@ func (l *Limiter) closeWindow(end int64) {
 		l.algLimit = int64(max(1, l.c.Limit.Limit()))
 		l.limit.Store(l.algLimit)
 	}
-	if l.probeAt >= 0 && end >= l.probeAt {
+	if l.probes && end >= l.probeAt {
 		l.probing = true
 		l.winLen.Store(int64(l.c.ProbeLength))
 		l.mask.Store(0)   // the probe times every request

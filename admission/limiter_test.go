@@ -168,3 +168,83 @@ func TestLimiterRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitWithoutNoLoadRTTIsNeverProbed (outside review): Fixed and
+// AIMD take no no-load RTT (they are not NoLoadSetters), so a Limiter
+// with the default ProbeInterval never pins their limit to ProbeLimit;
+// Gradient2, which takes one, is still probed. (Before: every Limit was
+// probed down to 3 for a window every minute or so, shedding most of
+// the load to measure an RTT nothing read.)
+func TestLimitWithoutNoLoadRTTIsNeverProbed(t *testing.T) {
+	aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := admission.NewGradient2(admission.Gradient2Config{InitialLimit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		alg    admission.Limit
+		probed bool
+	}{{"Fixed", admission.Fixed{N: 50}, false}, {"AIMD", aimd, false}, {"Gradient2", g2, true}} {
+		f := clocktest.NewFake()
+		l := newLimiter(t, admission.Config{Limit: tc.alg, Clock: f, Seed: 1})
+		probed := false
+		for f.Since(clocktest.Epoch) < 2*time.Minute { // 30 requests every 10 ms
+			ps := make([]admission.Permit, 0, 30)
+			for range 30 {
+				if p, err := l.TryAcquire(); err == nil {
+					ps = append(ps, p)
+				}
+			}
+			f.Advance(10 * time.Millisecond)
+			for _, p := range ps {
+				p.Release()
+			}
+			probed = probed || l.Probing()
+			if !tc.probed && l.Limit() < 30 {
+				t.Fatalf("%s: limit %d at %v under a steady load of 30, want no probe", tc.name, l.Limit(), f.Since(clocktest.Epoch))
+			}
+		}
+		if probed != tc.probed {
+			t.Errorf("%s: probed %v in two minutes, want %v", tc.name, probed, tc.probed)
+		}
+	}
+}
+
+// TestQueueIntervalAloneDefaultsTarget (outside review): a QueueInterval
+// below DefaultQueueTarget with QueueTarget left out is taken, the target
+// defaulting to the interval; a QueueTarget set above it is still refused,
+// naming QueueTarget. (Before: the interval alone was refused, naming a
+// QueueTarget the caller never set.)
+func TestQueueIntervalAloneDefaultsTarget(t *testing.T) {
+	f := clocktest.NewFake()
+	l, err := admission.New(admission.Config{Limit: admission.Fixed{N: 1}, Clock: f, ProbeInterval: -1, QueueInterval: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("QueueInterval 2ms with QueueTarget left out: %v", err)
+	}
+	// The target is the interval: a request queued while a queue stands
+	// (non-empty for 2 ms) waits 2 ms.
+	hold := mustAcquire(t, l)
+	defer hold.Release()
+	out := make(chan result, 3)
+	enqueue(t, l, context.Background(), "A", out) // at 0: waits the interval
+	f.Advance(time.Millisecond)
+	enqueue(t, l, context.Background(), "B", out) // at 1 ms: waits the interval
+	f.Advance(time.Millisecond)
+	expect(t, out, "A", admission.ErrQueueTimeout)
+	f.Advance(500 * time.Microsecond)
+	enqueue(t, l, context.Background(), "C", out) // at 2.5 ms, a queue standing: waits the target
+	f.Advance(500 * time.Microsecond)
+	expect(t, out, "B", admission.ErrQueueTimeout)
+	f.Advance(1400 * time.Microsecond)
+	queued(t, l, 1)
+	f.Advance(100 * time.Microsecond)
+	expect(t, out, "C", admission.ErrQueueTimeout)
+	err = admission.Config{QueueInterval: 2 * time.Millisecond, QueueTarget: 3 * time.Millisecond}.Validate()
+	if !errors.Is(err, admission.ErrInvalidConfig) || !contains(err.Error(), "Config.QueueTarget") {
+		t.Fatalf("QueueTarget 3ms above QueueInterval 2ms: %v, want refused naming Config.QueueTarget", err)
+	}
+}

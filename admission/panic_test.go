@@ -151,7 +151,8 @@ func TestLimiterRandPanicLeavesItConsistent(t *testing.T) {
 		return 0
 	}
 	f := clocktest.NewFake()
-	c := admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, Rand: r}
+	// recording takes a no-load RTT (Fixed would never be probed).
+	c := admission.Config{Limit: &recording{limit: 10}, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, Rand: r}
 	armed.Store(true)
 	mustPanic(t, "New", func() { admission.New(c) })
 	armed.Store(false)
@@ -368,4 +369,151 @@ func TestQueueTimerStopPanicStillHandsTheSlot(t *testing.T) {
 	if q, n := l.Queued(), l.InFlight(); q != 0 || n != 0 {
 		t.Fatalf("%d queued, %d in flight at the end, want 0 and 0", q, n)
 	}
+}
+
+// noLoadPanic is a Limit whose SetNoLoadRTT panics while armed.
+type noLoadPanic struct{ armed atomic.Bool }
+
+func (*noLoadPanic) OnSample(time.Time, time.Duration, int, bool) {}
+func (*noLoadPanic) Limit() int                                   { return 50 }
+func (n *noLoadPanic) SetNoLoadRTT(time.Duration) {
+	if n.armed.Load() {
+		panic("SetNoLoadRTT bug")
+	}
+}
+
+// TestProbeEndNoLoadPanicRestoresLimit (outside review, callback
+// panics): a Limit whose SetNoLoadRTT panics as a probe ends leaves the
+// Limiter out of the probe with its limit back from ProbeLimit, no slot
+// held, and the next probe at the next window. (Before: the limit stayed
+// pinned at ProbeLimit while Probing said false, until the next window
+// with a sample.)
+func TestProbeEndNoLoadPanicRestoresLimit(t *testing.T) {
+	f := clocktest.NewFake()
+	alg := &noLoadPanic{}
+	l := newLimiter(t, admission.Config{Limit: alg, Clock: f, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, ProbeJitter: -1})
+	probeAfter(t, l, f, 10*time.Millisecond)
+	p := mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	alg.armed.Store(true)
+	mustPanic(t, "the Release ending the probe", p.Release)
+	alg.armed.Store(false)
+	if l.Probing() || l.Limit() != 50 || l.InFlight() != 0 {
+		t.Fatalf("after the panic: probing %v, limit %d, in flight %d; want false, 50, 0", l.Probing(), l.Limit(), l.InFlight())
+	}
+	p = mustAcquire(t, l)
+	f.Advance(10 * time.Millisecond)
+	p.Release()
+	if !l.Probing() {
+		t.Fatal("no probe at the next window")
+	}
+}
+
+// TestQueueTimeoutClockPanicStillSheds (outside review, callback
+// panics): a Clock whose Now panics as a queued request's timeout fires
+// (the timeout reads the time) sheds that request all the same
+// (ErrQueueTimeout), the panic going on to the Clock's timer. (Before:
+// the request stayed queued with no timeout, its caller — here without a
+// deadline — waiting until some release happened to hand it a slot.)
+func TestQueueTimeoutClockPanicStillSheds(t *testing.T) {
+	c := &panicClock{Fake: clocktest.NewFake()}
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: c, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	defer hold.Release()
+	out := make(chan result, 1)
+	enqueue(t, l, context.Background(), "A", out)
+	c.armed.Store(true)
+	mustPanic(t, "the Advance firing the timeout", func() { c.Advance(admission.DefaultQueueInterval) })
+	c.armed.Store(false)
+	if n := l.Queued(); n != 0 {
+		t.Fatalf("%d queued after the timeout fired, want 0 (the request left queued with no timeout)", n)
+	}
+	expect(t, out, "A", admission.ErrQueueTimeout)
+	if s := l.Stats(); s.Shed[admission.ReasonQueueTimeout] != 1 || s.InFlight != 1 {
+		t.Fatalf("stats %+v, want one queue timeout and the held slot alone in flight", s)
+	}
+}
+
+// donePanicCtx is a caller's context whose Done panics while armed.
+type donePanicCtx struct {
+	context.Context
+	armed *atomic.Bool
+}
+
+func (c donePanicCtx) Done() <-chan struct{} {
+	if c.armed.Load() {
+		panic("context Done bug")
+	}
+	return c.Context.Done()
+}
+
+// TestQueuedContextDonePanicLeaksNoSlot (outside review, callback
+// panics): a caller's context whose Done panics as Acquire is about to
+// wait in the queue leaves nothing queued, so the next release's slot
+// goes to no one and comes back free. (Before: Done was called after the
+// request was queued; the release handed the slot to a request no one
+// waited for, and the slot was lost for good — with a limit of 1 the
+// Limiter admitted nothing again.)
+func TestQueuedContextDonePanicLeaksNoSlot(t *testing.T) {
+	f := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: f, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	var armed atomic.Bool
+	armed.Store(true)
+	mustPanic(t, "Acquire", func() { l.Acquire(donePanicCtx{context.Background(), &armed}) })
+	if q := l.Queued(); q != 0 {
+		t.Fatalf("%d queued after the panicking Acquire, want 0", q)
+	}
+	hold.Release()
+	f.Advance(time.Hour)
+	if n, q := l.InFlight(), l.Queued(); n != 0 || q != 0 {
+		t.Fatalf("after the panicking Acquire and the only Release: %d in flight, %d queued; want 0, 0", n, q)
+	}
+	mustAcquire(t, l).Release()
+}
+
+// errPanicCtx is a caller's context whose Err panics when when says so.
+type errPanicCtx struct {
+	context.Context
+	when func() bool
+}
+
+func (c errPanicCtx) Err() error {
+	if c.when() {
+		panic("context Err bug")
+	}
+	return c.Context.Err()
+}
+
+// TestQueuedContextErrPanicAfterHandOverLeaksNoSlot (outside review,
+// callback panics): a queued request is handed a slot, and Acquire then
+// asks ctx.Err whether its caller went meanwhile; if that panics, the
+// slot goes back unused before the panic goes on. (Before: the Permit
+// handed over was never ended, a slot lost for good.)
+func TestQueuedContextErrPanicAfterHandOverLeaksNoSlot(t *testing.T) {
+	f := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 1}, Clock: f, ProbeInterval: -1})
+	hold := mustAcquire(t, l)
+	// Err panics once hold has gone and the slot is taken again: when
+	// Acquire asks after the hand-over (the release's dispatch asks
+	// before it takes the slot for the request).
+	var released atomic.Bool
+	ctx := errPanicCtx{context.Background(), func() bool { return released.Load() && l.InFlight() == 1 }}
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		l.Acquire(ctx)
+	}()
+	for l.Queued() != 1 {
+		runtime.Gosched()
+	}
+	released.Store(true)
+	hold.Release() // hands the slot to the queued request
+	if v := <-panicked; v == nil {
+		t.Fatal("no panic")
+	}
+	if n, q := l.InFlight(), l.Queued(); n != 0 || q != 0 {
+		t.Fatalf("after the panicking Acquire returned: %d in flight, %d queued; want 0, 0 (the slot handed to it was never given back)", n, q)
+	}
+	mustAcquire(t, l).Release()
 }

@@ -113,7 +113,7 @@ func TestProbeLengthValidated(t *testing.T) {
 func TestZeroSeedLimitersProbeApart(t *testing.T) {
 	start := func(seed uint64) time.Duration {
 		f := clocktest.NewFake()
-		l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, Window: time.Millisecond, WindowSamples: 1,
+		l := newLimiter(t, admission.Config{Limit: &recording{limit: 10}, Clock: f, Window: time.Millisecond, WindowSamples: 1,
 			ProbeInterval: time.Second, ProbeJitter: 0.5, Seed: seed})
 		return probeAfter(t, l, f, time.Millisecond)
 	}

@@ -104,8 +104,12 @@ func (l *Limiter) refuse(err error) error {
 
 // Acquire admits a request now, or queues it, or sheds it:
 //
-//   - while fewer than the limit are in flight and none is queued, it is
-//     admitted at once;
+//   - a request whose ctx has already ended when Acquire is called
+//     (ctx.Err() != nil: the caller cancelled, or a deadline such as the
+//     one layer.Middleware sets from the caller's header passed) is shed
+//     at once (ErrCallerGone), whether or not a slot is free;
+//   - otherwise, while fewer than the limit are in flight and none is
+//     queued, it is admitted at once;
 //   - otherwise it waits in the queue, unless the queue is full or the
 //     Limiter has none (ErrQueueFull, ErrLimit). A slot freed by a
 //     release goes to a queued request: the oldest (FIFO) — unless a
@@ -119,10 +123,21 @@ func (l *Limiter) refuse(err error) error {
 //     shed before it starts (ErrCallerGone), also when it had just been
 //     given a slot.
 //
+// ctx's methods may panic, and the panic goes on: one in Acquire leaves
+// the request neither queued nor holding a slot (Done is read before it
+// is queued; a slot handed to it as Err panics goes back unused, without
+// a sample). One as a release hands slots on — it asks whether queued
+// callers are gone — goes on to that release, and the request stays
+// queued until it is served, its wait is over or its ctx ends.
+//
 // On success the Permit must be ended (Release, Drop or Ignore). Every
 // error wraps ErrShed. Admission at once costs no allocation; a queued
 // request costs a few.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if ctx.Err() != nil {
+		l.refuse(ErrCallerGone)
+		return Permit{}, callerGone(ctx)
+	}
 	if l.waiting.Load() == 0 && l.inflight.Load() < l.limit.Load() {
 		// The start is read before the slot is taken, so that a Clock
 		// that panics takes none; and only when a slot looks free, so
@@ -290,16 +305,19 @@ func (q *queue) wait(ctx context.Context) (Permit, error) {
 	if l.c.QueueLength < 0 {
 		return Permit{}, l.refuse(ErrLimit)
 	}
+	// Done is read before the request is queued: if it panics, nothing
+	// is queued yet.
+	ctxDone := ctx.Done()
 	w, err := q.enter(ctx, l.now())
 	if err != nil {
 		return Permit{}, err
 	}
 	select {
 	case <-w.done:
-	case <-ctx.Done():
+	case <-ctxDone:
 		q.leave(w)
 	}
-	if w.err == nil && ctx.Err() != nil {
+	if w.err == nil && q.callerWent(ctx, w) {
 		// Given a slot as the caller went away: give it back unused.
 		w.p.Ignore()
 		l.refuse(ErrCallerGone)
@@ -389,12 +407,38 @@ func (q *queue) leave(w *waiter) {
 	read = true
 }
 
+// callerWent reports whether ctx has ended, for a w that has been given
+// a slot. If ctx.Err panics, the slot goes back unused (no sample) before
+// the panic goes on, as nobody will end the Permit.
+func (q *queue) callerWent(ctx context.Context, w *waiter) bool {
+	judged := false
+	defer func() {
+		if !judged {
+			w.p.Ignore()
+		}
+	}()
+	gone := ctx.Err() != nil
+	judged = true
+	return gone
+}
+
+// expire sheds w when its wait is over (ErrQueueTimeout), unless a slot
+// or another shed reached it first. The time is read under the queue's
+// lock; if the Clock panics, w is shed all the same, as of when it came
+// (as leave does), and the panic goes on to the Clock's timer.
 func (q *queue) expire(w *waiter) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if w.queued {
-		q.remove(w, q.l.now(), Permit{}, ErrQueueTimeout)
+	if !w.queued {
+		return
 	}
+	now := w.since
+	defer func() {
+		if w.queued {
+			q.remove(w, now, Permit{}, ErrQueueTimeout)
+		}
+	}()
+	now = q.l.now()
 }
 
 // callerGone returns ErrCallerGone wrapped with the reason ctx gives.

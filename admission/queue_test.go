@@ -172,6 +172,30 @@ func TestQueueDropsRequestWhoseCallerDeadlinePassed(t *testing.T) {
 	})
 }
 
+// TestAcquireShedsCallerAlreadyGone (outside review): a request whose
+// context has ended when it arrives is shed at once (ErrCallerGone,
+// wrapping the cause), also while slots are free and none is queued —
+// the path that admits at once — and it takes no slot. (Before: only a
+// request that queued was checked: below the limit, a caller whose
+// deadline had passed, Stormguard-Deadline-Ms: 0 say, was admitted and
+// served.)
+func TestAcquireShedsCallerAlreadyGone(t *testing.T) {
+	f := clocktest.NewFake()
+	l := newLimiter(t, admission.Config{Limit: admission.Fixed{N: 10}, Clock: f, ProbeInterval: -1})
+	cause := errors.New("the caller's deadline")
+	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Millisecond, cause)
+	defer cancel()
+	f.Advance(time.Millisecond)
+	_, err := l.Acquire(ctx)
+	if !errors.Is(err, admission.ErrCallerGone) || !errors.Is(err, cause) || !errors.Is(err, admission.ErrShed) {
+		t.Fatalf("err %v, want ErrCallerGone wrapping the context's cause", err)
+	}
+	if s := l.Stats(); s.InFlight != 0 || s.Queued != 0 || s.Shed[admission.ReasonCallerGone] != 1 {
+		t.Fatalf("stats %+v, want nothing in flight or queued and one caller_gone shed", s)
+	}
+	mustAcquire(t, l).Release()
+}
+
 // Many goroutines through a small limit and queue on the real clock: the
 // limit is never exceeded, every request is admitted or shed with a
 // reason, and nothing is left in flight or queued.

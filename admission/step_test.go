@@ -111,3 +111,46 @@ func TestLimiterAlgorithmPanicLeavesItConsistent(t *testing.T) {
 		t.Fatalf("in flight %d, queued %d", l.InFlight(), l.Queued())
 	}
 }
+
+// TestLimiterClockStepBackKeepsSamplingAndProbing (outside review): a
+// clock that steps back an hour right after a probe, below the Limiter's
+// start, still has the algorithm hear samples at once and probes go on.
+// (Before: the start of the last probe, from which requests are sampled,
+// stayed an hour ahead, so no request was sampled until the clock caught
+// up; and the next probe's time, moved back below zero, read as the
+// "never" of -1: no probe ever again.)
+func TestLimiterClockStepBackKeepsSamplingAndProbing(t *testing.T) {
+	c := &stepClock{Fake: clocktest.NewFake()}
+	rec := &recording{limit: 50}
+	l := newLimiter(t, admission.Config{Limit: rec, Clock: c, Window: 10 * time.Millisecond, WindowSamples: 1, ProbeInterval: 50 * time.Millisecond, ProbeJitter: -1})
+	step := func(d time.Duration) {
+		p := mustAcquire(t, l)
+		c.Advance(d)
+		p.Release()
+	}
+	for !l.Probing() {
+		step(10 * time.Millisecond)
+	}
+	for l.Probing() {
+		step(10 * time.Millisecond)
+	}
+	c.stepBack(time.Hour)
+	before := rec.samples
+	for range 100 { // a second of requests of 10 ms, a window each (one in 6 a probe)
+		step(10 * time.Millisecond)
+	}
+	if rec.samples < before+75 {
+		t.Errorf("%d samples in the second after the clock stepped back an hour, want about 83 (%d before)", rec.samples-before, before)
+	}
+	probes, was := 0, false
+	for range 10_000 { // 100 s of requests of 10 ms: about 330 probes due
+		step(10 * time.Millisecond)
+		if p := l.Probing(); p && !was {
+			probes++
+		}
+		was = l.Probing()
+	}
+	if probes < 100 {
+		t.Errorf("%d probes in the 100 s after the step back (ProbeInterval 50ms), want hundreds", probes)
+	}
+}

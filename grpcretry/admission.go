@@ -31,19 +31,28 @@ import (
 // and retry.ErrOverloaded, for interceptors further out.
 //
 // The call's inbound facts are read first, as UnaryServerInterceptor
-// reads them, so a queued call whose caller has gone — its context ended
-// (the caller cancelled, or its grpc-timeout, or the WithMaxInboundDeadline
-// bound, passed) — is dropped from the queue before any work starts, and
-// answered as a shed.
+// reads them, so a call whose caller has gone — its context ended (the
+// caller cancelled, or its grpc-timeout, or the WithMaxInboundDeadline
+// bound, passed) when it arrives or while it waits in the queue — is
+// shed before any work starts (admission.ErrCallerGone), and answered
+// as a shed.
 //
 // The call's slot is given back when the handler returns and when it
-// panics, or when its error's own methods panic as the interceptor
-// judges it (the panic goes on; grpc-go does not recover handler panics,
-// so a server that lives through one has a recovery interceptor outside
-// this one). For l's algorithm, a handler error that wraps retry.ErrOverloaded
-// or whose code is RESOURCE_EXHAUSTED or UNAVAILABLE, and a call whose
-// context's deadline passed, is a drop; a call that panics or whose
-// caller cancelled gives no sample; any other is a served request.
+// panics, or when judging its end panics — its error's own methods, or
+// the context's Err or Value, run then (the panic goes on; grpc-go does
+// not recover handler panics, so a server that lives through one has a
+// recovery interceptor outside this one). For l's algorithm, a handler
+// error that wraps retry.ErrOverloaded or whose code is
+// RESOURCE_EXHAUSTED or UNAVAILABLE is a drop, and so is a call that
+// reached WithMaxInboundDeadline's bound (its context's cause is
+// ErrInboundDeadline: the server's own bound). A call whose context
+// ended otherwise — the caller cancelled, or its grpc-timeout passed
+// (any other deadline on the context is taken for the caller's, one an
+// interceptor outside this one set included) — gives no sample: when a
+// caller stops waiting says nothing of the server's capacity (a drop
+// would let any caller halve an AIMD limit for everyone with a short
+// grpc-timeout), and the time it was served may be cut short. A call
+// that panics gives no sample either; any other is a served request.
 // Handler errors are answered as UnaryServerInterceptor answers them.
 // WithMaxInFlight, if given, applies before l. src must not be nil nor
 // give a nil Limiter when the interceptor is built (it panics
@@ -160,18 +169,19 @@ const (
 	endIgnore
 )
 
-// unaryEnd says how a unary call's permit ends, from its result.
+// unaryEnd says how a unary call's permit ends, from its result (see
+// AdaptiveUnaryServerInterceptor).
 func unaryEnd(ctx context.Context, err error) int {
 	cerr := ctx.Err()
 	switch {
 	case err != nil && capacityError(err):
 		return endDrop
-	case errors.Is(cerr, context.DeadlineExceeded):
-		return endDrop
-	case cerr != nil:
-		return endIgnore
+	case cerr == nil:
+		return endRelease
+	case errors.Is(cerr, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), ErrInboundDeadline):
+		return endDrop // the server's bound on the caller's deadline
 	}
-	return endRelease
+	return endIgnore // the caller cancelled, or its grpc-timeout passed
 }
 
 // endPermit ends p as kind says.

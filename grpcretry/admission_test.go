@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
 	"google.golang.org/grpc"
@@ -236,4 +237,95 @@ func TestAdaptiveServerNilLimiterPanics(t *testing.T) {
 			build()
 		}()
 	}
+}
+
+// TestAdaptiveServerShedsCallerGoneOnArrival (outside review): a call
+// whose caller's deadline has passed when it arrives is shed before its
+// handler runs (admission.ErrCallerGone, answered RESOURCE_EXHAUSTED with
+// the overload marker), also below the limit with no queue in the way.
+// (Before: the Limiter admitted it at once and the handler ran for a
+// caller that had given up.)
+func TestAdaptiveServerShedsCallerGoneOnArrival(t *testing.T) {
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 10}, ProbeInterval: -1})
+	icpt := AdaptiveUnaryServerInterceptor(l)
+	ran := 0
+	handler := func(context.Context, any) (any, error) { ran++; return "ok", nil }
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	_, err := icpt(ctx, nil, nil, handler)
+	if ran != 0 || status.Code(err) != codes.ResourceExhausted || !errors.Is(err, admission.ErrCallerGone) || !retry.IsOverloaded(err) {
+		t.Fatalf("handler ran %d times, err %v; want no run and a caller_gone shed", ran, err)
+	}
+	if s := l.Stats(); s.Shed[admission.ReasonCallerGone] != 1 || s.InFlight != 0 {
+		t.Fatalf("stats %+v, want one caller_gone and nothing in flight", s)
+	}
+}
+
+// heardLimit is a Limit that counts the samples it hears.
+type heardLimit struct{ samples, drops int }
+
+func (h *heardLimit) OnSample(_ time.Time, _ time.Duration, _ int, dropped bool) {
+	h.samples++
+	if dropped {
+		h.drops++
+	}
+}
+func (*heardLimit) Limit() int { return 10 }
+
+// TestAdaptiveServerCallerDeadlineIsNoDrop (outside review): a call whose
+// caller's deadline (its grpc-timeout) passes while the handler runs
+// gives the algorithm no sample, where one that reaches the server's
+// WithMaxInboundDeadline bound is a drop; with AIMD, callers' short
+// deadlines no longer halve the limit for everyone. (Before: every passed
+// deadline was a drop: one such call per window pinned an idle server's
+// AIMD limit at its minimum.)
+func TestAdaptiveServerCallerDeadlineIsNoDrop(t *testing.T) {
+	run := func(t *testing.T, alg admission.Limit, bound bool) *admission.Limiter {
+		f := clocktest.NewFake()
+		l := newAdmission(t, admission.Config{Limit: alg, Clock: f, ProbeInterval: -1, WindowSamples: 1, Window: 10 * time.Millisecond})
+		opts := []ServerOption{WithInboundClock(f)}
+		deadline := time.Millisecond // the caller's grpc-timeout
+		if bound {
+			opts = append(opts, WithMaxInboundDeadline(time.Millisecond))
+			deadline = time.Hour
+		}
+		icpt := AdaptiveUnaryServerInterceptor(l, opts...)
+		handler := func(context.Context, any) (any, error) {
+			f.Advance(2 * time.Millisecond) // past the deadline
+			return "ok", nil
+		}
+		for range 10 {
+			ctx, cancel := clock.WithTimeout(context.Background(), f, deadline, nil)
+			if _, err := icpt(ctx, nil, nil, handler); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			f.Advance(10 * time.Millisecond)
+		}
+		if n := l.InFlight(); n != 0 {
+			t.Fatalf("%d in flight", n)
+		}
+		return l
+	}
+	t.Run("caller's grpc-timeout", func(t *testing.T) {
+		h := &heardLimit{}
+		run(t, h, false)
+		if h.samples != 0 {
+			t.Fatalf("%d samples (%d drops), want none", h.samples, h.drops)
+		}
+		aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 512, MinLimit: 1, MaxLimit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, aimd, false).Limit(); got != 512 {
+			t.Fatalf("AIMD limit %d after 10 calls whose caller's deadline passed, want 512 (unchanged)", got)
+		}
+	})
+	t.Run("server's bound", func(t *testing.T) {
+		h := &heardLimit{}
+		run(t, h, true)
+		if h.samples == 0 || h.drops != h.samples {
+			t.Fatalf("%d samples, %d drops; want every sample a drop", h.samples, h.drops)
+		}
+	})
 }

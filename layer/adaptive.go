@@ -17,16 +17,28 @@ import (
 // after a short wait in its CoDel queue, newest first while a queue
 // stands — and answers the requests l sheds with Overload (503,
 // Retry-After, Stormguard-Overloaded: 1), as Limit does, so no caller up
-// the chain retries them. Inside Middleware, a queued request whose
-// caller's deadline passes is dropped before h sees it.
+// the chain retries them. A request whose context has ended when it
+// arrives — inside Middleware, one whose caller's deadline header leaves
+// it no time (Stormguard-Deadline-Ms: 0) — is shed (answered so) before
+// h sees it, and so is a queued request whose caller's deadline passes
+// while it waits.
 //
 // The request's slot is given back when h returns, when h panics (the
 // panic goes on), and when h hijacks the connection (the connection is no
-// longer an HTTP request in flight). A request that h answers with 503 or
-// 429, or that ends with its context's deadline passed, is a drop for l's
-// algorithm; one that panics, hijacks or whose caller cancelled gives no
-// sample; any other is a served request. When h is a HandlerFunc, its
-// errors are answered as Middleware answers them.
+// longer an HTTP request in flight). For l's algorithm, a request that h
+// answers with 503 or 429 is a drop, and so is one whose context's
+// deadline passed while h served it when that deadline is the server's
+// own (a timeout a handler outside Adaptive set, say); one whose caller's
+// deadline passed — the context's cause is ErrInboundDeadline, the
+// deadline Middleware sets from the caller's header — gives no sample, as
+// one whose caller cancelled does: when a caller stops waiting says
+// nothing of the server's capacity (a drop would let any caller halve an
+// AIMD limit for everyone with a short deadline header), and the time it
+// was served may be cut short. One that panics or hijacks gives no sample
+// either; any other is a served request. Judging the end runs user code
+// (the context's Err and Value, the error's Is): if it panics, the slot
+// is given back without a sample and the panic goes on. When h is a
+// HandlerFunc, its errors are answered as Middleware answers them.
 //
 // The writer h is given notes the status and the hijack, and keeps the
 // optional interfaces of the one it wraps: WriteString (io.StringWriter)
@@ -75,17 +87,28 @@ func (a *adaptive) serve(w http.ResponseWriter, r *http.Request, outer *options)
 	} else {
 		a.next.ServeHTTP(sw, r)
 	}
+	// The end is judged before served is set: judging runs user code (the
+	// context's methods, an error's Is), and if it panics the deferred
+	// Ignore above gives the slot back.
+	kind := endKind(r.Context(), sw.status)
 	served = true
-	switch cerr := r.Context().Err(); {
-	case sw.status == http.StatusServiceUnavailable || sw.status == http.StatusTooManyRequests:
-		sw.end(endDrop)
-	case errors.Is(cerr, context.DeadlineExceeded):
-		sw.end(endDrop)
-	case cerr != nil:
-		sw.end(endIgnore)
-	default:
-		sw.end(endRelease)
+	sw.end(kind)
+}
+
+// endKind says how the permit of a request that ended with status and
+// ctx ends (see Adaptive).
+func endKind(ctx context.Context, status int) int {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		return endDrop
 	}
+	cerr := ctx.Err()
+	switch {
+	case cerr == nil:
+		return endRelease
+	case errors.Is(cerr, context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), ErrInboundDeadline):
+		return endDrop // the server's own deadline
+	}
+	return endIgnore // the caller cancelled, or its deadline passed
 }
 
 const (

@@ -2,6 +2,7 @@ package layer_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admission"
+	"github.com/stormguard/stormguard/clock"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/layer"
 )
@@ -180,5 +182,154 @@ func TestAdaptiveDropsQueuedRequestPastCallerDeadline(t *testing.T) {
 	}
 	if l.Stats().Shed[admission.ReasonCallerGone] != 1 {
 		t.Fatalf("stats %+v, want one caller_gone", l.Stats())
+	}
+}
+
+// TestAdaptiveShedsCallerGoneOnArrival (outside review): a caller whose
+// deadline header leaves it no time (Stormguard-Deadline-Ms: 0) is shed
+// with the overload answer before the handler runs, also below the limit
+// with no queue in the way, as the CHANGELOG promised. (Before: the
+// Limiter's path that admits at once never looked at the context, and
+// the handler ran for a caller that had given up.)
+func TestAdaptiveShedsCallerGoneOnArrival(t *testing.T) {
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 10}, ProbeInterval: -1})
+	ran := 0
+	h := layer.Middleware(layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran++ })))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(layer.HeaderDeadline, "0")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if ran != 0 || rec.Code != http.StatusServiceUnavailable || rec.Header().Get(layer.HeaderOverloaded) != "1" {
+		t.Fatalf("handler ran %d times, answer %d %v; want no run and the overload answer", ran, rec.Code, rec.Header())
+	}
+	if s := l.Stats(); s.Shed[admission.ReasonCallerGone] != 1 || s.InFlight != 0 {
+		t.Fatalf("stats %+v, want one caller_gone and nothing in flight", s)
+	}
+}
+
+// heardLimit is a Limit that counts the samples it hears.
+type heardLimit struct{ samples, drops int }
+
+func (h *heardLimit) OnSample(_ time.Time, _ time.Duration, _ int, dropped bool) {
+	h.samples++
+	if dropped {
+		h.drops++
+	}
+}
+func (*heardLimit) Limit() int { return 10 }
+
+// TestAdaptiveCallerDeadlineIsNoDrop (outside review): a request whose
+// caller's deadline (Middleware's, from the header) passes while it is
+// served gives the algorithm no sample, where one whose deadline is the
+// server's own (a timeout set outside Adaptive) is a drop; with AIMD, a
+// caller's short deadline header no longer halves the limit for everyone.
+// (Before: every passed deadline was a drop: one such request per window
+// pinned an idle server's AIMD limit at its minimum.)
+func TestAdaptiveCallerDeadlineIsNoDrop(t *testing.T) {
+	run := func(t *testing.T, alg admission.Limit, serverTimeout bool) *admission.Limiter {
+		f := clocktest.NewFake()
+		l := newAdmission(t, admission.Config{Limit: alg, Clock: f, ProbeInterval: -1, WindowSamples: 1, Window: 10 * time.Millisecond})
+		var h http.Handler = layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.Advance(2 * time.Millisecond) // 2 ms of work, past the 1 ms deadline
+			w.WriteHeader(http.StatusOK)
+		}))
+		if serverTimeout {
+			inner := h
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := clock.WithTimeout(r.Context(), f, time.Millisecond, nil)
+				defer cancel()
+				inner.ServeHTTP(w, r.WithContext(ctx))
+			})
+		}
+		h = layer.Middleware(h, layer.WithClock(f))
+		for range 10 {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			if !serverTimeout {
+				req.Header.Set(layer.HeaderDeadline, "1")
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d", rec.Code)
+			}
+			f.Advance(10 * time.Millisecond)
+		}
+		if n := l.InFlight(); n != 0 {
+			t.Fatalf("%d in flight", n)
+		}
+		return l
+	}
+	t.Run("caller's deadline", func(t *testing.T) {
+		h := &heardLimit{}
+		run(t, h, false)
+		if h.samples != 0 {
+			t.Fatalf("%d samples (%d drops), want none", h.samples, h.drops)
+		}
+		aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 512, MinLimit: 1, MaxLimit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, aimd, false).Limit(); got != 512 {
+			t.Fatalf("AIMD limit %d after 10 requests whose caller's deadline passed, want 512 (unchanged)", got)
+		}
+	})
+	t.Run("server's deadline", func(t *testing.T) {
+		h := &heardLimit{}
+		run(t, h, true)
+		if h.samples == 0 || h.drops != h.samples {
+			t.Fatalf("%d samples, %d drops; want every sample a drop", h.samples, h.drops)
+		}
+	})
+}
+
+// panickyErr is an error whose Is panics: user code that errors.Is runs.
+type panickyErr struct{}
+
+func (panickyErr) Error() string { return "panicky" }
+func (panickyErr) Is(error) bool { panic("Is bug") }
+
+// errCtx is a request context (set by a user's handler outside Adaptive)
+// whose Err reports a panicky error once armed.
+type errCtx struct {
+	context.Context
+	armed *bool
+}
+
+func (c errCtx) Err() error {
+	if *c.armed {
+		return panickyErr{}
+	}
+	return c.Context.Err()
+}
+
+// TestAdaptiveJudgingPanicGivesSlotBack (outside review, callback
+// panics): when judging how a request ended panics (its context's Err,
+// errors.Is on what Err returns: user code), the slot is given back and
+// the panic goes on. (Before: the request was marked served before it
+// was judged, so the clean-up took the slot for ended: lost for good,
+// and with a limit of 1 every later request was shed.)
+func TestAdaptiveJudgingPanicGivesSlotBack(t *testing.T) {
+	l := newAdmission(t, admission.Config{Limit: admission.Fixed{N: 1}, QueueLength: -1, ProbeInterval: -1})
+	armed, arm := false, true
+	h := layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { armed = arm }))
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(errCtx{r.Context(), &armed}))
+	})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		outer.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	}()
+	if n := l.InFlight(); n != 0 {
+		t.Fatalf("%d in flight after the panic went on, want 0", n)
+	}
+	armed, arm = false, false
+	rec := httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the next request: %d, want 200", rec.Code)
 	}
 }
