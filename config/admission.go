@@ -302,13 +302,12 @@ func (d *decoder) admissionBlock(name string, n *yaml.Node, path string) *Admiss
 		interval = admission.DefaultQueueInterval
 	}
 	if target == 0 {
-		target = admission.DefaultQueueTarget
+		// as admission.Config: the default, but never above the interval
+		target = min(admission.DefaultQueueTarget, interval)
 	}
-	if target > interval && c.QueueTarget > 0 {
+	if target > interval {
 		tn := valueOf(n, "codel_target")
 		d.fail(tn, join(path, "codel_target"), "%v is above codel_interval (%v): a request may wait less while a queue stands than while it is passing, so the target must not exceed the interval", target, interval)
-	} else if target > interval {
-		d.fail(valueOf(n, "codel_interval"), join(path, "codel_interval"), "%v is below codel_target (%v): the target must not exceed the interval", interval, target)
 	}
 	switch s.Algorithm {
 	case AlgorithmGradient2:

@@ -308,3 +308,22 @@ func TestAdmissionSeedFileForm(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionShortIntervalAlone: codel_interval below the default
+// target (5ms) with codel_target left out is accepted, as
+// admission.Config takes QueueInterval alone: the target defaults to at
+// most the interval. A codel_target above it is still refused.
+func TestAdmissionShortIntervalAlone(t *testing.T) {
+	f := mustParse(t, "policies:\n  default: {}\nadmission:\n  api:\n    codel_interval: 2ms\n")
+	a := f.Admission["api"]
+	if a.Config.QueueInterval != 2*time.Millisecond || a.Config.QueueTarget != 0 {
+		t.Fatalf("codel_interval: 2ms gave QueueInterval %v, QueueTarget %v; want 2ms and 0 (the default)", a.Config.QueueInterval, a.Config.QueueTarget)
+	}
+	if _, err := a.NewLimiter(nil); err != nil {
+		t.Fatalf("the Limiter of codel_interval: 2ms alone: %v", err)
+	}
+	_, err := Parse("test.yaml", []byte("policies:\n  default: {}\nadmission:\n  api:\n    codel_interval: 2ms\n    codel_target: 3ms\n"))
+	if want := "admission.api.codel_target: 3ms is above codel_interval (2ms)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("codel_target above a short interval: error %v, want it to contain %s", err, want)
+	}
+}
