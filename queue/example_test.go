@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/keyed"
 	"github.com/stormguard/stormguard/queue"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -69,4 +71,36 @@ func ExampleScheduler() {
 	// sync gave up: 410 gone
 	// abandoned 0 <nil>
 	// succeeded 1 failed 1
+}
+
+// A Scheduler delivering webhooks to many hosts, with one breaker per
+// host: SubmitKey gives each task its host's breaker, so the host that is
+// down stops only its own deliveries.
+func ExampleScheduler_SubmitKey() {
+	breakers, err := keyed.NewBreakers(keyed.Config{}, breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	s := queue.NewScheduler(queue.SchedulerConfig{
+		Workers: 1,
+		Policy:  &retry.Policy{MaxAttempts: 1, Breaker: breakers},
+	})
+	deliver := func(host string) {
+		done := make(chan error, 1)
+		s.SubmitKey(host, func(ctx context.Context) error {
+			if keyed.KeyFrom(ctx) == "down.example" {
+				return errors.New("503")
+			}
+			return nil
+		}, func(err error) { done <- err })
+		fmt.Printf("%s: %v\n", host, <-done)
+	}
+	deliver("down.example")
+	deliver("down.example") // its breaker is open now
+	deliver("up.example")   // its own breaker is closed
+	s.Close(context.Background())
+	// Output:
+	// down.example: retry: attempts exhausted after 1 attempts: 503
+	// down.example: breaker: open (after 0 attempts)
+	// up.example: <nil>
 }
