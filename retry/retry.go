@@ -292,14 +292,34 @@ func runPlain[T any](ctx context.Context, p *Policy, op func(context.Context) (T
 // firstPanicked reports run's first attempt, under p for ctx, as failed
 // when it did not return (r is what recover gave: nil for runtime.Goexit):
 // to the breaker through done unless it heard the attempt end (done nil),
-// and to the budget; then it lets the panic go on.
+// first, then to the budget, the limiter and the Observer through a Call
+// set up from p; then it lets the panic go on. A panic while reporting (a
+// listener's, the setup's) is dropped: op's goes on.
 func firstPanicked(ctx context.Context, p *Policy, done func(error), r any) {
-	var c Call
-	a := c.Adopt(ctx, p, Inline{done: done})
-	c.Panic(&a, r)
+	if done != nil {
+		// The breaker first, whatever the rest does: the Call below is
+		// set up from the Policy as op left it (an Observer's CallStart,
+		// a Clock, a group's key function, any of which may panic), and
+		// a half-open breaker whose probe is never told refuses every
+		// later call.
+		tellPanicked(done, r)
+	}
+	func() {
+		defer func() { _ = recover() }() // a panic of the setup's is dropped: op's goes on
+		var c Call
+		a := c.Adopt(ctx, p, Inline{})
+		c.Panic(&a, r)
+	}()
 	if r != nil {
 		panic(r)
 	}
+}
+
+// tellPanicked tells a breaker's done that its attempt panicked with r,
+// dropping a panic of done's own (a listener's): r's goes on.
+func tellPanicked(done func(error), r any) {
+	defer func() { _ = recover() }()
+	done(&PanicError{Value: r})
 }
 
 // guarded runs the call from its first attempt (err nil) or after an
