@@ -224,10 +224,12 @@ func do[T any](ctx context.Context, h *Hedger, op func(context.Context) (T, erro
 		if bw != 0 {
 			var done func(error)
 			var refused error
-			if fz.bp != nil && fastpath.Fast(fastpath.Current(fz.bp)) {
+			if fz.bp != nil {
+				fz.e = fastpath.Current(fz.bp) // loaded once: the state the attempt is admitted in
+			}
+			if fz.e != nil && fastpath.Fast(fz.e) {
 				// fastpath.Breaker.Admit, its closed state inlined as
 				// retry's fused inlines it
-				fz.e = fastpath.Current(fz.bp)
 				done = fastpath.DoneOf(fz.e)
 			} else if fz.e, done, refused = fastpath.Breaker.Admit(fz.bp); done == nil && refused == nil {
 				done, refused = p.Breaker.Allow() // the *breaker.Breaker checked: only Admit, a leaf, ran since
@@ -436,7 +438,11 @@ func doCall[T any](ctx context.Context, h *Hedger, p *retry.Policy, maxHedges in
 	}
 	// As in do: a panic on this goroutine releases every value Do holds
 	// and goes on (doGuard.check), from here: a panic in the setup (an
-	// Observer's, a Clock's) leaves no cell taken.
+	// Observer's, a Clock's) leaves no cell taken. The inline slot's
+	// context is still the last call's (a response of hedge.Transport's
+	// may keep it live until its body is closed): not this call's to
+	// cancel, as check's cancelAll would.
+	c.inline.ctx = nil
 	g := doGuard[T]{c: c, release: release}
 	defer func() {
 		if !g.settled {
@@ -1563,7 +1569,7 @@ func (c *call) hedgePanic() {
 // reported with Call.Panic.
 func (c *call) inlinePanic(r any) {
 	c.mu.Lock()
-	c.adoptLocked()
+	adopted := c.adoptPanickedLocked(r)
 	sl := &c.inline
 	sl.running = false
 	c.running--
@@ -1585,7 +1591,42 @@ func (c *call) inlinePanic(r any) {
 	if other != nil {
 		c.endPanicked(other, c.panicVal)
 	}
-	c.rc.Panic(&sl.a, r)
+	if adopted {
+		c.rc.Panic(&sl.a, r)
+	}
+}
+
+// adoptPanickedLocked is adoptLocked for inlinePanic, whose inline
+// attempt's op panicked with r; c.mu is held. op may have changed the
+// Policy the call is then set up from (on the fast path, the caller's
+// own), and the setup's callbacks (an Observer's CallStart, a Clock) may
+// panic. So the breaker hears first that the attempt failed, whatever the
+// setup does, and a panic of the setup's is dropped, c.mu still held (op's
+// panic goes on): ok is false, and rc is not this call's.
+func (c *call) adoptPanickedLocked(r any) (ok bool) {
+	if !c.lazy {
+		return true
+	}
+	if done := inlineDone(c.first); done != nil {
+		c.first = retry.Inline{}
+		tellPanicked(done, r)
+	}
+	defer func() {
+		if !ok {
+			_ = recover()
+			c.lazy = false
+			c.newRound() // the slots are this call's: its inline attempt's alone
+		}
+	}()
+	c.adoptLocked()
+	return true
+}
+
+// tellPanicked tells a breaker's done that its attempt panicked with r,
+// dropping a panic of done's own (a listener's): r's goes on.
+func tellPanicked(done func(error), r any) {
+	defer func() { _ = recover() }()
+	done(&retry.PanicError{Value: r})
 }
 
 // endPanicked ends attempt sl, which panicked with r while another panic

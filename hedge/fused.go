@@ -47,3 +47,9 @@ func inlineOf(done func(error)) (in retry.Inline) {
 	*(*func(error))(unsafe.Pointer(&in)) = done
 	return in
 }
+
+// inlineDone is the breaker's permit of in, inlineOf's inverse (nil for
+// the zero Inline).
+func inlineDone(in retry.Inline) func(error) {
+	return *(*func(error))(unsafe.Pointer(&in))
+}

@@ -34,6 +34,11 @@ func TestInlineOfLayout(t *testing.T) {
 		t.Fatalf("Succeed told done %v, want [<nil>]", got)
 	}
 	inlineOf(nil).Succeed(nil) // the zero Inline: no done to call
+	got = nil
+	inlineDone(inlineOf(func(err error) { got = append(got, err) }))(boom)
+	if len(got) != 1 || got[0] != boom || inlineDone(retry.Inline{}) != nil {
+		t.Fatalf("inlineDone is not inlineOf's inverse: heard %v", got)
+	}
 }
 
 // TestInlineFirstIsRetrys: hedge's inlineFirst, a copy of retry's check
