@@ -45,14 +45,16 @@ import (
 // error that wraps retry.ErrOverloaded or whose code is
 // RESOURCE_EXHAUSTED or UNAVAILABLE is a drop, and so is a call that
 // reached WithMaxInboundDeadline's bound (its context's cause is
-// ErrInboundDeadline: the server's own bound). A call whose context
-// ended otherwise — the caller cancelled, or its grpc-timeout passed
-// (any other deadline on the context is taken for the caller's, one an
-// interceptor outside this one set included) — gives no sample: when a
-// caller stops waiting says nothing of the server's capacity (a drop
-// would let any caller halve an AIMD limit for everyone with a short
-// grpc-timeout), and the time it was served may be cut short. A call
-// that panics gives no sample either; any other is a served request.
+// ErrInboundDeadline: the server's own bound). A call whose grpc-timeout
+// passed (any other deadline on the context is taken for the caller's,
+// one an interceptor outside this one set included) is a served call,
+// whose time is a sample but not a drop: a drop would let any caller
+// halve an AIMD limit for everyone with a short grpc-timeout, while its
+// time (at least the caller's timeout) still tells a latency-based
+// algorithm, and AIMD's Timeout, that the server is slow when overload
+// pushes its latency past its callers' timeouts. A call whose caller
+// cancelled, and one that panics, gives no sample; any other is a served
+// call.
 // Handler errors are answered as UnaryServerInterceptor answers them.
 // WithMaxInFlight, if given, applies before l. src must not be nil nor
 // give a nil Limiter when the interceptor is built (it panics
@@ -178,10 +180,13 @@ func unaryEnd(ctx context.Context, err error) int {
 		return endDrop
 	case cerr == nil:
 		return endRelease
-	case errors.Is(cerr, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), ErrInboundDeadline):
-		return endDrop // the server's bound on the caller's deadline
+	case errors.Is(cerr, context.DeadlineExceeded):
+		if errors.Is(context.Cause(ctx), ErrInboundDeadline) {
+			return endDrop // the server's bound on the caller's deadline
+		}
+		return endRelease // the caller's grpc-timeout: a served call, its time a sample
 	}
-	return endIgnore // the caller cancelled, or its grpc-timeout passed
+	return endIgnore // the caller cancelled
 }
 
 // endPermit ends p as kind says.

@@ -273,8 +273,8 @@ func (h *heardLimit) OnSample(_ time.Time, _ time.Duration, _ int, dropped bool)
 func (*heardLimit) Limit() int { return 10 }
 
 // TestAdaptiveServerCallerDeadlineIsNoDrop (outside review): a call whose
-// caller's deadline (its grpc-timeout) passes while the handler runs
-// gives the algorithm no sample, where one that reaches the server's
+// caller's deadline (its grpc-timeout) passes while the handler runs is
+// a sample but no drop, where one that reaches the server's
 // WithMaxInboundDeadline bound is a drop; with AIMD, callers' short
 // deadlines no longer halve the limit for everyone. (Before: every passed
 // deadline was a drop: one such call per window pinned an idle server's
@@ -310,15 +310,15 @@ func TestAdaptiveServerCallerDeadlineIsNoDrop(t *testing.T) {
 	t.Run("caller's grpc-timeout", func(t *testing.T) {
 		h := &heardLimit{}
 		run(t, h, false)
-		if h.samples != 0 {
-			t.Fatalf("%d samples (%d drops), want none", h.samples, h.drops)
+		if h.samples == 0 || h.drops != 0 {
+			t.Fatalf("%d samples (%d drops), want samples and no drop", h.samples, h.drops)
 		}
 		aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 512, MinLimit: 1, MaxLimit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := run(t, aimd, false).Limit(); got != 512 {
-			t.Fatalf("AIMD limit %d after 10 calls whose caller's deadline passed, want 512 (unchanged)", got)
+		if got := run(t, aimd, false).Limit(); got < 512 {
+			t.Fatalf("AIMD limit %d after 10 calls whose caller's deadline passed, want at least 512 (not lowered)", got)
 		}
 	})
 	t.Run("server's bound", func(t *testing.T) {
@@ -328,4 +328,31 @@ func TestAdaptiveServerCallerDeadlineIsNoDrop(t *testing.T) {
 			t.Fatalf("%d samples, %d drops; want every sample a drop", h.samples, h.drops)
 		}
 	})
+}
+
+// TestAdaptiveServerSlowPastGrpcTimeout (second outside review): an
+// overloaded server whose latency climbs past its callers' grpc-timeouts
+// is still heard: its calls' times are samples, so AIMD's Timeout lowers
+// the limit. (A first fix gave them no sample: the limit never reacted.)
+func TestAdaptiveServerSlowPastGrpcTimeout(t *testing.T) {
+	f := clocktest.NewFake()
+	aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 100, MinLimit: 1, MaxLimit: 1000, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newAdmission(t, admission.Config{Limit: aimd, Clock: f, ProbeInterval: -1, WindowSamples: 1, Window: 10 * time.Millisecond})
+	icpt := AdaptiveUnaryServerInterceptor(l, WithInboundClock(f))
+	handler := func(context.Context, any) (any, error) {
+		f.Advance(2 * time.Second) // the overloaded server takes 2 s
+		return "ok", nil
+	}
+	for range 20 {
+		ctx, cancel := clock.WithTimeout(context.Background(), f, time.Second, nil) // callers wait 1 s
+		icpt(ctx, nil, nil, handler)
+		cancel()
+		f.Advance(10 * time.Millisecond)
+	}
+	if got := l.Limit(); got >= 100 {
+		t.Fatalf("AIMD limit %d after 20 calls of 2 s (Timeout 500 ms) past their callers' 1 s grpc-timeouts, want it lowered", got)
+	}
 }

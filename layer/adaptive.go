@@ -28,14 +28,17 @@ import (
 // longer an HTTP request in flight). For l's algorithm, a request that h
 // answers with 503 or 429 is a drop, and so is one whose context's
 // deadline passed while h served it when that deadline is the server's
-// own (a timeout a handler outside Adaptive set, say); one whose caller's
-// deadline passed — the context's cause is ErrInboundDeadline, the
-// deadline Middleware sets from the caller's header — gives no sample, as
-// one whose caller cancelled does: when a caller stops waiting says
-// nothing of the server's capacity (a drop would let any caller halve an
-// AIMD limit for everyone with a short deadline header), and the time it
-// was served may be cut short. One that panics or hijacks gives no sample
-// either; any other is a served request. Judging the end runs user code
+// own (a timeout a handler outside Adaptive set, say, or Middleware's
+// WithMaxDeadline bound on the caller's: cause ErrMaxDeadline). One whose
+// caller's deadline passed — the context's cause is ErrInboundDeadline,
+// the deadline Middleware sets from the caller's header — is a served
+// request, whose time is a sample but not a drop: a drop would let any
+// caller halve an AIMD limit for everyone with a short deadline header,
+// while its time (at least the caller's deadline) still tells a
+// latency-based algorithm, and AIMD's Timeout, that the server is slow
+// when overload pushes its latency past its callers' deadlines. One whose
+// caller cancelled, and one that panics or hijacks, gives no sample; any
+// other is a served request. Judging the end runs user code
 // (the context's Err and Value, the error's Is): if it panics, the slot
 // is given back without a sample and the panic goes on. When h is a
 // HandlerFunc, its errors are answered as Middleware answers them.
@@ -105,10 +108,13 @@ func endKind(ctx context.Context, status int) int {
 	switch {
 	case cerr == nil:
 		return endRelease
-	case errors.Is(cerr, context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), ErrInboundDeadline):
-		return endDrop // the server's own deadline
+	case errors.Is(cerr, context.DeadlineExceeded):
+		if cause := context.Cause(ctx); errors.Is(cause, ErrInboundDeadline) && !errors.Is(cause, ErrMaxDeadline) {
+			return endRelease // the caller's deadline: a served request, its time a sample
+		}
+		return endDrop // the server's own deadline, or its bound on the caller's
 	}
-	return endIgnore // the caller cancelled, or its deadline passed
+	return endIgnore // the caller cancelled
 }
 
 const (

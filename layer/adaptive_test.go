@@ -3,6 +3,7 @@ package layer_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -220,7 +221,7 @@ func (*heardLimit) Limit() int { return 10 }
 
 // TestAdaptiveCallerDeadlineIsNoDrop (outside review): a request whose
 // caller's deadline (Middleware's, from the header) passes while it is
-// served gives the algorithm no sample, where one whose deadline is the
+// served is a sample but no drop, where one whose deadline is the
 // server's own (a timeout set outside Adaptive) is a drop; with AIMD, a
 // caller's short deadline header no longer halves the limit for everyone.
 // (Before: every passed deadline was a drop: one such request per window
@@ -262,15 +263,15 @@ func TestAdaptiveCallerDeadlineIsNoDrop(t *testing.T) {
 	t.Run("caller's deadline", func(t *testing.T) {
 		h := &heardLimit{}
 		run(t, h, false)
-		if h.samples != 0 {
-			t.Fatalf("%d samples (%d drops), want none", h.samples, h.drops)
+		if h.samples == 0 || h.drops != 0 {
+			t.Fatalf("%d samples (%d drops), want samples and no drop", h.samples, h.drops)
 		}
 		aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 512, MinLimit: 1, MaxLimit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := run(t, aimd, false).Limit(); got != 512 {
-			t.Fatalf("AIMD limit %d after 10 requests whose caller's deadline passed, want 512 (unchanged)", got)
+		if got := run(t, aimd, false).Limit(); got < 512 {
+			t.Fatalf("AIMD limit %d after 10 requests whose caller's deadline passed, want at least 512 (not lowered)", got)
 		}
 	})
 	t.Run("server's deadline", func(t *testing.T) {
@@ -331,5 +332,80 @@ func TestAdaptiveJudgingPanicGivesSlotBack(t *testing.T) {
 	outer.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("the next request: %d, want 200", rec.Code)
+	}
+}
+
+// TestAdaptiveSlowServerPastCallerDeadlines (second outside review): an
+// overloaded server whose latency climbs past its callers' deadlines must
+// still be heard. Its requests, cut at the callers' deadlines, are samples
+// of their time: AIMD's Timeout sees them and lowers the limit, and a
+// latency-based algorithm hears the slow requests, not only the fast
+// ones. (A first fix gave them no sample at all: the limit never reacted.)
+func TestAdaptiveSlowServerPastCallerDeadlines(t *testing.T) {
+	serve := func(t *testing.T, alg admission.Limit, slow func(i int) bool) *admission.Limiter {
+		f := clocktest.NewFake()
+		l := newAdmission(t, admission.Config{Limit: alg, Clock: f, ProbeInterval: -1, WindowSamples: 1, Window: 10 * time.Millisecond})
+		i := 0
+		h := layer.Middleware(layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if slow(i) {
+				f.Advance(2 * time.Second) // the overloaded server takes 2 s
+			} else {
+				f.Advance(10 * time.Millisecond)
+			}
+			w.WriteHeader(http.StatusOK)
+		})), layer.WithClock(f))
+		for ; i < 20; i++ {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.Header.Set(layer.HeaderDeadline, "1000") // callers wait 1 s
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			f.Advance(10 * time.Millisecond)
+		}
+		return l
+	}
+	aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 100, MinLimit: 1, MaxLimit: 1000, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := serve(t, aimd, func(int) bool { return true }).Limit(); got >= 100 {
+		t.Errorf("AIMD limit %d after 20 requests of 2 s (Timeout 500 ms) cut at their callers' 1 s deadlines, want it lowered", got)
+	}
+	rec := &rttLimit{}
+	serve(t, rec, func(i int) bool { return i%2 == 1 })
+	if rec.max < time.Second {
+		t.Errorf("the largest time the algorithm heard is %v, though half the requests ran to their callers' 1 s deadlines", rec.max)
+	}
+}
+
+// rttLimit is a Limit that keeps the largest RTT it heard.
+type rttLimit struct{ max time.Duration }
+
+func (r *rttLimit) OnSample(_ time.Time, rtt time.Duration, _ int, _ bool) { r.max = max(r.max, rtt) }
+func (*rttLimit) Limit() int                                               { return 10 }
+
+// TestAdaptiveMaxDeadlineBoundIsADrop (second outside review): a request
+// that reaches the server's own bound on its caller's deadline
+// (WithMaxDeadline, cause ErrMaxDeadline) is a drop, as a deadline of the
+// server's is, and as grpcretry's WithMaxInboundDeadline bound is.
+func TestAdaptiveMaxDeadlineBoundIsADrop(t *testing.T) {
+	f := clocktest.NewFake()
+	h := &heardLimit{}
+	l := newAdmission(t, admission.Config{Limit: h, Clock: f, ProbeInterval: -1, WindowSamples: 1, Window: 10 * time.Millisecond})
+	var cause error
+	srv := layer.Middleware(layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.Advance(2 * time.Second) // past the server's 1 s bound
+		cause = context.Cause(r.Context())
+		w.WriteHeader(http.StatusOK)
+	})), layer.WithClock(f), layer.WithMaxDeadline(time.Second))
+	for range 10 {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(layer.HeaderDeadline, "3600000") // the caller would wait an hour
+		srv.ServeHTTP(httptest.NewRecorder(), req)
+		f.Advance(10 * time.Millisecond)
+	}
+	if h.samples == 0 || h.drops != h.samples {
+		t.Fatalf("%d samples, %d drops after 10 requests that hit the server's WithMaxDeadline bound; want every one a drop", h.samples, h.drops)
+	}
+	if !errors.Is(cause, layer.ErrMaxDeadline) || !errors.Is(cause, layer.ErrInboundDeadline) {
+		t.Fatalf("the bound's cause is %v, want ErrMaxDeadline, which wraps ErrInboundDeadline", cause)
 	}
 }

@@ -3,6 +3,7 @@ package layer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -26,6 +27,13 @@ const (
 // ended because the caller's deadline passed: context.Cause reports it,
 // Err reports context.DeadlineExceeded.
 var ErrInboundDeadline = errors.New("layer: the caller's deadline passed")
+
+// ErrMaxDeadline is the cause of a request context that Middleware ended
+// at the server's own bound on a caller's deadline (WithMaxDeadline),
+// which the caller's header asked to exceed: it wraps ErrInboundDeadline,
+// so errors.Is(cause, ErrInboundDeadline) holds for it too, but the time
+// was the server's choice, not the caller's.
+var ErrMaxDeadline = fmt.Errorf("%w (the server's bound, WithMaxDeadline)", ErrInboundDeadline)
 
 // Option configures Middleware and Limit.
 type Option func(*options)
@@ -119,7 +127,8 @@ func WithClock(c clock.Clock) Option {
 // retry.Inbound (retry.InboundOf), so that every retry.Do and httpretry
 // call made while serving it obeys the policy's layer rule
 // (retry.Policy.Nested), and the context ends at the caller's deadline
-// (cause ErrInboundDeadline), so work for a caller who gave up stops and
+// (cause ErrInboundDeadline; ErrMaxDeadline when WithMaxDeadline's bound
+// cut it short), so work for a caller who gave up stops and
 // the deadline-aware stop of inner retries applies across the hop.
 // Malformed values are ignored. A request without any of the headers is
 // served as it came, at no allocation.
@@ -145,8 +154,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if in, d, ok := m.o.read(r.Header); ok {
 		ctx := r.Context()
 		if d >= 0 {
+			cause := ErrInboundDeadline
+			if d == m.o.maxDeadline {
+				cause = ErrMaxDeadline // the bound, not the caller's time
+			}
 			var cancel context.CancelFunc
-			ctx, cancel = clock.WithTimeout(ctx, m.o.clock, d, ErrInboundDeadline)
+			ctx, cancel = clock.WithTimeout(ctx, m.o.clock, d, cause)
 			defer cancel()
 			in.Deadline = m.o.clock.Now().Add(d)
 		}
