@@ -254,7 +254,9 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 // called exactly once for an accepted task, outside any lock, from a worker
 // goroutine (from Close for the tasks Close abandons): with nil on success,
 // otherwise with the *retry.Error that ended it (wrapping ErrClosed if
-// Close gave up on it). It should be quick; it may call Submit, not Close.
+// Close gave up on it). It should be quick; it may call Submit, not Close
+// (Close waits for every done function it calls, so a done that called
+// Close would wait for itself for ever).
 // Submit panics if task is nil. A panicking Clock (SchedulerConfig.Clock or
 // the Policy's) goes on to Submit's caller with the task not taken and
 // nothing counted; the Scheduler stays usable.
@@ -358,12 +360,17 @@ func (s *Scheduler) Stats() SchedulerStats {
 //
 // Close returns the number of tasks abandoned and, when that is not zero,
 // an error wrapping ErrClosed and ctx's error; if a done function or the
-// Observer panicked, Close re-raises the first panic once every abandoned
-// task's done has been called. No goroutine started by the Scheduler
+// Observer panicked (or ctx's Err), Close re-raises the first panic once
+// every abandoned task's done has been called; if ctx's Done panics, Close
+// has changed nothing and the panic goes on. No goroutine started by the Scheduler
 // outlives Close. Later calls return (0, nil) once the first has
 // finished, its abandoned tasks' done functions included; a later call
 // whose ctx ends first makes the Scheduler give up as the first's would.
 func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
+	// ctx's methods are user code: Done is read before anything changes
+	// (if it panics, the Scheduler is as it was), and a panic of Err's
+	// goes on only once this Close has done its work.
+	ctxDone := ctx.Done()
 	s.mu.Lock()
 	first := !s.closing
 	if first {
@@ -374,10 +381,13 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	}
 	s.mu.Unlock()
 
+	var panicked any // the first panic: of ctx's Err, a done function or the Observer
 	select {
 	case <-s.exited:
-	case <-ctx.Done():
-		s.cancel(ctx.Err())
+	case <-ctxDone:
+		var cerr error
+		cerr, panicked = errOf(ctx)
+		s.cancel(cerr)
 		s.mu.Lock()
 		s.stopLocked()
 		s.mu.Unlock()
@@ -388,6 +398,9 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 		// functions; a later one (which may still have made it give up,
 		// above) returns once that has finished.
 		<-s.closed
+		if panicked != nil {
+			panic(panicked)
+		}
 		return 0, nil
 	}
 	defer close(s.closed) // also when a done function's panic goes on
@@ -403,15 +416,25 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	s.st.Abandoned += uint64(len(left))
 	s.mu.Unlock()
 	if len(left) == 0 {
+		if panicked != nil {
+			panic(panicked)
+		}
 		return 0, nil
 	}
 	cause := context.Cause(s.ctx)
 	reason := fmt.Errorf("%w: %w", ErrClosed, cause)
-	var panicked any // the first panic of a done function or the Observer
 	for _, t := range left {
 		re := t.gaveUp
 		if re == nil {
-			re = s.cancelCall(t)
+			// Ending the call runs the Policy's callbacks (the Observer's
+			// CallEnd, a budget's Refund, the Clock): if one panics, the
+			// task is ended all the same, and its done called.
+			if v := guard(func() { re = s.cancelCall(t) }); v != nil {
+				if panicked == nil {
+					panicked = v
+				}
+				re = &retry.Error{Attempts: t.call.Attempts()}
+			}
 		}
 		if v := s.end(t, &retry.Error{Attempts: re.Attempts, Reason: reason, Last: re.Last}, DropClosed); panicked == nil {
 			panicked = v
@@ -426,6 +449,17 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 		panic(panicked) // to Close's caller, once every abandoned task has been ended
 	}
 	return len(left), fmt.Errorf("%w with %d tasks abandoned: %w", ErrClosed, len(left), cause)
+}
+
+// errOf is ctx.Err, or context.Canceled when it panics; v is the panic,
+// which the caller raises once its work is done.
+func errOf(ctx context.Context) (err error, v any) {
+	defer func() {
+		if v = recover(); v != nil {
+			err = context.Canceled
+		}
+	}()
+	return ctx.Err(), nil
 }
 
 // stopLocked tells every goroutine to return. s.mu must be held.

@@ -850,3 +850,143 @@ func TestOverloadedTaskIsPermanent(t *testing.T) {
 		t.Fatalf("overloaded task ran %d times, want 1", n)
 	}
 }
+
+// doneCtxPanics is a context whose Done panics.
+type doneCtxPanics struct{ context.Context }
+
+func (doneCtxPanics) Done() <-chan struct{} { panic("Done bug") }
+
+// TestCloseWhoseCtxDonePanics (second outside review): a first Close
+// whose ctx's Done panics changes nothing, so a later Close is the first
+// and abandons the pending task, calling its done. (Before, the panic left
+// the Scheduler closing with nobody to finish: every later Close waited
+// for ever.)
+func TestCloseWhoseCtxDonePanics(t *testing.T) {
+	fake := clocktest.NewFake()
+	s := queue.NewScheduler(queue.SchedulerConfig{
+		Workers: 1,
+		Policy:  &retry.Policy{MaxAttempts: retry.Unlimited, Backoff: backoff.Constant{Interval: time.Hour}, Clock: fake},
+	})
+	doneErr := make(chan error, 1)
+	s.Submit(func(ctx context.Context) error { return errors.New("down") }, func(err error) { doneErr <- err })
+	fake.BlockUntil(1) // the task waits for its retry
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Close with a panicking Done did not panic")
+			}
+		}()
+		s.Close(doneCtxPanics{context.Background()})
+	}()
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	second := make(chan int, 1)
+	go func() { n, _ := s.Close(expired); second <- n }()
+	select {
+	case n := <-second:
+		if n != 1 {
+			t.Fatalf("second Close abandoned %d tasks, want 1", n)
+		}
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("second Close (its ctx expired) never returned")
+	}
+	select {
+	case err := <-doneErr:
+		if !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("done heard %v, want ErrClosed", err)
+		}
+	default:
+		t.Fatal("the abandoned task's done was not called")
+	}
+}
+
+// errCtxPanics is an ended context whose Err panics.
+type errCtxPanics struct{ context.Context }
+
+func (errCtxPanics) Err() error { panic("Err bug") }
+
+// TestCloseWhoseCtxErrPanics: Close's ctx has ended and its Err panics:
+// Close gives up all the same (cause context.Canceled), abandons the
+// pending task and calls its done, and then the panic goes on.
+func TestCloseWhoseCtxErrPanics(t *testing.T) {
+	fake := clocktest.NewFake()
+	s := queue.NewScheduler(queue.SchedulerConfig{
+		Workers: 1,
+		Policy:  &retry.Policy{MaxAttempts: retry.Unlimited, Backoff: backoff.Constant{Interval: time.Hour}, Clock: fake},
+	})
+	doneErr := make(chan error, 1)
+	s.Submit(func(ctx context.Context) error { return errors.New("down") }, func(err error) { doneErr <- err })
+	fake.BlockUntil(1)
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	var r any
+	func() {
+		defer func() { r = recover() }()
+		s.Close(errCtxPanics{expired})
+	}()
+	if r != "Err bug" {
+		t.Fatalf("Close panicked with %v, want the context's", r)
+	}
+	select {
+	case err := <-doneErr:
+		if !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("done heard %v, want ErrClosed", err)
+		}
+	default:
+		t.Fatal("the abandoned task's done was not called before the panic went on")
+	}
+	if n, err := s.Close(context.Background()); n != 0 || err != nil {
+		t.Fatalf("a later Close = (%d, %v), want (0, nil)", n, err)
+	}
+}
+
+// callEndPanics is an Observer whose CallEnd panics while armed.
+type callEndPanics struct {
+	retry.NopObserver
+	armed atomic.Bool
+}
+
+func (o *callEndPanics) CallEnd(context.Context, retry.CallEnd) {
+	if o.armed.Load() {
+		panic("CallEnd bug")
+	}
+}
+
+// TestCloseObserverPanicCallsEveryDone (second outside review): ending
+// an abandoned task's call runs the Policy's Observer (CallEnd); when it
+// panics, Close still calls the done of that task and of every other,
+// then raises the panic. (Before, the panic left the loop: no done was
+// called, though Stats counted the tasks abandoned.)
+func TestCloseObserverPanicCallsEveryDone(t *testing.T) {
+	fake := clocktest.NewFake()
+	obs := &callEndPanics{}
+	s := queue.NewScheduler(queue.SchedulerConfig{
+		Workers: 1,
+		Policy:  &retry.Policy{MaxAttempts: retry.Unlimited, Backoff: backoff.Constant{Interval: time.Hour}, Clock: fake, Observer: obs},
+	})
+	var dones atomic.Int32
+	for range 2 {
+		s.Submit(func(ctx context.Context) error { return errors.New("down") }, func(error) { dones.Add(1) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Waiting != 2; { // both tasks wait for their retries
+		if time.Now().After(deadline) { // a hang guard
+			t.Fatalf("the tasks never both waited: %+v", s.Stats())
+		}
+		runtime.Gosched()
+	}
+	obs.armed.Store(true)
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	var r any
+	func() {
+		defer func() { r = recover() }()
+		s.Close(expired)
+	}()
+	obs.armed.Store(false)
+	if n := dones.Load(); n != 2 {
+		t.Fatalf("%d of 2 abandoned tasks' done called (stats %+v)", n, s.Stats())
+	}
+	if r != "CallEnd bug" {
+		t.Fatalf("Close panicked with %v, want the Observer's", r)
+	}
+}
