@@ -386,7 +386,7 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 	case <-s.exited:
 	case <-ctxDone:
 		var cerr error
-		cerr, panicked = errOf(ctx)
+		panicked, cerr = errOf(ctx)
 		s.cancel(cerr)
 		s.mu.Lock()
 		s.stopLocked()
@@ -453,13 +453,13 @@ func (s *Scheduler) Close(ctx context.Context) (abandoned int, err error) {
 
 // errOf is ctx.Err, or context.Canceled when it panics; v is the panic,
 // which the caller raises once its work is done.
-func errOf(ctx context.Context) (err error, v any) {
+func errOf(ctx context.Context) (v any, err error) {
 	defer func() {
 		if v = recover(); v != nil {
 			err = context.Canceled
 		}
 	}()
-	return ctx.Err(), nil
+	return nil, ctx.Err()
 }
 
 // stopLocked tells every goroutine to return. s.mu must be held.
