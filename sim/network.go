@@ -60,6 +60,7 @@ func RunContext(ctx context.Context, m *Model, v Variant, seed uint64) (*Result,
 type runBufs struct {
 	calls        []callRec
 	atts         []attRec
+	fns          []attFns
 	freeC, freeA []int32
 }
 
@@ -70,8 +71,9 @@ var runBufPool sync.Pool // of *runBufs, every slice empty and cleared
 func (r *runner) releaseBufs() {
 	clear(r.calls)
 	clear(r.atts)
-	runBufPool.Put(&runBufs{calls: r.calls[:0], atts: r.atts[:0], freeC: r.freeC[:0], freeA: r.freeA[:0]})
-	r.calls, r.atts, r.freeC, r.freeA = nil, nil, nil, nil
+	clear(r.fns)
+	runBufPool.Put(&runBufs{calls: r.calls[:0], atts: r.atts[:0], fns: r.fns[:0], freeC: r.freeC[:0], freeA: r.freeA[:0]})
+	r.calls, r.atts, r.fns, r.freeC, r.freeA = nil, nil, nil, nil, nil
 	r.s.release()
 }
 
@@ -117,6 +119,7 @@ type runner struct {
 	arrive  []ArrivalStream // per-client arrival streams
 	calls   []callRec
 	atts    []attRec
+	fns     []attFns // by attempt, as atts
 	freeC   []int32
 	freeA   []int32
 	measure int32
@@ -211,6 +214,9 @@ type callRec struct {
 	heldLim func(error)
 }
 
+// An attRec holds no pointer, so that storing one into the pooled slice
+// needs no write barrier and the collector never scans the slice: the
+// functions an attempt holds are in attFns, at the same index.
 type attRec struct {
 	key        uint64 // the attempt's identity for common random numbers
 	gen        int64
@@ -218,8 +224,6 @@ type attRec struct {
 	caller     int32
 	sent       time.Duration
 	origin     time.Duration // start of the client call it serves
-	done       func(error)
-	lim        func(error) // the limiter's done
 	call       int32
 	tier       int32
 	n          int32
@@ -239,6 +243,15 @@ type attRec struct {
 	timeout LaneEvent
 }
 
+// attFns are the functions attempt ai (runner.fns[ai]) hands its result
+// to: its breaker's done and its limiter's, each nil once called or when
+// the attempt holds none. Both are nil whenever the attempt's slot is
+// free, so that an attempt without them never writes its attFns.
+type attFns struct {
+	done func(error)
+	lim  func(error) // the limiter's done
+}
+
 // noTimeout is the attRec.timeout of an attempt without a timeout: Skip
 // ignores it.
 const noTimeout = ^LaneEvent(0)
@@ -255,7 +268,7 @@ func newRunner(m *Model, v Variant, seed uint64) *runner {
 	s := New(seed)
 	r := &runner{s: s, m: m, measure: int32(m.MeasureTier()), seed: seed}
 	if b, ok := runBufPool.Get().(*runBufs); ok {
-		r.calls, r.atts, r.freeC, r.freeA = b.calls, b.atts, b.freeC, b.freeA
+		r.calls, r.atts, r.fns, r.freeC, r.freeA = b.calls, b.atts, b.fns, b.freeC, b.freeA
 	}
 	r.crnRand = rand.New(&r.crn)
 	r.seqs = make([]uint64, m.Clients)
@@ -401,13 +414,16 @@ func (r *runner) allocAtt() int32 {
 		return i
 	}
 	r.atts = append(r.atts, attRec{})
+	r.fns = append(r.fns, attFns{})
 	return int32(len(r.atts) - 1)
 }
 
 func (r *runner) maybeFreeAtt(ai int32) {
 	a := &r.atts[ai]
 	if !a.clientOpen && !a.pathRef {
-		a.done, a.lim = nil, nil
+		if f := &r.fns[ai]; f.done != nil || f.lim != nil {
+			*f = attFns{}
+		}
 		r.freeA = append(r.freeA, ai)
 	}
 }
@@ -518,8 +534,11 @@ func (r *runner) tryAttempt(ci int32, hedged bool) {
 	a := &r.atts[ai]
 	a.gen++
 	cl.open++
-	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, callGen: cl.gen, caller: cl.caller, sent: r.s.now, origin: cl.origin, done: done, lim: lim, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
+	*a = attRec{key: splitmix(cl.key + uint64(n)), gen: a.gen, callGen: cl.gen, caller: cl.caller, sent: r.s.now, origin: cl.origin, call: ci, tier: c.hop, n: n, svc: -1, clientOpen: true,
 		announce: AnnouncesRetry(int(n), h.pol.MaxAttempts, cl.inRetries), child: -1}
+	if done != nil || lim != nil {
+		r.fns[ai] = attFns{done: done, lim: lim}
+	}
 	if r.rec.rec.FaultTierAttempts != nil && r.inFault(cl.origin) {
 		r.rec.rec.FaultTierAttempts[c.hop]++
 	}
@@ -705,11 +724,24 @@ func (r *runner) onServed(e Event) {
 	}
 	ti := r.atts[ai].tier
 	t := &r.tiers[ti]
-	rng := r.draw(ai, drawFail)
-	fail := t.cfg.FailProb > 0 && rng.Float64() < t.cfg.FailProb || r.atts[ai].scriptFail
+	// The failure draws, from drawFail's generator, seeded only when
+	// there is one to draw (the seeding makes the same draws whenever it
+	// happens).
+	var rng *rand.Rand
+	fail := false
+	if t.cfg.FailProb > 0 {
+		rng = r.draw(ai, drawFail)
+		fail = rng.Float64() < t.cfg.FailProb
+	}
+	fail = fail || r.atts[ai].scriptFail
 	for _, f := range t.faults {
-		if f.Kind == FaultErrors && f.active(r.s.now) && rng.Float64() < f.Prob {
-			fail = true
+		if f.Kind == FaultErrors && f.active(r.s.now) {
+			if rng == nil {
+				rng = r.draw(ai, drawFail)
+			}
+			if rng.Float64() < f.Prob {
+				fail = true
+			}
 		}
 	}
 	if fail {
@@ -849,13 +881,15 @@ func (r *runner) attemptEnded(ai int32, err error) {
 	if c.hop == r.measure {
 		r.rec.attemptEnded(r.s.now, err == nil)
 	}
-	if a.done != nil {
-		a.done(err)
-		a.done = nil
-	}
-	if a.lim != nil {
-		a.lim(err)
-		a.lim = nil
+	if c.breaker != nil || c.limiter != nil { // else the attempt holds no function
+		if f := &r.fns[ai]; f.done != nil {
+			f.done(err)
+			f.done = nil
+		}
+		if f := &r.fns[ai]; f.lim != nil {
+			f.lim(err)
+			f.lim = nil
+		}
 	}
 	// The overload marker is never retried (retry.Call.Next classifies
 	// it first), and a budget hears it marked Permanent.
@@ -1002,15 +1036,18 @@ func (r *runner) cancelCall(ci int32, gen int64) {
 // failure).
 func (r *runner) abandoned(ai int32) {
 	a := &r.atts[ai]
-	if a.done != nil {
-		a.done(context.Canceled)
-		a.done = nil
+	c := &r.callers[a.caller]
+	if c.breaker != nil || c.limiter != nil { // else the attempt holds no function
+		if f := &r.fns[ai]; f.done != nil {
+			f.done(context.Canceled)
+			f.done = nil
+		}
+		if f := &r.fns[ai]; f.lim != nil {
+			f.lim(context.Canceled)
+			f.lim = nil
+		}
 	}
-	if a.lim != nil {
-		a.lim(context.Canceled)
-		a.lim = nil
-	}
-	if c := &r.callers[a.caller]; c.budget != nil {
+	if c.budget != nil {
 		c.budget.Record(a.n > 1, context.Canceled)
 	}
 }
@@ -1102,7 +1139,8 @@ func (r *runner) finishCall(ci int32, ok bool) {
 	r.finishService(parent, code)
 }
 
-// ring is a FIFO of attempt indices.
+// ring is a FIFO of attempt indices. Its buffer's length is 0 or a power
+// of two (16, 32, ...), so that a position wraps with a mask.
 type ring struct {
 	buf        []int32
 	head, size int
@@ -1114,22 +1152,23 @@ func (q *ring) push(v int32) {
 	if q.size == len(q.buf) {
 		nb := make([]int32, max(16, 2*len(q.buf)))
 		for i := 0; i < q.size; i++ {
-			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+			nb[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = nb, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = v
+	q.buf[(q.head+q.size)&(len(q.buf)-1)] = v
 	q.size++
 }
 
 // remove takes v out of the queue, keeping the order of the rest.
 func (q *ring) remove(v int32) {
+	mask := len(q.buf) - 1
 	for i := 0; i < q.size; i++ {
-		if q.buf[(q.head+i)%len(q.buf)] != v {
+		if q.buf[(q.head+i)&mask] != v {
 			continue
 		}
 		for j := i; j < q.size-1; j++ {
-			q.buf[(q.head+j)%len(q.buf)] = q.buf[(q.head+j+1)%len(q.buf)]
+			q.buf[(q.head+j)&mask] = q.buf[(q.head+j+1)&mask]
 		}
 		q.size--
 		return
@@ -1138,7 +1177,7 @@ func (q *ring) remove(v int32) {
 
 func (q *ring) pop() int32 {
 	v := q.buf[q.head]
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	return v
 }

@@ -116,8 +116,11 @@ func (q *radix) add(x, s uint64, it qitem) {
 	l := uint(bits.Len64(x)-1) / radixDigit
 	d := uint(s>>(l*radixDigit&63)) & (radixWidth - 1)
 	i := (l*radixWidth + d) & (radixSlots - 1)
-	bk := append(q.st.b[i], it)
-	q.st.b[i] = bk
+	// Appended in place: growing only the length, when it fits, writes
+	// no slice header (and no pointer) into the store.
+	b := &q.st.b[i]
+	*b = append(*b, it)
+	bk := *b
 	if len(bk) == 1 {
 		q.st.low[i] = 0
 		q.words[l%radixArrays][d/64] |= 1 << (d % 64)
@@ -146,8 +149,11 @@ func (q *radix) push(it qitem) {
 	l := uint(bits.Len64(x)-1) / radixDigit
 	d := uint(s>>(l*radixDigit&63)) & (radixWidth - 1)
 	i := (l*radixWidth + d) & (radixSlots - 1)
-	bk := append(q.st.b[i], it)
-	q.st.b[i] = bk
+	// Appended in place: growing only the length, when it fits, writes
+	// no slice header (and no pointer) into the store.
+	b := &q.st.b[i]
+	*b = append(*b, it)
+	bk := *b
 	if len(bk) == 1 {
 		q.st.low[i] = 0
 		q.words[l%radixArrays][d/64] |= 1 << (d % 64)

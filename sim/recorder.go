@@ -19,6 +19,11 @@ var latencyBufs sync.Pool // of *[]time.Duration
 type recorder struct {
 	rec Recording
 	n   int
+	// The bucket idx returned last (b) and the times it spans, [lo, hi):
+	// a run's events come in time order, so that most lookups are of the
+	// same bucket and need no division.
+	b      int
+	lo, hi time.Duration
 
 	conc     Gauge // measured tier: busy workers + queued
 	queue    Gauge // measured tier: queued
@@ -29,6 +34,7 @@ func (r *recorder) init(m *Model) {
 	bucket := m.bucket()
 	r.n = int((m.horizon()+bucket-1)/bucket) + 1
 	r.rec = *NewRecording(bucket, r.n)
+	r.b, r.lo, r.hi = 0, 0, 0
 	r.rec.QueueSlack = QueueSlackFor(m.Tiers[m.MeasureTier()].Workers)
 	r.rec.RecoveryTolerance = m.RecoveryTolerance
 	if b, ok := latencyBufs.Get().(*[]time.Duration); ok {
@@ -49,8 +55,19 @@ func QueueSlackFor(workers int) int32 {
 	return int32(math.Ceil(RecoveryQueueShare * float64(workers)))
 }
 
+// idx returns the bucket of time t: min(t/Bucket, n-1).
 func (r *recorder) idx(t time.Duration) int {
-	return min(int(t/r.rec.Bucket), r.n-1)
+	if t >= r.lo && t < r.hi {
+		return r.b
+	}
+	b := min(int(t/r.rec.Bucket), r.n-1)
+	if t >= 0 {
+		r.b, r.lo, r.hi = b, time.Duration(b)*r.rec.Bucket, time.Duration(b+1)*r.rec.Bucket
+		if b == r.n-1 {
+			r.hi = math.MaxInt64
+		}
+	}
+	return b
 }
 
 func (r *recorder) attemptSent(t time.Duration, retry bool) {
