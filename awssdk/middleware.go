@@ -282,6 +282,11 @@ func (op *operation) admit(a *attempt) (mine, ended bool) {
 	case op.ended.Load():
 		return true, true
 	}
+	// A flag left by an earlier attempt that no attempt middleware took
+	// (one failed between the SDK's Retry middleware and the attempt
+	// middleware) is not a's: end must not release a while it is being
+	// admitted (publish sets it once a is).
+	op.unsent.Store(false)
 	op.live.Store(a)
 	a.grant, op.pendingRetry = op.pendingRetry, nil
 	op.pending.Store(false)
@@ -359,8 +364,14 @@ func (op *operation) takeRecord() func(error) {
 	return f
 }
 
-// leave ends attempt a's hold on op (live).
+// leave ends attempt a's hold on op (live), and its unsent flag when no
+// attempt middleware took it (the SDK released the token of an attempt
+// it did not send): a is live until then, so no other attempt is
+// admitted and the flag is a's.
 func (op *operation) leave(a *attempt) {
+	if op.unsent.Load() && op.live.Load() == a {
+		op.unsent.Store(false)
+	}
 	op.live.CompareAndSwap(a, nil)
 }
 
