@@ -405,11 +405,17 @@ func operationOf(ctx context.Context) *operation {
 // without the operation, so that an SDK call made with it (from the HTTP
 // client, a signer, a credentials provider, a deserializer, an Observer)
 // by a client without the middleware is an operation of its own, and
-// takes, counts and holds nothing of the attempt's.
+// takes, counts and holds nothing of the attempt's; and without the
+// attempt control of an attempt it is made inside (attemptCtlKey), so
+// that the body middleware of such a call by a client with the
+// middleware and no AttemptTimeout (whose send adds no control of its
+// own) does not hand the outer attempt's end to the nested response's
+// body.
 type attemptContext struct{ context.Context }
 
 func (c *attemptContext) Value(key any) any {
-	if _, is := key.(operationKey); is {
+	switch key.(type) {
+	case operationKey, attemptCtlKey:
 		return nil
 	}
 	return c.Context.Value(key)
@@ -500,7 +506,7 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 ) {
 	op := operationOf(ctx)
 	if op == nil {
-		return m.send(ctx, in, next)
+		return m.send(m.unmasked(ctx), in, next)
 	}
 	a, ended := op.sending()
 	switch {
@@ -510,7 +516,7 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 		// not send).
 		return out, md, ErrOperationEnded
 	case a == nil: // an attempt the operation did not admit (the SDK's retryer is not a Retryer)
-		return m.send(ctx, in, next)
+		return m.send(m.unmasked(ctx), in, next)
 	}
 	defer func() {
 		if err != nil { // held for RetryDelay, or an error value of this attempt's own
@@ -528,6 +534,17 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	out, md, err = m.send(a.context(), in, next)
 	sent = true
 	return out, md, err
+}
+
+// unmasked returns the context of an attempt sent without its own
+// attemptContext (one the operation did not admit): ctx, without the
+// attempt control of an outer attempt the call is made inside when
+// Policy.AttemptTimeout adds none of its own (see attemptContext).
+func (m attemptMiddleware) unmasked(ctx context.Context) context.Context {
+	if m.r.p.AttemptTimeout <= 0 && ctx.Value(attemptCtlKey{}) != nil {
+		return context.WithValue(ctx, attemptCtlKey{}, (*attemptCtl)(nil))
+	}
+	return ctx
 }
 
 // send sends the attempt under Policy.AttemptTimeout.
