@@ -232,12 +232,10 @@ var holds struct {
 var wrapping atomic.Int64
 
 // keptWait is what GetRetryToken computed for the RetryDelay after attempt
-// n (0: none): the wait, its context (for RetryScheduled), and the failed
-// response's header and its advice.
+// n (0: none): the wait, and the failed response's header and its advice.
 type keptWait struct {
 	n       int
 	delay   time.Duration
-	ctx     context.Context
 	header  http.Header
 	advice  time.Duration
 	advised bool

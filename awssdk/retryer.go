@@ -313,8 +313,9 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // middleware the wait is the one GetRetryToken computed for this very
 // attempt (and checked against MaxElapsed and the deadline), found
 // through the attempt's error (see Retryer), and RetryScheduled gets the
-// operation's context (the caller's span); without it,
-// context.Background().
+// operation's context as its Finalize step got it (the caller's span; it
+// does not carry the operation, so that an SDK call made with it is an
+// operation of its own); without it, context.Background().
 //
 // RetryDelay also makes the x-amz-retry-after header of err's response
 // say what the Retryer applies, for the SDK, which reads it next (see
@@ -323,12 +324,13 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // awsretry.RetryAfter does.
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
 	op, kept, serr := failed(err, attempt)
-	d, ctx, h, advice, advised := kept.delay, kept.ctx, kept.header, kept.advice, kept.advised
+	d, h, advice, advised := kept.delay, kept.header, kept.advice, kept.advised
+	ctx := context.Background()
+	if op != nil {
+		ctx = op.ctx // the caller's, without the operation in it
+	}
 	if kept.n == 0 {
-		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
-		if op != nil {
-			ctx = op.ctx
-		}
+		d = max(r.backoff(attempt, serr), 0)
 		h = responseHeader(serr)
 		advice, advised = r.advice(h)
 	}
@@ -537,8 +539,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	// With the middleware (which numbers the attempts), the wait is
 	// computed here, to check it against MaxElapsed and the caller's
-	// deadline, and kept in the operation, with ctx for RetryScheduled,
-	// for RetryDelay.
+	// deadline, and kept in the operation for RetryDelay.
 	var d time.Duration
 	if op != nil {
 		d = max(r.backoff(int(op.attempts.Load()), opErr), 0)
@@ -574,7 +575,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if op != nil {
 		// Under op.mu: RetryDelay takes it in failed, which another
 		// operation failing with the same error value may reach.
-		k := keptWait{n: int(op.attempts.Load()), delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
+		k := keptWait{n: int(op.attempts.Load()), delay: d, header: h, advice: advice, advised: advised}
 		f := op.failedOn()
 		f.mu.Lock()
 		f.kept = k
