@@ -24,7 +24,9 @@ import (
 // ErrMiddlewareMissing is the error GetAttemptToken (and GetRetryToken)
 // returns when the Policy sets AttemptTimeout or MaxElapsed, or its
 // Budget (or the NestedBudget it uses under NestedBudget) is a
-// retry.BudgetTracker such as budget.Concurrency, and the operation's
+// retry.BudgetTracker such as budget.Concurrency (or a retry.BudgetGroup,
+// keyed.Budgets, whose default member, or whose member for the call's
+// context, is one), and the operation's
 // stack lacks the Retryer's middleware (AddMiddleware), as for an SDK
 // call made inside an attempt of another operation by a client without
 // it (see Retryer): the operation fails at once rather than run
@@ -99,6 +101,9 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //     parent), without the operation in it (an SDK call made with it by
 //     a client without the middleware is an operation of its own: see
 //     Retryer);
+//   - resolves the Policy's groups (keyed.Budgets, keyed.Breakers,
+//     keyed.Limiters) once for the operation, with its context (see
+//     Retryer);
 //   - makes no attempt and no retry for an operation that has ended
 //     while its retry loop goes on (ErrOperationEnded; see Retryer).
 //
@@ -122,13 +127,16 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 // between the operation's and the SDK's Retry middleware that returns
 // and leaves the retry loop running in a goroutine), and an SDK call made
 // inside an attempt may find the operation in its context: every field
-// but start and ctx (set before the operation is reachable) is atomic or
-// under mu, and what another operation failing with the same error value
-// may reach (held, kept and saved) is under the failure's locks (see
-// hand).
+// but start, ctx and parts (set before the operation is reachable) is
+// atomic or under mu, and what another operation failing with the same
+// error value may reach (held, kept and saved) is under the failure's
+// locks (see hand).
 type operation struct {
 	start time.Time // set only with an Observer or MaxElapsed; read-only after
 	ctx   context.Context
+	// parts are the Policy's parts with its groups resolved for ctx (nil
+	// when the Policy has no group); read-only.
+	parts *parts
 	// attempts counts the attempts the Limiter and the Breaker admitted.
 	attempts atomic.Int32
 	// stopped is 1 + why the Retryer stopped the operation (a
@@ -154,9 +162,6 @@ type operation struct {
 	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
 	// that no attempt has taken yet; the operation's end refunds it.
 	pendingRetry retry.BudgetTracker
-	// pending: pendingRetry is set (written under mu), so that retrying
-	// takes mu only for a grant no attempt took.
-	pending atomic.Bool
 	// retryRecord records the granted retry's result with the Budget,
 	// until the retry's attempt takes it (or its token's release runs).
 	retryRecord func(error)
@@ -167,6 +172,9 @@ type operation struct {
 	// attempt by a client without the middleware), which is then an
 	// operation of its own.
 	live atomic.Pointer[attempt]
+	// pending: pendingRetry is set (written under mu), so that retrying
+	// takes mu only for a grant no attempt took.
+	pending atomic.Bool
 	// unsent: the attempt middleware has not taken live yet; the
 	// operation's end releases it (the SDK drops the token of an
 	// attempt it does not send: a stream it could not rewind). Whoever
@@ -437,6 +445,9 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 		op.start = r.clock.Now()
 	}
 	if obs == nil {
+		if r.groups {
+			op.parts = r.resolve(ctx)
+		}
 		out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 		if op.wrapped.Load() {
 			md, err = stripAll(md, err)
@@ -457,6 +468,9 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	// Before CallEnd: the Observer sees the response headers restored and
 	// every grant and attempt of the operation given back.
 	defer op.end()
+	if r.groups {
+		op.parts = r.resolve(ctx)
+	}
 	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 	if op.wrapped.Load() {
 		md, err = stripAll(md, err)
