@@ -14,7 +14,9 @@
 // client-side throttling and the metrics, with the SDK's own retry loop.
 // LoadOptions also adds the Retryer's middleware to every operation, which
 // numbers the attempts, reports the end of each operation (CallEnd),
-// applies Policy.AttemptTimeout and MaxElapsed, gives back a
+// applies Policy.AttemptTimeout and MaxElapsed, resolves the Policy's keyed
+// groups (keyed.Budgets, keyed.Breakers, keyed.Limiters) once per
+// operation with its context (keyed.WithKey), gives back a
 // budget.Concurrency's grants of retries that never ran, reports an
 // attempt whose sending panicked, makes no attempt or retry for an
 // operation that has ended while a middleware of the user's left its

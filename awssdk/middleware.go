@@ -24,7 +24,9 @@ import (
 // ErrMiddlewareMissing is the error GetAttemptToken (and GetRetryToken)
 // returns when the Policy sets AttemptTimeout or MaxElapsed, or its
 // Budget (or the NestedBudget it uses under NestedBudget) is a
-// retry.BudgetTracker such as budget.Concurrency, and the operation's
+// retry.BudgetTracker such as budget.Concurrency (or a retry.BudgetGroup,
+// keyed.Budgets, whose default member, or whose member for the call's
+// context, is one), and the operation's
 // stack lacks the Retryer's middleware (AddMiddleware), as for an SDK
 // call made inside an attempt of another operation by a client without
 // it (see Retryer): the operation fails at once rather than run
@@ -99,6 +101,9 @@ func LoadOptions(p *retry.Policy) []func(*config.LoadOptions) error {
 //     parent), without the operation in it (an SDK call made with it by
 //     a client without the middleware is an operation of its own: see
 //     Retryer);
+//   - resolves the Policy's groups (keyed.Budgets, keyed.Breakers,
+//     keyed.Limiters) once for the operation, with its context (see
+//     Retryer);
 //   - makes no attempt and no retry for an operation that has ended
 //     while its retry loop goes on (ErrOperationEnded; see Retryer).
 //
@@ -122,13 +127,16 @@ func (r *Retryer) AddMiddleware(stack *middleware.Stack) error {
 // between the operation's and the SDK's Retry middleware that returns
 // and leaves the retry loop running in a goroutine), and an SDK call made
 // inside an attempt may find the operation in its context: every field
-// but start and ctx (set before the operation is reachable) is atomic or
-// under mu, and what another operation failing with the same error value
-// may reach (held, kept and saved) is under the failure's locks (see
-// hand).
+// but start, ctx and parts (set before the operation is reachable) is
+// atomic or under mu, and what another operation failing with the same
+// error value may reach (held, kept and saved) is under the failure's
+// locks (see hand).
 type operation struct {
 	start time.Time // set only with an Observer or MaxElapsed; read-only after
 	ctx   context.Context
+	// parts are the Policy's parts with its groups resolved for ctx (nil
+	// when the Policy has no group); read-only.
+	parts *parts
 	// attempts counts the attempts the Limiter and the Breaker admitted.
 	attempts atomic.Int32
 	// stopped is 1 + why the Retryer stopped the operation (a
@@ -154,9 +162,6 @@ type operation struct {
 	// pendingRetry is the BudgetTracker of a retry GetRetryToken granted
 	// that no attempt has taken yet; the operation's end refunds it.
 	pendingRetry retry.BudgetTracker
-	// pending: pendingRetry is set (written under mu), so that retrying
-	// takes mu only for a grant no attempt took.
-	pending atomic.Bool
 	// retryRecord records the granted retry's result with the Budget,
 	// until the retry's attempt takes it (or its token's release runs).
 	retryRecord func(error)
@@ -167,6 +172,9 @@ type operation struct {
 	// attempt by a client without the middleware), which is then an
 	// operation of its own.
 	live atomic.Pointer[attempt]
+	// pending: pendingRetry is set (written under mu), so that retrying
+	// takes mu only for a grant no attempt took.
+	pending atomic.Bool
 	// unsent: the attempt middleware has not taken live yet; the
 	// operation's end releases it (the SDK drops the token of an
 	// attempt it does not send: a stream it could not rewind). Whoever
@@ -232,12 +240,10 @@ var holds struct {
 var wrapping atomic.Int64
 
 // keptWait is what GetRetryToken computed for the RetryDelay after attempt
-// n (0: none): the wait, its context (for RetryScheduled), and the failed
-// response's header and its advice.
+// n (0: none): the wait, and the failed response's header and its advice.
 type keptWait struct {
 	n       int
 	delay   time.Duration
-	ctx     context.Context
 	header  http.Header
 	advice  time.Duration
 	advised bool
@@ -282,6 +288,11 @@ func (op *operation) admit(a *attempt) (mine, ended bool) {
 	case op.ended.Load():
 		return true, true
 	}
+	// A flag left by an earlier attempt that no attempt middleware took
+	// (one failed between the SDK's Retry middleware and the attempt
+	// middleware) is not a's: end must not release a while it is being
+	// admitted (publish sets it once a is).
+	op.unsent.Store(false)
 	op.live.Store(a)
 	a.grant, op.pendingRetry = op.pendingRetry, nil
 	op.pending.Store(false)
@@ -359,8 +370,14 @@ func (op *operation) takeRecord() func(error) {
 	return f
 }
 
-// leave ends attempt a's hold on op (live).
+// leave ends attempt a's hold on op (live), and its unsent flag when no
+// attempt middleware took it (the SDK released the token of an attempt
+// it did not send): a is live until then, so no other attempt is
+// admitted and the flag is a's.
 func (op *operation) leave(a *attempt) {
+	if op.unsent.Load() && op.live.Load() == a {
+		op.unsent.Store(false)
+	}
 	op.live.CompareAndSwap(a, nil)
 }
 
@@ -394,11 +411,17 @@ func operationOf(ctx context.Context) *operation {
 // without the operation, so that an SDK call made with it (from the HTTP
 // client, a signer, a credentials provider, a deserializer, an Observer)
 // by a client without the middleware is an operation of its own, and
-// takes, counts and holds nothing of the attempt's.
+// takes, counts and holds nothing of the attempt's; and without the
+// attempt control of an attempt it is made inside (attemptCtlKey), so
+// that the body middleware of such a call by a client with the
+// middleware and no AttemptTimeout (whose send adds no control of its
+// own) does not hand the outer attempt's end to the nested response's
+// body.
 type attemptContext struct{ context.Context }
 
 func (c *attemptContext) Value(key any) any {
-	if _, is := key.(operationKey); is {
+	switch key.(type) {
+	case operationKey, attemptCtlKey:
 		return nil
 	}
 	return c.Context.Value(key)
@@ -422,6 +445,9 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 		op.start = r.clock.Now()
 	}
 	if obs == nil {
+		if r.groups {
+			op.parts = r.resolve(ctx)
+		}
 		out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 		if op.wrapped.Load() {
 			md, err = stripAll(md, err)
@@ -442,6 +468,9 @@ func (m operationMiddleware) HandleFinalize(ctx context.Context, in middleware.F
 	// Before CallEnd: the Observer sees the response headers restored and
 	// every grant and attempt of the operation given back.
 	defer op.end()
+	if r.groups {
+		op.parts = r.resolve(ctx)
+	}
 	out, md, err = next.HandleFinalize(context.WithValue(ctx, operationKey{}, op), in)
 	if op.wrapped.Load() {
 		md, err = stripAll(md, err)
@@ -489,7 +518,7 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 ) {
 	op := operationOf(ctx)
 	if op == nil {
-		return m.send(ctx, in, next)
+		return m.send(m.unmasked(ctx), in, next)
 	}
 	a, ended := op.sending()
 	switch {
@@ -499,7 +528,7 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 		// not send).
 		return out, md, ErrOperationEnded
 	case a == nil: // an attempt the operation did not admit (the SDK's retryer is not a Retryer)
-		return m.send(ctx, in, next)
+		return m.send(m.unmasked(ctx), in, next)
 	}
 	defer func() {
 		if err != nil { // held for RetryDelay, or an error value of this attempt's own
@@ -517,6 +546,17 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	out, md, err = m.send(a.context(), in, next)
 	sent = true
 	return out, md, err
+}
+
+// unmasked returns the context of an attempt sent without its own
+// attemptContext (one the operation did not admit): ctx, without the
+// attempt control of an outer attempt the call is made inside when
+// Policy.AttemptTimeout adds none of its own (see attemptContext).
+func (m attemptMiddleware) unmasked(ctx context.Context) context.Context {
+	if m.r.p.AttemptTimeout <= 0 && ctx.Value(attemptCtlKey{}) != nil {
+		return context.WithValue(ctx, attemptCtlKey{}, (*attemptCtl)(nil))
+	}
+	return ctx
 }
 
 // send sends the attempt under Policy.AttemptTimeout.

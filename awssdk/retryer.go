@@ -106,7 +106,8 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // promretry's stormguard_calls_total, call duration and retries_active —
 // are not kept), and a Policy that sets AttemptTimeout or MaxElapsed, or
 // whose Budget (or NestedBudget, under NestedBudget) is a
-// retry.BudgetTracker, fails every operation with ErrMiddlewareMissing
+// retry.BudgetTracker (or a group of them: see ErrMiddlewareMissing),
+// fails every operation with ErrMiddlewareMissing
 // rather than run without its bounds or leak the tracker's slots (see
 // below). Either way RetryScheduled reports the exact number of the
 // attempt that follows, and AttemptEnd gets the context AttemptStart
@@ -126,6 +127,20 @@ var ErrAdviceExceedsCap = fmt.Errorf("awssdk: %w", retry.ErrAdviceExceedsCap)
 // be, and would hold its slot of the tracker for good, which is why a
 // BudgetTracker needs the middleware. A grant of any other Budget is not
 // given back, as in the AWS SDKs.
+//
+// A Budget, NestedBudget, Breaker or Limiter of the Policy that is a
+// group of members per key (retry.BudgetGroup, BreakerGroup,
+// LimiterGroup: keyed.Budgets, keyed.Breakers, keyed.Limiters) is
+// resolved as retry.Do resolves it (retry.ResolveGroups): with the
+// middleware, once per operation, with the operation's context (the key
+// keyed.WithKey put in it; without one, the group's default member), and
+// that member serves every attempt and retry of the operation, so that
+// one key's failures open that key's breaker alone and a
+// budget.Concurrency member gets back the grants of its key's retries
+// that never ran. Without the middleware, GetAttemptToken and
+// GetRetryToken each resolve it with the context the SDK gives them.
+// A group member function that panics fails the operation before any
+// attempt, and the panic goes on.
 //
 // With the middleware, a retry whose wait (advice included) and then
 // Policy.MinAttemptTime would not end before the caller's deadline is
@@ -229,13 +244,69 @@ type Retryer struct {
 	// needsMiddleware: the Policy asks for what only the middleware
 	// gives (AttemptTimeout, MaxElapsed, a BudgetTracker's refunds).
 	needsMiddleware bool
+	// groups: the Policy's Budget, NestedBudget, Breaker or Limiter is a
+	// group (retry.HasGroups), resolved per operation.
+	groups bool
+	// own are the Policy's parts as they are, for a Policy without
+	// groups.
+	own parts
+}
+
+// parts are the Budget, NestedBudget, Breaker and Limiter an operation
+// uses: the Policy's, with each group (retry.BudgetGroup, BreakerGroup,
+// LimiterGroup) replaced by its member for the operation's context
+// (retry.ResolveGroups), so that every attempt and retry of the operation
+// uses the same members.
+type parts struct {
+	from           *retry.Policy // the Policy they are of
+	budget, nested retry.Budget
+	breaker        retry.Breaker
+	limiter        retry.Limiter
+}
+
+// resolve returns the parts of r's Policy for a call made with ctx: each
+// group's member for ctx (keyed.WithKey's key, or the group's default
+// member). A group's member function may panic; the panic goes on.
+func (r *Retryer) resolve(ctx context.Context) *parts {
+	p := retry.Policy{Budget: r.p.Budget, NestedBudget: r.p.NestedBudget, Breaker: r.p.Breaker, Limiter: r.p.Limiter}
+	retry.ResolveGroups(ctx, &p)
+	return &parts{from: r.p, budget: p.Budget, nested: p.NestedBudget, breaker: p.Breaker, limiter: p.Limiter}
+}
+
+// partsFor returns the parts a call made with ctx uses: the Policy's own
+// when it has no group, else those op resolved when it began (nil op:
+// without the middleware, or a call made inside an attempt of op; and an
+// operation of another Policy's Retryer), or else those of ctx.
+func (r *Retryer) partsFor(ctx context.Context, op *operation) *parts {
+	if !r.groups {
+		return &r.own
+	}
+	if op != nil && op.parts != nil && op.parts.from == r.p {
+		return op.parts
+	}
+	return r.resolve(ctx)
+}
+
+// tracks reports whether the parts' Budget, or their NestedBudget under
+// retry.NestedBudget, is a retry.BudgetTracker, whose grants only the
+// middleware can give back.
+func (p *parts) tracks() bool {
+	_, tracks := p.budget.(retry.BudgetTracker)
+	if _, nested := p.nested.(retry.BudgetTracker); nested && p.from.Nested == retry.NestedBudget {
+		tracks = true
+	}
+	return tracks
 }
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
 
 // NewRetryer returns a Retryer running attempts under p. A nil p is
 // awsretry.Rules{}.Policy(): the AWS SDKs' 2026 standard rules with a
-// Ratio of its own.
+// Ratio of its own. For a Budget or NestedBudget that is a
+// retry.BudgetGroup, NewRetryer asks the group for its default member
+// (BudgetFor with context.Background()): when that is a
+// retry.BudgetTracker, the Retryer needs its middleware, as for a
+// BudgetTracker (see ErrMiddlewareMissing).
 func NewRetryer(p *retry.Policy) *Retryer {
 	if p == nil {
 		p = awsretry.Rules{}.Policy()
@@ -244,9 +315,12 @@ func NewRetryer(p *retry.Policy) *Retryer {
 	if r.maxAdvice == 0 {
 		r.maxAdvice = retry.DefaultMaxRetryAfter
 	}
-	_, tracks := p.Budget.(retry.BudgetTracker)
-	if _, nested := p.NestedBudget.(retry.BudgetTracker); nested && p.Nested == retry.NestedBudget {
-		tracks = true
+	r.own = parts{from: p, budget: p.Budget, nested: p.NestedBudget, breaker: p.Breaker, limiter: p.Limiter}
+	tracks := r.own.tracks()
+	if r.groups = retry.HasGroups(p); r.groups {
+		// A group whose default member is a BudgetTracker (keyed.Budgets
+		// of budget.Concurrency) tracks too.
+		tracks = tracks || r.resolve(context.Background()).tracks()
 	}
 	r.needsMiddleware = p.AttemptTimeout > 0 || p.MaxElapsed > 0 || tracks
 	if r.classify == nil {
@@ -313,8 +387,9 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // middleware the wait is the one GetRetryToken computed for this very
 // attempt (and checked against MaxElapsed and the deadline), found
 // through the attempt's error (see Retryer), and RetryScheduled gets the
-// operation's context (the caller's span); without it,
-// context.Background().
+// operation's context as its Finalize step got it (the caller's span; it
+// does not carry the operation, so that an SDK call made with it is an
+// operation of its own); without it, context.Background().
 //
 // RetryDelay also makes the x-amz-retry-after header of err's response
 // say what the Retryer applies, for the SDK, which reads it next (see
@@ -323,12 +398,13 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // awsretry.RetryAfter does.
 func (r *Retryer) RetryDelay(attempt int, err error) (time.Duration, error) {
 	op, kept, serr := failed(err, attempt)
-	d, ctx, h, advice, advised := kept.delay, kept.ctx, kept.header, kept.advice, kept.advised
+	d, h, advice, advised := kept.delay, kept.header, kept.advice, kept.advised
+	ctx := context.Background()
+	if op != nil {
+		ctx = op.ctx // the caller's, without the operation in it
+	}
 	if kept.n == 0 {
-		d, ctx = max(r.backoff(attempt, serr), 0), context.Background()
-		if op != nil {
-			ctx = op.ctx
-		}
+		d = max(r.backoff(attempt, serr), 0)
 		h = responseHeader(serr)
 		advice, advised = r.advice(h)
 	}
@@ -517,8 +593,12 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		// second retry loop of one operation, asked).
 		return nil, ErrMiddlewareMissing
 	}
+	m := r.partsFor(ctx, op)
+	if op == nil && r.groups && m.tracks() { // a member of ctx's key that tracks
+		return nil, ErrMiddlewareMissing
+	}
 	opErr = op.sdk(opErr)
-	if b := r.p.Breaker; b != nil {
+	if b := m.breaker; b != nil {
 		if err := b.Ready(); err != nil {
 			op.stop(retry.ReasonBreaker)
 			return nil, err
@@ -537,8 +617,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	// With the middleware (which numbers the attempts), the wait is
 	// computed here, to check it against MaxElapsed and the caller's
-	// deadline, and kept in the operation, with ctx for RetryScheduled,
-	// for RetryDelay.
+	// deadline, and kept in the operation for RetryDelay.
 	var d time.Duration
 	if op != nil {
 		d = max(r.backoff(int(op.attempts.Load()), opErr), 0)
@@ -548,7 +627,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	var record func(error)          // records the retry's result with the Budget
 	var tracker retry.BudgetTracker // a BudgetTracker's, whose grant op holds
-	switch b := r.budgetFor(ctx).(type) {
+	switch b := r.budgetFor(ctx, m).(type) {
 	case nil:
 	case retry.PricedBudget:
 		price, ok := b.WithdrawPriced(opErr)
@@ -574,7 +653,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if op != nil {
 		// Under op.mu: RetryDelay takes it in failed, which another
 		// operation failing with the same error value may reach.
-		k := keptWait{n: int(op.attempts.Load()), delay: d, ctx: ctx, header: h, advice: advice, advised: advised}
+		k := keptWait{n: int(op.attempts.Load()), delay: d, header: h, advice: advice, advised: advised}
 		f := op.failedOn()
 		f.mu.Lock()
 		f.kept = k
@@ -638,13 +717,14 @@ func (r *Retryer) waitFits(ctx context.Context, op *operation, wait time.Duratio
 	return nil
 }
 
-// budgetFor returns the budget of a call made with ctx: the NestedBudget
-// when the layer rule governs it with NestedBudget, else the Budget.
-func (r *Retryer) budgetFor(ctx context.Context) retry.Budget {
-	if r.p.Nested == retry.NestedBudget && r.p.NestedBudget != nil && retry.CallerRetries(ctx) {
-		return r.p.NestedBudget
+// budgetFor returns the budget of a call made with ctx, of the parts m:
+// the NestedBudget when the layer rule governs it with NestedBudget, else
+// the Budget.
+func (r *Retryer) budgetFor(ctx context.Context, m *parts) retry.Budget {
+	if r.p.Nested == retry.NestedBudget && m.nested != nil && retry.CallerRetries(ctx) {
+		return m.nested
 	}
-	return r.p.Budget
+	return m.budget
 }
 
 // GetInitialToken returns a release that does nothing: the SDK calls
@@ -660,8 +740,9 @@ func nopRelease(error) error { return nil }
 // meanwhile, once the attempt was admitted (which is then reported as
 // not made). Without the middleware in the stack (or for an SDK call made
 // inside an attempt: see Retryer), a Policy with AttemptTimeout or
-// MaxElapsed, or with a retry.BudgetTracker budget, refuses every attempt
-// with ErrMiddlewareMissing. The returned release reports the attempt's
+// MaxElapsed, or with a retry.BudgetTracker budget (a group's member
+// included: see ErrMiddlewareMissing), refuses every attempt with
+// ErrMiddlewareMissing. The returned release reports the attempt's
 // result to the Limiter, the Breaker, the Budget (for a first attempt)
 // and the Observer.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) error, err error) {
@@ -689,7 +770,11 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 			a.end(why)
 		}
 	}()
-	a.budget = r.budgetFor(ctx)
+	m := r.partsFor(ctx, op)
+	if op == nil && r.groups && m.tracks() { // a member of ctx's key that tracks
+		return nil, ErrMiddlewareMissing
+	}
+	a.budget = r.budgetFor(ctx, m)
 	if op != nil {
 		a.n = int(op.attempts.Load()) + 1 // counted once the Limiter and Breaker admit it
 		a.mask.Context = ctx
@@ -698,14 +783,14 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (release func(error) erro
 		a.n = 2
 	}
 	a.retry = a.n > 1
-	if l := r.p.Limiter; l != nil {
+	if l := m.limiter; l != nil {
 		if a.limiterDone, err = l.Acquire(ctx, a.retry); err != nil {
 			a.limiterDone = nil
 			op.stop(retry.ReasonThrottled)
 			return nil, err
 		}
 	}
-	if b := r.p.Breaker; b != nil {
+	if b := m.breaker; b != nil {
 		if a.breakerDone, err = b.Allow(); err != nil {
 			a.breakerDone = nil
 			op.stop(retry.ReasonBreaker)
