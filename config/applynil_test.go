@@ -7,7 +7,8 @@ import (
 
 // TestApplyNilFileIsRefused: Apply(nil) dereferenced the File and
 // panicked. It returns a *config.Error, reported like any rejected file,
-// and the policies in force keep serving.
+// and the policies in force keep serving. (A Problem without file or line
+// is written without the empty location: "config: no file: ...".)
 func TestApplyNilFileIsRefused(t *testing.T) {
 	var reported []error
 	r := NewRegistry(Options{Logger: discard, OnReload: func(_ string, err error) { reported = append(reported, err) }})
@@ -25,8 +26,8 @@ func TestApplyNilFileIsRefused(t *testing.T) {
 		err = r.Apply(nil)
 	}()
 	var fe *Error
-	if !errors.As(err, &fe) {
-		t.Fatalf("Apply(nil) = %v, want a *config.Error", err)
+	if !errors.As(err, &fe) || err.Error() != "config: no file: Apply was given a nil *File" {
+		t.Fatalf("Apply(nil) = %v, want the *config.Error \"config: no file: Apply was given a nil *File\"", err)
 	}
 	if len(reported) != 2 || reported[1] != err {
 		t.Errorf("OnReload heard %v, want the applied file then Apply(nil)'s error", reported)
