@@ -86,7 +86,8 @@ func fmtBytes(n int64) string {
 // their lines). It reports every problem at once, each naming its field:
 // a nil spec, a Name other than the policy's key, a backoff backoff.New
 // refuses (or Params without a Strategy), a per other than host or method
-// or differing between the keyed parts of one policy, per-key sizes
+// or differing between the keyed parts of one policy, hedge Keys without
+// Adaptive, per-key sizes
 // keyed.Config refuses, a breaker config breaker.Config.Validate refuses
 // or a keyed window beyond MaxKeyedWindowBytes, an unknown budget kind, a
 // budget config its kind's Validate refuses, shared on a budget not of
@@ -135,6 +136,9 @@ func checkSpecs(f *File) error {
 			if err := (kg.Config{MaxKeys: k.ks.MaxKeys, Idle: k.ks.Idle}).Validate(); err != nil {
 				add(at+"."+k.field, "%s", err)
 			}
+		}
+		if h := s.Hedge; h != nil && h.Keys != nil && h.Adaptive == nil {
+			add(at+".hedge.per", "a fixed delay is the same for every key: Keys needs Adaptive (one delay from each key's latencies)")
 		}
 		if b := s.Breaker; b != nil {
 			if err := b.Config.Validate(); err != nil {

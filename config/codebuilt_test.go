@@ -192,7 +192,9 @@ func TestCodeBuiltBackoffIsChecked(t *testing.T) {
 // other than host or method, but Apply checked only MaxKeys and Idle, so
 // a code-built File with either was applied: KeyPer answered the first
 // part's per while the budget was meant per method, or a word no adapter
-// knows. Apply refuses each at the part's per.
+// knows; a fixed hedge delay with Keys (which Parse refuses: it needs
+// adaptive) had its Keys ignored while KeyPer answered them. Apply
+// refuses each at the part's per.
 func TestCodeBuiltKeySpecsAreChecked(t *testing.T) {
 	for name, tc := range map[string]struct {
 		s    *PolicySpec
@@ -202,9 +204,10 @@ func TestCodeBuiltKeySpecsAreChecked(t *testing.T) {
 			Breaker: &BreakerSpec{Kind: "consecutive", Keys: &KeySpec{Per: PerHost}},
 			Budget:  &BudgetSpec{Kind: "ratio", Keys: &KeySpec{Per: PerMethod}},
 		}, "policies.p.budget.per"},
-		"unknown per": {&PolicySpec{Breaker: &BreakerSpec{Kind: "consecutive", Keys: &KeySpec{Per: "hots"}}}, "policies.p.breaker.per"},
-		"per none":    {&PolicySpec{Limiter: &LimiterSpec{Kind: LimiterSRE, Keys: &KeySpec{Per: PerNone}}}, "policies.p.limiter.per"},
-		"per empty":   {&PolicySpec{Budget: &BudgetSpec{Kind: "ratio", Keys: &KeySpec{}}}, "policies.p.budget.per"},
+		"unknown per":         {&PolicySpec{Breaker: &BreakerSpec{Kind: "consecutive", Keys: &KeySpec{Per: "hots"}}}, "policies.p.breaker.per"},
+		"per none":            {&PolicySpec{Limiter: &LimiterSpec{Kind: LimiterSRE, Keys: &KeySpec{Per: PerNone}}}, "policies.p.limiter.per"},
+		"per empty":           {&PolicySpec{Budget: &BudgetSpec{Kind: "ratio", Keys: &KeySpec{}}}, "policies.p.budget.per"},
+		"fixed hedge per key": {&PolicySpec{MaxAttempts: 3, Hedge: &HedgeSpec{Delay: time.Second, MaxHedges: 1, Keys: &KeySpec{Per: PerHost}}}, "policies.p.hedge.per"},
 	} {
 		r, err := applyCodeBuilt(t, &File{Policies: map[string]*PolicySpec{"p": tc.s}})
 		var fe *Error

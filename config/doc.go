@@ -332,7 +332,7 @@
 // max below base; Params without a Strategy, which would be ignored: an
 // empty BackoffSpec is the preset's backoff, or retry.DefaultBackoff), a
 // per other than host or method, or keyed parts of one policy with
-// different pers, per-key sizes keyed.Config refuses, a breaker, budget
+// different pers, hedge Keys without Adaptive, per-key sizes keyed.Config refuses, a breaker, budget
 // or limiter config its Validate refuses, a budget or limiter kind that
 // is not one, shared on a budget not of kind ratio, throttle_on names
 // that are not aws or overload (or an empty list), a keyed window beyond
