@@ -167,10 +167,15 @@ func (d *decoder) limitField(n *yaml.Node, path string) int {
 // positive reads a duration that must be above 0; 0 is refused with the
 // default named.
 func (d *decoder) positive(n *yaml.Node, path string, def time.Duration) time.Duration {
+	return d.positiveSaid(n, path, def.String())
+}
+
+// positiveSaid is positive with the default described by def.
+func (d *decoder) positiveSaid(n *yaml.Node, path string, def string) time.Duration {
 	before := len(d.problems)
 	v := d.duration(n, path)
 	if v == 0 && len(d.problems) == before {
-		d.fail(n, path, "0 is refused: it must be positive (leave the field out for the default, %v)", def)
+		d.fail(n, path, "0 is refused: it must be positive (leave the field out for the default, %s)", def)
 	}
 	return v
 }

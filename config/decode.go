@@ -33,16 +33,22 @@ type Problem struct {
 }
 
 // Error formats the problem as "file:line: path: message", leaving out
-// the line when it is 0 and the path when it is "" (never the column).
+// the line when it is 0, the path when it is "", the file and line when
+// both are empty (a File built in code has no name), and never the
+// column.
 func (p Problem) Error() string {
 	loc := p.File
 	if p.Line > 0 {
 		loc += ":" + strconv.Itoa(p.Line)
 	}
-	if p.Path == "" {
-		return loc + ": " + p.Msg
+	msg := p.Msg
+	if p.Path != "" {
+		msg = p.Path + ": " + p.Msg
 	}
-	return loc + ": " + p.Path + ": " + p.Msg
+	if loc == "" { // a File built in code has no name
+		return msg
+	}
+	return loc + ": " + msg
 }
 
 // Error lists every problem found in a policy file. Load returns it, so a

@@ -105,6 +105,10 @@
 //     bucket. Beside start_empty: false it is refused.
 //   - budget.window: 0 is refused, like every other window's 0 (left
 //     out: 10s).
+//   - open_timeout: 0 (breaker), max: 0 and step: 0 (backoff) are
+//     refused, pointing to leaving the field out: the Go API reads a
+//     zero there as its default (a 60s open period, a 10s cap, a step of
+//     base), not as no wait.
 //   - max_retry_after: ignore ignores server advice
 //     (retry.Policy.MaxRetryAfter -1); 0, or leaving it out, is the
 //     default cap, retry.DefaultMaxRetryAfter (30s). none is refused (no
@@ -215,10 +219,12 @@
 // max_keys (1 to 10,000,000; left out: 1,000) bounds the live keys, and
 // idle (positive, at most MaxDuration; left out: 5m) is how long a key's
 // member may go unused before it is removed; both apply only with per.
-// A count-window breaker per key holds its whole window, one byte per
-// call, for each key from its first call: calls × max_keys is at most
-// MaxKeyedWindowBytes (1 GiB), and a block beyond it is refused, naming
-// both fields.
+// A window breaker per key holds its whole window for each key from its
+// first call, and the group builds a default and an overflow member
+// besides: calls × (max_keys + 2) bytes for a count window, buckets
+// (left out: 10) × 32 bytes × (max_keys + 2) for a time window, is at
+// most MaxKeyedWindowBytes (1 GiB), and a block beyond it is refused,
+// naming calls or buckets and max_keys.
 // per: none, or leaving per out, is one part for every call. The keyed
 // parts of one policy must have the same per (a call carries one key); a
 // hedge per key needs adaptive. A shared part per key (shared: NAME with
@@ -320,12 +326,19 @@
 // it to apply a File built in code; for a file on disk, use Open. A File
 // built in code is checked before anything is built from it, every
 // problem at once as an *Error naming the field: a nil PolicySpec, a
-// PolicySpec.Name other than its key (an empty Name is the key), per-key
-// sizes keyed.Config refuses, a breaker, budget or limiter config its
-// Validate refuses, a budget or limiter kind that is not one, shared on
-// a budget not of kind ratio, throttle_on names that are not aws or
-// overload (or an empty list), and a keyed count window beyond
-// MaxKeyedWindowBytes.
+// PolicySpec.Name other than its key (an empty Name is the key), an
+// operation or default naming a policy the File does not hold, a
+// backoff backoff.New refuses (an unknown strategy, a negative duration,
+// max below base; Params without a Strategy, which would be ignored: an
+// empty BackoffSpec is the preset's backoff, or retry.DefaultBackoff), a
+// per other than host or method, or keyed parts of one policy with
+// different pers, hedge Keys without Adaptive, per-key sizes keyed.Config refuses, a breaker, budget
+// or limiter config its Validate refuses, a budget or limiter kind that
+// is not one, shared on a budget not of kind ratio, throttle_on names
+// that are not aws or overload (or an empty list), a keyed window beyond
+// MaxKeyedWindowBytes, and an admission block that is nil, whose
+// Algorithm is not one, or whose config its package refuses. Apply(nil)
+// is refused likewise.
 //
 // A file is applied all or nothing: its budgets, breakers and limiters
 // are built and handed to the watch hooks (Options.OnBudget, OnBreaker,

@@ -158,12 +158,12 @@ func (d *decoder) checkKeys(p *PolicySpec, n *yaml.Node, path string) {
 	if p.Breaker != nil {
 		bn := valueOf(n, "breaker")
 		p.Breaker.Keys = visit("breaker", bn)
-		if msg := keyedWindowProblem(p.Breaker); msg != "" {
-			at := valueOf(bn, "calls")
+		if field, msg := keyedWindowProblem(p.Breaker); msg != "" {
+			at := valueOf(bn, field)
 			if at == nil {
 				at = bn
 			}
-			d.fail(at, join(path, "breaker.calls"), "%s", msg)
+			d.fail(at, join(path, "breaker."+field), "%s", msg)
 		}
 	}
 	if p.Budget != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/stormguard/stormguard/awsretry"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"go.yaml.in/yaml/v3"
 )
@@ -240,7 +241,7 @@ func (d *decoder) breaker(n *yaml.Node, path string) *BreakerSpec {
 		case "slow_call_ratio":
 			c.Window.SlowCallRatio = d.number(v, fp, 0, 1, true)
 		case "open_timeout":
-			c.OpenTimeout = d.duration(v, fp)
+			c.OpenTimeout = d.positive(v, fp, breaker.DefaultOpenTimeout)
 		case "max_open_timeout":
 			c.MaxOpenTimeout = d.duration(v, fp)
 		case "open_timeout_multiplier":

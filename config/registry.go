@@ -404,13 +404,21 @@ func (r *Registry) reload(path string) error {
 // such operation, reports it like an invalid file, and the old policies
 // keep serving. So it does, naming each field, for a File built in code
 // whose specs could not be built as given (see the package doc: a Name
-// other than its key, a config its Validate refuses, an unknown kind, a
-// keyed count window beyond MaxKeyedWindowBytes). Applying the version in force does nothing. A panicking
+// other than its key, an operation or default naming a policy f does not
+// hold, a backoff backoff.New refuses, a per other than host or method or
+// two pers in one policy, a config its Validate refuses, an unknown kind,
+// a keyed window beyond MaxKeyedWindowBytes, an admission block that
+// cannot be built), and for a nil f. Applying the version in force does nothing. A panicking
 // watch hook is handled as by Reload: nothing applied, counted as
 // rejected, the panic re-raised.
 func (r *Registry) Apply(f *File) error {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
+	if f == nil {
+		err := &Error{[]Problem{{Msg: "no file: Apply was given a nil *File"}}}
+		r.report("", err)
+		return err
+	}
 	if f.Version != "" && f.Version == r.Version() {
 		return nil
 	}
@@ -443,10 +451,7 @@ func (r *Registry) apply(f *File) error {
 	if r.closed {
 		return ErrClosed
 	}
-	if err := r.check(f); err != nil {
-		return err
-	}
-	if err := checkSpecs(f); err != nil {
+	if err := joinErrors(checkSpecs(f), r.check(f)); err != nil {
 		return err
 	}
 	plan, err := r.build(f)
@@ -517,6 +522,18 @@ func (r *Registry) Close() error {
 	r.closed = true
 	r.parts.closeDropped(newParts())
 	return nil
+}
+
+// joinErrors returns the problems of a and b (each nil or an *Error) as
+// one *Error, or nil when both are nil.
+func joinErrors(a, b error) error {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return &Error{append(append([]Problem(nil), a.(*Error).Problems...), b.(*Error).Problems...)}
 }
 
 // check refuses a file that would leave an operation in use without a
@@ -847,15 +864,7 @@ func (r *Registry) planHandle(h *Handle, f *File, built builtSet) handleState {
 	var spec *PolicySpec
 	var name string // spec's key under f.Policies, which built uses too
 	if f != nil {
-		var ok bool
-		name, ok = f.Operations[h.name]
-		if !ok {
-			if _, isPolicy := f.Policies[h.name]; isPolicy {
-				name = h.name
-			} else {
-				name = f.Default
-			}
-		}
+		name = f.PolicyOf(h.name)
 		spec = f.Policies[name]
 	}
 	p := &retry.Policy{Clock: r.opts.Clock, Observer: r.opts.Observer}

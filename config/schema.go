@@ -40,17 +40,28 @@ type File struct {
 	operationsLine int
 }
 
-// covers reports whether the file gives the operation name a policy.
-func (f *File) covers(name string) bool {
-	if _, ok := f.Operations[name]; ok {
-		return true
+// PolicyOf returns the key under Policies of the policy that serves the
+// operation name, as Registry.Policy resolves it: the policy name lists
+// under Operations, else name itself if it is a policy, else Default. It
+// returns "" when that key holds no policy (an operation listed with a
+// policy the File does not hold, or no default), so a File built in code
+// with such an operation is resolved as Apply checks it: uncovered.
+func (f *File) PolicyOf(name string) string {
+	key, ok := f.Operations[name]
+	if !ok {
+		if _, isPolicy := f.Policies[name]; isPolicy {
+			return name
+		}
+		key = f.Default
 	}
-	if _, ok := f.Policies[name]; ok {
-		return true
+	if f.Policies[key] == nil {
+		return ""
 	}
-	_, ok := f.Policies[f.Default]
-	return ok
+	return key
 }
+
+// covers reports whether the file gives the operation name a policy.
+func (f *File) covers(name string) bool { return f.PolicyOf(name) != "" }
 
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
@@ -388,9 +399,9 @@ func (d *decoder) backoff(n *yaml.Node, path string) BackoffSpec {
 			b.Params.Base = d.duration(v, fp)
 		case "max":
 			maxNode = v
-			b.Params.Max = d.duration(v, fp)
+			b.Params.Max = d.positive(v, fp, backoff.DefaultMax)
 		case "step":
-			b.Params.Step = d.duration(v, fp)
+			b.Params.Step = d.positiveSaid(v, fp, "base")
 		case "multiplier":
 			b.Params.Multiplier = d.number(v, fp, 1, 1000, false)
 		case "factor":

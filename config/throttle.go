@@ -52,6 +52,17 @@ const (
 
 var throttleOnNames = []string{ThrottleOnAWS, ThrottleOnOverload}
 
+// ThrottleClassifier returns the classification the Registry gives the
+// limiter it builds from s, as SREConfig.Overload (kind sre) or
+// AdaptiveConfig.Throttled (kind aws_adaptive): the ThrottleOn
+// classifications, any matching, or with ThrottleOn nil the kind's
+// default (awsretry.IsThrottle for aws_adaptive, throttle.IsOverload for
+// sre). An Overload or Throttled set in s.SRE or s.Adaptive is not used.
+// A simulation of the policy (simtest) hands it the same answers.
+func (s *LimiterSpec) ThrottleClassifier() func(error) bool {
+	return throttleClassifier(s.Kind, s.ThrottleOn)
+}
+
 // throttleClassifier returns the classification names ask for (nil: the
 // kind's default).
 func throttleClassifier(kind string, names []string) func(error) bool {
@@ -210,12 +221,12 @@ func (r *Registry) newLimiter(s *LimiterSpec) retry.Limiter {
 	case LimiterSRE:
 		c := s.SRE
 		c.Clock = r.opts.Clock
-		c.Overload = throttleClassifier(s.Kind, s.ThrottleOn)
+		c.Overload = s.ThrottleClassifier()
 		return throttle.NewSRE(c)
 	case LimiterAWSAdaptive:
 		c := s.Adaptive
 		c.Clock = r.opts.Clock
-		c.Throttled = throttleClassifier(s.Kind, s.ThrottleOn)
+		c.Throttled = s.ThrottleClassifier()
 		return throttle.NewAdaptive(c)
 	}
 	return nil

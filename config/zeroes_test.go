@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
@@ -76,5 +77,39 @@ func TestExplicitZeroRefusedWhereItCannotMeanWhatItSays(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", src, err, want)
 		}
+	}
+}
+
+// TestExplicitZeroThatWouldMeanADefaultIsRefused: breaker open_timeout: 0
+// was accepted and was a 60 s open period (breaker.DefaultOpenTimeout),
+// backoff max: 0 a 10 s cap (backoff.DefaultMax: with base 1s the fifth
+// retry waited up to 10 s), and step: 0 a step of base, none of them what
+// a 0 says. Each is refused, pointing to leaving the field out for the
+// default; left out, the defaults still serve.
+func TestExplicitZeroThatWouldMeanADefaultIsRefused(t *testing.T) {
+	for block, want := range map[string]string{
+		"breaker: {kind: consecutive, failures: 1, open_timeout: 0}": "policies.p.breaker.open_timeout: 0 is refused: it must be positive (leave the field out for the default, 1m0s)",
+		"backoff: {strategy: exponential, base: 1s, max: 0}":         "policies.p.backoff.max: 0 is refused: it must be positive (leave the field out for the default, 10s)",
+		"backoff: {strategy: linear, base: 1s, step: 0s}":            "policies.p.backoff.step: 0 is refused: it must be positive (leave the field out for the default, base)",
+	} {
+		_, err := Parse("p.yaml", []byte("policies:\n  p:\n    "+block+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: Parse = %v, want %q", block, err, want)
+		}
+	}
+	f := mustParse(t, `
+policies:
+  p:
+    breaker: {kind: consecutive, failures: 1, open_timeout: 1s}
+    backoff: {strategy: linear, base: 1s, max: 2s, step: 1s}
+  q:
+    breaker: {kind: consecutive, failures: 1}
+    backoff: {strategy: exponential, base: 1s}
+`)
+	if c := f.Policies["q"].Breaker.Config; c.OpenTimeout != 0 {
+		t.Errorf("open_timeout left out: OpenTimeout %v, want 0 (the breaker's default)", c.OpenTimeout)
+	}
+	if b := f.Policies["p"].Backoff.Params; b.Max != 2*time.Second || b.Step != time.Second {
+		t.Errorf("max 2s, step 1s: Params %+v", b)
 	}
 }

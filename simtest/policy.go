@@ -60,7 +60,7 @@ type Policy struct {
 // virtual clock: the same retry.Policy, with the same budget and breaker
 // settings, that the service's Registry serves. operations, if given,
 // picks the policies serving those operations (as Registry.Policy resolves
-// them); otherwise every policy of the file is returned, by name.
+// them, File.PolicyOf); otherwise every policy of the file is returned, by name.
 //
 // Two settings are taken from the run rather than from the registry, so
 // that a seed reproduces a report: the backoff strategy and the breaker
@@ -85,11 +85,13 @@ func FromFile(f *config.File, operations ...string) ([]Policy, error) {
 		}
 	} else {
 		for _, op := range operations {
-			spec := reg.Policy(op).Spec()
-			if spec == nil {
+			// The policy's key, as the Registry resolves it (a File built
+			// in code may leave PolicySpec.Name empty).
+			name := f.PolicyOf(op)
+			if name == "" {
 				return nil, fmt.Errorf("%w %q: the file gives it no policy (it is not listed under operations, is not a policy's name, and there is no default)", ErrOperation, op)
 			}
-			picks = append(picks, pick{name: spec.Name, op: op})
+			picks = append(picks, pick{name: name, op: op})
 		}
 	}
 	// Each policy is served from a copy of the file holding it alone (and
@@ -338,18 +340,17 @@ func simPolicy(p Policy, storm Storm, counts *runCounts) (sp sim.Policy, f featu
 }
 
 // specLimiter builds a file's limiter per client on the run's clock and
-// seeded random source, hearing the downstream's answers by kind (a 503
-// or a 429 is an overload, as throttle.IsOverload has it).
+// seeded random source, hearing the downstream's answers by kind and
+// judging them with the classification the Registry gives the limiter
+// (LimiterSpec.ThrottleClassifier: throttle_on, else the kind's default,
+// so an aws_adaptive limiter counts a 429 and not a 503).
 func specLimiter(ls *config.LimiterSpec, sm *seams) func(sim.Env) retry.Limiter {
+	th := ls.ThrottleClassifier()
 	switch ls.Kind {
 	case config.LimiterAWSAdaptive:
 		return func(env sim.Env) retry.Limiter {
 			c := ls.Adaptive
 			c.Clock = env.Clock
-			th := c.Throttled
-			if th == nil {
-				th = throttle.IsOverload
-			}
 			c.Throttled = func(err error) bool { return th(answer(err, sm.throttle)) }
 			// sim's: Acquire reserves the token and the run waits for it
 			// on the virtual clock (a plain Adaptive would block the run).
@@ -359,6 +360,7 @@ func specLimiter(ls *config.LimiterSpec, sm *seams) func(sim.Env) retry.Limiter 
 		return func(env sim.Env) retry.Limiter {
 			c := ls.SRE
 			c.Clock = env.Clock
+			c.Overload = th // seamLimiter hands it Answers
 			c.Rand = rand.NewPCG(rand.New(env.Rand).Uint64(), 0x853c49e6748fea9b)
 			return &seamLimiter{inner: throttle.NewSRE(c), s: sm}
 		}
