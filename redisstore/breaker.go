@@ -495,30 +495,38 @@ func (b *Breaker) count(start time.Time, err error, anygen bool) {
 	}
 	if b.s.slowDur > 0 && panicked == nil {
 		// A Clock that panics while it times the call makes the call a
-		// failure, as breaker.Breaker counts it; the panic goes on once
-		// the failure is counted. A call whose judging panicked is a
-		// failure counted without reading the clock, as there.
-		var slow bool
-		if slow, panicked = b.slow(start); panicked != nil {
-			failed = true
-			defer panic(panicked)
-		}
+		// failure, as breaker.Breaker counts it, and the panic goes on. A
+		// call whose judging panicked is a failure counted without reading
+		// the clock, as there.
+		timing := true
+		defer func() {
+			if timing { // the Clock panicked
+				b.countFailure(c)
+			}
+		}()
+		slow := b.clk.Since(start) >= b.s.slowDur
+		timing = false
 		if slow {
 			c.slow.Add(1)
 		}
 	}
 	if failed {
-		c.failures.Add(1)
-		if !b.s.window {
-			b.acc.failure()
-		}
-		b.l.poke()
+		b.countFailure(c)
 		return
 	}
 	c.successes.Add(1)
 	if !b.s.window {
 		b.acc.success()
 	}
+}
+
+// countFailure counts one failure in the cell c.
+func (b *Breaker) countFailure(c *cell) {
+	c.failures.Add(1)
+	if !b.s.window {
+		b.acc.failure()
+	}
+	b.l.poke()
 }
 
 // slow reports whether a call that began at start was slow. A panic of
