@@ -196,7 +196,7 @@ func (b *Breaker) syncCall(f *flush, now int64) ([]string, []any) {
 	if s := b.snap.Load(); b.epoch != 0 {
 		switch d := s.until.Sub(b.clk.Now()); {
 		case s.state == breaker.Open && d > 0:
-			held, rem = int(breaker.Open), d.Milliseconds()
+			held, rem = int(breaker.Open), millisUp(d) // whole ms, rounded up as every duration Redis gets
 		case s.state != breaker.Closed:
 			held = int(breaker.HalfOpen)
 		}

@@ -61,9 +61,9 @@
 //     Redis's own time and a jitter draw of 0.5; the panic goes on.
 //   - Redis counts durations in whole milliseconds: a ProbeLease or a
 //     window bucket (Window.Duration / Window.Buckets) below 1ms is
-//     refused, and a ProbeLease, bucket or KeyTTL that is not a whole
-//     number of milliseconds is rounded up to the next one (open periods
-//     are passed exactly).
+//     refused, and a ProbeLease, bucket, KeyTTL or the rest of an open
+//     period to restore that is not a whole number of milliseconds is
+//     rounded up to the next one (open periods are passed exactly).
 //   - Results of calls admitted before a state change (an earlier
 //     generation) are ignored, in Go and in Redis.
 //   - The consecutive-failures condition counts failures in a row across
@@ -151,8 +151,9 @@
 // BudgetConfig.Local (or the same RatioConfig), which is private, so the
 // fleet may retry as much as N private budgets while Redis is down. Both
 // are made afresh at every fallback, from the last shared state seen: the
-// local breaker starts closed (after an open period seen in Redis ends),
-// the private budget with the tokens the process could spend then (its
+// local breaker starts closed, and decides at once if the shared state
+// seen was closed (for an open or half-open one, see below); the private
+// budget with the tokens the process could spend then (its
 // lease and the shared balance, at most the private MaxTokens), never
 // where an earlier outage left them. A process that falls back from a
 // shared open or half-open state does not start closed: once the open
@@ -160,8 +161,8 @@
 // breaker's rules (BreakerConfig.Local, or Breaker): at most MaxProbes
 // calls in flight, SuccessThreshold successes close it (the fresh local
 // breaker then decides), and a failed probe opens it again for
-// OpenTimeout (jittered by OpenJitter, not grown by the multiplier), then
-// half-open again. Probes are judged as a shared probe is (IsExcluded,
+// OpenTimeout (jittered by OpenJitter, drawn from Breaker.Rand; not
+// grown by the multiplier), then half-open again. Probes are judged as a shared probe is (IsExcluded,
 // IsFailure, and a slow call fails when the slow-call rate can trip). The
 // process keeps serving, logs one warning (Logger), calls OnDegraded, and
 // counts the event in Stats: LinkStats.Degraded, RedisErrors, Fallbacks
