@@ -509,8 +509,9 @@ func (b *Breaker) claim() (func(error), error) {
 			return nil, breaker.ErrTooManyProbes
 		} else {
 			if v[0] == 1 {
-				p = &probe{b: b, member: member}
-				p.armed.Store(true)
+				granted := &probe{b: b, member: member}
+				granted.armed.Store(true)
+				p = granted
 				// Granted: from here on a panic (the Clock as the reply is
 				// decoded or the probe's start is read, a listener,
 				// OnDegraded) gives the permit back, as excluded, before it
@@ -523,8 +524,8 @@ func (b *Breaker) claim() (func(error), error) {
 							held = false
 							b.release()
 						}
-						if p.armed.CompareAndSwap(true, false) {
-							p.report(2)
+						if granted.armed.CompareAndSwap(true, false) {
+							granted.report(2)
 						}
 						panic(r)
 					}
