@@ -44,6 +44,13 @@ func BenchmarkAllowClosedWindow(b *testing.B) {
 	benchAllowClosed(b, breaker.Config{Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailureRatio: 0.3}})
 }
 
+// BenchmarkAllowClosedTimed is BenchmarkAllowClosedWindow with slow calls
+// timed: each done reads the clock.
+func BenchmarkAllowClosedTimed(b *testing.B) {
+	benchAllowClosed(b, breaker.Config{Window: breaker.Window{Duration: time.Minute, MinCalls: 20, FailureRatio: 0.3,
+		SlowCallDuration: time.Second, SlowCallRatio: 0.5}})
+}
+
 func benchAllowClosed(b *testing.B, bc breaker.Config) {
 	local, shared := benchBreakers(b, bc)
 	for _, x := range []struct {

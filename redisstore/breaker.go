@@ -35,8 +35,12 @@ import (
 // result there.
 //
 // When a Redis call fails or times out the process falls back to a local
-// breaker.Breaker (honouring an open period it last saw in Redis until it
-// ends), and re-joins the shared state at the first successful refresh.
+// breaker.Breaker, and re-joins the shared state at the first successful
+// refresh. From a shared open state it honours the open period until it
+// ends; from then, as from a shared half-open state, it is half-open on
+// the local breaker's rules (MaxProbes in flight, SuccessThreshold
+// successes close it, a failure opens it again for OpenTimeout) before
+// the local breaker decides.
 //
 // Make one with NewBreaker and Close it when done. A Breaker is safe for
 // concurrent use. A nil *Breaker admits every call.
@@ -89,6 +93,18 @@ type snapshot struct {
 	end     *openEnd    // Open: marks the end of the open period (non-nil exactly when state is Open)
 	full    bool        // HalfOpen: every fleet-wide probe permit is taken
 	done    func(error) // shared Closed without slow-call timing: the done of every call
+	prob    *probation  // local (degraded) Open or HalfOpen: the local probes, once any open period ends
+}
+
+// probation holds the half-open probes of a degraded snapshot: the process
+// fell back from a shared open or half-open state (or a probe failed
+// while it was degraded), and decides as breaker.Breaker does half-open,
+// on the local breaker's rules: at most its MaxProbes calls in flight;
+// SuccessThreshold successes close it (the fresh local breaker decides
+// from then on), a failure opens it again for the local OpenTimeout.
+type probation struct {
+	inflight  atomic.Int64
+	successes atomic.Int64
 }
 
 // openEnd marks the end of one cached open period, for the snapshots that
@@ -274,13 +290,16 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 	if s.state == breaker.Open && b.openUntil(s) {
 		return nil, breaker.ErrOpen
 	}
+	var start time.Time
+	if b.s.slowDur > 0 {
+		start = b.clk.Now() // before the local breaker admits: a panic here holds no probe
+	}
+	if p := s.prob; p != nil {
+		return b.allowProbe(s, p, start)
+	}
 	done, err := b.local.Load().b.Allow()
 	if err != nil {
 		return nil, err
-	}
-	var start time.Time
-	if b.s.slowDur > 0 {
-		start = b.clk.Now()
 	}
 	var once atomic.Bool
 	return func(err error) {
@@ -290,6 +309,119 @@ func (b *Breaker) allowLocal(s *snapshot) (func(error), error) {
 		defer b.countLocal(s, start, err) // even if the local breaker's listeners panic
 		done(err)
 	}, nil
+}
+
+// allowProbe admits a local half-open probe under the degraded snapshot s,
+// if fewer than the local MaxProbes are in flight.
+func (b *Breaker) allowProbe(s *snapshot, p *probation, start time.Time) (func(error), error) {
+	if p.inflight.Add(1) > b.s.localProbes {
+		p.inflight.Add(-1)
+		return nil, breaker.ErrTooManyProbes
+	}
+	var once atomic.Bool
+	return func(err error) {
+		if once.Swap(true) {
+			return
+		}
+		defer b.countLocal(s, start, err) // counted for Redis too, as every local outcome
+		b.endProbe(s, p, start, err)
+	}, nil
+}
+
+// endProbe ends a local probe admitted under s with the call's error err:
+// its slot is given back, a success counts toward closing, a failure opens
+// the local state again. A panic of IsExcluded, IsFailure or the Clock
+// makes it a failure, and goes on once the slot is given back.
+func (b *Breaker) endProbe(s *snapshot, p *probation, start time.Time, err error) {
+	defer p.inflight.Add(-1)
+	outcome, panicked := b.probeOutcome(start, err)
+	if panicked != nil {
+		defer panic(panicked)
+	}
+	switch {
+	case outcome == 1:
+		b.endProbation(s, true)
+	case outcome == 0 && p.successes.Add(1) >= b.s.localSuccesses:
+		b.endProbation(s, false)
+	}
+}
+
+// probeOutcome returns the outcome of a probe that began at start (0
+// success, 1 failure, 2 excluded), as probe.classify does: a panic of
+// IsExcluded, IsFailure or the Clock makes it a failure, and is handed
+// back to re-raise.
+func (b *Breaker) probeOutcome(start time.Time, err error) (outcome int, panicked any) {
+	if err != nil {
+		failed, excluded, v := b.judge(err)
+		switch {
+		case v != nil:
+			return 1, v
+		case excluded:
+			return 2, nil
+		case failed:
+			return 1, nil
+		}
+	}
+	if b.s.slowDur > 0 && b.s.slowPct > 0 {
+		slow, v := b.slow(start)
+		if v != nil || slow {
+			return 1, v // a slow probe fails when the slow-call rate can trip
+		}
+	}
+	return 0, nil
+}
+
+// endProbation ends the local half-open state of the degraded snapshot s,
+// unless another snapshot has replaced it: closed (the fresh local
+// breaker decides from then on), or, after a failed probe, open again for
+// the local OpenTimeout, jittered by its OpenJitter, and half-open after
+// that. A Clock that panics leaves s in place; a Rand that panics draws
+// 0.5; either panic goes on.
+func (b *Breaker) endProbation(s *snapshot, failed bool) {
+	var until time.Time
+	if failed {
+		d := b.s.localOpen
+		if j := b.s.localJitter; j > 0 {
+			u, v := b.drawOrHalf()
+			if v != nil {
+				defer panic(v) // once the state is open again
+			}
+			d -= time.Duration(j * u * float64(d))
+		}
+		until = b.clk.Now().Add(max(d, 1))
+	}
+	b.stMu.Lock()
+	if b.snap.Load() != s {
+		b.stMu.Unlock()
+		return // re-joined the shared state, or another probe ended it
+	}
+	n := *s
+	n.until, n.untilMs, n.end, n.prob = time.Time{}, 0, nil, nil
+	n.state = breaker.Closed
+	if failed {
+		// untilMs -1 matches no period of Redis's: one cached at the next
+		// exchange gets its own mark.
+		n.state, n.until, n.untilMs, n.prob = breaker.Open, until, -1, &probation{}
+		n.end = b.newEnd(until)
+	}
+	b.snap.Store(&n)
+	if s.end != nil {
+		b.retireEnd(s.end)
+	}
+	b.stMu.Unlock()
+	defer b.settle() // also when the Clock panics
+	b.armEnd()
+}
+
+// drawOrHalf returns a jitter draw, or 0.5 and the panic of a Rand that
+// panicked, to re-raise.
+func (b *Breaker) drawOrHalf() (u float64, panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			u, panicked = 0.5, v
+		}
+	}()
+	return b.jitterDraw(), nil
 }
 
 // countLocal counts the outcome of a call admitted on local state under
@@ -349,9 +481,9 @@ func (b *Breaker) count(start time.Time, err error, anygen bool) {
 	}
 	c := b.acc.cell()
 	failed := false
+	var panicked any // re-raised once the outcome is counted
 	if err != nil {
 		var excluded bool
-		var panicked any
 		failed, excluded, panicked = b.judge(err)
 		if panicked != nil {
 			defer panic(panicked) // once the failure is counted
@@ -361,21 +493,51 @@ func (b *Breaker) count(start time.Time, err error, anygen bool) {
 			return
 		}
 	}
-	if b.s.slowDur > 0 && b.clk.Since(start) >= b.s.slowDur {
-		c.slow.Add(1)
+	if b.s.slowDur > 0 && panicked == nil {
+		// A Clock that panics while it times the call makes the call a
+		// failure, as breaker.Breaker counts it, and the panic goes on. A
+		// call whose judging panicked is a failure counted without reading
+		// the clock, as there.
+		timing := true
+		defer func() {
+			if timing { // the Clock panicked
+				b.countFailure(c)
+			}
+		}()
+		slow := b.clk.Since(start) >= b.s.slowDur
+		timing = false
+		if slow {
+			c.slow.Add(1)
+		}
 	}
 	if failed {
-		c.failures.Add(1)
-		if !b.s.window {
-			b.acc.failure()
-		}
-		b.l.poke()
+		b.countFailure(c)
 		return
 	}
 	c.successes.Add(1)
 	if !b.s.window {
 		b.acc.success()
 	}
+}
+
+// countFailure counts one failure in the cell c.
+func (b *Breaker) countFailure(c *cell) {
+	c.failures.Add(1)
+	if !b.s.window {
+		b.acc.failure()
+	}
+	b.l.poke()
+}
+
+// slow reports whether a call that began at start was slow. A panic of
+// the Clock is handed back, to re-raise once the outcome is counted.
+func (b *Breaker) slow(start time.Time) (slow bool, panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			slow, panicked = false, v
+		}
+	}()
+	return b.clk.Since(start) >= b.s.slowDur, nil
 }
 
 // judge classifies the error err of a call, as breaker.Breaker does: a
@@ -409,6 +571,12 @@ func (b *Breaker) Ready() error {
 		if s.state == breaker.Open && b.openUntil(s) {
 			return breaker.ErrOpen
 		}
+		if p := s.prob; p != nil {
+			if p.inflight.Load() >= b.s.localProbes {
+				return breaker.ErrTooManyProbes
+			}
+			return nil
+		}
 		return b.local.Load().b.Ready()
 	}
 	switch s.state {
@@ -439,6 +607,9 @@ func (b *Breaker) Peek() (st breaker.State, refusing bool) {
 		if s.state == breaker.Open && b.openUntil(s) {
 			return breaker.Open, true
 		}
+		if p := s.prob; p != nil {
+			return breaker.HalfOpen, p.inflight.Load() >= b.s.localProbes
+		}
 		return b.local.Load().b.Peek()
 	}
 	switch s.state {
@@ -456,7 +627,9 @@ func (b *Breaker) Peek() (st breaker.State, refusing bool) {
 // State returns the state this process acts on: the cached shared state
 // (an open state whose period has ended reads as half-open, as the next
 // Allow would find it), or, while degraded, the local breaker's state (or
-// Open until the end of an open period last seen in Redis).
+// Open until the end of an open period last seen in Redis, then HalfOpen
+// while the local probes of a fallback from an open or half-open state
+// decide).
 func (b *Breaker) State() breaker.State {
 	if b == nil {
 		return breaker.Closed
@@ -469,6 +642,8 @@ func (b *Breaker) State() breaker.State {
 		return s.state
 	case s.state == breaker.Open && b.openUntil(s):
 		return breaker.Open
+	case s.prob != nil:
+		return breaker.HalfOpen
 	}
 	return b.local.Load().b.State()
 }
@@ -577,8 +752,9 @@ func (lb *localBreaker) close() {
 
 // resetLocal starts a fresh local breaker, closed: the process's local
 // state starts again from the shared state (an open period last seen in
-// Redis is honoured by the snapshot until it ends). The caller holds stMu,
-// or is NewBreaker.
+// Redis is honoured by the snapshot until it ends, and the probation of a
+// fallback from an open or half-open state decides before the local
+// breaker does). The caller holds stMu, or is NewBreaker.
 //
 // A trip of the local breaker is noted with the generation of the cached
 // (local) snapshot: the shared state the process last saw, which its
@@ -617,6 +793,8 @@ func (b *Breaker) effective() breaker.State {
 		return s.state
 	case s.state == breaker.Open && b.openUntil(s):
 		return breaker.Open
+	case s.prob != nil:
+		return breaker.HalfOpen
 	}
 	return breaker.State(b.localState.Load())
 }

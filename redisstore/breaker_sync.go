@@ -196,7 +196,7 @@ func (b *Breaker) syncCall(f *flush, now int64) ([]string, []any) {
 	if s := b.snap.Load(); b.epoch != 0 {
 		switch d := s.until.Sub(b.clk.Now()); {
 		case s.state == breaker.Open && d > 0:
-			held, rem = int(breaker.Open), d.Milliseconds()
+			held, rem = int(breaker.Open), millisUp(d) // whole ms, rounded up as every duration Redis gets
 		case s.state != breaker.Closed:
 			held = int(breaker.HalfOpen)
 		}
@@ -206,7 +206,7 @@ func (b *Breaker) syncCall(f *flush, now int64) ([]string, []any) {
 		flag(bt.saw), bt.lead, bt.longest, bt.trail,
 		flag(b.s.window), b.s.consecutive, b.s.minCalls, b.s.failPct, b.s.slowPct,
 		durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-		b.s.link.ttl.Milliseconds(), b.bucketTTL(), b.s.maxProbes,
+		b.s.link.ttlMs, b.bucketTTL(), b.s.maxProbes,
 		flag(f.anygen), flag(f.trip), b.windowPrefix, b.s.width.Milliseconds(), b.s.buckets, f.seq,
 		b.epoch, held, rem,
 	}
@@ -453,7 +453,12 @@ func (b *Breaker) fallBack() {
 	if cur := b.snap.Load(); cur.shared {
 		b.resetLocal() // from the shared state, not from an earlier outage's
 		n := *cur
-		n.shared, n.done = false, nil
+		n.shared, n.done, n.full = false, nil, false
+		if cur.state != breaker.Closed {
+			// Open or half-open: once any open period ends, local probes
+			// decide (see probation), not the fresh local breaker, closed.
+			n.prob = &probation{}
+		}
 		b.snap.Store(&n)
 	}
 }
@@ -490,10 +495,11 @@ func (b *Breaker) claim() (func(error), error) {
 	var v []int64
 	if err == nil {
 		v, err = claimScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
-			now, member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttl.Milliseconds(), b.epoch,
+			now, member, b.s.probeLease.Milliseconds(), b.s.maxProbes, b.s.link.ttlMs, b.epoch,
 		).Int64Slice()
 	}
 	var st sharedState
+	var p *probe
 	if err == nil {
 		if len(v) != 7 || v[0] < 0 || v[0] > 1 {
 			err = fmt.Errorf("%w: %v", errReply, v)
@@ -502,23 +508,41 @@ func (b *Breaker) claim() (func(error), error) {
 			b.stateLost()
 			return nil, breaker.ErrTooManyProbes
 		} else {
+			if v[0] == 1 {
+				granted := &probe{b: b, member: member}
+				granted.armed.Store(true)
+				p = granted
+				// Granted: from here on a panic (the Clock as the reply is
+				// decoded or the probe's start is read, a listener,
+				// OnDegraded) gives the permit back, as excluded, before it
+				// goes on. Deferred after the release of the right to call
+				// Redis, it runs first, so it releases that right itself if
+				// still held: report takes it again.
+				defer func() {
+					if r := recover(); r != nil {
+						if held {
+							held = false
+							b.release()
+						}
+						if granted.armed.CompareAndSwap(true, false) {
+							granted.report(2)
+						}
+						panic(r)
+					}
+				}()
+			}
 			st, err = b.decodeState(v[1:], 4)
 		}
 	}
-	var p *probe
-	if err == nil && v[0] == 1 {
-		p = &probe{b: b, gen: st.gen, member: member, start: b.clk.Now()}
-		p.armed.Store(true)
-		defer func() {
-			// A listener or OnDegraded panicked after the permit was granted:
-			// release it (as excluded) before the panic goes on.
-			if r := recover(); r != nil {
-				if p.armed.CompareAndSwap(true, false) {
-					p.report(2)
-				}
-				panic(r)
-			}
-		}()
+	if p != nil {
+		if err != nil {
+			// A reply that does not decode: the process falls back, and
+			// the permit is freed by its lease running out.
+			p.armed.Store(false)
+			p = nil
+		} else {
+			p.gen, p.start = st.gen, b.clk.Now()
+		}
 	}
 	held = false
 	if b.conclude(st, err, false) != nil {
@@ -606,13 +630,23 @@ func (p *probe) report(outcome int) {
 			b.release()
 		}
 	}()
-	now, rerr := b.tc.now(ctx, b.s.link.client)
+	// A Clock or Rand that panics must not keep the permit: the result is
+	// reported with Redis's own time (-1: TIME) and a jitter draw of 0.5,
+	// and the panic goes on once the script has run.
+	now, panicked, rerr := p.reportTime(ctx)
+	rnd, drawPanic := p.reportDraw()
+	if panicked == nil {
+		panicked = drawPanic
+	}
+	if panicked != nil {
+		defer panic(panicked)
+	}
 	var v []int64
 	if rerr == nil {
 		v, rerr = reportScript.Run(ctx, b.s.link.client, []string{b.stateKey, b.probesKey},
 			now, p.member, p.gen, outcome, b.s.successes,
-			durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, b.jitterDraw(),
-			b.s.link.ttl.Milliseconds(), b.epoch,
+			durMillis(b.s.openTimeout), durMillis(b.s.maxOpen), b.s.multiplier, b.s.jitter, rnd,
+			b.s.link.ttlMs, b.epoch,
 		).Int64Slice()
 	}
 	var st sharedState
@@ -629,4 +663,29 @@ func (p *probe) report(outcome int) {
 	}
 	held = false
 	_ = b.conclude(st, rerr, false)
+}
+
+// reportTime returns the "now" of the report script. If the Clock panics
+// it returns -1 (Redis's own TIME) and the panic, to re-raise once the
+// result is reported.
+func (p *probe) reportTime(ctx context.Context) (now int64, panicked any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			now, panicked, err = -1, v, nil
+		}
+	}()
+	now, err = p.b.tc.now(ctx, p.b.s.link.client)
+	return now, nil, err
+}
+
+// reportDraw returns the jitter draw of the report script. If the Rand
+// panics it returns 0.5 and the panic, to re-raise once the result is
+// reported.
+func (p *probe) reportDraw() (rnd float64, panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			rnd, panicked = 0.5, v
+		}
+	}()
+	return p.b.jitterDraw(), nil
 }

@@ -424,7 +424,7 @@ func (b *Budget) budgetCall(x *budgetExchange) (keys []string, args []any, full 
 		full = 0
 	}
 	return []string{b.s.link.prefix + "budget", b.seenKey}, []any{
-		x.delta, x.want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttl.Milliseconds(), x.seq,
+		x.delta, x.want, b.s.max, b.s.initial, b.s.threshold, b.s.link.ttlMs, x.seq,
 		b.epoch.Load(), full, x.returned,
 	}, full
 }

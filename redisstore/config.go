@@ -49,6 +49,8 @@ type BreakerConfig struct {
 
 	// Name identifies the shared breaker: every process that uses the same
 	// Namespace and Name shares one state. Name it after the downstream.
+	// It must not contain a brace, ":=" or ":#" (see the package
+	// documentation on keys); Namespace neither.
 	Name string
 
 	// Namespace prefixes every key. 0: DefaultNamespace ("stormguard").
@@ -58,7 +60,11 @@ type BreakerConfig struct {
 	// probes and classification, as for breaker.New. The shared state
 	// supports the consecutive-failures condition and the time window
 	// (Window.Duration, with failure and slow-call rates); a count window
-	// (Window.Calls), ReadyToTrip and Probe are rejected. It also configures
+	// (Window.Calls), ReadyToTrip and Probe are rejected. Redis counts
+	// the window in whole milliseconds: a bucket (Window.Duration over
+	// Window.Buckets) below 1ms is refused, and one that is not a whole
+	// number of milliseconds is rounded up to the next (a 15ms window
+	// over 10 buckets is kept as 10 buckets of 2ms). It also configures
 	// the local fallback breaker unless Local is set. Its OnStateChange
 	// is called on changes of the state this Breaker reports (see State),
 	// as a listener added with Subscribe is (a panic in it is handled the
@@ -67,7 +73,11 @@ type BreakerConfig struct {
 
 	// Local, if set, configures the local breaker used while Redis cannot be
 	// reached, instead of Breaker. Its OnStateChange is not called. A fresh
-	// local breaker is made at every fallback.
+	// local breaker is made at every fallback, closed. A fallback from a
+	// shared open or half-open state is half-open once the open period
+	// ends, on this configuration's MaxProbes, SuccessThreshold,
+	// OpenTimeout and OpenJitter (see the package documentation), before
+	// the local breaker decides.
 	Local *breaker.Config
 
 	// RefreshInterval is how often the process flushes the outcomes it has
@@ -85,13 +95,16 @@ type BreakerConfig struct {
 	// KeyTTL is how long the keys live after the last process used them.
 	// It must exceed the longest open period, the window and ProbeLease,
 	// and be at least 1s and two refresh intervals (so a RefreshInterval
-	// above KeyTTL/2 is refused). 0: DefaultKeyTTL (24h).
+	// above KeyTTL/2 is refused). It is rounded up to a whole number of
+	// milliseconds, as Redis counts it. 0: DefaultKeyTTL (24h).
 	KeyTTL time.Duration
 
 	// ProbeLease is how long a half-open probe permit is held for a process
 	// that took it and never reported the probe's result (it crashed, or
 	// lost Redis); after it another process may probe. A result reported
-	// after the lease is ignored. 0: DefaultProbeLease (10s).
+	// after the lease is ignored. Redis counts it in whole milliseconds:
+	// a lease below 1ms is refused, and one that is not a whole number of
+	// milliseconds is rounded up to the next. 0: DefaultProbeLease (10s).
 	ProbeLease time.Duration
 
 	// Clock paces refresh intervals and times slow calls; open periods,
@@ -178,7 +191,8 @@ type BudgetConfig struct {
 	Client redis.Scripter
 
 	// Name identifies the shared budget: every process that uses the same
-	// Namespace and Name draws on one bucket.
+	// Namespace and Name draws on one bucket. It must not contain a brace,
+	// ":=" or ":#"; Namespace neither.
 	Name string
 
 	// Namespace prefixes every key. 0: DefaultNamespace ("stormguard").
@@ -215,7 +229,9 @@ type BudgetConfig struct {
 
 	// KeyTTL is how long the bucket lives after the last process used it.
 	// It must be at least 1s and two refresh intervals (so a
-	// RefreshInterval above KeyTTL/2 is refused). 0: DefaultKeyTTL (24h).
+	// RefreshInterval above KeyTTL/2 is refused). It is rounded up to a
+	// whole number of milliseconds, as Redis counts it. 0: DefaultKeyTTL
+	// (24h).
 	KeyTTL time.Duration
 
 	// Clock paces the exchanges with Redis. nil: clock.Real.
@@ -240,6 +256,7 @@ type linkConfig struct {
 	interval   time.Duration
 	timeout    time.Duration
 	ttl        time.Duration
+	ttlMs      int64 // ttl in whole milliseconds, rounded up: what the scripts get
 	clk        clock.Clock
 	logger     *slog.Logger
 	onDegraded func(bool, error)
@@ -265,6 +282,13 @@ func resolveLink(kind string, client redis.Scripter, name, ns string, interval, 
 		if strings.ContainsAny(f.v, "{}") {
 			return l, invalid("%s.%s %q contains a brace (keys use a {name} hash tag)", kind, f.field, f.v)
 		}
+		// The markers of a keyed group's members (see keyTag): a Name
+		// holding one would share the Redis keys of another name's member.
+		for _, m := range [...]string{":=", ":#"} {
+			if strings.Contains(f.v, m) {
+				return l, invalid("%s.%s %q contains %q (keyed groups' members are named NAME:=KEY and NAME:#HASH)", kind, f.field, f.v, m)
+			}
+		}
 	}
 	switch {
 	case interval < 0:
@@ -288,6 +312,7 @@ func resolveLink(kind string, client redis.Scripter, name, ns string, interval, 
 	if l.ttl < time.Second || l.ttl/2 < l.interval {
 		return l, invalid("%s.KeyTTL %v is too short: at least 1s and two refresh intervals", kind, l.ttl)
 	}
+	l.ttlMs = millisUp(l.ttl) // Redis counts whole milliseconds
 	l.ns = ns
 	l.prefix = ns + ":{" + name + "}:"
 	return l, nil
@@ -314,28 +339,33 @@ func checkClient(c redis.Scripter) error {
 
 // breakerSettings is a BreakerConfig with its defaults applied.
 type breakerSettings struct {
-	link         linkConfig
-	window       bool // time-window condition; else consecutive failures
-	consecutive  int64
-	width        time.Duration // of one window bucket
-	buckets      int
-	minCalls     int64
-	failPct      float64
-	slowPct      float64
-	slowDur      time.Duration
-	openTimeout  time.Duration
-	maxOpen      time.Duration
-	multiplier   float64
-	jitter       float64
-	maxProbes    int64
-	successes    int64
-	probeLease   time.Duration
-	isFailure    func(error) bool
-	isExcluded   func(error) bool
-	local        breaker.Config
-	onTransition func(from, to breaker.State)
-	onMember     func(m Member, from, to breaker.State)
-	gate         bool // open periods end by a timer (the real clock): a refusal reads no clock
+	link        linkConfig
+	window      bool // time-window condition; else consecutive failures
+	consecutive int64
+	width       time.Duration // of one window bucket
+	buckets     int
+	minCalls    int64
+	failPct     float64
+	slowPct     float64
+	slowDur     time.Duration
+	openTimeout time.Duration
+	maxOpen     time.Duration
+	multiplier  float64
+	jitter      float64
+	maxProbes   int64
+	successes   int64
+	probeLease  time.Duration
+	// The local breaker's half-open rules, for the probation that follows
+	// a fallback from a shared open or half-open state (see probation).
+	localProbes, localSuccesses int64
+	localOpen                   time.Duration
+	localJitter                 float64
+	isFailure                   func(error) bool
+	isExcluded                  func(error) bool
+	local                       breaker.Config
+	onTransition                func(from, to breaker.State)
+	onMember                    func(m Member, from, to breaker.State)
+	gate                        bool // open periods end by a timer (the real clock): a refusal reads no clock
 }
 
 // Validate reports whether c can make a Breaker. Errors wrap
@@ -364,6 +394,10 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		return s, invalid("BreakerConfig.Breaker.Probe is not supported by the shared breaker")
 	case c.ProbeLease < 0:
 		return s, invalid("BreakerConfig.ProbeLease is %v, want >= 0", c.ProbeLease)
+	case c.ProbeLease > 0 && c.ProbeLease < time.Millisecond:
+		// Redis counts whole milliseconds: a lease of 0ms has expired when
+		// granted, so every caller would probe and no result would count.
+		return s, invalid("BreakerConfig.ProbeLease is %v, below 1ms (Redis counts leases in whole milliseconds)", c.ProbeLease)
 	}
 	l.clk = clock.Or(c.Clock)
 	if c.Clock == nil {
@@ -383,7 +417,7 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		jitter:       max(d.OpenJitter, 0),
 		maxProbes:    int64(d.MaxProbes),
 		successes:    int64(d.SuccessThreshold),
-		probeLease:   c.ProbeLease,
+		probeLease:   ceilMillis(c.ProbeLease),
 		isFailure:    d.IsFailure,
 		isExcluded:   d.IsExcluded,
 		onTransition: d.OnStateChange,
@@ -400,6 +434,7 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		if s.width < time.Millisecond {
 			return s, invalid("BreakerConfig.Breaker.Window.Duration %v over %d buckets is below 1ms per bucket", w.Duration, s.buckets)
 		}
+		s.width = ceilMillis(s.width) // Redis counts whole milliseconds
 		s.minCalls = int64(w.MinCalls)
 	}
 	if s.probeLease == 0 {
@@ -416,10 +451,36 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		}
 	}
 	s.local.OnStateChange = nil
+	ld := s.local.WithDefaults()
+	s.localProbes, s.localSuccesses = int64(ld.MaxProbes), int64(ld.SuccessThreshold)
+	s.localOpen, s.localJitter = ld.OpenTimeout, max(ld.OpenJitter, 0)
 	if s.local.Clock == nil {
 		s.local.Clock = l.clk
 	}
 	return s, nil
+}
+
+// ceilMillis rounds d up to a whole number of milliseconds, the unit of
+// every duration the scripts get; a d within 1ms of the longest Duration
+// is rounded down instead, so that it does not wrap.
+func ceilMillis(d time.Duration) time.Duration {
+	r := d % time.Millisecond
+	switch {
+	case r <= 0:
+		return d
+	case d > math.MaxInt64-time.Millisecond:
+		return d - r
+	}
+	return d - r + time.Millisecond
+}
+
+// millisUp returns d in whole milliseconds, rounded up.
+func millisUp(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
 }
 
 // tokenUnit matches the budget package: token amounts are integer

@@ -54,7 +54,16 @@
 //     calls in the whole fleet probe at once. A process refused a permit
 //     refuses further calls without asking Redis until its next refresh. A
 //     permit whose holder never reports (it crashed, or lost Redis) is
-//     freed after ProbeLease, and a report after that is ignored.
+//     freed after ProbeLease, and a report after that is ignored. A
+//     permit is given back at once when the Clock, Rand or a listener
+//     panics after it was granted (as an excluded result), and a probe
+//     whose report finds the Clock or Rand panicking is reported with
+//     Redis's own time and a jitter draw of 0.5; the panic goes on.
+//   - Redis counts durations in whole milliseconds: a ProbeLease or a
+//     window bucket (Window.Duration / Window.Buckets) below 1ms is
+//     refused, and a ProbeLease, bucket, KeyTTL or the rest of an open
+//     period to restore that is not a whole number of milliseconds is
+//     rounded up to the next one (open periods are passed exactly).
 //   - Results of calls admitted before a state change (an earlier
 //     generation) are ignored, in Go and in Redis.
 //   - The consecutive-failures condition counts failures in a row across
@@ -137,14 +146,24 @@
 // go-redis clients without it). When a call fails or times out the
 // process falls back at once to local state: a breaker.Breaker made from
 // BreakerConfig.Local (or the same breaker.Config), honouring an open
-// period last seen in Redis until it ends; a budget.Ratio made from
+// period last seen in Redis until it ends (see below for a shared open
+// or half-open state); a budget.Ratio made from
 // BudgetConfig.Local (or the same RatioConfig), which is private, so the
 // fleet may retry as much as N private budgets while Redis is down. Both
 // are made afresh at every fallback, from the last shared state seen: the
-// local breaker starts closed (after an open period seen in Redis ends),
-// the private budget with the tokens the process could spend then (its
+// local breaker starts closed, and decides at once if the shared state
+// seen was closed (for an open or half-open one, see below); the private
+// budget with the tokens the process could spend then (its
 // lease and the shared balance, at most the private MaxTokens), never
-// where an earlier outage left them. The
+// where an earlier outage left them. A process that falls back from a
+// shared open or half-open state does not start closed: once the open
+// period ends it is half-open, as a breaker.Breaker would be, on the local
+// breaker's rules (BreakerConfig.Local, or Breaker): at most MaxProbes
+// calls in flight, SuccessThreshold successes close it (the fresh local
+// breaker then decides), and a failed probe opens it again for
+// OpenTimeout (jittered by OpenJitter, drawn from Breaker.Rand; not
+// grown by the multiplier), then half-open again. Probes are judged as a shared probe is (IsExcluded,
+// IsFailure, and a slow call fails when the slow-call rate can trip). The
 // process keeps serving, logs one warning (Logger), calls OnDegraded, and
 // counts the event in Stats: LinkStats.Degraded, RedisErrors, Fallbacks
 // (for metrics such as a stormguard_redis_degraded gauge). The background
@@ -204,7 +223,9 @@
 // key of at most MaxVerbatimKey printable ASCII bytes without braces,
 // "<Namespace>:{<Name>:#<hex>}:state" (32 hex digits of the key's SHA-256)
 // for any other; the default member is the unkeyed part of Name, the
-// overflow member "{<Name>:#overflow}". A member the group removes, and
+// overflow member "{<Name>:#overflow}". Since a Name (and a Namespace)
+// holding a brace, ":=" or ":#" is refused, two different names and keys
+// never share Redis keys. A member the group removes, and
 // every member at Close, is closed off the caller's path.
 // BreakerConfig.OnMemberStateChange and OnMemberDegraded (and
 // BudgetConfig.OnMemberDegraded) hear which member moved (a Member: its

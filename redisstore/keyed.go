@@ -23,7 +23,9 @@ const MaxVerbatimKey = 64
 // unkeyed part of that name), name + ":=" + key for a short plain key,
 // name + ":#" and 32 hex digits of its SHA-256 for any other, and
 // name + ":#overflow" for the overflow member. The markers keep the three
-// forms apart, and the tag is at most len(name) + 2 + MaxVerbatimKey
+// forms apart, and, as a name holds neither (resolveLink refuses them),
+// the first marker in a tag ends the name: different names and keys get
+// different tags; and the tag is at most len(name) + 2 + MaxVerbatimKey
 // bytes whatever the key.
 func keyTag(name, key string, overflow bool) string {
 	switch {

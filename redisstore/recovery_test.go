@@ -13,8 +13,8 @@ import (
 // TestDegradedFailuresDoNotReopenRecoveredFleet (issue 32 item 10): three
 // processes share a breaker that process 0 opened. Process 2 loses Redis
 // while it is open (CLIENT PAUSE, a Redis restart, a partition of process 2
-// alone); after the open period its fresh local breaker sees 5 failures
-// and trips. Meanwhile process 0's probe closes the shared breaker. When
+// alone); after the open period it is half-open, and its local probe
+// fails: it opens again. Meanwhile process 0's probe closes the shared breaker. When
 // process 2 re-joins, its failures were made against the open state it
 // last saw, not against the closed state the fleet recovered to: they must
 // not re-open it. Every process then admits every call to the healthy
@@ -69,14 +69,15 @@ func testDegradedFailuresDoNotReopen(t *testing.T, fault string) {
 	for _, i := range lost {
 		waitFor(t, name(i)+" to fall back", func() bool { return hs[i].do(t, "degraded") == "true" })
 	}
-	// After the open period, process 2's fresh local breaker meets the
-	// still failing downstream and trips.
-	waitFor(t, "process 2's open period to end", func() bool { return hs[2].do(t, "state") == "closed" })
+	// After the open period process 2 is half-open, as breaker.Breaker
+	// would be: its local probe meets the still failing downstream and
+	// opens it again.
+	waitFor(t, "process 2's open period to end", func() bool { return hs[2].do(t, "state") == "half-open" })
 	if got := hs[2].do(t, "fail 5"); got != "ok" {
 		t.Fatal(got)
 	}
 	if got := hs[2].do(t, "state"); got != "open" {
-		t.Fatalf("process 2's local breaker after 5 failures: %s, want open", got)
+		t.Fatalf("process 2 after a failed local probe: %s, want open", got)
 	}
 
 	// Redis comes back for processes 0 and 1 only.
