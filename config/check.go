@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -163,7 +165,7 @@ func checkSpecs(f *File) error {
 			}
 		}
 	}
-	for _, op := range sortedKeys(f.Operations) {
+	for _, op := range slices.Sorted(maps.Keys(f.Operations)) {
 		if name := f.Operations[op]; f.Policies[name] == nil {
 			add("operations."+op, "policy %q is not defined (defined: %s)", name, strings.Join(policyNames(f), ", "))
 		}
@@ -171,7 +173,7 @@ func checkSpecs(f *File) error {
 	if f.Default != "" && f.Policies[f.Default] == nil {
 		add("default", "policy %q is not defined", f.Default)
 	}
-	for _, name := range sortedKeys(f.Admission) {
+	for _, name := range slices.Sorted(maps.Keys(f.Admission)) {
 		if msg := admissionProblem(f.Admission[name]); msg != "" {
 			add("admission."+name, "%s", msg)
 		}
@@ -180,16 +182,6 @@ func checkSpecs(f *File) error {
 		return e
 	}
 	return nil
-}
-
-// sortedKeys returns the keys of m, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // backoffProblem returns why the backoff of s cannot be built as given,

@@ -593,27 +593,7 @@ func (p *probe) finish(err error) {
 // as a panicking call is (see judge), and is handed back to re-raise once
 // the permit is released.
 func (p *probe) classify(err error) (outcome int, panicked any) {
-	b := p.b
-	if err != nil {
-		failed, excluded, v := b.judge(err)
-		switch {
-		case v != nil:
-			return 1, v
-		case excluded:
-			return 2, nil
-		case failed:
-			return 1, nil
-		}
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			outcome, panicked = 1, v
-		}
-	}()
-	if b.s.slowPct > 0 && b.clk.Since(p.start) >= b.s.slowDur {
-		outcome = 1 // a slow probe fails when the slow-call rate can trip
-	}
-	return outcome, nil
+	return p.b.probeOutcome(p.start, err)
 }
 
 // report sends the probe's outcome to Redis and releases its permit.
