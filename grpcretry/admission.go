@@ -43,7 +43,8 @@ import (
 // not recover handler panics, so a server that lives through one has a
 // recovery interceptor outside this one). For l's algorithm, a handler
 // error that wraps retry.ErrOverloaded or whose code is
-// RESOURCE_EXHAUSTED or UNAVAILABLE is a drop, and so is a call that
+// RESOURCE_EXHAUSTED or UNAVAILABLE, while the call's context is live, is
+// a drop, and so is a call that
 // reached WithMaxInboundDeadline's bound (its context's cause is
 // ErrInboundDeadline: the server's own bound). A call whose grpc-timeout
 // passed (any other deadline on the context is taken for the caller's,
@@ -174,11 +175,15 @@ const (
 // unaryEnd says how a unary call's permit ends, from its result (see
 // AdaptiveUnaryServerInterceptor).
 func unaryEnd(ctx context.Context, err error) int {
+	// The context first: a call whose caller's grpc-timeout ended it is
+	// no drop whatever its error says (a downstream cut short by the same
+	// context may have answered UNAVAILABLE).
 	cerr := ctx.Err()
 	switch {
-	case err != nil && capacityError(err):
-		return endDrop
 	case cerr == nil:
+		if err != nil && capacityError(err) {
+			return endDrop
+		}
 		return endRelease
 	case errors.Is(cerr, context.DeadlineExceeded):
 		if errors.Is(context.Cause(ctx), ErrInboundDeadline) {

@@ -1602,7 +1602,8 @@ func (c *call) inlinePanic(r any) {
 // own), and the setup's callbacks (an Observer's CallStart, a Clock) may
 // panic. So the breaker hears first that the attempt failed, whatever the
 // setup does, and a panic of the setup's is dropped, c.mu still held (op's
-// panic goes on): ok is false, and rc is not this call's.
+// panic goes on): the budget hears the attempt fail, ok is false, and rc
+// is not this call's.
 func (c *call) adoptPanickedLocked(r any) (ok bool) {
 	if !c.lazy {
 		return true
@@ -1616,10 +1617,23 @@ func (c *call) adoptPanickedLocked(r any) (ok bool) {
 			_ = recover()
 			c.lazy = false
 			c.newRound() // the slots are this call's: its inline attempt's alone
+			// rc never heard of the attempt: the budget (a
+			// BudgetTracker's Start is open) still hears it fail.
+			recordPanicked(c.p.Budget, r)
 		}
 	}()
 	c.adoptLocked()
 	return true
+}
+
+// recordPanicked tells b (if any) that an attempt failed with a panic r,
+// dropping a panic of Record's own: r's goes on.
+func recordPanicked(b retry.Budget, r any) {
+	if b == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	b.Record(false, &retry.PanicError{Value: r})
 }
 
 // tellPanicked tells a breaker's done that its attempt panicked with r,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/hedge"
 	"github.com/stormguard/stormguard/retry"
@@ -66,5 +67,26 @@ func TestInlinePanicAfterPolicyChange(t *testing.T) {
 	}
 	if _, err := b.Allow(); err != nil {
 		t.Fatalf("after the probe's op panicked, the breaker (state %v) refuses every call: %v", b.State(), err)
+	}
+}
+
+// TestInlinePanicSetupPanicStillTellsBudget (third outside review): when
+// the call set up from the changed Policy panics, the budget still hears
+// the inline attempt fail: a BudgetTracker's Start is not left open.
+func TestInlinePanicSetupPanicStillTellsBudget(t *testing.T) {
+	clk := clocktest.NewFake()
+	bud := budget.NewConcurrency(budget.ConcurrencyConfig{})
+	p := &retry.Policy{Budget: bud, MaxAttempts: 3, Clock: clk}
+	h := &hedge.Hedger{Policy: p, Delay: time.Second}
+	func() {
+		defer func() { _ = recover() }()
+		hedge.Do(context.Background(), h, func(context.Context) (int, error) {
+			p.Observer = panicCallStart{}
+			panic("op")
+		}, nil)
+	}()
+	p.Observer = nil
+	if req, _ := bud.Active(); req != 0 {
+		t.Fatalf("after op panicked, the budget still counts %d active request(s): Start without Record", req)
 	}
 }

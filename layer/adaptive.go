@@ -26,7 +26,8 @@ import (
 // The request's slot is given back when h returns, when h panics (the
 // panic goes on), and when h hijacks the connection (the connection is no
 // longer an HTTP request in flight). For l's algorithm, a request that h
-// answers with 503 or 429 is a drop, and so is one whose context's
+// answers with 503 or 429 while its context is live is a drop, and so is
+// one whose context's
 // deadline passed while h served it when that deadline is the server's
 // own (a timeout a handler outside Adaptive set, say, or Middleware's
 // WithMaxDeadline bound on the caller's: cause ErrMaxDeadline). One whose
@@ -38,7 +39,9 @@ import (
 // latency-based algorithm, and AIMD's Timeout, that the server is slow
 // when overload pushes its latency past its callers' deadlines. One whose
 // caller cancelled, and one that panics or hijacks, gives no sample; any
-// other is a served request. Judging the end runs user code
+// other is a served request. The context is judged before the status: a
+// request whose caller's deadline passed is no drop even when it is
+// answered 503 (as an http.TimeoutHandler inside Adaptive answers it). Judging the end runs user code
 // (the context's Err and Value, the error's Is): if it panics, the slot
 // is given back without a sample and the panic goes on. When h is a
 // HandlerFunc, its errors are answered as Middleware answers them.
@@ -101,12 +104,15 @@ func (a *adaptive) serve(w http.ResponseWriter, r *http.Request, outer *options)
 // endKind says how the permit of a request that ended with status and
 // ctx ends (see Adaptive).
 func endKind(ctx context.Context, status int) int {
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-		return endDrop
-	}
+	// The context first: a request whose caller's deadline ended it is
+	// no drop whatever the status (an http.TimeoutHandler inside Adaptive
+	// answers it 503).
 	cerr := ctx.Err()
 	switch {
 	case cerr == nil:
+		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+			return endDrop
+		}
 		return endRelease
 	case errors.Is(cerr, context.DeadlineExceeded):
 		if cause := context.Cause(ctx); errors.Is(cause, ErrInboundDeadline) && !errors.Is(cause, ErrMaxDeadline) {

@@ -409,3 +409,70 @@ func TestAdaptiveMaxDeadlineBoundIsADrop(t *testing.T) {
 		t.Fatalf("the bound's cause is %v, want ErrMaxDeadline, which wraps ErrInboundDeadline", cause)
 	}
 }
+
+// TestAdaptiveCallerDeadlineThroughTimeoutHandler (third outside review):
+// an http.TimeoutHandler inside Adaptive answers 503 when the caller's
+// deadline (from its header) ends the request: that is no drop, or any
+// caller could still halve an AIMD limit with a 1 ms deadline header. The
+// context is judged before the status.
+func TestAdaptiveCallerDeadlineThroughTimeoutHandler(t *testing.T) {
+	aimd, err := admission.NewAIMD(admission.AIMDConfig{InitialLimit: 512, MinLimit: 1, MaxLimit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heardLimit{}
+	for _, alg := range []admission.Limit{h, aimd} {
+		// The real clock: each request lasts its caller's 1 ms deadline,
+		// and a window of 1 ms has passed by the next one's end.
+		l := newAdmission(t, admission.Config{Limit: alg, ProbeInterval: -1, WindowSamples: 1, Window: time.Millisecond})
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done() // the work outlasts the caller's deadline
+		})
+		srv := layer.Middleware(layer.Adaptive(l, http.TimeoutHandler(slow, time.Hour, "timeout")))
+		for range 5 {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.Header.Set(layer.HeaderDeadline, "1") // the caller waits 1 ms (of the real clock)
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("status %d, want the TimeoutHandler's 503", rec.Code)
+			}
+		}
+	}
+	if h.samples == 0 || h.drops != 0 {
+		t.Errorf("%d samples, %d drops, though only the callers' deadlines passed; want samples and no drop", h.samples, h.drops)
+	}
+	if got := aimd.Limit(); got < 512 {
+		t.Errorf("AIMD limit %d after 5 requests whose callers' 1 ms deadlines passed, want at least 512", got)
+	}
+}
+
+// TestCallerDeadlineEqualToBoundIsTheCallers (third outside review): a
+// header asking exactly WithMaxDeadline's bound is the caller's deadline
+// (cause ErrInboundDeadline, a served sample); only one asking for more is
+// cut at the server's bound (ErrMaxDeadline, a drop).
+func TestCallerDeadlineEqualToBoundIsTheCallers(t *testing.T) {
+	for _, c := range []struct {
+		ms    string
+		bound bool
+	}{{"999", false}, {"1000", false}, {"1001", true}} {
+		f := clocktest.NewFake()
+		h := &heardLimit{}
+		l := newAdmission(t, admission.Config{Limit: h, Clock: f, ProbeInterval: -1, WindowSamples: 1, Window: 10 * time.Millisecond})
+		var cause error
+		srv := layer.Middleware(layer.Adaptive(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.Advance(2 * time.Second) // past the deadline
+			cause = context.Cause(r.Context())
+			w.WriteHeader(http.StatusOK)
+		})), layer.WithClock(f), layer.WithMaxDeadline(time.Second))
+		for range 10 {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.Header.Set(layer.HeaderDeadline, c.ms)
+			srv.ServeHTTP(httptest.NewRecorder(), req)
+			f.Advance(10 * time.Millisecond)
+		}
+		if got := errors.Is(cause, layer.ErrMaxDeadline); got != c.bound || h.samples == 0 || (h.drops != 0) != c.bound {
+			t.Errorf("header %s ms, bound 1 s: cause %v, %d of %d samples drops; want the bound's cause and drops: %v", c.ms, cause, h.drops, h.samples, c.bound)
+		}
+	}
+}

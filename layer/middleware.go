@@ -151,11 +151,11 @@ type middleware struct {
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if in, d, ok := m.o.read(r.Header); ok {
+	if in, d, capped, ok := m.o.read(r.Header); ok {
 		ctx := r.Context()
 		if d >= 0 {
 			cause := ErrInboundDeadline
-			if d == m.o.maxDeadline {
+			if capped {
 				cause = ErrMaxDeadline // the bound, not the caller's time
 			}
 			var cancel context.CancelFunc
@@ -178,8 +178,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // read returns the inbound facts in h, capped, and the caller's remaining
-// time (-1: none); ok is false when h carries none of them.
-func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok bool) {
+// time (-1: none), at most the WithMaxDeadline bound (capped reports that
+// the header asked for more); ok is false when h carries none of them.
+func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, capped, ok bool) {
 	d = -1
 	envoy := h[EnvoyAttemptCount]
 	attempt := h[HeaderAttempt]
@@ -216,10 +217,10 @@ func (o *options) read(h http.Header) (in retry.Inbound, d time.Duration, ok boo
 	}
 	if len(ms) > 0 {
 		if t, valid := ParseMillis(ms[0]); valid {
-			d, ok = min(t, o.maxDeadline), true
+			d, capped, ok = min(t, o.maxDeadline), t > o.maxDeadline, true
 		}
 	}
-	return in, d, ok
+	return in, d, capped, ok
 }
 
 // ParseAttempt reads an attempt number as Stormguard-Attempt and

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/clock/clocktest"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -50,5 +51,25 @@ func TestFirstPanicTellsBreakerBeforeChangedPolicy(t *testing.T) {
 	clk.Advance(24 * time.Hour)
 	if _, err := b.Allow(); err != nil {
 		t.Fatalf("after the probe's op panicked, the breaker (state %v) refuses every call: %v", b.State(), err)
+	}
+}
+
+// TestFirstPanicSetupPanicStillTellsBudget (third outside review): when
+// the Call set up from the changed Policy panics, the budget still hears
+// the attempt fail: a BudgetTracker's Start is not left open (before, a
+// budget.Concurrency kept a phantom active request, loosening its cap).
+func TestFirstPanicSetupPanicStillTellsBudget(t *testing.T) {
+	bud := budget.NewConcurrency(budget.ConcurrencyConfig{})
+	p := &retry.Policy{Budget: bud, MaxAttempts: 2}
+	func() {
+		defer func() { _ = recover() }()
+		retry.Do(context.Background(), p, func(context.Context) (int, error) {
+			p.Observer = panicCallStart{}
+			panic("op")
+		})
+	}()
+	p.Observer = nil
+	if req, _ := bud.Active(); req != 0 {
+		t.Fatalf("after op panicked, the budget still counts %d active request(s): Start without Record", req)
 	}
 }

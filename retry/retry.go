@@ -293,8 +293,9 @@ func runPlain[T any](ctx context.Context, p *Policy, op func(context.Context) (T
 // when it did not return (r is what recover gave: nil for runtime.Goexit):
 // to the breaker through done unless it heard the attempt end (done nil),
 // first, then to the budget, the limiter and the Observer through a Call
-// set up from p; then it lets the panic go on. A panic while reporting (a
-// listener's, the setup's) is dropped: op's goes on.
+// set up from p (to the budget alone when that setup panics); then it lets
+// the panic go on. A panic while reporting (a listener's, the setup's) is
+// dropped: op's goes on.
 func firstPanicked(ctx context.Context, p *Policy, done func(error), r any) {
 	if done != nil {
 		// The breaker first, whatever the rest does: the Call below is
@@ -304,15 +305,32 @@ func firstPanicked(ctx context.Context, p *Policy, done func(error), r any) {
 		// later call.
 		tellPanicked(done, r)
 	}
+	set := false
 	func() {
 		defer func() { _ = recover() }() // a panic of the setup's is dropped: op's goes on
 		var c Call
 		a := c.Adopt(ctx, p, Inline{})
+		set = true // from here Panic tells the budget, whatever its steps do
 		c.Panic(&a, r)
 	}()
+	if !set {
+		// The setup panicked: the budget (a BudgetTracker's Start is
+		// open) still hears the attempt fail.
+		recordPanicked(p.Budget, r)
+	}
 	if r != nil {
 		panic(r)
 	}
+}
+
+// recordPanicked tells b (if any) that an attempt failed with a panic r,
+// dropping a panic of Record's own: r's goes on.
+func recordPanicked(b Budget, r any) {
+	if b == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	b.Record(false, &PanicError{Value: r})
 }
 
 // tellPanicked tells a breaker's done that its attempt panicked with r,
