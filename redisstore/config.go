@@ -440,7 +440,14 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 	if s.probeLease == 0 {
 		s.probeLease = DefaultProbeLease
 	}
-	if longest := max(s.maxOpen, time.Duration(s.buckets)*s.width, s.probeLease); l.ttl <= longest {
+	var window time.Duration // the rounded window, saturated (none: 0)
+	if s.buckets > 0 {
+		window = time.Duration(math.MaxInt64)
+		if s.width <= math.MaxInt64/time.Duration(s.buckets) {
+			window = time.Duration(s.buckets) * s.width
+		}
+	}
+	if longest := max(s.maxOpen, window, s.probeLease); l.ttl <= longest {
 		return s, invalid("BreakerConfig.KeyTTL %v must exceed the longest open period, window and probe lease (%v)", l.ttl, longest)
 	}
 	s.local = bc
