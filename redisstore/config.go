@@ -424,6 +424,7 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		onMember:     c.OnMemberStateChange,
 		gate:         l.clk == clock.Real,
 	}
+	var window time.Duration // what the window's buckets span (none: 0)
 	if w := d.Window; w.Duration > 0 {
 		s.window = true
 		s.buckets = w.Buckets
@@ -436,16 +437,15 @@ func (c BreakerConfig) resolve() (breakerSettings, error) {
 		}
 		s.width = ceilMillis(s.width) // Redis counts whole milliseconds
 		s.minCalls = int64(w.MinCalls)
+		// The window its rounded buckets span; past the longest duration
+		// (a window within Buckets ms of it), the window asked for.
+		window = w.Duration
+		if s.width <= math.MaxInt64/time.Duration(s.buckets) {
+			window = max(window, time.Duration(s.buckets)*s.width)
+		}
 	}
 	if s.probeLease == 0 {
 		s.probeLease = DefaultProbeLease
-	}
-	var window time.Duration // the rounded window, saturated (none: 0)
-	if s.buckets > 0 {
-		window = time.Duration(math.MaxInt64)
-		if s.width <= math.MaxInt64/time.Duration(s.buckets) {
-			window = time.Duration(s.buckets) * s.width
-		}
 	}
 	if longest := max(s.maxOpen, window, s.probeLease); l.ttl <= longest {
 		return s, invalid("BreakerConfig.KeyTTL %v must exceed the longest open period, window and probe lease (%v)", l.ttl, longest)
