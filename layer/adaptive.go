@@ -41,10 +41,11 @@ import (
 // caller cancelled, and one that panics or hijacks, gives no sample; any
 // other is a served request. The context is judged before the status: a
 // request whose caller's deadline passed is no drop even when it is
-// answered 503 (as an http.TimeoutHandler inside Adaptive answers it). Judging the end runs user code
-// (the context's Err and Value, the error's Is): if it panics, the slot
-// is given back without a sample and the panic goes on. When h is a
-// HandlerFunc, its errors are answered as Middleware answers them.
+// answered 503 (as an http.TimeoutHandler inside Adaptive answers it).
+// Judging the end runs user code (the context's Err and Value, the
+// error's Is): if it panics, the slot is given back without a sample and
+// the panic goes on. When h is a HandlerFunc, its errors are answered as
+// Middleware answers them.
 //
 // The writer h is given notes the status and the hijack, and keeps the
 // optional interfaces of the one it wraps: WriteString (io.StringWriter)
