@@ -773,32 +773,32 @@ func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 		},
 	})
 	inDone, release := make(chan struct{}), make(chan struct{})
+	var doneReturned atomic.Bool
 	s.Submit(func(ctx context.Context) error { return errors.New("down") }, func(err error) {
 		close(inDone)
 		<-release // a done function that takes a while
+		doneReturned.Store(true)
 	})
 	fake.BlockUntil(1) // the task waits for its retry
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
 	var firstN int
 	var firstErr error
-	var firstDone atomic.Bool
 	first := make(chan struct{})
 	go func() {
 		firstN, firstErr = s.Close(expired)
-		firstDone.Store(true)
 		close(first)
 	}()
 	<-inDone
 	type result struct {
-		n         int
-		err       error
-		firstDone bool
+		n            int
+		err          error
+		doneReturned bool
 	}
 	second := make(chan result, 1)
 	go func() {
 		n, err := s.Close(context.Background())
-		second <- result{n, err, firstDone.Load()}
+		second <- result{n, err, doneReturned.Load()}
 	}()
 	// Give a second Close that does not wait every chance to return.
 	for range 1000 {
@@ -814,8 +814,8 @@ func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 	close(release)
 	<-first
 	r := <-second
-	if !r.firstDone || r.n != 0 || r.err != nil {
-		t.Fatalf("second Close = (%d, %v), first finished before it: %v; want (0, nil) after the first", r.n, r.err, r.firstDone)
+	if !r.doneReturned || r.n != 0 || r.err != nil {
+		t.Fatalf("second Close = (%d, %v), the abandoned task's done had returned: %v; want (0, nil) after the first's done functions", r.n, r.err, r.doneReturned)
 	}
 	if firstN != 1 || !errors.Is(firstErr, queue.ErrClosed) {
 		t.Fatalf("first Close = (%d, %v), want 1 abandoned and ErrClosed", firstN, firstErr)
