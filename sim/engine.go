@@ -377,8 +377,6 @@ func (s *Sim) takeLane(src int) {
 
 // stepUntil takes and runs the earliest event, as next and take do, if it
 // is due at or before t; it reports false when none is.
-// RunUntilContext takes its events with the same steps, written out in
-// its loop.
 func (s *Sim) stepUntil(t time.Duration) bool {
 	q := s.queue.min()
 	if s.inLanes > 0 {
@@ -506,29 +504,7 @@ func (s *Sim) RunUntilContext(ctx context.Context, t time.Duration, maxEvents ui
 	// checkEvery events) or reaches the cap.
 	check := start + min(checkEvery, maxEvents)
 	same, at := 0, s.now
-	for !s.stopped {
-		// stepUntil, written out: a call per event was a tenth of the
-		// loop's instructions (issue #36).
-		q := s.queue.min()
-		if s.inLanes > 0 {
-			if s.laneDirty {
-				s.findLaneMin()
-			}
-			if src := s.laneMin; s.laneFirst(q) {
-				if s.heads[src].at > t {
-					break
-				}
-				s.takeLane(src)
-			} else if q.at > t { // laneFirst is true when q is nil
-				break
-			} else {
-				s.takeHeap()
-			}
-		} else if q == nil || q.at > t {
-			break
-		} else {
-			s.takeHeap()
-		}
+	for !s.stopped && s.stepUntil(t) {
 		if s.now != at {
 			same, at = 0, s.now
 		} else if same++; same >= MaxSameInstant {
