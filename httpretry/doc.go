@@ -116,13 +116,13 @@
 // which this transport retries as any 503, so the one layer that retries
 // does. WithHeaders renames or drops
 // them; WithoutAnnounce sends none (for third parties). Announcing costs
-// an attempt three allocations, 720 bytes (752 with a deadline): a request
-// copy (holding the deadline's digits; the values of the attempt number up
-// to 16 and of Will-Retry are prebuilt and shared, read-only), and the new
-// header map net/http needs (BenchmarkAnnounce, TestAllocationsOnSuccess).
-// No header map is shared between requests: an *http.Transport hands the
-// request to code of the user's (its Proxy, a protocol registered with
-// RegisterProtocol, a TLSNextProto RoundTripper) that might write to it.
+// an attempt three allocations, 784 bytes: a request copy holding the
+// values it announces, and the new header map net/http needs
+// (BenchmarkAnnounce, TestAllocationsOnSuccess). No header map and no
+// announced value is shared between requests: an *http.Transport hands
+// the request to code of the user's (its Proxy, a protocol registered
+// with RegisterProtocol, a TLSNextProto RoundTripper) that might write to
+// it.
 //
 // A response of status 429 or 5xx carrying Stormguard-Overloaded: 1
 // (layer.Overload sends it with 503 and Retry-After) says "overloaded;
